@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -38,6 +39,9 @@ struct Layout {
   std::int64_t storage_elements() const;
   static Layout dense(DType t, Shape s);
 };
+
+// Calls fn(flat index, element offset in the buffer) for every element, flat index in row-major order.
+void for_each_element(const Layout& layout, const std::function<void(std::int64_t, std::int64_t)>& fn);
 
 // A dense, row-major, owning host array of one dtype. The bytes are the elements exactly as a kernel sees
 // them, so bitwise comparisons are comparisons of bytes.
