@@ -80,9 +80,11 @@ struct TensorSpec {
 
 // [nonfinite]: how far a NaN or Inf in an input may spread beyond what the float64 oracle says.
 struct SpreadRule {
-  bool exact = true;              // spread = "oracle" (default): exactly the oracle's non-finite set
+  bool exact = true;              // spread = "oracle" (default): exactly the oracle's non-finite set;
+                                  // spread = "along" (implied by dim): extra spread along `dim`
   std::string dim;                // dim = "T": the axis along which extra spread is allowed
   std::int64_t block = 0;         // block = 64, or block = "chunk" naming an attr
+  std::string block_attr;         // the attr `block` named, if any (block then holds its value)
   std::string segments;           // segments = "cu_seqlens": an offsets input; blocks restart at segment
                                   // starts and nothing spreads across segment boundaries
   enum class Direction { forward, backward, both } direction = Direction::forward;  // direction
