@@ -1,6 +1,7 @@
 // Validation of a glr problem: every check names the argument it rejects, and none touches tensor data, so
 // the CUDA entry points can call it on the host before any launch.
 #include "glr/params.hpp"
+#include "glr/tensors.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -160,6 +161,13 @@ void Params::validate(Pass pass, Backend backend) const {
   if (has_g) gate_tensor("dg", s.dg, true);
   if (delta) scalar("dbeta", s.dbeta, true);
   if (initial_state) state("dh0", s.dh0, true);
+}
+
+void check_pointer(const char* name, const void* ptr, bool needed) {
+  if (needed && ptr == nullptr) throw InvalidArgument(name, "is null but the problem needs it");
+  if (!needed && ptr != nullptr)
+    throw InvalidArgument(name, "is given but the problem has no such tensor (check delta, gate, "
+                                "initial_state and final_state)");
 }
 
 Params make_params(Member member, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t HV,
