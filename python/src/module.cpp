@@ -1,0 +1,392 @@
+// kgate._core: the C++ core seen from Python.
+//
+// What crosses the boundary and how:
+// - tensors cross by DLPack without copies in both directions: a HostArray is exported as a read-write
+//   view (`numpy.from_dlpack(a)` aliases its bytes), and the comparison helpers take any DLPack-capable
+//   CPU array (numpy, torch.cpu) as an nb::ndarray view of the caller's memory;
+// - Target is the engine's seam (kgate/target.hpp). A Python subclass of kgate._core.Target is a real
+//   kgate::Target to the C++ side (a nanobind trampoline), so the C++ gates drive Python candidates
+//   unchanged; kgate.target.WorkerTarget is the subclass that runs the candidate in a worker process;
+// - drive_target is a small C++ driver over any Target (alloc, write, call, gather, guards): the same
+//   sequence of calls a gate makes, used by the tests to prove the seam end to end until verify() binds.
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/trampoline.h>
+
+#include "kgate/dtype.hpp"
+#include "kgate/rng.hpp"
+#include "kgate/target.hpp"
+#include "kgate/targets.hpp"
+#include "kgate/tensor.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kgate {
+namespace {
+
+// ---- DLPack views --------------------------------------------------------------------------------------
+
+nb::dlpack::dtype to_nb_dtype(DType t) {
+  const DLDataType d = to_dlpack(t);
+  nb::dlpack::dtype out;
+  out.code = d.code;
+  out.bits = d.bits;
+  out.lanes = d.lanes;
+  return out;
+}
+
+DType from_nb_dtype(nb::dlpack::dtype d) {
+  DLDataType dl;
+  dl.code = d.code;
+  dl.bits = d.bits;
+  dl.lanes = d.lanes;
+  if (auto t = from_dlpack(dl)) return *t;
+  throw std::invalid_argument("kgate has no dtype for DLPack code " + std::to_string(d.code) + " bits " +
+                              std::to_string(d.bits));
+}
+
+using CpuArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// A view of a HostArray's bytes that keeps the owning Python object alive: no copy.
+nb::ndarray<> host_view(nb::handle owner, HostArray& a) {
+  std::vector<size_t> shape(a.shape().begin(), a.shape().end());
+  return nb::ndarray<>(a.data(), shape.size(), shape.data(), owner, nullptr, to_nb_dtype(a.dtype()),
+                       nb::device::cpu::value, 0);
+}
+
+// The byte offset of element `flat` (row-major) of a strided view.
+std::int64_t element_offset(const CpuArray& a, std::int64_t flat) {
+  std::int64_t off = 0;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    const std::int64_t extent = static_cast<std::int64_t>(a.shape(d));
+    const std::int64_t i = extent > 0 ? flat % extent : 0;
+    flat = extent > 0 ? flat / extent : 0;
+    off += i * a.stride(d);
+  }
+  return off * static_cast<std::int64_t>(a.itemsize());
+}
+
+std::int64_t element_count(const CpuArray& a) {
+  std::int64_t n = 1;
+  for (size_t d = 0; d < a.ndim(); ++d) n *= static_cast<std::int64_t>(a.shape(d));
+  return n;
+}
+
+// First flat index where two arrays differ bitwise, or -1. Reads both in place (no copies).
+std::int64_t first_bitwise_difference(const CpuArray& a, const CpuArray& b) {
+  if (a.ndim() != b.ndim()) throw std::invalid_argument("first_bitwise_difference: ranks differ");
+  for (size_t d = 0; d < a.ndim(); ++d)
+    if (a.shape(d) != b.shape(d)) throw std::invalid_argument("first_bitwise_difference: shapes differ");
+  if (a.itemsize() != b.itemsize()) throw std::invalid_argument("first_bitwise_difference: element sizes differ");
+  const auto* pa = static_cast<const unsigned char*>(a.data());
+  const auto* pb = static_cast<const unsigned char*>(b.data());
+  const std::int64_t n = element_count(a);
+  for (std::int64_t i = 0; i < n; ++i)
+    if (std::memcmp(pa + element_offset(a, i), pb + element_offset(b, i), a.itemsize()) != 0) return i;
+  return -1;
+}
+
+// Per element: 0 finite, 1 NaN, 2 +Inf, 3 -Inf (the classes the tolerance-free gates compare).
+std::vector<std::uint8_t> nonfinite_classes(const CpuArray& a) {
+  const DType t = from_nb_dtype(a.dtype());
+  const auto* p = static_cast<const std::byte*>(a.data());
+  const std::int64_t n = element_count(a);
+  std::vector<std::uint8_t> out(static_cast<size_t>(n), 0);
+  if (!is_float(t)) return out;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = load_f64(p + element_offset(a, i), t);
+    out[static_cast<size_t>(i)] = std::isnan(v) ? 1 : std::isinf(v) ? (v > 0 ? 2 : 3) : 0;
+  }
+  return out;
+}
+
+HostArray host_from_array(const CpuArray& a) {
+  const DType t = from_nb_dtype(a.dtype());
+  Shape shape;
+  for (size_t d = 0; d < a.ndim(); ++d) shape.push_back(static_cast<std::int64_t>(a.shape(d)));
+  HostArray out(t, shape);
+  const auto* p = static_cast<const std::byte*>(a.data());
+  for (std::int64_t i = 0; i < out.numel(); ++i)
+    std::memcpy(out.data() + i * size_of(t), p + element_offset(a, i), size_of(t));
+  return out;
+}
+
+// ---- Target trampoline ---------------------------------------------------------------------------------
+
+std::vector<std::byte> to_bytes(nb::handle obj) {
+  nb::bytes b = nb::isinstance<nb::bytes>(obj) ? nb::borrow<nb::bytes>(obj)
+                                               : nb::borrow<nb::bytes>(nb::module_::import_("builtins").attr("bytes")(obj));
+  const auto* p = static_cast<const std::byte*>(static_cast<const void*>(b.c_str()));
+  return std::vector<std::byte>(p, p + b.size());
+}
+
+nb::bytes from_bytes(std::span<const std::byte> data) { return nb::bytes(data.data(), data.size()); }
+
+// Looks a pure virtual up on the Python subclass and calls it with the GIL held.
+#define KGATE_PY_CALL(name, ...)                                                                    \
+  nb::gil_scoped_acquire kgate_gil;                                                                 \
+  nanobind::detail::ticket kgate_ticket(nb_trampoline, name, nanobind::detail::str_hash(name), true); \
+  nb::object kgate_result = nb_trampoline.base().attr(kgate_ticket.key)(__VA_ARGS__)
+
+class PyTarget : public Target {
+ public:
+  NB_TRAMPOLINE(Target);
+
+  std::string describe() const override {
+    KGATE_PY_CALL("describe");
+    return nb::cast<std::string>(kgate_result);
+  }
+  DLDeviceType device() const override {
+    KGATE_PY_CALL("device");
+    return static_cast<DLDeviceType>(nb::cast<int>(kgate_result));
+  }
+  BufferId alloc(std::size_t bytes) override {
+    KGATE_PY_CALL("alloc", bytes);
+    return nb::cast<BufferId>(kgate_result);
+  }
+  void release(BufferId id) override { KGATE_PY_CALL("release", id); }
+  void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override {
+    nb::gil_scoped_acquire gil;
+    nb::bytes b = from_bytes(data);
+    KGATE_PY_CALL("write", id, offset, b);
+  }
+  std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
+    KGATE_PY_CALL("read", id, offset, bytes);
+    return to_bytes(kgate_result);
+  }
+  std::vector<GuardViolation> check_guards(BufferId id) override {
+    KGATE_PY_CALL("check_guards", id);
+    return nb::cast<std::vector<GuardViolation>>(kgate_result);
+  }
+  CallResult call(const CallRequest& request) override {
+    KGATE_PY_CALL("call", request);
+    return nb::cast<CallResult>(kgate_result);
+  }
+  void reset() override { KGATE_PY_CALL("reset"); }
+  bool healthy() const override {
+    KGATE_PY_CALL("healthy");
+    return nb::cast<bool>(kgate_result);
+  }
+};
+
+// What drive_target returns: the outcome and each output as the target gathered it.
+struct DriveResult {
+  CallResult call;
+  std::vector<std::vector<GuardViolation>> guards_after;  // per input buffer, checked after the call
+};
+
+// The sequence a gate runs against a target, written in C++ so the tests exercise the trampoline from the
+// engine's side: each input in its own guarded buffer (written through Target::write), outputs in fresh
+// buffers (poisoned as requested), one call, guards checked.
+DriveResult drive_target(Target& target, const std::vector<HostArray>& inputs,
+                         const std::vector<std::pair<DType, Shape>>& outputs, const std::vector<std::byte>& poison,
+                         StreamMode stream) {
+  Invocation inv;
+  std::vector<BufferId> input_buffers;
+  for (const HostArray& a : inputs) {
+    const BufferId id = target.alloc(a.nbytes());
+    target.write(id, 0, a.bytes());
+    inv.inputs.push_back({id, Layout::dense(a.dtype(), a.shape())});
+    input_buffers.push_back(id);
+  }
+  for (const auto& [t, s] : outputs) {
+    const BufferId id = target.alloc(static_cast<std::size_t>(numel(s)) * size_of(t));
+    inv.outputs.push_back({id, Layout::dense(t, s)});
+  }
+  CallRequest req;
+  req.invocations.push_back(inv);
+  req.poison = poison;
+  req.stream = stream;
+  DriveResult out;
+  out.call = target.call(req);
+  if (target.healthy()) {
+    for (BufferId id : input_buffers) out.guards_after.push_back(target.check_guards(id));
+    for (const TensorArg& a : inv.inputs) target.release(a.buffer);
+    for (const TensorArg& a : inv.outputs) target.release(a.buffer);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace kgate
+
+NB_MODULE(_core, m) {
+  using namespace kgate;
+  m.doc() = "kgate's C++ core: dtypes, seeds, host arrays over DLPack, and the Target seam";
+  m.attr("__version__") = "0.1.0";
+
+  nb::enum_<DType>(m, "DType")
+      .value("f64", DType::f64)
+      .value("f32", DType::f32)
+      .value("f16", DType::f16)
+      .value("bf16", DType::bf16)
+      .value("i32", DType::i32)
+      .value("i64", DType::i64)
+      .value("bool", DType::boolean);
+  m.def("parse_dtype", [](const std::string& s) {
+    auto t = parse_dtype(s);
+    if (!t) throw std::invalid_argument("unknown dtype: " + s);
+    return *t;
+  });
+  m.def("dtype_name", [](DType t) { return std::string(name_of(t)); });
+  m.def("round_to", &round_to, "x"_a, "dtype"_a, "x after a round trip through dtype (nearest, ties to even)");
+  m.def("unit_roundoff", [](DType t) { return info(t).unit_roundoff; });
+
+  nb::class_<Stream>(m, "Stream", "A counter-based random stream: element i is a pure function of (key, i)")
+      .def(nb::init<std::uint64_t>(), "key"_a)
+      .def_prop_ro("key", &Stream::key)
+      .def("child", nb::overload_cast<std::uint64_t>(&Stream::child, nb::const_), "index"_a)
+      .def("child", nb::overload_cast<std::string_view>(&Stream::child, nb::const_), "label"_a)
+      .def("bits", &Stream::bits)
+      .def("uniform", &Stream::uniform)
+      .def("normal", &Stream::normal)
+      .def("integer", &Stream::integer);
+  m.def("mix64", [](std::uint64_t z) { return mix64(z); });
+
+  nb::class_<HostArray>(m, "HostArray", "A dense host array owned by C++; numpy.from_dlpack(a) aliases it")
+      .def(nb::init<DType, Shape>(), "dtype"_a, "shape"_a)
+      .def_prop_ro("dtype", &HostArray::dtype)
+      .def_prop_ro("shape", &HostArray::shape)
+      .def_prop_ro("nbytes", &HostArray::nbytes)
+      .def("get", &HostArray::get)
+      .def("set", &HostArray::set)
+      .def("numpy", [](nb::handle self) { return nb::ndarray<nb::numpy>(host_view(self, *nb::inst_ptr<HostArray>(self))); },
+           "a numpy array aliasing the bytes (no copy); numpy.from_dlpack(a) and torch.from_dlpack(a) work too")
+      .def("__dlpack__",
+           [](nb::handle self, nb::kwargs kw) -> nb::object {
+             (void)kw;  // stream / max_version: host memory needs neither
+             return nb::cast(host_view(self, *nb::inst_ptr<HostArray>(self)));  // a DLPack capsule
+           })
+      .def("__dlpack_device__", [](nb::handle) { return nb::make_tuple(1, 0); })
+      .def("data_address", [](HostArray& a) { return reinterpret_cast<std::uintptr_t>(a.data()); })
+      .def_static("from_array", &host_from_array, "array"_a, "copies a CPU DLPack array into a HostArray");
+
+  m.def("first_bitwise_difference", &first_bitwise_difference, "a"_a, "b"_a,
+        "first flat index where a and b differ bitwise, or -1; reads both in place");
+  m.def("nonfinite_classes", &nonfinite_classes, "a"_a,
+        "per element 0 finite, 1 NaN, 2 +Inf, 3 -Inf; reads a in place");
+  m.def("array_address", [](const CpuArray& a) { return reinterpret_cast<std::uintptr_t>(a.data()); },
+        "the address of element 0 as C++ sees it (tests: proves an array crossed without a copy)");
+
+  nb::class_<Layout>(m, "Layout")
+      .def(nb::init<>())
+      .def_rw("dtype", &Layout::dtype)
+      .def_rw("shape", &Layout::shape)
+      .def_rw("strides", &Layout::strides)
+      .def_rw("offset", &Layout::offset)
+      .def("contiguous", &Layout::contiguous)
+      .def("storage_elements", &Layout::storage_elements)
+      .def_static("dense", &Layout::dense);
+  nb::class_<TensorArg>(m, "TensorArg").def(nb::init<>()).def_rw("buffer", &TensorArg::buffer).def_rw("layout", &TensorArg::layout);
+  nb::class_<Invocation>(m, "Invocation")
+      .def(nb::init<>())
+      .def_rw("inputs", &Invocation::inputs)
+      .def_rw("outputs", &Invocation::outputs)
+      .def_rw("attrs", &Invocation::attrs);
+  nb::enum_<StreamMode>(m, "StreamMode")
+      .value("own_stream", StreamMode::own_stream)
+      .value("null_stream", StreamMode::null_stream)
+      .value("staged_inputs", StreamMode::staged_inputs);
+  nb::class_<CallRequest>(m, "CallRequest")
+      .def(nb::init<>())
+      .def_rw("invocations", &CallRequest::invocations)
+      .def_rw("stream", &CallRequest::stream)
+      .def_prop_rw("poison",
+                   [](const CallRequest& r) { return nb::bytes(r.poison.data(), r.poison.size()); },
+                   [](CallRequest& r, nb::bytes b) { r.poison = to_bytes(b); });
+  nb::enum_<CallOutcome>(m, "CallOutcome")
+      .value("completed", CallOutcome::completed)
+      .value("crashed", CallOutcome::crashed)
+      .value("timed_out", CallOutcome::timed_out);
+  nb::class_<GuardViolation>(m, "GuardViolation")
+      .def(nb::init<>())
+      .def("__init__", [](GuardViolation* g, BufferId b, std::int64_t off, std::uint8_t e, std::uint8_t f) {
+        new (g) GuardViolation{b, off, e, f};
+      })
+      .def_rw("buffer", &GuardViolation::buffer)
+      .def_rw("offset", &GuardViolation::offset)
+      .def_rw("expected", &GuardViolation::expected)
+      .def_rw("found", &GuardViolation::found);
+  nb::class_<InvocationResult>(m, "InvocationResult")
+      .def(nb::init<>())
+      .def_rw("status", &InvocationResult::status)
+      .def_rw("message", &InvocationResult::message)
+      .def_rw("outputs", &InvocationResult::outputs);
+  nb::class_<CallResult>(m, "CallResult")
+      .def(nb::init<>())
+      .def_rw("outcome", &CallResult::outcome)
+      .def_rw("detail", &CallResult::detail)
+      .def_rw("results", &CallResult::results)
+      .def_rw("guards", &CallResult::guards)
+      .def_rw("output", &CallResult::output)
+      .def_rw("output_bytes", &CallResult::output_bytes)
+      .def_rw("seconds", &CallResult::seconds);
+  m.attr("KGATE_OK") = static_cast<int>(KGATE_OK);
+  m.attr("KGATE_REFUSED") = static_cast<int>(KGATE_REFUSED);
+  m.attr("KGATE_ERROR") = static_cast<int>(KGATE_ERROR);
+
+  nb::class_<Target, PyTarget>(m, "Target",
+                               "The engine's seam. Subclass it in Python and implement every method; the "
+                               "C++ gates then drive the subclass as any other target.")
+      .def(nb::init<>())
+      .def("describe", &Target::describe)
+      .def("device", [](const Target& t) { return static_cast<int>(t.device()); })
+      .def("alloc", &Target::alloc)
+      .def("release", &Target::release)
+      .def("write", [](Target& t, BufferId id, std::size_t off, nb::bytes b) {
+        const auto v = to_bytes(b);
+        t.write(id, off, v);
+      })
+      .def("read", [](Target& t, BufferId id, std::size_t off, std::size_t n) { return from_bytes(t.read(id, off, n)); })
+      .def("check_guards", &Target::check_guards)
+      .def("call", &Target::call)
+      .def("reset", &Target::reset)
+      .def("healthy", &Target::healthy);
+
+  // An in-process CPU target over a Python callable taking (inputs, outputs) as numpy-compatible
+  // zero-copy views of the guarded buffers: for tests of the C++ CPU backend from Python.
+  m.def(
+      "inprocess_target",
+      [](std::string name, nb::callable fn) -> std::unique_ptr<Target> {
+        auto entry = [fn](const kgate_call& call) -> std::int32_t {
+          nb::gil_scoped_acquire gil;
+          auto view = [](const DLTensor& t, bool writable) {
+            std::vector<size_t> shape(t.shape, t.shape + t.ndim);
+            std::vector<int64_t> strides(t.strides, t.strides + t.ndim);
+            nb::dlpack::dtype d{static_cast<uint8_t>(t.dtype.code), t.dtype.bits, t.dtype.lanes};
+            (void)writable;
+            return nb::ndarray<nb::numpy>(t.data, shape.size(), shape.data(), nb::handle(), strides.data(), d);
+          };
+          nb::list ins, outs;
+          for (int i = 0; i < call.n_inputs; ++i) ins.append(view(call.inputs[i], false));
+          for (int i = 0; i < call.n_outputs; ++i) outs.append(view(call.outputs[i], true));
+          return nb::cast<std::int32_t>(fn(ins, outs));
+        };
+        return make_inprocess_target(std::move(name), entry);
+      },
+      "name"_a, "fn"_a);
+
+  nb::class_<DriveResult>(m, "DriveResult")
+      .def_ro("call", &DriveResult::call)
+      .def_ro("guards_after", &DriveResult::guards_after);
+  m.def(
+      "drive_target",
+      [](Target& t, const std::vector<HostArray>& inputs, const std::vector<std::pair<DType, Shape>>& outputs,
+         nb::bytes poison, StreamMode stream) { return drive_target(t, inputs, outputs, to_bytes(poison), stream); },
+      "target"_a, "inputs"_a, "outputs"_a, "poison"_a = nb::bytes(""), "stream"_a = StreamMode::own_stream,
+        "runs one gate-style call against target from C++ (alloc, write, call, guards, release)");
+}
