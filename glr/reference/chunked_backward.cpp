@@ -87,8 +87,12 @@ void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<R
           const Real* dvn = dV_new.ptr(b, ti, hv);
           for (std::int64_t a = 0; a < K; ++a) {
             const Real qa = sq * qi[a];
-            const Real wa = p.delta ? W(b, ti, hv, a) : Real(0);
-            for (std::int64_t e = 0; e < V; ++e) dS[a * V + e] += qa * dO[e] - wa * dvn[e];
+            for (std::int64_t e = 0; e < V; ++e) dS[a * V + e] += qa * dO[e];
+            // Skipped, not multiplied by W = 0, without the delta term: 0 * NaN would carry a NaN of
+            // dV_new into dS where the exact backward has none.
+            if (!p.delta) continue;
+            const Real wa = W(b, ti, hv, a);
+            for (std::int64_t e = 0; e < V; ++e) dS[a * V + e] -= wa * dvn[e];
           }
         }
       }

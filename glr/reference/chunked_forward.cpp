@@ -15,13 +15,16 @@ template <class Real>
 Dense<Real> chunk_local_cumsum(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in) {
   Dense<Real> G({p.B, p.T, p.HV});
   if (p.gate == Gate::none) return G;
+  const Real floor = log_decay_floor<Real>();
+  // `g < floor ? floor : g` keeps NaN (the comparison is false), unlike std::fmax, which would drop it.
+  auto clamp = [floor](Real g) { return g < floor ? floor : g; };
   for (const Chunk& c : plan.chunks)
     for (std::int64_t hv = 0; hv < p.HV; ++hv) {
       Real acc = 0;
       for (std::int64_t i = 0; i < c.length; ++i) {
         const std::int64_t t = c.begin + i;
         // A constant gate multiplies instead of summing: exact up to one rounding, as a kernel would do it.
-        acc = p.gate == Gate::per_head ? static_cast<Real>(i + 1) * in.g(hv) : acc + in.g(c.batch, t, hv);
+        acc = p.gate == Gate::per_head ? static_cast<Real>(i + 1) * clamp(in.g(hv)) : acc + clamp(in.g(c.batch, t, hv));
         G(c.batch, t, hv) = acc;
       }
     }

@@ -41,8 +41,16 @@ Real stored(Real x, Storage s) {
 
 // ---- forward stages ----------------------------------------------------------------------------------
 
-// G[b, t, hv]: in-chunk cumulative log-decay, G_i = g_0 + ... + g_i from the chunk's first token (per-head
-// gate: (i + 1) g_hv; no gate: 0). Kept in Real.
+// The smallest log-decay the chunked form uses: exp(floor) is already 0 in Real (float underflows below
+// -103.3, double below -744.4), so clamping g there changes no decay, but it keeps a g of -Inf (or -3e38)
+// a clean reset, as in the recurrence, instead of a NaN from exp(G_i - G_j) = exp(-Inf + Inf).
+template <class Real>
+constexpr Real log_decay_floor() {
+  return sizeof(Real) >= sizeof(double) ? Real(-1024) : Real(-128);
+}
+
+// G[b, t, hv]: in-chunk cumulative log-decay, G_i = g_0 + ... + g_i from the chunk's first token, each g
+// clamped below at log_decay_floor (per-head gate: (i + 1) g_hv; no gate: 0). Kept in Real.
 template <class Real>
 Dense<Real> chunk_local_cumsum(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in);
 

@@ -1,0 +1,88 @@
+// glr/glr_cuda.hpp: the CUDA forward and training backward of the gated-linear-recurrence family on
+// device pointers and a stream, for the problem described by glr::Params (params.hpp: layouts, strides,
+// family member, packed sequences).
+//
+// Every precondition is checked on the host before anything is enqueued; a bad argument throws
+// glr::InvalidArgument naming it ("q.dtype", "workspace", "cu_seqlens", ...), a CUDA failure throws
+// glr::cuda::CudaError naming the stage. Nothing synchronises the stream.
+//
+// Supported: K, V in {64, 128}, chunk 64; q, k, v (and o, dout, dq, dk, dv) all bf16 or all fp16; g, beta
+// (and dg, dbeta) fp32 or the dtype of q; states h0, ht, dht, dh0 fp32; any non-negative element strides;
+// every pointer aligned to its element size. Results are bitwise reproducible (no atomics).
+//
+// Packed sequences: Params::cu_seqlens is the host copy (checked on the host). The kernels read the offsets
+// from the device: pass them in DeviceOffsets (int64, N + 1 values, the same as the host copy). A caller
+// with the offsets only on the device may leave Params::cu_seqlens empty (B = 1, T = total length) and set
+// DeviceOffsets::num_seqs: the offsets are then checked on the device, and if they are invalid every output
+// is NaN and workspace_status() returns kStatusBadOffsets (no host sync is ever needed to launch).
+//
+// Workspace: forward_workspace_bytes / backward_workspace_bytes say how much (fp32 intermediates; the
+// backward recomputes the forward's, so it needs nothing from the forward call); the overloads without a
+// workspace allocate it with cudaMallocAsync on the caller's stream and free it with cudaFreeAsync.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "glr/params.hpp"
+
+// cudaStream_t without the CUDA headers (the same declaration as cuda_runtime_api.h's).
+typedef struct CUstream_st* cudaStream_t;
+
+namespace glr::cuda {
+
+enum class DType : std::int32_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3 };
+const char* name_of(DType t);
+
+struct In {
+  const void* data = nullptr;
+  DType dtype = DType::bf16;
+};
+struct Out {
+  void* data = nullptr;
+  DType dtype = DType::bf16;
+};
+
+// Absent tensors (g for an ungated member, beta without the delta rule, h0/ht without states) stay null.
+struct ForwardTensors {
+  In q, k, v, g, beta, h0;
+  Out o, ht;
+};
+struct BackwardTensors {
+  In q, k, v, g, beta, h0, dout, dht;
+  Out dq, dk, dv, dg, dbeta, dh0;
+};
+
+struct DeviceOffsets {
+  const std::int64_t* cu_seqlens = nullptr;  // device, [num_seqs + 1]
+  std::int64_t num_seqs = 0;                 // with Params::cu_seqlens set: 0 or its N
+};
+
+inline constexpr std::int32_t kStatusOk = 0;
+inline constexpr std::int32_t kStatusBadOffsets = 1;
+
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
+std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
+
+// workspace: device memory, 256-byte aligned, at least the queried size.
+void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, void* workspace,
+             std::size_t workspace_bytes, cudaStream_t stream);
+void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, void* workspace,
+              std::size_t workspace_bytes, cudaStream_t stream);
+
+// The same, with the workspace allocated and freed on `stream` (stream-ordered, no sync).
+void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
+void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
+
+// The status word of a workspace after a call (synchronises the stream): kStatusOk, or kStatusBadOffsets
+// when device-only offsets were invalid and the outputs were filled with NaN.
+std::int32_t workspace_status(const void* workspace, cudaStream_t stream);
+
+}  // namespace glr::cuda
