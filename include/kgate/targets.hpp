@@ -21,6 +21,20 @@ class LoadError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The library's own code crashed or hung while it loaded (a constructor, kgate_abi_version, kgate_device):
+// a defect of the library rather than bad input, so front-ends report it as CRASH or TIMEOUT.
+class LoadCrash : public LoadError {
+ public:
+  LoadCrash(const std::string& what, CallOutcome outcome, std::string output)
+      : LoadError(what), outcome_(outcome), output_(std::move(output)) {}
+  CallOutcome outcome() const { return outcome_; }    // crashed or timed_out
+  const std::string& output() const { return output_; }  // what it printed while loading, cut at a limit
+
+ private:
+  CallOutcome outcome_;
+  std::string output_;
+};
+
 // "path/lib.so" or "path/lib.so:symbol".
 struct EntrySpec {
   std::string library;

@@ -1,0 +1,73 @@
+// probe_entry and the start-up handshake: the library is loaded in a throwaway worker, so whatever its
+// constructors do happens in a process that is about to be discarded.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "worker/arena.hpp"
+#include "worker/startup.hpp"
+
+namespace kgate {
+
+std::vector<std::string> worker_args(const char* mode, const EntrySpec& spec, const TargetOptions& o) {
+  return {mode,
+          "--library", std::filesystem::absolute(spec.library).string(),
+          "--symbol", spec.symbol,
+          "--guard-seed", std::to_string(o.guard_seed),
+          "--guard-bytes", std::to_string(o.guard_bytes),
+          "--timeout", fmt::format("{}", o.timeout_seconds),
+          "--output-limit", std::to_string(o.output_limit)};
+}
+
+DLDeviceType await_hello(WorkerProcess& worker, const EntrySpec& spec, double timeout_seconds) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_seconds));
+  wire::Frame f;
+  WorkerProcess::Event ev;
+  try {
+    ev = worker.receive(f, deadline);
+  } catch (const wire::ProtocolError& e) {
+    worker.kill_now();
+    throw LoadCrash(fmt::format("{}: broke the worker protocol while loading: {}", spec.library, e.what()),
+                    CallOutcome::crashed, worker.output().excerpt());
+  }
+  if (ev == WorkerProcess::Event::died)
+    throw LoadCrash(fmt::format("{}: crashed while loading: {}", spec.library, worker.death()), CallOutcome::crashed,
+                    worker.output().excerpt());
+  if (ev == WorkerProcess::Event::timed_out)
+    throw LoadCrash(fmt::format("{}: did not finish loading within {} s", spec.library, timeout_seconds),
+                    CallOutcome::timed_out, worker.output().excerpt());
+  try {
+    if (f.op != wire::Op::hello) throw wire::ProtocolError("the first message was not a hello");
+    wire::Decoder d(f.payload);
+    if (d.u8() == 0) {
+      std::string why = d.str();
+      throw LoadError(why);
+    }
+    const std::int32_t device = d.i32();
+    d.finish();
+    if (device != kDLCPU && device != kDLCUDA) throw wire::ProtocolError(fmt::format("hello names device {}", device));
+    return static_cast<DLDeviceType>(device);
+  } catch (const wire::ProtocolError& e) {
+    worker.kill_now();
+    throw LoadCrash(fmt::format("{}: broke the worker protocol while loading: {}", spec.library, e.what()),
+                    CallOutcome::crashed, worker.output().excerpt());
+  }
+}
+
+DLDeviceType probe_entry(const EntrySpec& spec, double timeout_seconds) {
+  std::string exe;
+  try {
+    exe = find_worker_executable();
+  } catch (const TargetError& e) {
+    throw LoadError(e.what());
+  }
+  SharedArena arena = SharedArena::create(0);
+  TargetOptions options;
+  WorkerProcess worker(exe, worker_args("probe", spec, options), arena.fd(), options.output_limit);
+  const DLDeviceType device = await_hello(worker, spec, timeout_seconds);
+  worker.terminate(std::chrono::milliseconds(500));
+  return device;
+}
+
+}  // namespace kgate

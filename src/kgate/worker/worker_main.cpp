@@ -1,0 +1,253 @@
+#include "worker/worker_main.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "worker/arena.hpp"
+#include "worker/protocol.hpp"
+
+namespace kgate {
+namespace {
+
+constexpr int kChannelFd = 3;
+constexpr int kArenaFd = 4;
+
+// Before any candidate code runs: nothing inherited beyond the channels, no core files (a crashing
+// candidate must not fill the disk), death with the driver, no privilege gain through exec.
+void harden() {
+  if (syscall(SYS_close_range, 5u, ~0u, 0u) != 0) {
+    for (int fd = 5; fd < 1024; ++fd) close(fd);
+  }
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+bool read_all(int fd, void* out, std::size_t n) {
+  auto* p = static_cast<std::byte*>(out);
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k > 0) {
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    } else if (k < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool receive(wire::Frame& f) {
+  std::byte header[wire::kHeaderBytes];
+  if (!read_all(kChannelFd, header, sizeof header)) return false;
+  std::uint32_t magic, op;
+  std::uint64_t n;
+  std::memcpy(&magic, header, 4);
+  std::memcpy(&op, header + 4, 4);
+  std::memcpy(&n, header + 8, 8);
+  if (magic != wire::kMagic || n > wire::kMaxPayload) return false;
+  f.op = static_cast<wire::Op>(op);
+  f.payload.resize(n);
+  return read_all(kChannelFd, f.payload.data(), n);
+}
+
+void reply(wire::Op op, const std::vector<std::byte>& payload) {
+  std::vector<std::byte> bytes(wire::kHeaderBytes + payload.size());
+  const std::uint32_t magic = wire::kMagic, code = static_cast<std::uint32_t>(op);
+  const std::uint64_t n = payload.size();
+  std::memcpy(bytes.data(), &magic, 4);
+  std::memcpy(bytes.data() + 4, &code, 4);
+  std::memcpy(bytes.data() + 8, &n, 8);
+  if (n) std::memcpy(bytes.data() + wire::kHeaderBytes, payload.data(), n);
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t k = ::send(kChannelFd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (k > 0) sent += static_cast<std::size_t>(k);
+    else if (k < 0 && errno == EINTR) continue;
+    else std::_Exit(0);  // the driver is gone; nobody is left to serve
+  }
+}
+
+struct Args {
+  std::string mode;
+  EntrySpec spec;
+  TargetOptions options;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  if (argc < 2) throw LoadError("kgate-worker: expected serve or probe");
+  a.mode = argv[1];
+  if (a.mode != "serve" && a.mode != "probe") throw LoadError("kgate-worker: unknown mode " + a.mode);
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--library") a.spec.library = value;
+    else if (key == "--symbol") a.spec.symbol = value;
+    else if (key == "--guard-seed") a.options.guard_seed = std::stoull(value);
+    else if (key == "--guard-bytes") a.options.guard_bytes = std::stoull(value);
+    else if (key == "--timeout") a.options.timeout_seconds = std::stod(value);
+    else if (key == "--output-limit") a.options.output_limit = std::stoull(value);
+    else throw LoadError("kgate-worker: unknown option " + key);
+  }
+  if (a.spec.library.empty() || a.spec.symbol.empty()) throw LoadError("kgate-worker: --library and --symbol are required");
+  return a;
+}
+
+class Server {
+ public:
+  Server(SharedArena arena, std::unique_ptr<DeviceBackend> backend, kgate_entry_fn entry, const BackendFactory& make,
+         TargetOptions options)
+      : arena_(std::move(arena)), backend_(std::move(backend)), make_(make), options_(options) {
+    entry_ = [entry](const kgate_call& c) { return entry(&c); };
+  }
+
+  void serve() {
+    wire::Frame f;
+    while (receive(f)) {
+      if (f.op == wire::Op::quit) return;
+      try {
+        wire::Decoder d(f.payload);
+        reply(wire::Op::ok, handle(f.op, d));
+      } catch (const std::exception& e) {
+        reply(wire::Op::error, wire::Encoder().str(e.what()).take());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::byte> handle(wire::Op op, wire::Decoder& d) {
+    wire::Encoder out;
+    switch (op) {
+      case wire::Op::alloc: {
+        const std::uint64_t bytes = d.u64();
+        d.finish();
+        out.u32(backend_->alloc(bytes));
+        break;
+      }
+      case wire::Op::release: {
+        const BufferId id = d.u32();
+        d.finish();
+        backend_->release(id);
+        break;
+      }
+      case wire::Op::write: {
+        const BufferId id = d.u32();
+        const std::uint64_t offset = d.u64(), bytes = d.u64();
+        d.finish();
+        backend_->write(id, offset, std::span<const std::byte>(arena_.view(bytes), bytes));
+        break;
+      }
+      case wire::Op::read: {
+        const BufferId id = d.u32();
+        const std::uint64_t offset = d.u64(), bytes = d.u64();
+        d.finish();
+        const std::vector<std::byte> data = backend_->read(id, offset, bytes);
+        if (!data.empty()) std::memcpy(arena_.reserve(data.size()), data.data(), data.size());
+        break;
+      }
+      case wire::Op::check_guards: {
+        const BufferId id = d.u32();
+        d.finish();
+        wire::encode_guards(out, backend_->check_guards(id));
+        break;
+      }
+      case wire::Op::call: return call(wire::decode_request(d));
+      case wire::Op::reset:
+        d.finish();
+        backend_.reset();  // free the old buffers before the new backend allocates any
+        backend_ = make_(device_, options_);
+        break;
+      default: throw TargetError(fmt::format("unknown command {}", static_cast<std::uint32_t>(op)));
+    }
+    return out.take();
+  }
+
+  std::vector<std::byte> call(const CallRequest& request) {
+    CallResult r = backend_->invoke(request, entry_);
+    std::fflush(nullptr);  // what the candidate printed reaches the pipe before the reply does
+    std::size_t total = 0;
+    for (const InvocationResult& inv : r.results)
+      for (const HostArray& a : inv.outputs) total += a.nbytes();
+    std::byte* base = arena_.reserve(total);
+    std::vector<std::vector<wire::OutputPlacement>> placements(r.results.size());
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < r.results.size(); ++i) {
+      for (const HostArray& a : r.results[i].outputs) {
+        if (a.nbytes()) std::memcpy(base + at, a.data(), a.nbytes());
+        placements[i].push_back({a.dtype(), a.shape(), at, a.nbytes()});
+        at += a.nbytes();
+      }
+    }
+    wire::Encoder out;
+    wire::encode_result(out, r, placements);
+    return out.take();
+  }
+
+  SharedArena arena_;
+  std::unique_ptr<DeviceBackend> backend_;
+  const BackendFactory& make_;
+  TargetOptions options_;
+  DLDeviceType device_ = kDLCPU;
+  EntryFn entry_;
+
+ public:
+  void set_device(DLDeviceType d) { device_ = d; }
+};
+
+}  // namespace
+
+int run_worker(int argc, char** argv, const BackendFactory& make_backend) {
+  harden();
+  // The driver parses only what arrives on the channel; anything the worker says for itself goes
+  // there too, never to stdout, which belongs to the candidate.
+  auto refuse = [](const std::string& why) {
+    reply(wire::Op::hello, wire::Encoder().u8(0).str(why).take());
+    return 0;
+  };
+  Args args;
+  try {
+    args = parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  std::unique_ptr<DeviceBackend> backend;
+  LoadedEntry loaded;
+  try {
+    loaded = load_entry(args.spec);
+    backend = make_backend(loaded.device, args.options);
+    if (!backend)
+      return refuse(fmt::format("{}: takes {} tensors, which this kgate build cannot run (built without CUDA)",
+                                args.spec.library, loaded.device == kDLCUDA ? "CUDA" : "device"));
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  std::fflush(nullptr);
+  reply(wire::Op::hello, wire::Encoder().u8(1).i32(static_cast<std::int32_t>(loaded.device)).take());
+  if (args.mode == "probe") return 0;
+  try {
+    Server server(SharedArena::adopt(kArenaFd), std::move(backend), loaded.entry, make_backend, args.options);
+    server.set_device(loaded.device);
+    server.serve();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kgate-worker: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace kgate

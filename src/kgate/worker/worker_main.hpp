@@ -1,0 +1,23 @@
+// The worker process's side of the protocol: load one library, then serve buffers and calls with a
+// DeviceBackend until the driver says quit or goes away.
+//
+// It lives in kgate_core so tests and tools share it; the executable (tools/kgate_worker.cpp) only
+// chooses the backend, because the CUDA backend is a separate library only the executable links.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "backend/backend.hpp"
+
+namespace kgate {
+
+// Returns the backend for the device the library named, or nullptr if this build cannot run it.
+using BackendFactory = std::function<std::unique_ptr<DeviceBackend>(DLDeviceType, const TargetOptions&)>;
+
+// argv: kgate-worker {serve|probe} --library PATH --symbol NAME [--guard-seed N] [--guard-bytes N]
+//       [--timeout S] [--output-limit N]
+// fd 3 is the command channel and fd 4 the shared arena, as WorkerProcess sets them up.
+int run_worker(int argc, char** argv, const BackendFactory& make_backend);
+
+}  // namespace kgate

@@ -1,0 +1,277 @@
+// WorkerTarget: a Target whose entry point runs in a kgate-worker child process.
+//
+// The worker holds only what the driver sends it (the current call's buffers); oracle outputs and
+// expected values never leave the driver. Every wait is bounded by the time limit; a worker that
+// crashes, hangs or breaks the protocol is killed, the call ends CRASHED or TIMED_OUT, and the target
+// stays unhealthy until reset() starts a fresh worker.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "worker/arena.hpp"
+#include "worker/process.hpp"
+#include "worker/startup.hpp"
+
+namespace kgate {
+namespace {
+
+constexpr std::size_t kInitialArena = std::size_t(1) << 20;
+// Loading may initialise a CUDA context, which takes seconds: a short per-call limit must not fail it.
+constexpr double kMinStartupSeconds = 10.0;
+
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+class WorkerTarget final : public Target {
+ public:
+  WorkerTarget(EntrySpec spec, const TargetOptions& options) : spec_(std::move(spec)), options_(options) {
+    try {
+      exe_ = find_worker_executable();
+    } catch (const TargetError& e) {
+      throw LoadError(e.what());
+    }
+    start();  // throws LoadError: the caller learns at once that this library cannot be verified
+  }
+
+  ~WorkerTarget() override {
+    if (worker_) worker_->terminate(std::chrono::milliseconds(200));
+  }
+
+  std::string describe() const override {
+    return fmt::format("{}:{} ({}, isolated)", std::filesystem::path(spec_.library).filename().string(), spec_.symbol,
+                       device_ == kDLCUDA ? "cuda" : "cpu");
+  }
+  DLDeviceType device() const override { return device_; }
+
+  BufferId alloc(std::size_t bytes) override {
+    const std::vector<std::byte> reply = command(wire::Op::alloc, wire::Encoder().u64(bytes).take(), "alloc");
+    wire::Decoder d(reply);
+    return checked(d, [&] { return d.u32(); }, "alloc");
+  }
+
+  void release(BufferId id) override { command(wire::Op::release, wire::Encoder().u32(id).take(), "release"); }
+
+  void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override {
+    require_healthy("write");
+    if (!data.empty()) std::memcpy(arena_->reserve(data.size()), data.data(), data.size());
+    command(wire::Op::write, wire::Encoder().u32(id).u64(offset).u64(data.size()).take(), "write");
+  }
+
+  std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
+    command(wire::Op::read, wire::Encoder().u32(id).u64(offset).u64(bytes).take(), "read");
+    if (bytes == 0) return {};
+    const std::byte* p = view_or_fail(bytes, "read");
+    return std::vector<std::byte>(p, p + bytes);
+  }
+
+  std::vector<GuardViolation> check_guards(BufferId id) override {
+    const std::vector<std::byte> reply = command(wire::Op::check_guards, wire::Encoder().u32(id).take(), "check_guards");
+    wire::Decoder d(reply);
+    return checked(d, [&] { return wire::decode_guards(d); }, "check_guards");
+  }
+
+  CallResult call(const CallRequest& request) override {
+    require_healthy("call");
+    wire::Encoder e;
+    wire::encode_request(e, request);
+    const auto t0 = Clock::now();
+    const auto deadline = after(options_.timeout_seconds);
+    wire::Frame reply;
+    WorkerProcess::Event ev = WorkerProcess::Event::died;
+    std::string broken;
+    try {
+      worker_->send({wire::Op::call, e.take()}, deadline);  // if it stopped reading, receive says how it ended
+      ev = worker_->receive(reply, deadline);
+    } catch (const wire::ProtocolError& p) {
+      broken = p.what();
+    }
+    CallResult r;
+    if (broken.empty() && ev == WorkerProcess::Event::frame) {
+      if (reply.op == wire::Op::error) throw TargetError(decode_error(reply));  // an invalid request
+      try {
+        if (reply.op != wire::Op::ok) throw wire::ProtocolError("unexpected reply to a call");
+        r = decode_call_result(reply, request);
+        worker_->drain_output();
+      } catch (const std::exception& p) {  // ProtocolError, or the arena proved shorter than claimed
+        broken = p.what();
+      }
+    }
+    if (!broken.empty()) {
+      worker_->kill_now();
+      r = {};
+      r.outcome = CallOutcome::crashed;
+      r.detail = "the worker broke the protocol: " + broken;
+    } else if (ev == WorkerProcess::Event::died) {
+      r.outcome = CallOutcome::crashed;
+      r.detail = worker_->death();
+    } else if (ev == WorkerProcess::Event::timed_out) {
+      r.outcome = CallOutcome::timed_out;
+      r.detail = fmt::format("timeout after {:.1f} s", options_.timeout_seconds);
+    }
+    if (r.outcome != CallOutcome::completed) {
+      // A backend that reports a lost device context has also left this worker unusable.
+      unhealthy_ = fmt::format("the worker {} during a call ({})",
+                               r.outcome == CallOutcome::timed_out ? "timed out" : "crashed", r.detail);
+      worker_->kill_now();
+      r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    r.output = worker_->output().excerpt();
+    r.output_bytes = worker_->output().total();
+    worker_->output().clear();
+    return r;
+  }
+
+  void reset() override {
+    if (healthy()) {
+      try {
+        command(wire::Op::reset, {}, "reset");
+        return;
+      } catch (const TargetError&) {
+        // fall through to a fresh worker
+      }
+    }
+    try {
+      start();
+    } catch (const std::exception& e) {
+      unhealthy_ = fmt::format("a fresh worker did not start: {}", e.what());
+    }
+  }
+
+  bool healthy() const override { return unhealthy_.empty() && worker_ && worker_->alive(); }
+
+ private:
+  void start() {
+    if (worker_) worker_->kill_now();
+    worker_.reset();
+    arena_.reset();
+    unhealthy_ = "the worker is starting";
+    arena_.emplace(SharedArena::create(kInitialArena));
+    worker_ = std::make_unique<WorkerProcess>(exe_, worker_args("serve", spec_, options_), arena_->fd(),
+                                              options_.output_limit);
+    device_ = await_hello(*worker_, spec_, std::max(options_.timeout_seconds, kMinStartupSeconds));
+    unhealthy_.clear();
+  }
+
+  void require_healthy(const char* what) const {
+    if (!healthy())
+      throw TargetError(fmt::format("{}: cannot {}: {}; reset() starts a fresh worker", describe(), what,
+                                    unhealthy_.empty() ? "the worker is gone" : unhealthy_));
+  }
+
+  std::string decode_error(const wire::Frame& f) const {
+    try {
+      wire::Decoder d(f.payload);
+      std::string m = d.str();
+      d.finish();
+      return m;
+    } catch (const wire::ProtocolError&) {
+      return "the worker rejected the request (unreadable reason)";
+    }
+  }
+
+  // One command and its reply. A worker that dies, hangs or garbles the reply is killed and the
+  // target becomes unhealthy; an error the backend raised (a bad buffer id) leaves it healthy.
+  std::vector<std::byte> command(wire::Op op, std::vector<std::byte> payload, const char* what) {
+    require_healthy(what);
+    const auto deadline = after(options_.timeout_seconds);
+    wire::Frame reply;
+    WorkerProcess::Event ev;
+    try {
+      worker_->send({op, std::move(payload)}, deadline);
+      ev = worker_->receive(reply, deadline);
+    } catch (const wire::ProtocolError& p) {
+      lose(fmt::format("the worker broke the protocol during {}: {}", what, p.what()));
+    }
+    if (ev == WorkerProcess::Event::died) lose(fmt::format("the worker died during {}: {}", what, worker_->death()));
+    if (ev == WorkerProcess::Event::timed_out)
+      lose(fmt::format("the worker did not answer {} within {:.1f} s", what, options_.timeout_seconds));
+    if (reply.op == wire::Op::error) throw TargetError(fmt::format("{}: {}", what, decode_error(reply)));
+    if (reply.op != wire::Op::ok) lose(fmt::format("the worker broke the protocol during {}: unexpected reply", what));
+    return std::move(reply.payload);
+  }
+
+  template <typename F>
+  auto checked(wire::Decoder& d, F&& decode, const char* what) -> decltype(decode()) {
+    try {
+      auto v = decode();
+      d.finish();
+      return v;
+    } catch (const wire::ProtocolError& p) {
+      lose(fmt::format("the worker broke the protocol during {}: {}", what, p.what()));
+    }
+  }
+
+  const std::byte* view_or_fail(std::size_t bytes, const char* what) {
+    try {
+      return arena_->view(bytes);
+    } catch (const TargetError& e) {
+      lose(fmt::format("the worker broke the protocol during {}: {}", what, e.what()));
+    }
+  }
+
+  [[noreturn]] void lose(std::string why) {
+    worker_->kill_now();
+    unhealthy_ = why;
+    throw TargetError(fmt::format("{}: {}", describe(), why));
+  }
+
+  // The reply must describe exactly the outputs that were asked for: a worker cannot make the driver
+  // read past the arena or build arrays of another shape.
+  CallResult decode_call_result(const wire::Frame& reply, const CallRequest& request) {
+    wire::Decoder d(reply.payload);
+    wire::ResultHeader h = wire::decode_result(d);
+    CallResult& r = h.result;
+    if (r.outcome != CallOutcome::completed) return r;
+    if (h.placements.size() != request.invocations.size())
+      throw wire::ProtocolError(fmt::format("{} results for {} invocations", h.placements.size(), request.invocations.size()));
+    std::uint64_t expected = 0, end = 0;
+    for (const Invocation& inv : request.invocations)
+      for (const TensorArg& a : inv.outputs) expected += static_cast<std::uint64_t>(numel(a.layout.shape)) * size_of(a.layout.dtype);
+    for (std::size_t i = 0; i < h.placements.size(); ++i) {
+      const auto& outs = request.invocations[i].outputs;
+      if (h.placements[i].size() != outs.size())
+        throw wire::ProtocolError(fmt::format("{} outputs where {} were asked for", h.placements[i].size(), outs.size()));
+      for (std::size_t j = 0; j < outs.size(); ++j) {
+        const wire::OutputPlacement& p = h.placements[i][j];
+        const Layout& l = outs[j].layout;
+        if (p.dtype != l.dtype || p.shape != l.shape ||
+            p.bytes != static_cast<std::uint64_t>(numel(l.shape)) * size_of(l.dtype))
+          throw wire::ProtocolError(fmt::format("output {} came back as {} {}, not {} {}", j, name_of(p.dtype),
+                                                shape_string(p.shape), name_of(l.dtype), shape_string(l.shape)));
+        if (p.offset > expected || p.bytes > expected - p.offset)
+          throw wire::ProtocolError(fmt::format("output {} placed at {} past the {} bytes of all outputs", j, p.offset, expected));
+        end = std::max(end, p.offset + p.bytes);
+      }
+    }
+    const std::byte* base = end ? arena_->view(end) : nullptr;
+    for (std::size_t i = 0; i < h.placements.size(); ++i) {
+      for (const wire::OutputPlacement& p : h.placements[i]) {
+        HostArray a(p.dtype, p.shape);
+        if (p.bytes) std::memcpy(a.data(), base + p.offset, p.bytes);
+        r.results[i].outputs.push_back(std::move(a));
+      }
+    }
+    return r;
+  }
+
+  EntrySpec spec_;
+  TargetOptions options_;
+  std::string exe_;
+  std::optional<SharedArena> arena_;
+  std::unique_ptr<WorkerProcess> worker_;
+  DLDeviceType device_ = kDLCPU;
+  std::string unhealthy_;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_worker_target(const EntrySpec& spec, const TargetOptions& options) {
+  return std::make_unique<WorkerTarget>(spec, options);
+}
+
+}  // namespace kgate
