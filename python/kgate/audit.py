@@ -1,0 +1,118 @@
+"""The corpus audit: every row in its own process, compiled candidates first (in parallel, into the
+extension cache), results appended as rows finish, resumable, shardable, within a time budget."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from . import seeds
+from .corpus import in_shard, read_rows, stem_of
+from .results import ResultsFile
+from .scheduler import Job, Progress, run_jobs
+
+
+def default_results(corpus: str, results_dir: str = "results") -> str:
+    return os.path.join(results_dir, f"{stem_of(corpus)}.kgate.jsonl")
+
+
+def _static_record(row, status, message, file):
+    return {"type": "row", "key": row.key, "sha": row.sha, "file": file, "level": row.data.get("level_id"),
+            "task": row.data.get("task_id"), "status": status, "classification": status, "message": message,
+            "gates": []}
+
+
+def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_s: float | None = None,
+          jobs: int = 4, compile_jobs: int = 8, fw: str = "numpy", seed: int | None = None,
+          gates: list[str] | None = None, row_timeout: float = 600.0, call_timeout: float = 60.0,
+          compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
+          limit: int | None = None, keys: list[str] | None = None, quiet: bool = False) -> dict:
+    t_start = time.monotonic()
+    results_path = results_path or default_results(corpus)
+    res = ResultsFile(results_path)
+    compiled = ResultsFile(results_path.replace(".jsonl", "") + ".compile.jsonl")
+    ext_cache = os.path.abspath(ext_cache or os.path.join("build-py", "ext-cache"))
+    work_dir = os.path.abspath(work_dir or os.path.join("build-py", "audit-work", stem_of(corpus)))
+    rows = [r for r in read_rows(corpus) if in_shard(r, shard)]
+    if keys:
+        rows = [r for r in rows if r.key in keys]
+    file = os.path.basename(corpus)
+
+    todo = []
+    for r in rows:
+        if res.done(r.key, r.sha):
+            continue
+        if r.problem:
+            res.append(_static_record(r, "bad_row", r.problem, file))
+        elif not r.has_candidate():
+            res.append(_static_record(r, "no_candidate", "the producer kept no solution (custom_code is \"None\")",
+                                      file))
+        else:
+            todo.append(r)
+    if limit is not None:
+        todo = todo[:limit]
+    job_list: list[Job] = []
+    by_key = {}
+    for r in todo:
+        row_seed = seeds.derive(seed, r.key) if seed is not None else seeds.fresh_seed()
+        base = {"key": r.key, "sha": r.sha, "row": r.data, "fw": fw, "ext_cache": ext_cache, "file": file}
+        needs = r.needs_compile()
+        after = None
+        if needs and not compiled.done(r.key, r.sha):
+            job_list.append(Job(r.key, "compile", {**base, "mode": "compile", "compile_timeout": compile_timeout},
+                                compile_timeout + 60))
+            after = r.key
+        elif needs and compiled.records[r.key].get("status") != "ok":
+            c = compiled.records[r.key]
+            res.append(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
+            continue
+        v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seed:016x}", "gates": gates,
+                                   "call_timeout": call_timeout, "needs_compile": needs}, row_timeout, after=after)
+        by_key[r.key] = v
+        job_list.append(v)
+    # Compile jobs first in the queue: they occupy the CPUs while the GPU verifies PyTorch-level rows.
+    job_list.sort(key=lambda j: 0 if j.kind == "compile" else 1)
+    progress = None if quiet else Progress(len(job_list), os.path.basename(corpus))
+
+    def on_finish(job, final, status, lines, log_tail):
+        row = next(r for r in todo if r.key == job.key)
+        if job.kind == "compile":
+            if final is None:
+                final = {"type": "compile", "key": job.key, "sha": row.sha, "status": f"compile_{status}",
+                         "message": log_tail[-2000:]}
+            compiled.append(final)
+            if final.get("status") != "ok" and job.key in by_key:
+                by_key[job.key].cancelled = True
+                res.append(_static_record(row, final.get("status", "compile_error"), final.get("message", ""),
+                                          file) | {"compile_seconds": final.get("seconds")})
+            return
+        if final is None:  # the row's own driver died or hung: keep what it reported, cost one verdict
+            gates_done = [l for l in lines if l.get("type") == "gate"]
+            started = [l["gate"] for l in lines if l.get("type") == "gate_start"]
+            rec = _static_record(row, "row_timeout" if status == "timeout" else "driver_crash",
+                                 log_tail[-2000:], file)
+            rec["gates"] = [{k: v for k, v in g.items() if k not in ("type", "key")} for g in gates_done]
+            if started and (not gates_done or gates_done[-1]["gate"] != started[-1]):
+                rec["gates"].append({"gate": started[-1], "verdict": "TIMEOUT" if status == "timeout" else "CRASH",
+                                     "summary": f"the row's driver {'ran out of time' if status == 'timeout' else 'died'}"
+                                                f" in this gate"})
+            from .classify import classify
+            rec["classification"] = classify(rec["gates"]) if rec["gates"] else rec["status"]
+            rec["seed"] = job.spec["seed"]
+            final = rec
+        final = {k: v for k, v in final.items() if k != "type"}
+        final["row_seconds"] = round(time.monotonic() - job.started, 2)
+        res.append(final)
+
+    limits = {"compile": compile_jobs, "verify": jobs, "total": compile_jobs + jobs}
+    counts = run_jobs(job_list, limits, on_finish, budget_s=budget_s, work_dir=work_dir, progress=progress)
+    res.close()
+    compiled.close()
+    counts["rows_in_shard"] = len(rows)
+    counts["finished_total"] = sum(1 for r in rows if r.key in ResultsFile(results_path).records)
+    counts["remaining"] = len(rows) - counts["finished_total"]
+    counts["seconds"] = round(time.monotonic() - t_start, 1)
+    counts["results"] = results_path
+    if not quiet:
+        print(f"audit: {counts}", file=sys.stderr)
+    return counts

@@ -1,0 +1,155 @@
+"""The driver's handle on the candidate's worker: start it, send requests, survive its death.
+
+A request that outlives its time limit kills the worker (TIMEOUT); a worker that dies (a signal, os._exit
+after a lost CUDA context) ends the request as CRASH. Either way the next request starts a fresh worker, which
+re-runs the candidate's source (its compiled extensions come from the cache) and rebuilds its models.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+
+
+class WorkerDied(Exception):
+    def __init__(self, kind: str, detail: str, output: str = ""):
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind          # "crash" or "timeout"
+        self.detail = detail
+        self.output = output
+
+
+def _signal_name(rc: int) -> str:
+    if rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+class Candidate:
+    def __init__(self, fw_name: str, custom_code: str, *, call_timeout: float = 60.0,
+                 init_timeout: float = 300.0, ext_cache: str | None = None, env: dict | None = None,
+                 output_limit: int = 64 * 1024):
+        self.fw_name, self.custom_code = fw_name, custom_code
+        self.call_timeout, self.init_timeout = call_timeout, init_timeout
+        self.ext_cache = ext_cache
+        self.output_limit = output_limit
+        self.builds: dict[str, dict] = {}   # slot -> build request, replayed after a restart
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self.dir = tempfile.mkdtemp(prefix="kgate-worker-")
+        self.log_path = os.path.join(self.dir, "output.log")
+        self.restarts = 0
+        self.init_reply: dict | None = None
+        base = dict(os.environ if env is None else env)
+        # The worker gets no kgate secrets and no results path: only what running the candidate needs.
+        self.env = {k: v for k, v in base.items() if not k.startswith("KGATE_")}
+        self.env["KGATE_FW"] = fw_name
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.env.setdefault("MAX_JOBS", "2")
+        self.env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.dir, "torch_extensions")
+        pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+
+    # -- process ------------------------------------------------------------------------------------------
+    def _spawn(self):
+        parent, child = socket.socketpair()
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kgate.kb.worker", str(child.fileno())],
+                                     pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
+        log.close()
+        child.close()
+        self.conn = Connection(os.dup(parent.fileno()))
+        parent.close()
+
+    def output_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                n = f.tell()
+                f.seek(max(0, n - self.output_limit))
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc:
+            self.proc.wait()
+        if self.conn:
+            self.conn.close()
+        self.proc, self.conn = None, None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _request(self, msg: dict, timeout: float) -> dict:
+        assert self.conn and self.proc
+        try:
+            self.conn.send(msg)
+            if not self.conn.poll(timeout):
+                self.kill()
+                raise WorkerDied("timeout", f"no answer to {msg['op']} within {timeout:.0f} s", self.output_tail())
+            reply = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            rc = self.proc.wait() if self.proc else -1
+            self.kill()
+            raise WorkerDied("crash", f"the worker died during {msg['op']} ({_signal_name(rc)})",
+                             self.output_tail()) from None
+        if reply.get("fatal"):
+            self.kill()
+        return reply
+
+    # -- protocol ----------------------------------------------------------------------------------------
+    def start(self) -> dict:
+        """Starts the worker and runs the candidate's source; the reply says ok, import_error or
+        compile_error. Raises WorkerDied if that itself crashes or hangs."""
+        self._spawn()
+        self.init_reply = self._request({"op": "init", "custom_code": self.custom_code,
+                                         "ext_cache": self.ext_cache}, self.init_timeout)
+        return self.init_reply
+
+    def ensure(self):
+        if self.alive():
+            return
+        self.restarts += 1
+        reply = self.start()
+        if reply.get("status") != "ok":
+            raise WorkerDied("crash", f"restart failed: {reply.get('message')}", self.output_tail())
+        for b in self.builds.values():
+            self._request(b, self.call_timeout)
+
+    def build(self, slot: str, init_inputs: list, seed: int, eval_mode: bool = True) -> dict:
+        req = {"op": "build", "slot": slot, "init_inputs": init_inputs, "seed": seed, "eval": eval_mode}
+        self.ensure()
+        reply = self._request(req, self.call_timeout)
+        if reply.get("status") == "ok":
+            self.builds[slot] = req
+        return reply
+
+    def call(self, slot: str, inputs: list, **opts) -> dict:
+        self.ensure()
+        return self._request({"op": "call", "slot": slot, "inputs": inputs, **opts}, self.call_timeout)
+
+    def harness(self, ref_code: str, mode: str, trials: int = 5) -> dict:
+        self.ensure()
+        return self._request({"op": "harness", "ref_code": ref_code, "custom_code": self.custom_code,
+                              "mode": mode, "trials": trials}, self.init_timeout)
+
+    def close(self):
+        if self.alive():
+            try:
+                self.conn.send({"op": "exit"})
+                if self.conn.poll(5):
+                    self.conn.recv()
+            except (OSError, EOFError):
+                pass
+        self.kill()

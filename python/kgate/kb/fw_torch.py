@@ -1,0 +1,313 @@
+"""The torch framework: KernelBench tasks as they are, on the GPU (CPU when no GPU, for smoke tests).
+
+Nothing here runs on CI (no torch there); every function keeps to plain, long-stable torch APIs.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from . import layout as L
+
+NAME = "torch"
+DEVICE = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+
+CAPABILITIES = {"poison": DEVICE.type == "cuda", "stream": DEVICE.type == "cuda", "tf32": DEVICE.type == "cuda",
+                "f16": True}
+
+
+def set_seed(seed: int):
+    """The producer's set_seed: torch.manual_seed then torch.cuda.manual_seed (current device only)."""
+    torch.manual_seed(int(seed))
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(int(seed))
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def to_numpy(x) -> np.ndarray:
+    """Host copy; bf16 (which numpy lacks) widens exactly to f32, so bitwise comparisons stay valid."""
+    t = x.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.cpu().numpy().copy()
+
+
+def from_numpy(a: np.ndarray, device=None):
+    return torch.from_numpy(np.ascontiguousarray(a)).to(device or DEVICE)
+
+
+def no_grad():
+    return torch.no_grad()
+
+
+def sync():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def prepare_init_inputs(init):
+    return [x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in init]
+
+
+def build(cls, init_inputs, seed, eval_mode=True):
+    """Built right after setting the seed, under no_grad, moved to the device, in eval mode (as the producer)."""
+    with torch.no_grad():
+        set_seed(seed)
+        model = cls(*init_inputs)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(DEVICE)
+            if eval_mode:
+                model.eval()
+    return model
+
+
+def producer_trial_seeds(seed: int, n: int) -> list[int]:
+    """Exactly the producer's: torch.manual_seed(seed), then torch.randint(0, 2**32 - 1, (1,)).item() each."""
+    torch.manual_seed(seed)
+    return [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(n)]
+
+
+def to_device(x):
+    return x.cuda(device=DEVICE) if isinstance(x, torch.Tensor) and DEVICE.type == "cuda" else x
+
+
+def model_to_device(m):
+    return m.to(DEVICE) if hasattr(m, "to") else m
+
+
+def allclose(a, b, atol, rtol) -> bool:
+    return bool(torch.allclose(a, b, atol=atol, rtol=rtol))
+
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+           "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "bool": torch.bool,
+           "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16}
+
+
+def tensor_from_output(desc: dict):
+    """The candidate's output rebuilt on the device in its own dtype (bf16 came as exact f32)."""
+    t = torch.from_numpy(desc["array"]).to(DEVICE)
+    dt = _DTYPES.get(desc.get("dtype", ""))
+    return t.to(dt) if dt is not None and t.dtype != dt else t
+
+
+def input_shapes(task) -> list:
+    """Shapes of get_inputs() without making the data: run it on the meta device (real run if that fails)."""
+    try:
+        with torch.device("meta"):
+            xs = task.get_inputs()
+    except Exception:  # noqa: BLE001 - some tasks build inputs in ways meta cannot follow
+        xs = task.get_inputs()
+    return [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in xs]
+
+
+def output_nbytes(arrays) -> list[int]:
+    return [int(a.nbytes) for a in arrays if isinstance(a, np.ndarray)]
+
+
+def check_lazy(desc: dict) -> str | None:
+    """The producer's lazy-evaluation check on one output: a plain tensor, on the device, with storage."""
+    if desc.get("kind") != "tensor":
+        return f"output is not a tensor: {desc.get('type')}"
+    if desc.get("type") not in ("Tensor", "Parameter"):
+        return f"output is {desc.get('type')}, not standard torch.Tensor"
+    if desc.get("device") != str(DEVICE):
+        return f"output on wrong device: {desc.get('device')} (expected {DEVICE})"
+    if not desc.get("storage_bytes"):
+        return "output has no allocated storage (likely lazy)"
+    if not desc.get("data_ptr_nonzero"):
+        return "output storage pointer is null (likely lazy)"
+    return None
+
+
+def convert(model, precision: str):
+    """The model's parameters and buffers in the precision; 'f32' and 'tf32' keep it as built."""
+    if not isinstance(model, torch.nn.Module):
+        return model if precision in ("f32", "tf32") else None
+    if precision == "f64":
+        return model.double()
+    if precision == "f16":
+        return model.half()
+    return model
+
+
+@contextlib.contextmanager
+def precision_mode(precision: str):
+    """f64: default dtype float64 while running (tensors made inside forward follow); f32: TF32 off
+    everywhere (the working-precision reference); tf32: TF32 on for matmul and cuDNN."""
+    old_default = torch.get_default_dtype()
+    old_mm = torch.backends.cuda.matmul.allow_tf32
+    old_cudnn = torch.backends.cudnn.allow_tf32
+    try:
+        if precision == "f64":
+            torch.set_default_dtype(torch.float64)
+        if precision == "tf32":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        elif precision in ("f32", "f64", "f16"):
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        yield
+    finally:
+        torch.set_default_dtype(old_default)
+        torch.backends.cuda.matmul.allow_tf32 = old_mm
+        torch.backends.cudnn.allow_tf32 = old_cudnn
+
+
+def run(model, inputs, precision: str):
+    cast = {"f64": torch.float64, "f16": torch.float16}.get(precision)
+    xs = []
+    for x in inputs:
+        if isinstance(x, np.ndarray):
+            x = from_numpy(x)
+        if cast is not None and isinstance(x, torch.Tensor) and x.is_floating_point():
+            x = x.to(cast)
+        xs.append(x)
+    with torch.no_grad(), precision_mode(precision):
+        out = model(*xs)
+        sync()
+    return out
+
+
+def flatten_outputs(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def describe_output(x) -> dict:
+    if isinstance(x, torch.Tensor):
+        try:
+            storage = int(x.untyped_storage().size())
+        except Exception:  # noqa: BLE001 - a lazy or fake tensor: exactly what this records
+            storage = 0
+        try:
+            ptr_ok = x.data_ptr() != 0
+        except Exception:  # noqa: BLE001
+            ptr_ok = False
+        return {"kind": "tensor", "type": type(x).__name__, "dtype": str(x.dtype).replace("torch.", ""),
+                "shape": list(x.shape), "device": str(x.device), "storage_bytes": storage,
+                "data_ptr_nonzero": ptr_ok, "contiguous": bool(x.is_contiguous())}
+    return {"kind": "other", "type": type(x).__name__, "repr": repr(x)[:200]}
+
+
+def output_to_numpy(x) -> np.ndarray:
+    return to_numpy(x)
+
+
+# ---- worker side ---------------------------------------------------------------------------------------
+
+_NP_TO_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                np.dtype(np.float16): torch.float16, np.dtype(np.int64): torch.int64,
+                np.dtype(np.int32): torch.int32, np.dtype(np.int16): torch.int16, np.dtype(np.int8): torch.int8,
+                np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}
+
+
+class Placed:
+    """Inputs placed in guarded device buffers (see layout.py)."""
+
+    def __init__(self, arrays, layout: str, guard_seed: int):
+        self.buffers, self.patterns, self.payload, self.views = [], [], [], []
+        for i, a in enumerate(arrays):
+            if not isinstance(a, np.ndarray):
+                self.buffers.append(None); self.patterns.append(None); self.payload.append(0)
+                self.views.append(a)
+                continue
+            dt = _NP_TO_TORCH[a.dtype]
+            item = torch.empty(0, dtype=dt).element_size()
+            lay = layout if a.ndim >= 1 else "dense"
+            nbytes, off, strides = L.plan(a.shape, item, lay)
+            pat = L.guard_pattern(guard_seed, i, 2 * L.GUARD_BYTES)
+            buf = torch.empty(2 * L.GUARD_BYTES + nbytes, dtype=torch.uint8, device=DEVICE)
+            pat_t = torch.from_numpy(pat).to(DEVICE)
+            buf[:L.GUARD_BYTES] = pat_t[:L.GUARD_BYTES]
+            buf[L.GUARD_BYTES + nbytes:] = pat_t[L.GUARD_BYTES:]
+            payload = buf[L.GUARD_BYTES:L.GUARD_BYTES + nbytes]
+            payload.fill_(0xFF)
+            base = payload.view(dt)
+            view = torch.as_strided(base, tuple(a.shape), strides, base.storage_offset() + off)
+            view.copy_(torch.from_numpy(np.ascontiguousarray(a)).to(DEVICE))
+            self.buffers.append(buf); self.patterns.append(pat); self.payload.append(nbytes)
+            self.views.append(view)
+        sync()
+
+    def write(self, arrays):
+        for v, a in zip(self.views, arrays):
+            if isinstance(v, torch.Tensor) and isinstance(a, np.ndarray):
+                v.copy_(torch.from_numpy(np.ascontiguousarray(a)).to(DEVICE))
+        sync()
+
+    def guards(self) -> list:
+        sync()
+        out = []
+        for i, (buf, pat, n) in enumerate(zip(self.buffers, self.patterns, self.payload)):
+            if buf is not None:
+                host = buf.cpu().numpy()
+                v = L.first_guard_violation(host, pat, n)
+                if v:
+                    out.append({"input": i, **v})
+        return out
+
+    def read_back(self) -> list:
+        sync()
+        return [to_numpy(v) if isinstance(v, torch.Tensor) else None for v in self.views]
+
+
+def poison_allocator(pattern: int, sizes: list[int]) -> bool:
+    """Fills the caching allocator's free memory with `pattern` bytes: empty the cache, then allocate,
+    fill and free blocks of the outputs' sizes (three each, so a candidate's temporaries do not use them all
+    up) plus large and small ones; freed blocks stay in the cache, poisoned, for the candidate to get."""
+    if DEVICE.type != "cuda":
+        return False
+    sync()
+    torch.cuda.empty_cache()
+    blocks = []
+    for n in list(sizes) * 3 + [256 << 20, 32 << 20] + [1 << 20] * 4 + [256 << 10] * 8 + [16 << 10] * 16:
+        b = torch.empty(max(1, int(n)), dtype=torch.uint8, device=DEVICE)
+        b.fill_(pattern)
+        blocks.append(b)
+    sync()
+    del blocks
+    return True
+
+
+def staged_call(fn, placed: Placed):
+    """The stream gate's call: the inputs hold garbage until a long kernel on the caller's non-blocking
+    stream has run and then written their values; the call is made on that stream; outputs are copied out
+    on it as soon as it completes. A candidate that ignores the current stream reads garbage or is cut."""
+    views = [v for v in placed.views if isinstance(v, torch.Tensor)]
+    sources = [v.clone() for v in views]
+    for v in views:
+        if v.is_floating_point():
+            v.fill_(float("nan"))
+        elif v.dtype == torch.bool:
+            v.fill_(True)
+        else:
+            v.fill_(-1)
+    sync()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s on an H200 at its boost clock
+        for v, src in zip(views, sources):
+            v.copy_(src, non_blocking=True)
+        out = fn(*placed.views)
+        done = s.record_event()
+    done.synchronize()
+    with torch.cuda.stream(s):
+        host = [describe_output(o) | ({"array": to_numpy(o)} if isinstance(o, torch.Tensor) else {})
+                for o in flatten_outputs(out)]
+    return host
+
+
+def healthy() -> bool:
+    """False once the CUDA context is unusable (a sticky error such as an illegal address)."""
+    if DEVICE.type != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize()
+        return float(torch.ones(1, device=DEVICE).add_(1).item()) == 2.0
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,307 @@
+"""Summary tables, the four defences' tables, and the HTML report: from results files alone (no torch, no
+matplotlib: plots are inline SVG written here), so the report renders on any machine."""
+from __future__ import annotations
+
+import html
+import math
+import random
+from collections import Counter, defaultdict
+
+from .classify import FAILING, classify, gate_fails
+from .kb.gates import KGATE_GATES, RATIO_GATES, TOLERANCE_FREE
+from .results import read_results
+
+SCALES = (1, 10, 100, 1000)
+
+
+def load(paths) -> list[dict]:
+    recs = []
+    for p in paths:
+        recs.extend(read_results(p))
+    return recs
+
+
+def audited(recs):
+    return [r for r in recs if r.get("status") == "ok"]
+
+
+def gate(r, name):
+    return next((g for g in r.get("gates", []) if g.get("gate") == name), None)
+
+
+def pct(n, d):
+    return f"{100.0 * n / d:.1f}%" if d else "-"
+
+
+def table(headers, rows) -> str:
+    cols = [headers] + [[str(c) for c in row] for row in rows]
+    w = [max(len(r[i]) for r in cols) for i in range(len(headers))]
+    line = lambda r: "  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r))  # noqa: E731
+    return "\n".join([line(headers), "  ".join("-" * x for x in w)] + [line(r) for r in cols[1:]])
+
+
+# ---- the numbers ------------------------------------------------------------------------------------------
+
+def summary(recs) -> dict:
+    aud = audited(recs)
+    classes = Counter(classify(r["gates"]) for r in aud)
+    status = Counter(r.get("status") for r in recs)
+    base_pass = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") == "PASS"]
+    base_fail = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") in FAILING]
+    kg_reject = lambda r: classify(r["gates"]) != "clean"  # noqa: E731
+    per_gate = {}
+    for g in KGATE_GATES + ["baseline", "public_harness"]:
+        c = Counter((gate(r, g) or {}).get("verdict", "-") for r in aud)
+        per_gate[g] = c
+    per_level = defaultdict(Counter)
+    for r in aud:
+        per_level[str(r.get("level"))][classify(r["gates"])] += 1
+        per_level[str(r.get("level"))]["audited"] += 1
+    downgrades = Counter((gate(r, "oracle") or {}).get("downgrade") for r in aud)
+    downgrades.pop(None, None)
+    secs = [r.get("row_seconds", r.get("seconds", 0)) or 0 for r in aud]
+    comp = [r.get("compile_seconds", 0) or 0 for r in recs]
+    return {"rows": len(recs), "audited": len(aud), "status": status, "classes": classes,
+            "base_accept_kgate_reject": sum(1 for r in base_pass if kg_reject(r)),
+            "base_reject_kgate_accept": sum(1 for r in base_fail if not kg_reject(r)),
+            "base_pass": len(base_pass), "base_fail": len(base_fail), "per_gate": per_gate, "per_level": per_level,
+            "downgrades": downgrades, "row_seconds": sum(secs), "compile_seconds": sum(comp)}
+
+
+def summary_text(paths) -> str:
+    recs = load(paths)
+    s = summary(recs)
+    n = s["audited"]
+    out = [f"kgate audit of {', '.join(paths)}: {s['rows']} rows, {n} audited", ""]
+    out.append(table(["row status", "rows"], sorted(s["status"].items(), key=lambda kv: -kv[1])))
+    out.append("")
+    c = s["classes"]
+    out.append(table(["classification (audited rows)", "kernels", "share"], [
+        ["broken beyond tolerance", c["broken"], pct(c["broken"], n)],
+        ["at least one violation (incl. broken)", c["broken"] + c["violation"], pct(c["broken"] + c["violation"], n)],
+        ["clean", c["clean"], pct(c["clean"], n)]]))
+    out.append("")
+    out.append(table(["baseline vs kgate", "kernels"], [
+        ["baseline accepts, kgate rejects", s["base_accept_kgate_reject"]],
+        ["baseline rejects, kgate accepts", s["base_reject_kgate_accept"]],
+        ["baseline accepts (of audited)", s["base_pass"]], ["baseline rejects (of audited)", s["base_fail"]]]))
+    out.append("")
+    rows = []
+    for g, cnt in s["per_gate"].items():
+        rows.append([g + (" (T-free)" if g in TOLERANCE_FREE else ""), cnt["PASS"], cnt["FAIL"], cnt["CRASH"],
+                     cnt["TIMEOUT"], cnt["REFUSED"], cnt["SKIP"], cnt["ERROR"]])
+    out.append(table(["gate", "PASS", "FAIL", "CRASH", "TIMEOUT", "REFUSED", "SKIP", "ERROR"], rows))
+    out.append("")
+    out.append(table(["level", "audited", "broken", "violation", "clean"],
+                     [[lv, c["audited"], c["broken"], c["violation"], c["clean"]] for lv, c in sorted(s["per_level"].items())]))
+    if s["downgrades"]:
+        out.append("")
+        out.append(table(["oracle failures matching a lower precision", "kernels"], list(s["downgrades"].items())))
+    out.append("")
+    rate = n / (s["row_seconds"] / 60) if s["row_seconds"] else float("nan")
+    out.append(f"time: {s['row_seconds']:.0f} row-seconds for {n} audited rows ({rate:.2f} rows per row-minute; "
+               f"divide by the parallelism for wall time); compile {s['compile_seconds']:.0f} s apart")
+    return "\n".join(out)
+
+
+def sweep_rows(recs):
+    aud = audited(recs)
+    rows = []
+    for m in SCALES:
+        for excuse in (False, True):
+            cl = Counter(classify(r["gates"], m, excuse) for r in aud)
+            tol_fail = sum(1 for r in aud for g in r["gates"]
+                           if g["gate"] in KGATE_GATES and g["gate"] not in TOLERANCE_FREE and gate_fails(g, m, excuse))
+            rows.append([f"x{m}" + (" (downgrades excused)" if excuse else ""), cl["broken"] + cl["violation"],
+                         cl["broken"], tol_fail])
+    return rows
+
+
+def sweep_text(paths) -> str:
+    recs = load(paths)
+    return ("Defence 2, threshold sweep: every tolerance multiplied by m (tolerance-free gates unaffected)\n" +
+            table(["tolerance", "kernels failing", "broken", "tolerance-gate failures"], sweep_rows(recs)))
+
+
+def agreement_rows(recs):
+    with_cand = [r for r in recs if r.get("status") not in ("no_candidate", "bad_row")]
+    aud = audited(recs)
+    rows = []
+    bp = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") == "PASS"]
+    rows.append(["producer's recorded acceptance", len(with_cand), len(with_cand)])
+    rows.append(["kgate baseline (split process) accepts", len(bp), len(aud)])
+    for mode in ("producer", "kernelbench"):
+        got = [r for r in aud if ((gate(r, "public_harness") or {}).get("harnesses") or {}).get(mode, {}).get("passed")]
+        rows.append([f"public harness logic in one process ({mode}) accepts", len(got), len(aud)])
+    return rows
+
+
+def agreement_text(paths) -> str:
+    recs = load(paths)
+    aud = audited(recs)
+    out = ["Defence 3, agreement: every row was accepted by the producer; baseline mirrors its test",
+           table(["check", "accepts", "of"], agreement_rows(recs)), ""]
+    dis = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") != "PASS"]
+    out.append(f"disagreements with the producer ({len(dis)}):")
+    for r in dis:
+        b = gate(r, "baseline") or {}
+        ph = (gate(r, "public_harness") or {}).get("harnesses", {})
+        out.append(f"  {r['key']}: baseline {b.get('verdict', '-')}: {b.get('summary', '')[:150]}"
+                   f" | in-process producer: {ph.get('producer', {}).get('passed')}"
+                   f" | kernelbench: {ph.get('kernelbench', {}).get('passed')}")
+    cross = Counter()
+    for r in aud:
+        b = (gate(r, "baseline") or {}).get("verdict") == "PASS"
+        p = ((gate(r, "public_harness") or {}).get("harnesses") or {}).get("producer", {}).get("passed")
+        cross[(b, p)] += 1
+    out.append("")
+    out.append(table(["baseline \\ in-process producer harness", "passes", "fails", "not run"],
+                     [[lbl, cross[(b, True)], cross[(b, False)], cross[(b, None)]]
+                      for lbl, b in (("baseline passes", True), ("baseline fails", False))]))
+    not_aud = Counter(r.get("status") for r in recs if r.get("status") not in ("ok", "no_candidate"))
+    if not_aud:
+        out.append("")
+        out.append("rows with a candidate that could not be audited here (not counted above): " +
+                   ", ".join(f"{k} {v}" for k, v in not_aud.items()))
+    return "\n".join(out)
+
+
+def sample_cases(recs, per_cell=2, seed=0):
+    cells = defaultdict(list)
+    for r in audited(recs):
+        for g in r["gates"]:
+            if g["gate"] in KGATE_GATES and g.get("verdict") in FAILING:
+                cells[(g["gate"], str(r.get("level")))].append((r, g))
+    rng = random.Random(seed)
+    picked = []
+    for k in sorted(cells):
+        items = cells[k]
+        rng.shuffle(items)
+        picked.extend((k, r, g) for r, g in items[:per_cell])
+    return cells, picked
+
+
+def sample_text(paths, per_cell=2, seed=0) -> str:
+    recs = load(paths)
+    cells, picked = sample_cases(recs, per_cell, seed)
+    out = ["# Stratified sample of kgate failures, for checking by hand", "",
+           f"{per_cell} case(s) per (gate, level) cell, drawn with random.Random({seed}) from {sum(len(v) for v in cells.values())} "
+           "failing gate records. Each case gives what reproduces it: the row key, the row's seed, the case, "
+           "the shape (bindings), the offending tensor and index, expected (oracle) and got (candidate).", "",
+           table(["gate", "level", "failures", "sampled"],
+                 [[g, lv, len(v), min(per_cell, len(v))] for (g, lv), v in sorted(cells.items())]), ""]
+    for (gname, lv), r, g in picked:
+        ev = g.get("evidence") or {}
+        out.append(f"## {gname} / level {lv}: {r['key']}")
+        out.append(f"- verdict: {g['verdict']}: {g.get('summary', '')}")
+        if g.get("error_ratio") is not None:
+            out.append(f"- error ratio: {g['error_ratio']}")
+        out.append(f"- row seed: {r.get('seed')}; reproduce: `python -m kgate audit FILE --keys {r['key']} --seed ...` "
+                   f"with the row seed, gates {gname}")
+        for k in ("case", "variant", "bindings", "tensor", "index", "expected", "got", "detail"):
+            if ev.get(k) not in (None, "", []):
+                out.append(f"- {k}: {ev[k]}")
+        out.append("- checked by hand: [ ] real defect  [ ] kgate's mistake  notes:")
+        out.append("")
+    return "\n".join(out)
+
+
+# ---- HTML ------------------------------------------------------------------------------------------------
+
+def _svg_bars(title, labels, series, colors, width=760, height=260):
+    """Grouped/stacked bar chart: series is [(name, [values per label])], stacked."""
+    n = max(1, len(labels))
+    top = max([sum(s[1][i] for s in series) for i in range(len(labels))] + [1])
+    left, bottom, bar_w = 50, 60, (width - 70) / n
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+             f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="14">{html.escape(title)}</text>']
+    scale = (height - bottom - 30) / top
+    for i, lab in enumerate(labels):
+        y = height - bottom
+        for (name, vals), col in zip(series, colors):
+            h = vals[i] * scale
+            if h > 0:
+                parts.append(f'<rect x="{left + i * bar_w + 2:.1f}" y="{y - h:.1f}" width="{bar_w - 4:.1f}" '
+                             f'height="{h:.1f}" fill="{col}"><title>{html.escape(str(lab))} {html.escape(name)}: '
+                             f'{vals[i]}</title></rect>')
+            y -= h
+        tot = sum(s[1][i] for s in series)
+        parts.append(f'<text x="{left + (i + 0.5) * bar_w:.1f}" y="{y - 3:.1f}" text-anchor="middle" font-size="10">{tot}</text>')
+        parts.append(f'<text x="{left + (i + 0.5) * bar_w:.1f}" y="{height - bottom + 12}" font-size="10" '
+                     f'text-anchor="end" transform="rotate(-35 {left + (i + 0.5) * bar_w:.1f} {height - bottom + 12})">'
+                     f'{html.escape(str(lab))}</text>')
+    for j, ((name, _), col) in enumerate(zip(series, colors)):
+        parts.append(f'<rect x="{left + j * 110}" y="24" width="10" height="10" fill="{col}"/>'
+                     f'<text x="{left + j * 110 + 14}" y="33" font-size="11">{html.escape(name)}</text>')
+    parts.append(f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#333"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _ratio_hist(recs):
+    bins = list(range(-6, 9))  # log10 ratio bins
+    counts = {g: [0] * len(bins) for g in sorted(RATIO_GATES | {"stream", "layout"})}
+    inf = Counter()
+    for r in audited(recs):
+        for g in r["gates"]:
+            if g["gate"] in counts and g.get("error_ratio") is not None:
+                x = g["error_ratio"]
+                if isinstance(x, (int, float)) and not math.isnan(x):
+                    if math.isinf(x):
+                        inf[g["gate"]] += 1
+                        continue
+                    b = min(len(bins) - 1, max(0, int(math.floor(math.log10(max(x, 1e-30)))) - bins[0]))
+                    counts[g["gate"]][b] += 1
+    labels = [f"1e{b}" for b in bins]
+    return labels, counts, inf
+
+
+def write_html(paths, out_path):
+    recs = load(paths)
+    s = summary(recs)
+    aud = audited(recs)
+    gates = KGATE_GATES
+    fail_by_level = []
+    levels = sorted({str(r.get("level")) for r in aud})
+    for lv in levels:
+        fail_by_level.append((f"level {lv}", [sum(1 for r in aud if str(r.get("level")) == lv and
+                                                  gate_fails(gate(r, g) or {"gate": g})) for g in gates]))
+    palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"]
+    svg_gates = _svg_bars("failures per gate (FAIL, CRASH, TIMEOUT), stacked by level", gates, fail_by_level, palette)
+    svg_levels = _svg_bars("classification per level", [f"level {lv}" for lv in levels],
+                           [(k, [s["per_level"][lv][k] for lv in levels]) for k in ("broken", "violation", "clean")],
+                           ["#e15759", "#f28e2b", "#59a14f"])
+    labels, counts, inf = _ratio_hist(recs)
+    svg_ratio = _svg_bars("error ratio (error / bound) distribution, by gate (1 = at the bound)", labels,
+                          list(counts.items()), palette)
+    bv = Counter()
+    for r in aud:
+        b = (gate(r, "baseline") or {}).get("verdict") == "PASS"
+        bv[(b, classify(r["gates"]))] += 1
+    svg_bvk = _svg_bars("baseline vs kgate", ["baseline accepts", "baseline rejects"],
+                        [(k, [bv[(True, k)], bv[(False, k)]]) for k in ("broken", "violation", "clean")],
+                        ["#e15759", "#f28e2b", "#59a14f"], width=420)
+    pre = lambda t: f"<pre>{html.escape(t)}</pre>"  # noqa: E731
+    examples = []
+    for r in aud:
+        for g in r["gates"]:
+            if g["gate"] in gates and g.get("verdict") in FAILING and len(examples) < 400:
+                ev = g.get("evidence") or {}
+                examples.append(f"<tr><td>{html.escape(r['key'])}</td><td>{g['gate']}</td><td>{g['verdict']}</td>"
+                                f"<td>{html.escape(str(g.get('summary', '')))[:300]}</td>"
+                                f"<td>{html.escape(str(ev.get('index', '')))}</td><td>{html.escape(str(ev.get('expected', '')))}</td>"
+                                f"<td>{html.escape(str(ev.get('got', '')))}</td></tr>")
+    doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>kgate audit report</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}} pre{{background:#f6f6f6;padding:.6em;overflow:auto}}
+table.ev{{border-collapse:collapse;font-size:12px}} table.ev td,table.ev th{{border:1px solid #ccc;padding:2px 4px}}</style></head><body>
+<h1>kgate audit report</h1><p>Results: {html.escape(', '.join(paths))}. Rendered from the results file(s) alone.</p>
+<h2>Summary</h2>{pre(summary_text(paths))}
+<h2>Plots</h2>{svg_gates}<br>{svg_levels}<br>{svg_ratio}<p>Infinite ratios (non-finite or structural mismatches): {dict(inf)}</p>{svg_bvk}
+<h2>Defence 2: threshold sweep</h2>{pre(sweep_text(paths))}
+<h2>Defence 3: agreement</h2>{pre(agreement_text(paths))}
+<h2>Defence 4: stratified sample</h2><p>Written by <code>python -m kgate sample</code>; the cells:</p>{pre(sample_text(paths).split(chr(10) + '## ')[0])}
+<h2>Failures with evidence</h2><table class="ev"><tr><th>row</th><th>gate</th><th>verdict</th><th>summary</th><th>index</th><th>expected</th><th>got</th></tr>
+{''.join(examples)}</table></body></html>"""
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write(doc)
+    return out_path
