@@ -1,0 +1,50 @@
+// tests/glrcuda/shapes.hpp: the shapes every CUDA-path test runs, and the error bounds against the oracle.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "case.hpp"
+
+namespace glr::cudatest {
+
+// Small enough for the host emulation, covering every feature issue 5 names: T not a multiple of 64,
+// T = 1, packed batches with odd lengths and an empty sequence, HV = 2H, with and without states, both
+// head dims (and the mixed K != V cases the kernels also compile).
+inline std::vector<Shape> emulation_shapes() {
+  return {
+      {"T100_states", 2, 100, 1, 1, 64, 64, {}, true},
+      {"T1", 3, 1, 1, 2, 64, 64, {}, true},
+      {"varlen_odd_empty", 1, 150, 1, 2, 64, 128, {0, 7, 7, 71, 72, 150}, true},
+      {"gva_HV2H_no_states", 1, 70, 2, 4, 128, 64, {}, false},
+      {"K128_T130", 1, 130, 1, 1, 128, 128, {}, true},
+  };
+}
+
+// Larger shapes for the GPU test (the emulation of these takes too long to be a unit test).
+inline std::vector<Shape> gpu_shapes() {
+  std::vector<Shape> s = emulation_shapes();
+  s.push_back({"T1000_HV2H_K128", 2, 1000, 2, 4, 128, 128, {}, true});
+  s.push_back({"varlen_many_K64", 1, 1337, 2, 4, 64, 64, {0, 1, 65, 65, 200, 777, 778, 1337}, true});
+  s.push_back({"varlen_empty_last_K128", 1, 515, 1, 2, 128, 128, {0, 64, 128, 515, 515}, false});
+  return s;
+}
+
+// The error bound of one output against the float64 oracle. The oracle runs on exactly the values the
+// kernels read (inputs are drawn in their dtypes), so two sources remain:
+//   * the final rounding of the output to its dtype: |round(x) - x| <= u |x| per element, so at most u
+//     normwise (u = 2^-8 for bf16, 2^-11 for fp16, 2^-24 for fp32). Measured: about 0.42 u, the RMS of a
+//     uniform relative rounding error;
+//   * fp32 arithmetic in every stage (dot products of length <= 128, a triangular solve of order 64, the
+//     state recurrence along the sequence). The emulation, with outputs kept in fp32, measures 3e-8 to
+//     5e-7 on the token outputs and states and up to 5e-6 on dg and dbeta, which are sums with
+//     cancellation (a per-token dg adds dG over the rest of its chunk, a per-head dg over every token).
+//     Allowed: 1e-4 and 1e-3, 200x what was measured, to cover longer sequences; a real defect (a wrong
+//     index, a missing term) shows as an error of order 1, far above either.
+inline double error_bound(const std::string& output, DType out_dtype) {
+  const double fp32 = (output == "dg" || output == "dbeta") ? 1e-3 : 1e-4;
+  return unit_roundoff(out_dtype) + fp32;
+}
+
+}  // namespace glr::cudatest
