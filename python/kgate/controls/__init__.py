@@ -36,7 +36,7 @@ def run_controls(fw: str = "numpy", seeds_n: int = 3, results: str | None = None
     from ..audit import audit
     from ..results import read_results
     controls = load(fw)
-    work = tempfile.mkdtemp(prefix="kgate-controls-")
+    work = tempfile.mkdtemp(prefix="kgpy-controls-")
     corpus = os.path.join(work, f"controls-{fw}.jsonl")
     with open(corpus, "w") as f:
         f.write("\n".join(corpus_lines(controls)) + "\n")

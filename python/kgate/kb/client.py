@@ -35,7 +35,7 @@ def _signal_name(rc: int) -> str:
 class Candidate:
     def __init__(self, fw_name: str, custom_code: str, *, call_timeout: float = 60.0,
                  init_timeout: float = 300.0, ext_cache: str | None = None, env: dict | None = None,
-                 output_limit: int = 64 * 1024):
+                 output_limit: int = 64 * 1024, work_root: str | None = None):
         self.fw_name, self.custom_code = fw_name, custom_code
         self.call_timeout, self.init_timeout = call_timeout, init_timeout
         self.ext_cache = ext_cache
@@ -43,7 +43,8 @@ class Candidate:
         self.builds: dict[str, dict] = {}   # slot -> build request, replayed after a restart
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
-        self.dir = tempfile.mkdtemp(prefix="kgate-worker-")
+        # Under the row job's own folder (its cwd), never a shared /tmp name another tool might clean up.
+        self.dir = tempfile.mkdtemp(prefix="worker-", dir=work_root or os.getcwd())
         self.log_path = os.path.join(self.dir, "output.log")
         self.restarts = 0
         self.init_reply: dict | None = None

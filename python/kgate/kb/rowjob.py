@@ -15,6 +15,7 @@ from .. import seeds
 from ..classify import classify
 
 _out_fd = None
+DEAD_LIMIT = 3
 
 
 def emit(rec: dict):
@@ -76,9 +77,17 @@ def verify(spec, fw_name):
             rec["message"] = built.why()[:2000]
             return rec
         wanted = spec.get("gates") or ORDER
+        dead_run = []  # verdicts of the latest consecutive gates that crashed or timed out
         for name in [g for g in ORDER if g in wanted]:
             ctx.current_gate = name
             emit({"type": "gate_start", "key": spec["key"], "gate": name})
+            if len(dead_run) >= DEAD_LIMIT:
+                # A candidate that dies in every gate would cost a restart per gate; its verdict is known.
+                r = {"gate": name, "verdict": dead_run[-1], "summary": f"not run: the candidate ended as "
+                     f"{dead_run[-1]} in the previous {len(dead_run)} gates"}
+                rec["gates"].append(r)
+                emit({"type": "gate", "key": spec["key"], **r})
+                continue
             try:
                 r = get(name)(ctx)
             except Exception as e:  # noqa: BLE001 - a bug of kgate's, reported as ERROR, never a verdict
@@ -86,6 +95,9 @@ def verify(spec, fw_name):
                      "traceback": traceback.format_exc()[-3000:]}
             if r.get("verdict") in ("CRASH", "TIMEOUT"):
                 r["output"] = cand.output_tail()[-2000:]
+                dead_run.append(r["verdict"])
+            elif r.get("verdict") not in ("SKIP",):
+                dead_run = []
             rec["gates"].append(r)
             emit({"type": "gate", "key": spec["key"], **r})
         rec["worker_restarts"] = cand.restarts

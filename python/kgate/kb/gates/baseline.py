@@ -12,7 +12,13 @@ TRIALS = 5
 
 
 def _wire(fw, values):
+    """Init inputs as the worker's build expects them."""
     return [{"__tensor__": True, "array": fw.to_numpy(v)} if fw.is_tensor(v) else v for v in values]
+
+
+def _host(fw, values):
+    """Call inputs as host arrays (the worker places them in its own guarded buffers)."""
+    return [fw.to_numpy(v) if fw.is_tensor(v) else v for v in values]
 
 
 @timed
@@ -41,7 +47,7 @@ def run(ctx):
     # Lazy-output check.
     fw.set_seed(42)
     xs = [fw.to_device(v) for v in task.get_inputs()]
-    out = ctx.cand.call("lazy", _wire(fw, xs), seed=None)
+    out = ctx.cand.call("lazy", _host(fw, xs), seed=None)
     if out.get("status") != "ok":
         return gate_result("baseline", "FAIL", f"lazy check: the call failed: {out.get('message')}")
     for d in out["outputs"]:
@@ -58,7 +64,7 @@ def run(ctx):
         with fw.no_grad():
             ref_out = ref(*xs)
             fw.sync()
-        reply = ctx.cand.call("baseline", _wire(fw, xs), seed=ts, eval=True)
+        reply = ctx.cand.call("baseline", _host(fw, xs), seed=ts, eval=True)
         if reply.get("status") != "ok":
             return gate_result("baseline", "FAIL", f"trial {t}: runtime error: {reply.get('message')}",
                                trial_seed=ts)

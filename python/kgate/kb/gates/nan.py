@@ -3,7 +3,7 @@ oracle has none is a separate, reported violation (spread). Elements where the t
 same as the candidate are not held against it."""
 import numpy as np
 
-from .. import seeds
+from ... import seeds
 from ..context import evidence, float_inputs, gate_result, timed
 
 
