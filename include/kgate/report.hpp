@@ -47,9 +47,18 @@ struct Report {
   std::string oracle;
   std::uint64_t seed = 0;     // the run's seed
   std::vector<GateResult> gates;
-  // 0 clean, 1 any gate FAIL/CRASH/TIMEOUT (a violation), 2 when only ERRORs spoiled it.
+  // 0 clean, 1 any gate FAIL/CRASH/TIMEOUT (a violation), 2 when only ERRORs spoiled it. Baseline is not
+  // a gate and never counts.
   int exit_code() const;
 };
+
+// The audit's classification (DESIGN.md section 3). broken: a gate failed with no tolerance to blame (a
+// tolerance-free check, a crash, a timeout) or with an error at least 100x its bound; violation: any other
+// failing gate; clean otherwise. Baseline never counts.
+enum class Classification { clean, violation, broken };
+const char* to_string(Classification c);  // "clean", "violation", "broken beyond tolerance"
+Classification classify(const Report& r);
+inline constexpr double kBrokenRatio = 100.0;
 
 std::string to_json(const Report& r);            // one JSON document (schema in docs/report.md)
 std::string to_table(const Report& r, bool color);  // the terminal table, one row per gate, evidence after

@@ -1,0 +1,121 @@
+// kgate/compare.hpp: the comparison core every gate judges with.
+//
+// Type-erased on purpose: arrays are decoded to double in blocks through one switch on the dtype, so this
+// compiles once and a hot loop never calls through a std::function per element. Three kinds of judgement:
+// bitwise equality, the non-finite pattern (NaN/Inf where the oracle says), and error against a per-element
+// bound. Evidence strings name dtypes, print raw bits where bits matter, and show the neighbourhood of the
+// first offending element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kgate/contract.hpp"
+#include "kgate/dtype.hpp"
+#include "kgate/tensor.hpp"
+
+namespace kgate {
+
+// Decodes n elements of type t at src (dense) into dst.
+void decode_elements(DType t, const std::byte* src, std::int64_t n, double* dst);
+
+// What a comparison judges against: the oracle's f64 values, the same values rounded to the output dtype
+// (what a perfect kernel returns), and the root mean square over the finite oracle values.
+struct Reference {
+  DType dtype = DType::f32;     // the output's dtype
+  Shape shape;
+  std::vector<double> exact;    // the oracle, f64
+  std::vector<double> rounded;  // round_to(exact, dtype)
+  double rms = 0.0;
+};
+// oracle_output holds f64 values (integer outputs in their own dtype); output_dtype is the kernel's.
+Reference make_reference(const HostArray& oracle_output, DType output_dtype);
+
+// bound_i = scale * (rel * |exact_i| + abs_rms * rms + abs).
+struct Tolerance {
+  double rel = 0.0;
+  double abs_rms = 0.0;
+  double abs = 0.0;
+  double scale = 1.0;
+  double bound(double exact, double rms) const { return scale * (rel * (exact < 0 ? -exact : exact) + abs_rms * rms + abs); }
+};
+std::string describe(const Tolerance& t);
+
+// The default bound of DESIGN.md: rel = 4 u_d, abs_rms = 8 u_w sqrt(N), abs = the smallest normal of d,
+// where d is the output dtype, w the working precision and N the reduction size (product of the output's
+// `reduced` dims, 1 if none). The contract's rtol, atol_rms, atol and tolerance_scale replace the
+// corresponding terms; verify_scale multiplies everything.
+Tolerance default_tolerance(const TensorSpec& output, DType working, std::int64_t reduction_size, double verify_scale);
+// The accumulation gate's bound: the rigorous bound for a sum of N positive terms, gamma_{N+4} |ref| in the
+// working precision (the +4 covers the rounding of each term, e.g. an exp), plus four ulps of the output
+// dtype and its smallest normal. Returns rel = +Inf when (N+4) u_w >= 1: no rigorous bound exists.
+Tolerance accumulation_tolerance(DType output, DType working, std::int64_t reduction_size, double verify_scale);
+
+// The product of the dims the output names in `reduced` (1 if none).
+std::int64_t reduction_size(const TensorSpec& output, const Bindings& b);
+
+enum class Mismatch {
+  none,
+  bits,                  // bitwise comparison: the bits differ
+  value,                 // finite, but the error exceeds the bound
+  nan_masked,            // the oracle gives NaN, the kernel does not
+  inf_mismatch,          // the oracle gives +-Inf (or overflows past 2x max), the kernel gives something else
+  unexpected_nonfinite,  // the oracle is finite, the kernel is not (outside any allowed spread)
+  shape,                 // the arrays do not even have the same dtype or shape
+};
+const char* to_string(Mismatch m);
+
+struct Comparison {
+  bool ok = true;
+  Mismatch kind = Mismatch::none;  // of the first offending element
+  std::int64_t first = -1;         // flat index of the first offending element (row-major)
+  std::int64_t bad = 0;            // offending elements
+  std::int64_t judged = 0;         // elements judged
+  // Worst err_i / bound_i over finite elements (tolerance comparisons; +Inf for a non-finite mismatch).
+  double max_ratio = 0.0;
+  std::int64_t worst = -1;
+};
+
+// Bitwise equality, element by element (both arrays of one dtype and shape).
+Comparison compare_bitwise(const HostArray& expected, const HostArray& got);
+// Error against the bound. Non-finite values follow the oracle: NaN must stay NaN, an oracle value that
+// rounds to +-Inf must be the same Inf, a finite oracle value must come out finite. Integer and bool
+// outputs must be exact.
+Comparison compare_within(const HostArray& got, const Reference& ref, const Tolerance& tol);
+// torch.allclose(got, ref, rtol, atol, equal_nan=False) against the oracle's f64 values: the field's test.
+Comparison compare_allclose(const HostArray& got, const Reference& ref, double rtol, double atol);
+
+// The non-finite pattern check of the nan and inf gates (tolerance-free). `allowed` (empty, or one byte per
+// element) marks elements where the contract's spread rule lets a non-finite value appear.
+//   nan mode: oracle NaN -> must be NaN; a non-finite value where the oracle is finite and not allowed.
+//   inf mode: additionally, oracle +-Inf or |oracle| > 2 max_d -> must be that Inf (NaN only if
+//             inf_may_become_nan); oracle finite with |oracle| < max_d / 2 and not allowed -> must be
+//             finite; anything else is unjudged.
+enum class NonfiniteMode { nan, inf };
+Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
+                           NonfiniteMode mode, bool inf_may_become_nan);
+
+// Elements where the oracle's value seeds the spread: non-finite after rounding, or (inf mode) |exact| >=
+// max_d / 2, i.e. anything a correct kernel might legitimately return as non-finite.
+std::vector<std::uint8_t> nonfinite_seeds(const Reference& ref, NonfiniteMode mode);
+// Widens `seeds` by the contract's spread rule for one output (see SpreadRule): along the output's axis
+// named spread.dim, to whole blocks and onward in the rule's direction, never across a segment boundary
+// of the offsets input spread.segments. Outputs without that axis, or an exact rule, keep `seeds`.
+std::vector<std::uint8_t> allowed_spread(const Contract& c, const TensorSpec& output, const Shape& shape,
+                                         std::vector<std::uint8_t> seeds, const std::vector<HostArray>& inputs);
+
+// Evidence formatting.
+std::string format_value(double v, DType t);           // shortest text that reads back as the same t
+std::string format_bits(std::uint64_t bits, DType t);  // "0x7fc00000"
+std::string format_element(const HostArray& a, std::int64_t flat, bool with_bits);
+std::string format_index(const Shape& index);          // "[2, 7]"
+// Rows of `index  expected  got` around flat index `at` along the last axis (radius elements each side).
+// expected may be null (then only got is shown); with_bits adds raw bits.
+std::string neighbourhood(const HostArray& got, const Reference* expected, const HostArray* expected_bits,
+                          std::int64_t at, int radius, bool with_bits);
+
+}  // namespace kgate

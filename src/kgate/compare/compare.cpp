@@ -1,0 +1,217 @@
+// Bitwise, tolerance and non-finite pattern comparisons. Each walks the arrays once, decoding the candidate's
+// elements a block at a time, and keeps only the first offending element, the count and the worst ratio.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kgate/compare.hpp"
+
+namespace kgate {
+namespace {
+
+constexpr std::int64_t kBlock = 2048;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Calls judge(i, got_i) for every element, got decoded in blocks. judge returns the element's verdict.
+template <class Judge>
+void for_each_decoded(const HostArray& got, Judge&& judge) {
+  std::array<double, kBlock> buf;
+  const std::size_t es = size_of(got.dtype());
+  for (std::int64_t start = 0; start < got.numel(); start += kBlock) {
+    const std::int64_t n = std::min(kBlock, got.numel() - start);
+    decode_elements(got.dtype(), got.data() + start * static_cast<std::int64_t>(es), n, buf.data());
+    for (std::int64_t k = 0; k < n; ++k) judge(start + k, buf[static_cast<std::size_t>(k)]);
+  }
+}
+
+void note(Comparison& c, std::int64_t i, Mismatch kind) {
+  if (c.ok) {
+    c.ok = false;
+    c.first = i;
+    c.kind = kind;
+  }
+  ++c.bad;
+}
+
+void note_ratio(Comparison& c, std::int64_t i, double ratio) {
+  if (c.worst < 0 || ratio > c.max_ratio) {
+    c.max_ratio = ratio;
+    c.worst = i;
+  }
+}
+
+bool same_form(const HostArray& got, const Reference& ref, Comparison& c) {
+  if (got.dtype() == ref.dtype && got.shape() == ref.shape) return true;
+  c.ok = false;
+  c.kind = Mismatch::shape;
+  c.max_ratio = kInf;
+  return false;
+}
+
+}  // namespace
+
+const char* to_string(Mismatch m) {
+  switch (m) {
+    case Mismatch::none: return "none";
+    case Mismatch::bits: return "bits differ";
+    case Mismatch::value: return "error beyond the bound";
+    case Mismatch::nan_masked: return "NaN masked";
+    case Mismatch::inf_mismatch: return "Inf not reproduced";
+    case Mismatch::unexpected_nonfinite: return "unexpected non-finite value";
+    case Mismatch::shape: return "dtype or shape differs";
+  }
+  return "?";
+}
+
+Comparison compare_bitwise(const HostArray& expected, const HostArray& got) {
+  Comparison c;
+  if (expected.dtype() != got.dtype() || expected.shape() != got.shape()) {
+    c.ok = false;
+    c.kind = Mismatch::shape;
+    return c;
+  }
+  c.judged = got.numel();
+  const std::size_t es = size_of(got.dtype());
+  const std::byte* a = expected.data();
+  const std::byte* b = got.data();
+  // memcmp over large blocks first: the common case (equal) costs one pass at memory speed.
+  constexpr std::size_t kChunk = 1 << 16;
+  for (std::size_t off = 0; off < got.nbytes(); off += kChunk) {
+    const std::size_t len = std::min(kChunk, got.nbytes() - off);
+    if (std::memcmp(a + off, b + off, len) == 0) continue;
+    for (std::size_t e = off / es; e < (off + len) / es; ++e)
+      if (std::memcmp(a + e * es, b + e * es, es) != 0) note(c, static_cast<std::int64_t>(e), Mismatch::bits);
+  }
+  return c;
+}
+
+Comparison compare_within(const HostArray& got, const Reference& ref, const Tolerance& tol) {
+  Comparison c;
+  if (!same_form(got, ref, c)) return c;
+  c.judged = got.numel();
+  if (!is_float(got.dtype())) {
+    for_each_decoded(got, [&](std::int64_t i, double g) {
+      if (g != ref.rounded[static_cast<std::size_t>(i)]) {
+        note(c, i, Mismatch::value);
+        note_ratio(c, i, kInf);
+      }
+    });
+    return c;
+  }
+  const double max_finite = info(got.dtype()).max_finite;
+  for_each_decoded(got, [&](std::int64_t i, double g) {
+    const double e = ref.exact[static_cast<std::size_t>(i)];
+    const double r = ref.rounded[static_cast<std::size_t>(i)];
+    if (std::isnan(e)) {
+      if (!std::isnan(g)) {
+        note(c, i, Mismatch::nan_masked);
+        note_ratio(c, i, kInf);
+      }
+      return;
+    }
+    const double b = tol.bound(e, ref.rms);
+    if (std::isinf(r)) {
+      // The oracle overflows the output dtype. A finite result within the bound of a finite oracle value
+      // just past max is still a correct rounding of a slightly different computation.
+      if (g == r) return;
+      if (std::isfinite(e) && std::isfinite(g) && std::fabs(g - e) <= b) {
+        note_ratio(c, i, std::fabs(g - e) / b);
+        return;
+      }
+      note(c, i, Mismatch::inf_mismatch);
+      note_ratio(c, i, kInf);
+      return;
+    }
+    if (!std::isfinite(g)) {
+      // Overflow is acceptable only where the oracle, moved by the bound, reaches past max with that sign.
+      if (std::isinf(g) && std::signbit(g) == std::signbit(e) && std::fabs(e) + b > max_finite) return;
+      note(c, i, Mismatch::unexpected_nonfinite);
+      note_ratio(c, i, kInf);
+      return;
+    }
+    const double err = std::fabs(g - r);
+    const double ratio = b > 0 ? err / b : (err == 0 ? 0.0 : kInf);
+    note_ratio(c, i, ratio);
+    if (err > b) note(c, i, Mismatch::value);
+  });
+  return c;
+}
+
+Comparison compare_allclose(const HostArray& got, const Reference& ref, double rtol, double atol) {
+  Comparison c;
+  if (!same_form(got, ref, c)) return c;
+  c.judged = got.numel();
+  for_each_decoded(got, [&](std::int64_t i, double g) {
+    const double r = ref.rounded[static_cast<std::size_t>(i)];
+    if (std::isnan(g) || std::isnan(r)) {  // equal_nan=False: NaN is never close, not even to NaN
+      note(c, i, std::isnan(r) ? Mismatch::nan_masked : Mismatch::unexpected_nonfinite);
+      return;
+    }
+    if (std::isinf(g) || std::isinf(r)) {  // isclose: infinities are close only to themselves
+      if (g != r) note(c, i, std::isinf(r) ? Mismatch::inf_mismatch : Mismatch::unexpected_nonfinite);
+      return;
+    }
+    const double bound = atol + rtol * std::fabs(r);
+    const double err = std::fabs(g - r);
+    note_ratio(c, i, bound > 0 ? err / bound : (err == 0 ? 0.0 : kInf));
+    if (err > bound) note(c, i, Mismatch::value);
+  });
+  return c;
+}
+
+std::vector<std::uint8_t> nonfinite_seeds(const Reference& ref, NonfiniteMode mode) {
+  std::vector<std::uint8_t> seeds(ref.exact.size(), 0);
+  const double half_max = info(ref.dtype).max_finite / 2;
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    const double r = ref.rounded[i];
+    seeds[i] = !std::isfinite(r) || (mode == NonfiniteMode::inf && std::fabs(ref.exact[i]) >= half_max);
+  }
+  return seeds;
+}
+
+Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
+                           NonfiniteMode mode, bool inf_may_become_nan) {
+  Comparison c;
+  if (!same_form(got, ref, c)) return c;
+  if (!is_float(got.dtype())) return c;  // integers cannot carry NaN or Inf
+  const double max_finite = info(got.dtype()).max_finite;
+  auto is_allowed = [&](std::int64_t i) { return !allowed.empty() && allowed[static_cast<std::size_t>(i)] != 0; };
+  for_each_decoded(got, [&](std::int64_t i, double g) {
+    const double e = ref.exact[static_cast<std::size_t>(i)];
+    const double r = ref.rounded[static_cast<std::size_t>(i)];
+    if (std::isnan(e)) {
+      ++c.judged;
+      if (!std::isnan(g)) note(c, i, Mismatch::nan_masked);
+      return;
+    }
+    if (mode == NonfiniteMode::inf && (std::isinf(r) || std::fabs(e) > 2 * max_finite)) {
+      ++c.judged;
+      const double want = std::signbit(e) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      if (g == want) return;
+      if (std::isnan(g) && inf_may_become_nan) return;
+      note(c, i, Mismatch::inf_mismatch);
+      return;
+    }
+    if (std::isfinite(g) || is_allowed(i)) {
+      if (std::isfinite(r)) ++c.judged;
+      return;
+    }
+    // The kernel made a non-finite value the oracle does not have, outside the allowed spread.
+    if (mode == NonfiniteMode::nan) {
+      if (std::isfinite(r)) {
+        ++c.judged;
+        note(c, i, Mismatch::unexpected_nonfinite);
+      }
+      return;
+    }
+    if (std::fabs(e) < max_finite / 2) {
+      ++c.judged;
+      note(c, i, Mismatch::unexpected_nonfinite);
+    }
+  });
+  return c;
+}
+
+}  // namespace kgate

@@ -1,0 +1,77 @@
+// References and bounds: what a perfect kernel returns, and how far a correct one may stray from it.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "kgate/compare.hpp"
+
+namespace kgate {
+
+Reference make_reference(const HostArray& oracle_output, DType output_dtype) {
+  Reference r;
+  r.dtype = output_dtype;
+  r.shape = oracle_output.shape();
+  const std::int64_t n = oracle_output.numel();
+  r.exact.resize(static_cast<std::size_t>(n));
+  decode_elements(oracle_output.dtype(), oracle_output.data(), n, r.exact.data());
+  r.rounded.resize(r.exact.size());
+  double sum_sq = 0.0;
+  std::int64_t finite = 0;
+  for (std::size_t i = 0; i < r.exact.size(); ++i) {
+    const double e = r.exact[i];
+    if (output_dtype == DType::f64) {
+      r.rounded[i] = e;
+    } else if (output_dtype == DType::f32) {
+      r.rounded[i] = static_cast<double>(static_cast<float>(e));
+    } else {
+      r.rounded[i] = round_to(e, output_dtype);
+    }
+    if (std::isfinite(e)) {
+      sum_sq += e * e;
+      ++finite;
+    }
+  }
+  r.rms = finite > 0 ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0.0;
+  return r;
+}
+
+std::int64_t reduction_size(const TensorSpec& output, const Bindings& b) {
+  std::int64_t n = 1;
+  for (const std::string& d : output.reduced) {
+    auto it = b.find(d);
+    if (it == b.end())
+      throw std::invalid_argument(fmt::format("output {}: reduced dim {} is not bound", output.name, d));
+    n *= std::max<std::int64_t>(it->second, 1);
+  }
+  return n;
+}
+
+Tolerance default_tolerance(const TensorSpec& out, DType working, std::int64_t n, double verify_scale) {
+  const DTypeInfo& d = info(out.dtype);
+  const DTypeInfo& w = info(working);
+  Tolerance t;
+  // A perfect kernel is within half an ulp of the oracle; 4 u_d leaves room for the last few roundings.
+  t.rel = out.rtol.value_or(4.0 * d.unit_roundoff);
+  // A reduction of N terms at precision w typically strays u_w sqrt(N) times the output's magnitude.
+  t.abs_rms = out.atol_rms.value_or(8.0 * w.unit_roundoff * std::sqrt(static_cast<double>(std::max<std::int64_t>(n, 1))));
+  t.abs = out.atol.value_or(d.is_float ? d.min_normal : 0.0);
+  t.scale = out.tolerance_scale * verify_scale;
+  return t;
+}
+
+Tolerance accumulation_tolerance(DType output, DType working, std::int64_t n, double verify_scale) {
+  const DTypeInfo& d = info(output);
+  const double nu = static_cast<double>(n + 4) * info(working).unit_roundoff;
+  Tolerance t;
+  t.rel = nu >= 1.0 ? std::numeric_limits<double>::infinity() : nu / (1.0 - nu) + 8.0 * d.unit_roundoff;
+  t.abs = d.is_float ? d.min_normal : 0.0;
+  t.scale = verify_scale;
+  return t;
+}
+
+std::string describe(const Tolerance& t) {
+  return fmt::format("{:.3g} * ({:.3g} |ref| + {:.3g} rms + {:.3g})", t.scale, t.rel, t.abs_rms, t.abs);
+}
+
+}  // namespace kgate

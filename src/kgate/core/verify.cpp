@@ -1,0 +1,246 @@
+// The verify loop: every requested gate in turn, each case of a gate until one fails, a failing case shrunk
+// to the smallest admissible shape that still fails, per-gate timing, and on_result after every gate so a
+// verdict once reached is never lost.
+#include "kgate/verify.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kgate/gate.hpp"
+
+#ifndef KGATE_VERSION
+#define KGATE_VERSION "0.0.0"
+#endif
+
+namespace kgate {
+namespace {
+
+constexpr int kShrinkTriesPerDim = 6;
+constexpr int kShrinkTries = 24;
+
+bool is_terminal(Verdict v) {
+  return v == Verdict::fail || v == Verdict::crash || v == Verdict::timeout || v == Verdict::error;
+}
+
+// Runs one case; anything kgate or the oracle cannot do becomes ERROR, never a verdict on the candidate.
+CaseOutcome run_safely(GateContext& ctx, const GateCase& gc, const CaseInfo& info) {
+  CaseOutcome o;
+  try {
+    if (!ctx.candidate().healthy()) ctx.candidate().reset();
+    return gc.run(ctx, info);
+  } catch (const OracleError& e) {
+    o.message = fmt::format("the oracle could not run: {}", e.what());
+  } catch (const TargetError& e) {
+    o.message = fmt::format("the target could not serve kgate: {}", e.what());
+  } catch (const std::exception& e) {
+    o.message = fmt::format("kgate could not run the case: {}", e.what());
+  }
+  o.verdict = Verdict::error;
+  return o;
+}
+
+CaseInfo info_of(const std::string& gate, const GateCase& gc, const Bindings& b) {
+  return CaseInfo{gate, gc.seed, b, gc.label};
+}
+
+// Re-runs a failing case at smaller admissible bindings, dim by dim, smallest value first; keeps the
+// smallest that still FAILs (a crash or a pass at a smaller shape does not count as the same failure).
+CaseOutcome shrink(GateContext& ctx, const std::string& gate, const GateCase& gc, CaseOutcome failing) {
+  const Contract& c = ctx.contract();
+  Bindings current = gc.bindings;
+  int tries = 0;
+  for (const DimSpec& d : c.dims) {
+    for (std::int64_t v : smaller_values(d, current.at(d.name), kShrinkTriesPerDim)) {
+      if (tries >= kShrinkTries) return failing;
+      Bindings b = current;
+      b[d.name] = v;
+      if (!repair_bindings(c, b) || !fits_budget(c, b) || b == current) continue;
+      ++tries;
+      CaseOutcome o = run_safely(ctx, gc, info_of(gate, gc, b));
+      if (o.verdict == Verdict::crash || o.verdict == Verdict::timeout) {
+        ctx.candidate().reset();
+        return failing;  // no more risk: the failure as found stands
+      }
+      if (o.verdict == Verdict::fail) {
+        current = b;
+        failing = std::move(o);
+        break;  // the smallest failing value of this dim; on to the next dim
+      }
+    }
+  }
+  return failing;
+}
+
+std::string short_evidence(const Evidence& e) {
+  std::string s = e.variant;
+  if (!e.tensor.empty()) {
+    s += fmt::format(": {}{}", e.tensor, e.index.empty() ? "" : shape_string(e.index));
+    if (!e.expected.empty()) s += fmt::format(" expected {}", e.expected);
+    if (!e.got.empty()) s += fmt::format(" got {}", e.got);
+  } else if (!e.got.empty()) {
+    s += ": " + e.got;
+  }
+  if (!e.bindings.empty()) s += fmt::format(" (at {})", to_string(e.bindings));
+  return s;
+}
+
+double worse(double a, double b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  return std::max(a, b);
+}
+
+GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) {
+  GateResult res;
+  const GateInfo gi = gate.info();
+  res.gate = gi.name;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&]() -> GateResult {
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+  };
+  std::vector<GateCase> cases;
+  try {
+    if (!ctx.candidate().healthy()) ctx.candidate().reset();
+    if (auto why = gate.skip_reason(ctx)) {
+      res.verdict = Verdict::skip;
+      res.summary = *why;
+      return finish();
+    }
+    cases = gate.cases(ctx);
+  } catch (const std::exception& e) {
+    res.verdict = Verdict::error;
+    res.summary = fmt::format("kgate could not prepare the gate: {}", e.what());
+    return finish();
+  }
+  if (cases.empty()) {
+    res.verdict = Verdict::skip;
+    res.summary = "no case applies to this contract";
+    return finish();
+  }
+
+  double worst = std::numeric_limits<double>::quiet_NaN();
+  int skipped = 0;
+  std::string refusal, skip_note;
+  for (const GateCase& gc : cases) {
+    CaseOutcome o = run_safely(ctx, gc, info_of(res.gate, gc, gc.bindings));
+    ++res.cases;
+    if (!is_terminal(o.verdict)) worst = worse(worst, o.error_ratio);
+    switch (o.verdict) {
+      case Verdict::pass: continue;
+      case Verdict::refused:
+        ++res.refused;
+        if (refusal.empty()) refusal = fmt::format("{}: {}", gc.label, o.message);
+        continue;
+      case Verdict::skip:
+        ++skipped;
+        if (skip_note.empty()) skip_note = o.message;
+        continue;
+      default: break;
+    }
+    // A terminal outcome ends the gate.
+    res.verdict = o.verdict;
+    if (o.verdict == Verdict::fail && options.shrink && gc.shrinkable) {
+      CaseOutcome small = shrink(ctx, res.gate, gc, o);
+      if (small.evidence && o.evidence && small.evidence->bindings != o.evidence->bindings) {
+        res.original = o.evidence;
+        res.error_ratio = worse(o.error_ratio, small.error_ratio);
+        // Keep NaN (a tolerance-free failure) when the case that failed first had no bound behind it.
+        if (std::isnan(o.error_ratio) || std::isnan(small.error_ratio)) res.error_ratio = std::numeric_limits<double>::quiet_NaN();
+        o = std::move(small);
+      } else {
+        res.error_ratio = o.error_ratio;
+      }
+    } else {
+      res.error_ratio = o.error_ratio;
+    }
+    if (o.verdict == Verdict::crash || o.verdict == Verdict::timeout) ctx.candidate().reset();
+    res.evidence = o.evidence;
+    res.output = o.output;
+    if (o.verdict == Verdict::error) {
+      res.summary = o.message;
+    } else if (o.evidence) {
+      res.summary = short_evidence(*o.evidence);
+    } else {
+      res.summary = fmt::format("{}: {}", gc.label, o.message);
+    }
+    return finish();
+  }
+
+  res.error_ratio = worst;
+  const int judged = res.cases - res.refused - skipped;
+  if (judged == 0 && res.refused > 0) {
+    res.verdict = Verdict::refused;
+    res.summary = fmt::format("all {} cases refused; first: {}", res.cases, refusal);
+  } else if (judged == 0) {
+    res.verdict = Verdict::skip;
+    res.summary = skip_note.empty() ? "no case could be judged" : skip_note;
+  } else {
+    res.verdict = Verdict::pass;
+    res.summary = fmt::format("{} cases", res.cases);
+    if (res.refused > 0) res.summary += fmt::format(", {} refused ({})", res.refused, refusal);
+    if (skipped > 0) res.summary += fmt::format(", {} skipped ({})", skipped, skip_note);
+    if (!std::isnan(worst)) res.summary += fmt::format(", worst error {:.3g}x bound", worst);
+  }
+  return finish();
+}
+
+void check_contract(const Contract& c) {
+  std::string why;
+  const Bindings nominal = c.nominal();
+  if (!c.admissible(nominal, &why))
+    throw std::invalid_argument(fmt::format("contract {}: the nominal shape is not admissible: {}", c.name, why));
+  for (const auto* list : {&c.inputs, &c.outputs})
+    for (const TensorSpec& t : *list) (void)t.resolve(nominal);  // throws naming the tensor and the dim
+  if (c.outputs.empty()) throw std::invalid_argument(fmt::format("contract {}: no outputs to judge", c.name));
+}
+
+}  // namespace
+
+std::vector<GateInfo> list_gates() {
+  std::vector<GateInfo> out;
+  for (const auto& g : registered_gates()) out.push_back(g->info());
+  return out;
+}
+
+Report verify(const Contract& contract, Target& candidate, Oracle& oracle, const VerifyOptions& options) {
+  const auto& all = registered_gates();
+  std::vector<Gate*> chosen;
+  if (options.gates.empty()) {
+    for (const auto& g : all) chosen.push_back(g.get());
+  } else {
+    for (const std::string& name : options.gates) {
+      Gate* found = nullptr;
+      for (const auto& g : all)
+        if (g->info().name == name) found = g.get();
+      if (!found) {
+        std::vector<std::string> known;
+        for (const auto& g : all) known.push_back(g->info().name);
+        throw std::invalid_argument(fmt::format("unknown gate \"{}\" (known: {})", name, fmt::join(known, ", ")));
+      }
+      if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
+    }
+  }
+  if (!(options.tolerance_scale > 0) || !std::isfinite(options.tolerance_scale))
+    throw std::invalid_argument(fmt::format("tolerance_scale must be positive and finite, got {}", options.tolerance_scale));
+  check_contract(contract);
+
+  Report report;
+  report.kgate_version = KGATE_VERSION;
+  report.contract = contract.path;
+  report.op = contract.name;
+  report.candidate = candidate.describe();
+  report.oracle = oracle.describe();
+  report.seed = options.seed.value_or(fresh_seed());
+
+  GateContext ctx(contract, candidate, oracle, report.seed, options.tolerance_scale);
+  for (Gate* g : chosen) {
+    report.gates.push_back(run_gate(*g, ctx, options));
+    if (options.on_result) options.on_result(report.gates.back());
+  }
+  return report;
+}
+
+}  // namespace kgate

@@ -1,0 +1,118 @@
+// Gate 10, freshness: no caching and no stale results. A call on inputs A, then B written into A's very
+// buffers, then A's values in new buffers: each output follows its own inputs. Tolerance-free where the
+// oracle outputs of A and B differ by more than both bounds (there, B's result may not carry A's bits); the
+// repeated A must be bitwise equal to the first when the contract promises determinism; and B is held to the
+// oracle gate's bound.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gates/common.hpp"
+#include "gates/gates.hpp"
+
+namespace kgate::gates {
+namespace {
+
+class FreshnessGate final : public Gate {
+ public:
+  GateInfo info() const override {
+    return {"freshness", "no caching or stale results",
+            "A, then B in A's buffers, then A's values in new buffers; where the oracle says A and B differ, "
+            "B's result must not carry A's bits; repeated A bitwise equal (if deterministic); B within bound",
+            true, false};
+  }
+
+  std::vector<GateCase> cases(GateContext& ctx) override {
+    GateCase g;
+    g.label = "A = standard set 0, B = standard set 1";
+    g.bindings = ctx.contract().nominal();
+    g.seed = ctx.standard_stream(1).key();
+    g.run = run_case;
+    return {std::move(g)};
+  }
+
+ private:
+  static CaseOutcome stage_problem(const GateContext& ctx, const CallResult& r, const CaseInfo& info,
+                                   const std::string& stage) {
+    CaseInfo s = info;
+    s.variant = fmt::format("{}: {}", info.variant, stage);
+    if (auto bad = call_problem(ctx, r, 0, s)) return *bad;
+    return CaseOutcome{};
+  }
+
+  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info) {
+    const Contract& c = ctx.contract();
+    const InputSetPtr a = ctx.standard_inputs(info.bindings, 0);
+    const InputSetPtr b = ctx.standard_inputs(info.bindings, 1);
+    PlacedCall first(ctx.candidate(), a->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
+                     ctx.attrs());
+    CallResult ra = call_once(ctx, first);
+    if (CaseOutcome o = stage_problem(ctx, ra, info, "first call on A"); o.verdict != Verdict::pass) return o;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) first.rewrite_input(i, b->arrays[i]);
+    CallResult rb = call_once(ctx, first);
+    if (CaseOutcome o = stage_problem(ctx, rb, info, "B in A's buffers"); o.verdict != Verdict::pass) return o;
+    PlacedCall again(ctx.candidate(), a->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
+                     ctx.attrs());
+    CallResult ra2 = call_once(ctx, again);
+    if (CaseOutcome o = stage_problem(ctx, ra2, info, "A again in new buffers"); o.verdict != Verdict::pass) return o;
+
+    const std::vector<HostArray>& got_a = ra.results[0].outputs;
+    const std::vector<HostArray>& got_b = rb.results[0].outputs;
+    const std::vector<HostArray>& got_a2 = ra2.results[0].outputs;
+    const OracleResultPtr oa = ctx.oracle(*a);
+    const OracleResultPtr ob = ctx.oracle(*b);
+    const std::vector<Tolerance> tol = ctx.tolerances(info.bindings);
+
+    for (std::size_t o = 0; o < c.outputs.size(); ++o) {
+      const Reference& ref_a = oa->refs[o];
+      const Reference& ref_b = ob->refs[o];
+      std::int64_t stale = -1, stale_count = 0, distinct = 0;
+      for (std::int64_t i = 0; i < got_b[o].numel(); ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        const double gap = std::fabs(ref_a.exact[k] - ref_b.exact[k]);
+        if (!(gap > tol[o].bound(ref_a.exact[k], ref_a.rms) + tol[o].bound(ref_b.exact[k], ref_b.rms))) continue;
+        ++distinct;
+        if (got_b[o].bits(i) != got_a[o].bits(i)) continue;
+        if (stale < 0) stale = i;
+        ++stale_count;
+      }
+      if (stale < 0) continue;
+      CaseInfo s = info;
+      s.variant = fmt::format("{}: B written into A's buffers", info.variant);
+      Evidence e = s.evidence();
+      e.tensor = c.outputs[o].name;
+      e.index = unravel(stale, got_b[o].shape());
+      e.expected = format_value(ref_b.rounded[static_cast<std::size_t>(stale)], ref_b.dtype) + " (B's oracle)";
+      e.got = format_element(got_b[o], stale, true) + ", bit for bit A's result";
+      e.detail = fmt::format("{} of the {} elements where A's and B's oracle outputs differ kept A's result: a "
+                             "stale or cached output",
+                             stale_count, distinct);
+      return failed(std::move(e), &rb);
+    }
+
+    CaseInfo again_info = info;
+    again_info.variant = fmt::format("{}: A again in new buffers", info.variant);
+    if (c.deterministic) {
+      for (std::size_t o = 0; o < c.outputs.size(); ++o) {
+        const Comparison cmp = compare_bitwise(got_a[o], got_a2[o]);
+        if (cmp.ok) continue;
+        Evidence e = mismatch_evidence(again_info, c.outputs[o].name, got_a2[o], nullptr, &got_a[o], cmp, nullptr);
+        e.expected += " (first call on A)";
+        e.detail = "the result of A changed after B ran: state carried between calls\n" + e.detail;
+        return failed(std::move(e), &ra2);
+      }
+    } else {
+      CaseOutcome o = judge_within(ctx, again_info, got_a2, *oa, tol, &ra2);
+      if (o.verdict != Verdict::pass) return o;
+    }
+    CaseInfo b_info = info;
+    b_info.variant = fmt::format("{}: B written into A's buffers", info.variant);
+    return judge_within(ctx, b_info, got_b, *ob, tol, &rb);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Gate> make_freshness_gate() { return std::make_unique<FreshnessGate>(); }
+
+}  // namespace kgate::gates

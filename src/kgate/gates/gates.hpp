@@ -1,0 +1,24 @@
+// The gates, one factory per file, in DESIGN.md order (registry.cpp lists them).
+#pragma once
+
+#include <memory>
+
+#include "kgate/gate.hpp"
+
+namespace kgate::gates {
+
+std::unique_ptr<Gate> make_oracle_gate();
+std::unique_ptr<Gate> make_nan_gate();
+std::unique_ptr<Gate> make_inf_gate();
+std::unique_ptr<Gate> make_determinism_gate();
+std::unique_ptr<Gate> make_shapes_gate();
+std::unique_ptr<Gate> make_accumulation_gate();
+std::unique_ptr<Gate> make_immutability_gate();
+std::unique_ptr<Gate> make_coverage_gate();
+std::unique_ptr<Gate> make_bounds_gate();
+std::unique_ptr<Gate> make_freshness_gate();
+std::unique_ptr<Gate> make_stream_gate();
+std::unique_ptr<Gate> make_layout_gate();
+std::unique_ptr<Gate> make_baseline_gate();
+
+}  // namespace kgate::gates

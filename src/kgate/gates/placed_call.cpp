@@ -1,0 +1,97 @@
+// Buffers for one invocation: inputs scattered into their layouts (gaps filled with a known byte, so a kernel
+// that ignores strides reads garbage and a write into a gap is visible), outputs allocated around theirs.
+#include <fmt/format.h>
+
+#include "kgate/gate.hpp"
+
+namespace kgate {
+namespace {
+
+std::size_t payload_bytes(const Layout& l) {
+  // Never zero: a zero-byte buffer has no address to offset from.
+  return std::max<std::size_t>(static_cast<std::size_t>(l.storage_elements()) * size_of(l.dtype), 1);
+}
+
+}  // namespace
+
+PlacedCall::PlacedCall(Target& t, const std::vector<HostArray>& inputs, const std::vector<Placement>& in,
+                       const std::vector<Placement>& out, const Attrs& attrs)
+    : target_(t), in_(in), out_(out) {
+  if (inputs.size() != in.size())
+    throw std::invalid_argument(fmt::format("placement: {} inputs but {} placements", inputs.size(), in.size()));
+  inv_.attrs = attrs;
+  try {
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const Layout& l = in[i].layout;
+      if (inputs[i].dtype() != l.dtype || inputs[i].shape() != l.shape)
+        throw std::invalid_argument(fmt::format("placement of input {}: {} {} does not match its layout {} {}", i,
+                                                name_of(inputs[i].dtype()), shape_string(inputs[i].shape()),
+                                                name_of(l.dtype), shape_string(l.shape)));
+      std::vector<std::byte> payload(payload_bytes(l), in[i].gap_fill);
+      inputs[i].scatter(payload, l);
+      const BufferId id = target_.alloc(payload.size());
+      inv_.inputs.push_back({id, l});
+      target_.write(id, 0, payload);
+      written_.push_back(std::move(payload));
+    }
+    for (const Placement& p : out) {
+      std::vector<std::byte> payload(payload_bytes(p.layout), p.gap_fill);
+      const BufferId id = target_.alloc(payload.size());
+      inv_.outputs.push_back({id, p.layout});
+      target_.write(id, 0, payload);
+      out_written_.push_back(std::move(payload));
+    }
+  } catch (...) {
+    release_all();
+    throw;
+  }
+}
+
+PlacedCall::~PlacedCall() { release_all(); }
+
+void PlacedCall::release_all() {
+  auto drop = [&](std::vector<TensorArg>& args) {
+    for (const TensorArg& a : args) {
+      try {
+        target_.release(a.buffer);
+      } catch (const std::exception&) {  // reset or dead target: the buffer went with it
+      }
+    }
+    args.clear();
+  };
+  drop(inv_.inputs);
+  drop(inv_.outputs);
+}
+
+void PlacedCall::rewrite_input(std::size_t i, const HostArray& values) {
+  std::vector<std::byte> payload = written_.at(i);
+  values.scatter(payload, in_.at(i).layout);
+  target_.write(inv_.inputs[i].buffer, 0, payload);
+  written_[i] = std::move(payload);
+}
+
+std::vector<std::byte> PlacedCall::input_payload(std::size_t i) const {
+  return target_.read(inv_.inputs.at(i).buffer, 0, written_.at(i).size());
+}
+
+std::vector<std::byte> PlacedCall::output_payload(std::size_t i) const {
+  return target_.read(inv_.outputs.at(i).buffer, 0, out_written_.at(i).size());
+}
+
+std::string PlacedCall::tensor_of(BufferId id, const Contract& c) const {
+  for (std::size_t i = 0; i < inv_.inputs.size() && i < c.inputs.size(); ++i)
+    if (inv_.inputs[i].buffer == id) return fmt::format("input {}", c.inputs[i].name);
+  for (std::size_t i = 0; i < inv_.outputs.size() && i < c.outputs.size(); ++i)
+    if (inv_.outputs[i].buffer == id) return fmt::format("output {}", c.outputs[i].name);
+  return fmt::format("buffer {}", id);
+}
+
+const Layout* PlacedCall::layout_of(BufferId id) const {
+  for (const TensorArg& a : inv_.inputs)
+    if (a.buffer == id) return &a.layout;
+  for (const TensorArg& a : inv_.outputs)
+    if (a.buffer == id) return &a.layout;
+  return nullptr;
+}
+
+}  // namespace kgate

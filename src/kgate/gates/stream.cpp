@@ -1,0 +1,89 @@
+// Gate 11, stream: the kernel honours the caller's stream and is safe to run concurrently. Two calls with
+// different inputs in flight at once (CUDA: two streams, inputs staged by a long kernel on the caller's
+// stream just before the call; CPU: two threads released together), repeated with the order swapped; each
+// result must equal the same input run alone, bit for bit (tolerance-free) when the contract promises
+// determinism, else within the oracle gate's bound.
+#include <fmt/format.h>
+
+#include "gates/common.hpp"
+#include "gates/gates.hpp"
+
+namespace kgate::gates {
+namespace {
+
+constexpr int kRounds = 4;
+
+class StreamGate final : public Gate {
+ public:
+  GateInfo info() const override {
+    return {"stream", "honours the caller's stream and is safe to run concurrently",
+            fmt::format("{} rounds of two calls in flight at once on different inputs (staged on the caller's "
+                        "stream); each bitwise equal to the same input run alone (within bound if not "
+                        "deterministic)",
+                        kRounds),
+            true, false};
+  }
+
+  std::vector<GateCase> cases(GateContext& ctx) override {
+    GateCase g;
+    g.label = "standard sets 0 and 1 concurrently";
+    g.bindings = ctx.contract().nominal();
+    g.seed = ctx.standard_stream(0).key();
+    g.run = run_case;
+    return {std::move(g)};
+  }
+
+ private:
+  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info) {
+    const Contract& c = ctx.contract();
+    const InputSetPtr sets[2] = {ctx.standard_inputs(info.bindings, 0), ctx.standard_inputs(info.bindings, 1)};
+    std::vector<HostArray> alone[2];
+    for (int k = 0; k < 2; ++k) {
+      CaseInfo a = info;
+      a.variant = fmt::format("{}: set {} alone", info.variant, k);
+      DenseRun run = run_dense(ctx, a, *sets[k]);
+      if (run.problem) return *run.problem;
+      alone[k] = std::move(run.outputs);
+    }
+    const std::vector<Tolerance> tol = ctx.tolerances(info.bindings);
+    for (int round = 0; round < kRounds; ++round) {
+      PlacedCall p0(ctx.candidate(), sets[0]->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
+                    ctx.attrs());
+      PlacedCall p1(ctx.candidate(), sets[1]->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
+                    ctx.attrs());
+      const bool swapped = round % 2 == 1;
+      CallRequest req;
+      req.stream = StreamMode::staged_inputs;
+      req.invocations = swapped ? std::vector<Invocation>{p1.invocation(), p0.invocation()}
+                                : std::vector<Invocation>{p0.invocation(), p1.invocation()};
+      const CallResult r = ctx.candidate().call(req);
+      for (int slot = 0; slot < 2; ++slot) {
+        const int set = swapped ? 1 - slot : slot;
+        CaseInfo s = info;
+        s.variant = fmt::format("{}: round {}, set {} while set {} ran concurrently", info.variant, round + 1, set, 1 - set);
+        if (auto bad = call_problem(ctx, r, static_cast<std::size_t>(slot), s)) return *bad;
+        const std::vector<HostArray>& got = r.results[static_cast<std::size_t>(slot)].outputs;
+        if (!c.deterministic) {
+          CaseOutcome o = judge_within(ctx, s, got, *ctx.oracle(*sets[set]), tol, &r);
+          if (o.verdict != Verdict::pass) return o;
+          continue;
+        }
+        for (std::size_t o = 0; o < c.outputs.size(); ++o) {
+          const Comparison cmp = compare_bitwise(alone[set][o], got[o]);
+          if (cmp.ok) continue;
+          Evidence e = mismatch_evidence(s, c.outputs[o].name, got[o], nullptr, &alone[set][o], cmp, nullptr);
+          e.expected += " (the same input run alone)";
+          e.detail = "concurrent calls interfere: shared state, or work outside the caller's stream\n" + e.detail;
+          return failed(std::move(e), &r);
+        }
+      }
+    }
+    return CaseOutcome{};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Gate> make_stream_gate() { return std::make_unique<StreamGate>(); }
+
+}  // namespace kgate::gates
