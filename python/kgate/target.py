@@ -101,9 +101,10 @@ class WorkerTarget(_core.Target if _core else object):
         if not self._healthy:
             raise RuntimeError("the worker died earlier: reset() first")
         self._conn.send(msg)
-        if not self._conn.poll(timeout or self.timeout):
+        limit = timeout or 60.0  # buffer traffic; the candidate's own time limit applies to calls
+        if not self._conn.poll(limit):
             self._kill()
-            raise TimeoutError(f"no answer within {timeout or self.timeout} s")
+            raise TimeoutError(f"no answer within {limit} s")
         try:
             return self._conn.recv()
         except (EOFError, OSError):
@@ -148,7 +149,7 @@ class WorkerTarget(_core.Target if _core else object):
         result = _core.CallResult()
         t0 = time.monotonic()
         try:
-            replies = self._rpc("call", invs, bytes(request.poison))
+            replies = self._rpc("call", invs, bytes(request.poison), timeout=self.timeout)
         except TimeoutError as e:
             result.outcome, result.detail = _core.CallOutcome.timed_out, str(e)
             return result

@@ -372,8 +372,9 @@ NB_MODULE(_core, m) {
             return nb::ndarray<nb::numpy>(t.data, shape.size(), shape.data(), nb::handle(), strides.data(), d);
           };
           nb::list ins, outs;
-          for (int i = 0; i < call.n_inputs; ++i) ins.append(view(call.inputs[i], false));
-          for (int i = 0; i < call.n_outputs; ++i) outs.append(view(call.outputs[i], true));
+          // rv_policy::reference: the views alias the guarded buffers (no copy), valid for this call only.
+          for (int i = 0; i < call.n_inputs; ++i) ins.append(nb::cast(view(call.inputs[i], false), nb::rv_policy::reference));
+          for (int i = 0; i < call.n_outputs; ++i) outs.append(nb::cast(view(call.outputs[i], true), nb::rv_policy::reference));
           return nb::cast<std::int32_t>(fn(ins, outs));
         };
         return make_inprocess_target(std::move(name), entry);
