@@ -163,8 +163,9 @@ void Params::validate(Pass pass, Backend backend) const {
   if (initial_state) state("dh0", s.dh0, true);
 }
 
-void check_pointer(const char* name, const void* ptr, bool needed) {
-  if (needed && ptr == nullptr) throw InvalidArgument(name, "is null but the problem needs it");
+void check_pointer(const char* name, const void* ptr, bool needed, std::int64_t elements) {
+  if (needed && ptr == nullptr && elements > 0)
+    throw InvalidArgument(name, "is null but the problem needs it (" + str(elements) + " elements)");
   if (!needed && ptr != nullptr)
     throw InvalidArgument(name, "is given but the problem has no such tensor (check delta, gate, "
                                 "initial_state and final_state)");

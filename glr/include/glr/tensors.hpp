@@ -42,40 +42,53 @@ struct BackwardTensors {
   E* dh0 = nullptr;    // like h0
 };
 
-// Throws InvalidArgument(name) if ptr is null where the problem needs the tensor, or set where the problem
-// has none (a pointer set for an absent tensor is almost always a mixed-up family member).
-void check_pointer(const char* name, const void* ptr, bool needed);
+// Throws InvalidArgument(name) if ptr is null where the problem needs a non-empty tensor (an empty one, as
+// q of a T = 0 problem, may be null: PyTorch passes null for empty tensors), or set where the problem has
+// none (a pointer set for an absent tensor is almost always a mixed-up family member).
+void check_pointer(const char* name, const void* ptr, bool needed, std::int64_t elements);
+
+namespace detail {
+struct Counts {
+  std::int64_t qk, v, g, scalar, state;
+  explicit Counts(const Params& p)
+      : qk(p.B * p.T * p.H * p.K), v(p.B * p.T * p.HV * p.V),
+        g(p.gate == Gate::per_head ? p.HV : p.B * p.T * p.HV), scalar(p.B * p.T * p.HV),
+        state(p.num_seqs() * p.HV * p.K * p.V) {}
+};
+}  // namespace detail
 
 // Every pointer of a call against the problem, first bad one named.
 template <class E>
 void check_pointers(const Params& p, const ForwardTensors<E>& t) {
+  const detail::Counts n(p);
   const bool has_g = p.gate != Gate::none;
-  check_pointer("q", t.q, true);
-  check_pointer("k", t.k, true);
-  check_pointer("v", t.v, true);
-  check_pointer("g", t.g, has_g);
-  check_pointer("beta", t.beta, p.delta);
-  check_pointer("h0", t.h0, p.initial_state);
-  check_pointer("o", t.o, true);
-  check_pointer("ht", t.ht, p.final_state);
+  check_pointer("q", t.q, true, n.qk);
+  check_pointer("k", t.k, true, n.qk);
+  check_pointer("v", t.v, true, n.v);
+  check_pointer("g", t.g, has_g, n.g);
+  check_pointer("beta", t.beta, p.delta, n.scalar);
+  check_pointer("h0", t.h0, p.initial_state, n.state);
+  check_pointer("o", t.o, true, n.v);
+  check_pointer("ht", t.ht, p.final_state, n.state);
 }
 template <class E>
 void check_pointers(const Params& p, const BackwardTensors<E>& t) {
+  const detail::Counts n(p);
   const bool has_g = p.gate != Gate::none;
-  check_pointer("q", t.q, true);
-  check_pointer("k", t.k, true);
-  check_pointer("v", t.v, true);
-  check_pointer("g", t.g, has_g);
-  check_pointer("beta", t.beta, p.delta);
-  check_pointer("h0", t.h0, p.initial_state);
-  check_pointer("dout", t.dout, true);
-  check_pointer("dht", t.dht, p.final_state);
-  check_pointer("dq", t.dq, true);
-  check_pointer("dk", t.dk, true);
-  check_pointer("dv", t.dv, true);
-  check_pointer("dg", t.dg, has_g);
-  check_pointer("dbeta", t.dbeta, p.delta);
-  check_pointer("dh0", t.dh0, p.initial_state);
+  check_pointer("q", t.q, true, n.qk);
+  check_pointer("k", t.k, true, n.qk);
+  check_pointer("v", t.v, true, n.v);
+  check_pointer("g", t.g, has_g, n.g);
+  check_pointer("beta", t.beta, p.delta, n.scalar);
+  check_pointer("h0", t.h0, p.initial_state, n.state);
+  check_pointer("dout", t.dout, true, n.v);
+  check_pointer("dht", t.dht, p.final_state, n.state);
+  check_pointer("dq", t.dq, true, n.qk);
+  check_pointer("dk", t.dk, true, n.qk);
+  check_pointer("dv", t.dv, true, n.v);
+  check_pointer("dg", t.dg, has_g, n.g);
+  check_pointer("dbeta", t.dbeta, p.delta, n.scalar);
+  check_pointer("dh0", t.dh0, p.initial_state, n.state);
 }
 
 }  // namespace glr
