@@ -109,7 +109,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     res.close()
     compiled.close()
     counts["rows_in_shard"] = len(rows)
-    counts["finished_total"] = sum(1 for r in rows if r.key in ResultsFile(results_path).records)
+    from .results import read_results
+    finished = {x.get("key") for x in read_results(results_path)}
+    counts["finished_total"] = sum(1 for r in rows if r.key in finished)
     counts["remaining"] = len(rows) - counts["finished_total"]
     counts["seconds"] = round(time.monotonic() - t_start, 1)
     counts["results"] = results_path
