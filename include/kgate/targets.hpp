@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kgate/abi.h"
 #include "kgate/target.hpp"
@@ -59,6 +60,9 @@ struct TargetOptions {
   std::size_t guard_bytes = 64 * 1024;         // each side of every buffer
   double timeout_seconds = 10.0;               // per call, in the worker
   std::size_t output_limit = 64 * 1024;        // bytes of the callee's stdout+stderr kept per call
+  // A command the worker runs under, its first word an absolute path: {"/usr/local/cuda/bin/compute-sanitizer",
+  // "--tool", "memcheck", "--log-file", "/tmp/x.log"} (the bounds gate's sanitizer pass). Empty: run directly.
+  std::vector<std::string> launch_prefix;
 };
 
 // Runs the entry in a child process (a fresh `kgate worker`), on the device the library names.

@@ -151,8 +151,14 @@ class WorkerTarget final : public Target {
     arena_.reset();
     unhealthy_ = "the worker is starting";
     arena_.emplace(SharedArena::create(kInitialArena));
-    worker_ = std::make_unique<WorkerProcess>(exe_, worker_args("serve", spec_, options_), arena_->fd(),
-                                              options_.output_limit);
+    std::vector<std::string> args = worker_args("serve", spec_, options_);
+    std::string exe = exe_;
+    if (!options_.launch_prefix.empty()) {  // a wrapper (compute-sanitizer) that starts the worker itself
+      args.insert(args.begin(), exe_);
+      args.insert(args.begin(), options_.launch_prefix.begin() + 1, options_.launch_prefix.end());
+      exe = options_.launch_prefix.front();
+    }
+    worker_ = std::make_unique<WorkerProcess>(exe, args, arena_->fd(), options_.output_limit);
     device_ = await_hello(*worker_, spec_, std::max(options_.timeout_seconds, kMinStartupSeconds));
     unhealthy_.clear();
   }
