@@ -1,0 +1,222 @@
+// The CUDA kernels on a GPU (ctest label gpu; every test skips without a device):
+//   * error against the float64 oracle, ||out - ref|| / ||ref|| per output, for every member, the shapes
+//     of shapes.hpp, bf16 and fp16, a strided and offset-by-one layout, within the bounds derived in
+//     shapes.hpp; printed as one table (the one docs/perf.md records);
+//   * every output element written (outputs are poisoned with NaN bytes before each call);
+//   * bitwise determinism: a second call with fresh allocations at other addresses gives the same bits;
+//   * device-only offsets: same bits as with the host copy; invalid ones give NaN and the status word.
+// When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
+// so one log says which stage broke.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "common/setup.hpp"
+#include "common/workspace.hpp"
+#include "device.hpp"
+#include "glr/glr_cuda.hpp"
+#include "shapes.hpp"
+
+namespace glr::cudatest {
+namespace {
+
+class Gpu : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+    cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  }
+  void TearDown() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+struct GpuRun {
+  Results got;
+  std::vector<double> bytes;      // raw output bytes
+  std::vector<double> workspace;  // the workspace after the call (when asked for)
+};
+
+GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace, std::size_t spacer = 0) {
+  DeviceBuffer pad(spacer);  // shifts every later allocation: the determinism run sees other addresses
+  DeviceCall call(c, s);
+  const std::size_t bytes = backward ? cuda::backward_workspace_bytes(c.call, call.offsets)
+                                     : cuda::forward_workspace_bytes(c.call, call.offsets);
+  DeviceBuffer ws(bytes);
+  cuda_ok(cudaMemsetAsync(ws.ptr, 0xff, bytes, s), "poison workspace");  // unwritten reads become NaN
+  if (!backward)
+    cuda::forward(c.call, call.forward(), call.offsets, ws.ptr, bytes, s);
+  else
+    cuda::backward(c.call, call.backward(), call.offsets, ws.ptr, bytes, s);
+  cuda_ok(cudaGetLastError(), "after the call");
+  cuda_ok(cudaStreamSynchronize(s), "running the call");
+  call.download(backward, s);
+  GpuRun r;
+  r.got = call.host.read(backward);
+  r.bytes = call.output_bytes(backward);
+  if (keep_workspace) {
+    r.workspace.resize(bytes / sizeof(double) + 1);
+    cuda_ok(cudaMemcpy(r.workspace.data(), ws.ptr, bytes, cudaMemcpyDeviceToHost), "workspace back");
+  }
+  return r;
+}
+
+// The stage table: the GPU workspace, laid out by the same plan, against the CPU chunked stages.
+void print_stages(const Case& c, bool backward, std::vector<double>& workspace) {
+  // The plan needs only the sizes, which the host copy of the offsets gives.
+  const cuda::DeviceOffsets off{c.call.varlen() ? c.call.cu_seqlens.data() : nullptr, 0};
+  const cuda::Problem p = cuda::setup_sizes(c.call, off, backward ? Pass::backward : Pass::forward);
+  const cuda::WorkspacePlan<float> plan(p, backward, reinterpret_cast<char*>(workspace.data()));
+  std::printf("  stages of %s (%s) against the CPU chunked twin (double):\n", c.describe().c_str(),
+              backward ? "backward" : "forward");
+  for (const StageError& e : stage_errors(c, plan.w, backward)) std::printf("    %-12s %10.3e\n", e.stage, e.err);
+}
+
+struct Row {
+  std::string output, member, shape, dtype;
+  double err, bound;
+};
+
+struct Planned {
+  Case c;
+  std::future<Results> fwd, bwd;
+};
+
+std::vector<Case> table_cases() {
+  std::vector<Case> v;
+  std::uint64_t salt = 100;
+  for (Member m : kMembers)
+    for (const Shape& s : gpu_shapes()) v.push_back(make_case(m, s, {DType::bf16}, {}, test_seed(salt++)));
+  const std::vector<Shape> g = gpu_shapes();
+  for (Member m : kMembers)
+    for (const Shape& s : {g[0], g[2], g[5]})
+      v.push_back(make_case(m, s, {DType::f16, DType::f16, DType::f32}, {}, test_seed(salt++)));
+  for (Member m : {Member::gated_deltanet, Member::mamba2})
+    v.push_back(make_case(m, g[2], {DType::bf16, DType::bf16, DType::f32}, {true, true}, test_seed(salt++)));
+  return v;
+}
+
+std::string shape_label(const Case& c) {
+  return c.shape.name + (c.layout.strided ? "+strided" : "") + (c.layout.offset ? "+offset" : "");
+}
+
+DType out_dtype(const Case& c, const std::string& name) {
+  if (name == "ht" || name == "dh0") return c.dt.state;
+  if (name == "dg" || name == "dbeta") return c.dt.gate;
+  return c.dt.x;
+}
+
+TEST_F(Gpu, ErrorTableAgainstTheOracleAndDeterminism) {
+  // The oracles run on every host core while the GPU works through the cases.
+  std::vector<Planned> plan;
+  for (Case& c : table_cases()) {
+    Planned p{std::move(c), {}, {}};
+    plan.push_back(std::move(p));
+  }
+  for (Planned& p : plan) {
+    p.fwd = std::async(std::launch::async, [&c = p.c] { return oracle(c, false); });
+    p.bwd = std::async(std::launch::async, [&c = p.c] { return oracle(c, true); });
+  }
+  std::vector<Row> rows;
+  int nondeterministic = 0;
+  for (Planned& p : plan) {
+    const Case& c = p.c;
+    for (bool backward : {false, true}) {
+      GpuRun a = run_gpu(c, backward, stream_, true);
+      const GpuRun b = run_gpu(c, backward, stream_, false, 1 << 20);
+      const bool same = a.bytes.size() == b.bytes.size() &&
+                        std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size() * sizeof(double)) == 0;
+      EXPECT_TRUE(same) << "two runs differ bitwise: " << c.describe() << (backward ? " backward" : " forward");
+      nondeterministic += !same;
+      const Results ref = backward ? p.bwd.get() : p.fwd.get();
+      const std::vector<std::pair<const char*, std::pair<const std::vector<double>*, const std::vector<double>*>>>
+          outs = backward ? decltype(outs){{"dq", {&a.got.dq, &ref.dq}},       {"dk", {&a.got.dk, &ref.dk}},
+                                           {"dv", {&a.got.dv, &ref.dv}},       {"dg", {&a.got.dg, &ref.dg}},
+                                           {"dbeta", {&a.got.dbeta, &ref.dbeta}}, {"dh0", {&a.got.dh0, &ref.dh0}}}
+                          : decltype(outs){{"o", {&a.got.o, &ref.o}}, {"ht", {&a.got.ht, &ref.ht}}};
+      bool bad = false;
+      for (const auto& [name, pr] : outs) {
+        if (pr.second->empty()) continue;
+        const DType dt = out_dtype(c, name);
+        const double err = rel_err(*pr.first, *pr.second), bound = error_bound(name, dt);
+        rows.push_back({name, member_name(c.member), shape_label(c), cuda::name_of(dt), err, bound});
+        const bool ok = err <= bound;
+        EXPECT_TRUE(ok) << name << " error " << err << " > bound " << bound << ": " << c.describe();
+        bad |= !ok;
+      }
+      if (bad) print_stages(c, backward, a.workspace);
+    }
+  }
+  std::printf("\n| output | member | shape | dtype | rel. error | bound | |\n|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %s | %s | %s | %s | %.3e | %.3e | %s |\n", r.output.c_str(), r.member.c_str(), r.shape.c_str(),
+                r.dtype.c_str(), r.err, r.bound, r.err <= r.bound ? "ok" : "FAIL");
+  std::printf("\nbitwise determinism: %d of %zu calls differed between two runs\n", nondeterministic, 2 * plan.size());
+}
+
+// One case per member with the full per-stage table, even when everything passes (the diagnosis a
+// failing run would print, and a record of how close each GPU stage is to its CPU twin).
+TEST_F(Gpu, StageTable) {
+  for (Member m : kMembers) {
+    const Case c = make_case(m, gpu_shapes()[2], {DType::bf16}, {}, test_seed(900));
+    for (bool backward : {false, true}) {
+      GpuRun a = run_gpu(c, backward, stream_, true);
+      print_stages(c, backward, a.workspace);
+    }
+  }
+}
+
+TEST_F(Gpu, DeviceOnlyOffsets) {
+  const Shape s = gpu_shapes()[2];
+  const Case c = make_case(Member::gated_deltanet, s, {DType::bf16}, {}, test_seed(901));
+  Params device_only = c.call;
+  device_only.cu_seqlens.clear();
+  for (bool backward : {false, true}) {
+    const GpuRun ref = run_gpu(c, backward, stream_, false);
+    for (bool valid : {true, false}) {
+      DeviceCall call(c, stream_);
+      std::vector<std::int64_t> cu = s.cu_seqlens;
+      if (!valid) cu[2] = cu[1] - 1;  // decreasing
+      DeviceBuffer dcu(cu.size() * sizeof(std::int64_t));
+      cuda_ok(cudaMemcpy(dcu.ptr, cu.data(), cu.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cu");
+      const cuda::DeviceOffsets off{static_cast<const std::int64_t*>(dcu.ptr), static_cast<std::int64_t>(cu.size()) - 1};
+      const std::size_t bytes = backward ? cuda::backward_workspace_bytes(device_only, off)
+                                         : cuda::forward_workspace_bytes(device_only, off);
+      DeviceBuffer ws(bytes);
+      if (!backward)
+        cuda::forward(device_only, call.forward(), off, ws.ptr, bytes, stream_);
+      else
+        cuda::backward(device_only, call.backward(), off, ws.ptr, bytes, stream_);
+      const std::int32_t status = cuda::workspace_status(ws.ptr, stream_);
+      call.download(backward, stream_);
+      const Results r = call.host.read(backward);
+      if (valid) {
+        EXPECT_EQ(status, cuda::kStatusOk);
+        EXPECT_EQ(call.output_bytes(backward), ref.bytes) << "device-only offsets changed the result";
+      } else {
+        EXPECT_EQ(status, cuda::kStatusBadOffsets);
+        for (const auto* out : {&r.o, &r.ht, &r.dq, &r.dk, &r.dv, &r.dg, &r.dbeta, &r.dh0})
+          for (double x : *out) ASSERT_TRUE(std::isnan(x)) << "an output was not poisoned";
+      }
+    }
+  }
+}
+
+// The entry point that allocates its own workspace on the stream gives the same bits.
+TEST_F(Gpu, StreamOrderedWorkspace) {
+  const Case c = make_case(Member::retnet, gpu_shapes()[0], {DType::bf16}, {}, test_seed(902));
+  const GpuRun ref = run_gpu(c, true, stream_, false);
+  DeviceCall call(c, stream_);
+  cuda::backward(c.call, call.backward(), call.offsets, stream_);
+  call.download(true, stream_);
+  EXPECT_EQ(call.output_bytes(true), ref.bytes);
+}
+
+}  // namespace
+}  // namespace glr::cudatest
