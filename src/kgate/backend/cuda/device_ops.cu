@@ -27,7 +27,7 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // A load that goes to the host every time (the word is mapped host memory the CPU writes).
 __device__ __forceinline__ unsigned int load_system(const unsigned int* p) {
   unsigned int v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");  // generic: mapped host memory
   return v;
 }
 
