@@ -103,6 +103,10 @@ class PlacedCall {
   const Invocation& invocation() const { return inv_; }
   // Rewrites input i's elements (same layout) in place, for the freshness gate.
   void rewrite_input(std::size_t i, const HostArray& values);
+  // Moves every tensor to `offset_bytes` into its buffer (which must have room: place at the larger offset
+  // first), rewriting inputs and refilling gaps; for the determinism gate, whose runs must differ in address
+  // bits a fresh allocation might happen to share.
+  void move_to(std::size_t offset_bytes, const std::vector<HostArray>& inputs);
   // The whole payload of input i's / output i's buffer as it is now.
   std::vector<std::byte> input_payload(std::size_t i) const;
   std::vector<std::byte> output_payload(std::size_t i) const;

@@ -115,15 +115,17 @@ std::int32_t elementwise_kernel(const kgate_call& c) {
 std::int32_t softmax_kernel(const kgate_call& c) {
   const DLTensor& x = in(c, 0);
   const std::int64_t rows = x.shape[0], n = x.shape[1];
+  std::vector<float> row(static_cast<std::size_t>(n));
   for (std::int64_t r = 0; r < rows; ++r) {
     float m = -INFINITY;
     for (std::int64_t j = 0; j < n; ++j) {
-      const float v = static_cast<float>(load(x, r * n + j));
+      const float v = static_cast<float>(load2(x, r, j));
+      row[static_cast<std::size_t>(j)] = v;
       if (std::isnan(v) || v > m) m = std::isnan(m) ? m : v;
     }
     float s = 0;
-    for (std::int64_t j = 0; j < n; ++j) s += std::exp(static_cast<float>(load(x, r * n + j)) - m);
-    for (std::int64_t j = 0; j < n; ++j) store(out(c, 0), r * n + j, std::exp(static_cast<float>(load(x, r * n + j)) - m) / s);
+    for (float& v : row) s += (v = std::exp(v - m));
+    for (std::int64_t j = 0; j < n; ++j) store2(out(c, 0), r, j, row[static_cast<std::size_t>(j)] / s);
   }
   return KGATE_OK;
 }
@@ -134,9 +136,8 @@ std::int32_t matmul_kernel(const kgate_call& c) {
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       float acc = 0;
-      for (std::int64_t p = 0; p < k; ++p)
-        acc += static_cast<float>(load(a, i * k + p)) * static_cast<float>(load(b, p * n + j));
-      store(out(c, 0), i * n + j, acc);
+      for (std::int64_t p = 0; p < k; ++p) acc += static_cast<float>(load2(a, i, p)) * static_cast<float>(load2(b, p, j));
+      store2(out(c, 0), i, j, acc);
     }
   return KGATE_OK;
 }

@@ -43,6 +43,17 @@ inline void store(DLTensor& t, std::int64_t flat, double v) {
   auto* p = static_cast<std::byte*>(t.data);
   store_f64(v, p + offset_of(t, flat) * static_cast<std::int64_t>(size_of(dtype_of(t))), dtype_of(t));
 }
+// Element (i, j) of a 2-D tensor, by its strides.
+inline double load2(const DLTensor& t, std::int64_t i, std::int64_t j) {
+  const auto* p = static_cast<const std::byte*>(t.data);
+  const DType d = dtype_of(t);
+  return load_f64(p + (i * t.strides[0] + j * t.strides[1]) * static_cast<std::int64_t>(size_of(d)), d);
+}
+inline void store2(DLTensor& t, std::int64_t i, std::int64_t j, double v) {
+  auto* p = static_cast<std::byte*>(t.data);
+  const DType d = dtype_of(t);
+  store_f64(v, p + (i * t.strides[0] + j * t.strides[1]) * static_cast<std::int64_t>(size_of(d)), d);
+}
 inline const DLTensor& in(const kgate_call& c, int i) { return c.inputs[i]; }
 inline DLTensor& out(const kgate_call& c, int i) { return c.outputs[i]; }
 

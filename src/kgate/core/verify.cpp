@@ -171,16 +171,18 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
 
   res.error_ratio = worst;
   const int judged = res.cases - res.refused - skipped;
-  if (judged == 0 && res.refused > 0) {
+  if (res.refused > 0) {
+    // A clean refusal of something optional is not a failure, but the gate did not verify everything it
+    // meant to, and the verdict says so.
     res.verdict = Verdict::refused;
-    res.summary = fmt::format("all {} cases refused; first: {}", res.cases, refusal);
+    res.summary = fmt::format("{} of {} cases refused, {} passed; first refusal: {}", res.refused, res.cases,
+                              judged, refusal);
   } else if (judged == 0) {
     res.verdict = Verdict::skip;
     res.summary = skip_note.empty() ? "no case could be judged" : skip_note;
   } else {
     res.verdict = Verdict::pass;
     res.summary = fmt::format("{} cases", res.cases);
-    if (res.refused > 0) res.summary += fmt::format(", {} refused ({})", res.refused, refusal);
     if (skipped > 0) res.summary += fmt::format(", {} skipped ({})", skipped, skip_note);
     if (!std::isnan(worst)) res.summary += fmt::format(", worst error {:.3g}x bound", worst);
   }

@@ -70,6 +70,29 @@ void PlacedCall::rewrite_input(std::size_t i, const HostArray& values) {
   written_[i] = std::move(payload);
 }
 
+void PlacedCall::move_to(std::size_t offset_bytes, const std::vector<HostArray>& inputs) {
+  auto shift = [&](std::vector<Placement>& places, std::vector<TensorArg>& args, std::vector<std::vector<std::byte>>& bytes,
+                   const HostArray* values) {
+    for (std::size_t i = 0; i < places.size(); ++i) {
+      Layout l = places[i].layout;
+      const std::size_t es = size_of(l.dtype);
+      if (offset_bytes % es != 0) throw std::invalid_argument(fmt::format("move_to: {} bytes is not a whole element", offset_bytes));
+      l.offset = static_cast<std::int64_t>(offset_bytes / es);
+      if (static_cast<std::size_t>(l.storage_elements()) * es > bytes[i].size())
+        throw std::invalid_argument(fmt::format("move_to: no room for {} bytes of offset", offset_bytes));
+      std::vector<std::byte> payload(bytes[i].size(), places[i].gap_fill);
+      if (values) values[i].scatter(payload, l);
+      target_.write(args[i].buffer, 0, payload);
+      bytes[i] = std::move(payload);
+      places[i].layout = l;
+      args[i].layout = l;
+    }
+  };
+  if (inputs.size() != in_.size()) throw std::invalid_argument("move_to: wrong number of inputs");
+  shift(in_, inv_.inputs, written_, inputs.data());
+  shift(out_, inv_.outputs, out_written_, nullptr);
+}
+
 std::vector<std::byte> PlacedCall::input_payload(std::size_t i) const {
   return target_.read(inv_.inputs.at(i).buffer, 0, written_.at(i).size());
 }
