@@ -18,6 +18,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -26,7 +27,11 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/trampoline.h>
 
+#include "kgate/contract.hpp"
 #include "kgate/dtype.hpp"
+#include "kgate/oracle.hpp"
+#include "kgate/report.hpp"
+#include "kgate/verify.hpp"
 #include "kgate/rng.hpp"
 #include "kgate/target.hpp"
 #include "kgate/targets.hpp"
@@ -380,6 +385,38 @@ NB_MODULE(_core, m) {
         return make_inprocess_target(std::move(name), entry);
       },
       "name"_a, "fn"_a);
+
+  // The engine's verify() on any Target (a Python one included) with a Python float64 oracle
+  // `oracle(inputs: list[HostArray], bindings: dict, attrs: list) -> list[HostArray]`. Returns the report
+  // as the engine's JSON document (docs/report.md).
+  m.def(
+      "verify",
+      [](const std::string& contract_toml, const std::string& contract_path, Target& target, nb::callable oracle,
+         std::optional<std::uint64_t> seed, std::vector<std::string> gates, double tolerance_scale) {
+        Contract c = parse_contract(contract_toml, contract_path);
+        OracleFn fn = [oracle](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
+          nb::gil_scoped_acquire gil;
+          return nb::cast<std::vector<HostArray>>(oracle(in, b, a));
+        };
+        auto o = make_function_oracle("python oracle", fn);
+        VerifyOptions opt;
+        opt.seed = seed;
+        opt.gates = std::move(gates);
+        opt.tolerance_scale = tolerance_scale;
+        Report rep;
+        {
+          nb::gil_scoped_release release;  // the gates take the GIL back only to call into Python
+          rep = verify(c, target, *o, opt);
+        }
+        return to_json(rep);
+      },
+      "contract_toml"_a, "contract_path"_a, "target"_a, "oracle"_a, "seed"_a = nb::none(),
+      "gates"_a = std::vector<std::string>{}, "tolerance_scale"_a = 1.0);
+  m.def("list_gates", []() {
+    std::vector<std::string> out;
+    for (const GateInfo& g : list_gates()) out.push_back(g.name);
+    return out;
+  });
 
   nb::class_<DriveResult>(m, "DriveResult")
       .def_ro("call", &DriveResult::call)
