@@ -53,8 +53,10 @@ double bounded(double lo, double hi, Distribution d, double u, double v) {
     case Distribution::contract:
     case Distribution::uniform: return lo + (hi - lo) * u;
     case Distribution::wide: {
-      if (lo > 0) return log_uniform(std::max(lo, hi / 256), hi, u);
-      if (hi <= 0) return -log_uniform(std::max(-hi, -lo / 256), -lo, u);
+      // One sign: log-uniform over the whole domain, every octave as likely as every other.
+      if (lo > 0) return log_uniform(lo, hi, u);
+      if (hi < 0) return -log_uniform(-hi, -lo, u);
+      if (lo == 0 || hi == 0) return (hi > 0 ? hi : lo) * std::exp2(-8.0 * u);
       // Straddles zero: pick a side in proportion to its length, then a magnitude over 8 octaves.
       const bool neg = v * (hi - lo) < -lo;
       const double edge = neg ? -lo : hi;
