@@ -1,4 +1,5 @@
 // kgate: verify GPU kernels against their contracts. Subcommands: verify, list-gates, explain, matrix.
+#include <malloc.h>
 #include <sys/prctl.h>
 
 #include <cstdio>
@@ -106,6 +107,11 @@ int main(int argc, char** argv) {
   // The candidate runs as the same user: without this it could read the driver's memory (where oracle
   // outputs live) through /proc/PID/mem or ptrace wherever the kernel's ptrace policy allows it.
   prctl(PR_SET_DUMPABLE, 0);
+  // Every candidate call returns its outputs in fresh arrays as large as the tensors; glibc would serve
+  // each from mmap and unmap it on free, paying a page fault and a zeroing per page on every call (at 1M
+  // elements more CPU than the kernel itself). Keeping them in the heap lets the next call reuse them.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   try {
     return main_or_throw(argc, argv);
   } catch (const std::exception& e) {
