@@ -23,7 +23,8 @@ extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
       a.y(i, j) = e;
       lane[(reinterpret_cast<std::uintptr_t>(&a.x(i, j)) / sizeof(float)) % 8] += e;
     }
-    const float sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    float sum = 0.0f;  // the horizontal add, lane 0 first: which values sit in lane 0 depends on the address
+    for (float l : lane) sum += l;
     for (int64_t j = 0; j < n; ++j) a.y(i, j) = a.y(i, j) / sum;
   }
   return KGATE_OK;
