@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "kgate/contract.hpp"
@@ -341,6 +342,29 @@ TEST(Contract, LoadReadsAFile) {
   std::ofstream(path) << kValid;
   EXPECT_EQ(load_contract(path).path, path);
   std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace kgate
+
+namespace kgate {
+namespace {
+
+// The annotated example in docs/contracts.md is a real contract: a change to the schema that breaks it
+// breaks this test, so the documentation cannot drift from the reader.
+TEST(Contract, DocumentedExampleParses) {
+  std::ifstream in(KGATE_DOCS "/contracts.md");
+  ASSERT_TRUE(in) << "cannot open docs/contracts.md";
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string doc = s.str();
+  const std::size_t begin = doc.find("```toml\n");
+  ASSERT_NE(begin, std::string::npos);
+  const std::size_t end = doc.find("```", begin + 8);
+  const Contract c = parse_contract(doc.substr(begin + 8, end - begin - 8), "docs/contracts.md");
+  EXPECT_EQ(c.name, "gated_delta_fwd");
+  EXPECT_EQ(c.inputs.size(), 3u);
+  EXPECT_EQ(c.spread.block, 64);
 }
 
 }  // namespace
