@@ -2,6 +2,7 @@
 // fail each of its intended gates on every one of 20 seeds, a correct one must pass every gate on every
 // seed. KGATE_MATRIX_SEED=N moves the seeds to N..N+19 (any run is a fresh sample of the claim).
 #include <cstdlib>
+#include <ostream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,10 @@
 #include "kgate/matrix.hpp"
 
 namespace kgate {
+
+// Test names and failure messages show the control, not its bytes.
+void PrintTo(const ControlEntry& c, std::ostream* os) { *os << c.name; }
+
 namespace {
 
 constexpr int kSeeds = 20;

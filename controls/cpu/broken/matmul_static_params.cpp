@@ -18,15 +18,16 @@ ctl::Matmul<uint16_t, float> launch;  // shared by every call in the process: th
 
 void rows(int worker) {
   const ctl::Matmul<uint16_t, float>& p = launch;
-  for (int64_t i = worker; i < p.m; i += kWorkers)
+  for (int64_t i = worker; i < p.m; i += kWorkers) {
     for (int64_t j = 0; j < p.n; ++j) {
       float lane[4] = {};
       for (int64_t k = 0; k < p.k; ++k) lane[k % 4] += ctl::bf16_to_f32(p.a(i, k)) * ctl::bf16_to_f32(p.b(k, j));
       p.c(i, j) = (lane[0] + lane[2]) + (lane[1] + lane[3]);
-      // Between tiles the worker lets others run, as spin-then-yield pools do; a second call
-      // released at the same moment gets its turn while this one is still reading the block.
-      std::this_thread::yield();
     }
+    // Between rows the worker lets others run, as spin-then-yield pools do; a second call released at
+    // the same moment gets its turn while this one is still reading the block.
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace
