@@ -39,9 +39,9 @@ struct ControlEntry {
 // a malformed file, an unknown gate name, a broken control without gates or duplicate names.
 std::vector<ControlEntry> load_manifest(const std::string& path);
 
-// Where `kgate matrix` looks without --manifest: the build tree's controls/manifest.toml next to the
-// running executable's folder (build/tools/kgate -> build/controls/manifest.toml), then the compiled-in
-// build directory.
+// Where `kgate matrix` looks without --manifest: controls/manifest.toml (with its lib/) in the running
+// executable's folder or the nearest folder above it (build/tools/kgate -> build/controls/manifest.toml).
+// Nothing is compiled in, so a build tree copied to another machine still finds its own controls.
 std::string default_manifest_path();
 
 struct MatrixOptions {

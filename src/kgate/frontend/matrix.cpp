@@ -126,9 +126,6 @@ std::string default_manifest_path() {
     for (fs::path d = exe.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
       candidates.push_back(d / "controls" / "manifest.toml");
   }
-#ifdef KGATE_CONTROLS_DIR
-  candidates.push_back(fs::path(KGATE_CONTROLS_DIR) / "manifest.toml");
-#endif
   for (const fs::path& p : candidates)
     if (fs::exists(p, ec) && fs::exists(p.parent_path() / "lib", ec)) return p.string();
   return candidates.empty() ? std::string("controls/manifest.toml") : candidates.front().string();
