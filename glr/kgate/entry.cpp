@@ -5,6 +5,8 @@
 //   kgate_run        the chunked algorithm in float (working precision f32), intermediates in float
 //   kgate_run_bf16   the same with every stored intermediate rounded to bf16 (the GPU's storage model)
 //   kgate_oracle     the float64 exact recurrence (glr::reference::recurrent_*<double>)
+//   kgate_run_recurrent_f32   the exact recurrence in float: the same-precision reference, to tell a
+//                    property of f32 arithmetic on this operator from one of the chunked algorithm
 //
 // Arguments and attrs: glr/kgate/binding.hpp. A bad problem returns KGATE_ERROR with the glr message
 // naming the argument; a tensor off the CPU or a wrong ABI version KGATE_REFUSED. Outputs are written
@@ -25,7 +27,7 @@
 namespace glr::kgate_export {
 namespace {
 
-enum class Impl { chunked, chunked_bf16, oracle };
+enum class Impl { chunked, chunked_bf16, recurrent_f32, oracle };
 
 // Inputs as dense Real arrays (the Bound's strides honoured), held so pointers stay valid.
 template <class Real>
@@ -63,6 +65,8 @@ void forward(const Bound& b, Impl impl) {
   const ForwardTensors<Real> t{q.ptr(), k.ptr(), v.ptr(), g.ptr(), beta.ptr(), h0.ptr(), o.ptr(), ht.ptr()};
   if constexpr (std::is_same_v<Real, double>) {
     reference::oracle_forward(p, t);
+  } else if (impl == Impl::recurrent_f32) {
+    reference::recurrent_forward(p, t);
   } else {
     reference::ChunkedOptions opt;
     opt.storage = impl == Impl::chunked_bf16 ? reference::Storage::bf16 : reference::Storage::working;
@@ -84,6 +88,8 @@ void backward(const Bound& b, Impl impl) {
                                 dht.ptr(), dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(),   dbeta.ptr(), dh0.ptr()};
   if constexpr (std::is_same_v<Real, double>) {
     reference::oracle_backward(p, t);
+  } else if (impl == Impl::recurrent_f32) {
+    reference::recurrent_backward(p, t);
   } else {
     reference::ChunkedOptions opt;
     opt.storage = impl == Impl::chunked_bf16 ? reference::Storage::bf16 : reference::Storage::working;
@@ -135,6 +141,9 @@ KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
 }
 KGATE_EXPORT int32_t kgate_run_bf16(const kgate_call* call) {
   return glr::kgate_export::entry(call, glr::kgate_export::Impl::chunked_bf16);
+}
+KGATE_EXPORT int32_t kgate_run_recurrent_f32(const kgate_call* call) {
+  return glr::kgate_export::entry(call, glr::kgate_export::Impl::recurrent_f32);
 }
 KGATE_EXPORT int32_t kgate_oracle(const kgate_call* call) {
   return glr::kgate_export::entry(call, glr::kgate_export::Impl::oracle);

@@ -18,7 +18,7 @@ Real dot(const Real* x, const Real* y, std::int64_t n) {
 }  // namespace
 
 template <class Real>
-Dense<Real> chunk_local_dv(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+Dense<Real> chunk_local_dv(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                            Storage storage) {
   const std::int64_t K = p.K, V = p.V;
   const Real scale = static_cast<Real>(p.scale);
@@ -30,21 +30,25 @@ Dense<Real> chunk_local_dv(const Params& p, const ChunkPlan& plan, const Inputs<
       for (std::int64_t j = 0; j < c.length; ++j) {
         const std::int64_t tj = c.begin + j;
         std::fill(acc.begin(), acc.end(), Real(0));
-        // dV_local_j = scale sum_{i >= j} Gamma_ij (q_i . k_j) dO_i.
+        // dV_local_j = sum_{i >= j} Gamma_ij ((scale q_i) . k_j) dO_i (the scale on q first, as in the forward).
+        const Real* kj = in.k.ptr(b, tj, h);
         for (std::int64_t i = j; i < c.length; ++i) {
           const std::int64_t ti = c.begin + i;
-          const Real m = dot(in.q.ptr(b, ti, h), in.k.ptr(b, tj, h), K) * std::exp(G(b, ti, hv) - G(b, tj, hv));
+          const Real* qi = in.q.ptr(b, ti, h);
+          Real qk = 0;
+          for (std::int64_t a = 0; a < K; ++a) qk += (scale * qi[a]) * kj[a];
+          const Real m = qk * G.between(b, ti, tj, hv);
           const Real* dO = in.dout.ptr(b, ti, hv);
           for (std::int64_t e = 0; e < V; ++e) acc[e] += m * dO[e];
         }
-        for (std::int64_t e = 0; e < V; ++e) dV_local(b, tj, hv, e) = stored(scale * acc[e], storage);
+        for (std::int64_t e = 0; e < V; ++e) dV_local(b, tj, hv, e) = stored(acc[e], storage);
       }
     }
   return dV_local;
 }
 
 template <class Real>
-void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                           const Dense<Real>& W, const Dense<Real>& dV_local, Storage storage,
                           Dense<Real>& dS_end, Dense<Real>& dV_new, Dense<Real>& dh0) {
   const std::int64_t K = p.K, V = p.V;
@@ -64,11 +68,10 @@ void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<R
         const Chunk& c = plan.chunks[static_cast<std::size_t>(ci)];
         Real* dSe = dS_end.ptr(ci, hv);
         for (std::int64_t x = 0; x < K * V; ++x) dSe[x] = stored(dS[x], storage);
-        const Real G_last = G(b, last(c), hv);
         // dV_new_i = dV_local_i + e^{G_last - G_i} dS_end^T k_i.
         for (std::int64_t i = 0; i < c.length; ++i) {
           const std::int64_t ti = c.begin + i;
-          const Real w = std::exp(G_last - G(b, ti, hv));
+          const Real w = G.between(b, last(c), ti, hv);
           const Real* ki = in.k.ptr(b, ti, h);
           for (std::int64_t e = 0; e < V; ++e) {
             Real acc = 0;
@@ -77,11 +80,11 @@ void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<R
           }
         }
         // dS <- e^{G_last} dS + scale sum_i e^{G_i} q_i dO_i^T - sum_i W_i dV_new_i^T.
-        const Real decay = std::exp(G_last);
+        const Real decay = G.from_start(b, last(c), hv);
         for (std::int64_t x = 0; x < K * V; ++x) dS[x] *= decay;
         for (std::int64_t i = 0; i < c.length; ++i) {
           const std::int64_t ti = c.begin + i;
-          const Real sq = scale * std::exp(G(b, ti, hv));
+          const Real sq = scale * G.from_start(b, ti, hv);
           const Real* qi = in.q.ptr(b, ti, h);
           const Real* dO = in.dout.ptr(b, ti, hv);
           const Real* dvn = dV_new.ptr(b, ti, hv);
@@ -101,7 +104,7 @@ void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<R
 }
 
 template <class Real>
-void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                  const Dense<Real>& S_start, const Dense<Real>& V_new, const Dense<Real>& dS_end,
                  const Dense<Real>& dV_new, Storage storage, Dense<Real>& dq_hv, Dense<Real>& dk_hv,
                  Dense<Real>& dW, Dense<Real>& dG) {
@@ -119,13 +122,12 @@ void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
       const std::int64_t h = p.qk_head(hv), b = c.batch, n = c.length;
       const Real* Ss = S_start.ptr(c.index, hv);
       const Real* dSe = dS_end.ptr(c.index, hv);
-      const Real G_last = G(b, last(c), hv);
       Real dG_last = 0;  // every d/dG_last term, added to the chunk's last token at the end
       for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t j = 0; j <= i; ++j) {
           const std::int64_t ti = c.begin + i, tj = c.begin + j;
           dA[static_cast<std::size_t>(i * C + j)] =
-              scale * dot(in.dout.ptr(b, ti, hv), V_new.ptr(b, tj, hv), V) * std::exp(G(b, ti, hv) - G(b, tj, hv));
+              scale * dot(in.dout.ptr(b, ti, hv), V_new.ptr(b, tj, hv), V) * G.between(b, ti, tj, hv);
         }
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t ti = c.begin + i;
@@ -134,8 +136,8 @@ void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
         const Real* dO = in.dout.ptr(b, ti, hv);
         const Real* vn = V_new.ptr(b, ti, hv);
         const Real* dvn = dV_new.ptr(b, ti, hv);
-        const Real gi = std::exp(G(b, ti, hv));
-        const Real wi = std::exp(G_last - G(b, ti, hv));
+        const Real gi = G.from_start(b, ti, hv);
+        const Real wi = G.between(b, last(c), ti, hv);
         Real* dq = dq_hv.ptr(b, ti, hv);
         Real* dk = dk_hv.ptr(b, ti, hv);
         Real dGi = 0;
@@ -151,17 +153,26 @@ void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
           // Through the state update: dk_i = e^{G_last - G_i} dS_end V_new_i.
           dk[a] = wi * dsv;
           if (p.delta) dW(b, ti, hv, a) = stored(-sdv, storage);  // V_new = U - W S_start
-          dGi += qi[a] * dq[a] - ki[a] * dk[a];
-          dG_last += ki[a] * dk[a];
+          dGi += qi[a] * dq[a];
+          // e^{G_last - G_i} gives -k_i . dk_i to dG_i and +k_i . dk_i to dG_last. For i = last the two cancel
+          // exactly, so neither is added: the sum would be NaN - NaN for a NaN in V_new_last, which the
+          // exact dg does not depend on.
+          if (ti != last(c)) {
+            dGi -= ki[a] * dk[a];
+            dG_last += ki[a] * dk[a];
+          }
         }
         // Through o's intra-chunk part: dq_i += sum_{j<=i} dA_ij k_j, dk_i += sum_{m>=i} dA_mi q_m.
         for (std::int64_t j = 0; j <= i; ++j) {
           const Real* kj = in.k.ptr(b, c.begin + j, h);
           const Real d = dA[static_cast<std::size_t>(i * C + j)];
           for (std::int64_t a = 0; a < K; ++a) dq[a] += d * kj[a];
+          // Gamma_ij gives +dp to dG_i and -dp to dG_j; on the diagonal (Gamma_ii = 1) they cancel exactly, and
+          // are skipped for the same reason as above.
+          if (j == i) continue;
           const Real dp = d * dot(qi, kj, K);
-          dGi += dp;                                 // d/dG_i of Gamma_ij
-          dG(b, c.begin + j, hv) -= dp;              // d/dG_j of Gamma_ij
+          dGi += dp;
+          dG(b, c.begin + j, hv) -= dp;
         }
         for (std::int64_t m = i; m < n; ++m) {
           const Real* qm = in.q.ptr(b, c.begin + m, h);
@@ -171,14 +182,14 @@ void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
         dG(b, ti, hv) += dGi;
       }
       // S_next = e^{G_last} S_start + ...: d/dG_last += e^{G_last} <S_start, dS_end>.
-      dG_last += std::exp(G_last) * dot(Ss, dSe, K * V);
+      dG_last += G.from_start(b, last(c), hv) * dot(Ss, dSe, K * V);
       dG(b, last(c), hv) += dG_last;
     }
   if (p.gate == Gate::none) dG = Dense<Real>();
 }
 
 template <class Real>
-void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                  const Dense<Real>& A, const Dense<Real>& dW, const Dense<Real>& dV_new, Dense<Real>& dk_wy,
                  Dense<Real>& dv, Dense<Real>& dbeta, Dense<Real>& dG_wy) {
   const std::int64_t K = p.K, V = p.V, C = p.chunk;
@@ -195,11 +206,11 @@ void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
       auto tok = [&](std::int64_t i) { return c.begin + i; };
       auto Aij = [&](std::int64_t i, std::int64_t j) { return A(b, tok(i), hv, j); };
       auto beta = [&](std::int64_t i) { return in.beta(b, tok(i), hv); };
-      auto Gi = [&](std::int64_t i) { return G(b, tok(i), hv); };
+      auto eG = [&](std::int64_t i) { return G.from_start(b, tok(i), hv); };
       // dA_ij = dW_i . (beta_j e^{G_j} k_j) + dU_i . (beta_j v_j), j <= i (dU = dV_new: V_new = U - W S).
       for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t j = 0; j <= i; ++j)
-          dAm[at(i, j)] = beta(j) * (std::exp(Gi(j)) * dot(dW.ptr(b, tok(i), hv), in.k.ptr(b, tok(j), h), K) +
+          dAm[at(i, j)] = beta(j) * (eG(j) * dot(dW.ptr(b, tok(i), hv), in.k.ptr(b, tok(j), h), K) +
                                      dot(dV_new.ptr(b, tok(i), hv), in.v.ptr(b, tok(j), hv), V));
       // Through W = A Kb and U = A Vb: dKb_j = sum_{i>=j} A_ij dW_i, dVb_j = sum_{i>=j} A_ij dU_i.
       for (std::int64_t j = 0; j < n; ++j) {
@@ -212,7 +223,7 @@ void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
           for (std::int64_t a = 0; a < K; ++a) dKb[a] += a_ij * dw[a];
           for (std::int64_t e = 0; e < V; ++e) dVb[e] += a_ij * du[e];
         }
-        const Real eg = std::exp(Gi(j)), bj = beta(j);
+        const Real eg = eG(j), bj = beta(j);
         const Real* kj = in.k.ptr(b, tok(j), h);
         const Real* vj = in.v.ptr(b, tok(j), hv);
         for (std::int64_t e = 0; e < V; ++e) dv(b, tok(j), hv, e) = bj * dVb[e];
@@ -239,7 +250,7 @@ void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
         for (std::int64_t j = 0; j < i; ++j) {
           const Real* ki = in.k.ptr(b, tok(i), h);
           const Real* kj = in.k.ptr(b, tok(j), h);
-          const Real gamma = std::exp(Gi(i) - Gi(j));
+          const Real gamma = G.between(b, tok(i), tok(j), hv);
           const Real kk = dot(ki, kj, K);
           const Real d = dL[at(i, j)];
           dbeta(b, tok(i), hv) += d * kk * gamma;
@@ -297,15 +308,15 @@ void reduce_gradients(const Params& p, const ChunkPlan& plan, const Dense<Real>&
 }
 
 #define GLR_INSTANTIATE_BACKWARD(Real)                                                                        \
-  template Dense<Real> chunk_local_dv(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&, \
+  template Dense<Real> chunk_local_dv(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&, \
                                       Storage);                                                                \
-  template void chunk_state_backward(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&, \
+  template void chunk_state_backward(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&, \
                                      const Dense<Real>&, const Dense<Real>&, Storage, Dense<Real>&,            \
                                      Dense<Real>&, Dense<Real>&);                                              \
-  template void chunk_dqkwg(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&,         \
+  template void chunk_dqkwg(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&,         \
                             const Dense<Real>&, const Dense<Real>&, const Dense<Real>&, const Dense<Real>&,   \
                             Storage, Dense<Real>&, Dense<Real>&, Dense<Real>&, Dense<Real>&);                 \
-  template void wy_backward(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&,         \
+  template void wy_backward(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&,         \
                             const Dense<Real>&, const Dense<Real>&, const Dense<Real>&, Dense<Real>&,         \
                             Dense<Real>&, Dense<Real>&, Dense<Real>&);                                        \
   template Dense<Real> chunk_reverse_cumsum(const Params&, const ChunkPlan&, const Dense<Real>&,              \

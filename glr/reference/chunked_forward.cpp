@@ -12,27 +12,32 @@ std::int64_t last(const Chunk& c) { return c.begin + c.length - 1; }
 }  // namespace
 
 template <class Real>
-Dense<Real> chunk_local_cumsum(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in) {
-  Dense<Real> G({p.B, p.T, p.HV});
-  if (p.gate == Gate::none) return G;
+Decay<Real> chunk_local_cumsum(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in) {
+  Decay<Real> d{Dense<Real>({p.B, p.T, p.HV}), Dense<Real>({p.B, p.T, p.HV})};
+  if (p.gate == Gate::none) return d;
   const Real floor = log_decay_floor<Real>();
   // `g < floor ? floor : g` keeps NaN (the comparison is false), unlike std::fmax, which would drop it.
-  auto clamp = [floor](Real g) { return g < floor ? floor : g; };
+  auto gate = [&](std::int64_t b, std::int64_t t, std::int64_t hv) {
+    const Real g = p.gate == Gate::per_head ? in.g(hv) : in.g(b, t, hv);
+    return g < floor ? floor : g;
+  };
   for (const Chunk& c : plan.chunks)
     for (std::int64_t hv = 0; hv < p.HV; ++hv) {
-      Real acc = 0;
+      const Real g0 = gate(c.batch, c.begin, hv);
+      Real acc = 0;  // Gr_i
       for (std::int64_t i = 0; i < c.length; ++i) {
         const std::int64_t t = c.begin + i;
         // A constant gate multiplies instead of summing: exact up to one rounding, as a kernel would do it.
-        acc = p.gate == Gate::per_head ? static_cast<Real>(i + 1) * clamp(in.g(hv)) : acc + clamp(in.g(c.batch, t, hv));
-        G(c.batch, t, hv) = acc;
+        if (i > 0) acc = p.gate == Gate::per_head ? static_cast<Real>(i) * g0 : acc + gate(c.batch, t, hv);
+        d.Gr(c.batch, t, hv) = acc;
+        d.G(c.batch, t, hv) = g0 + acc;
       }
     }
-  return G;
+  return d;
 }
 
 template <class Real>
-Dense<Real> chunk_scaled_kkt(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G) {
+Dense<Real> chunk_scaled_kkt(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G) {
   const std::int64_t C = p.chunk, K = p.K;
   Dense<Real> L({p.B, p.T, p.HV, C});
   for (const Chunk& c : plan.chunks)
@@ -47,7 +52,7 @@ Dense<Real> chunk_scaled_kkt(const Params& p, const ChunkPlan& plan, const Input
           const Real* kj = in.k.ptr(b, tj, h);
           Real dot = 0;
           for (std::int64_t a = 0; a < K; ++a) dot += ki[a] * kj[a];
-          row[j] = in.beta(b, ti, hv) * dot * std::exp(G(b, ti, hv) - G(b, tj, hv));
+          row[j] = in.beta(b, ti, hv) * dot * G.between(b, ti, tj, hv);
         }
       }
     }
@@ -79,7 +84,7 @@ Dense<Real> solve_tril(const Params& p, const ChunkPlan& plan, const Dense<Real>
 }
 
 template <class Real>
-void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                    const Dense<Real>& A, Storage storage, Dense<Real>& W, Dense<Real>& U) {
   const std::int64_t K = p.K, V = p.V;
   W = Dense<Real>({p.B, p.T, p.HV, K});
@@ -95,7 +100,7 @@ void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& i
         for (std::int64_t j = 0; j <= i; ++j) {
           const std::int64_t tj = c.begin + j;
           const Real beta = in.beta(b, tj, hv);
-          const Real aw = A(b, ti, hv, j) * beta * std::exp(G(b, tj, hv));
+          const Real aw = A(b, ti, hv, j) * beta * G.from_start(b, tj, hv);
           const Real au = A(b, ti, hv, j) * beta;
           const Real* kj = in.k.ptr(b, tj, h);
           const Real* vj = in.v.ptr(b, tj, hv);
@@ -109,7 +114,7 @@ void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& i
 }
 
 template <class Real>
-void chunk_state_forward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void chunk_state_forward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                          const Dense<Real>& U, const Dense<Real>& W, Storage storage, Dense<Real>& S_start,
                          Dense<Real>& V_new, Dense<Real>& ht) {
   const std::int64_t K = p.K, V = p.V;
@@ -141,12 +146,11 @@ void chunk_state_forward(const Params& p, const ChunkPlan& plan, const Inputs<Re
           }
         }
         // S <- e^{G_last} S + sum_i e^{G_last - G_i} k_i V_new_i^T.
-        const Real G_last = G(b, last(c), hv);
-        const Real decay = std::exp(G_last);
+        const Real decay = G.from_start(b, last(c), hv);
         for (std::int64_t x = 0; x < K * V; ++x) S[x] *= decay;
         for (std::int64_t i = 0; i < c.length; ++i) {
           const std::int64_t ti = c.begin + i;
-          const Real w = std::exp(G_last - G(b, ti, hv));
+          const Real w = G.between(b, last(c), ti, hv);
           const Real* ki = in.k.ptr(b, ti, h);
           const Real* vn = V_new.ptr(b, ti, hv);
           for (std::int64_t a = 0; a < K; ++a) {
@@ -160,24 +164,27 @@ void chunk_state_forward(const Params& p, const ChunkPlan& plan, const Inputs<Re
 }
 
 template <class Real>
-Dense<Real> chunk_output(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+Dense<Real> chunk_output(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                          const Dense<Real>& S_start, const Dense<Real>& V_new) {
   const std::int64_t K = p.K, V = p.V;
   const Real scale = static_cast<Real>(p.scale);
   Dense<Real> o({p.B, p.T, p.HV, V});
-  std::vector<Real> acc(static_cast<std::size_t>(V));
+  std::vector<Real> acc(static_cast<std::size_t>(V)), qs(static_cast<std::size_t>(K));
   for (const Chunk& c : plan.chunks)
     for (std::int64_t hv = 0; hv < p.HV; ++hv) {
       const std::int64_t h = p.qk_head(hv), b = c.batch;
       const Real* Ss = S_start.ptr(c.index, hv);
       for (std::int64_t i = 0; i < c.length; ++i) {
         const std::int64_t ti = c.begin + i;
+        // The scale goes onto q before any product (as the kernels load it), so no partial sum grows past
+        // the output's own magnitude by more than the reduction itself.
         const Real* qi = in.q.ptr(b, ti, h);
+        for (std::int64_t a = 0; a < K; ++a) qs[a] = scale * qi[a];
         // The inter-chunk part, e^{G_i} q_i^T S_start ...
-        const Real gi = std::exp(G(b, ti, hv));
+        const Real gi = G.from_start(b, ti, hv);
         std::fill(acc.begin(), acc.end(), Real(0));
         for (std::int64_t a = 0; a < K; ++a) {
-          const Real qa = gi * qi[a];
+          const Real qa = gi * qs[a];
           for (std::int64_t e = 0; e < V; ++e) acc[e] += qa * Ss[a * V + e];
         }
         // ... and the intra-chunk part, sum_{j <= i} Gamma_ij (q_i . k_j) V_new_j.
@@ -185,29 +192,28 @@ Dense<Real> chunk_output(const Params& p, const ChunkPlan& plan, const Inputs<Re
           const std::int64_t tj = c.begin + j;
           const Real* kj = in.k.ptr(b, tj, h);
           Real dot = 0;
-          for (std::int64_t a = 0; a < K; ++a) dot += qi[a] * kj[a];
-          const Real m = dot * std::exp(G(b, ti, hv) - G(b, tj, hv));
+          for (std::int64_t a = 0; a < K; ++a) dot += qs[a] * kj[a];
+          const Real m = dot * G.between(b, ti, tj, hv);
           const Real* vn = V_new.ptr(b, tj, hv);
           for (std::int64_t e = 0; e < V; ++e) acc[e] += m * vn[e];
         }
-        Real* out = o.ptr(b, ti, hv);
-        for (std::int64_t e = 0; e < V; ++e) out[e] = scale * acc[e];
+        std::copy(acc.begin(), acc.end(), o.ptr(b, ti, hv));
       }
     }
   return o;
 }
 
 #define GLR_INSTANTIATE_FORWARD(Real)                                                                        \
-  template Dense<Real> chunk_local_cumsum(const Params&, const ChunkPlan&, const Inputs<Real>&);             \
+  template Decay<Real> chunk_local_cumsum(const Params&, const ChunkPlan&, const Inputs<Real>&);             \
   template Dense<Real> chunk_scaled_kkt(const Params&, const ChunkPlan&, const Inputs<Real>&,                \
-                                        const Dense<Real>&);                                                  \
+                                        const Decay<Real>&);                                                  \
   template Dense<Real> solve_tril(const Params&, const ChunkPlan&, const Dense<Real>&, Storage);             \
-  template void recompute_w_u(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&,      \
+  template void recompute_w_u(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&,      \
                               const Dense<Real>&, Storage, Dense<Real>&, Dense<Real>&);                       \
-  template void chunk_state_forward(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&, \
+  template void chunk_state_forward(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&, \
                                     const Dense<Real>&, const Dense<Real>&, Storage, Dense<Real>&,            \
                                     Dense<Real>&, Dense<Real>&);                                              \
-  template Dense<Real> chunk_output(const Params&, const ChunkPlan&, const Inputs<Real>&, const Dense<Real>&, \
+  template Dense<Real> chunk_output(const Params&, const ChunkPlan&, const Inputs<Real>&, const Decay<Real>&, \
                                     const Dense<Real>&, const Dense<Real>&);
 GLR_INSTANTIATE_FORWARD(float)
 GLR_INSTANTIATE_FORWARD(double)

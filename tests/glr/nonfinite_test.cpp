@@ -1,19 +1,21 @@
 // Where a NaN or Inf planted in one input may show up: the chunked algorithm against the oracle, with the
-// rules docs/glr-math.md section 7 derives.
+// rules docs/glr-math.md section 7 derives and glr/contracts/*.toml declare to kgate ([nonfinite]).
 //
 //   Never masked (every output): an element the oracle makes non-finite is non-finite, and a NaN stays NaN
 //   when NaN was planted.
-//   Forward, the rule glr/contracts/*_fwd.toml declares to kgate ("forward, blocks of chunk, within
-//   segments"): in o, an element the oracle keeps finite may be non-finite only in a line (all indices but
-//   t fixed) where the oracle has a non-finite element of the same sequence, from that element's chunk on;
-//   ht follows the oracle exactly.
-//   Backward: an element the oracle keeps finite may be non-finite only in the planted element's sequence
-//   (every sequence for a per-head gate) and its value heads (for dq, dk: their query/key head); a
-//   per-head dg, a sum over every token of its head, may take it too; dh0 follows the oracle exactly. This rule is anchored at the planted element, not at the
-//   oracle's own non-finite set: the chunked backward spreads a NaN in g or v into lines where the exact
-//   backward stays finite (see section 7), which kgate's line-based rule cannot state yet.
+//   kgate's line rule: an element the oracle keeps finite may be non-finite only in an output with a T axis,
+//   in a line (all indices but t fixed) where the oracle has a non-finite element of the same sequence;
+//   forward outputs only from that element's chunk on (direction "forward"), backward outputs anywhere in
+//   the sequence (direction "both"). Outputs without a T axis (ht, dh0, a per-head dg) follow the oracle
+//   exactly.
+//   Anchored at the planted element (backward): extra non-finite elements only in the planted element's
+//   sequence (every sequence for a per-head gate) and its value heads (for dq, dk: their query/key head).
 //
-// Either way nothing crosses into another sequence, another head or another batch row.
+// Either way nothing crosses into another sequence, another head or another batch row. The chunked
+// backward meets the line rule only because it never forms a sum that cancels exactly (the diagonal of
+// the intra-chunk term, the last token's state term) and never lets the chunk's first gate into a decay
+// between two of its tokens (Decay::Gr): each of those would carry a NaN into a line the exact backward
+// keeps finite.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,6 +120,27 @@ std::string forward_rule(const OutputMap& m, const Params& p, const TokenMap& tm
   return "";
 }
 
+// kgate's line rule with direction "both": a line may go non-finite anywhere in a sequence where the
+// oracle has a non-finite element of that line.
+std::string line_rule_both(const OutputMap& m, const Params& p, const TokenMap& tm, const std::vector<double>& got,
+                           const std::vector<double>& ref) {
+  if (!m.has_t) {
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      if (std::isfinite(ref[i]) && !std::isfinite(got[i])) return std::string(m.name) + ": must follow the oracle exactly";
+    return "";
+  }
+  const std::size_t line = ref.size() / static_cast<std::size_t>(p.B * p.T);
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (std::isfinite(got[i]) || !std::isfinite(ref[i])) continue;
+    const std::size_t tok = i / line, within = i % line;
+    bool ok = false;
+    for (std::size_t u = 0; u < static_cast<std::size_t>(p.B * p.T); ++u)
+      if (tm.seq[u] == tm.seq[tok] && !std::isfinite(ref[u * line + within])) ok = true;
+    if (!ok) return std::string(m.name) + ": non-finite outside kgate's line rule (both) at token " + std::to_string(tok);
+  }
+  return "";
+}
+
 // The backward rule: same sequence, same value heads (or their query/key head) as the planted element.
 std::string backward_rule(const OutputMap& m, const Params& p, const Planted& pl, const std::vector<double>& got,
                           const std::vector<double>& ref) {
@@ -212,6 +235,7 @@ TEST_P(NonfiniteSpread, StaysWithinTheDerivedRules) {
           if (pair.second->empty()) continue;
           errors.push_back(masked(*map, *pair.first, *pair.second, nan));
           errors.push_back(backward_rule(*map, p, pl, *pair.first, *pair.second));
+          errors.push_back(line_rule_both(*map, p, tm, *pair.first, *pair.second));
         }
         for (const std::string& e : errors) EXPECT_EQ(e, "") << where;
       }

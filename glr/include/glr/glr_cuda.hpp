@@ -11,7 +11,7 @@
 // every pointer aligned to its element size. Results are bitwise reproducible (no atomics).
 //
 // Packed sequences: Params::cu_seqlens is the host copy (checked on the host). The kernels read the offsets
-// from the device: pass them in DeviceOffsets (int64, N + 1 values, the same as the host copy). A caller
+// from the device: pass them in DeviceOffsets (int64 or int32, N + 1 values, the same as the host copy). A caller
 // with the offsets only on the device may leave Params::cu_seqlens empty (B = 1, T = total length) and set
 // DeviceOffsets::num_seqs: the offsets are then checked on the device, and if they are invalid every output
 // is NaN and workspace_status() returns kStatusBadOffsets (no host sync is ever needed to launch).
@@ -56,8 +56,9 @@ struct BackwardTensors {
 };
 
 struct DeviceOffsets {
-  const std::int64_t* cu_seqlens = nullptr;  // device, [num_seqs + 1]
-  std::int64_t num_seqs = 0;                 // with Params::cu_seqlens set: 0 or its N
+  const std::int64_t* cu_seqlens = nullptr;    // device, [num_seqs + 1]
+  std::int64_t num_seqs = 0;                   // with Params::cu_seqlens set: 0 or its N
+  const std::int32_t* cu_seqlens32 = nullptr;  // the same offsets as int32, instead of cu_seqlens
 };
 
 inline constexpr std::int32_t kStatusOk = 0;

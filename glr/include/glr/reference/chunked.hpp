@@ -18,6 +18,7 @@
 // L, A, W, U arrays stay empty and wy_backward is not run.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "glr/chunks.hpp"
@@ -49,14 +50,29 @@ constexpr Real log_decay_floor() {
   return sizeof(Real) >= sizeof(double) ? Real(-1024) : Real(-128);
 }
 
-// G[b, t, hv]: in-chunk cumulative log-decay, G_i = g_0 + ... + g_i from the chunk's first token, each g
-// clamped below at log_decay_floor (per-head gate: (i + 1) g_hv; no gate: 0). Kept in Real.
+// The in-chunk log-decays of every token (i: position in its chunk, tokens c.begin + i), [B, T, HV] each:
+//   G_i  = g_0 + g_1 + ... + g_i    the decay from the state entering the chunk to token i
+//   Gr_i =       g_1 + ... + g_i    the same without the chunk's first gate, G_i = g_0 + Gr_i
+// A decay between two tokens of the chunk is exp(Gr_i - Gr_j), never exp(G_i - G_j): both are
+// exp(g_{j+1} + ... + g_i), but only the first keeps a NaN (or Inf) in g_0, which no such decay involves,
+// out of it (kgate plants non-finite values at the first element; docs/glr-math.md section 7).
+// Each g is clamped below at log_decay_floor; a per-head gate gives G_i = (i + 1) g, Gr_i = i g.
 template <class Real>
-Dense<Real> chunk_local_cumsum(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in);
+struct Decay {
+  Dense<Real> G, Gr;
+  Real from_start(std::int64_t b, std::int64_t t, std::int64_t hv) const { return std::exp(G(b, t, hv)); }
+  Real between(std::int64_t b, std::int64_t ti, std::int64_t tj, std::int64_t hv) const {
+    return std::exp(Gr(b, ti, hv) - Gr(b, tj, hv));
+  }
+};
+
+// The log-decays above. Kept in Real.
+template <class Real>
+Decay<Real> chunk_local_cumsum(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in);
 
 // L: strictly lower, L_ij = beta_i (k_i . k_j) exp(G_i - G_j) for j < i. Kept in Real.
 template <class Real>
-Dense<Real> chunk_scaled_kkt(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G);
+Dense<Real> chunk_scaled_kkt(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G);
 
 // A = (I + L)^-1 by forward substitution (unit lower triangular). Stored.
 template <class Real>
@@ -64,7 +80,7 @@ Dense<Real> solve_tril(const Params& p, const ChunkPlan& plan, const Dense<Real>
 
 // W = A diag(beta e^G) K  [B, T, HV, K]  and  U = A diag(beta) V  [B, T, HV, V]. Both stored.
 template <class Real>
-void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                    const Dense<Real>& A, Storage storage, Dense<Real>& W, Dense<Real>& U);
 
 // The forward state pass, chunk by chunk along each sequence, from S = h0 (or 0):
@@ -72,20 +88,20 @@ void recompute_w_u(const Params& p, const ChunkPlan& plan, const Inputs<Real>& i
 //   S <- e^{G_last} S + (K diag(e^{G_last - G}))^T V_new,   ht = S after the sequence's last chunk (Real).
 // Non-delta members pass U = v and an empty W.
 template <class Real>
-void chunk_state_forward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void chunk_state_forward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                          const Dense<Real>& U, const Dense<Real>& W, Storage storage, Dense<Real>& S_start,
                          Dense<Real>& V_new, Dense<Real>& ht);
 
 // o = scale [ (Q diag(e^G)) S_start + tril(Gamma . Q K^T) V_new ],  Gamma_ij = exp(G_i - G_j), tril inclusive.
 template <class Real>
-Dense<Real> chunk_output(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+Dense<Real> chunk_output(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                          const Dense<Real>& S_start, const Dense<Real>& V_new);
 
 // ---- backward stages ---------------------------------------------------------------------------------
 
 // dV_local = scale tril(Gamma . Q K^T)^T dO: the part of dV_new that stays inside the chunk. Stored.
 template <class Real>
-Dense<Real> chunk_local_dv(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+Dense<Real> chunk_local_dv(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                            Storage storage);
 
 // The reverse-state stage, chunk by chunk from each sequence's last to its first, from dS = dht (or 0):
@@ -93,7 +109,7 @@ Dense<Real> chunk_local_dv(const Params& p, const ChunkPlan& plan, const Inputs<
 //   dV_new = dV_local + diag(e^{G_last - G}) K dS_end[c] (stored);
 //   dS <- e^{G_last} dS + scale (Q diag(e^G))^T dO - W^T dV_new,   dh0 = dS after the first chunk (Real).
 template <class Real>
-void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                           const Dense<Real>& W, const Dense<Real>& dV_local, Storage storage,
                           Dense<Real>& dS_end, Dense<Real>& dV_new, Dense<Real>& dh0);
 
@@ -101,7 +117,7 @@ void chunk_state_backward(const Params& p, const ChunkPlan& plan, const Inputs<R
 // dW = -dV_new S_start^T (stored; delta members only) and dG [B, T, HV] (the parts of d/dG_i through o and
 // the state update, before the reverse cumulative sum; Real).
 template <class Real>
-void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                  const Dense<Real>& S_start, const Dense<Real>& V_new, const Dense<Real>& dS_end,
                  const Dense<Real>& dV_new, Storage storage, Dense<Real>& dq_hv, Dense<Real>& dk_hv,
                  Dense<Real>& dW, Dense<Real>& dG);
@@ -109,7 +125,7 @@ void chunk_dqkwg(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in,
 // The WY backward through W = A diag(beta e^G) K, U = A diag(beta) V and A = (I + L)^-1 (delta members):
 // dk_wy [B, T, HV, K], dv [B, T, HV, V], dbeta [B, T, HV], dG_wy [B, T, HV].
 template <class Real>
-void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Dense<Real>& G,
+void wy_backward(const Params& p, const ChunkPlan& plan, const Inputs<Real>& in, const Decay<Real>& G,
                  const Dense<Real>& A, const Dense<Real>& dW, const Dense<Real>& dV_new, Dense<Real>& dk_wy,
                  Dense<Real>& dv, Dense<Real>& dbeta, Dense<Real>& dG_wy);
 
@@ -131,7 +147,8 @@ void reduce_gradients(const Params& p, const ChunkPlan& plan, const Dense<Real>&
 template <class Real>
 struct ForwardStages {
   ChunkPlan plan;
-  Dense<Real> G, L, A, W, U;  // L, A, W, U empty for non-delta members
+  Decay<Real> G;
+  Dense<Real> L, A, W, U;  // L, A, W, U empty for non-delta members
   Dense<Real> S_start, V_new;
   Dense<Real> o, ht;
 };
