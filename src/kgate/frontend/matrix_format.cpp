@@ -73,9 +73,10 @@ std::string format_matrix(const MatrixResult& m, bool color) {
     }
   }
 
-  out += pad("control", name_w + 2, Tone::plain, false) + pad("kind", 9, Tone::plain, false);
-  for (std::size_t g = 0; g < m.gates.size(); ++g) out += pad(head_of(m.gates[g]), width[g] + 2, Tone::plain, false);
-  out += "\n";
+  std::string head = pad("control", name_w + 2, Tone::plain, false) + pad("kind", 9, Tone::plain, false);
+  for (std::size_t g = 0; g < m.gates.size(); ++g) head += pad(head_of(m.gates[g]), width[g] + 2, Tone::plain, false);
+  while (!head.empty() && head.back() == ' ') head.pop_back();
+  out += head + "\n";
   for (std::size_t r = 0; r < m.rows.size(); ++r) {
     const MatrixRow& row = m.rows[r];
     const ControlEntry& c = row.control;
