@@ -1,7 +1,8 @@
-// Broken control, caught by the layout gate: silu that loads x in 16-byte vectors from x's address
-// rounded down to 16 bytes, as an aligned-vector path does when it trusts the allocator's alignment (on
-// a GPU the low address bits of a vector load are simply not honoured). With a base one element off,
-// every output is computed from its neighbour's input. Stores are scalar, so nothing lands outside y.
+// Broken control, caught by the layout gate: silu whose loads start from x's address
+// rounded down to 16 bytes, as code does that aligns its pointer down to use aligned vector loads and
+// forgets to shift its indices by the remainder (it was only ever run on allocator-aligned tensors).
+// With a base one element off, every output is computed from its neighbour's input. Stores are scalar,
+// so nothing lands outside y.
 #include <cstdint>
 
 #include "ops.hpp"
