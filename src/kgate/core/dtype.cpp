@@ -55,6 +55,20 @@ std::uint32_t encode(double x, Format f) {
     const std::uint32_t payload = static_cast<std::uint32_t>((raw >> (52 - f.frac_bits)) & ((1u << f.frac_bits) - 1));
     return sign_bit | (exp_all << f.frac_bits) | payload | (1u << (f.frac_bits - 1));
   }
+  // Fast path, exact: a double whose exponent is in the target's normal range rounds by integer arithmetic
+  // on its bits (round half to even at the cut; a carry out of the fraction bumps the exponent, and a carry
+  // out of the largest exponent lands exactly on Inf's encoding, as IEEE 754 says it must).
+  {
+    std::uint64_t raw;
+    std::memcpy(&raw, &x, sizeof raw);
+    const int e = static_cast<int>((raw >> 52) & 0x7ff) - 1023;
+    if (e >= f.emin() && e <= f.emax()) {
+      const int shift = 52 - f.frac_bits;
+      std::uint64_t v = (static_cast<std::uint64_t>(e + f.bias()) << 52) | (raw & ((std::uint64_t{1} << 52) - 1));
+      v += ((std::uint64_t{1} << (shift - 1)) - 1) + ((v >> shift) & 1);
+      return sign_bit | static_cast<std::uint32_t>(v >> shift);
+    }
+  }
   const double a = std::fabs(x);
   if (std::isinf(a)) return sign_bit | (exp_all << f.frac_bits);
   if (a == 0.0) return sign_bit;

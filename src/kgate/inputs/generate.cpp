@@ -32,16 +32,21 @@ void store_block(DType t, const double* src, std::int64_t n, std::byte* dst) {
   }
 }
 
-// Standard normals for elements [start, start+n): Box-Muller over pairs, both the cosine and the sine used.
+// Standard normals for elements [start, start+n): Box-Muller over pairs (2k, 2k+1) of the stream, the cosine
+// for the even element and the sine for the odd one, each pair's logarithm computed once.
 void normals(const Stream& s, std::int64_t start, std::int64_t n, double* out) {
-  for (std::int64_t k = 0; k < n; ++k) {
-    const std::int64_t i = start + k;
+  for (std::int64_t i = start; i < start + n;) {
     const std::uint64_t pair = static_cast<std::uint64_t>(i / 2);
     const double u1 = 1.0 - s.uniform(2 * pair);  // (0, 1]
     const double u2 = s.uniform(2 * pair + 1);
     const double r = std::sqrt(-2.0 * std::log(u1));
     const double th = 6.283185307179586 * u2;
-    out[k] = (i % 2 == 0) ? r * std::cos(th) : r * std::sin(th);
+    if (i % 2 == 0) {
+      out[i - start] = r * std::cos(th);
+      if (++i == start + n) break;
+    }
+    out[i - start] = r * std::sin(th);
+    ++i;
   }
 }
 
