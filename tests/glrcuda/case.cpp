@@ -337,7 +337,8 @@ std::vector<StageError> stage_errors(const Case& c, const cuda::Work<Acc>& w, bo
     return s;
   };
   std::vector<StageError> e;
-  e.push_back({"G", rel_err(mine(w.G, rows * HV), f.G.values())});
+  e.push_back({"G", rel_err(mine(w.G, rows * HV), f.G.G.values())});
+  e.push_back({"Gr", rel_err(mine(w.Gr, rows * HV), f.G.Gr.values())});
   if (p.delta) {
     std::vector<double> a, r;  // the valid lower triangle of every chunk's A
     for (const Chunk& ch : f.plan.chunks)

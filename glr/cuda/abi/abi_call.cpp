@@ -145,14 +145,22 @@ Call read_call(const kgate_call& kc, bool backward, DLDeviceType device, bool on
 
   std::int64_t N = p.B;
   if (cu) {
-    if (cu->dtype.code != kDLInt || cu->dtype.bits != 64 || cu->dtype.lanes != 1)
-      throw Refused{"cu_seqlens: must be int64"};
+    const bool i64 = cu->dtype.code == kDLInt && cu->dtype.bits == 64 && cu->dtype.lanes == 1;
+    const bool i32 = cu->dtype.code == kDLInt && cu->dtype.bits == 32 && cu->dtype.lanes == 1;
+    if (!i64 && !i32) throw Refused{"cu_seqlens: must be int32 or int64"};
     if (cu->shape[0] < 2) throw Refused{"cu_seqlens: needs at least 2 offsets"};
     if (cu->strides[0] != 1) throw Refused{"cu_seqlens: must be contiguous"};
     N = cu->shape[0] - 1;
-    c.cu_seqlens = static_cast<const std::int64_t*>(cu->data);
-    c.num_seqs = N;
-    if (on_host) p.cu_seqlens.assign(c.cu_seqlens, c.cu_seqlens + cu->shape[0]);
+    c.offsets.num_seqs = N;
+    if (i64)
+      c.offsets.cu_seqlens = static_cast<const std::int64_t*>(cu->data);
+    else
+      c.offsets.cu_seqlens32 = static_cast<const std::int32_t*>(cu->data);
+    if (on_host) {
+      p.cu_seqlens.resize(static_cast<std::size_t>(cu->shape[0]));
+      for (std::int64_t i = 0; i < cu->shape[0]; ++i)
+        p.cu_seqlens[static_cast<std::size_t>(i)] = i64 ? c.offsets.cu_seqlens[i] : c.offsets.cu_seqlens32[i];
+    }
   }
   auto state = [&](const DLTensor* t, const char* name, Tensor& into, StateStrides& strides) {
     if (!t) return;

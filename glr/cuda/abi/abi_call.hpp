@@ -10,7 +10,7 @@
 //             outputs dq, dk, dv, [dg], [dbeta], [dh0]
 //
 // Shapes: q, k [B, T, H, K]; v, o, dout [B, T, HV, V]; g [B, T, HV] (per token) or [HV] (per head);
-// beta [B, T, HV]; states [N, HV, K, V]; cu_seqlens int64 [N + 1] (then B = 1). Strides are the
+// beta [B, T, HV]; states [N, HV, K, V]; cu_seqlens int32 or int64 [N + 1] (then B = 1). Strides are the
 // DLTensors' own (any non-negative element strides).
 #pragma once
 
@@ -42,8 +42,7 @@ struct Call {
   bool backward = false;
   Tensor q, k, v, g, beta, h0, dout, dht;
   Tensor o, ht, dq, dk, dv, dg, dbeta, dh0;
-  const std::int64_t* cu_seqlens = nullptr;  // where the caller's offsets live (device for kDLCUDA)
-  std::int64_t num_seqs = 0;
+  cuda::DeviceOffsets offsets;  // where the caller's offsets live (device for kDLCUDA), int64 or int32
 };
 
 // Reads the call; throws Refused for anything that does not fit. device: the DLDeviceType every tensor

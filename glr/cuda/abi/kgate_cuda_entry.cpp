@@ -37,7 +37,7 @@ extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
   return abi::guarded_entry(call, [&] {
     const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCUDA, false);
     const OnDevice on(c.q.t->device.device_id);
-    const cuda::DeviceOffsets off{c.cu_seqlens, c.num_seqs};
+    const cuda::DeviceOffsets off = c.offsets;
     const auto stream = static_cast<cudaStream_t>(call->stream);
     if (GLR_KGATE_BACKWARD)
       cuda::backward(c.params, abi::backward_tensors(c), off, stream);

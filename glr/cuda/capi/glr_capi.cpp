@@ -80,8 +80,9 @@ GLR_CAPI_EXPORT int32_t glr_capi_forward(const glr_capi_problem* p, const void* 
                                          size_t cap) {
   return guarded(msg, cap, [&] {
     const Params prm = params_of(*p);
-    const cuda::DType x = dtype(p->x_dtype), gd = dtype(p->gate_dtype), f32 = cuda::DType::f32;
-    const cuda::ForwardTensors t{{q, x}, {k, x}, {v, x}, {g, gd}, {beta, gd}, {h0, f32}, {o, x}, {ht, f32}};
+    const cuda::DType x = dtype(p->x_dtype), gd = dtype(p->gate_dtype), bd = dtype(p->beta_dtype);
+    const cuda::DType f32 = cuda::DType::f32;
+    const cuda::ForwardTensors t{{q, x}, {k, x}, {v, x}, {g, gd}, {beta, bd}, {h0, f32}, {o, x}, {ht, f32}};
     cuda::forward(prm, t, offsets_of(*p), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   });
 }
@@ -93,9 +94,10 @@ GLR_CAPI_EXPORT int32_t glr_capi_backward(const glr_capi_problem* p, const void*
                                           char* msg, size_t cap) {
   return guarded(msg, cap, [&] {
     const Params prm = params_of(*p);
-    const cuda::DType x = dtype(p->x_dtype), gd = dtype(p->gate_dtype), f32 = cuda::DType::f32;
-    const cuda::BackwardTensors t{{q, x},    {k, x},     {v, x},      {g, gd},  {beta, gd},  {h0, f32}, {dout, x},
-                                  {dht, f32}, {dq, x},   {dk, x},     {dv, x},  {dg, gd},    {dbeta, gd}, {dh0, f32}};
+    const cuda::DType x = dtype(p->x_dtype), gd = dtype(p->gate_dtype), bd = dtype(p->beta_dtype);
+    const cuda::DType f32 = cuda::DType::f32;
+    const cuda::BackwardTensors t{{q, x},    {k, x},   {v, x},  {g, gd},  {beta, bd},  {h0, f32}, {dout, x},
+                                  {dht, f32}, {dq, x}, {dk, x}, {dv, x},  {dg, gd},    {dbeta, bd}, {dh0, f32}};
     cuda::backward(prm, t, offsets_of(*p), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   });
 }

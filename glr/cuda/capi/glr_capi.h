@@ -4,7 +4,8 @@
  * glr/glr_cuda.hpp is reachable through the C++ API.
  *
  * member:  0 gated_deltanet, 1 deltanet, 2 mamba2, 3 retnet, 4 linear_attention
- * dtype:   0 fp32, 1 fp16, 2 bf16   (x_dtype: q, k, v, o, dout, dq, dk, dv; gate_dtype: g, beta, dg, dbeta)
+ * dtype:   0 fp32, 1 fp16, 2 bf16   (x_dtype: q, k, v, o, dout, dq, dk, dv; gate_dtype: g, dg;
+ *          beta_dtype: beta, dbeta)
  * cu_seqlens: device int64 offsets [num_seqs + 1] (checked on the device), or NULL with num_seqs = 0.
  * Null pointers for absent tensors (g, beta, h0, ht, dht, dh0, dg, dbeta as the member and flags say).
  * Returns 0, or 1 with a NUL-terminated reason in msg (at most msg_capacity bytes). Never synchronises.
@@ -22,7 +23,7 @@ extern "C" {
 typedef struct glr_capi_problem {
   int64_t B, T, H, HV, K, V;
   int32_t member;
-  int32_t x_dtype, gate_dtype;
+  int32_t x_dtype, gate_dtype, beta_dtype;
   int32_t initial_state, final_state;
   double scale;
   const int64_t* cu_seqlens; /* device */

@@ -47,7 +47,8 @@ struct Problem {
   std::int32_t delta = 1;
   std::int32_t gate = kGatePerToken;
   std::int32_t varlen = 0;
-  const std::int64_t* cu = nullptr;  // device (or, emulated, host) offsets [N+1] when varlen
+  const void* cu = nullptr;  // device (or, emulated, host) offsets [N+1] when varlen: int64, or int32 if cu32
+  std::int32_t cu32 = 0;
   // forward inputs and outputs
   TensorRef q, k, v, g, beta, h0, o, ht;
   // backward (q..h0 as above)
@@ -59,7 +60,8 @@ template <class Acc>
 struct Work {
   std::int32_t* status = nullptr;      // [1]  0, or 1 when the device found cu_seqlens invalid
   std::int64_t* chunk_off = nullptr;   // [N+1] first chunk of each sequence (varlen only)
-  Acc* G = nullptr;    // [rows, HV]            in-chunk cumulative log-decay
+  Acc* G = nullptr;    // [rows, HV]            in-chunk cumulative log-decay g_0 + ... + g_i
+  Acc* Gr = nullptr;   // [rows, HV]            the same without the chunk's first gate, g_1 + ... + g_i
   Acc* A = nullptr;    // [max_chunks, HV, C, C] (I + L)^-1                    (delta only)
   Acc* W = nullptr;    // [rows, HV, K]          A diag(beta e^G) K             (delta only)
   Acc* U = nullptr;    // [rows, HV, V]          A diag(beta) V                 (delta only)
@@ -75,6 +77,12 @@ struct Work {
   Acc* dG = nullptr;   // [rows, HV]             gradient of the cumulative log-decay G
   Acc* dgc = nullptr;  // [max_chunks, HV]       per-chunk dg sums                (per-head gate only)
 };
+
+// Offset n of cu_seqlens, whichever integer width the caller gave.
+GLR_HD GLR_INLINE std::int64_t cu_at(const Problem& p, std::int64_t n) {
+  return p.cu32 ? static_cast<std::int64_t>(static_cast<const std::int32_t*>(p.cu)[n])
+                : static_cast<const std::int64_t*>(p.cu)[n];
+}
 
 // Where chunk c lies. row0 indexes the per-token workspace buffers; (b, t0) the token tensors.
 struct ChunkInfo {
@@ -113,8 +121,8 @@ GLR_HD inline ChunkInfo locate_chunk(const Problem& p, const std::int32_t* statu
     }
     n = lo;
     i = c - chunk_off[n];
-    seq_begin = p.cu[n];
-    seq_end = p.cu[n + 1];
+    seq_begin = cu_at(p, n);
+    seq_end = cu_at(p, n + 1);
     ci.b = 0;
   }
   ci.n = n;
@@ -141,8 +149,8 @@ GLR_HD inline SeqInfo locate_seq(const Problem& p, const std::int32_t* status, c
   s.n = n;
   if (p.varlen) {
     s.b = 0;
-    s.begin = p.cu[n];
-    s.end = p.cu[n + 1];
+    s.begin = cu_at(p, n);
+    s.end = cu_at(p, n + 1);
     s.c0 = chunk_off[n];
     s.nchunks = chunk_off[n + 1] - chunk_off[n];
   } else {

@@ -35,10 +35,17 @@ struct Effective {
   bool device_only = false;
 };
 
+const void* offsets_ptr(const DeviceOffsets& off) {
+  return off.cu_seqlens ? static_cast<const void*>(off.cu_seqlens) : static_cast<const void*>(off.cu_seqlens32);
+}
+
 Effective effective(const Params& params, const DeviceOffsets& off, Pass pass) {
   Effective e{params};
+  if (off.cu_seqlens && off.cu_seqlens32)
+    throw InvalidArgument("cu_seqlens", "give the device offsets once: int64 (cu_seqlens) or int32 (cu_seqlens32)");
+  const void* cu = offsets_ptr(off);
   if (params.varlen()) {
-    if (off.cu_seqlens == nullptr)
+    if (cu == nullptr)
       throw InvalidArgument("cu_seqlens", "the kernels read the offsets on the device: pass the device copy of "
                                           "Params::cu_seqlens in DeviceOffsets::cu_seqlens");
     if (off.num_seqs != 0 && off.num_seqs != params.num_seqs())
@@ -46,7 +53,7 @@ Effective effective(const Params& params, const DeviceOffsets& off, Pass pass) {
                                               " differs from the " + str(params.num_seqs()) +
                                               " sequences of Params::cu_seqlens");
     e.varlen = true;
-  } else if (off.cu_seqlens != nullptr) {
+  } else if (cu != nullptr) {
     if (off.num_seqs < 1)
       throw InvalidArgument("cu_seqlens", "device-only offsets need DeviceOffsets::num_seqs >= 1, got " +
                                               str(off.num_seqs));
@@ -56,10 +63,11 @@ Effective effective(const Params& params, const DeviceOffsets& off, Pass pass) {
     e.params.cu_seqlens[0] = 0;
     e.varlen = e.device_only = true;
   } else if (off.num_seqs != 0) {
-    throw InvalidArgument("cu_seqlens", "DeviceOffsets::num_seqs is set but DeviceOffsets::cu_seqlens is null");
+    throw InvalidArgument("cu_seqlens", "DeviceOffsets::num_seqs is set but no device offsets are given");
   }
-  if (e.varlen && reinterpret_cast<std::uintptr_t>(off.cu_seqlens) % alignof(std::int64_t) != 0)
-    throw InvalidArgument("cu_seqlens", "device offsets must be int64 and 8-byte aligned");
+  const std::uintptr_t align = off.cu_seqlens32 ? alignof(std::int32_t) : alignof(std::int64_t);
+  if (e.varlen && reinterpret_cast<std::uintptr_t>(cu) % align != 0)
+    throw InvalidArgument("cu_seqlens", "device offsets must be aligned to their element size");
   e.params.validate(pass, Backend::gpu);
   e.N = e.params.num_seqs();
   return e;
@@ -83,7 +91,8 @@ Problem sizes(const Effective& e, const DeviceOffsets& off) {
   p.delta = P.delta ? 1 : 0;
   p.gate = P.gate == Gate::none ? kGateNone : P.gate == Gate::per_token ? kGatePerToken : kGatePerHead;
   p.varlen = e.varlen ? 1 : 0;
-  p.cu = e.varlen ? off.cu_seqlens : nullptr;
+  p.cu = e.varlen ? offsets_ptr(off) : nullptr;
+  p.cu32 = e.varlen && off.cu_seqlens32 != nullptr ? 1 : 0;
   // Launch limits: value heads and V slices ride in grid y/z (< 65536), chunks and sequences in x (< 2^31).
   if (p.HV > 65535) throw InvalidArgument("HV", "at most 65535 value heads, got " + str(p.HV));
   constexpr std::int64_t kMaxX = std::numeric_limits<std::int32_t>::max();

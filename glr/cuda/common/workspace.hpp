@@ -31,6 +31,7 @@ struct WorkspacePlan {
     take(w.status, 1);
     take(w.chunk_off, p.N + 1);
     take(w.G, rows * HV);
+    take(w.Gr, rows * HV);
     if (p.delta) {
       take(w.A, mc * HV * C * C);
       take(w.W, rows * HV * K);

@@ -34,12 +34,12 @@ struct ChunkTable {
     const Problem& p = a.p;
     Smem s(smem);
     const std::int64_t N = p.N;
-    const std::int64_t* cu = p.cu;
+    auto cu = [&](std::int64_t i) { return cu_at(p, i); };
     blk.each([&](int tid) {
       int bad = 0;
       for (std::int64_t i = tid; i < N; i += kThreads)
-        if (cu[i + 1] < cu[i]) bad = 1;
-      if (tid == 0 && (cu[0] != 0 || cu[N] != p.T)) bad = 1;
+        if (cu(i + 1) < cu(i)) bad = 1;
+      if (tid == 0 && (cu(0) != 0 || cu(N) != p.T)) bad = 1;
       s.bad[tid] = bad;
     });
     blk.each([&](int tid) {
@@ -53,7 +53,7 @@ struct ChunkTable {
 
     // Each thread owns one contiguous segment of sequences, so the prefix sum is a fixed-order scan.
     const std::int64_t seg = (N + kThreads - 1) / kThreads;
-    auto chunks_of = [&](std::int64_t i) { return (cu[i + 1] - cu[i] + kChunk - 1) / kChunk; };
+    auto chunks_of = [&](std::int64_t i) { return (cu(i + 1) - cu(i) + kChunk - 1) / kChunk; };
     blk.each([&](int tid) {
       std::int64_t sum = 0;
       const std::int64_t lo = tid * seg, hi = min_of<std::int64_t>(N, lo + seg);

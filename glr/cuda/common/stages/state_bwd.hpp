@@ -3,7 +3,7 @@
 // the chunk (dht, or zero, at the end of the sequence):
 //
 //     store dS                                           (for dq/dk/dw/dg)
-//     dV_new = dU_local + (K . e^{G_L - G}) dS          (dU in DESIGN.md)
+//     dV_new = dU_local + (K . e^{Gr_L - Gr}) dS        (dU in DESIGN.md)
 //     dS <- e^{G_L} dS + scale (Q . e^G)^T dO - W^T dV_new      (no W term without the delta rule)
 //
 // What is left in dS at the start of the sequence is dh0.
@@ -26,7 +26,7 @@ struct StateBwd {
   struct Smem {
     Acc* dS;   // (K, Vt)
     Acc* Qe;   // (C, K)  scale q_j e^{G_j}
-    Acc* Kd;   // (C, K)  k_j e^{G_L - G_j}
+    Acc* Kd;   // (C, K)  k_j e^{Gr_L - Gr_j}
     Acc* Wc;   // (C, K)
     Acc* dO;   // (C, Vt)
     Acc* dD;   // (C, Vt) dU_local, then dV_new
@@ -64,7 +64,7 @@ struct StateBwd {
     for (std::int64_t ic = sq.nchunks - 1; ic >= 0; --ic) {
       const std::int64_t c = sq.c0 + ic, t0 = sq.t0(ic), row0 = sq.b * p.T + t0;
       const int len = sq.len(ic);
-      const Acc GL = w.G[(row0 + len - 1) * p.HV + hv];
+      const Acc GL = w.G[(row0 + len - 1) * p.HV + hv], GrL = w.Gr[(row0 + len - 1) * p.HV + hv];
       blk.each([&](int tid) {
         Acc* dSg = w.dS + (c * p.HV + hv) * K * V;
         for (int e = tid; e < K * Vt; e += kThreads) {
@@ -75,8 +75,9 @@ struct StateBwd {
           const RC x = split(e, K);  // (j, d)
           const bool in = x.r < len;
           const Acc Gj = in ? w.G[(row0 + x.r) * p.HV + hv] : Acc(0);
+          const Acc Grj = in ? w.Gr[(row0 + x.r) * p.HV + hv] : Acc(0);
           s.Qe[e] = in ? scale * p.q.load<Acc>(p.q.at(sq.b, t0 + x.r, h, x.c)) * ex(Gj) : Acc(0);
-          s.Kd[e] = in ? p.k.load<Acc>(p.k.at(sq.b, t0 + x.r, h, x.c)) * ex(GL - Gj) : Acc(0);
+          s.Kd[e] = in ? p.k.load<Acc>(p.k.at(sq.b, t0 + x.r, h, x.c)) * ex(GrL - Grj) : Acc(0);
           if (p.delta) s.Wc[e] = in ? w.W[((row0 + x.r) * p.HV + hv) * K + x.c] : Acc(0);
         }
         for (int e = tid; e < C * Vt; e += kThreads) {

@@ -3,7 +3,7 @@
 //
 //     store S_c                          (the state entering chunk c, for the output and the backward)
 //     V_new = U - W S_c                  (delta members; otherwise V_new = V)
-//     S_{c+1} = e^{G_L} S_c + (K . e^{G_L - G})^T V_new      G_L = G of the chunk's last token
+//     S_{c+1} = e^{G_L} S_c + (K . e^{Gr_L - Gr})^T V_new     G_L = G of the chunk's last token
 //
 // The final state goes to ht; a sequence with no tokens passes h0 (or zero) straight through.
 #pragma once
@@ -25,7 +25,7 @@ struct StateFwd {
   struct Smem {
     Acc* S;   // (K, Vt) the running state slice
     Acc* Wc;  // (C, K)  W of the chunk
-    Acc* Kd;  // (C, K)  k_j e^{G_L - G_j}
+    Acc* Kd;  // (C, K)  k_j e^{Gr_L - Gr_j}
     Acc* Uc;  // (C, Vt) U (or V) slice
     Acc* Dc;  // (C, Vt) V_new slice
     std::size_t bytes;
@@ -60,7 +60,7 @@ struct StateFwd {
     for (std::int64_t ic = 0; ic < sq.nchunks; ++ic) {
       const std::int64_t c = sq.c0 + ic, t0 = sq.t0(ic), row0 = sq.b * p.T + t0;
       const int len = sq.len(ic);
-      const Acc GL = w.G[(row0 + len - 1) * p.HV + hv];
+      const Acc GL = w.G[(row0 + len - 1) * p.HV + hv], GrL = w.Gr[(row0 + len - 1) * p.HV + hv];
       blk.each([&](int tid) {
         Acc* Sg = w.S + (c * p.HV + hv) * K * V;
         for (int e = tid; e < K * Vt; e += kThreads) {
@@ -70,8 +70,8 @@ struct StateFwd {
         for (int e = tid; e < C * K; e += kThreads) {
           const RC x = split(e, K);  // (j, d)
           const bool in = x.r < len;
-          const Acc Gj = in ? w.G[(row0 + x.r) * p.HV + hv] : Acc(0);
-          s.Kd[e] = in ? p.k.load<Acc>(p.k.at(sq.b, t0 + x.r, h, x.c)) * ex(GL - Gj) : Acc(0);
+          const Acc Grj = in ? w.Gr[(row0 + x.r) * p.HV + hv] : Acc(0);
+          s.Kd[e] = in ? p.k.load<Acc>(p.k.at(sq.b, t0 + x.r, h, x.c)) * ex(GrL - Grj) : Acc(0);
           if (p.delta) s.Wc[e] = in ? w.W[((row0 + x.r) * p.HV + hv) * K + x.c] : Acc(0);
         }
         for (int e = tid; e < C * Vt; e += kThreads) {

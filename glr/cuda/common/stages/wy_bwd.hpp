@@ -4,7 +4,7 @@
 //
 //     X = A^T dW,  Y = A^T dU                         gradients of diag(beta e^G) K and diag(beta) V
 //     dA = dW (diag(beta e^G) K)^T + dU (diag(beta) V)^T
-//     dL = -A^T dA A^T, kept strictly lower;  F = dL . Gamma;  Z = F . (K K^T)
+//     dL = -A^T dA A^T, kept strictly lower;  F = dL . Gamma;  Z = F . (K K^T)   Gamma_ij = e^{Gr_i - Gr_j}
 //     dv_j    = beta_j Y_j
 //     dk_j   += beta_j e^{G_j} X_j + sum_i E_ji k_i + sum_i E_ij k_i,        E_ij = beta_i F_ij
 //     dbeta_j = e^{G_j} k_j . X_j + v_j . Y_j + sum_i Z_ji
@@ -37,6 +37,7 @@ struct WyBwd {
     Acc* T2;  // (C, C) dA A^T, then F
     Acc* b;   // (C)
     Acc* G;   // (C)
+    Acc* Gr;  // (C)
     Acc* bG;  // (C)
     Acc* kx;  // (C) k_j . X_j
     std::size_t bytes;
@@ -52,6 +53,7 @@ struct WyBwd {
       T2 = c.take<Acc>(C * C);
       b = c.take<Acc>(C);
       G = c.take<Acc>(C);
+      Gr = c.take<Acc>(C);
       bG = c.take<Acc>(C);
       kx = c.take<Acc>(C);
       bytes = c.bytes();
@@ -97,6 +99,7 @@ struct WyBwd {
       for (int i = tid; i < C; i += kThreads) {
         const bool in = i < len;
         s.G[i] = in ? w.G[tok(i)] : Acc(0);
+        s.Gr[i] = in ? w.Gr[tok(i)] : Acc(0);
         s.b[i] = in ? p.beta.load<Acc>(p.beta.at(ci.b, ci.t0 + i, hv, 0)) : Acc(0);
         s.bG[i] = s.b[i] * ex(s.G[i]);
       }
@@ -155,7 +158,7 @@ struct WyBwd {
     blk.each([&](int tid) {
       for (int e = tid; e < C * C; e += kThreads) {
         const RC x = split(e, C);
-        s.T2[e] = (x.c < x.r && x.r < len) ? s.T1[e] * ex(s.G[x.r] - s.G[x.c]) : Acc(0);
+        s.T2[e] = (x.c < x.r && x.r < len) ? s.T1[e] * ex(s.Gr[x.r] - s.Gr[x.c]) : Acc(0);
       }
     });
     // T1 = F . (K K^T)  (beta_i T1_ij = dL_ij L_ij)

@@ -1,6 +1,6 @@
 // Stage 2 (delta members): per chunk and value head, the WY representation of the chunk's delta updates.
 //
-//     L = strictly_lower(diag(beta) (K K^T . Gamma)),   Gamma_ij = exp(G_i - G_j)
+//     L = strictly_lower(diag(beta) (K K^T . Gamma)),   Gamma_ij = exp(Gr_i - Gr_j)  (cumsum.hpp)
 //     A = (I + L)^-1                    forward substitution, one column per thread
 //     W = A diag(beta e^G) K,   U = A diag(beta) V
 //
@@ -24,6 +24,7 @@ struct WyFwd {
     Acc* k;   // (C, K)
     Acc* v;   // (C, V)
     Acc* G;   // (C)
+    Acc* Gr;  // (C)
     Acc* b;   // (C) beta
     Acc* bG;  // (C) beta e^G
     Acc* L;   // (C, C)
@@ -34,6 +35,7 @@ struct WyFwd {
       k = c.take<Acc>(C * K);
       v = c.take<Acc>(C * V);
       G = c.take<Acc>(C);
+      Gr = c.take<Acc>(C);
       b = c.take<Acc>(C);
       bG = c.take<Acc>(C);
       L = c.take<Acc>(C * C);
@@ -64,6 +66,7 @@ struct WyFwd {
       }
       for (int i = tid; i < C; i += kThreads) {
         s.G[i] = i < len ? w.G[(ci.row0 + i) * p.HV + hv] : Acc(0);
+        s.Gr[i] = i < len ? w.Gr[(ci.row0 + i) * p.HV + hv] : Acc(0);
         s.b[i] = i < len ? p.beta.load<Acc>(p.beta.at(ci.b, ci.t0 + i, hv, 0)) : Acc(0);
       }
     });
@@ -75,7 +78,7 @@ struct WyFwd {
         if (x.c < x.r && x.r < len) {
           Acc dot = Acc(0);
           for (int d = 0; d < K; ++d) dot += s.k[x.r * K + d] * s.k[x.c * K + d];
-          l = s.b[x.r] * ex(s.G[x.r] - s.G[x.c]) * dot;
+          l = s.b[x.r] * ex(s.Gr[x.r] - s.Gr[x.c]) * dot;
         }
         s.L[e] = l;
       }
