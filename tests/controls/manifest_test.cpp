@@ -85,6 +85,15 @@ TEST(Manifest, RejectsWhatCannotBeJudged) {
   expect_rejected("[[control]\n", "manifest.toml:1");
 }
 
+TEST(Manifest, MissingFileIsNamed) {
+  try {
+    load_manifest("/nonexistent/kgate/manifest.toml");
+    ADD_FAILURE() << "a missing manifest was accepted";
+  } catch (const ManifestError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kgate/manifest.toml: no such manifest file"), std::string::npos) << e.what();
+  }
+}
+
 // The shipped manifest, as the build lays it out.
 class Shipped : public ::testing::Test {
  protected:

@@ -66,6 +66,8 @@ int CellCounts::total() const {
 }
 
 std::vector<ControlEntry> load_manifest(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw ManifestError(fmt::format("{}: no such manifest file", path));
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -291,7 +293,8 @@ int run_matrix_command(const MatrixOptions& options) {
   try {
     controls = load_manifest(path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kgate matrix: %s\n", e.what());
+    std::fprintf(stderr, "kgate matrix: %s%s\n", e.what(),
+                 options.manifest.empty() ? " (build the controls first, or pass --manifest)" : "");
     return 2;
   }
   if (!options.controls.empty()) {
