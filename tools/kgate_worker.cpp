@@ -3,9 +3,7 @@
 #include "worker/worker_main.hpp"
 
 #ifdef KGATE_HAVE_CUDA
-namespace kgate {
-std::unique_ptr<DeviceBackend> make_cuda_backend(const TargetOptions& options);  // src/kgate/backend/cuda
-}
+#include "backend/cuda/cuda_backend.hpp"
 #endif
 
 int main(int argc, char** argv) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <linux/landlock.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,7 +23,7 @@ namespace {
 std::string fixture(const char* name) { return std::string(KGATE_FIXTURES) + "/" + name + ".so"; }
 
 enum Mode { ok = 0, segfault = 1, abort_ = 2, loop = 3, flood = 4, refuse = 5, exit3 = 6, fork_crash = 7,
-            forge = 8, inspect = 9, say_and_abort = 10, error = 11, overrun = 12 };
+            forge = 8, inspect = 9, say_and_abort = 10, error = 11, overrun = 12, tamper = 13 };
 
 TargetOptions quick() {
   TargetOptions o;
@@ -193,6 +195,23 @@ TEST(WorkerStart, BareDirectoryAndNoInheritedDescriptors) {
   }
   ::close(leaked);
   EXPECT_FALSE(std::filesystem::exists(dir)) << "the worker's directory outlived it";
+}
+
+bool landlock_available() {
+  return syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION) >= 1;
+}
+
+// The candidate may read anything, but it cannot change what judges it: no file outside its own
+// directory can be created, even beside its own library.
+TEST_F(Worker, CannotWriteOutsideItsDirectory) {
+  if (!landlock_available()) GTEST_SKIP() << "this kernel has no Landlock; the worker runs without the sandbox";
+  const std::string planted = std::string(KGATE_FIXTURES) + "/tampered-by-candidate";
+  std::remove(planted.c_str());
+  const CallResult r = run(tamper, 4);
+  ASSERT_EQ(r.outcome, CallOutcome::completed) << r.detail;
+  EXPECT_EQ(r.results[0].message, "Permission denied");
+  EXPECT_FALSE(std::filesystem::exists(planted));
+  std::remove(planted.c_str());
 }
 
 TEST(WorkerStart, ConstructorCrashIsALoadCrash) {

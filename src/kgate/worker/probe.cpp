@@ -10,13 +10,16 @@
 namespace kgate {
 
 std::vector<std::string> worker_args(const char* mode, const EntrySpec& spec, const TargetOptions& o) {
-  return {mode,
+  std::vector<std::string> args = {mode,
           "--library", std::filesystem::absolute(spec.library).string(),
           "--symbol", spec.symbol,
           "--guard-seed", std::to_string(o.guard_seed),
           "--guard-bytes", std::to_string(o.guard_bytes),
           "--timeout", fmt::format("{}", o.timeout_seconds),
           "--output-limit", std::to_string(o.output_limit)};
+  // A wrapper such as compute-sanitizer keeps its own state in files the worker's process writes.
+  if (!o.launch_prefix.empty()) args.push_back("--no-sandbox");
+  return args;
 }
 
 DLDeviceType await_hello(WorkerProcess& worker, const EntrySpec& spec, double timeout_seconds) {

@@ -11,13 +11,17 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <string_view>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "worker/arena.hpp"
 #include "worker/protocol.hpp"
+#include "worker/sandbox.hpp"
 
 namespace kgate {
 namespace {
@@ -97,6 +101,7 @@ struct Args {
   std::string mode;
   EntrySpec spec;
   TargetOptions options;
+  bool sandbox = true;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -104,8 +109,15 @@ Args parse_args(int argc, char** argv) {
   if (argc < 2) throw LoadError("kgate-worker: expected serve or probe");
   a.mode = argv[1];
   if (a.mode != "serve" && a.mode != "probe") throw LoadError("kgate-worker: unknown mode " + a.mode);
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
+  for (int i = 2; i < argc; i += 2) {
+    const std::string key = argv[i];
+    if (key == "--no-sandbox") {
+      a.sandbox = false;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) throw LoadError("kgate-worker: " + key + " needs a value");
+    const std::string value = argv[i + 1];
     if (key == "--library") a.spec.library = value;
     else if (key == "--symbol") a.spec.symbol = value;
     else if (key == "--guard-seed") a.options.guard_seed = std::stoull(value);
@@ -235,6 +247,19 @@ int run_worker(int argc, char** argv, const BackendFactory& make_backend) {
     args = parse_args(argc, argv);
   } catch (const std::exception& e) {
     return refuse(e.what());
+  }
+  if (args.sandbox && !std::getenv("KGATE_NO_SANDBOX")) {
+    // Writable: this worker's own directory, and /dev (null, shm, GPU device nodes); a site can add
+    // more (a CUDA cache directory) through KGATE_WORKER_WRITABLE=dir:dir.
+    std::vector<std::string> writable = {std::filesystem::current_path().string(), "/dev"};
+    if (const char* extra = std::getenv("KGATE_WORKER_WRITABLE")) {
+      for (std::string_view rest = extra; !rest.empty();) {
+        const std::size_t colon = rest.find(':');
+        if (colon != 0) writable.emplace_back(rest.substr(0, colon));
+        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+      }
+    }
+    restrict_writes(writable);  // where Landlock is missing the worker is still isolated, only less so
   }
   std::unique_ptr<DeviceBackend> backend;
   LoadedEntry loaded;
