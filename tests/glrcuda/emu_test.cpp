@@ -161,7 +161,7 @@ TEST(EmuFloat, MeetsTheStatedBounds) {
       }
 }
 
-// Device-only offsets (no host copy in Params): same bits as with the host copy when valid.
+// Device-only offsets (no host copy in Params), int64 and int32: same bits as with the host copy.
 TEST(DeviceOffsets, ValidOffsetsGiveTheSameResults) {
   const Shape s = emulation_shapes()[2];
   const Case c = make_case(Member::gated_deltanet, s, {}, {}, test_seed(5));
@@ -169,18 +169,24 @@ TEST(DeviceOffsets, ValidOffsetsGiveTheSameResults) {
   device_only.cu_seqlens.clear();
   const std::vector<std::int64_t> cu = s.cu_seqlens;
   const cuda::DeviceOffsets off{cu.data(), static_cast<std::int64_t>(cu.size()) - 1};
-  for (bool backward : {false, true}) {
-    CallTensors a = make_call(c), b = make_call(c);
-    if (!backward) {
-      cuda::emulate_forward<float>(c.call, a.forward());
-      cuda::emulate_forward<float>(device_only, b.forward(), {}, &off);
-    } else {
-      cuda::emulate_backward<float>(c.call, a.backward());
-      cuda::emulate_backward<float>(device_only, b.backward(), {}, &off);
+  const std::vector<std::int32_t> cu32(cu.begin(), cu.end());
+  cuda::DeviceOffsets off32;
+  off32.cu_seqlens32 = cu32.data();
+  off32.num_seqs = off.num_seqs;
+  for (bool backward : {false, true})
+    for (const cuda::DeviceOffsets* o : std::vector<const cuda::DeviceOffsets*>{&off, &off32}) {
+      CallTensors a = make_call(c), b = make_call(c);
+      if (!backward) {
+        cuda::emulate_forward<float>(c.call, a.forward());
+        cuda::emulate_forward<float>(device_only, b.forward(), {}, o);
+      } else {
+        cuda::emulate_backward<float>(c.call, a.backward());
+        cuda::emulate_backward<float>(device_only, b.backward(), {}, o);
+      }
+      const Results ra = a.read(backward), rb = b.read(backward);
+      for (const Named& n : outputs(ra, rb, backward))
+        EXPECT_EQ(*n.got, *n.ref) << n.name << (o == &off32 ? " (int32 offsets)" : " (int64 offsets)");
     }
-    const Results ra = a.read(backward), rb = b.read(backward);
-    for (const Named& n : outputs(ra, rb, backward)) EXPECT_EQ(*n.got, *n.ref) << n.name;
-  }
 }
 
 TEST(DeviceOffsets, InvalidOffsetsSetTheStatusAndPoisonEveryOutput) {

@@ -20,6 +20,7 @@
 #include "common/workspace.hpp"
 #include "device.hpp"
 #include "glr/glr_cuda.hpp"
+#include "kgate_call.hpp"
 #include "shapes.hpp"
 
 namespace glr::cudatest {
@@ -216,6 +217,35 @@ TEST_F(Gpu, StreamOrderedWorkspace) {
   cuda::backward(c.call, call.backward(), call.offsets, stream_);
   call.download(true, stream_);
   EXPECT_EQ(call.output_bytes(true), ref.bytes);
+}
+
+// The kgate entry libraries (what `kgate verify` loads) give the bits of the C++ API.
+TEST_F(Gpu, KgateEntryPointsMatchTheApi) {
+  for (const char* lib : {"glr_cuda_kgate_fwd.so", "glr_cuda_kgate_bwd.so"}) {
+    const bool backward = std::string(lib).find("bwd") != std::string::npos;
+    const std::string path = find_library(lib);
+    if (path.empty()) GTEST_SKIP() << lib << " not found (set GLRCUDA_LIB_DIR)";
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    auto version = reinterpret_cast<kgate_abi_version_fn>(dlsym(h, "kgate_abi_version"));
+    auto device = reinterpret_cast<kgate_device_fn>(dlsym(h, "kgate_device"));
+    auto run = reinterpret_cast<kgate_entry_fn>(dlsym(h, "kgate_run"));
+    ASSERT_TRUE(version && device && run) << path;
+    EXPECT_EQ(version(), KGATE_ABI_VERSION);
+    EXPECT_EQ(device(), kDLCUDA);
+    for (Member m : {Member::gated_deltanet, Member::retnet, Member::linear_attention})
+      for (const Shape& s : {gpu_shapes()[0], gpu_shapes()[2]}) {
+        const Case c = make_case(m, s, {DType::bf16}, {true, true}, test_seed(903));
+        const GpuRun ref = run_gpu(c, backward, stream_, false);
+        DeviceCall d(c, stream_);
+        KgateCall kc(c, d, backward);
+        kgate_call call = kc.call(stream_);
+        EXPECT_EQ(run(&call), KGATE_OK) << kc.message();
+        d.download(backward, stream_);
+        EXPECT_EQ(d.output_bytes(backward), ref.bytes) << lib << " " << c.describe();
+      }
+    dlclose(h);
+  }
 }
 
 }  // namespace

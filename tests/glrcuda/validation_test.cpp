@@ -2,9 +2,13 @@
 // checks are the host-side setup the GPU entry points run, exercised here through the emulator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <utility>
 
 #include "case.hpp"
+#include "common/pipeline.hpp"
 #include "shapes.hpp"
 
 namespace glr::cudatest {
@@ -112,6 +116,42 @@ TEST(Validation, OverlappingOutput) {
   p.strides.o.head = 0;  // every value head written to the same place
   CallTensors t = make_call(c);
   expect_refused([&] { cuda::emulate_forward<float>(p, t.forward(), kStrict); }, "strides.o", "overlap");
+}
+
+}  // namespace
+}  // namespace glr::cudatest
+
+namespace glr::cudatest {
+namespace {
+
+// Every stage's shared memory fits one Hopper block (227 KB opt-in), for every head-dim pair the kernels
+// compile; the table is the one the report quotes.
+template <int K, int V>
+void smem_rows(std::size_t& worst) {
+  using A = float;
+  const std::pair<const char*, std::size_t> rows[] = {
+      {cuda::WyFwd<A, K, V>::kName, cuda::WyFwd<A, K, V>::smem_bytes()},
+      {cuda::StateFwd<A, K, V>::kName, cuda::StateFwd<A, K, V>::smem_bytes()},
+      {cuda::OutputFwd<A, K, V>::kName, cuda::OutputFwd<A, K, V>::smem_bytes()},
+      {cuda::DvLocal<A, K, V>::kName, cuda::DvLocal<A, K, V>::smem_bytes()},
+      {cuda::StateBwd<A, K, V>::kName, cuda::StateBwd<A, K, V>::smem_bytes()},
+      {cuda::Dqkwg<A, K, V>::kName, cuda::Dqkwg<A, K, V>::smem_bytes()},
+      {cuda::WyBwd<A, K, V>::kName, cuda::WyBwd<A, K, V>::smem_bytes()},
+  };
+  for (const auto& [name, bytes] : rows) {
+    std::printf("  K=%-3d V=%-3d %-10s %7zu bytes\n", K, V, name, bytes);
+    EXPECT_LE(bytes, 232448u) << name << " K=" << K << " V=" << V;
+    worst = std::max(worst, bytes);
+  }
+}
+
+TEST(Smem, EveryStageFitsOneHopperBlock) {
+  std::size_t worst = 0;
+  smem_rows<64, 64>(worst);
+  smem_rows<64, 128>(worst);
+  smem_rows<128, 64>(worst);
+  smem_rows<128, 128>(worst);
+  std::printf("  largest: %zu bytes of 232448\n", worst);
 }
 
 }  // namespace

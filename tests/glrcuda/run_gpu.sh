@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with build-glrcuda/carry (tests/glrcuda/make_carry.sh)
+# and .whl carried:
+#
+#     bash tests/glrcuda/run_gpu.sh [tests] [kgate] [bench]      (default: all three)
+#
+# tests: the gpu-labelled tests (error table against the float64 oracle, determinism, device-only
+#        offsets, per-stage diffs, the kgate entry points); kgate: `kgate verify` of every contract in
+#        glr/contracts/cuda against the kernels, with the CPU reference's float64 oracle; bench: the
+#        side-by-side benchmark against flash-linear-attention. Full logs go to $OUT (or /tmp/glrcuda-out);
+#        a short summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+carry=${CARRY:-build-glrcuda/carry}
+out=${OUT:-/tmp/glrcuda-out}
+mkdir -p "$out"
+export GLRCUDA_LIB_DIR=$PWD/$carry/lib
+phases=${*:-tests kgate bench}
+summary=$out/summary.txt
+: > "$summary"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')  $(date -u +%Y-%m-%dT%H:%MZ)" | tee -a "$summary"
+
+if [[ " $phases " == *" tests "* ]]; then
+  start=$SECONDS
+  "$carry/bin/glrcuda_gpu_tests" --gtest_color=no > "$out/gpu_tests.log" 2>&1
+  rc=$?
+  {
+    echo "== gpu tests: exit $rc ($((SECONDS - start)) s); full log and error table: gpu_tests.log"
+    sed -n '/^\[==========\] .* ran/,$p' "$out/gpu_tests.log" | grep -vE "^ *$|YOU HAVE"
+    grep -E "^bitwise determinism" "$out/gpu_tests.log"
+    # the error table: the worst ratio to its bound per output, and every failing row
+    grep -E "^\| (o|ht|dq|dk|dv|dg|dbeta|dh0) \|" "$out/gpu_tests.log" |
+      awk -F'|' '{r=$6/$7; o=$2; if (r>w[o]) {w[o]=r; at[o]=$3"/"$4"/"$5}} $8 ~ /FAIL/ {print "FAIL:" $0}
+                 END {for (o in w) printf "  worst %-6s err/bound %.3f at %s\n", o, w[o], at[o]}'
+    grep -E "^  stages of|^    [A-Za-z_+]+ +[0-9.e+-]+$" "$out/gpu_tests.log" | head -40
+  } | tee -a "$summary"
+fi
+
+if [[ " $phases " == *" kgate "* ]]; then
+  echo "== kgate verify (seed ${KGATE_SEED:-1}); logs: kgate_*.log" | tee -a "$summary"
+  for c in glr/contracts/cuda/*.toml; do
+    name=$(basename "$c" .toml)
+    pass=fwd
+    [[ $name == *_bwd ]] && pass=bwd
+    "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so" \
+      --oracle "$carry/lib/libglr_kgate_$pass.so" --seed "${KGATE_SEED:-1}" --json "$out/kgate_$name.json" \
+      > "$out/kgate_$name.log" 2>&1
+    rc=$?
+    bad=$(sed -n '/^gate/,/^result/p' "$out/kgate_$name.log" | awk 'NR>1 && $2!="PASS" && $1!="result:" && NF>1 {printf "%s=%s ", $1, $2}')
+    if ! grep -q "^gate " "$out/kgate_$name.log"; then bad=$(grep -m1 -iE "error" "$out/kgate_$name.log" | cut -c1-150); fi
+    printf "  %-28s exit %d  %s\n" "$name" "$rc" "${bad:-all PASS}" | tee -a "$summary"
+  done
+fi
+
+if [[ " $phases " == *" bench "* ]]; then
+  start=$SECONDS
+  python3 bench/glr/bench_glr.py --lib "$carry/lib/libglr_cuda_capi.so" --wheels .whl > "$out/bench.log" 2>&1
+  rc=$?
+  { echo "== bench: exit $rc ($((SECONDS - start)) s); log: bench.log"; grep -E "^#|^\|" "$out/bench.log"; tail -3 "$out/bench.log" | grep -iE "error|Traceback" ; } | tee -a "$summary"
+fi
+echo "== summary in $summary"
