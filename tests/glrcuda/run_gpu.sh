@@ -2,12 +2,13 @@
 # On the GPU machine, from the repository root, with build-glrcuda/carry (tests/glrcuda/make_carry.sh)
 # and .whl carried:
 #
-#     bash tests/glrcuda/run_gpu.sh [tests] [kgate] [bench]      (default: all three)
+#     bash tests/glrcuda/run_gpu.sh [tests] [kgate] [bench] [sass]   (default: tests kgate bench)
 #
 # tests: the gpu-labelled tests (error table against the float64 oracle, determinism, device-only
 #        offsets, per-stage diffs, the kgate entry points); kgate: `kgate verify` of every contract in
 #        glr/contracts/cuda against the kernels, with the CPU reference's float64 oracle; bench: the
-#        side-by-side benchmark against flash-linear-attention. Full logs go to $OUT (or /tmp/glrcuda-out);
+#        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
+#        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);
 #        a short summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,5 +59,14 @@ if [[ " $phases " == *" bench "* ]]; then
   python3 bench/glr/bench_glr.py --lib "$carry/lib/libglr_cuda_capi.so" --wheels .whl > "$out/bench.log" 2>&1
   rc=$?
   { echo "== bench: exit $rc ($((SECONDS - start)) s); log: bench.log"; grep -E "^#|^\|" "$out/bench.log"; tail -3 "$out/bench.log" | grep -iE "error|Traceback" ; } | tee -a "$summary"
+fi
+if [[ " $phases " == *" sass "* ]]; then
+  # The disassembly (cuobjdump is on the GPU image, not on the build machine): per kernel, local-memory
+  # instructions (LDL/STL: spills or stack arrays), barriers and any matrix instruction.
+  cuobjdump -sass "$carry/lib/libglr_cuda_capi.so" > "$out/sass.txt" 2>&1
+  echo "== sass (sass.txt): kernel, LDL+STL, BAR, HMMA/HGMMA" | tee -a "$summary"
+  awk '/Function :/ {f=$3; n[f]=0} /LDL|STL/ {l[f]++} /BAR/ {b[f]++} /HMMA|HGMMA/ {m[f]++}
+       END {for (k in n) printf "  %-70s %4d %4d %4d\n", substr(k, 1, 70), l[k], b[k], m[k]}' "$out/sass.txt" |
+    sort | tee -a "$summary"
 fi
 echo "== summary in $summary"
