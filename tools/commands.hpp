@@ -23,6 +23,7 @@ struct VerifyArgs {
   std::optional<double> timeout;       // seconds per call; none: the contract's [limits] timeout
   double tolerance_scale = 1.0;
   bool shrink = true;
+  double memory_limit_mb = 0;          // per worker process; 0: none
 };
 int run_verify(const VerifyArgs& args);
 

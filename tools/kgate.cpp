@@ -38,6 +38,8 @@ int main_or_throw(int argc, char** argv) {
   verify->add_option("--json", v.json, "write the JSON report here, rewritten after every gate");
   verify->add_option("--timeout", v.timeout, "seconds per candidate call (default: the contract's [limits] timeout)");
   verify->add_option("--tolerance-scale", v.tolerance_scale, "multiply every tolerance by this (default 1)");
+  verify->add_option("--memory-limit", v.memory_limit_mb,
+                     "megabytes of host memory each worker process may allocate (default: no limit)");
   bool no_shrink = false;
   verify->add_flag("--no-shrink", no_shrink, "report a failing case as found, without shrinking it");
 

@@ -102,6 +102,9 @@ int verify_or_throw(const VerifyArgs& a) {
   TargetOptions options;
   options.timeout_seconds = timeout;
   options.guard_seed = Stream(seed).child("guards").key();  // guards the candidate cannot predict
+  if (!(a.memory_limit_mb >= 0) || !std::isfinite(a.memory_limit_mb))
+    throw BadInput{fmt::format("--memory-limit must be a number of megabytes, got {}", a.memory_limit_mb)};
+  options.memory_limit_bytes = static_cast<std::size_t>(a.memory_limit_mb * 1048576.0);
 
   Report report;
   report.contract = contract.path;

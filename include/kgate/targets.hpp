@@ -63,6 +63,9 @@ struct TargetOptions {
   // A command the worker runs under, its first word an absolute path: {"/usr/local/cuda/bin/compute-sanitizer",
   // "--tool", "memcheck", "--log-file", "/tmp/x.log"} (the bounds gate's sanitizer pass). Empty: run directly.
   std::vector<std::string> launch_prefix;
+  // Bytes of private writable memory the worker may map (RLIMIT_DATA, set before the library loads); a
+  // candidate that wants more sees its allocations fail. 0: no limit. Device memory is not counted.
+  std::size_t memory_limit_bytes = 0;
 };
 
 // Runs the entry in a child process (a fresh `kgate worker`), on the device the library names.

@@ -23,7 +23,7 @@ namespace {
 std::string fixture(const char* name) { return std::string(KGATE_FIXTURES) + "/" + name + ".so"; }
 
 enum Mode { ok = 0, segfault = 1, abort_ = 2, loop = 3, flood = 4, refuse = 5, exit3 = 6, fork_crash = 7,
-            forge = 8, inspect = 9, say_and_abort = 10, error = 11, overrun = 12, tamper = 13 };
+            forge = 8, inspect = 9, say_and_abort = 10, error = 11, overrun = 12, tamper = 13, hog = 14 };
 
 TargetOptions quick() {
   TargetOptions o;
@@ -212,6 +212,26 @@ TEST_F(Worker, CannotWriteOutsideItsDirectory) {
   EXPECT_EQ(r.results[0].message, "Permission denied");
   EXPECT_FALSE(std::filesystem::exists(planted));
   std::remove(planted.c_str());
+}
+
+TEST(WorkerStart, MemoryLimitStopsAHog) {
+  TargetOptions o = quick();
+  o.memory_limit_bytes = std::size_t(256) << 20;
+  auto t = make_worker_target({fixture("fx_behave"), "kgate_run"}, o);
+  auto hog_call = [&](double megabytes) {
+    const BufferId in = t->alloc(4), out = t->alloc(4);
+    CallRequest req;
+    req.invocations.push_back({{{in, Layout::dense(DType::f32, {1})}}, {{out, Layout::dense(DType::f32, {1})}},
+                               {{"mode", static_cast<double>(hog)}, {"megabytes", megabytes}}});
+    return t->call(req);
+  };
+  const CallResult big = hog_call(1024);
+  ASSERT_EQ(big.outcome, CallOutcome::completed) << big.detail;
+  EXPECT_EQ(big.results[0].status, KGATE_ERROR);
+  EXPECT_EQ(big.results[0].message, "allocation failed");
+  const CallResult small = hog_call(16);
+  ASSERT_EQ(small.outcome, CallOutcome::completed) << small.detail;
+  EXPECT_EQ(small.results[0].status, KGATE_OK) << small.results[0].message;
 }
 
 TEST(WorkerStart, ConstructorCrashIsALoadCrash) {

@@ -124,6 +124,7 @@ Args parse_args(int argc, char** argv) {
     else if (key == "--guard-bytes") a.options.guard_bytes = std::stoull(value);
     else if (key == "--timeout") a.options.timeout_seconds = std::stod(value);
     else if (key == "--output-limit") a.options.output_limit = std::stoull(value);
+    else if (key == "--memory-limit") a.options.memory_limit_bytes = std::stoull(value);
     else throw LoadError("kgate-worker: unknown option " + key);
   }
   if (a.spec.library.empty() || a.spec.symbol.empty()) throw LoadError("kgate-worker: --library and --symbol are required");
@@ -247,6 +248,12 @@ int run_worker(int argc, char** argv, const BackendFactory& make_backend) {
     args = parse_args(argc, argv);
   } catch (const std::exception& e) {
     return refuse(e.what());
+  }
+  if (args.options.memory_limit_bytes) {
+    // RLIMIT_DATA rather than RLIMIT_AS: a CUDA context reserves terabytes of address space it never
+    // backs, which only the latter would count.
+    const rlimit data{args.options.memory_limit_bytes, args.options.memory_limit_bytes};
+    setrlimit(RLIMIT_DATA, &data);
   }
   if (args.sandbox && !std::getenv("KGATE_NO_SANDBOX")) {
     // Writable: this worker's own directory, and /dev (null, shm, GPU device nodes); a site can add

@@ -16,7 +16,7 @@ namespace kgate {
 using BackendFactory = std::function<std::unique_ptr<DeviceBackend>(DLDeviceType, const TargetOptions&)>;
 
 // argv: kgate-worker {serve|probe} --library PATH --symbol NAME [--guard-seed N] [--guard-bytes N]
-//       [--timeout S] [--output-limit N]
+//       [--timeout S] [--output-limit N] [--memory-limit BYTES] [--no-sandbox]
 // fd 3 is the command channel and fd 4 the shared arena, as WorkerProcess sets them up.
 int run_worker(int argc, char** argv, const BackendFactory& make_backend);
 
