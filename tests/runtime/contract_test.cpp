@@ -289,6 +289,9 @@ const BadCase kBadCases[] = {
      "must be a float dtype"},
 };
 
+// ctest lists each case by its label rather than by its bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.label; }
+
 class BadContract : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadContract, NamesFileLineAndField) {
