@@ -140,21 +140,17 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
         continue;
       default: break;
     }
-    // A terminal outcome ends the gate.
+    // A terminal outcome ends the gate. A FAIL is shrunk; the ratio stays the first-found case's (NaN when
+    // no bound was behind the failure), since the shrunk case re-runs the same check at a smaller shape.
     res.verdict = o.verdict;
+    res.error_ratio = o.error_ratio;
     if (o.verdict == Verdict::fail && options.shrink && gc.shrinkable) {
       CaseOutcome small = shrink(ctx, res.gate, gc, o);
       if (small.evidence && o.evidence && small.evidence->bindings != o.evidence->bindings) {
         res.original = o.evidence;
-        res.error_ratio = worse(o.error_ratio, small.error_ratio);
-        // Keep NaN (a tolerance-free failure) when the case that failed first had no bound behind it.
-        if (std::isnan(o.error_ratio) || std::isnan(small.error_ratio)) res.error_ratio = std::numeric_limits<double>::quiet_NaN();
+        if (!std::isnan(o.error_ratio)) res.error_ratio = worse(o.error_ratio, small.error_ratio);
         o = std::move(small);
-      } else {
-        res.error_ratio = o.error_ratio;
       }
-    } else {
-      res.error_ratio = o.error_ratio;
     }
     if (o.verdict == Verdict::crash || o.verdict == Verdict::timeout) ctx.candidate().reset();
     res.evidence = o.evidence;
