@@ -15,7 +15,7 @@ namespace {
 
 const char* kMemcheckLog = R"(========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 4 bytes
-=========     at add_kernel(cctl::Vec<const float>, cctl::Vec<const float>, cctl::Vec<float>)+0x1b0 in add_no_tail_guard.cu:14
+=========     at (anonymous namespace)::add_kernel(cctl::Vec<const float>, cctl::Vec<const float>, cctl::Vec<float>)+0x1b0 in add_no_tail_guard.cu:14
 =========     by thread (131,0,0) in block (0,0,0)
 =========     Address 0x7f3e5c000a0c is out of bounds
 =========     and is 1 bytes after the nearest allocation at 0x7f3e5c000800 of size 524 bytes

@@ -31,7 +31,10 @@ bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0
 
 // The function a location names: "add_kernel(cctl::Vec<float>, long)+0x70 in f.cu:12" or
 // "0x130 in f.cu:13:sumKernel(int*, int*)" both give the name with its parameter list.
-std::string function_in(const std::string& s) {
+std::string function_in(std::string s) {
+  // Kernels in an unnamed namespace print as "(anonymous namespace)::name(...)": drop the qualifier, whose
+  // parenthesis would otherwise be taken for the parameter list.
+  for (std::size_t at; (at = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(at, 23);
   const std::size_t open = s.find('(');
   if (open == std::string::npos || open == 0) return {};
   std::size_t begin = open;
