@@ -24,6 +24,7 @@ struct VerifyArgs {
   double tolerance_scale = 1.0;
   bool shrink = true;
   double memory_limit_mb = 0;          // per worker process; 0: none
+  std::vector<std::string> sanitizers; // --sanitizer memcheck,...: the bounds gate's compute-sanitizer pass
 };
 int run_verify(const VerifyArgs& args);
 

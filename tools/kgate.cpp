@@ -40,6 +40,10 @@ int main_or_throw(int argc, char** argv) {
   verify->add_option("--tolerance-scale", v.tolerance_scale, "multiply every tolerance by this (default 1)");
   verify->add_option("--memory-limit", v.memory_limit_mb,
                      "megabytes of host memory each worker process may allocate (default: no limit)");
+  verify->add_option("--sanitizer", v.sanitizers,
+                     "also run the bounds gate's calls under compute-sanitizer with these tools (memcheck, "
+                     "racecheck, initcheck, synccheck; CUDA kernels, CUDA builds only)")
+      ->delimiter(',');
   bool no_shrink = false;
   verify->add_flag("--no-shrink", no_shrink, "report a failing case as found, without shrinking it");
 

@@ -5,6 +5,7 @@
 // after every verdict, so whatever happens later the verdicts already reached survive.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -20,6 +21,9 @@
 #include "kgate/rng.hpp"
 #include "kgate/targets.hpp"
 #include "kgate/verify.hpp"
+#ifdef KGATE_HAVE_CUDA
+#include "backend/cuda/sanitizer.hpp"
+#endif
 
 namespace kgate::cli {
 namespace {
@@ -84,6 +88,14 @@ int verify_or_throw(const VerifyArgs& a) {
     throw BadInput{e.what()};
   }
   const std::vector<std::string> gates = checked_gates(a.gates);
+  for (const std::string& tool : a.sanitizers) {
+#ifdef KGATE_HAVE_CUDA
+    if (std::find(kSanitizerTools.begin(), kSanitizerTools.end(), tool) == kSanitizerTools.end())
+      throw BadInput{fmt::format("--sanitizer: unknown tool \"{}\" (expected {})", tool, fmt::join(kSanitizerTools, ", "))};
+#else
+    throw BadInput{fmt::format("--sanitizer {}: this kgate was built without CUDA", tool)};
+#endif
+  }
   if (!(a.tolerance_scale > 0) || !std::isfinite(a.tolerance_scale))
     throw BadInput{fmt::format("--tolerance-scale must be a positive number, got {}", a.tolerance_scale)};
   const double timeout = a.timeout.value_or(contract.timeout_seconds);
@@ -157,6 +169,17 @@ int verify_or_throw(const VerifyArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw BadInput{e.what()};
   }
+#ifdef KGATE_HAVE_CUDA
+  for (const std::string& tool : a.sanitizers) {  // the deeper pass of the bounds gate, one worker per tool
+    SanitizerOptions so;
+    so.tool = tool;
+    so.seed = seed;
+    so.timeout_seconds = std::max(timeout, 120.0);  // instrumented kernels run many times slower
+    final_report.gates.push_back(run_sanitizer_pass(contract, kernel, *oracle_fn, so));
+    if (progress) std::fprintf(stderr, "kgate: %-12s %s (%.2f s)\n", final_report.gates.back().gate.c_str(),
+                               to_string(final_report.gates.back().verdict), final_report.gates.back().seconds);
+  }
+#endif
   write_json(a.json, final_report);
   std::fputs(to_table(final_report, use_color(STDOUT_FILENO)).c_str(), stdout);
   return final_report.exit_code();
