@@ -41,7 +41,13 @@ struct Tolerance {
   double abs_rms = 0.0;
   double abs = 0.0;
   double scale = 1.0;
-  double bound(double exact, double rms) const { return scale * (rel * (exact < 0 ? -exact : exact) + abs_rms * rms + abs); }
+  // The least magnitude the abs_rms term scales with. An output of a handful of elements can cancel to
+  // almost nothing, and its own rms then says nothing about the size of the terms that cancelled; the
+  // gates set this from the same output at the nominal shape for such outputs.
+  double rms_floor = 0.0;
+  double bound(double exact, double rms) const {
+    return scale * (rel * (exact < 0 ? -exact : exact) + abs_rms * (rms > rms_floor ? rms : rms_floor) + abs);
+  }
 };
 std::string describe(const Tolerance& t);
 

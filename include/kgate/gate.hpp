@@ -150,7 +150,8 @@ class GateContext {
   OracleResultPtr oracle(const InputSet& inputs);
 
   // The per-element bounds of every output at bindings b.
-  std::vector<Tolerance> tolerances(const Bindings& b) const;
+  // The default bound per output at these bindings (see Tolerance::rms_floor for small outputs).
+  std::vector<Tolerance> tolerances(const Bindings& b);
 
   // Dense placement of every tensor at b, optionally at `offset` elements into its buffer.
   std::vector<Placement> dense_inputs(const Bindings& b, std::int64_t offset = 0) const;

@@ -67,6 +67,9 @@ std::vector<Bindings> odd_shapes(const Contract& c);
 // The accumulation gate's shape: [accumulation.sizes], else every reduced dim at its large value; other
 // dims nominal; shrunk (non-reduced dims first) until it fits the budget.
 Bindings accumulation_bindings(const Contract& c);
+// The stream gate's shape: nominal, grown by doubling dims in turn (within range, grid and budget) until
+// some tensor has at least `min_elements` elements, so that a call lasts long enough for two to overlap.
+Bindings concurrency_bindings(const Contract& c, std::int64_t min_elements);
 // Values of dim d on its grid below `current`, smallest first, at most `limit` of them (for shrinking).
 std::vector<std::int64_t> smaller_values(const DimSpec& d, std::int64_t current, int limit);
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -79,6 +80,11 @@ struct InvocationResult {
   // Each output, gathered into a dense array right after the call completed (for staged_inputs: as soon
   // as the caller's stream completed, before anything else synchronises).
   std::vector<HostArray> outputs;
+  // When the callee ran, in seconds from the start of the call, where the backend can see it (the CPU runs
+  // each invocation on a host thread; a GPU backend leaves NaN): the stream gate uses it to know that two
+  // calls really overlapped.
+  double started = std::numeric_limits<double>::quiet_NaN();
+  double finished = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct CallResult {

@@ -174,4 +174,28 @@ std::vector<std::int64_t> smaller_values(const DimSpec& d, std::int64_t cur, int
   return out;
 }
 
+Bindings concurrency_bindings(const Contract& c, std::int64_t min_elements) {
+  Bindings b = c.nominal();
+  auto largest = [&](const Bindings& x) {
+    std::int64_t n = 0;
+    for (const auto* list : {&c.inputs, &c.outputs})
+      for (const TensorSpec& t : *list) n = std::max(n, numel(t.resolve(x)));
+    return n;
+  };
+  for (bool grew = true; grew && largest(b) < min_elements;) {
+    grew = false;
+    for (const DimSpec& d : c.dims) {
+      if (largest(b) >= min_elements) break;
+      Bindings next = b;
+      next[d.name] = b[d.name] * 2;
+      if (!on_grid(d, next[d.name]) || !repair_bindings(c, next) || !fits_budget(c, next) ||
+          !c.admissible(next))
+        continue;
+      b = std::move(next);
+      grew = true;
+    }
+  }
+  return b;
+}
+
 }  // namespace kgate

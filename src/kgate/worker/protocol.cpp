@@ -148,7 +148,7 @@ void encode_result(Encoder& e, const CallResult& r, const std::vector<std::vecto
   e.u8(static_cast<std::uint8_t>(r.outcome)).str(r.detail).f64(r.seconds);
   e.u32(static_cast<std::uint32_t>(r.results.size()));
   for (std::size_t i = 0; i < r.results.size(); ++i) {
-    e.i32(r.results[i].status).str(r.results[i].message).u32(static_cast<std::uint32_t>(placements[i].size()));
+    e.i32(r.results[i].status).str(r.results[i].message).f64(r.results[i].started).f64(r.results[i].finished).u32(static_cast<std::uint32_t>(placements[i].size()));
     for (const OutputPlacement& p : placements[i]) {
       e.u8(static_cast<std::uint8_t>(p.dtype)).u32(static_cast<std::uint32_t>(p.shape.size()));
       for (std::int64_t s : p.shape) e.i64(s);
@@ -165,12 +165,14 @@ ResultHeader decode_result(Decoder& d) {
   h.result.outcome = static_cast<CallOutcome>(outcome);
   h.result.detail = d.str();
   h.result.seconds = d.f64();
-  const std::uint32_t n = d.count(16);
+  const std::uint32_t n = d.count(32);
   h.result.results.resize(n);
   h.placements.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     h.result.results[i].status = d.i32();
     h.result.results[i].message = d.str();
+    h.result.results[i].started = d.f64();
+    h.result.results[i].finished = d.f64();
     const std::uint32_t k = d.count(21);
     for (std::uint32_t j = 0; j < k; ++j) {
       OutputPlacement p;
