@@ -98,9 +98,9 @@ Comparison compare_allclose(const HostArray& got, const Reference& ref, double r
 // The non-finite pattern check of the nan and inf gates (tolerance-free). `allowed` (empty, or one byte per
 // element) marks elements where the contract's spread rule lets a non-finite value appear.
 //   nan mode: oracle NaN -> must be NaN; a non-finite value where the oracle is finite and not allowed.
-//   inf mode: additionally, oracle +-Inf or |oracle| > 2 max_d -> must be that Inf (NaN only if
-//             inf_may_become_nan); oracle finite with |oracle| < max_d / 2 and not allowed -> must be
-//             finite; anything else is unjudged.
+//   inf mode: oracle NaN (an indeterminate form: Inf - Inf, 0 * Inf) -> unjudged; oracle +-Inf or
+//             |oracle| > 2 max_d -> must be that Inf (NaN only if inf_may_become_nan); oracle finite with
+//             |oracle| < max_d / 2 and not allowed -> must be finite; anything else is unjudged.
 enum class NonfiniteMode { nan, inf };
 Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
                            NonfiniteMode mode, bool inf_may_become_nan);

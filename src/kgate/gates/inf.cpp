@@ -1,6 +1,7 @@
 // Gate 3, inf: +-Inf and overflow are never masked or saturated: where the float64 oracle is +-Inf or beyond
 // twice the output dtype's max, the kernel returns that Inf; where the oracle is comfortably finite (below
-// half of max) and outside the allowed spread, the kernel stays finite. Tolerance-free.
+// half of max) and outside the allowed spread, the kernel stays finite. Where the oracle is NaN (Inf - Inf,
+// 0 * Inf: the operator has no value, and evaluation order decides) nothing is judged. Tolerance-free.
 #include <fmt/format.h>
 
 #include "gates/gates.hpp"
@@ -18,7 +19,7 @@ class InfGate final : public Gate {
             "into one input at a time (so two overflowing terms never meet in one output): +-Inf at 3 sites, "
             "and one value in [max/2, max] of the input dtype of each sign where overflow = true; oracle +-Inf "
             "or |oracle| > 2 max must be that Inf (NaN only if inf_may_become_nan), oracle below max/2 and "
-            "outside the spread must be finite",
+            "outside the spread must be finite, oracle NaN (an indeterminate form) is not judged",
             true, false};
   }
 
