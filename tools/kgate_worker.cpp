@@ -7,6 +7,10 @@
 #endif
 
 int main(int argc, char** argv) {
+  std::function<void()> before_sandbox;
+#ifdef KGATE_HAVE_CUDA
+  before_sandbox = kgate::initialise_cuda_if_present;
+#endif
   return kgate::run_worker(argc, argv, [](DLDeviceType device, const kgate::TargetOptions& options)
                                            -> std::unique_ptr<kgate::DeviceBackend> {
     if (device == kDLCPU) return kgate::make_cpu_backend(options);
@@ -16,5 +20,5 @@ int main(int argc, char** argv) {
     if (device == kDLCUDA) return kgate::make_cuda_backend(options);
 #endif
     return nullptr;
-  });
+  }, before_sandbox);
 }

@@ -228,7 +228,11 @@ TEST_F(CudaBackendTest, ALaunchErrorCrashesTheCallButNotTheBackend) {
   const Invocation inv = copy_invocation(16);
   const CallResult r = call(inv, StreamMode::own_stream, gputest::bad_launch);
   EXPECT_EQ(r.outcome, CallOutcome::crashed);
-  EXPECT_NE(r.detail.find("cudaErrorInvalidConfiguration"), std::string::npos) << r.detail;
+  // 4096 threads a block: CUDA 13 on the H200 machine reports cudaErrorInvalidValue where older toolkits
+  // said cudaErrorInvalidConfiguration; either names the launch error.
+  EXPECT_TRUE(r.detail.find("cudaErrorInvalidConfiguration") != std::string::npos ||
+              r.detail.find("cudaErrorInvalidValue") != std::string::npos)
+      << r.detail;
   const CallResult again = call(inv, StreamMode::own_stream, gputest::copy_on_stream);
   ASSERT_EQ(again.outcome, CallOutcome::completed) << again.detail;
   EXPECT_EQ(again.results[0].outputs[0].get(15), 15.0);

@@ -234,7 +234,7 @@ class Server {
 
 }  // namespace
 
-int run_worker(int argc, char** argv, const BackendFactory& make_backend) {
+int run_worker(int argc, char** argv, const BackendFactory& make_backend, const std::function<void()>& before_sandbox) {
   harden();
   keep_large_allocations();
   // The driver parses only what arrives on the channel; anything the worker says for itself goes
@@ -255,6 +255,7 @@ int run_worker(int argc, char** argv, const BackendFactory& make_backend) {
     const rlimit data{args.options.memory_limit_bytes, args.options.memory_limit_bytes};
     setrlimit(RLIMIT_DATA, &data);
   }
+  if (before_sandbox) before_sandbox();
   if (args.sandbox && !std::getenv("KGATE_NO_SANDBOX")) {
     // Writable: this worker's own directory, and /dev (null, shm, GPU device nodes); a site can add
     // more (a CUDA cache directory) through KGATE_WORKER_WRITABLE=dir:dir.

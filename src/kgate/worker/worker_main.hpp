@@ -18,6 +18,10 @@ using BackendFactory = std::function<std::unique_ptr<DeviceBackend>(DLDeviceType
 // argv: kgate-worker {serve|probe} --library PATH --symbol NAME [--guard-seed N] [--guard-bytes N]
 //       [--timeout S] [--output-limit N] [--memory-limit BYTES] [--no-sandbox]
 // fd 3 is the command channel and fd 4 the shared arena, as WorkerProcess sets them up.
-int run_worker(int argc, char** argv, const BackendFactory& make_backend);
+// before_sandbox runs before the worker restricts its own writes and loads the library: the CUDA driver's
+// first initialisation does file-system work (seen on the H200 machines: cudaErrorOperatingSystem from
+// cudaGetDeviceCount under the write sandbox), so a CUDA build initialises the driver there.
+int run_worker(int argc, char** argv, const BackendFactory& make_backend,
+               const std::function<void()>& before_sandbox = {});
 
 }  // namespace kgate

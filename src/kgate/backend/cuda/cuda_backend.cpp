@@ -1,6 +1,7 @@
 // The CUDA backend (see cuda_backend.hpp for what it promises). Host logic only; its kernels are in
 // device_ops.cu. Every CUDA call is checked: outside a call a failure throws TargetError naming the step and
 // the error; inside a call it ends the call as crashed.
+#include <unistd.h>
 #include "backend/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -516,6 +517,17 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const TargetOptions& options) {
   std::string why;
   if (!cuda_device_available(&why)) throw TargetError("CUDA backend: " + why);
   return std::make_unique<CudaBackend>(options);
+}
+
+void initialise_cuda_if_present() {
+  if (::access("/dev/nvidiactl", F_OK) != 0) return;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // leave no error behind for the backend's own check to trip on
+    return;
+  }
+  if (cudaSetDevice(0) == cudaSuccess) cudaFree(nullptr);  // creates the primary context
+  cudaGetLastError();
 }
 
 }  // namespace kgate

@@ -35,5 +35,8 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const TargetOptions& options);
 
 // Whether this process can use a CUDA device; if not and why is non-null, the reason (for tests that skip).
 bool cuda_device_available(std::string* why = nullptr);
+// Initialises the CUDA driver and device 0's primary context when this machine has an NVIDIA device node,
+// quietly doing nothing otherwise: the worker calls it before it sandboxes itself.
+void initialise_cuda_if_present();
 
 }  // namespace kgate
