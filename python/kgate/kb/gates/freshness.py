@@ -39,7 +39,11 @@ def run(ctx):
                     if np.asarray(c).ndim else np.array(bytes(np.asarray(c)) == bytes(np.asarray(pc)))
                 same = same.all(axis=-1) if np.asarray(c).ndim else same
                 stale = same & moved & off
-                if stale.any():
+                # A kernel that is simply imprecise (already failing the oracle gate) repeats the previous
+                # call's bits at a few elements by coincidence (bf16-grained values collide); a stale or
+                # cached result repeats at a block of them. One in a thousand of the moved elements, at least
+                # one, tells the two apart (seen: 3 of 65536 coincidences in an audited TF32 matmul).
+                if int(stale.sum()) >= max(1, int(np.ceil(1e-3 * int(moved.sum())))):
                     idx = [int(t) for t in np.argwhere(stale)[0]] if np.asarray(c).ndim else []
                     return gate_result("freshness", "FAIL", f"{name}: output{j} repeats the previous call's"
                                        f" result at {int(stale.sum())} element(s) (first {idx})",
