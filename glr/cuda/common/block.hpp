@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "hd.hpp"
@@ -75,6 +76,9 @@ struct DeviceBlock {
 struct HostBlock {
   int threads;
   bool descending = false;  // run each phase's threads last to first (race check)
+  char* smem = nullptr;     // with concurrent: every thread of a phase sees shared memory as it was
+  std::size_t smem_bytes = 0;  // before the phase (what no barrier orders, no thread may rely on)
+  bool concurrent = false;
 
   template <class R>
   struct Regs {
@@ -84,6 +88,17 @@ struct HostBlock {
   };
   template <class F>
   void each(F&& f) {
+    if (concurrent && smem) {
+      std::vector<char> before(smem, smem + smem_bytes), merged = before;
+      for (int t = 0; t < threads; ++t) {
+        std::memcpy(smem, before.data(), smem_bytes);
+        f(t);
+        for (std::size_t i = 0; i < smem_bytes; ++i)
+          if (smem[i] != before[i]) merged[i] = smem[i];
+      }
+      std::memcpy(smem, merged.data(), smem_bytes);
+      return;
+    }
     if (descending)
       for (int t = threads - 1; t >= 0; --t) f(t);
     else
