@@ -16,7 +16,7 @@ namespace kgate {
 using BackendFactory = std::function<std::unique_ptr<DeviceBackend>(DLDeviceType, const TargetOptions&)>;
 
 // argv: kgate-worker {serve|probe} --library PATH --symbol NAME [--guard-seed N] [--guard-bytes N]
-//       [--timeout S] [--output-limit N] [--memory-limit BYTES] [--no-sandbox]
+//       [--timeout S] [--output-limit N] [--memory-limit BYTES] [--no-sandbox] [--under-tool]
 // fd 3 is the command channel and fd 4 the shared arena, as WorkerProcess sets them up.
 // before_sandbox runs before the worker restricts its own writes and loads the library: the CUDA driver's
 // first initialisation does file-system work (seen on the H200 machines: cudaErrorOperatingSystem from
