@@ -4,7 +4,7 @@ side in one process, on the shapes of DESIGN.md section 5 (bf16, Gated DeltaNet,
 
 glr is loaded through ctypes from libglr_cuda_capi.so (raw device pointers, nothing compiled here);
 flash-linear-attention comes from the pure-Python wheels carried in .whl/ and is installed offline into a
-scratch folder at start. Timing: CUDA events on the current stream, median of --reps after --warmup calls.
+scratch folder at start. Timing: CUDA events on the current stream, median of --reps after --warmup calls (fewer reps, at least 3, where a call is slow).
 A benchmark measures, it never fails on a timing; it exits non-zero only when glr itself errors.
 
 FLOP convention (DESIGN.md 5), per token and value head, chunk C = 64:
@@ -114,10 +114,15 @@ def load_fla(wheel_dir, scratch):
     return chunk_gated_delta_rule, getattr(fla, "__version__", "?"), bypassed
 
 
-def median_ms(fn, warmup, reps):
-    for _ in range(warmup):
+def median_ms(fn, warmup, reps, budget_ms=8000.0):
+    """Median, min and max of `reps` timed calls after `warmup` untimed ones; fewer reps (at least 3) when
+    one call is so slow that `reps` of them would take more than budget_ms."""
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
         fn()
     torch.cuda.synchronize()
+    one_ms = (time.perf_counter() - t0) * 1e3 / max(warmup, 1)
+    reps = max(3, min(reps, int(budget_ms / max(one_ms, 1e-3))))
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -175,7 +180,7 @@ def main():
     import triton
     dev = torch.cuda.get_device_name()
     print(f"# glr vs flash-linear-attention {fla_version or '(not loaded)'} | {dev} | torch {torch.__version__} | "
-          f"triton {triton.__version__} | {time.strftime('%Y-%m-%d %H:%M')} | median of {a.reps} (CUDA events)")
+          f"triton {triton.__version__} | {time.strftime('%Y-%m-%d %H:%M')} | median of up to {a.reps} (CUDA events)")
     if bypassed:
         print("# NOTE: fla's Hopper guard for its issue 640 (gated backward wrong with Triton < 3.7.1) was bypassed "
               "to time it; its gradients here may be wrong (see the grad differences below)")
@@ -197,6 +202,7 @@ def main():
         fwdbwd = lambda: (glr.forward(prob, t, ws_f), glr.backward(prob, t, ws_b))  # noqa: E731
         g_f = median_ms(fwd, a.warmup, a.reps)
         g_fb = median_ms(fwdbwd, a.warmup, a.reps)
+        print(f"# {name}: glr fwd {g_f[0]:.3f} ms, fwd+bwd {g_fb[0]:.3f} ms", flush=True)
         f_f = f_fb = None
         if fla_fn is not None:
             try:
@@ -211,6 +217,7 @@ def main():
 
                 f_f = median_ms(ffwd, a.warmup, a.reps)
                 f_fb = median_ms(ffwdbwd, a.warmup, a.reps)
+                print(f"# {name}: fla fwd {f_f[0]:.3f} ms, fwd+bwd {f_fb[0]:.3f} ms", flush=True)
                 # the same inputs through both: glr's results against fla's
                 fwd()
                 fwdbwd()

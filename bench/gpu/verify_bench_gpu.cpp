@@ -85,8 +85,11 @@ Measured measure(const Workload& w, int repeats, std::uint64_t seed) {
                        g.summary.c_str());
       }
       totals.push_back(total);
-      std::fprintf(stderr, "%s: repeat %d/%d: baseline %.3f s, all gates %.3f s\n", w.name.c_str(), r + 1, repeats,
-                   baselines.back(), total);
+      std::fprintf(stderr, "%s: repeat %d/%d: baseline %.3f s, all gates %.3f s (%.2f baselines):", w.name.c_str(),
+                   r + 1, repeats, baselines.back(), total, total / baselines.back());
+      for (const kgate::GateResult& g : full.gates)  // as it goes, so a run stopped later still has this one
+        std::fprintf(stderr, " %s %.3f %s;", g.gate.c_str(), g.seconds, kgate::to_string(g.verdict));
+      std::fprintf(stderr, "\n");
     }
     m.baseline = median(baselines);
     m.total = median(totals);
