@@ -1,5 +1,4 @@
 // kgate: verify GPU kernels against their contracts. Subcommands: verify, list-gates, explain, matrix.
-#include <malloc.h>
 #include <sys/prctl.h>
 
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "kgate/verify.hpp"
 
 #if __has_include("kgate/matrix.hpp")
 #include "kgate/matrix.hpp"
@@ -113,11 +113,7 @@ int main(int argc, char** argv) {
   // The candidate runs as the same user: without this it could read the driver's memory (where oracle
   // outputs live) through /proc/PID/mem or ptrace wherever the kernel's ptrace policy allows it.
   prctl(PR_SET_DUMPABLE, 0);
-  // Every candidate call returns its outputs in fresh arrays as large as the tensors; glibc would serve
-  // each from mmap and unmap it on free, paying a page fault and a zeroing per page on every call (at 1M
-  // elements more CPU than the kernel itself). Keeping them in the heap lets the next call reuse them.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  kgate::keep_large_allocations_in_heap();  // every call's arrays reuse the previous call's pages
   try {
     return main_or_throw(argc, argv);
   } catch (const std::exception& e) {

@@ -153,6 +153,7 @@ std::string table(const std::vector<Measured>& all, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kgate::keep_large_allocations_in_heap();  // as the kgate command does
   CLI::App app{"Cost of a full kgate verification on the GPU, in baselines"};
   std::string controls_dir = KGATE_CUDA_CONTROLS_BUILD_DIR;  // build/controls/cuda
   std::string contracts_dir = KGATE_GPU_BENCH_CONTRACTS;

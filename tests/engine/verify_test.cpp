@@ -49,8 +49,17 @@ TEST(Shrinking, WorksForAnyGateAndCanBeTurnedOff) {
   EXPECT_FALSE(r.gates[0].original.has_value());
 }
 
+// Times, and the stream gate's count of rounds (it runs until enough calls overlapped, which depends on
+// the scheduler), are not part of a verdict.
 std::string without_times(Report r) {
-  for (GateResult& g : r.gates) g.seconds = 0;
+  for (GateResult& g : r.gates) {
+    g.seconds = 0;
+    if (g.gate == "stream" && g.verdict != Verdict::fail) {
+      g.summary.clear();
+      g.cases = 0;
+      if (g.verdict == Verdict::skip) g.verdict = Verdict::pass;  // concurrency not exercised this time
+    }
+  }
   return to_json(r);
 }
 
@@ -61,7 +70,8 @@ TEST(Reproducibility, TheSeedAndTheGateNameReproduceEveryVerdict) {
   EXPECT_EQ(without_times(a), without_times(b));
   for (const GateResult& g : a.gates) {
     const Report alone = run(elementwise(), k, 123, {g.gate});
-    EXPECT_EQ(alone.gates.at(0).verdict, g.verdict) << g.gate;
+    if (!concurrency_unexercised(g) && !concurrency_unexercised(alone.gates.at(0)))
+      EXPECT_EQ(alone.gates.at(0).verdict, g.verdict) << g.gate;
     if (g.evidence) {
       EXPECT_EQ(alone.gates[0].evidence->bindings, g.evidence->bindings) << g.gate;
       EXPECT_EQ(alone.gates[0].evidence->expected, g.evidence->expected) << g.gate;

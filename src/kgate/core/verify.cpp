@@ -3,6 +3,10 @@
 // verdict once reached is never lost.
 #include "kgate/verify.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <chrono>
 #include <cmath>
 
@@ -239,6 +243,13 @@ Report verify(const Contract& contract, Target& candidate, Oracle& oracle, const
     if (options.on_result) options.on_result(report.gates.back());
   }
   return report;
+}
+
+void keep_large_allocations_in_heap() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 }  // namespace kgate

@@ -3,8 +3,9 @@
 // stream just before the call; CPU: two threads released together), repeated with the order swapped; each
 // result must equal the same input run alone, bit for bit (tolerance-free) when the contract promises
 // determinism, else within the oracle gate's bound. Where the backend times each call (the CPU), rounds go on
-// until the two calls demonstrably overlapped in enough of them: a race that never got the chance to happen
-// is not a pass, and the summary says how many rounds overlapped.
+// until the two calls demonstrably overlapped in enough of them, with longer calls (larger shapes) where
+// they rarely do: a race that never got the chance to happen is not a pass, and the summary says how many
+// rounds overlapped.
 #include <algorithm>
 #include <cmath>
 
@@ -18,7 +19,8 @@ namespace {
 
 constexpr int kRounds = 4;             // at least this many rounds
 constexpr int kOverlapsWanted = 2;     // ... and, where calls are timed, this many that overlapped
-constexpr int kMaxRounds = 256;     // cheap: a call that rarely overlaps is a short one
+constexpr int kRoundsPerSize = 64;     // rounds at one size before the calls are made longer
+constexpr int kSizes = 4;              // 64K, 256K, 1M, 4M elements (as far as the contract admits)
 constexpr std::int64_t kConcurrentElements = 1 << 16;
 
 // Whether two timed invocations ran at the same time; true where the backend does not time them (CUDA:
@@ -53,7 +55,35 @@ class StreamGate final : public Gate {
   }
 
  private:
-  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info) {
+  // Where the calls rarely overlap (a loaded machine deschedules one thread for longer than a short call
+  // lasts), the rounds go on at up to kSizes growing sizes, each call four times longer than the last.
+  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& first) {
+    int overlaps = 0, rounds = 0;
+    Bindings previous;
+    for (int size = 0; size < kSizes; ++size) {
+      CaseInfo info = first;
+      if (size > 0) info.bindings = concurrency_bindings(ctx.contract(), kConcurrentElements << (2 * size));
+      if (size > 0 && info.bindings == previous) break;  // the contract admits nothing larger
+      previous = info.bindings;
+      CaseOutcome o = run_size(ctx, info, overlaps, rounds);
+      if (o.verdict != Verdict::pass || overlaps >= kOverlapsWanted) {
+        if (o.verdict == Verdict::pass) o.message = fmt::format("{} of {} rounds overlapped", overlaps, rounds);
+        return o;
+      }
+    }
+    // Every round agreed, but the calls ran one after the other: say so rather than claim the property was
+    // tested.
+    CaseOutcome done;
+    done.verdict = Verdict::skip;
+    done.message = fmt::format("the two calls overlapped in only {} of {} rounds, up to {} elements: concurrency "
+                               "not exercised",
+                               overlaps, rounds, kConcurrentElements << (2 * (kSizes - 1)));
+    return done;
+  }
+
+  // Rounds at one size until enough overlapped (or kRoundsPerSize); a pass here means "no interference
+  // seen", the caller decides whether the overlaps make it a PASS.
+  static CaseOutcome run_size(GateContext& ctx, const CaseInfo& info, int& overlaps, int& rounds) {
     const Contract& c = ctx.contract();
     const InputSetPtr sets[2] = {ctx.standard_inputs(info.bindings, 0), ctx.standard_inputs(info.bindings, 1)};
     std::vector<HostArray> alone[2];
@@ -65,9 +95,8 @@ class StreamGate final : public Gate {
       alone[k] = std::move(run.outputs);
     }
     const std::vector<Tolerance> tol = ctx.tolerances(info.bindings);
-    int overlaps = 0;
-    int round = 0;
-    for (; round < kMaxRounds && (round < kRounds || overlaps < kOverlapsWanted); ++round) {
+    for (int round = 0; round < kRoundsPerSize && (rounds < kRounds || overlaps < kOverlapsWanted);
+         ++round, ++rounds) {
       PlacedCall p0(ctx.candidate(), sets[0]->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
                     ctx.attrs());
       PlacedCall p1(ctx.candidate(), sets[1]->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
@@ -82,7 +111,7 @@ class StreamGate final : public Gate {
       for (int slot = 0; slot < 2; ++slot) {
         const int set = swapped ? 1 - slot : slot;
         CaseInfo s = info;
-        s.variant = fmt::format("{}: round {}, set {} while set {} ran concurrently", info.variant, round + 1, set, 1 - set);
+        s.variant = fmt::format("{}: round {}, set {} while set {} ran concurrently", info.variant, rounds + 1, set, 1 - set);
         if (auto bad = call_problem(ctx, r, static_cast<std::size_t>(slot), s)) return *bad;
         const std::vector<HostArray>& got = r.results[static_cast<std::size_t>(slot)].outputs;
         if (!c.deterministic) {
@@ -100,16 +129,7 @@ class StreamGate final : public Gate {
         }
       }
     }
-    CaseOutcome done;
-    if (overlaps < kOverlapsWanted) {
-      // Every round agreed, but the calls mostly ran one after the other: say so rather than claim the
-      // property was tested.
-      done.verdict = Verdict::skip;
-      done.message = fmt::format("the two calls overlapped in only {} of {} rounds: concurrency not exercised", overlaps, round);
-    } else {
-      done.message = fmt::format("{} of {} rounds overlapped", overlaps, round);
-    }
-    return done;
+    return CaseOutcome{};
   }
 };
 

@@ -1,6 +1,6 @@
 #include "worker/worker_main.hpp"
 
-#include <malloc.h>
+#include "kgate/verify.hpp"
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -42,15 +42,6 @@ void harden(bool close_inherited) {
   setrlimit(RLIMIT_CORE, &no_core);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-}
-
-// Every call gathers its outputs into fresh arrays as large as the tensors. glibc serves those from
-// mmap and returns them on free, so each call paid a page fault and a kernel zeroing per page (twice the
-// CPU of the call itself at 1M elements); keeping them in the heap makes the second call reuse the first
-// one's pages.
-void keep_large_allocations() {
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 bool read_all(int fd, void* out, std::size_t n) {
@@ -241,7 +232,9 @@ int run_worker(int argc, char** argv, const BackendFactory& make_backend, const 
   bool under_tool = false;
   for (int i = 2; i < argc; ++i) under_tool |= std::strcmp(argv[i], "--under-tool") == 0;
   harden(!under_tool);
-  keep_large_allocations();
+  // Every call gathers its outputs into fresh arrays as large as the tensors (twice the CPU of the call
+  // itself at 1M elements when each came from a fresh mmap).
+  keep_large_allocations_in_heap();
   // The driver parses only what arrives on the channel; anything the worker says for itself goes
   // there too, never to stdout, which belongs to the candidate.
   auto refuse = [](const std::string& why) {
