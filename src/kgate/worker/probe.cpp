@@ -19,7 +19,7 @@ std::vector<std::string> worker_args(const char* mode, const EntrySpec& spec, co
           "--output-limit", std::to_string(o.output_limit)};
   if (o.memory_limit_bytes) args.insert(args.end(), {"--memory-limit", std::to_string(o.memory_limit_bytes)});
   // A wrapper such as compute-sanitizer keeps its own state in files the worker's process writes, and
-  // talks to its agent inside the worker over inherited descriptors: no write sandbox, nothing closed.
+  // may talk to its agent inside the worker over inherited descriptors: no write sandbox, nothing closed.
   if (!o.launch_prefix.empty()) args.push_back("--under-tool");
   return args;
 }
