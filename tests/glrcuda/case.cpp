@@ -308,6 +308,28 @@ Results CallTensors::read(bool backward) const {
   return r;
 }
 
+std::string diff_results(const Results& a, const Results& b) {
+  std::string msg;
+  const std::pair<const char*, std::pair<const std::vector<double>*, const std::vector<double>*>> outs[] = {
+      {"o", {&a.o, &b.o}},   {"ht", {&a.ht, &b.ht}}, {"dq", {&a.dq, &b.dq}},          {"dk", {&a.dk, &b.dk}},
+      {"dv", {&a.dv, &b.dv}}, {"dg", {&a.dg, &b.dg}}, {"dbeta", {&a.dbeta, &b.dbeta}}, {"dh0", {&a.dh0, &b.dh0}}};
+  for (const auto& [name, pr] : outs) {
+    const std::vector<double>&x = *pr.first, &y = *pr.second;
+    if (x.size() != y.size()) {
+      msg += std::string(" ") + name + ": sizes " + std::to_string(x.size()) + " vs " + std::to_string(y.size());
+      continue;
+    }
+    std::size_t n = 0, first = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0 && n++ == 0) first = i;
+    if (n)
+      msg += std::string(" ") + name + ": " + std::to_string(n) + " of " + std::to_string(x.size()) +
+             " differ, first at " + std::to_string(first) + " (" + std::to_string(x[first]) + " vs " +
+             std::to_string(y[first]) + ")";
+  }
+  return msg;
+}
+
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {
   if (x.size() != ref.size()) return NAN;
   double num = 0, den = 0;

@@ -90,6 +90,9 @@ CallTensors make_call(const Case& c);
 // ||x - ref|| / ||ref|| (NaN if x has a NaN or the sizes differ; ||x|| when ref is all zero).
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref);
 
+// Which outputs of two results differ bitwise, with the count and the first index ("" when none do).
+std::string diff_results(const Results& a, const Results& b);
+
 // Each stage's workspace buffer against the CPU chunked stage in double (glr/reference/chunked.hpp).
 struct StageError {
   const char* stage;

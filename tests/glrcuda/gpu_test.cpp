@@ -53,37 +53,11 @@ void fill_workspace(void* ws, std::size_t bytes, WsFill fill, cudaStream_t s, st
     cuda_ok(cudaMemsetAsync(ws, fill == WsFill::zero ? 0 : 0xff, bytes, s), "fill workspace");
     return;
   }
-  std::vector<float> host(bytes / sizeof(float));
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (float& f : host) {  // finite values of ordinary size, so a stray read changes bits without a NaN
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    f = static_cast<float>(static_cast<double>(x >> 40) / 16777216.0 * 8.0 - 4.0);
-  }
-  cuda_ok(cudaMemcpyAsync(ws, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, s), "fill workspace");
+  // finite fp32 values of ordinary size (the emulator's fill), so a stray read changes bits without a NaN
+  std::vector<char> host(bytes);
+  cuda::fill_memory(host.data(), bytes, {cuda::EmuFill::random, seed}, sizeof(float));
+  cuda_ok(cudaMemcpyAsync(ws, host.data(), bytes, cudaMemcpyHostToDevice, s), "fill workspace");
   cuda_ok(cudaStreamSynchronize(s), "fill workspace");
-}
-
-// Which outputs of two results differ bitwise, with the count and the first index ("" when none do).
-std::string diff_results(const Results& a, const Results& b) {
-  std::string msg;
-  const std::pair<const char*, std::pair<const std::vector<double>*, const std::vector<double>*>> outs[] = {
-      {"o", {&a.o, &b.o}},   {"ht", {&a.ht, &b.ht}}, {"dq", {&a.dq, &b.dq}},          {"dk", {&a.dk, &b.dk}},
-      {"dv", {&a.dv, &b.dv}}, {"dg", {&a.dg, &b.dg}}, {"dbeta", {&a.dbeta, &b.dbeta}}, {"dh0", {&a.dh0, &b.dh0}}};
-  for (const auto& [name, pr] : outs) {
-    const std::vector<double>&x = *pr.first, &y = *pr.second;
-    if (x.size() != y.size()) {
-      msg += std::string(" ") + name + ": sizes " + std::to_string(x.size()) + " vs " + std::to_string(y.size());
-      continue;
-    }
-    std::size_t n = 0, first = 0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0 && n++ == 0) first = i;
-    if (n)
-      msg += std::string(" ") + name + ": " + std::to_string(n) + " of " + std::to_string(x.size()) +
-             " differ, first at " + std::to_string(first) + " (" + std::to_string(x[first]) + " vs " +
-             std::to_string(y[first]) + ")";
-  }
-  return msg;
 }
 
 GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace, std::size_t spacer = 0,

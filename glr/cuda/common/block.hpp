@@ -72,6 +72,25 @@ struct DeviceBlock {
 };
 #endif
 
+// Host emulation of writers that run at once over one region (threads of a phase over shared memory,
+// blocks of a launch over the workspace): each writer starts from the region as it was before all of
+// them, and what each changed is merged at the end, so a writer that reads another's write sees the old
+// value (what no barrier orders, no writer may rely on).
+class ConcurrentRegion {
+ public:
+  ConcurrentRegion(char* p, std::size_t bytes) : p_(p), before_(p, p + bytes), merged_(before_) {}
+  void begin_writer() { std::memcpy(p_, before_.data(), before_.size()); }
+  void end_writer() {
+    for (std::size_t i = 0; i < before_.size(); ++i)
+      if (p_[i] != before_[i]) merged_[i] = p_[i];
+  }
+  void finish() { std::memcpy(p_, merged_.data(), merged_.size()); }
+
+ private:
+  char* p_;
+  std::vector<char> before_, merged_;
+};
+
 // The host emulation of one block: phases run one after the other, threads in the chosen order.
 struct HostBlock {
   int threads;
@@ -89,14 +108,13 @@ struct HostBlock {
   template <class F>
   void each(F&& f) {
     if (concurrent && smem) {
-      std::vector<char> before(smem, smem + smem_bytes), merged = before;
+      ConcurrentRegion region(smem, smem_bytes);
       for (int t = 0; t < threads; ++t) {
-        std::memcpy(smem, before.data(), smem_bytes);
+        region.begin_writer();
         f(t);
-        for (std::size_t i = 0; i < smem_bytes; ++i)
-          if (smem[i] != before[i]) merged[i] = smem[i];
+        region.end_writer();
       }
-      std::memcpy(smem, merged.data(), smem_bytes);
+      region.finish();
       return;
     }
     if (descending)

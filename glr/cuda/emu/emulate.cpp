@@ -5,6 +5,7 @@
 #include "emulate.hpp"
 
 #include <cstring>
+#include <optional>
 
 #include "../common/pipeline.hpp"
 #include "../common/setup.hpp"
@@ -63,13 +64,10 @@ struct HostRunner {
     if (gx <= 0 || gy <= 0 || gz <= 0) return;
     std::vector<double> smem((Stage::smem_bytes() + sizeof(double) - 1) / sizeof(double) + 1);
     const std::int64_t total = gx * gy * gz;
-    std::vector<char> before, merged;
-    if (opt.concurrent_blocks) {
-      before.assign(ws, ws + ws_bytes);
-      merged = before;
-    }
+    std::optional<ConcurrentRegion> workspace;
+    if (opt.concurrent_blocks) workspace.emplace(ws, ws_bytes);
     for (std::int64_t n = 0; n < total; ++n) {
-      if (opt.concurrent_blocks) std::memcpy(ws, before.data(), ws_bytes);
+      if (workspace) workspace->begin_writer();
       const std::int64_t id = opt.reverse_blocks ? total - 1 - n : n;
       const BlockIdx bi{id % gx, static_cast<int>((id / gx) % gy), static_cast<int>(id / (gx * gy))};
       fill_memory(smem.data(), smem.size() * sizeof(double), opt.smem_fill, sizeof(Acc),
@@ -81,11 +79,9 @@ struct HostRunner {
         blk.concurrent = true;
       }
       Stage::run(a, bi, reinterpret_cast<char*>(smem.data()), blk);
-      if (opt.concurrent_blocks)
-        for (std::size_t i = 0; i < ws_bytes; ++i)
-          if (ws[i] != before[i]) merged[i] = ws[i];
+      if (workspace) workspace->end_writer();
     }
-    if (opt.concurrent_blocks) std::memcpy(ws, merged.data(), ws_bytes);
+    if (workspace) workspace->finish();
     ++launches;
   }
 };
