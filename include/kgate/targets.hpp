@@ -55,13 +55,20 @@ LoadedEntry load_entry(const EntrySpec& spec);
 // Throws LoadError with the reason; returns the device the entry takes.
 DLDeviceType probe_entry(const EntrySpec& spec, double timeout_seconds = 10.0);
 
+// How long a worker under a launch prefix gets to quit before it is killed.
+inline constexpr double kToolGraceSeconds = 30.0;
+
 struct TargetOptions {
   std::uint64_t guard_seed = 0x6b67617465ull;  // guard-zone pattern
   std::size_t guard_bytes = 64 * 1024;         // each side of every buffer
   double timeout_seconds = 10.0;               // per call, in the worker
   std::size_t output_limit = 64 * 1024;        // bytes of the callee's stdout+stderr kept per call
   // A command the worker runs under, its first word an absolute path: {"/usr/local/cuda/bin/compute-sanitizer",
-  // "--tool", "memcheck", "--log-file", "/tmp/x.log"} (the bounds gate's sanitizer pass). Empty: run directly.
+  // "--tool", "memcheck", "--log-file", "/tmp/x.{start}.log"} (the bounds gate's sanitizer pass). Empty: run
+  // directly. "{start}" in an argument becomes the number of workers this target started before (0, 1, ...):
+  // a worker replaced after a crash must not overwrite the log of the one that saw it. Under a prefix a
+  // worker is stopped by asking it to quit (up to kToolGraceSeconds) rather than killed, so the tool can
+  // finish its log.
   std::vector<std::string> launch_prefix;
   // Bytes of private writable memory the worker may map (RLIMIT_DATA, set before the library loads); a
   // candidate that wants more sees its allocations fail. 0: no limit. Device memory is not counted.

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -299,6 +300,52 @@ TEST_F(Worker, ConcurrentInvocationsInOneCall) {
   ASSERT_EQ(r.results.size(), 2u);
   EXPECT_EQ(r.results[0].outputs[0].get(n - 1), 3.0);
   EXPECT_EQ(r.results[1].outputs[0].get(0), -8.0);
+}
+
+// A launch prefix (compute-sanitizer in the bounds gate's pass) gets one log per worker through
+// "{start}", so the worker that replaces a crashed one cannot truncate the log that saw the crash, and a
+// worker under a prefix is asked to quit, so the wrapper lives to write what follows the worker's exit.
+TEST(WorkerUnderPrefix, EachWorkerGetsItsOwnLogAndTheWrapperOutlivesIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kgate_prefix_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  TargetOptions o = quick();
+  o.launch_prefix = {"/bin/sh", "-c", R"(echo started > "$0"; "$@"; echo "worker exited $?" >> "$0")",
+                     (dir / "w.{start}.log").string()};
+  const auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  {
+    std::unique_ptr<Target> target = make_worker_target({fixture("fx_behave"), "kgate_run"}, o);
+    const auto call = [&](Mode mode) {
+      const std::int64_t n = 64;
+      std::vector<float> x(n, 1.0f);
+      const BufferId in = target->alloc(n * 4), out = target->alloc(n * 4);
+      target->write(in, 0, std::as_bytes(std::span(x)));
+      CallRequest req;
+      req.invocations.push_back({{{in, Layout::dense(DType::f32, {n})}},
+                                 {{out, Layout::dense(DType::f32, {n})}},
+                                 {{"mode", static_cast<double>(mode)}}});
+      return target->call(req);
+    };
+    EXPECT_EQ(call(ok).outcome, CallOutcome::completed);
+    EXPECT_EQ(call(segfault).outcome, CallOutcome::crashed);
+    target->reset();
+    const CallResult r = call(ok);
+    ASSERT_EQ(r.outcome, CallOutcome::completed) << r.detail;
+    EXPECT_EQ(r.results.at(0).outputs.at(0).get(63), 2.0);
+  }
+  // The first worker (the prober's, if any, runs outside the prefix) saw the crash: 128 + SIGSEGV.
+  std::vector<std::string> logs;
+  for (int i = 0; fs::exists(dir / ("w." + std::to_string(i) + ".log")); ++i)
+    logs.push_back(read(dir / ("w." + std::to_string(i) + ".log")));
+  ASSERT_EQ(logs.size(), 2u) << "one log per worker started under the prefix";
+  EXPECT_EQ(logs[0], "started\nworker exited 139\n");
+  EXPECT_EQ(logs[1], "started\nworker exited 0\n") << "the last worker was asked to quit, not killed with its wrapper";
+  EXPECT_FALSE(fs::exists(dir / "w.{start}.log"));
+  fs::remove_all(dir);
 }
 
 }  // namespace

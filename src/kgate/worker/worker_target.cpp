@@ -39,7 +39,7 @@ class WorkerTarget final : public Target {
   }
 
   ~WorkerTarget() override {
-    if (worker_) worker_->terminate(std::chrono::milliseconds(200));
+    if (worker_) worker_->terminate(stop_grace());
   }
 
   std::string describe() const override {
@@ -117,7 +117,12 @@ class WorkerTarget final : public Target {
       // A backend that reports a lost device context has also left this worker unusable.
       unhealthy_ = fmt::format("the worker {} during a call ({})",
                                r.outcome == CallOutcome::timed_out ? "timed out" : "crashed", r.detail);
-      worker_->kill_now();
+      // A worker that merely lost its CUDA context still answers quit; under a tool that lets the tool
+      // write what it saw before the worker goes (a kill would lose memcheck's record of the crash).
+      if (r.outcome == CallOutcome::crashed && !options_.launch_prefix.empty())
+        worker_->terminate(stop_grace());
+      else
+        worker_->kill_now();
       r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     }
     r.output = worker_->output().excerpt();
@@ -145,8 +150,18 @@ class WorkerTarget final : public Target {
   bool healthy() const override { return unhealthy_.empty() && worker_ && worker_->alive(); }
 
  private:
+  std::chrono::milliseconds stop_grace() const {
+    return options_.launch_prefix.empty() ? std::chrono::milliseconds(200)
+                                          : std::chrono::milliseconds(static_cast<long>(kToolGraceSeconds * 1000));
+  }
+
   void start() {
-    if (worker_) worker_->kill_now();
+    if (worker_) {
+      if (options_.launch_prefix.empty())
+        worker_->kill_now();
+      else
+        worker_->terminate(stop_grace());
+    }
     worker_.reset();
     arena_.reset();
     unhealthy_ = "the worker is starting";
@@ -154,10 +169,16 @@ class WorkerTarget final : public Target {
     std::vector<std::string> args = worker_args("serve", spec_, options_);
     std::string exe = exe_;
     if (!options_.launch_prefix.empty()) {  // a wrapper (compute-sanitizer) that starts the worker itself
+      std::vector<std::string> prefix = options_.launch_prefix;
+      const std::string n = std::to_string(starts_);
+      for (std::string& a : prefix)
+        for (std::size_t at = a.find("{start}"); at != std::string::npos; at = a.find("{start}", at + n.size()))
+          a.replace(at, 7, n);
       args.insert(args.begin(), exe_);
-      args.insert(args.begin(), options_.launch_prefix.begin() + 1, options_.launch_prefix.end());
-      exe = options_.launch_prefix.front();
+      args.insert(args.begin(), prefix.begin() + 1, prefix.end());
+      exe = prefix.front();
     }
+    ++starts_;
     worker_ = std::make_unique<WorkerProcess>(exe, args, arena_->fd(), options_.output_limit);
     device_ = await_hello(*worker_, spec_, std::max(options_.timeout_seconds, kMinStartupSeconds));
     unhealthy_.clear();
@@ -272,6 +293,7 @@ class WorkerTarget final : public Target {
   std::unique_ptr<WorkerProcess> worker_;
   DLDeviceType device_ = kDLCPU;
   std::string unhealthy_;
+  int starts_ = 0;  // workers started so far ("{start}" in a launch prefix)
 };
 
 }  // namespace

@@ -194,9 +194,27 @@ GateResult run_sanitizer_pass(const Contract& contract, const EntrySpec& kernel,
     const char* tmp = std::getenv("TMPDIR");
     dir = tmp && *tmp ? tmp : "/tmp";
   }
-  const std::string log = (fs::absolute(dir) / fmt::format("kgate-sanitizer-{}-{}-{}.log", options.tool, getpid(),
-                                                           counter.fetch_add(1)))
-                              .string();
+  // One log per worker the pass starts: a worker that crashed under the tool is replaced, and the
+  // replacement must not truncate the log that holds the crash's record.
+  const std::string stem = (fs::absolute(dir) / fmt::format("kgate-sanitizer-{}-{}-{}", options.tool, getpid(),
+                                                            counter.fetch_add(1)))
+                               .string();
+  const std::string log = stem + ".{start}.log";
+  const auto read_logs = [&stem] {
+    std::vector<std::string> logs;
+    for (int i = 0;; ++i) {
+      const std::string path = fmt::format("{}.{}.log", stem, i);
+      if (!fs::exists(path)) break;
+      logs.push_back(read_text(path));
+    }
+    return logs;
+  };
+  const auto joined = [&stem](const std::vector<std::string>& logs) {
+    std::string all;
+    for (std::size_t i = 0; i < logs.size(); ++i)
+      all += fmt::format("{}--- {}.{}.log ---\n{}", i ? "\n" : "", stem, i, logs[i]);
+    return all;
+  };
   TargetOptions to;
   to.timeout_seconds = options.timeout_seconds;
   if (options.tool == "memcheck") to.guard_bytes = 0;  // overruns must leave their allocation to be seen
@@ -214,14 +232,16 @@ GateResult run_sanitizer_pass(const Contract& contract, const EntrySpec& kernel,
     if (!r.gates.empty()) bounds = r.gates.front();
     target.reset();  // the worker quits, and the tool finishes its log
   } catch (const std::exception& e) {
-    g.output = excerpt(read_text(log), 4000);
+    g.output = excerpt(joined(read_logs()), 4000);
     return finish(Verdict::error, fmt::format("the worker could not run under compute-sanitizer --tool {}: {} (log {})",
-                                              options.tool, e.what(), log));
+                                              options.tool, e.what(), stem + ".*.log"));
   }
-  const std::string text = read_text(log);
-  g.output = excerpt(text, 4000);
+  const std::vector<std::string> logs = read_logs();
+  g.output = excerpt(joined(logs), 4000);
   g.cases = bounds.cases;
-  const std::vector<SanitizerFinding> all = parse_sanitizer_log(options.tool, text);
+  std::vector<SanitizerFinding> all;
+  for (const std::string& text : logs)
+    for (SanitizerFinding& f : parse_sanitizer_log(options.tool, text)) all.push_back(std::move(f));
   std::vector<SanitizerFinding> accesses;
   for (const SanitizerFinding& f : all)
     if (!f.api_error) accesses.push_back(f);
@@ -237,7 +257,7 @@ GateResult run_sanitizer_pass(const Contract& contract, const EntrySpec& kernel,
     e.got = f.kind;
     std::string detail = fmt::format("kernel {}; address {}; size {} bytes; {}", f.kernel.empty() ? "?" : f.kernel,
                                      f.address.empty() ? "?" : f.address, f.size, f.where.empty() ? "-" : f.where);
-    detail += fmt::format("\n{} finding(s) in all (log {}):", accesses.size(), log);
+    detail += fmt::format("\n{} finding(s) in all (logs {}.*.log, one per worker):", accesses.size(), stem);
     for (std::size_t i = 0; i < accesses.size() && i < 8; ++i)
       detail += fmt::format("\n  {}{}", accesses[i].kind, accesses[i].kernel.empty() ? "" : " in " + accesses[i].kernel);
     e.detail = detail;
