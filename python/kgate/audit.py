@@ -26,7 +26,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           jobs: int = 4, compile_jobs: int = 8, fw: str = "numpy", seed: int | None = None,
           gates: list[str] | None = None, row_timeout: float = 600.0, call_timeout: float = 60.0,
           compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
-          limit: int | None = None, keys: list[str] | None = None, quiet: bool = False) -> dict:
+          limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
+          quiet: bool = False) -> dict:
+    """retry: row statuses (row_timeout, oracle_error, ...) whose rows run again; each new record replaces
+    the old one, which moves to <results stem>.superseded.jsonl (results.ResultsFile.replace)."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     res = ResultsFile(results_path)
@@ -37,15 +40,28 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     if keys:
         rows = [r for r in rows if r.key in keys]
     file = os.path.basename(corpus)
+    history = results_path.replace(".jsonl", "") + ".superseded.jsonl"
+    retried = {}  # key -> the record this run replaces
+
+    def put(rec):
+        if rec["key"] in retried:
+            old = retried[rec["key"]]
+            rec["retry_of"] = {"status": old.get("status"), "message": (old.get("message") or "")[:300]}
+            res.replace(rec, history)
+        else:
+            res.append(rec)
 
     todo = []
     for r in rows:
         if res.done(r.key, r.sha):
-            continue
+            if retry and res.records[r.key].get("status") in retry:
+                retried[r.key] = res.records[r.key]
+            else:
+                continue
         if r.problem:
-            res.append(_static_record(r, "bad_row", r.problem, file))
+            put(_static_record(r, "bad_row", r.problem, file))
         elif not r.has_candidate():
-            res.append(_static_record(r, "no_candidate", "the producer kept no solution (custom_code is \"None\")",
+            put(_static_record(r, "no_candidate", "the producer kept no solution (custom_code is \"None\")",
                                       file))
         else:
             todo.append(r)
@@ -64,7 +80,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             after = r.key
         elif needs and compiled.records[r.key].get("status") != "ok":
             c = compiled.records[r.key]
-            res.append(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
+            put(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
             continue
         v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seed:016x}", "gates": gates,
                                    "call_timeout": call_timeout, "needs_compile": needs}, row_timeout, after=after)
@@ -83,7 +99,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             compiled.append(final)
             if final.get("status") != "ok" and job.key in by_key:
                 by_key[job.key].cancelled = True
-                res.append(_static_record(row, final.get("status", "compile_error"), final.get("message", ""),
+                put(_static_record(row, final.get("status", "compile_error"), final.get("message", ""),
                                           file) | {"compile_seconds": final.get("seconds")})
             return
         if final is None:  # the row's own driver died or hung: keep what it reported, cost one verdict
@@ -102,7 +118,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             final = rec
         final = {k: v for k, v in final.items() if k != "type"}
         final["row_seconds"] = round(time.monotonic() - job.started, 2)
-        res.append(final)
+        put(final)
 
     limits = {"compile": compile_jobs, "verify": jobs, "total": compile_jobs + jobs}
     counts = run_jobs(job_list, limits, on_finish, budget_s=budget_s, work_dir=work_dir, progress=progress)

@@ -13,6 +13,22 @@ import argparse
 import sys
 
 
+# Row statuses a retry can run again (compile failures are kept in the compile file and are not retried).
+RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error",
+             "candidate_init_error", "candidate_init_timeout", "candidate_init_crash", "row_timeout",
+             "driver_crash")
+
+
+def _statuses(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    wanted = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in wanted if x not in RETRYABLE]
+    if bad:
+        raise ValueError(f"--retry: unknown row status {', '.join(map(repr, bad))} (one of: {', '.join(RETRYABLE)})")
+    return wanted
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m kgate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,6 +48,8 @@ def main(argv=None) -> int:
     a.add_argument("--call-timeout", type=float, default=60.0)
     a.add_argument("--ext-cache", help="compiled-extension cache folder (default build-py/ext-cache)")
     a.add_argument("--limit", type=int, help="at most this many new rows")
+    a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error): those rows run "
+                   "again and each new record replaces the old one, kept in <results>.superseded.jsonl")
     a.add_argument("--html", help="also write the HTML report here when done")
     a.add_argument("--quiet", action="store_true")
 
@@ -55,11 +73,16 @@ def main(argv=None) -> int:
     if args.cmd == "audit":
         from .audit import audit
         from .corpus import parse_shard
-        counts = audit(args.corpus, results_path=args.results, shard=parse_shard(args.shard), budget_s=args.budget,
+        try:
+            shard, retry = parse_shard(args.shard), _statuses(args.retry)
+        except ValueError as e:
+            p.error(str(e))
+        counts = audit(args.corpus, results_path=args.results, shard=shard, budget_s=args.budget,
                        jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw,
                        seed=int(args.seed, 16) if args.seed else None,
                        gates=args.gates.split(",") if args.gates else None, row_timeout=args.row_timeout,
-                       call_timeout=args.call_timeout, ext_cache=args.ext_cache, limit=args.limit, quiet=args.quiet)
+                       call_timeout=args.call_timeout, ext_cache=args.ext_cache, limit=args.limit,
+                       retry=retry, quiet=args.quiet)
         from . import report
         print(report.summary_text([counts["results"]]))
         if args.html:

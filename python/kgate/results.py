@@ -3,6 +3,12 @@
 Resume: a row whose key and line hash are already in the file is never recomputed. A driver killed mid-write
 leaves at most one partial last line; opening the file cuts it off (that row simply runs again), so nothing
 finished is lost and nothing is written twice.
+
+Retry (`kgate audit --retry STATUS`): a row whose record has one of the given statuses runs again, and its
+new record takes the old one's place only once it exists. The old record goes first to the history file
+beside the results (`<stem>.kgate.superseded.jsonl`), then the results file is rewritten whole to a
+temporary file and renamed over the old one, so at every instant the results file holds exactly one record
+per finished row.
 """
 from __future__ import annotations
 
@@ -73,6 +79,33 @@ class ResultsFile:
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self.records[key] = record
+
+    def replace(self, record: dict, history_path: str):
+        """The record takes the place of the key's existing one (which is kept in history_path)."""
+        key = record["key"]
+        old = self.records.get(key)
+        if old is None:
+            return self.append(record)
+        with open(history_path, "a", encoding="utf-8") as h:
+            h.write(json.dumps(old, sort_keys=True, allow_nan=True) + "\n")
+            h.flush()
+            os.fsync(h.fileno())
+        self._fh.close()
+        tmp = f"{self.path}.tmp-{os.getpid()}"
+        with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+            for line in src:
+                try:
+                    k = json.loads(line).get("key") if line.strip() else None
+                except json.JSONDecodeError:
+                    k = None
+                if k == key:
+                    line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
+                dst.write(line)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
+        self.records[key] = record
+        self._fh = open(self.path, "a", encoding="utf-8")
 
     def close(self):
         self._fh.close()

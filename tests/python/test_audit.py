@@ -120,6 +120,30 @@ def test_budget_stops_cleanly_and_the_next_call_finishes(workdir):
     assert {x["task"] for x in read_jsonl(workdir / "out.jsonl")} == {1, 2, 3}
 
 
+def test_retry_replaces_only_the_named_statuses_and_keeps_the_old_record(workdir):
+    rows = control_rows(["correct_softmax", "correct_linear"])
+    slow = dict(rows[0], task_id=3, custom_code="import time\ntime.sleep(4)\n" + rows[0]["custom_code"])
+    corpus = write_corpus(workdir / "c.jsonl", rows + [slow])
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--row-timeout", "3")
+    assert r.returncode == 0, r.stderr
+    first = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    assert first[3]["status"] == "row_timeout"
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "oracle_error")
+    assert r.returncode == 0, r.stderr  # nothing has that status: nothing reruns
+    assert read_jsonl(workdir / "out.jsonl") == list(first.values())
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "row_timeout", "--row-timeout", "120")
+    assert r.returncode == 0, r.stderr
+    after = read_jsonl(workdir / "out.jsonl")
+    assert [x["task"] for x in after] == [x["task"] for x in first.values()]  # same rows, same order
+    by_task = {x["task"]: x for x in after}
+    assert by_task[3]["status"] == "ok" and by_task[3]["classification"] == "clean"
+    assert by_task[3]["retry_of"]["status"] == "row_timeout"
+    assert by_task[1] == first[1] and by_task[2] == first[2]  # the others untouched
+    assert read_jsonl(workdir / "out.superseded.jsonl") == [first[3]]
+    bad = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "row_timout")
+    assert bad.returncode == 2 and "unknown row status 'row_timout'" in bad.stderr
+
+
 def test_report_renders_from_results_alone(workdir):
     names = ["correct_tanh_scale", "nan_masked", "fp16_accumulation", "crashes"]
     corpus = write_corpus(workdir / "c.jsonl", control_rows(names))

@@ -126,12 +126,14 @@ class Candidate:
         if reply.get("status") != "ok":
             raise WorkerDied("crash", f"restart failed: {reply.get('message')}", self.output_tail())
         for b in self.builds.values():
-            self._request(b, self.call_timeout)
+            self._request(b, max(self.call_timeout, self.init_timeout))
 
     def build(self, slot: str, init_inputs: list, seed: int, eval_mode: bool = True) -> dict:
         req = {"op": "build", "slot": slot, "init_inputs": init_inputs, "seed": seed, "eval": eval_mode}
         self.ensure()
-        reply = self._request(req, self.call_timeout)
+        # The init timeout, not the call timeout: many candidates compile their extension in ModelNew's
+        # __init__ (load_inline there), which the compile phase cannot reach without the task's init inputs.
+        reply = self._request(req, max(self.call_timeout, self.init_timeout))
         if reply.get("status") == "ok":
             self.builds[slot] = req
         return reply
