@@ -3,6 +3,7 @@ extension cache), results appended as rows finish, resumable, shardable, within 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -14,6 +15,28 @@ from .scheduler import Job, Progress, run_jobs
 
 def default_results(corpus: str, results_dir: str = "results") -> str:
     return os.path.join(results_dir, f"{stem_of(corpus)}.kgate.jsonl")
+
+
+def _driver_end(job, status: str, started: list, gates_done: list, log_tail: str) -> str:
+    """What ended a row whose driver reported no final record, in words, with the driver's stderr tail."""
+    where = f" in gate {started[-1]}" if started and (not gates_done or gates_done[-1]["gate"] != started[-1]) \
+        else f" after gate {gates_done[-1]['gate']}" if gates_done else " before its first gate"
+    if status == "timeout":
+        head = f"the row ran past its limit of {job.timeout_s:g} s{where} and was killed"
+    else:
+        rc = job.returncode
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+            head = f"the row's driver died of {name}{where}"
+            if -rc == signal.SIGKILL:
+                head += " (a SIGKILL from outside: the kernel's out-of-memory killer is the usual sender)"
+        else:
+            head = f"the row's driver exited with status {rc}{where} without a final record"
+    tail = log_tail[-1800:].strip()
+    return head + (f"; its stderr ends: {tail}" if tail else "; its stderr is empty")
 
 
 def _static_record(row, status, message, file):
@@ -105,15 +128,18 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if final is None:  # the row's own driver died or hung: keep what it reported, cost one verdict
             gates_done = [l for l in lines if l.get("type") == "gate"]
             started = [l["gate"] for l in lines if l.get("type") == "gate_start"]
-            rec = _static_record(row, "row_timeout" if status == "timeout" else "driver_crash",
-                                 log_tail[-2000:], file)
+            status_name = "row_timeout" if status == "timeout" else "driver_crash"
+            rec = _static_record(row, status_name, _driver_end(job, status, started, gates_done, log_tail), file)
             rec["gates"] = [{k: v for k, v in g.items() if k not in ("type", "key")} for g in gates_done]
+            # The gates that finished are evidence about the candidate; the stop itself is not (the row's time
+            # limit, or the driver dying: out of memory, the f64 oracle), so it is marked but not counted.
+            from .classify import classify
+            found = classify(rec["gates"]) if rec["gates"] else "clean"
+            rec["classification"] = found if found != "clean" else status_name
             if started and (not gates_done or gates_done[-1]["gate"] != started[-1]):
                 rec["gates"].append({"gate": started[-1], "verdict": "TIMEOUT" if status == "timeout" else "CRASH",
                                      "summary": f"the row's driver {'ran out of time' if status == 'timeout' else 'died'}"
-                                                f" in this gate"})
-            from .classify import classify
-            rec["classification"] = classify(rec["gates"]) if rec["gates"] else rec["status"]
+                                                f" in this gate", "row_stop": True})
             rec["seed"] = job.spec["seed"]
             final = rec
         final = {k: v for k, v in final.items() if k != "type"}

@@ -128,6 +128,8 @@ def test_retry_replaces_only_the_named_statuses_and_keeps_the_old_record(workdir
     assert r.returncode == 0, r.stderr
     first = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
     assert first[3]["status"] == "row_timeout"
+    assert first[3]["classification"] == "row_timeout"  # nothing had failed when the time ran out
+    assert "ran past its limit of 3 s" in first[3]["message"], first[3]["message"]
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "oracle_error")
     assert r.returncode == 0, r.stderr  # nothing has that status: nothing reruns
     assert read_jsonl(workdir / "out.jsonl") == list(first.values())
@@ -166,3 +168,25 @@ def test_numpy_controls_detection_matrix():
     from kgate.controls import run_controls
     ok, text = run_controls(fw="numpy", seeds_n=1, jobs=2, call_timeout=4)
     assert ok, text
+
+
+def test_a_dead_driver_costs_one_row_and_says_how_it_died(workdir):
+    rows = control_rows(["correct_softmax", "correct_linear"])
+    # The oracle (Model in float64) runs in the row's driver, not in the candidate's worker: a Model that
+    # kills its own process at float64 stands for the driver dying (out of memory, a fatal CUDA error).
+    killer = rows[0]["ref_code"].replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n        if x.dtype == np.float64:\n"
+        "            import os, signal\n            os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert killer != rows[0]["ref_code"]
+    corpus = write_corpus(workdir / "c.jsonl", rows + [dict(rows[0], task_id=3, ref_code=killer)])
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST)
+    assert r.returncode == 0, r.stderr
+    by_task = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    assert by_task[1]["status"] == by_task[2]["status"] == "ok"
+    dead = by_task[3]
+    assert dead["status"] == "driver_crash"
+    assert "SIGKILL" in dead["message"] and "out-of-memory" in dead["message"], dead["message"]
+    # The driver's death is not evidence against the candidate: no gate had failed, so it is not "broken".
+    assert dead["classification"] == "driver_crash"
+    assert all(g.get("row_stop") for g in dead["gates"] if g["verdict"] in ("CRASH", "TIMEOUT"))
