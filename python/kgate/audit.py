@@ -39,6 +39,10 @@ def _driver_end(job, status: str, started: list, gates_done: list, log_tail: str
     return head + (f"; its stderr ends: {tail}" if tail else "; its stderr is empty")
 
 
+class RetryError(ValueError):
+    """A --retry entry names a row key that is not in the corpus (or not in this shard)."""
+
+
 def _static_record(row, status, message, file):
     return {"type": "row", "key": row.key, "sha": row.sha, "file": file, "level": row.data.get("level_id"),
             "task": row.data.get("task_id"), "status": status, "classification": status, "message": message,
@@ -51,8 +55,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
           quiet: bool = False) -> dict:
-    """retry: row statuses (row_timeout, oracle_error, ...) whose rows run again; each new record replaces
-    the old one, which moves to <results stem>.superseded.jsonl (results.ResultsFile.replace)."""
+    """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
+    each new record replaces the old one, which moves to <results stem>.superseded.jsonl
+    (results.ResultsFile.replace)."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     res = ResultsFile(results_path)
@@ -62,6 +67,11 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     rows = [r for r in read_rows(corpus) if in_shard(r, shard)]
     if keys:
         rows = [r for r in rows if r.key in keys]
+    retry_keys = {x for x in retry or () if "/" in x}
+    unknown = sorted(retry_keys - {r.key for r in rows})
+    if unknown:
+        raise RetryError(f"--retry: no row {', '.join(map(repr, unknown))} in {corpus}"
+                         f"{' (shard %d/%d)' % shard if shard != (0, 1) else ''}")
     file = os.path.basename(corpus)
     history = results_path.replace(".jsonl", "") + ".superseded.jsonl"
     retried = {}  # key -> the record this run replaces
@@ -77,7 +87,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     todo = []
     for r in rows:
         if res.done(r.key, r.sha):
-            if retry and res.records[r.key].get("status") in retry:
+            if retry and (res.records[r.key].get("status") in retry or r.key in retry_keys):
                 retried[r.key] = res.records[r.key]
             else:
                 continue

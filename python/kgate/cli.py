@@ -23,7 +23,7 @@ def _statuses(text: str | None) -> list[str] | None:
     if not text:
         return None
     wanted = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in wanted if x not in RETRYABLE]
+    bad = [x for x in wanted if x not in RETRYABLE and "/" not in x]  # a "/" names a row key
     if bad:
         raise ValueError(f"--retry: unknown row status {', '.join(map(repr, bad))} (one of: {', '.join(RETRYABLE)})")
     return wanted
@@ -48,8 +48,9 @@ def main(argv=None) -> int:
     a.add_argument("--call-timeout", type=float, default=60.0)
     a.add_argument("--ext-cache", help="compiled-extension cache folder (default build-py/ext-cache)")
     a.add_argument("--limit", type=int, help="at most this many new rows")
-    a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error): those rows run "
-                   "again and each new record replaces the old one, kept in <results>.superseded.jsonl")
+    a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error) or row keys "
+                   "(e.g. h100/L2/T34, after a fix that concerns them): those rows run again and each new record "
+                   "replaces the old one, kept in <results>.superseded.jsonl")
     a.add_argument("--html", help="also write the HTML report here when done")
     a.add_argument("--quiet", action="store_true")
 
@@ -71,18 +72,21 @@ def main(argv=None) -> int:
 
     args = p.parse_args(argv)
     if args.cmd == "audit":
-        from .audit import audit
+        from .audit import RetryError, audit
         from .corpus import parse_shard
         try:
             shard, retry = parse_shard(args.shard), _statuses(args.retry)
         except ValueError as e:
             p.error(str(e))
-        counts = audit(args.corpus, results_path=args.results, shard=shard, budget_s=args.budget,
-                       jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw,
-                       seed=int(args.seed, 16) if args.seed else None,
-                       gates=args.gates.split(",") if args.gates else None, row_timeout=args.row_timeout,
-                       call_timeout=args.call_timeout, ext_cache=args.ext_cache, limit=args.limit,
-                       retry=retry, quiet=args.quiet)
+        try:
+            counts = audit(args.corpus, results_path=args.results, shard=shard, budget_s=args.budget,
+                           jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw,
+                           seed=int(args.seed, 16) if args.seed else None,
+                           gates=args.gates.split(",") if args.gates else None, row_timeout=args.row_timeout,
+                           call_timeout=args.call_timeout, ext_cache=args.ext_cache, limit=args.limit,
+                           retry=retry, quiet=args.quiet)
+        except RetryError as e:
+            p.error(str(e))
         from . import report
         print(report.summary_text([counts["results"]]))
         if args.html:

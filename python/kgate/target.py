@@ -17,14 +17,14 @@ import numpy as np
 
 from . import _core
 from .kb import layout as L
+from .kb.task import exec_module
 
 _DT = {_core.DType.f64: np.float64, _core.DType.f32: np.float32, _core.DType.f16: np.float16,
        _core.DType.i32: np.int32, _core.DType.i64: np.int64, _core.DType.bool: np.bool_} if _core else {}
 
 
 def _worker(conn, source: str, entry: str, convention: str, guard_seed: int):
-    ns: dict = {}
-    exec(compile(source, "<candidate>", "exec"), ns)  # noqa: S102
+    ns = exec_module(source, "kgate_candidate", "<candidate>")
     fn = ns[entry]
     bufs: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
     next_id = 1

@@ -144,6 +144,16 @@ def test_retry_replaces_only_the_named_statuses_and_keeps_the_old_record(workdir
     assert read_jsonl(workdir / "out.superseded.jsonl") == [first[3]]
     bad = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "row_timout")
     assert bad.returncode == 2 and "unknown row status 'row_timout'" in bad.stderr
+    # A row named by its key runs again whatever its status (after a fix that concerns it).
+    key = by_task[2]["key"]
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", key)
+    assert r.returncode == 0, r.stderr
+    again = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    assert again[2]["retry_of"]["status"] == "ok" and again[2]["status"] == "ok"
+    assert again[1] == by_task[1] and again[3] == by_task[3]
+    assert read_jsonl(workdir / "out.superseded.jsonl") == [first[3], by_task[2]]
+    bad = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "c/L9/T9")
+    assert bad.returncode == 2 and "no row 'c/L9/T9'" in bad.stderr
 
 
 def test_report_renders_from_results_alone(workdir):
@@ -190,3 +200,22 @@ def test_a_dead_driver_costs_one_row_and_says_how_it_died(workdir):
     # The driver's death is not evidence against the candidate: no gate had failed, so it is not "broken".
     assert dead["classification"] == "driver_crash"
     assert all(g.get("row_stop") for g in dead["gates"] if g["verdict"] in ("CRASH", "TIMEOUT"))
+
+
+def test_candidates_run_as_registered_modules(workdir):
+    # torch.compile imports a compiled function's module by name (fn.__module__); the producer's harness ran
+    # such candidates, so kgate must too. This numpy candidate does what dynamo does, and pickles a function.
+    rows = control_rows(["correct_softmax"])
+    lookup = rows[0]["custom_code"].replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n        import importlib, pickle\n"
+        "        assert importlib.import_module(__name__).ModelNew is ModelNew\n"
+        "        pickle.dumps(_helper)\n") + "\n\ndef _helper():\n    pass\n"
+    assert lookup != rows[0]["custom_code"]
+    corpus = write_corpus(workdir / "c.jsonl", [dict(rows[0], custom_code=lookup)])
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST)
+    assert r.returncode == 0, r.stderr
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    assert rec["status"] == "ok" and rec["classification"] == "clean", rec
+    by_gate = {g["gate"]: g for g in rec["gates"]}
+    assert by_gate["baseline"]["verdict"] == "PASS" and by_gate["public_harness"]["verdict"] == "PASS", by_gate

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+import types
 
 # Constants whose names say they are hyperparameters, not sizes: the shapes gate never rebinds them even
 # when they change a shape (a different kernel size is a different operator, not another shape of it).
@@ -43,11 +45,22 @@ class TaskError(Exception):
     candidate."""
 
 
-def exec_module(source: str, name: str) -> dict:
-    ns: dict = {"__name__": name, "__builtins__": __builtins__}
-    code = compile(source, f"<{name}>", "exec")
-    exec(code, ns)  # noqa: S102 - executing the task is the point
-    return ns
+def exec_module(source: str, name: str, filename: str | None = None) -> dict:
+    """Runs `source` as the body of a module called `name`, registered in sys.modules as an import would
+    register it, and returns its namespace. Tools that look a function's module up by name need it there:
+    torch.compile (dynamo imports `fn.__module__`), pickle, inspect. An executed namespace that is not a
+    registered module made torch.compile candidates fail under kgate with "No module named ..." (h100 L2/T34)
+    where the producer's harness ran them."""
+    module = types.ModuleType(name)
+    module.__dict__["__builtins__"] = __builtins__
+    code = compile(source, filename or f"<{name}>", "exec")
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - executing the task is the point
+    except BaseException:
+        sys.modules.pop(name, None)  # as a failed import leaves nothing behind
+        raise
+    return module.__dict__
 
 
 class Task:

@@ -14,6 +14,8 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from .task import exec_module
+
 _COMPILE_HINTS = ("Error building extension", "ninja", "nvcc", "CalledProcessError", "compilation terminated",
                   "error: ", "cpp_extension", "CompileError", "NVRTC", "nvrtc")
 
@@ -35,9 +37,8 @@ class Worker:
             from . import extcache
             extcache.install(msg["ext_cache"])
         t0 = time.monotonic()
-        ns = {"__name__": "kgate_candidate", "__builtins__": __builtins__}
         try:
-            exec(compile(msg["custom_code"], "<candidate>", "exec"), ns)  # noqa: S102
+            ns = exec_module(msg["custom_code"], "kgate_candidate", "<candidate>")
         except SyntaxError as e:
             return {"status": "import_error", "message": f"SyntaxError: {e}"}
         except BaseException as e:  # noqa: BLE001 - anything the candidate's module does is its verdict
