@@ -17,14 +17,15 @@ def default_results(corpus: str, results_dir: str = "results") -> str:
     return os.path.join(results_dir, f"{stem_of(corpus)}.kgate.jsonl")
 
 
-def _driver_end(job, status: str, started: list, gates_done: list, log_tail: str) -> str:
-    """What ended a row whose driver reported no final record, in words, with the driver's stderr tail."""
-    where = f" in gate {started[-1]}" if started and (not gates_done or gates_done[-1]["gate"] != started[-1]) \
-        else f" after gate {gates_done[-1]['gate']}" if gates_done else " before its first gate"
+def _driver_end(job, status: str, open_gate: str | None, gates_done: list, log_tail: str) -> str:
+    """What ended a row whose driver reported no final record, in words, with the driver's stderr tail.
+    open_gate: the gate it had started and not finished, if any."""
+    where = f" in gate {open_gate}" if open_gate else f" after gate {gates_done[-1]['gate']}" if gates_done \
+        else " before its first gate"
     if status == "timeout":
         head = f"the row ran past its limit of {job.timeout_s:g} s{where} and was killed"
     else:
-        rc = job.returncode
+        rc = job.proc.returncode
         if rc is not None and rc < 0:
             try:
                 name = signal.Signals(-rc).name
@@ -138,16 +139,18 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if final is None:  # the row's own driver died or hung: keep what it reported, cost one verdict
             gates_done = [l for l in lines if l.get("type") == "gate"]
             started = [l["gate"] for l in lines if l.get("type") == "gate_start"]
+            open_gate = started[-1] if started and (not gates_done or gates_done[-1]["gate"] != started[-1]) \
+                else None
             status_name = "row_timeout" if status == "timeout" else "driver_crash"
-            rec = _static_record(row, status_name, _driver_end(job, status, started, gates_done, log_tail), file)
+            rec = _static_record(row, status_name, _driver_end(job, status, open_gate, gates_done, log_tail), file)
             rec["gates"] = [{k: v for k, v in g.items() if k not in ("type", "key")} for g in gates_done]
             # The gates that finished are evidence about the candidate; the stop itself is not (the row's time
             # limit, or the driver dying: out of memory, the f64 oracle), so it is marked but not counted.
             from .classify import classify
             found = classify(rec["gates"]) if rec["gates"] else "clean"
             rec["classification"] = found if found != "clean" else status_name
-            if started and (not gates_done or gates_done[-1]["gate"] != started[-1]):
-                rec["gates"].append({"gate": started[-1], "verdict": "TIMEOUT" if status == "timeout" else "CRASH",
+            if open_gate:
+                rec["gates"].append({"gate": open_gate, "verdict": "TIMEOUT" if status == "timeout" else "CRASH",
                                      "summary": f"the row's driver {'ran out of time' if status == 'timeout' else 'died'}"
                                                 f" in this gate", "row_stop": True})
             rec["seed"] = job.spec["seed"]

@@ -31,7 +31,6 @@ class Job:
     lines: list = field(default_factory=list)
     log_path: str = ""
     cancelled: bool = False        # set by on_finish of its compile job when that failed
-    returncode: int | None = None  # the driver's exit status once it ended by itself (negative: signal)
 
 
 class Progress:
@@ -150,7 +149,6 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
             else:
                 status = "ok" if rc == 0 else "crash"
             job.proc.wait()
-            job.returncode = None if status == "timeout" else job.proc.returncode
             time.sleep(0.05)  # let the reader thread drain the pipe
             running.remove(job)
             finished_keys.add((job.kind, job.key))
