@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .kb.gates import BROKEN_RATIO, KGATE_GATES, RATIO_GATES, TOLERANCE_FREE
+from .kernelbench.gates import BROKEN_RATIO, KGATE_GATES, RATIO_GATES, TOLERANCE_FREE
 
 FAILING = ("FAIL", "CRASH", "TIMEOUT")
 

@@ -8,7 +8,7 @@ import random
 from collections import Counter, defaultdict
 
 from .classify import FAILING, classify, gate_fails
-from .kb.gates import KGATE_GATES, RATIO_GATES, TOLERANCE_FREE
+from .kernelbench.gates import KGATE_GATES, RATIO_GATES, TOLERANCE_FREE
 from .results import read_results
 
 SCALES = (1, 10, 100, 1000)

@@ -1,6 +1,6 @@
 """Runs jobs, each in its own process (group), a few at a time, with a time limit each and a budget overall.
 
-A job is `python -m kgate.kb.rowjob` fed a JSON spec on stdin; it answers with JSON lines on stdout ("gate",
+A job is `python -m kgate.kernelbench.rowjob` fed a JSON spec on stdin; it answers with JSON lines on stdout ("gate",
 "gate_start", and one final "row" or "compile" record). A job that crashes or outlives its limit is killed with
 its whole process group (the candidate's worker included) and costs that one row; what it reported before is
 kept. When the overall budget runs out, running jobs are killed and *not* recorded, so a rerun redoes them.
@@ -123,7 +123,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                     job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
                     log = open(job.log_path, "wb")
                     job.proc = subprocess.Popen(
-                        [python, "-m", "kgate.kb.rowjob"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        [python, "-m", "kgate.kernelbench.rowjob"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                         stderr=log, env=job_env, start_new_session=True, cwd=work_dir)
                     log.close()
                     job.started = time.monotonic()

@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from . import _core
-from .kb import layout as L
-from .kb.task import exec_module
+from .kernelbench import layout as L
+from .kernelbench.task import exec_module
 
 _DT = {_core.DType.f64: np.float64, _core.DType.f32: np.float32, _core.DType.f16: np.float16,
        _core.DType.i32: np.int32, _core.DType.i64: np.int64, _core.DType.bool: np.bool_} if _core else {}

@@ -10,7 +10,7 @@ import os
 import pkgutil
 import tempfile
 
-from ..kb.gates import KGATE_GATES
+from ..kernelbench.gates import KGATE_GATES
 
 FAILING = ("FAIL", "CRASH", "TIMEOUT")
 

@@ -3,7 +3,7 @@
 It never receives oracle outputs, expected values, the row's seed or the results file's path: only the
 candidate's source, init inputs, and the inputs of each call. It answers each request with what the candidate
 returned (as host arrays) plus the input guards it was asked to report. Run as
-`python -m kgate.kb.worker FD`, FD a socket speaking multiprocessing.connection's framing.
+`python -m kgate.kernelbench.worker FD`, FD a socket speaking multiprocessing.connection's framing.
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def _from_wire(fw, values):
 def main():
     fd = int(sys.argv[1])
     conn = Connection(fd)
-    fw = importlib.import_module(f"kgate.kb.fw_{os.environ.get('KGATE_FW', 'numpy')}")
+    fw = importlib.import_module(f"kgate.kernelbench.fw_{os.environ.get('KGATE_FW', 'numpy')}")
     w = Worker(fw)
     while True:
         try:

@@ -62,7 +62,7 @@ class Candidate:
     def _spawn(self):
         parent, child = socket.socketpair()
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kgate.kb.worker", str(child.fileno())],
+        self.proc = subprocess.Popen([sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())],
                                      pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
         log.close()

@@ -44,7 +44,7 @@ def verify(spec, fw_name):
     from .gates import ORDER, get
     from .task import TaskError
 
-    fw = importlib.import_module(f"kgate.kb.fw_{fw_name}")
+    fw = importlib.import_module(f"kgate.kernelbench.fw_{fw_name}")
     row = spec["row"]
     seed = int(spec["seed"], 16)
     rec = {"type": "row", "key": spec["key"], "sha": spec["sha"], "file": spec.get("file"),
