@@ -331,7 +331,6 @@ void enter_isolation(const IsolationOptions& o) {
   // Dies with whoever started it: a driver killed outright takes its workers with it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(kIsolationFailed);
-  prctl(PR_SET_DUMPABLE, 0);
   if (!real_root) {
     // Without root, a user namespace grants what the mounts need; its root maps to this uid, and the
     // program drops every capability it holds there.
@@ -344,6 +343,7 @@ void enter_isolation(const IsolationOptions& o) {
     write_file("/proc/self/uid_map", fmt::format("0 {} 1", uid));
     write_file("/proc/self/gid_map", fmt::format("0 {} 1", gid));
   }
+  prctl(PR_SET_DUMPABLE, 0);  // only now: a non-dumpable process cannot write its own uid_map
   if (unshare(CLONE_NEWPID) != 0) throw IsolationError(sys_text("unshare(CLONE_NEWPID)"));
   int status_pipe[2], output_pipe[2] = {-1, -1};
   if (pipe2(status_pipe, O_CLOEXEC) != 0) throw IsolationError(sys_text("pipe"));
