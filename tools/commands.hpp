@@ -18,8 +18,8 @@ struct VerifyArgs {
   std::string kernel;                  // lib.so or lib.so:symbol (default kgate_run)
   std::string oracle;                  // empty: the kernel's library, symbol kgate_oracle
   std::vector<std::string> gates;      // empty: all
-  std::optional<std::uint64_t> seed;   // none: a fresh secret seed, printed
-  std::string json;                    // rewritten atomically after every gate
+  std::optional<std::string> seed;     // none: a fresh secret seed, printed; else decimal or 0x hex
+  std::string json;                    // written atomically once complete; FILE.partial until then
   std::optional<double> timeout;       // seconds per call; none: the contract's [limits] timeout
   double tolerance_scale = 1.0;
   bool shrink = true;

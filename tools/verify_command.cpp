@@ -1,18 +1,25 @@
 // `kgate verify`: one contract, one candidate, one oracle, every requested gate.
 //
-// Input problems (contract, libraries, gate names, the JSON path) are found before any gate runs and
-// end with exit 2 and one line naming what is wrong. From the first gate on, the JSON file is rewritten
-// after every verdict, so whatever happens later the verdicts already reached survive.
+// Input problems (contract, libraries, gate names, the seed, the JSON path) are found before any gate runs
+// and end with exit 2 and one line naming what is wrong. The JSON report is written once, atomically, when
+// the verification is complete; until then a stale report at that path is removed and the verdicts reached
+// so far live in FILE.partial, marked "complete": false. A kgate killed mid-run (by anything) therefore
+// never leaves a report that looks finished.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "kgate/contract.hpp"
@@ -21,6 +28,8 @@
 #include "kgate/rng.hpp"
 #include "kgate/targets.hpp"
 #include "kgate/verify.hpp"
+#include "frontend/contract_source.hpp"
+#include "worker/guard_seed.hpp"
 #ifdef KGATE_HAVE_CUDA
 #include "backend/cuda/sanitizer.hpp"
 #endif
@@ -75,9 +84,39 @@ void write_json(const std::string& path, const Report& r) {
   if (path.empty()) return;
   try {
     write_file_atomic(path, to_json(r));
+    std::remove((path + ".partial").c_str());
   } catch (const std::exception& e) {
     throw BadInput{fmt::format("--json {}: {}", path, e.what())};
   }
+}
+
+// The verdicts so far, in FILE.partial, never in FILE: a reader of FILE sees only finished reports.
+void write_partial(const std::string& path, const Report& r) {
+  if (path.empty()) return;
+  nlohmann::json j = nlohmann::json::parse(to_json(r));
+  j["complete"] = false;
+  j["classification"] = "incomplete";
+  j["exit_code"] = nullptr;
+  try {
+    write_file_atomic(path + ".partial", j.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    throw BadInput{fmt::format("--json {}: {}", path, e.what())};
+  }
+}
+
+// Decimal or 0x-hexadecimal, within 64 bits; nothing else (no sign, no spaces, no empty string).
+std::uint64_t parse_seed(const std::string& text) {
+  const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  const std::string_view digits = hex ? std::string_view(text).substr(2) : std::string_view(text);
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, hex ? 16 : 10);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+      !(std::isdigit(static_cast<unsigned char>(digits[0])) || (hex && std::isxdigit(static_cast<unsigned char>(digits[0])))))
+    throw BadInput{fmt::format("--seed \"{}\": {}", text,
+                               ec == std::errc::result_out_of_range
+                                   ? "out of range (0 to 18446744073709551615)"
+                                   : "expected a decimal or 0x-hexadecimal integer from 0 to 18446744073709551615")};
+  return v;
 }
 
 int verify_or_throw(const VerifyArgs& a) {
@@ -99,7 +138,8 @@ int verify_or_throw(const VerifyArgs& a) {
   if (!(a.tolerance_scale > 0) || !std::isfinite(a.tolerance_scale))
     throw BadInput{fmt::format("--tolerance-scale must be a positive number, got {}", a.tolerance_scale)};
   const double timeout = a.timeout.value_or(contract.timeout_seconds);
-  if (!(timeout > 0) || !std::isfinite(timeout)) throw BadInput{fmt::format("--timeout must be positive, got {}", timeout)};
+  if (!(timeout >= kMinTimeoutSeconds && timeout <= kMaxTimeoutSeconds))
+    throw BadInput{fmt::format("--timeout must be from {} to {} seconds, got {}", kMinTimeoutSeconds, kMaxTimeoutSeconds, timeout)};
 
   EntrySpec kernel, oracle;
   try {
@@ -110,12 +150,19 @@ int verify_or_throw(const VerifyArgs& a) {
     throw BadInput{e.what()};
   }
 
-  const std::uint64_t seed = a.seed.value_or(fresh_seed());
+  const std::uint64_t seed = a.seed ? parse_seed(*a.seed) : fresh_seed();
   TargetOptions options;
   options.timeout_seconds = timeout;
-  options.guard_seed = Stream(seed).child("guards").key();  // guards the candidate cannot predict
-  if (!(a.memory_limit_mb >= 0) || !std::isfinite(a.memory_limit_mb))
-    throw BadInput{fmt::format("--memory-limit must be a number of megabytes, got {}", a.memory_limit_mb)};
+  // Guards the candidate cannot predict, from which it cannot compute the seed either (guard_seed.hpp).
+  options.guard_seed = derive_guard_seed(seed);
+  if (!(a.memory_limit_mb >= 0) || !std::isfinite(a.memory_limit_mb) || a.memory_limit_mb > 1 << 30)
+    throw BadInput{fmt::format("--memory-limit must be a number of megabytes from 0 to {}, got {}", 1 << 30,
+                               a.memory_limit_mb)};
+  if (!a.json.empty()) {
+    // A report left by an earlier run would read as this run's verdict if this one is killed.
+    if (std::remove(a.json.c_str()) != 0 && errno != ENOENT)
+      throw BadInput{fmt::format("--json {}: cannot replace it: {}", a.json, std::strerror(errno))};
+  }
   options.memory_limit_bytes = static_cast<std::size_t>(a.memory_limit_mb * 1048576.0);
 
   Report report;
@@ -149,7 +196,7 @@ int verify_or_throw(const VerifyArgs& a) {
     return r.exit_code();
   }
   report.candidate = candidate->describe();
-  write_json(a.json, report);  // an unwritable path fails now, before any gate has run
+  write_partial(a.json, report);  // an unwritable path fails now, before any gate has run
 
   const bool progress = isatty(STDERR_FILENO);
   Report partial = report;
@@ -160,7 +207,7 @@ int verify_or_throw(const VerifyArgs& a) {
   vo.shrink = a.shrink;
   vo.on_result = [&](const GateResult& g) {
     partial.gates.push_back(g);
-    write_json(a.json, partial);
+    write_partial(a.json, partial);
     if (progress) std::fprintf(stderr, "kgate: %-12s %s (%.2f s)\n", g.gate.c_str(), to_string(g.verdict), g.seconds);
   };
   Report final_report;

@@ -188,11 +188,12 @@ TEST(WorkerStart, BareDirectoryAndNoInheritedDescriptors) {
     std::smatch parts;
     ASSERT_TRUE(std::regex_match(m, parts, std::regex("cwd=(\\S+) entries=(\\d+) fds=(.*) tmpdir=(\\S*)"))) << m;
     dir = parts[1];
-    EXPECT_NE(dir, std::filesystem::current_path().string());
+    // Isolated (docs/security.md): a private scratch directory inside the worker's own tmpfs /tmp.
+    EXPECT_EQ(dir, "/tmp/kgate-scratch");
     EXPECT_EQ(parts[2], "0") << "the worker's directory was not empty";
     EXPECT_EQ(parts[3], "0 1 2 3 4 ") << "stdin, stdout, stderr, the channel and the arena, nothing else";
     EXPECT_EQ(parts[4], dir) << "TMPDIR points into the worker's own directory";
-    EXPECT_TRUE(std::filesystem::exists(dir + "/left-behind.txt"));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/left-behind.txt")) << "the scratch directory is the host's";
   }
   ::close(leaked);
   EXPECT_FALSE(std::filesystem::exists(dir)) << "the worker's directory outlived it";

@@ -1,4 +1,8 @@
 // The Contract's own methods and the public entry points of the contract reader.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,7 +61,10 @@ Shape TensorSpec::resolve(const Bindings& b) const {
             fmt::format("tensor {}: dim {} is not bound (shape [{}])", name, e->dim, fmt::join(shape, ", ")));
       dim_value = it->second;
     }
-    const std::int64_t v = e->value(dim_value);
+    const std::optional<std::int64_t> checked = e->value(dim_value);
+    if (!checked)
+      throw std::invalid_argument(fmt::format("tensor {}: shape entry \"{}\" overflows 64 bits at {}", name, text, to_string(b)));
+    const std::int64_t v = *checked;
     if (v < 0)
       throw std::invalid_argument(fmt::format("tensor {}: shape entry \"{}\" is {} at {}", name, text, v, to_string(b)));
     out.push_back(v);
@@ -116,12 +123,33 @@ Contract parse_contract(const std::string& text, const std::string& path) {
 }
 
 Contract load_contract(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ContractError(path, 0, 0, "", fmt::format("cannot open the contract file: {}", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ContractError(path, 0, 0, "", "cannot read the contract file");
-  return parse_contract(text.str(), path);
+  // Only a regular file of bounded size: /dev/zero, a FIFO or a directory would read forever or fail late.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw ContractError(path, 0, 0, "", fmt::format("cannot open the contract file: {}", std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw ContractError(path, 0, 0, "", "not a regular file (a contract is a TOML file)");
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      throw ContractError(path, 0, 0, "", fmt::format("cannot read the contract file: {}", std::strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMaxContractBytes) {
+      close(fd);
+      throw ContractError(path, 0, 0, "", fmt::format("larger than {} bytes; a contract is a short TOML file", kMaxContractBytes));
+    }
+  }
+  close(fd);
+  return parse_contract(text, path);
 }
 
 }  // namespace kgate

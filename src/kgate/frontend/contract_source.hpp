@@ -2,6 +2,8 @@
 // shape naming an undeclared dim, a spread rule naming an unknown input) still points at a line.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -9,6 +11,13 @@
 #include "kgate/contract.hpp"
 
 namespace kgate {
+
+// Bounds a contract must keep (docs/cli.md, docs/security.md): a contract file is small, a per-call timeout
+// must end a hang, and the largest case of a gate must fit in memory before anything is allocated.
+inline constexpr std::size_t kMaxContractBytes = std::size_t(1) << 20;
+inline constexpr double kMinTimeoutSeconds = 0.001;
+inline constexpr double kMaxTimeoutSeconds = 3600;
+inline constexpr std::int64_t kMaxCaseBytes = std::int64_t(8) << 30;  // the driver's estimate for one case
 
 class SourceMap {
  public:

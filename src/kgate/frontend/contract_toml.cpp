@@ -454,7 +454,9 @@ class ContractReader {
     }
     if (const toml::node* n = t.get("timeout")) {
       c.timeout_seconds = w_.number(*n, "limits.timeout");
-      if (c.timeout_seconds <= 0) w_.fail(*n, "limits.timeout", fmt::format("must be > 0 seconds, got {}", c.timeout_seconds));
+      if (!(c.timeout_seconds >= kMinTimeoutSeconds && c.timeout_seconds <= kMaxTimeoutSeconds))
+        w_.fail(*n, "limits.timeout", fmt::format("must be from {} to {} seconds, got {}", kMinTimeoutSeconds,
+                                                  kMaxTimeoutSeconds, c.timeout_seconds));
     }
   }
 

@@ -31,14 +31,18 @@ bool is_identifier(std::string_view s) {
   return true;
 }
 
-std::int64_t ShapeEntry::value(std::int64_t d) const {
+std::optional<std::int64_t> ShapeEntry::value(std::int64_t d) const {
   if (dim.empty()) return constant;
+  std::int64_t out = d;
+  bool overflow = false;
   switch (op) {
-    case '+': return d + constant;
-    case '-': return d - constant;
-    case '*': return d * constant;
-    default: return d;
+    case '+': overflow = __builtin_add_overflow(d, constant, &out); break;
+    case '-': overflow = __builtin_sub_overflow(d, constant, &out); break;
+    case '*': overflow = __builtin_mul_overflow(d, constant, &out); break;
+    default: break;
   }
+  if (overflow) return std::nullopt;
+  return out;
 }
 
 std::optional<ShapeEntry> parse_shape_entry(std::string_view text, std::string* why) {

@@ -17,7 +17,8 @@ struct ShapeEntry {
   char op = 0;                // 0, '+', '-' or '*'
   std::int64_t constant = 0;  // the literal, or the step applied to the dim
 
-  std::int64_t value(std::int64_t dim_value) const;
+  // The entry's size at dim_value; nullopt when the arithmetic leaves 64 bits (N*4611686018427387904).
+  std::optional<std::int64_t> value(std::int64_t dim_value) const;
 };
 
 // Parses one entry; on failure returns nullopt and says why in *why.

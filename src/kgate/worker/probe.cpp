@@ -1,6 +1,8 @@
 // probe_entry and the start-up handshake: the library is loaded in a throwaway worker, so whatever its
 // constructors do happens in a process that is about to be discarded.
+#include <cstdlib>
 #include <filesystem>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -13,7 +15,6 @@ std::vector<std::string> worker_args(const char* mode, const EntrySpec& spec, co
   std::vector<std::string> args = {mode,
           "--library", std::filesystem::absolute(spec.library).string(),
           "--symbol", spec.symbol,
-          "--guard-seed", std::to_string(o.guard_seed),
           "--guard-bytes", std::to_string(o.guard_bytes),
           "--timeout", fmt::format("{}", o.timeout_seconds),
           "--output-limit", std::to_string(o.output_limit)};
@@ -21,7 +22,20 @@ std::vector<std::string> worker_args(const char* mode, const EntrySpec& spec, co
   // A wrapper such as compute-sanitizer keeps its own state in files the worker's process writes, and
   // may talk to its agent inside the worker over inherited descriptors: no write sandbox, nothing closed.
   if (!o.launch_prefix.empty()) args.push_back("--under-tool");
+  else if (!worker_isolated(o)) args.push_back("--unsafe-no-isolation");
   return args;
+}
+
+bool worker_isolated(const TargetOptions& o) {
+  const char* unsafe = std::getenv("KGATE_UNSAFE_NO_ISOLATION");
+  return o.launch_prefix.empty() && !(unsafe && std::string_view(unsafe) == "1");
+}
+
+void send_setup(WorkerProcess& worker, const TargetOptions& o, double timeout_seconds) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_seconds));
+  // A worker that is already gone says so through await_hello, which reads how it ended.
+  worker.send({wire::Op::setup, wire::Encoder().u64(o.guard_seed).take()}, deadline);
 }
 
 DLDeviceType await_hello(WorkerProcess& worker, const EntrySpec& spec, double timeout_seconds) {
@@ -69,7 +83,9 @@ DLDeviceType probe_entry(const EntrySpec& spec, double timeout_seconds) {
   }
   SharedArena arena = SharedArena::create(0);
   TargetOptions options;
-  WorkerProcess worker(exe, worker_args("probe", spec, options), arena.fd(), options.output_limit);
+  WorkerProcess worker(exe, worker_args("probe", spec, options), arena.fd(), options.output_limit,
+                       worker_isolated(options));
+  send_setup(worker, options, timeout_seconds);
   const DLDeviceType device = await_hello(worker, spec, timeout_seconds);
   worker.terminate(std::chrono::milliseconds(500));
   return device;

@@ -113,12 +113,14 @@ std::string find_worker_executable() {
 }
 
 WorkerProcess::WorkerProcess(const std::string& exe, const std::vector<std::string>& args, int arena_fd,
-                             std::size_t output_limit)
+                             std::size_t output_limit, bool isolated)
     : output_(output_limit) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = fmt::format("{}/kgate-worker-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(templ.data())) sys_fail("mkdtemp");
-  dir_ = templ;
+  if (!isolated) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = fmt::format("{}/kgate-worker-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(templ.data())) sys_fail("mkdtemp");
+    dir_ = templ;
+  }
 
   int sv[2], out[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) sys_fail("socketpair");
@@ -141,7 +143,7 @@ WorkerProcess::WorkerProcess(const std::string& exe, const std::vector<std::stri
   posix_spawn_file_actions_adddup2(&fa, child_channel, 3);
   posix_spawn_file_actions_adddup2(&fa, child_arena, 4);
   posix_spawn_file_actions_addclosefrom_np(&fa, 5);  // whatever the driver leaked without O_CLOEXEC
-  posix_spawn_file_actions_addchdir_np(&fa, dir_.c_str());
+  posix_spawn_file_actions_addchdir_np(&fa, dir_.empty() ? "/" : dir_.c_str());
 
   // Own process group, so a timeout kills whatever the candidate forked too; default signal handling
   // and an empty mask whatever the driver set for itself.
@@ -157,8 +159,8 @@ WorkerProcess::WorkerProcess(const std::string& exe, const std::vector<std::stri
 
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "TMPDIR=", 7) != 0) env_strings.emplace_back(*e);
-  env_strings.push_back("TMPDIR=" + dir_);
+    if (dir_.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0) env_strings.emplace_back(*e);
+  if (!dir_.empty()) env_strings.push_back("TMPDIR=" + dir_);
   std::vector<char*> envp, argv;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -177,7 +179,7 @@ WorkerProcess::WorkerProcess(const std::string& exe, const std::vector<std::stri
     reaped_ = true;
     close_fd(channel_);
     close_fd(output_fd_);
-    std::filesystem::remove_all(dir_);
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
     errno = rc;
     sys_fail(exe.c_str());
   }
@@ -192,7 +194,7 @@ WorkerProcess::~WorkerProcess() {
   close_fd(output_fd_);
   close_fd(pidfd_);
   std::error_code ec;  // a candidate may have left files it made unremovable; nothing to do about it
-  std::filesystem::remove_all(dir_, ec);
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
 
 bool WorkerProcess::read_output() {
@@ -280,6 +282,21 @@ void WorkerProcess::reap(bool block) {
   death_ = r == pid_ ? describe_status(status) : "exit status unknown (the process was reaped elsewhere)";
 }
 
+void WorkerProcess::await_exit(Clock::time_point until) {
+  while (!reaped_) {
+    reap(false);
+    if (reaped_) return;
+    const int ms = ms_until(until);
+    if (ms == 0) return;
+    if (pidfd_ >= 0) {
+      pollfd p{pidfd_, POLLIN, 0};
+      ::poll(&p, 1, ms);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 5)));
+    }
+  }
+}
+
 void WorkerProcess::kill_now() {
   if (reaped_) return;
   ::kill(-pid_, SIGKILL);  // the group: whatever the candidate forked dies with it
@@ -308,6 +325,9 @@ WorkerProcess::Event WorkerProcess::receive(wire::Frame& out, Clock::time_point 
   while (true) {
     if (parse_frame(out)) return Event::frame;
     if (!channel_open || reaped_) {
+      // An isolated worker's pid is its launcher, which learns how the worker ended from the namespace's
+      // init a moment after the channel closes: let it exit with that status before killing it.
+      await_exit(Clock::now() + std::chrono::milliseconds(1000));
       ::kill(-pid_, SIGKILL);
       reap(true);
       drain_after_death();

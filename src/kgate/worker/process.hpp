@@ -37,12 +37,13 @@ std::string find_worker_executable();
 
 class WorkerProcess {
  public:
-  // Starts `executable args...` in a new process group and a fresh empty directory (also its TMPDIR),
-  // with stdin on /dev/null, stdout and stderr on one captured pipe, the command channel as fd 3, the
-  // arena as fd 4, and no other descriptor.
+  // Starts `executable args...` in a new process group, with stdin on /dev/null, stdout and stderr on one
+  // captured pipe, the command channel as fd 3, the arena as fd 4, and no other descriptor. An isolated
+  // worker makes its own private scratch directory (isolation.hpp), which nothing outlives; one that is
+  // not gets a fresh directory here (also its TMPDIR), removed when this object goes.
   WorkerProcess(const std::string& executable, const std::vector<std::string>& args, int arena_fd,
-                std::size_t output_limit);
-  ~WorkerProcess();  // kills and reaps it if still running, then removes its directory
+                std::size_t output_limit, bool isolated);
+  ~WorkerProcess();  // kills and reaps it if still running, then removes its directory (if it made one)
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
@@ -69,6 +70,7 @@ class WorkerProcess {
   bool read_output();  // false at end of file
   bool read_channel(); // false when the worker closed it
   void reap(bool block);
+  void await_exit(Clock::time_point until);  // reaps it if it exits by then
   void drain_after_death();
 
   pid_t pid_ = -1;

@@ -31,6 +31,7 @@ enum class Op : std::uint32_t {
   call = 6,          // CallRequest                     -> ok: CallResult, outputs packed in the arena
   reset = 7,         // drop every buffer               -> ok
   quit = 8,
+  setup = 9,         // u64 guard seed: sent first, before the worker loads anything; never in its argv
   // worker -> driver
   hello = 100,  // u8 loaded; then i32 device, or the load error's message
   ok = 101,

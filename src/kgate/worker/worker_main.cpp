@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "worker/arena.hpp"
+#include "worker/isolation.hpp"
 #include "worker/protocol.hpp"
 #include "worker/sandbox.hpp"
 
@@ -96,6 +97,8 @@ struct Args {
   EntrySpec spec;
   TargetOptions options;
   bool sandbox = true;
+  bool under_tool = false;
+  bool isolate = true;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -105,8 +108,10 @@ Args parse_args(int argc, char** argv) {
   if (a.mode != "serve" && a.mode != "probe") throw LoadError("kgate-worker: unknown mode " + a.mode);
   for (int i = 2; i < argc; i += 2) {
     const std::string key = argv[i];
-    if (key == "--no-sandbox" || key == "--under-tool") {  // a tool's own files are written from inside
-      a.sandbox = false;
+    if (key == "--no-sandbox" || key == "--under-tool" || key == "--unsafe-no-isolation") {
+      if (key != "--unsafe-no-isolation") a.sandbox = false;  // a tool's own files are written from inside
+      if (key != "--no-sandbox") a.isolate = false;  // a tool finds its target by pid (see startup.hpp)
+      a.under_tool = a.under_tool || key == "--under-tool";
       --i;
       continue;
     }
@@ -114,7 +119,6 @@ Args parse_args(int argc, char** argv) {
     const std::string value = argv[i + 1];
     if (key == "--library") a.spec.library = value;
     else if (key == "--symbol") a.spec.symbol = value;
-    else if (key == "--guard-seed") a.options.guard_seed = std::stoull(value);
     else if (key == "--guard-bytes") a.options.guard_bytes = std::stoull(value);
     else if (key == "--timeout") a.options.timeout_seconds = std::stod(value);
     else if (key == "--output-limit") a.options.output_limit = std::stoull(value);
@@ -229,12 +233,6 @@ class Server {
 }  // namespace
 
 int run_worker(int argc, char** argv, const BackendFactory& make_backend, const std::function<void()>& before_sandbox) {
-  bool under_tool = false;
-  for (int i = 2; i < argc; ++i) under_tool |= std::strcmp(argv[i], "--under-tool") == 0;
-  harden(!under_tool);
-  // Every call gathers its outputs into fresh arrays as large as the tensors (twice the CPU of the call
-  // itself at 1M elements when each came from a fresh mmap).
-  keep_large_allocations_in_heap();
   // The driver parses only what arrives on the channel; anything the worker says for itself goes
   // there too, never to stdout, which belongs to the candidate.
   auto refuse = [](const std::string& why) {
@@ -245,7 +243,38 @@ int run_worker(int argc, char** argv, const BackendFactory& make_backend, const 
   try {
     args = parse_args(argc, argv);
   } catch (const std::exception& e) {
+    harden(true);
     return refuse(e.what());
+  }
+  if (args.isolate) {
+    // Before anything else runs: from here on this process is the candidate's side of isolation.hpp.
+    IsolationOptions io;
+    io.keep_fds = {kChannelFd, kArenaFd};
+    io.memory = args.options.memory_limit_bytes;
+    io.visible = {std::filesystem::path(args.spec.library).parent_path().string()};
+    io.on_failure = [](const std::string& why) { reply(wire::Op::hello, wire::Encoder().u8(0).str(why).take()); };
+    try {
+      enter_isolation(io);
+    } catch (const IsolationError& e) {
+      return refuse(fmt::format("cannot isolate the worker: {}", e.what()));
+    }
+  }
+  harden(!args.under_tool);
+  // Every call gathers its outputs into fresh arrays as large as the tensors (twice the CPU of the call
+  // itself at 1M elements when each came from a fresh mmap).
+  keep_large_allocations_in_heap();
+  // The guard seed arrives on the channel, never in argv or the environment (both readable by the
+  // candidate through /proc/self); the worker holds only this derived value, never the run's seed.
+  {
+    wire::Frame setup;
+    if (!receive(setup) || setup.op != wire::Op::setup) return refuse("kgate-worker: expected the setup frame first");
+    try {
+      wire::Decoder d(setup.payload);
+      args.options.guard_seed = d.u64();
+      d.finish();
+    } catch (const std::exception& e) {
+      return refuse(fmt::format("kgate-worker: a malformed setup frame: {}", e.what()));
+    }
   }
   if (args.options.memory_limit_bytes) {
     // RLIMIT_DATA rather than RLIMIT_AS: a CUDA context reserves terabytes of address space it never

@@ -19,6 +19,11 @@
 namespace kgate {
 namespace {
 
+// How a call that tried to reach outside the candidate's own process tree is reported (docs/security.md).
+constexpr const char* kJudgeAttack =
+    "attack on the judge: a forbidden system call (ptrace, another process's memory, or a signal or pidfd "
+    "aimed outside its own process tree) ended the worker";
+
 constexpr std::size_t kInitialArena = std::size_t(1) << 20;
 // Loading may initialise a CUDA context, which takes seconds: a short per-call limit must not fail it.
 constexpr double kMinStartupSeconds = 10.0;
@@ -109,6 +114,9 @@ class WorkerTarget final : public Target {
     } else if (ev == WorkerProcess::Event::died) {
       r.outcome = CallOutcome::crashed;
       r.detail = worker_->death();
+      // The isolation's seccomp filter ends the worker with SIGSYS for exactly the calls that can only be
+      // aimed at the judge (isolation.hpp): the crash is the finding, and this says what it was.
+      if (r.detail.rfind("SIGSYS", 0) == 0) r.detail = std::string(kJudgeAttack) + " (" + r.detail + ")";
     } else if (ev == WorkerProcess::Event::timed_out) {
       r.outcome = CallOutcome::timed_out;
       r.detail = fmt::format("timeout after {:.1f} s", options_.timeout_seconds);
@@ -179,8 +187,10 @@ class WorkerTarget final : public Target {
       exe = prefix.front();
     }
     ++starts_;
-    worker_ = std::make_unique<WorkerProcess>(exe, args, arena_->fd(), options_.output_limit);
-    device_ = await_hello(*worker_, spec_, std::max(options_.timeout_seconds, kMinStartupSeconds));
+    worker_ = std::make_unique<WorkerProcess>(exe, args, arena_->fd(), options_.output_limit, worker_isolated(options_));
+    const double startup = std::max(options_.timeout_seconds, kMinStartupSeconds);
+    send_setup(*worker_, options_, startup);
+    device_ = await_hello(*worker_, spec_, startup);
     unhealthy_.clear();
   }
 
