@@ -20,7 +20,7 @@ import time
 from . import seeds
 from .corpus import in_shard, read_rows, stem_of
 from .results import Journal, ResultsFile, TrustError, load_key, stem as results_stem
-from .scheduler import Job, Progress, Watchdog, run_jobs
+from .scheduler import Job, Progress, Watchdog, become_subreaper, run_jobs
 
 JUDGE_ATTACKED = "judge_attacked"
 # Signals a row job dies of by itself (a fault in its own code); any other signal was sent to it.
@@ -58,7 +58,7 @@ def _driver_end(job, status: str, open_gate: str | None, gates_done: list, log_t
         rc = job.proc.returncode
         if rc is not None and rc < 0:
             sig = -rc
-            head = f"the row's driver died of {_signal_name(sig)}{where}"
+            head = f"the row's judge (its row job) died of {_signal_name(sig)}{where}"
             if sig == signal.SIGKILL:
                 before, after = job.oom_before, job.oom_after
                 if before is not None and after is not None and after > before:
@@ -286,6 +286,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if harden:
+        # Orphans of a row's processes (a candidate's setsid double fork) come to the driver, which kills them.
+        become_subreaper()
         watchdog = Watchdog(sys.executable, env)
     extra = {k: v for k, v in (("log_limit", log_limit), ("file_limit", file_limit)) if v is not None}
 

@@ -156,6 +156,9 @@ def main(argv=None) -> int:
                    "replaces the old one, kept in <results>.superseded.jsonl")
     a.add_argument("--log-limit", type=_int_in("log-limit", 4096, 1 << 34), default=None,
                    help="bytes of a row's output kept in its log, 4096..16 GiB (default 4 MiB)")
+    a.add_argument("--file-limit", type=_int_in("file-limit", 1 << 20, 1 << 40), default=None,
+                   help="largest file, in bytes, a row job or the candidate's worker may write (its output log "
+                   "included), 1 MiB..1 TiB (default 1 GiB); a writer past it ends with SIGXFSZ")
     a.add_argument("--adopt-unsigned", action="store_true",
                    help="a results file from before records were signed: vouch for its records (signs them)")
     a.add_argument("--html", help="also write the HTML report here when done")
@@ -216,7 +219,8 @@ def _run(args) -> int:
                            jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw, seed=args.seed,
                            gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
                            ext_cache=args.ext_cache, limit=args.limit, retry=retry, quiet=args.quiet,
-                           harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit)
+                           harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
+                           file_limit=args.file_limit)
         except (RetryError, TrustError) as e:
             raise BadArgument(str(e)) from None
         from . import report

@@ -159,7 +159,8 @@ class ResultsFile:
             if rec is not None and "mac" not in rec and adopt and rec.get("key"):
                 rec = sign(rec, self.key)
                 changed = True
-            if rec is None or not rec.get("key") or not verify(rec, self.key):
+            # A record moved to the superseded file carries superseded_because: replayed here it is not current.
+            if rec is None or not rec.get("key") or "superseded_because" in rec or not verify(rec, self.key):
                 self.rejected.append(text)
                 changed = True
                 continue
@@ -255,7 +256,7 @@ def read_results(path: str) -> list[dict]:
     for pos, rec, _ in _parse_lines(path):
         if rec is None or not rec.get("key"):
             continue
-        if key is not None and not verify(rec, key):
+        if key is not None and ("superseded_because" in rec or not verify(rec, key)):
             continue
         k = rec["key"]
         if k not in best or _newest(best[k], (pos, rec)):

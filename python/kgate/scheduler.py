@@ -61,6 +61,11 @@ def make_undumpable() -> bool:
     return _prctl(PR_SET_DUMPABLE, 0)
 
 
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to this process instead of init (PR_SET_CHILD_SUBREAPER)."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
 def scrub_argv(keep: int) -> bool:
     """Overwrites this process's command line after its first `keep` words with NULs, so /proc/PID/cmdline
     (readable by every process that sees the PID) shows no path or seed given on it. sys.argv is a copy and
@@ -330,6 +335,7 @@ def _watchdog_main():
 def _rowjob_main():
     """The row job, hardened: not dumpable, no core, no file past the limit (inherited by its worker)."""
     make_undumpable()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a row job never outlives the driver that judges with it
     import resource
     limit = int(os.environ.pop("KGATE_FILE_LIMIT", DEFAULT_FILE_LIMIT))
     try:
