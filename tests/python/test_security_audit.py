@@ -239,19 +239,23 @@ with open({str(out)!r}, 'a') as f:
 def test_duplicates_collapse_newest_wins_and_replayed_superseded_records_are_refused(workdir):
     corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_linear", "nan_masked"]))
     assert run_cli("audit", corpus, "--results", "out.jsonl", *FAST).returncode == 0
-    first = read_jsonl(workdir / "out.jsonl")
+    first = {x["key"]: x for x in read_jsonl(workdir / "out.jsonl")}
     assert run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry", "c/L1/T1").returncode == 0
-    second = read_jsonl(workdir / "out.jsonl")
-    old = read_jsonl(workdir / "out.superseded.jsonl")
-    # Duplicates by hand: the old signed record of row 1 appended again, and a superseded one replayed.
+    second = {x["key"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    assert second["c/L1/T1"]["written_at"] > first["c/L1/T1"]["written_at"]
+    (old,) = read_jsonl(workdir / "out.superseded.jsonl")
+    # Duplicates by hand: the older signed record of row 1 appended again (after the newer one), and the
+    # superseded copy replayed.
     with open(workdir / "out.jsonl", "a") as f:
-        f.write(json.dumps(first[0]) + "\n")
-        f.write(json.dumps(old[0]) + "\n")
+        f.write(json.dumps(first["c/L1/T1"]) + "\n")
+        f.write(json.dumps(old) + "\n")
     rep = run_cli("report", "out.jsonl")
     assert "2 rows, 2 audited" in rep.stdout, rep.stdout
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST)
     assert r.returncode == 0, r.stderr
-    assert read_jsonl(workdir / "out.jsonl") == second  # the newer record of row 1 won; one line per row
+    after = read_jsonl(workdir / "out.jsonl")
+    assert len(after) == 2 and {x["key"]: x for x in after} == second  # the newer record won; one line per row
+    assert "'ok': 0" in r.stderr  # nothing recomputed
 
 
 def test_changed_corpus_line_is_recomputed_once_and_replaces_its_record(workdir):
