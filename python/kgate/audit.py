@@ -272,6 +272,15 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             rec["seed"] = job.spec["seed"]
             final = rec
         final = {k: v for k, v in final.items() if k not in ("type", "mac", "written_at")}
+        sigsys = [g.get("gate") for g in final.get("gates", [])
+                  if "SIGSYS" in str(g.get("summary", "")) + str(g.get("output", ""))[-4000:]]
+        if sigsys:
+            # kgate-isolate's seccomp filter ends a worker with SIGSYS when it reaches for a process outside its
+            # own tree (ptrace, process_vm_*, a signal to its judge): contained, and a finding of its own.
+            final["judge_attacked"] = {"gates": sigsys, "why": "the candidate's worker was ended by SIGSYS: it "
+                                       "tried to trace, read or signal a process outside its own tree"}
+            if final.get("status") == "ok":
+                final["classification"] = JUDGE_ATTACKED
         final["row_seconds"] = round(time.monotonic() - job.started, 2)
         if job.log_dropped:
             final["log_note"] = f"the row's output passed the log limit: {job.log_dropped} bytes dropped"

@@ -39,6 +39,16 @@ def rows_of(path):
     return {x["task"]: x for x in read_jsonl(path)}
 
 
+def worker_output(workdir) -> str:
+    """Everything the candidates' workers printed (their output.log files under the audit's work folder)."""
+    out = []
+    for root, _, files in os.walk(os.path.join(workdir, "build-py", "audit-work")):
+        for f in files:
+            if f == "output.log":
+                out.append(open(os.path.join(root, f), errors="replace").read())
+    return "\n".join(out)
+
+
 # ---- attacks on the judge ----------------------------------------------------------------------------------
 
 def test_candidate_that_kills_its_row_job_is_judge_attacked(workdir, monkeypatch):
@@ -99,8 +109,8 @@ def test_candidate_that_kills_the_driver_is_recorded_and_the_audit_finishes(work
     if len(codes) > 1:  # it could reach the driver: a finding, with the attempts as evidence
         assert recs[3]["status"] == recs[3]["classification"] == "judge_attacked", recs[3]
         assert recs[3]["evidence"]["unfinished_attempts"][-1]["solo"] is True
-    else:
-        assert recs[3]["classification"] != "clean"
+    else:  # contained (kgate-isolate: the driver is outside the candidate's PID namespace): the row simply ran
+        assert recs[3]["status"] == "ok"
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--quiet")
     assert r.returncode == 0 and rows_of(workdir / "out.jsonl") == recs  # finished: nothing runs again
 
@@ -138,7 +148,6 @@ def test_candidate_finds_no_secret_in_its_ancestors(tmp_path):
     # Ancestors' command lines, environments, working folders, open files and memory: no row seed, no results
     # path, no MAC key.
     work = str(tmp_path)
-    found = os.path.join(work, "found.json")
     probe = hostile(f"""
 import json, re
 hits = {{}}
@@ -180,7 +189,9 @@ for _ in range(3):
     hits[pid] = {{'mem_read': mem_read, 'out.jsonl': b'out.jsonl' in blob,
                  'hex16': sorted({{m.decode() for m in re.findall(rb'[0-9a-f]{{16}}', blob)}}),
                  'hex64': sorted({{m.decode() for m in re.findall(rb'[0-9a-f]{{64}}', blob)}})}}
-open({found!r}, 'w').write(json.dumps(hits))
+if not getattr(sys, 'probed', False):
+    sys.probed = True
+    print('KGATE-PROBE ' + json.dumps(hits), flush=True)
 """)
     corpus = write_corpus(os.path.join(work, "c.jsonl"), [probe])
     env = dict(os.environ, PYTHONPATH=PKG_ROOT)
@@ -190,8 +201,9 @@ open({found!r}, 'w').write(json.dumps(hits))
     assert r.returncode == 0, r.stderr
     (rec,) = read_jsonl(os.path.join(work, "out.jsonl"))
     assert rec["seed"] == f"{seeds.derive(0x1234, rec['key']):016x}"
-    hits = json.load(open(found))
-    assert len(hits) >= 2, "the probe ran and saw its ancestors (row job, driver)"
+    probes = [l for l in worker_output(work).splitlines() if l.startswith("KGATE-PROBE ")]
+    assert probes, "the probe ran"
+    hits = json.loads(probes[0][len("KGATE-PROBE "):])  # without kgate-isolate: the row job and the driver
     key_file = os.path.join(work, "out.key")
     key_hex = open(key_file).read().strip() if os.path.exists(key_file) else "no key file"
     for pid, h in hits.items():
@@ -208,21 +220,23 @@ def test_forged_records_are_rejected_and_report_counts_each_row_once(workdir):
     out = workdir / "out.jsonl"
     # The candidate found the results path (as if by searching) and appends a "clean" record for itself and one
     # for a row that does not exist, with a made-up MAC; the driver's own record comes after.
+    forged = "".join(json.dumps({"key": f"c/L{t}/T{t}", "status": "ok", "classification": "clean", "gates": [],
+                                 "task": t, "level": t, "written_at": 1e12, "mac": "0" * 64}) + "\n" for t in (2, 3))
     forge = hostile(f"""
-with open({str(out)!r}, 'a') as f:
-    for task in (2, 3):
-        f.write('{{"key": "c/L' + str(task) + '/T' + str(task) + '", "status": "ok", "classification": "clean", '
-                '"gates": [], "task": ' + str(task) + ', "level": ' + str(task) + ', "written_at": 1e12, '
-                '"mac": "' + '0' * 64 + '"}}\\n')
+try:
+    with open({str(out)!r}, 'a') as f:
+        f.write({forged!r})
+except OSError:
+    pass  # kgate-isolate: the host's /tmp is not there
 """, base="nan_masked")
     corpus = write_corpus(workdir / "c.jsonl", [rows[0], dict(forge, level_id=2, task_id=2)])
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST)
     assert r.returncode == 0, r.stderr
     assert "2 rows, 2 audited" in r.stdout, r.stdout
-    lines = read_jsonl(out)
-    assert len(lines) > 2  # the forged lines are in the file...
+    with open(out, "a") as f:  # as a candidate that reached the file would (the one above may not have)
+        f.write(forged)
     rep = run_cli("report", "out.jsonl")
-    assert rep.returncode == 0 and "2 rows, 2 audited" in rep.stdout, rep.stdout  # ...and never counted
+    assert rep.returncode == 0 and "2 rows, 2 audited" in rep.stdout, rep.stdout  # forged lines never counted
     assert " ".join(rep.stdout.split()).count("clean 1 50.0%") == 1, rep.stdout
     recs = {x["key"]: x for x in read_jsonl(out) if x["mac"] != "0" * 64}
     assert recs["c/L2/T2"]["classification"] == "broken"
@@ -325,34 +339,38 @@ def test_output_flood_costs_a_capped_log_not_the_disk(workdir):
 
 
 def test_setsid_children_of_the_candidate_end_with_the_audit(workdir):
-    pids = workdir / "pids"
+    # The escaped grandchild becomes `sleep <marker>`: found by its command line among the host's processes.
+    marker = f"{100 + os.getpid() % 97}.{time.time_ns() % 10**9:09d}"
     escape = hostile(f"""
-if os.fork() == 0:
-    os.setsid()
+if not getattr(sys, 'forked', False):
+    sys.forked = True
     if os.fork() == 0:
-        open({str(pids)!r}, 'a').write(str(os.getpid()) + '\\n')
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        time.sleep(120)
-    os._exit(0)
-time.sleep(0.2)
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.execv('/bin/sleep', ['sleep', {marker!r}])
+        os._exit(0)
+    time.sleep(0.3)
+    print('KGATE-FORKED', flush=True)
 """)
     corpus = write_corpus(workdir / "c.jsonl", [escape])
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle", timeout=100)
     assert r.returncode == 0, r.stderr
-    started = [int(x) for x in pids.read_text().split()]
-    assert started
+    assert "KGATE-FORKED" in worker_output(workdir)
     time.sleep(0.5)
     alive = []
-    for pid in started:
-        try:
-            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.append(pid)
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmd = open(f"/proc/{name}/cmdline", "rb").read()
+                state = open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmd and state != "Z":
+                alive.append(int(name))
     for pid in alive:
         os.kill(pid, signal.SIGKILL)
-    assert not alive, f"{len(alive)} of {len(started)} escaped processes outlived the audit"
+    assert not alive, f"{len(alive)} escaped processes outlived the audit"
 
 
 # ---- bad arguments -----------------------------------------------------------------------------------------
