@@ -1,5 +1,15 @@
 """The corpus audit: every row in its own process, compiled candidates first (in parallel, into the
-extension cache), results appended as rows finish, resumable, shardable, within a time budget."""
+extension cache), results appended as rows finish, resumable, shardable, within a time budget.
+
+A candidate that attacks its judge is a finding of its own, status and classification "judge_attacked",
+with evidence (docs/security.md):
+- its row job found stopped (SIGSTOP) is ended at once;
+- its row job killed by a signal nothing of ours sends (SIGKILL while the kernel's OOM counter did not move,
+  SIGTERM, SIGINT, SIGHUP, SIGUSR1, ...);
+- the audit driver died twice while the row ran, the second time alone (the attempts journal: rows in flight
+  when a driver died run alone first on the next call; a solo attempt that never ended names its row);
+- the driver stopped (the watchdog continues it) while the row ran alone.
+"""
 from __future__ import annotations
 
 import os
@@ -9,35 +19,66 @@ import time
 
 from . import seeds
 from .corpus import in_shard, read_rows, stem_of
-from .results import ResultsFile
-from .scheduler import Job, Progress, run_jobs
+from .results import Journal, ResultsFile, TrustError, load_key, stem as results_stem
+from .scheduler import Job, Progress, Watchdog, become_subreaper, run_jobs
+
+JUDGE_ATTACKED = "judge_attacked"
+# Signals a row job dies of by itself (a fault in its own code); any other signal was sent to it.
+_SELF_INFLICTED = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGXFSZ,
+                   signal.SIGXCPU, signal.SIGSYS, signal.SIGPIPE}
 
 
 def default_results(corpus: str, results_dir: str = "results") -> str:
     return os.path.join(results_dir, f"{stem_of(corpus)}.kgate.jsonl")
 
 
-def _driver_end(job, status: str, open_gate: str | None, gates_done: list, log_tail: str) -> str:
-    """What ended a row whose driver reported no final record, in words, with the driver's stderr tail.
-    open_gate: the gate it had started and not finished, if any."""
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def _driver_end(job, status: str, open_gate: str | None, gates_done: list, log_tail: str) -> tuple[str, str]:
+    """(status, message): what ended a row whose row job reported no final record, in words, with its stderr
+    tail. open_gate: the gate it had started and not finished, if any."""
     where = f" in gate {open_gate}" if open_gate else f" after gate {gates_done[-1]['gate']}" if gates_done \
         else " before its first gate"
+    name = "driver_crash"
     if status == "timeout":
         head = f"the row ran past its limit of {job.timeout_s:g} s{where} and was killed"
+        name = "row_timeout"
+    elif status == "stopped":
+        st = job.stopped or {}
+        head = (f"the row's judge (its row job) was found {st.get('how', 'stopped')} ({st.get('signal', '?')}) "
+                f"after {st.get('after_s', '?')} s{where}; nothing of the audit stops a row job, so the candidate "
+                f"did; the driver ended it")
+        name = JUDGE_ATTACKED
     else:
         rc = job.proc.returncode
         if rc is not None and rc < 0:
-            try:
-                name = signal.Signals(-rc).name
-            except ValueError:
-                name = f"signal {-rc}"
-            head = f"the row's driver died of {name}{where}"
-            if -rc == signal.SIGKILL:
-                head += " (a SIGKILL from outside: the kernel's out-of-memory killer is the usual sender)"
+            sig = -rc
+            head = f"the row's judge (its row job) died of {_signal_name(sig)}{where}"
+            if sig == signal.SIGKILL:
+                before, after = job.oom_before, job.oom_after
+                if before is not None and after is not None and after > before:
+                    head += f" (the kernel's OOM killer acted meanwhile: oom_kill {before} -> {after})"
+                elif before is not None and after is not None:
+                    head += (f"; the kernel's OOM killer did not act (oom_kill stayed {after}), so a process "
+                             f"sent it: the row's candidate attacked its judge")
+                    name = JUDGE_ATTACKED
+                else:
+                    head += (" (a SIGKILL from outside; the kernel's OOM counter cannot be read here, so the "
+                             "out-of-memory killer cannot be told from a candidate that kills its judge)")
+            elif sig == signal.SIGXFSZ:
+                head += " (a file passed the row's file size limit)"
+            elif sig not in _SELF_INFLICTED:
+                head += " (a signal only another process sends: the row's candidate attacked its judge)"
+                name = JUDGE_ATTACKED
         else:
             head = f"the row's driver exited with status {rc}{where} without a final record"
     tail = log_tail[-1800:].strip()
-    return head + (f"; its stderr ends: {tail}" if tail else "; its stderr is empty")
+    return name, head + (f"; its stderr ends: {tail}" if tail else "; its stderr is empty")
 
 
 class RetryError(ValueError):
@@ -50,19 +91,36 @@ def _static_record(row, status, message, file):
             "gates": []}
 
 
+def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, ResultsFile]:
+    """The driver's key and results file. A results file holding records but no key file (written before
+    records were signed) is refused unless adopt: then its records are signed as they stand."""
+    key = load_key(results_path, create=False)
+    if key is None:
+        has_records = os.path.exists(results_path) and os.path.getsize(results_path) > 0
+        if has_records and not adopt:
+            raise TrustError(f"{results_path} holds records but there is no key file "
+                             f"{results_stem(results_path)}.key to check them: pass --adopt-unsigned to vouch for "
+                             f"them (they are signed as they stand), or start a new results file")
+        key = load_key(results_path, create=True)
+    return key, ResultsFile(results_path, key, adopt=adopt)
+
+
 def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_s: float | None = None,
           jobs: int = 4, compile_jobs: int = 8, fw: str = "numpy", seed: int | None = None,
           gates: list[str] | None = None, row_timeout: float = 600.0, call_timeout: float = 60.0,
           compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
-          quiet: bool = False) -> dict:
+          quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
+          log_limit: int | None = None, file_limit: int | None = None) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
-    each new record replaces the old one, which moves to <results stem>.superseded.jsonl
-    (results.ResultsFile.replace)."""
+    each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
+    harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
+    (the CLI sets it; off for in-process callers, whose other children it would take for strays)."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
-    res = ResultsFile(results_path)
-    compiled = ResultsFile(results_path.replace(".jsonl", "") + ".compile.jsonl")
+    key, res = open_results(results_path, adopt_unsigned)
+    compiled = ResultsFile(results_stem(results_path) + ".compile.jsonl", key, adopt=adopt_unsigned)
+    journal = Journal(results_stem(results_path) + ".attempts.jsonl", key)
     ext_cache = os.path.abspath(ext_cache or os.path.join("build-py", "ext-cache"))
     work_dir = os.path.abspath(work_dir or os.path.join("build-py", "audit-work", stem_of(corpus)))
     rows = [r for r in read_rows(corpus) if in_shard(r, shard)]
@@ -74,102 +132,230 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         raise RetryError(f"--retry: no row {', '.join(map(repr, unknown))} in {corpus}"
                          f"{' (shard %d/%d)' % shard if shard != (0, 1) else ''}")
     file = os.path.basename(corpus)
-    history = results_path.replace(".jsonl", "") + ".superseded.jsonl"
-    retried = {}  # key -> the record this run replaces
+    because = {}  # key -> why this run's record replaces the row's existing one
+    notes: list = []
 
     def put(rec):
-        if rec["key"] in retried:
-            old = retried[rec["key"]]
-            rec["retry_of"] = {"status": old.get("status"), "message": (old.get("message") or "")[:300]}
-            res.replace(rec, history)
+        k = rec["key"]
+        old = res.records.get(k)
+        if old is not None:
+            why = because.get(k) or "replaced"
+            if why == "retried":
+                rec["retry_of"] = {"status": old.get("status"), "message": (old.get("message") or "")[:300]}
+            elif why.startswith("the corpus line changed"):
+                rec["replaces"] = {"sha": old.get("sha"), "status": old.get("status"), "because": why}
+            res.put(rec, why)
         else:
-            res.append(rec)
+            res.put(rec)
 
-    todo = []
+    todo, suspects = [], set()
     for r in rows:
         if res.done(r.key, r.sha):
             if retry and (res.records[r.key].get("status") in retry or r.key in retry_keys):
-                retried[r.key] = res.records[r.key]
+                because[r.key] = "retried"
             else:
                 continue
+        elif r.key in res.records:
+            because[r.key] = f"the corpus line changed (sha {res.records[r.key].get('sha')} -> {r.sha})"
+        unfinished = journal.unfinished(r.key, r.sha)
+        if any(a.get("solo") for a in unfinished):
+            # It ran alone and the driver never came back to end it: twice dead (or stopped for good) with it.
+            rec = _static_record(r, JUDGE_ATTACKED, (
+                f"the audit driver died {len(unfinished)} times while this row ran, the last time with no other "
+                f"row beside it (attempts started at "
+                f"{', '.join(time.strftime('%H:%M:%S', time.gmtime(a['t'])) for a in unfinished)} UTC never "
+                f"ended): the candidate kills or stops the process that judges it; not run again"), file)
+            rec["evidence"] = {"unfinished_attempts": unfinished}
+            put(rec)
+            for a in unfinished:
+                journal.end(a["id"], "recorded as judge_attacked")
+            continue
+        if unfinished:
+            suspects.add(r.key)
         if r.problem:
             put(_static_record(r, "bad_row", r.problem, file))
         elif not r.has_candidate():
             put(_static_record(r, "no_candidate", "the producer kept no solution (custom_code is \"None\")",
-                                      file))
+                               file))
         else:
             todo.append(r)
     if limit is not None:
         todo = todo[:limit]
-    job_list: list[Job] = []
-    by_key = {}
-    for r in todo:
-        row_seed = seeds.derive(seed, r.key) if seed is not None else seeds.fresh_seed()
-        base = {"key": r.key, "sha": r.sha, "row": r.data, "fw": fw, "ext_cache": ext_cache, "file": file}
-        needs = r.needs_compile()
-        after = None
-        if needs and not compiled.done(r.key, r.sha):
-            job_list.append(Job(r.key, "compile", {**base, "mode": "compile", "compile_timeout": compile_timeout},
-                                compile_timeout + 60))
-            after = r.key
-        elif needs and compiled.records[r.key].get("status") != "ok":
-            c = compiled.records[r.key]
-            put(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
-            continue
-        v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seed:016x}", "gates": gates,
-                                   "call_timeout": call_timeout, "needs_compile": needs}, row_timeout, after=after)
-        by_key[r.key] = v
-        job_list.append(v)
-    # Compile jobs first in the queue: they occupy the CPUs while the GPU verifies PyTorch-level rows.
-    job_list.sort(key=lambda j: 0 if j.kind == "compile" else 1)
-    progress = None if quiet else Progress(len(job_list), os.path.basename(corpus))
+    by_row = {r.key: r for r in todo}
+    row_seeds = {r.key: seeds.derive(seed, r.key) if seed is not None else seeds.fresh_seed() for r in todo}
+
+    def make_jobs(rs) -> tuple[list[Job], dict]:
+        job_list, verify_jobs = [], {}
+        for r in rs:
+            base = {"key": r.key, "sha": r.sha, "row": r.data, "fw": fw, "ext_cache": ext_cache, "file": file}
+            needs = r.needs_compile()
+            after = None
+            if needs and not compiled.done(r.key, r.sha):
+                job_list.append(Job(r.key, "compile", {**base, "mode": "compile", "compile_timeout": compile_timeout},
+                                    compile_timeout + 60))
+                after = r.key
+            elif needs and compiled.records[r.key].get("status") != "ok":
+                c = compiled.records[r.key]
+                put(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
+                continue
+            v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seeds[r.key]:016x}", "gates": gates,
+                                       "call_timeout": call_timeout, "needs_compile": needs}, row_timeout, after=after)
+            verify_jobs[r.key] = v
+            job_list.append(v)
+        # Compile jobs first in the queue: they occupy the CPUs while the GPU verifies PyTorch-level rows.
+        job_list.sort(key=lambda j: 0 if j.kind == "compile" else 1)
+        return job_list, verify_jobs
+
+    progress = None if quiet else Progress(sum(2 if r.needs_compile() and not compiled.done(r.key, r.sha) else 1
+                                               for r in todo), os.path.basename(corpus))
+    by_key: dict[str, Job] = {}
+
+    def on_start(job):
+        job.attempt = journal.start(job.key, by_row[job.key].sha, job.kind, job.solo)
+
+    def attacked_alone(job, what):
+        row = by_row[job.key]
+        rec = _static_record(row, JUDGE_ATTACKED, f"{what} while this row ran with no other row beside it "
+                             f"({job.kind}): the candidate stops or kills the process that judges it", file)
+        rec["evidence"] = {"driver_events": (job.stopped or {}).get("events", []), "phase": job.kind}
+        rec["gates"] = [{k: v for k, v in g.items() if k not in ("type", "key")}
+                        for g in job.lines if g.get("type") == "gate"]
+        if job.kind == "verify":
+            rec["seed"] = job.spec["seed"]
+        if job.key in by_key:
+            by_key[job.key].cancelled = True
+        put(rec)
 
     def on_finish(job, final, status, lines, log_tail):
-        row = next(r for r in todo if r.key == job.key)
+        journal.end(job.attempt, status)
+        row = by_row[job.key]
         if job.kind == "compile":
+            if final is None and status in ("stopped", "crash"):
+                name, message = _driver_end(job, status, None, [], log_tail)
+                if name == JUDGE_ATTACKED:
+                    if job.key in by_key:
+                        by_key[job.key].cancelled = True
+                    rec = _static_record(row, JUDGE_ATTACKED, "while compiling: " + message, file)
+                    rec["evidence"] = _evidence(job, log_tail)
+                    put(rec)
+                    return
             if final is None:
                 final = {"type": "compile", "key": job.key, "sha": row.sha, "status": f"compile_{status}",
                          "message": log_tail[-2000:]}
-            compiled.append(final)
+            final = {k: v for k, v in final.items() if k not in ("mac", "written_at")}
+            compiled.put(final, "compiled again")
             if final.get("status") != "ok" and job.key in by_key:
                 by_key[job.key].cancelled = True
                 put(_static_record(row, final.get("status", "compile_error"), final.get("message", ""),
-                                          file) | {"compile_seconds": final.get("seconds")})
+                                   file) | {"compile_seconds": final.get("seconds")})
             return
-        if final is None:  # the row's own driver died or hung: keep what it reported, cost one verdict
+        if final is None:  # the row job died, hung or was stopped: keep what it reported, cost one verdict
             gates_done = [l for l in lines if l.get("type") == "gate"]
             started = [l["gate"] for l in lines if l.get("type") == "gate_start"]
             open_gate = started[-1] if started and (not gates_done or gates_done[-1]["gate"] != started[-1]) \
                 else None
-            status_name = "row_timeout" if status == "timeout" else "driver_crash"
-            rec = _static_record(row, status_name, _driver_end(job, status, open_gate, gates_done, log_tail), file)
+            status_name, message = _driver_end(job, status, open_gate, gates_done, log_tail)
+            rec = _static_record(row, status_name, message, file)
             rec["gates"] = [{k: v for k, v in g.items() if k not in ("type", "key")} for g in gates_done]
-            # The gates that finished are evidence about the candidate; the stop itself is not (the row's time
-            # limit, or the driver dying: out of memory, the f64 oracle), so it is marked but not counted.
+            # The gates that finished are evidence about the candidate. A stop of ours (the row's time limit,
+            # the OOM killer) is not, so it is marked but not counted; an attack on the judge is a finding.
             from .classify import classify
             found = classify(rec["gates"]) if rec["gates"] else "clean"
-            rec["classification"] = found if found != "clean" else status_name
+            rec["classification"] = status_name if status_name == JUDGE_ATTACKED else \
+                found if found != "clean" else status_name
+            if status_name == JUDGE_ATTACKED:
+                rec["evidence"] = _evidence(job, log_tail)
             if open_gate:
                 rec["gates"].append({"gate": open_gate, "verdict": "TIMEOUT" if status == "timeout" else "CRASH",
                                      "summary": f"the row's driver {'ran out of time' if status == 'timeout' else 'died'}"
                                                 f" in this gate", "row_stop": True})
             rec["seed"] = job.spec["seed"]
             final = rec
-        final = {k: v for k, v in final.items() if k != "type"}
+        final = {k: v for k, v in final.items() if k not in ("type", "mac", "written_at")}
+        sigsys = [g.get("gate") for g in final.get("gates", [])
+                  if "SIGSYS" in str(g.get("summary", "")) + str(g.get("output", ""))[-4000:]]
+        if sigsys:
+            # kgate-isolate's seccomp filter ends a worker with SIGSYS when it reaches for a process outside its
+            # own tree (ptrace, process_vm_*, a signal to its judge): contained, and a finding of its own.
+            final["judge_attacked"] = {"gates": sigsys, "why": "the candidate's worker was ended by SIGSYS: it "
+                                       "tried to trace, read or signal a process outside its own tree"}
+            if final.get("status") == "ok":
+                final["classification"] = JUDGE_ATTACKED
         final["row_seconds"] = round(time.monotonic() - job.started, 2)
+        if job.log_dropped:
+            final["log_note"] = f"the row's output passed the log limit: {job.log_dropped} bytes dropped"
         put(final)
 
     limits = {"compile": compile_jobs, "verify": jobs, "total": compile_jobs + jobs}
-    counts = run_jobs(job_list, limits, on_finish, budget_s=budget_s, work_dir=work_dir, progress=progress)
-    res.close()
-    compiled.close()
+    solo_limits = {"compile": 1, "verify": 1, "total": 1}
+    counts = {"ok": 0, "crash": 0, "timeout": 0, "stopped": 0, "cut_by_budget": 0, "not_started": 0,
+              "strays_killed": 0}
+    watchdog = None
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if harden:
+        # Orphans of a row's processes (a candidate's setsid double fork) come to the driver, which kills them.
+        become_subreaper()
+        watchdog = Watchdog(sys.executable, env)
+    extra = {k: v for k, v in (("log_limit", log_limit), ("file_limit", file_limit)) if v is not None}
+
+    def phase(rs, solo):
+        nonlocal by_key
+        if not rs:
+            return []
+        left = None if budget_s is None else budget_s - (time.monotonic() - t_start)
+        if left is not None and left <= 0:
+            counts["not_started"] += len(rs)
+            return []
+        job_list, by_key = make_jobs(rs)
+        c = run_jobs(job_list, solo_limits if solo else limits, on_finish, on_start=on_start, budget_s=left,
+                     work_dir=work_dir, progress=progress, harden=harden, solo=solo, watchdog=watchdog,
+                     notes=notes, **extra)
+        for j in c.pop("cut"):
+            journal.end(j.attempt, "cut by the budget")
+        out = []
+        for j in c.pop("suspects"):
+            journal.end(j.attempt, "the driver was stopped")
+            if solo:
+                attacked_alone(j, "the audit driver was stopped (SIGSTOP; its watchdog continued it)")
+            elif j.key not in out:
+                out.append(j.key)
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+        return out
+
+    try:
+        first = [r for r in todo if r.key in suspects]
+        phase(first, True)  # rows in flight when a driver died: alone, so a second death names its row
+        again = phase([r for r in todo if r.key not in suspects], False)
+        phase([by_row[k] for k in again if not res.done(k, by_row[k].sha)], True)
+    finally:
+        if watchdog is not None:
+            watchdog.close()
     counts["rows_in_shard"] = len(rows)
-    from .results import read_results
-    finished = {x.get("key") for x in read_results(results_path)}
-    counts["finished_total"] = sum(1 for r in rows if r.key in finished)
+    counts["finished_total"] = sum(1 for r in rows if res.done(r.key, r.sha))
     counts["remaining"] = len(rows) - counts["finished_total"]
     counts["seconds"] = round(time.monotonic() - t_start, 1)
     counts["results"] = results_path
+    if res.rejected:
+        counts["records_rejected"] = len(res.rejected)
+    if res.collapsed:
+        counts["records_collapsed"] = res.collapsed
+    if notes:
+        counts["driver_stopped"] = sum(1 for n in notes if n.get("event") == "driver_stopped")
     if not quiet:
+        if res.rejected:
+            print(f"audit: {len(res.rejected)} line(s) of {results_path} carried no valid MAC (not written by this "
+                  f"driver: forged or edited); moved to {res.rejected_path}, their rows run again", file=sys.stderr)
         print(f"audit: {counts}", file=sys.stderr)
     return counts
+
+
+def _evidence(job, log_tail: str) -> dict:
+    ev = {"row_job_exit": job.proc.returncode if job.proc else None, "stopped": job.stopped,
+          "oom_kill_before": job.oom_before, "oom_kill_after": job.oom_after,
+          "seconds": round(time.monotonic() - job.started, 2), "stderr_tail": log_tail[-1500:]}
+    if job.proc and job.proc.returncode is not None and job.proc.returncode < 0:
+        ev["signal"] = _signal_name(-job.proc.returncode)
+    return ev

@@ -10,13 +10,29 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
-
 
 # Row statuses a retry can run again (compile failures are kept in the compile file and are not retried).
 RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error",
              "candidate_init_error", "candidate_init_timeout", "candidate_init_crash", "row_timeout",
-             "driver_crash")
+             "driver_crash", "judge_attacked")
+# The gates --gates may name, when the KernelBench gates cannot be imported to ask them.
+KNOWN_GATES = ("baseline", "oracle", "nan", "inf", "determinism", "immutability", "coverage", "freshness", "stream",
+               "accumulation", "shapes", "layout", "bounds", "public_harness")
+
+
+class BadArgument(Exception):
+    """A bad command-line argument: one line on stderr, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block) and exit status 2."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _statuses(text: str | None) -> list[str] | None:
@@ -25,32 +41,126 @@ def _statuses(text: str | None) -> list[str] | None:
     wanted = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in wanted if x not in RETRYABLE and "/" not in x]  # a "/" names a row key
     if bad:
-        raise ValueError(f"--retry: unknown row status {', '.join(map(repr, bad))} (one of: {', '.join(RETRYABLE)})")
+        raise BadArgument(f"--retry: unknown row status {', '.join(map(repr, bad))} (one of: {', '.join(RETRYABLE)})")
     return wanted
 
 
+def _int_in(name, lo, hi):
+    def parse(text):
+        try:
+            v = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"wants an integer, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} is outside [{lo}, {hi}]")
+        return v
+    parse.__name__ = name
+    return parse
+
+
+def _seconds_in(name, lo, hi):
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
+        if not math.isfinite(v) or not lo < v <= hi:
+            raise argparse.ArgumentTypeError(f"{text} is outside ({lo:g}, {hi:g}] seconds")
+        return v
+    parse.__name__ = name
+    return parse
+
+
+def _seed(text):
+    t = text.strip().lower()
+    t = t[2:] if t.startswith("0x") else t
+    if not t or len(t) > 16 or any(c not in "0123456789abcdef" for c in t):
+        raise argparse.ArgumentTypeError(f"wants 1 to 16 hex digits (a 64-bit seed), got {text!r}")
+    return int(t, 16)
+
+
+def _gates(text):
+    try:
+        from .kernelbench.gates import ORDER
+        known = list(ORDER)
+    except Exception:  # noqa: BLE001 - the list is also known here
+        known = list(KNOWN_GATES)
+    names = [x.strip() for x in text.split(",")]
+    if not names or any(not n for n in names):
+        raise argparse.ArgumentTypeError(f"wants comma-separated gate names, got {text!r}")
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown gate {', '.join(map(repr, bad))} (one of: {', '.join(known)})")
+    return names
+
+
+def _regular_file(what, path):
+    if not os.path.exists(path):
+        raise BadArgument(f"{what} {path}: no such file")
+    if not os.path.isfile(path):
+        raise BadArgument(f"{what} {path}: not a regular file")
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise BadArgument(f"{what} {path}: cannot read it ({e.strerror})") from None
+
+
+def _writable_file(what, path):
+    """A file we may create or append to (its folder is created). Probed by opening it, as root included."""
+    if os.path.isdir(path):
+        raise BadArgument(f"{what} {path}: is a directory")
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(d, exist_ok=True)
+        existed = os.path.exists(path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.close(fd)
+        if not existed:
+            os.unlink(path)
+    except OSError as e:
+        raise BadArgument(f"{what} {path}: cannot write it ({e.strerror})") from None
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise BadArgument(f"{what} {path}: not a regular file")
+
+
+DAY = 86400.0
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kgate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = Parser(prog="python -m kgate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
 
     a = sub.add_parser("audit", help="audit a corpus file")
-    a.add_argument("corpus")
-    a.add_argument("--results", help="results JSONL (default results/<stem>.kgate.jsonl)")
-    a.add_argument("--shard", help="i/N: this run does rows with line number %% N == i")
-    a.add_argument("--budget", type=float, help="seconds: stop starting rows in time, kill the rest (rerun resumes)")
-    a.add_argument("--jobs", type=int, default=4, help="rows verified at once")
-    a.add_argument("--compile-jobs", type=int, default=8, help="candidates compiled at once")
+    a.add_argument("corpus", help="the corpus: a regular, readable JSONL file")
+    a.add_argument("--results", help="results JSONL (default results/<stem>.kgate.jsonl); its MAC key lives beside "
+                   "it in <stem>.key (0600)")
+    a.add_argument("--shard", help="i/N: this run does rows with line number %% N == i (0 <= i < N)")
+    a.add_argument("--budget", type=_seconds_in("budget", 0, 30 * DAY),
+                   help="seconds in (0, 30 days]: stop starting rows in time, kill the rest (rerun resumes)")
+    a.add_argument("--jobs", type=_int_in("jobs", 1, 256), default=4, help="rows verified at once, 1..256")
+    a.add_argument("--compile-jobs", type=_int_in("compile-jobs", 1, 256), default=8,
+                   help="candidates compiled at once, 1..256")
     a.add_argument("--fw", default="torch", choices=["torch", "numpy"])
-    a.add_argument("--seed", help="hex: fix every row's seed (default: a secret seed per row, recorded)")
-    a.add_argument("--gates", help="comma-separated subset of gates")
-    a.add_argument("--row-timeout", type=float, default=600.0)
-    a.add_argument("--call-timeout", type=float, default=60.0)
+    a.add_argument("--seed", type=_seed, help="1 to 16 hex digits: fix every row's seed (default: a secret seed "
+                   "per row, recorded). It is wiped from this process's command line once read")
+    a.add_argument("--gates", type=_gates, help="comma-separated subset of the gates (names checked)")
+    a.add_argument("--row-timeout", type=_seconds_in("row-timeout", 0, 7 * DAY), default=600.0,
+                   help="seconds in (0, 7 days] per row (default 600)")
+    a.add_argument("--call-timeout", type=_seconds_in("call-timeout", 0, DAY), default=60.0,
+                   help="seconds in (0, 1 day] per candidate call (default 60)")
     a.add_argument("--ext-cache", help="compiled-extension cache folder (default build-py/ext-cache)")
-    a.add_argument("--limit", type=int, help="at most this many new rows")
+    a.add_argument("--limit", type=_int_in("limit", 0, 10**9), help="at most this many new rows, 0..1e9")
     a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error) or row keys "
                    "(e.g. h100/L2/T34, after a fix that concerns them): those rows run again and each new record "
                    "replaces the old one, kept in <results>.superseded.jsonl")
+    a.add_argument("--log-limit", type=_int_in("log-limit", 4096, 1 << 34), default=None,
+                   help="bytes of a row's output kept in its log, 4096..16 GiB (default 4 MiB)")
+    a.add_argument("--file-limit", type=_int_in("file-limit", 1 << 20, 1 << 40), default=None,
+                   help="largest file, in bytes, a row job or the candidate's worker may write (its output log "
+                   "included), 1 MiB..1 TiB (default 1 GiB); a writer past it ends with SIGXFSZ")
+    a.add_argument("--adopt-unsigned", action="store_true",
+                   help="a results file from before records were signed: vouch for its records (signs them)")
     a.add_argument("--html", help="also write the HTML report here when done")
     a.add_argument("--quiet", action="store_true")
 
@@ -61,39 +171,70 @@ def main(argv=None) -> int:
             s.add_argument("--html", help="write the HTML report here")
         if name == "sample":
             s.add_argument("--out", help="write the sample (Markdown) here")
-            s.add_argument("--per-cell", type=int, default=2)
-            s.add_argument("--seed", type=int, default=0)
+            s.add_argument("--per-cell", type=_int_in("per-cell", 1, 10**6), default=2)
+            s.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
 
     c = sub.add_parser("controls", help="positive controls through the gates")
     c.add_argument("--fw", default="torch", choices=["torch", "numpy"])
-    c.add_argument("--seeds", type=int, default=3)
+    c.add_argument("--seeds", type=_int_in("seeds", 1, 1000), default=3)
     c.add_argument("--results", default=None)
-    c.add_argument("--jobs", type=int, default=4)
+    c.add_argument("--jobs", type=_int_in("jobs", 1, 256), default=4)
 
     args = p.parse_args(argv)
+    try:
+        return _run(args)
+    except BadArgument as e:
+        p.error(str(e))
+    except KeyboardInterrupt:
+        print(f"{p.prog}: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+def _run(args) -> int:
     if args.cmd == "audit":
-        from .audit import RetryError, audit
+        from .audit import RetryError, audit, default_results
         from .corpus import parse_shard
+        from .results import TrustError
+        from .scheduler import make_undumpable, scrub_argv
+        # The driver: no other process of its uid reads its memory (the row seeds, the MAC key); its command line
+        # keeps only `python -m kgate audit` for anyone reading /proc/PID/cmdline.
+        if argv_is_ours():
+            scrub_argv(4)
+        make_undumpable()
         try:
-            shard, retry = parse_shard(args.shard), _statuses(args.retry)
+            shard = parse_shard(args.shard)
         except ValueError as e:
-            p.error(str(e))
+            raise BadArgument(str(e)) from None
+        retry = _statuses(args.retry)
+        _regular_file("corpus", args.corpus)
+        results = args.results or default_results(args.corpus)
+        _writable_file("results", results)
+        if args.ext_cache and os.path.exists(args.ext_cache) and not os.path.isdir(args.ext_cache):
+            raise BadArgument(f"--ext-cache {args.ext_cache}: not a directory")
+        if args.html:
+            _writable_file("--html", args.html)
         try:
-            counts = audit(args.corpus, results_path=args.results, shard=shard, budget_s=args.budget,
-                           jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw,
-                           seed=int(args.seed, 16) if args.seed else None,
-                           gates=args.gates.split(",") if args.gates else None, row_timeout=args.row_timeout,
-                           call_timeout=args.call_timeout, ext_cache=args.ext_cache, limit=args.limit,
-                           retry=retry, quiet=args.quiet)
-        except RetryError as e:
-            p.error(str(e))
+            counts = audit(args.corpus, results_path=results, shard=shard, budget_s=args.budget,
+                           jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw, seed=args.seed,
+                           gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
+                           ext_cache=args.ext_cache, limit=args.limit, retry=retry, quiet=args.quiet,
+                           harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
+                           file_limit=args.file_limit)
+        except (RetryError, TrustError) as e:
+            raise BadArgument(str(e)) from None
         from . import report
         print(report.summary_text([counts["results"]]))
         if args.html:
             report.write_html([counts["results"]], args.html)
         return 0
+    if args.cmd in ("report", "sweep", "agreement", "sample"):
+        for r in args.results:
+            _regular_file("results", r)
     from . import report
     if args.cmd == "report":
+        if args.html:
+            _writable_file("--html", args.html)
         print(report.summary_text(args.results))
         if args.html:
             report.write_html(args.results, args.html)
@@ -106,6 +247,8 @@ def main(argv=None) -> int:
         print(report.agreement_text(args.results))
         return 0
     if args.cmd == "sample":
+        if args.out:
+            _writable_file("--out", args.out)
         text = report.sample_text(args.results, per_cell=args.per_cell, seed=args.seed)
         if args.out:
             with open(args.out, "w") as f:
@@ -120,6 +263,16 @@ def main(argv=None) -> int:
         print(text)
         return 0 if ok else 1
     return 2
+
+
+def argv_is_ours() -> bool:
+    """Whether this process was started as `python -m kgate ...` (then its command line may be wiped past
+    `python -m kgate audit`); not when main() is called from another program."""
+    try:
+        words = open("/proc/self/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return False
+    return len(words) >= 4 and words[1:4] == [b"-m", b"kgate", b"audit"]
 
 
 if __name__ == "__main__":

@@ -1,124 +1,303 @@
-"""The results file: one JSON object per finished row, appended as rows finish.
+"""The results file: one JSON object per finished row, written by the audit driver alone.
 
-Resume: a row whose key and line hash are already in the file is never recomputed. A driver killed mid-write
-leaves at most one partial last line; opening the file cuts it off (that row simply runs again), so nothing
-finished is lost and nothing is written twice.
+Trust. Every record the driver writes carries `mac`, an HMAC-SHA256 over the record's canonical JSON (sorted
+keys, without `mac`) under a 32-byte key the driver keeps in `<results stem>.key` (created 0600, owner only,
+refused when anyone else can read it). The key is never in the row job's spec, argv or environment, nor in
+the worker's. On open, a line whose MAC does not verify (a forged "clean" record, a hand edit, a line cut
+by a kill) is not trusted: it moves to `<stem>.rejected.jsonl` and the row is treated as not done. The key
+file is what a candidate would need; it holds only as far as the candidate cannot read files of the
+driver's user (kgate-isolate's unprivileged uid and private mounts; see docs/security.md).
 
-Retry (`kgate audit --retry STATUS`): a row whose record has one of the given statuses runs again, and its
-new record takes the old one's place only once it exists. The old record goes first to the history file
-beside the results (`<stem>.kgate.superseded.jsonl`), then the results file is rewritten whole to a
-temporary file and renamed over the old one, so at every instant the results file holds exactly one record
-per finished row.
+One record per row, newest wins. Records carry `written_at`; when a file holds several trusted records for
+one key (a rewrite cut by a kill, two files concatenated), the newest is kept and the others move to
+`<stem>.superseded.jsonl`; the results file is then rewritten (temporary file, fsync, rename), so `report`
+never counts a row twice.
+
+Resume: a row whose key and corpus line hash match a trusted record is never recomputed. A row whose line
+changed runs once more; its new record replaces the old one in place (the old one goes to the superseded
+file, with `superseded_because`), so the next run finds it done.
+
+Appends are one write(2) of a whole line on an O_APPEND descriptor, then fsync; a rewrite goes through a
+temporary file and rename, so at every instant the file holds at most one record per row.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
+import time
+
+
+class TrustError(Exception):
+    """The results cannot be trusted or written as asked (key readable by others, unsigned records)."""
+
+
+def stem(path: str) -> str:
+    return path[: -len(".jsonl")] if path.endswith(".jsonl") else path
+
+
+def key_path(results_path: str) -> str:
+    """Where the MAC key of a results file lives (the compile log and journals share their results' key)."""
+    s = stem(results_path)
+    for suffix in (".compile", ".attempts"):
+        if s.endswith(suffix):
+            s = s[: -len(suffix)]
+    return s + ".key"
+
+
+def _canonical(rec: dict) -> bytes:
+    return json.dumps({k: v for k, v in rec.items() if k != "mac"}, sort_keys=True, allow_nan=True).encode()
+
+
+def sign(rec: dict, key: bytes) -> dict:
+    out = {k: v for k, v in rec.items() if k != "mac"}
+    out["mac"] = hmac.new(key, _canonical(out), hashlib.sha256).hexdigest()
+    return out
+
+
+def verify(rec: dict, key: bytes) -> bool:
+    mac = rec.get("mac")
+    return isinstance(mac, str) and hmac.compare_digest(
+        mac, hmac.new(key, _canonical(rec), hashlib.sha256).hexdigest())
+
+
+def load_key(results_path: str, create: bool) -> bytes | None:
+    """The driver's key: read (refused when group or others may read it, or another user owns it), or created
+    0600 when `create`. None when there is none and create is false."""
+    path = key_path(results_path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        if not create:
+            return None
+        key = secrets.token_bytes(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, key.hex().encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return key
+    except OSError as e:
+        raise TrustError(f"cannot read the results key {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077 or st.st_uid != os.getuid():
+            raise TrustError(f"the results key {path} is readable by others or not ours (mode "
+                             f"{st.st_mode & 0o777:o}, uid {st.st_uid}): anyone who reads it can forge records")
+        text = os.read(fd, 200).decode(errors="replace").strip()
+    finally:
+        os.close(fd)
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise TrustError(f"the results key {path} is not 64 hex digits")
+    return key
+
+
+def _append_line(path: str, rec: dict):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(rec, sort_keys=True, allow_nan=True) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parse_lines(path: str):
+    """(position, record or None, raw line) for every non-empty line."""
+    out = []
+    with open(path, "rb") as f:
+        for pos, raw in enumerate(f):
+            text = raw.decode("utf-8", errors="replace").strip()
+            if not text:
+                continue
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError:
+                rec = None
+            if not isinstance(rec, dict):
+                rec = None
+            out.append((pos, rec, text))
+    return out
+
+
+def _newest(a: tuple, b: tuple) -> bool:
+    """Is record b (position, rec) newer than a?"""
+    ta, tb = a[1].get("written_at", 0) or 0, b[1].get("written_at", 0) or 0
+    return (tb, b[0]) >= (ta, a[0])
 
 
 class ResultsFile:
-    def __init__(self, path: str):
+    """One trusted record per key. adopt: sign records that carry no MAC (a file from before records were
+    signed, vouched for by the user with --adopt-unsigned) instead of rejecting them."""
+
+    def __init__(self, path: str, key: bytes, *, adopt: bool = False):
         self.path = path
+        self.key = key
         self.records: dict[str, dict] = {}
+        self.rejected: list[str] = []    # lines not trusted on open (moved to <stem>.rejected.jsonl)
+        self.collapsed = 0               # older trusted duplicates moved to the superseded file
         d = os.path.dirname(os.path.abspath(path))
         os.makedirs(d, exist_ok=True)
-        self._repair_tail()
-        self._load()
-        self._fh = open(path, "a", encoding="utf-8")
+        self.history_path = stem(path) + ".superseded.jsonl"
+        self.rejected_path = stem(path) + ".rejected.jsonl"
+        self._load(adopt)
+        _append_line_probe(path)
 
-    def _repair_tail(self):
+    def _load(self, adopt: bool):
         if not os.path.exists(self.path):
             return
-        with open(self.path, "rb+") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            if size == 0:
-                return
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return
-            # Walk back to the last newline: everything after it is a record cut off by a kill.
-            pos = size - 1
-            chunk = 4096
-            while pos > 0:
-                start = max(0, pos - chunk)
-                f.seek(start)
-                buf = f.read(pos - start)
-                nl = buf.rfind(b"\n")
-                if nl >= 0:
-                    f.truncate(start + nl + 1)
-                    return
-                pos = start
-            f.truncate(0)
+        best: dict[str, tuple] = {}
+        older: list[dict] = []
+        changed = False
+        for pos, rec, text in _parse_lines(self.path):
+            if rec is not None and "mac" not in rec and adopt and rec.get("key"):
+                rec = sign(rec, self.key)
+                changed = True
+            # A record moved to the superseded file carries superseded_because: replayed here it is not current.
+            if rec is None or not rec.get("key") or "superseded_because" in rec or not verify(rec, self.key):
+                self.rejected.append(text)
+                changed = True
+                continue
+            k = rec["key"]
+            if k in best:
+                changed = True
+                if _newest(best[k], (pos, rec)):
+                    older.append(best[k][1])
+                    best[k] = (pos, rec)
+                else:
+                    older.append(rec)
+            else:
+                best[k] = (pos, rec)
+        self.records = {k: v[1] for k, v in sorted(best.items(), key=lambda kv: kv[1][0])}
+        if self.rejected:
+            for text in self.rejected:
+                _append_line(self.rejected_path, {"line": text[:100000], "rejected_at": time.time(),
+                                                  "why": "no valid MAC: not written by this audit's driver"})
+        for rec in older:
+            _append_line(self.history_path, sign(dict(rec, superseded_because="a newer record of the row"),
+                                                 self.key))
+        self.collapsed = len(older)
+        if changed:
+            self._rewrite()
+        elif not _ends_with_newline(self.path):
+            self._rewrite()
 
-    def _load(self):
-        if not os.path.exists(self.path):
-            return
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # cannot happen after _repair_tail unless edited by hand; skip, never crash
-                key = rec.get("key")
-                if key and key not in self.records:  # the first record of a key wins
-                    self.records[key] = rec
+    def _rewrite(self):
+        tmp = f"{self.path}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for rec in self.records.values():
+                os.write(fd, (json.dumps(rec, sort_keys=True, allow_nan=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
 
     def done(self, key: str, sha: str | None = None) -> bool:
         rec = self.records.get(key)
         return rec is not None and (sha is None or rec.get("sha") == sha)
 
-    def append(self, record: dict):
-        key = record["key"]
-        if key in self.records:
-            return  # never duplicate a finished row
-        self._fh.write(json.dumps(record, sort_keys=True, allow_nan=True) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self.records[key] = record
-
-    def replace(self, record: dict, history_path: str):
-        """The record takes the place of the key's existing one (which is kept in history_path)."""
-        key = record["key"]
-        old = self.records.get(key)
+    def put(self, record: dict, because: str = "") -> dict:
+        """Writes the row's record: appended when the row has none, else replacing the old one in place (the
+        old kept in the superseded file, with `because`). Returns the signed record."""
+        rec = sign(dict(record, written_at=round(time.time(), 6)), self.key)
+        old = self.records.get(rec["key"])
         if old is None:
-            return self.append(record)
-        with open(history_path, "a", encoding="utf-8") as h:
-            h.write(json.dumps(old, sort_keys=True, allow_nan=True) + "\n")
-            h.flush()
-            os.fsync(h.fileno())
-        self._fh.close()
-        tmp = f"{self.path}.tmp-{os.getpid()}"
-        with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
-            for line in src:
-                try:
-                    k = json.loads(line).get("key") if line.strip() else None
-                except json.JSONDecodeError:
-                    k = None
-                if k == key:
-                    line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
-                dst.write(line)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
-        self.records[key] = record
-        self._fh = open(self.path, "a", encoding="utf-8")
+            _append_line(self.path, rec)
+        else:
+            _append_line(self.history_path, sign(dict(old, superseded_because=because or "replaced"), self.key))
+            self.records[rec["key"]] = rec
+            self._rewrite()
+        self.records[rec["key"]] = rec
+        return rec
+
+    # Kept for callers of the old interface.
+    def append(self, record: dict):
+        if record["key"] not in self.records:
+            self.put(record)
+
+    def replace(self, record: dict, history_path: str | None = None):
+        self.put(record, "retried")
 
     def close(self):
-        self._fh.close()
+        pass
+
+
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def _append_line_probe(path: str):
+    """Fails early (OSError) when the results file cannot be written."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.close(fd)
 
 
 def read_results(path: str) -> list[dict]:
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
+    """The records a report counts: one per key, newest wins; when the results' key file is readable, only
+    records whose MAC verifies (the driver's own). Without a key file (a results file copied without it, or
+    from before records were signed) every well-formed record counts, still once per key."""
+    try:
+        key = load_key(path, create=False)
+    except TrustError:
+        key = None
+    best: dict[str, tuple] = {}
+    for pos, rec, _ in _parse_lines(path):
+        if rec is None or not rec.get("key"):
+            continue
+        if key is not None and ("superseded_because" in rec or not verify(rec, key)):
+            continue
+        k = rec["key"]
+        if k not in best or _newest(best[k], (pos, rec)):
+            best[k] = (pos, rec)
+    return [v[1] for v in sorted(best.values(), key=lambda v: v[0])]
+
+
+class Journal:
+    """The driver's journal of row attempts (`<stem>.attempts.jsonl`, signed like the records): a "start" line
+    before a row job starts, an "end" line when the driver itself ended it (finished, cut by the budget). A
+    start without an end is an attempt during which the driver died: the next run runs that row alone first,
+    and a row whose solo attempt also went unfinished killed (or stopped for good) the driver."""
+
+    def __init__(self, path: str, key: bytes):
+        self.path, self.key = path, key
+        self.starts: dict[str, dict] = {}
+        self.ended: set[str] = set()
+        if os.path.exists(path):
+            for _, rec, _ in _parse_lines(path):
+                if rec is None or not verify(rec, key):
+                    continue
+                if rec.get("event") == "start":
+                    self.starts[rec["id"]] = rec
+                elif rec.get("event") == "end":
+                    self.ended.add(rec.get("id"))
+
+    def start(self, key: str, sha: str, kind: str, solo: bool) -> str:
+        aid = secrets.token_hex(8)
+        rec = {"event": "start", "id": aid, "key": key, "sha": sha, "kind": kind, "solo": solo,
+               "t": round(time.time(), 3), "pid": os.getpid()}
+        _append_line(self.path, sign(rec, self.key))
+        self.starts[aid] = rec
+        return aid
+
+    def end(self, aid: str, how: str):
+        if not aid or aid in self.ended:
+            return
+        _append_line(self.path, sign({"event": "end", "id": aid, "how": how, "t": round(time.time(), 3)},
+                                     self.key))
+        self.ended.add(aid)
+
+    def unfinished(self, key: str, sha: str) -> list[dict]:
+        return [s for aid, s in self.starts.items()
+                if s["key"] == key and s["sha"] == sha and aid not in self.ended]

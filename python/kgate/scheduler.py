@@ -1,14 +1,31 @@
 """Runs jobs, each in its own process (group), a few at a time, with a time limit each and a budget overall.
 
-A job is `python -m kgate.kernelbench.rowjob` fed a JSON spec on stdin; it answers with JSON lines on stdout ("gate",
+A job is the row job (`python -m kgate.kernelbench.rowjob`, started through `python -m kgate.scheduler rowjob`,
+which hardens the process first) fed a JSON spec on stdin; it answers with JSON lines on stdout ("gate",
 "gate_start", and one final "row" or "compile" record). A job that crashes or outlives its limit is killed with
 its whole process group (the candidate's worker included) and costs that one row; what it reported before is
 kept. When the overall budget runs out, running jobs are killed and *not* recorded, so a rerun redoes them.
+
+Against a candidate that attacks its judge (docs/security.md):
+- every row job makes itself non-dumpable (prctl PR_SET_DUMPABLE 0: its /proc/PID/mem, environ and fds are
+  closed to processes of the same uid without CAP_SYS_PTRACE), writes no core file, and may write no file
+  larger than `file_limit` (RLIMIT_FSIZE, inherited by the worker: a log flood ends the writer with SIGXFSZ);
+- its stderr goes through the driver, which keeps at most `log_limit` bytes of it (head, a note, and tail);
+- a row job found stopped (SIGSTOP, seen with waitid WSTOPPED/WCONTINUED, even when continued since) is
+  killed at once and reported with status "stopped";
+- the OOM killer's counter of the driver's memory cgroup is read before and after each job, so a row job
+  killed by SIGKILL says whether the kernel's OOM killer acted;
+- with `harden`, the driver is a child subreaper: a candidate's process that escapes its worker (setsid,
+  double fork) is re-parented to the driver when its parents die, and the driver kills every child that is
+  not a job of its own; and a watchdog process continues the driver when something stops it and says so
+  (the jobs then running are returned as suspects, see audit.py).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -16,6 +33,88 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+DEFAULT_LOG_LIMIT = 4 << 20        # bytes of a row job's stderr kept (head + tail)
+DEFAULT_FILE_LIMIT = 1 << 30       # largest file a row job or its worker may write (RLIMIT_FSIZE)
+
+
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                          ctypes.c_ulong(0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def make_undumpable() -> bool:
+    """This process's memory, environment and descriptors closed to other processes of its uid (without
+    CAP_SYS_PTRACE), and no core file. Reset by execve, so every Python process of ours calls it itself."""
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    return _prctl(PR_SET_DUMPABLE, 0)
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to this process instead of init (PR_SET_CHILD_SUBREAPER)."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def scrub_argv(keep: int) -> bool:
+    """Overwrites this process's command line after its first `keep` words with NULs, so /proc/PID/cmdline
+    (readable by every process that sees the PID) shows no path or seed given on it. sys.argv is a copy and
+    stays. Writes the process's own memory through /proc/self/mem (always allowed for oneself)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        # fields[0] is field 3 (state); arg_start and arg_end are fields 48 and 49.
+        start, end = int(fields[45]), int(fields[46])
+        with open("/proc/self/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+        head = len(b"\0".join(words[:keep])) + 1
+        if start + head >= end:
+            return True
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start + head)
+            mem.write(b"\0" * (end - start - head))
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def oom_kills() -> int | None:
+    """The kernel's count of OOM kills in this process's memory cgroup (v2 memory.events, v1
+    memory.oom_control), or None where it cannot be read. KGATE_OOM_COUNTER names another file to read
+    (a line "oom_kill N"): the tests use it to stand for the kernel's counter."""
+    paths = []
+    if os.environ.get("KGATE_OOM_COUNTER"):
+        paths.append(os.environ["KGATE_OOM_COUNTER"])
+    else:
+        try:
+            for line in open("/proc/self/cgroup"):
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                if ctrls == "":
+                    paths.append(f"/sys/fs/cgroup{path}/memory.events")
+                elif "memory" in ctrls.split(","):
+                    paths.append(f"/sys/fs/cgroup/memory{path}/memory.oom_control")
+                    paths.append("/sys/fs/cgroup/memory/memory.oom_control")
+        except OSError:
+            pass
+    for p in paths:
+        try:
+            for line in open(p):
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 @dataclass
@@ -31,6 +130,13 @@ class Job:
     lines: list = field(default_factory=list)
     log_path: str = ""
     cancelled: bool = False        # set by on_finish of its compile job when that failed
+    solo: bool = False             # ran with no other job beside it
+    attempt: str = ""              # the attempt id in the driver's journal (audit.py)
+    stopped: dict | None = None    # how the row job was found stopped, when it was
+    oom_before: int | None = None
+    oom_after: int | None = None
+    log_dropped: int = 0           # bytes of its stderr past the log limit
+    _threads: list = field(default_factory=list)
 
 
 class Progress:
@@ -55,13 +161,52 @@ class Progress:
         print(msg, file=self.stream, flush=True)
 
 
-def _reader(job: Job):
+def _reader(job: Job, limit: int = 64 << 20):
+    """The job's stdout: JSON lines only; at most `limit` bytes are parsed (the rest is drained)."""
     assert job.proc and job.proc.stdout
+    seen = 0
     for raw in job.proc.stdout:
+        seen += len(raw)
+        if seen > limit:
+            continue
         try:
-            job.lines.append(json.loads(raw))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            pass  # the rowjob writes only JSON here; anything else is noise
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            continue  # the rowjob writes only JSON here; anything else is noise
+        if isinstance(rec, dict):
+            job.lines.append(rec)
+
+
+def _log_pump(job: Job, pipe, path: str, limit: int):
+    """Copies the job's stderr to its log, keeping the first limit/2 bytes and the last limit/2; what lies
+    between is dropped and counted, and a note says so."""
+    head_left = limit // 2
+    tail = bytearray()
+    tail_cap = limit - limit // 2
+    with open(path, "wb") as log:
+        while True:
+            try:
+                chunk = os.read(pipe.fileno(), 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            if head_left > 0:
+                part = chunk[:head_left]
+                log.write(part)
+                log.flush()
+                head_left -= len(part)
+                chunk = chunk[len(part):]
+            if chunk:
+                tail += chunk
+                if len(tail) > tail_cap:
+                    job.log_dropped += len(tail) - tail_cap
+                    del tail[: len(tail) - tail_cap]
+        if job.log_dropped:
+            log.write(f"\n[kgate: {job.log_dropped} bytes of output dropped here: the log keeps "
+                      f"{limit} bytes, its head and its tail]\n".encode())
+        log.write(bytes(tail))
+    pipe.close()
 
 
 def _kill(job: Job):
@@ -70,8 +215,31 @@ def _kill(job: Job):
             os.killpg(job.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        try:
+            os.kill(job.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     if job.proc:
         job.proc.wait()
+
+
+def _was_stopped(job: Job) -> dict | None:
+    """A stop or a continue of the row job since the last look (WSTOPPED|WCONTINUED, without reaping)."""
+    try:
+        r = os.waitid(os.P_PID, job.proc.pid, os.WSTOPPED | os.WCONTINUED | os.WNOHANG)
+    except (ChildProcessError, OSError):
+        return None
+    if r is None or r.si_pid == 0:
+        return None
+    if r.si_code == os.CLD_STOPPED:
+        try:
+            name = signal.Signals(r.si_status).name
+        except ValueError:
+            name = f"signal {r.si_status}"
+        return {"how": "stopped", "signal": name}
+    if r.si_code == os.CLD_CONTINUED:
+        return {"how": "stopped and continued", "signal": "SIGCONT"}
+    return None
 
 
 def _tail(path: str, limit: int = 4000) -> str:
@@ -85,22 +253,144 @@ def _tail(path: str, limit: int = 4000) -> str:
         return ""
 
 
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is pid (through /proc/PID/task/*/children when present, else a scan)."""
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                out += [int(x) for x in open(f"/proc/{pid}/task/{tid}/children").read().split()]
+            except OSError:
+                pass
+        return out
+    except OSError:
+        pass
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{name}/stat", "rb").read()
+                if int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
+                    out.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+class Watchdog:
+    """A process beside the driver that continues it when something stops it (SIGSTOP) and says so on a
+    pipe; the driver in turn continues the watchdog when that is stopped. Started only with harden."""
+
+    def __init__(self, python: str, env: dict):
+        self.proc = subprocess.Popen([python, "-m", "kgate.scheduler", "watchdog"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env, start_new_session=True)
+        self.events: list[dict] = []
+        self._seen = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            try:
+                self.events.append(json.loads(raw))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                pass
+
+    def new_events(self) -> list[dict]:
+        ev = self.events[self._seen:]
+        self._seen += len(ev)
+        if self.proc.poll() is None:
+            try:
+                state = open(f"/proc/{self.proc.pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                state = b"?"
+            if state == b"T":
+                os.kill(self.proc.pid, signal.SIGCONT)
+                ev.append({"event": "watchdog_stopped", "t": time.time()})
+        return ev
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _watchdog_main():
+    make_undumpable()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent = os.getppid()
+    while True:
+        r, _, _ = select.select([sys.stdin], [], [], 0.05)
+        if r and not sys.stdin.buffer.read1(1):
+            return  # the driver closed its end or died
+        if os.getppid() != parent:
+            return
+        try:
+            state = open(f"/proc/{parent}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state == b"T":
+            os.kill(parent, signal.SIGCONT)
+            print(json.dumps({"event": "driver_stopped", "t": time.time()}), flush=True)
+
+
+def _rowjob_main():
+    """The row job, hardened: not dumpable, no core, no file past the limit (inherited by its worker)."""
+    make_undumpable()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a row job never outlives the driver that judges with it
+    import resource
+    limit = int(os.environ.pop("KGATE_FILE_LIMIT", DEFAULT_FILE_LIMIT))
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    except (ValueError, OSError):
+        pass
+    import runpy
+    sys.argv = ["kgate.kernelbench.rowjob"]
+    runpy.run_module("kgate.kernelbench.rowjob", run_name="__main__", alter_sys=True)
+
+
+def sweep_strays(known: set[int]) -> list[int]:
+    """Kills every child of this process (a subreaper: orphans of its jobs' descendants land here) that is
+    not one of `known`. Returns the pids killed."""
+    killed = []
+    for pid in _children(os.getpid()):
+        if pid in known:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in killed:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    return killed
+
+
 def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: float | None = None,
              work_dir: str, env: dict | None = None, progress: Progress | None = None,
-             python: str = sys.executable, start_margin_s: float = 20.0) -> dict:
-    """Runs jobs; calls on_finish(job, final_record_or_None, status, lines, log_tail) for each one that ends
-    (status "ok", "crash", "timeout"). Jobs cut by the budget are not reported. Returns counts."""
+             python: str = sys.executable, start_margin_s: float = 20.0, on_start=None, harden: bool = False,
+             log_limit: int = DEFAULT_LOG_LIMIT, file_limit: int = DEFAULT_FILE_LIMIT, solo: bool = False,
+             watchdog: Watchdog | None = None, notes: list | None = None) -> dict:
+    """Runs jobs; calls on_start(job) just before one starts and on_finish(job, final_record_or_None, status,
+    lines, log_tail) for each one that ends (status "ok", "crash", "timeout", "stopped"). Jobs cut by the
+    budget are not reported. When the watchdog says the driver was stopped, the jobs then running are killed
+    and returned in counts["suspects"] (not reported). Returns counts."""
     os.makedirs(work_dir, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + budget_s if budget_s else None
     pending = deque(jobs)
     finished_keys: set[str] = set()
     running: list[Job] = []
-    counts = {"ok": 0, "crash": 0, "timeout": 0, "cut_by_budget": 0, "not_started": 0}
+    counts = {"ok": 0, "crash": 0, "timeout": 0, "stopped": 0, "cut_by_budget": 0, "not_started": 0,
+              "strays_killed": 0, "suspects": [], "cut": []}
     job_env = dict(os.environ if env is None else env)
+    job_env.pop("KGATE_OOM_COUNTER", None)  # the driver's own (tests), not the row job's
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     job_env["PYTHONPATH"] = pkg_root + (os.pathsep + job_env["PYTHONPATH"] if job_env.get("PYTHONPATH") else "")
     job_env["PYTHONUNBUFFERED"] = "1"
+    job_env["KGATE_FILE_LIMIT"] = str(file_limit)
+    last_sweep = 0.0
 
     def can_start(job: Job) -> bool:
         if job.after and ("compile", job.after) not in finished_keys:
@@ -121,35 +411,68 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                     pending.remove(job)
                     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
                     job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
-                    log = open(job.log_path, "wb")
+                    job.solo = solo
+                    if on_start:
+                        on_start(job)
+                    job.oom_before = oom_kills()
                     job.proc = subprocess.Popen(
-                        [python, "-m", "kgate.kernelbench.rowjob"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                        stderr=log, env=job_env, start_new_session=True, cwd=work_dir)
-                    log.close()
+                        [python, "-m", "kgate.scheduler", "rowjob"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, env=job_env, start_new_session=True, cwd=work_dir)
                     job.started = time.monotonic()
-                    threading.Thread(target=_reader, args=(job,), daemon=True).start()
+                    job._threads = [threading.Thread(target=_reader, args=(job,), daemon=True),
+                                    threading.Thread(target=_log_pump, args=(job, job.proc.stderr, job.log_path,
+                                                                             log_limit), daemon=True)]
+                    for t in job._threads:
+                        t.start()
                     assert job.proc.stdin
-                    job.proc.stdin.write(json.dumps(job.spec).encode())
-                    job.proc.stdin.close()
+                    try:
+                        job.proc.stdin.write(json.dumps(job.spec).encode())
+                        job.proc.stdin.close()
+                    except BrokenPipeError:
+                        pass
                     running.append(job)
+        # The driver stopped by someone (the watchdog continued it): every running row is a suspect.
+        if watchdog is not None:
+            events = watchdog.new_events()
+            if events and notes is not None:
+                notes.extend(events)
+            if events and running:
+                for job in list(running):
+                    _kill(job)
+                    running.remove(job)
+                    job.stopped = {"how": "driver stopped", "events": events}
+                    counts["suspects"].append(job)
+                continue
         # Reap.
         for job in list(running):
             assert job.proc
             rc = job.proc.poll()
             elapsed = time.monotonic() - job.started
-            if rc is None and elapsed > job.timeout_s:
+            stop = _was_stopped(job) if rc is None else None
+            if stop is not None:
+                job.stopped = dict(stop, after_s=round(elapsed, 2))
+                _kill(job)
+                status = "stopped"
+            elif rc is None and elapsed > job.timeout_s:
                 _kill(job)
                 status = "timeout"
             elif rc is None:
                 if deadline is not None and time.monotonic() > deadline:
                     _kill(job)
+                    for t in job._threads:
+                        t.join(timeout=5)
                     running.remove(job)
                     counts["cut_by_budget"] += 1
+                    counts["cut"].append(job)
                 continue
             else:
                 status = "ok" if rc == 0 else "crash"
             job.proc.wait()
-            time.sleep(0.05)  # let the reader thread drain the pipe
+            job.oom_after = oom_kills()
+            # The reader threads end when every holder of the pipes' write ends is gone; a descendant that
+            # escaped the process group may hold them, so the wait is bounded.
+            for t in job._threads:
+                t.join(timeout=5)
             running.remove(job)
             finished_keys.add((job.kind, job.key))
             final = next((l for l in reversed(job.lines) if l.get("type") in ("row", "compile")), None)
@@ -162,8 +485,27 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                 if final and final.get("type") == "row":
                     note += f" -> {final.get('classification')}"
                 progress.step(note, len(running))
+        if harden and time.monotonic() - last_sweep > 0.25:
+            last_sweep = time.monotonic()
+            known = {j.proc.pid for j in running if j.proc}
+            if watchdog is not None:
+                known.add(watchdog.proc.pid)
+            counts["strays_killed"] += len(sweep_strays(known))
         if deadline is not None and time.monotonic() > deadline - start_margin_s and not running:
             counts["not_started"] = len(pending)
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
+    if harden:
+        known = {watchdog.proc.pid} if watchdog is not None else set()
+        counts["strays_killed"] += len(sweep_strays(known))
     return counts
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["rowjob"]:
+        _rowjob_main()
+    elif sys.argv[1:] == ["watchdog"]:
+        _watchdog_main()
+    else:
+        print("usage: python -m kgate.scheduler rowjob|watchdog (started by the audit driver)", file=sys.stderr)
+        sys.exit(2)

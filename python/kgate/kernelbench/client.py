@@ -46,6 +46,7 @@ class Candidate:
         # Under the row job's own folder (its cwd), never a shared /tmp name another tool might clean up.
         self.dir = tempfile.mkdtemp(prefix="worker-", dir=work_root or os.getcwd())
         self.log_path = os.path.join(self.dir, "output.log")
+        os.makedirs(os.path.join(self.dir, "scratch"), exist_ok=True)
         self.restarts = 0
         self.init_reply: dict | None = None
         base = dict(os.environ if env is None else env)
@@ -62,9 +63,15 @@ class Candidate:
     def _spawn(self):
         parent, child = socket.socketpair()
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())],
-                                     pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
+        # Through kgate-isolate (kgate/isolation.py, docs/security.md): own PID and mount namespaces, an
+        # unprivileged uid, seccomp against attacks on the judge, every descendant ends with it, output.log
+        # capped; its working folder is a private scratch (emptied at exit).
+        from .. import isolation
+        self.proc = subprocess.Popen(isolation.command(
+            [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())], keep_fds=[child.fileno()],
+            scratch=os.path.join(self.dir, "scratch"), log=self.log_path),
+            pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=self.dir, env=self.env)
         log.close()
         child.close()
         self.conn = Connection(os.dup(parent.fileno()))
