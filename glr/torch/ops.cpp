@@ -294,6 +294,9 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
                                                             v.options());
     const OptTensor dht = final_state && grads[1].defined() ? OptTensor(grads[1]) : OptTensor();
     static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("glr::bwd", "").typed<decltype(bwd_cpu)>();
+    // bwd has no derivative of its own (no double backward): it runs below autograd, which also keeps
+    // it off PyTorch 1.13's missing Autograd fallbacks (AutogradMeta).
+    at::AutoDispatchBelowADInplaceOrView guard;
     auto [dq, dk, dv, dg, dbeta, dh0] =
         op.call(q, k, v, opt(s[3]), opt(s[4]), opt(s[5]), opt(s[6]), dout, dht, ctx->saved_data["scale"].toDouble(),
                 ctx->saved_data["delta"].toBool(), ctx->saved_data["gate"].toInt());

@@ -108,9 +108,10 @@ def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_stat
             raise ValueError("glr: chunk_linear_attn: normalize=True needs initial_state=None and cu_seqlens=None")
         s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
         group = v.shape[2] // q.shape[2]
-        z = (q.float() * s * k.float().cumsum(1)).sum(-1, keepdim=True)  # [B, T, H, 1]
+        ct = torch.float64 if q.dtype == torch.float64 else torch.float32
+        z = (q.to(ct) * s * k.to(ct).cumsum(1)).sum(-1, keepdim=True)  # [B, T, H, 1]
         z = z.repeat_interleave(group, dim=2)
-        o = (o.float() / (z + 1e-5)).to(o.dtype)
+        o = (o.to(ct) / (z + 1e-5)).to(o.dtype)
     return o, ht
 
 
@@ -123,16 +124,17 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size=64, D=None, z=None, dt_
     chunk_size is accepted for the signature (glr uses 64); seq_idx is not supported (use cu_seqlens)."""
     if seq_idx is not None:
         raise ValueError("glr: mamba_chunk_scan_combined: seq_idx is not supported; pack with cu_seqlens")
-    dt = dt.float()
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32  # gates and states
+    dt = dt.to(ct)
     if dt_bias is not None:
-        dt = dt + dt_bias.float()
+        dt = dt + dt_bias.to(ct)
     if dt_softplus:
         dt = F.softplus(dt)
     if dt_limit != (0.0, float("inf")):
         dt = dt.clamp(min=dt_limit[0], max=dt_limit[1])
-    g = dt * A.float()
-    v = (x.float() * dt.unsqueeze(-1)).to(x.dtype)
-    h0 = None if initial_states is None else initial_states.float().transpose(-1, -2).contiguous()
+    g = dt * A.to(ct)
+    v = (x.to(ct) * dt.unsqueeze(-1)).to(x.dtype)
+    h0 = None if initial_states is None else initial_states.to(ct).transpose(-1, -2).contiguous()
     y, ht = recurrence(C.to(x.dtype), B.to(x.dtype), v, g, None, 1.0, h0, return_final_states, cu_seqlens)
     if D is not None:
         y = y + x * (D.unsqueeze(-1) if D.dim() == 1 else D)
