@@ -18,6 +18,12 @@ def repo(*parts):
     return os.path.join(ROOT, *parts)
 
 
+def src(*parts):
+    # Sources relative to this folder, through the csrc -> ../../glr link: setuptools refuses absolute source
+    # paths, and a "../.." path would put the object files outside build/.
+    return os.path.join("csrc", *parts)
+
+
 def want_cuda():
     flag = os.environ.get("GLR_CUDA")
     if flag is not None:
@@ -27,17 +33,17 @@ def want_cuda():
     return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
 
 
-CPU_SOURCES = [repo("glr", "torch", f) for f in ("module.cpp", "ops.cpp", "problem.cpp")] + [
-    repo("glr", "reference", f)
+CPU_SOURCES = [src("torch", f) for f in ("module.cpp", "ops.cpp", "problem.cpp")] + [
+    src("reference", f)
     for f in ("params.cpp", "chunks.cpp", "recurrent.cpp", "chunked_forward.cpp", "chunked_backward.cpp",
               "chunked.cpp")
 ]
 CUDA_SOURCES = [
-    repo("glr", "torch", "cuda_ops.cpp"),
-    repo("glr", "cuda", "common", "setup.cpp"),
-    repo("glr", "cuda", "sm90", "api.cpp"),
-    repo("glr", "cuda", "sm90", "forward.cu"),
-    repo("glr", "cuda", "sm90", "backward.cu"),
+    src("torch", "cuda_ops.cpp"),
+    src("cuda", "common", "setup.cpp"),
+    src("cuda", "sm90", "api.cpp"),
+    src("cuda", "sm90", "forward.cu"),
+    src("cuda", "sm90", "backward.cu"),
 ]
 
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
