@@ -2,8 +2,9 @@
 chunked CPU algorithm and float64 oracle in glr/reference, and with CUDA the kernels in glr/cuda).
 
 CUDA is built when the installed torch has CUDA and nvcc is found (CUDA_HOME), or when GLR_CUDA=1;
-GLR_CUDA=0 forces the CPU-only build. The kernels are compiled for sm_90a (Hopper) unless
-TORCH_CUDA_ARCH_LIST says otherwise. MAX_JOBS limits the parallel compile jobs (ninja).
+GLR_CUDA=0 forces the CPU-only build. The kernels are compiled for sm_90a (Hopper), or the architecture
+GLR_CUDA_ARCH names ("90a"); an explicit -gencode also keeps torch from adding its own arch list (older torch
+knows no "9.0a"). MAX_JOBS limits the parallel compile jobs (ninja).
 """
 import os
 
@@ -49,7 +50,7 @@ CUDA_SOURCES = [
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
 include_dirs = [repo("glr", "include"), repo("glr", "torch")]
 if want_cuda():
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
+    arch = os.environ.get("GLR_CUDA_ARCH", "90a")
     ext = cpp_extension.CUDAExtension(
         name="glr._C",
         sources=CPU_SOURCES + CUDA_SOURCES,
@@ -59,7 +60,7 @@ if want_cuda():
             "cxx": cxx,
             # torch adds -D__CUDA_NO_HALF_OPERATORS__ and friends; glr's kernels convert through intrinsics
             # only, so they are left as torch sets them.
-            "nvcc": ["-O3", "-std=c++20", "--expt-relaxed-constexpr"],
+            "nvcc": ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
         },
     )
 else:
