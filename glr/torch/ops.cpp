@@ -94,7 +94,7 @@ struct Working {
     p.strides.k = token_strides(k);
     p.strides.v = token_strides(v);
     if (g.defined()) p.strides.g = scalar_strides(g, p.gate);
-    if (beta.defined()) p.strides.beta = scalar_strides(beta, p.gate == Gate::per_head ? Gate::per_token : p.gate);
+    if (beta.defined()) p.strides.beta = scalar_strides(beta, Gate::per_token);  // beta is always [B, T, HV]
     if (h0.defined()) p.strides.h0 = state_strides(h0);
   }
 };

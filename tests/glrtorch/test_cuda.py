@@ -61,17 +61,20 @@ def test_cuda_bf16_against_oracle(member, shape):
 
 @cuda
 def test_cuda_honours_the_current_stream():
+    """The op's input is written on a side stream after a long sleep; an op that ran on any other stream
+    would read the zeros it held before and give a different output."""
     p = to_cuda(make_problem("gdn", 2, 256, 2, 2, 64, 64, seed=1), torch.bfloat16)
-    ref, _ = glr.recurrence(p["q"], p["k"], p["v"], p["g"], p["beta"])
-    torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(50_000_000)  # keeps the side stream busy: a kernel on another stream would finish first
-        o, _ = glr.recurrence(p["q"], p["k"], p["v"], p["g"], p["beta"])
-        o_copy = o.clone()
-    torch.cuda.synchronize()
-    assert torch.equal(o_copy, ref)
+    with torch.no_grad():
+        ref, _ = glr.recurrence(p["q"], p["k"], p["v"], p["g"], p["beta"])
+        q_late = torch.zeros_like(p["q"])
+        torch.cuda.synchronize()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000_000)
+            q_late.copy_(p["q"])
+            o, _ = glr.recurrence(q_late, p["k"], p["v"], p["g"], p["beta"])
+        torch.cuda.synchronize()
+    assert torch.equal(o, ref)
 
 
 @cuda

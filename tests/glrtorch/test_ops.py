@@ -33,6 +33,21 @@ def test_forward_and_autograd_match_oracle(member, shape):
         assert rel(a, b) < 1e-10, (name, rel(a, b))
 
 
+def test_broadcast_output_gradient_and_empty_sequences():
+    """o.sum() hands backward a stride-0 gradient; T = 0 passes the initial state through both ways."""
+    p = make_problem("gdn", 2, 70, 1, 2, 4, 4, requires_grad=True)
+    o, _ = glr.recurrence(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    o.sum().backward()
+    want = torch.ops.glr.oracle_bwd(*op_args(p)[:7], torch.ones_like(o), None, *op_args(p)[7:])
+    assert rel(p["q"].grad, want[0]) < 1e-12 and rel(p["beta"].grad, want[4]) < 1e-12
+    p = make_problem("gdn", 2, 0, 1, 2, 4, 4, initial_state=True, requires_grad=True)
+    o, ht = glr.recurrence(p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=p["initial_state"],
+                           output_final_state=True)
+    assert o.shape == (2, 0, 2, 4) and torch.equal(ht, p["initial_state"])
+    ht.sum().backward()
+    assert torch.equal(p["initial_state"].grad, torch.ones_like(ht))
+
+
 def test_oracle_is_not_the_chunked_code():
     """The oracle and the op share no code path: a wrong scale in one shows up (the check can fail)."""
     p = make_problem("gdn", 1, 70, 1, 1, 4, 4)
