@@ -1,0 +1,152 @@
+// The CUDA kernels of glr::fwd and glr::bwd: today's glr CUDA forward and backward (glr/glr_cuda.hpp) on the
+// tensors' own strides, the current CUDA stream and a workspace from PyTorch's caching allocator. Built
+// only when the extension is built with CUDA (GLR_TORCH_CUDA); the CPU build never sees this file's body.
+//
+// What the CUDA kernels take (glr_cuda.hpp): q, k, v in bf16 or fp16; g, beta in fp32 or q's dtype; states
+// fp32; K, V in {64, 128}; chunk 64. Anything else fails with glr's one-line InvalidArgument, prefixed by the
+// op. Packed sequences: the offsets stay on the device (int64 or int32) and are checked there; invalid ones
+// turn every output into NaN instead of a host synchronisation (glr_cuda.hpp).
+#ifdef GLR_TORCH_CUDA
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "glr/glr_cuda.hpp"
+#include "problem.hpp"
+
+namespace glr::torch_ops {
+namespace {
+
+using at::Tensor;
+
+bool present(const OptTensor& t) { return t.has_value() && t->defined(); }
+
+cuda::DType dtype_of(const char* op, const char* name, const Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return cuda::DType::f32;
+    case at::kHalf: return cuda::DType::f16;
+    case at::kBFloat16: return cuda::DType::bf16;
+    default: TORCH_CHECK(false, op, ": ", name, ": dtype ", t.scalar_type(), " is not supported by the CUDA kernels");
+  }
+  return cuda::DType::f32;
+}
+
+cuda::In in(const char* op, const char* name, const OptTensor& t) {
+  if (!present(t) || t->numel() == 0) return {nullptr, present(t) ? dtype_of(op, name, *t) : cuda::DType::bf16};
+  return {t->data_ptr(), dtype_of(op, name, *t)};
+}
+cuda::Out out(const char* op, const char* name, const Tensor& t, bool used) {
+  if (!used || t.numel() == 0) return {nullptr, dtype_of(op, name, t)};
+  return {t.data_ptr(), dtype_of(op, name, t)};
+}
+
+cuda::DeviceOffsets offsets(const char* op, const OptTensor& cu) {
+  cuda::DeviceOffsets d;
+  if (!present(cu)) return d;
+  TORCH_CHECK(cu->is_contiguous(), op, ": cu_seqlens: must be contiguous");
+  d.num_seqs = cu->size(0) - 1;
+  if (cu->scalar_type() == at::kLong)
+    d.cu_seqlens = cu->data_ptr<std::int64_t>();
+  else
+    d.cu_seqlens32 = cu->data_ptr<std::int32_t>();
+  return d;
+}
+
+Tensor workspace(std::size_t bytes, const Tensor& like) {
+  return at::empty({static_cast<std::int64_t>(bytes > 0 ? bytes : 1)}, like.options().dtype(at::kByte));
+}
+
+std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                                    const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
+                                    double scale, bool delta, std::int64_t gate, bool final_state) {
+  const char* op = "glr.fwd";
+  const Call c{op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate};
+  Params p = describe(c);
+  p.final_state = final_state;
+  p.set_contiguous_strides();  // the outputs' (dense) strides; the inputs' are set below
+  p.strides.q = token_strides(q);
+  p.strides.k = token_strides(k);
+  p.strides.v = token_strides(v);
+  if (present(g)) p.strides.g = scalar_strides(*g, p.gate);
+  if (present(beta)) p.strides.beta = scalar_strides(*beta, Gate::per_token);
+  if (present(h0)) p.strides.h0 = state_strides(*h0);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const std::int64_t N = present(cu_seqlens) ? cu_seqlens->size(0) - 1 : p.B;
+  Tensor o = at::empty({p.B, p.T, p.HV, p.V}, v.options());
+  Tensor ht = final_state ? at::empty({N, p.HV, p.K, p.V}, q.options().dtype(at::kFloat))
+                          : at::empty({0}, q.options().dtype(at::kFloat));
+  if (final_state) p.strides.ht = state_strides(ht);
+  const cuda::ForwardTensors t{in(op, "q", q),       in(op, "k", k),       in(op, "v", v),
+                               in(op, "g", g),       in(op, "beta", beta), in(op, "h0", h0),
+                               out(op, "o", o, true), out(op, "ht", ht, final_state)};
+  const cuda::DeviceOffsets d = offsets(op, cu_seqlens);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
+  translate_errors(op, [&] {
+    Tensor ws = workspace(cuda::forward_workspace_bytes(p, d), q);
+    cuda::forward(p, t, d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream);
+  });
+  return {o, ht};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
+    const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
+    const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
+    bool delta, std::int64_t gate) {
+  const char* op = "glr.bwd";
+  const Call c{op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate};
+  Params p = describe(c);
+  check_backward(c, p, dout, dht);
+  p.final_state = present(dht);
+  p.set_contiguous_strides();  // the outputs' (dense) strides; the inputs' are set below
+  p.strides.q = token_strides(q);
+  p.strides.k = token_strides(k);
+  p.strides.v = token_strides(v);
+  p.strides.dout = token_strides(dout);
+  if (present(g)) p.strides.g = scalar_strides(*g, p.gate);
+  if (present(beta)) p.strides.beta = scalar_strides(*beta, Gate::per_token);
+  if (present(h0)) p.strides.h0 = state_strides(*h0);
+  if (present(dht)) p.strides.dht = state_strides(*dht);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const std::int64_t N = present(cu_seqlens) ? cu_seqlens->size(0) - 1 : p.B;
+  const auto x = q.options();
+  Tensor dq = at::empty({p.B, p.T, p.H, p.K}, x), dk = at::empty({p.B, p.T, p.H, p.K}, x);
+  Tensor dv = at::empty({p.B, p.T, p.HV, p.V}, x);
+  Tensor dg = present(g) ? at::empty(g->sizes(), g->options()) : at::empty({0}, x);
+  Tensor dbeta = present(beta) ? at::empty(beta->sizes(), beta->options()) : at::empty({0}, x);
+  Tensor dh0 = present(h0) ? at::empty({N, p.HV, p.K, p.V}, x.dtype(at::kFloat)) : at::empty({0}, x);
+  // Outputs are dense: set_contiguous_strides already describes them.
+  const cuda::BackwardTensors t{in(op, "q", q),
+                                in(op, "k", k),
+                                in(op, "v", v),
+                                in(op, "g", g),
+                                in(op, "beta", beta),
+                                in(op, "h0", h0),
+                                in(op, "dout", dout),
+                                in(op, "dht", dht),
+                                out(op, "dq", dq, true),
+                                out(op, "dk", dk, true),
+                                out(op, "dv", dv, true),
+                                out(op, "dg", dg, present(g)),
+                                out(op, "dbeta", dbeta, present(beta)),
+                                out(op, "dh0", dh0, present(h0))};
+  const cuda::DeviceOffsets d = offsets(op, cu_seqlens);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
+  translate_errors(op, [&] {
+    Tensor ws = workspace(cuda::backward_workspace_bytes(p, d), q);
+    cuda::backward(p, t, d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream);
+  });
+  return {dq, dk, dv, dg, dbeta, dh0};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(glr, CUDA, m) {
+  m.impl("fwd", fwd_cuda);
+  m.impl("bwd", bwd_cuda);
+}
+
+}  // namespace glr::torch_ops
+
+#endif  // GLR_TORCH_CUDA

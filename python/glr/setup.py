@@ -1,0 +1,70 @@
+"""Builds glr._C, the glr operators for PyTorch, from the C++ sources in the repository (glr/torch, the
+chunked CPU algorithm and float64 oracle in glr/reference, and with CUDA the kernels in glr/cuda).
+
+CUDA is built when the installed torch has CUDA and nvcc is found (CUDA_HOME), or when GLR_CUDA=1;
+GLR_CUDA=0 forces the CPU-only build. The kernels are compiled for sm_90a (Hopper), or the architecture
+GLR_CUDA_ARCH names ("90a"); an explicit -gencode also keeps torch from adding its own arch list (older torch
+knows no "9.0a"). MAX_JOBS limits the parallel compile jobs (ninja).
+"""
+import os
+
+from setuptools import setup
+from torch.utils import cpp_extension
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def repo(*parts):
+    return os.path.join(ROOT, *parts)
+
+
+def src(*parts):
+    # Sources relative to this folder, through the csrc -> ../../glr link: setuptools refuses absolute source
+    # paths, and a "../.." path would put the object files outside build/.
+    return os.path.join("csrc", *parts)
+
+
+def want_cuda():
+    flag = os.environ.get("GLR_CUDA")
+    if flag is not None:
+        return flag == "1"
+    import torch
+
+    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+
+
+CPU_SOURCES = [src("torch", f) for f in ("module.cpp", "ops.cpp", "problem.cpp")] + [
+    src("reference", f)
+    for f in ("params.cpp", "chunks.cpp", "recurrent.cpp", "chunked_forward.cpp", "chunked_backward.cpp",
+              "chunked.cpp")
+]
+CUDA_SOURCES = [
+    src("torch", "cuda_ops.cpp"),
+    src("cuda", "common", "setup.cpp"),
+    src("cuda", "sm90", "api.cpp"),
+    src("cuda", "sm90", "forward.cu"),
+    src("cuda", "sm90", "backward.cu"),
+]
+
+cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
+include_dirs = [repo("glr", "include"), repo("glr", "torch")]
+if want_cuda():
+    arch = os.environ.get("GLR_CUDA_ARCH", "90a")
+    ext = cpp_extension.CUDAExtension(
+        name="glr._C",
+        sources=CPU_SOURCES + CUDA_SOURCES,
+        include_dirs=include_dirs + [repo("glr", "cuda"), repo("glr", "cuda", "common")],
+        define_macros=[("GLR_TORCH_CUDA", "1")],
+        extra_compile_args={
+            "cxx": cxx,
+            # torch adds -D__CUDA_NO_HALF_OPERATORS__ and friends; glr's kernels convert through intrinsics
+            # only, so they are left as torch sets them.
+            "nvcc": ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+        },
+    )
+else:
+    ext = cpp_extension.CppExtension(name="glr._C", sources=CPU_SOURCES, include_dirs=include_dirs,
+                                     extra_compile_args={"cxx": cxx})
+
+setup(ext_modules=[ext], cmdclass={"build_ext": cpp_extension.BuildExtension})
