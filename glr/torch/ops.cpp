@@ -14,6 +14,10 @@
 //
 // CPU kernels: the chunked CPU algorithm (glr/reference) in float64 for float64 inputs, else in float32
 // (fp16/bf16 inputs are converted to fp32 and the results back). CUDA kernels: cuda_ops.cpp.
+//
+// The Meta kernels read concrete sizes: torch.compile traces them with static shapes (one shape per
+// compilation); symbolic (dynamic) shapes would need SymInt versions, not written yet. bwd has no
+// derivative of its own, so there is no double backward.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>

@@ -19,6 +19,13 @@ def repo(*parts):
     return os.path.join(ROOT, *parts)
 
 
+# csrc is a link committed to git; a copy of the tree that dropped it gets it back here.
+if not os.path.isdir(os.path.join(HERE, "csrc")):
+    if os.path.lexists(os.path.join(HERE, "csrc")):
+        os.remove(os.path.join(HERE, "csrc"))
+    os.symlink(os.path.join("..", "..", "glr"), os.path.join(HERE, "csrc"))
+
+
 def src(*parts):
     # Sources relative to this folder, through the csrc -> ../../glr link: setuptools refuses absolute source
     # paths, and a "../.." path would put the object files outside build/.
