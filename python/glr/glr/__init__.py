@@ -4,6 +4,8 @@ and a training command (python -m glr.train).
 
 Importing glr loads glr._C, which registers torch.ops.glr.{fwd, bwd, recurrence, oracle_fwd, oracle_bwd}.
 """
+import torch  # noqa: F401  (first: _C links against libc10/libtorch, which importing torch loads)
+
 from . import _C  # noqa: F401  (registers torch.ops.glr.*)
 from .ops import (MEMBERS, chunk_delta_rule, chunk_gated_delta_rule, chunk_linear_attn, chunk_retention,
                   chunk_simple_gla, mamba_chunk_scan_combined, recurrence)
