@@ -10,7 +10,7 @@ import os
 import pkgutil
 import tempfile
 
-from ..kernelbench.gates import KGATE_GATES
+from ..classify import GATES as KGATE_GATES, counted_failure
 
 FAILING = ("FAIL", "CRASH", "TIMEOUT")
 

@@ -35,8 +35,10 @@ def _signal_name(rc: int) -> str:
 class Candidate:
     def __init__(self, fw_name: str, custom_code: str, *, call_timeout: float = 60.0,
                  init_timeout: float = 300.0, ext_cache: str | None = None, env: dict | None = None,
-                 output_limit: int = 64 * 1024, work_root: str | None = None):
+                 output_limit: int = 64 * 1024, work_root: str | None = None, entry: str = "ModelNew",
+                 guard_seed: int = 0, guard_library: str | None = None):
         self.fw_name, self.custom_code = fw_name, custom_code
+        self.entry, self.guard_seed, self.guard_library = entry, guard_seed, guard_library
         self.call_timeout, self.init_timeout = call_timeout, init_timeout
         self.ext_cache = ext_cache
         self.output_limit = output_limit
@@ -69,6 +71,23 @@ class Candidate:
         child.close()
         self.conn = Connection(os.dup(parent.fileno()))
         parent.close()
+
+    def output_size(self) -> int:
+        try:
+            return os.path.getsize(self.log_path)
+        except OSError:
+            return 0
+
+    def output_since(self, start: int, limit: int = 16384) -> tuple[str, int]:
+        """What the worker printed since byte `start` of its log (the last `limit` bytes), and how much."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                n = f.tell() - start
+                f.seek(max(start, start + n - limit))
+                return f.read().decode("utf-8", errors="replace"), max(0, n)
+        except OSError:
+            return "", 0
 
     def output_tail(self) -> str:
         try:
@@ -114,8 +133,9 @@ class Candidate:
         """Starts the worker and runs the candidate's source; the reply says ok, import_error or
         compile_error. Raises WorkerDied if that itself crashes or hangs."""
         self._spawn()
-        self.init_reply = self._request({"op": "init", "custom_code": self.custom_code,
-                                         "ext_cache": self.ext_cache}, self.init_timeout)
+        self.init_reply = self._request({"op": "init", "custom_code": self.custom_code, "entry": self.entry,
+                                         "ext_cache": self.ext_cache, "guard_seed": self.guard_seed,
+                                         "guard_library": self.guard_library}, self.init_timeout)
         return self.init_reply
 
     def ensure(self):
@@ -129,7 +149,12 @@ class Candidate:
             self._request(b, max(self.call_timeout, self.init_timeout))
 
     def build(self, slot: str, init_inputs: list, seed: int, eval_mode: bool = True) -> dict:
-        req = {"op": "build", "slot": slot, "init_inputs": init_inputs, "seed": seed, "eval": eval_mode}
+        return self.build_with(slot, {"init_inputs": init_inputs, "seed": seed, "eval": eval_mode})
+
+    def build_with(self, slot: str, fields: dict) -> dict:
+        """Builds ModelNew (or binds a plain function) in `slot`; a successful build is replayed after
+        every restart of the worker."""
+        req = {"op": "build", "slot": slot, **fields}
         self.ensure()
         # The init timeout, not the call timeout: many candidates compile their extension in ModelNew's
         # __init__ (load_inline there), which the compile phase cannot reach without the task's init inputs.
@@ -137,6 +162,13 @@ class Candidate:
         if reply.get("status") == "ok":
             self.builds[slot] = req
         return reply
+
+    def request(self, msg: dict, timeout: float | None = None) -> dict:
+        """One request of the engine's protocol (alloc, write, read, guards, release, ecall); the worker
+        must be alive (a dead one is restarted by ensure(), which the target calls in reset())."""
+        if not self.alive():
+            raise WorkerDied("crash", "the worker is not running", self.output_tail())
+        return self._request(msg, timeout or self.call_timeout)
 
     def call(self, slot: str, inputs: list, **opts) -> dict:
         self.ensure()
