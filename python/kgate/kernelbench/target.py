@@ -37,6 +37,10 @@ def host_array(dtype: str, shape, data: bytes):
                                       else np.zeros(shape, _NP[dtype]))
 
 
+def _enum_name(v) -> str:
+    return getattr(v, "name", None) or str(v).rsplit(".", 1)[-1]
+
+
 def arg_spec(a) -> tuple:
     lay = a.layout
     return (int(a.buffer), _core.dtype_name(lay.dtype), [int(x) for x in lay.shape], [int(x) for x in lay.strides],
@@ -119,7 +123,7 @@ class CandidateTarget(_core.Target if _core else object):
             start = self.cand.output_size()
             self.calls += 1
             reply = self.cand.request({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
-                                       "poison": bytes(request.poison), "stream": request.stream.name,
+                                       "poison": bytes(request.poison), "stream": _enum_name(request.stream),
                                        "eval": True})
         except WorkerDied as d:
             result.outcome = _core.CallOutcome.timed_out if d.kind == "timeout" else _core.CallOutcome.crashed
