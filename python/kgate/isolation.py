@@ -1,0 +1,103 @@
+"""The isolation every candidate worker runs in, for the Python front-end: a command line for kgate-isolate.
+
+kgate-isolate (tools/kgate_isolate.cpp) is the same code the C++ kgate-worker enters
+(src/kgate/worker/isolation.hpp), so both front-ends give candidates one guarantee, stated and tested in
+docs/security.md: the program and every descendant live in their own PID and mount namespaces with a fresh
+/proc (nothing outside their own tree can be signalled, stopped, traced or read), run as an unprivileged uid
+when started as root, under a seccomp filter that ends them with SIGSYS for ptrace, process_vm_readv/writev,
+pidfd_getfd and any signal aimed at pid 1 (their judge's side); /tmp, /dev/shm and the scratch directory are
+private and gone when the program ends; every descendant dies with it or with the launcher; output can be
+captured into a capped log. Secrets never go in argv or the environment: send them on a pipe.
+
+Exit status of the launcher: the program's own (or killed by the same signal, so Popen.returncode is -N);
+125 when isolation is impossible or an option is wrong (one line on stderr); 126 / 127 when the program
+cannot be executed / is not found. A program killed with SIGSYS (returncode -31) attacked its judge.
+
+Usage:
+    cmd = isolation.command([sys.executable, "-m", "kgate.kernelbench.worker", str(fd)], keep_fds=[fd],
+                            log=os.path.join(job_dir, "output.log"), memory=8 << 30)
+    proc = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL)
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+
+#: Returncode of a program the seccomp filter ended: it tried to reach outside its own process tree.
+JUDGE_ATTACK_RETURNCODE = -31  # -SIGSYS
+#: Exit status of the launcher when it could not isolate (or was given a wrong option).
+ISOLATION_FAILED = 125
+DEFAULT_LOG_LIMIT = 64 << 20
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def launcher() -> str:
+    """The kgate-isolate executable: $KGATE_ISOLATE, else the one installed beside kgate._core, else a build
+    tree's (build/tools from the repository root, for PYTHONPATH=python runs), else one on PATH."""
+    env = os.environ.get("KGATE_ISOLATE")
+    if env:
+        if os.access(env, os.X_OK) and os.path.isfile(env):
+            return env
+        raise FileNotFoundError(f"KGATE_ISOLATE={env} is not an executable file")
+    looked = []
+    repo = os.path.dirname(os.path.dirname(_HERE))
+    for candidate in (os.path.join(_HERE, "kgate-isolate"), os.path.join(repo, "build", "tools", "kgate-isolate")):
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+        looked.append(candidate)
+    on_path = shutil.which("kgate-isolate")
+    if on_path:
+        return on_path
+    raise FileNotFoundError(
+        f"cannot find kgate-isolate (looked at {', '.join(looked)} and PATH); build it (cmake --build build "
+        "--target kgate-isolate) or set KGATE_ISOLATE")
+
+
+def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str | None = None,
+            log: str | None = None, log_limit: int = DEFAULT_LOG_LIMIT, memory: int | None = None,
+            log_stdout: bool = True, private_tmp: bool = True, visible: Iterable[str] = (),
+            clear_env: bool = False, setenv: Mapping[str, str] | None = None,
+            unsafe_no_isolation: bool = False) -> list[str]:
+    """The command line that runs `argv` isolated. Pass the same `keep_fds` to Popen's pass_fds.
+
+    scratch: a host directory to use as working directory and TMPDIR, emptied when the program ends (not if
+        the launcher itself is SIGKILLed); None: a private tmpfs that cannot outlive the program.
+    log: the file the program's stdout and stderr go to (only stderr with log_stdout=False, leaving stdout
+        to the caller's pipe), at most log_limit bytes, then one line saying how much was not kept.
+    memory: bytes of RLIMIT_DATA, and the size of each private tmpfs.
+    visible: host paths under /tmp the program must still read (the private /tmp hides the host's).
+    """
+    if not argv:
+        raise ValueError("isolation.command: an empty argv")
+    cmd = [launcher()]
+    for fd in keep_fds:
+        if int(fd) < 0:
+            raise ValueError(f"isolation.command: keep_fds holds {fd}")
+        cmd += ["--keep-fd", str(int(fd))]
+    if scratch is not None:
+        cmd += ["--scratch", os.fspath(scratch)]
+    if log is not None:
+        if log_limit < 0:
+            raise ValueError(f"isolation.command: log_limit must be >= 0, got {log_limit}")
+        cmd += ["--log", os.fspath(log), "--log-limit", str(int(log_limit))]
+        if not log_stdout:
+            cmd.append("--log-stderr-only")
+    if memory is not None:
+        if memory <= 0:
+            raise ValueError(f"isolation.command: memory must be > 0 bytes, got {memory}")
+        cmd += ["--memory", str(int(memory))]
+    if not private_tmp:
+        cmd.append("--host-tmp")
+    for path in visible:
+        cmd += ["--visible", os.fspath(path)]
+    if clear_env:
+        cmd.append("--clear-env")
+    for name, value in (setenv or {}).items():
+        if not name or "=" in name:
+            raise ValueError(f"isolation.command: bad environment name {name!r}")
+        cmd += ["--setenv", f"{name}={value}"]
+    if unsafe_no_isolation:
+        cmd.append("--unsafe-no-isolation")
+    return cmd + ["--", *map(os.fspath, argv)]
