@@ -7,6 +7,7 @@ re-runs the candidate's source (its compiled extensions come from the cache) and
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +22,20 @@ class WorkerDied(Exception):
         self.kind = kind          # "crash" or "timeout"
         self.detail = detail
         self.output = output
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a uid other than the owner's can reach and read (and, for a file, run) `path`."""
+    path = os.path.realpath(path)
+    try:
+        parts = path.split(os.sep)
+        for i in range(2, len(parts)):
+            if not os.stat(os.sep.join(parts[:i]) or os.sep).st_mode & 0o001:
+                return False
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & 0o004) and (os.path.isdir(path) or bool(mode & 0o001))
 
 
 def _signal_name(rc: int) -> str:
@@ -41,6 +56,9 @@ class Candidate:
         self.entry, self.guard_seed, self.guard_library = entry, guard_seed, guard_library
         self.call_timeout, self.init_timeout = call_timeout, init_timeout
         self.ext_cache = ext_cache
+        if ext_cache:  # the worker runs as an unprivileged uid and stores what it compiles here
+            os.makedirs(ext_cache, exist_ok=True)
+            os.chmod(ext_cache, 0o777)
         self.output_limit = output_limit
         self.builds: dict[str, dict] = {}   # slot -> build request, replayed after a restart
         self.proc: subprocess.Popen | None = None
@@ -56,18 +74,34 @@ class Candidate:
         self.env["KGATE_FW"] = fw_name
         self.env["PYTHONUNBUFFERED"] = "1"
         self.env.setdefault("MAX_JOBS", "2")
-        self.env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.dir, "torch_extensions")
+        self.env["TORCH_EXTENSIONS_DIR"] = "torch_extensions"  # inside the worker's private scratch (its cwd)
+        self.log_limit = 16 << 20
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.pkg_root = pkg_root
+        self.isolation_note = "isolated (kgate-isolate: namespaces, unprivileged uid, seccomp)"
         self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
 
     # -- process ------------------------------------------------------------------------------------------
     def _spawn(self):
+        """The worker under kgate-isolate (kgate/isolation.py, docs/security.md): its own PID and mount
+        namespaces, an unprivileged uid, seccomp against its judge, a private scratch directory as its cwd
+        (torch builds extensions there), its output captured into a capped log this process reads."""
+        from .. import isolation
         parent, child = socket.socketpair()
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())],
-                                     pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
-        log.close()
+        scratch = os.path.join(self.dir, "scratch")
+        os.makedirs(scratch, exist_ok=True)
+        visible = [p for p in (self.ext_cache,) if p and os.path.abspath(p).startswith("/tmp/")]
+        argv = [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())]
+        cmd = isolation.command(argv, keep_fds=[child.fileno()], scratch=scratch, log=self.log_path,
+                                log_limit=self.log_limit, visible=visible)
+        blocked = [p for p in (sys.executable, self.pkg_root) if not _reachable_by_others(p)]
+        if blocked:
+            # The unprivileged uid could not start this interpreter (a Python under /root, say): keep the
+            # namespaces, seccomp and private scratch, and say the uid was kept.
+            cmd[1:1] = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
+            self.isolation_note = f"uid kept ({', '.join(blocked)} not reachable by an unprivileged uid)"
+        self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
         child.close()
         self.conn = Connection(os.dup(parent.fileno()))
         parent.close()
@@ -188,3 +222,4 @@ class Candidate:
             except (OSError, EOFError):
                 pass
         self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
