@@ -314,7 +314,7 @@ def probe(task, init_seed: int):
 def host_input(x):
     """An input as the engine's HostArray (a copy)."""
     from .. import _core
-    return _core.HostArray.from_array(np.ascontiguousarray(x))
+    return _core.HostArray.from_array(np.array(x, order="C", copy=True))  # keeps 0-dim arrays 0-dim
 
 
 def from_host(h):
@@ -326,4 +326,4 @@ def result_to_host(x, want_f64: bool):
     a = np.asarray(x)
     if want_f64 and a.dtype.kind == "f":
         a = a.astype(np.float64)
-    return _core.HostArray.from_array(np.ascontiguousarray(a))
+    return _core.HostArray.from_array(np.array(a, order="C", copy=True))  # keeps 0-dim arrays 0-dim

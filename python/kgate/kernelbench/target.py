@@ -33,7 +33,7 @@ def host_array(dtype: str, shape, data: bytes):
         import torch
         t = torch.frombuffer(bytearray(data), dtype=torch.bfloat16) if data else torch.empty(0, dtype=torch.bfloat16)
         return _core.HostArray.from_array(t.reshape(shape))
-    return _core.HostArray.from_array(np.frombuffer(data, _NP[dtype]).reshape(shape) if data
+    return _core.HostArray.from_array(np.frombuffer(data, _NP[dtype]).reshape(shape).copy() if data
                                       else np.zeros(shape, _NP[dtype]))
 
 
@@ -146,7 +146,9 @@ class CandidateTarget(_core.Target if _core else object):
                 ir.started, ir.finished = float(r["started"]), float(r["finished"])
             out.append(ir)
         result.results = out
-        result.guards = [self._owned_violation(v) for v in reply.get("allocator_guards", [])]
+        result.guards = [_core.GuardViolation(int(v["buffer"]), v["offset"], v["expected"], v["found"])
+                         for v in reply.get("guards", [])]
+        result.guards += [self._owned_violation(v) for v in reply.get("allocator_guards", [])]
         return result
 
     def _owned_violation(self, v):

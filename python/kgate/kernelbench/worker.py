@@ -187,7 +187,13 @@ class Worker:
             return {"status": "cuda_error", "message": f"{type(e).__name__}: {e}"[:2000], "fatal": True}
         for inv, r in zip(invs, results):
             r["outputs"] = [bufs.dense_bytes(a) for a in inv["outputs"]]
-        return {"status": "ok", "results": results, "seconds": time.monotonic() - t0,
+        touched = dict.fromkeys(a[0] for inv in invs for a in inv["inputs"] + inv["outputs"])
+        guards = []
+        for bid in touched:  # the first violation of every buffer the call touched (CallResult::guards)
+            v = bufs.guards(bid)
+            if v:
+                guards.append({"buffer": bid, **v})
+        return {"status": "ok", "results": results, "seconds": time.monotonic() - t0, "guards": guards,
                 "allocator_guards": fw.allocator_violations()}
 
     def harness(self, msg):

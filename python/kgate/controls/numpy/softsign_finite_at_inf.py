@@ -1,6 +1,6 @@
-# Broken control: softsign as sign(x) * (1 - 1 / (1 + |x|)), algebraically x / (1 + |x|) but 1.0 at
-# x = +Inf where the task's own x / (1 + |x|) is Inf / Inf = NaN: a finite value where the float64 oracle
-# is NaN (the indeterminate form). The inf gate must report it as its own labelled class.
+# Broken control: softsign x / (1 + |x|) with +-Inf mapped to +-1 (its limit), where the task's own
+# x / (1 + |x|) is Inf / Inf = NaN: a finite value where the float64 oracle is NaN (the indeterminate
+# form), exact everywhere else. The inf gate must report it as its own labelled class.
 from . import CANDIDATE_BASE
 
 TASK = "softsign"
@@ -10,5 +10,6 @@ CANDIDATE = CANDIDATE_BASE + '''
         pass
 
     def forward(self, x):
-        return (np.sign(x) * (1 - 1 / (1 + np.abs(x)))).astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isinf(x), np.sign(x), x / (1 + np.abs(x))).astype(np.float32)
 '''

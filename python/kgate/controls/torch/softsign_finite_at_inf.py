@@ -1,6 +1,6 @@
-# Broken control: softsign as sign(x) * (1 - 1 / (1 + |x|)), algebraically x / (1 + |x|) but 1.0 at
-# x = +Inf where the task's own x / (1 + |x|) is Inf / Inf = NaN: a finite value where the float64 oracle
-# is NaN (the indeterminate form). The inf gate must report it as its own labelled class.
+# Broken control: softsign x / (1 + |x|) with +-Inf mapped to +-1 (its limit), where the task's own
+# x / (1 + |x|) is Inf / Inf = NaN: a finite value where the float64 oracle is NaN (the indeterminate
+# form), exact everywhere else. The inf gate must report it as its own labelled class.
 from . import CANDIDATE_HEAD
 
 TASK = "softsign"
@@ -10,5 +10,5 @@ CANDIDATE = CANDIDATE_HEAD + '''class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return torch.sign(x) * (1 - 1 / (1 + torch.abs(x)))
+        return torch.where(torch.isinf(x), torch.sign(x), x / (1 + torch.abs(x)))
 '''
