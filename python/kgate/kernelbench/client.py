@@ -90,6 +90,9 @@ class Candidate:
         parent, child = socket.socketpair()
         scratch = os.path.join(self.dir, "scratch")
         os.makedirs(scratch, exist_ok=True)
+        # caches the candidate's tools keep under $HOME (triton, torch hub) go to its private scratch
+        self.env["HOME"] = scratch
+        self.env["XDG_CACHE_HOME"] = os.path.join(scratch, ".cache")
         visible = [p for p in (self.ext_cache,) if p and os.path.abspath(p).startswith("/tmp/")]
         argv = [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())]
         cmd = isolation.command(argv, keep_fds=[child.fileno()], scratch=scratch, log=self.log_path,

@@ -378,7 +378,7 @@ class Buffers:
     def dense_bytes(self, arg) -> bytes:
         v = self.view(*arg).contiguous()
         sync()
-        return v.view(torch.uint8).cpu().numpy().tobytes() if v.numel() else b""
+        return v.reshape(-1).view(torch.uint8).cpu().numpy().tobytes() if v.numel() else b""
 
 
 def store_output(view, got) -> str | None:
