@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kgate.controls import load
-from kgate.controls.numpy import CANDIDATE_BASE, TASKS
+from kgate.controls.numpy import TASKS
 from kgate.kernelbench import derive, fw_numpy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
