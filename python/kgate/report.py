@@ -190,7 +190,7 @@ def reproduce_command(r: dict, gate_name: str, corpus: str | None = None, result
     """A command `python -m kgate audit` accepts that runs this row's gate again, on a copy of the results
     file so the original record is left alone (--retry KEY reruns only that row; its new record replaces
     the copy's). The row's own seed is not an option of the CLI: the rerun draws a fresh one."""
-    corpus = corpus or f"corpus/{r.get('file') or 'CORPUS.jsonl'}"
+    corpus = corpus or f".carry/corpus/{r.get('file') or 'CORPUS.jsonl'}"  # where docs/audit.md puts it
     results = results or f"results/{(r.get('file') or 'CORPUS.jsonl').replace('.jsonl', '')}.kgate.jsonl"
     copy = "/tmp/kgate-reproduce.jsonl"
     return (f"cp {results} {copy} && python -m kgate audit {corpus} --results {copy} --retry {r['key']} "
