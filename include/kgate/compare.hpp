@@ -35,18 +35,22 @@ struct Reference {
 // oracle_output holds f64 values (integer outputs in their own dtype); output_dtype is the kernel's.
 Reference make_reference(const HostArray& oracle_output, DType output_dtype);
 
-// bound_i = scale * (rel * |exact_i| + abs_rms * rms + abs).
+// bound_i = scale * max(rel * |exact_i| + abs_rms * rms + abs, ref_term).
 struct Tolerance {
   double rel = 0.0;
   double abs_rms = 0.0;
   double abs = 0.0;
   double scale = 1.0;
+  // The reference-error term, where the oracle has a working-precision reference run: K_REF * e_ref + the
+  // floor (reference_term below). 0 without one.
+  double ref_term = 0.0;
   // The least magnitude the abs_rms term scales with. An output of a handful of elements can cancel to
   // almost nothing, and its own rms then says nothing about the size of the terms that cancelled; the
   // gates set this from the same output at the nominal shape for such outputs.
   double rms_floor = 0.0;
   double bound(double exact, double rms) const {
-    return scale * (rel * (exact < 0 ? -exact : exact) + abs_rms * (rms > rms_floor ? rms : rms_floor) + abs);
+    const double analytic = rel * (exact < 0 ? -exact : exact) + abs_rms * (rms > rms_floor ? rms : rms_floor) + abs;
+    return scale * (analytic > ref_term ? analytic : ref_term);
   }
 };
 std::string describe(const Tolerance& t);
@@ -61,6 +65,15 @@ Tolerance default_tolerance(const TensorSpec& output, DType working, std::int64_
 // dtype and its smallest normal. Returns rel = +Inf when (N+4) u_w >= 1: no rigorous bound exists.
 Tolerance accumulation_tolerance(DType output, DType working, std::int64_t reduction_size, double verify_scale);
 
+// The reference-error term of the bound (docs/report.md, "Bounds"): K_REF * e_ref + FLOOR_ULPS * u_d *
+// max|oracle|, where e_ref is the largest |run - oracle| over elements where both are finite, u_d the output
+// dtype's unit roundoff and max|oracle| over the finite oracle values.
+inline constexpr double kRefFactor = 10.0;   // K_REF
+inline constexpr double kRefFloorUlps = 16.0;
+// The largest |run - exact| over elements where both are finite (0 if none); run any dtype, same shape.
+double reference_error(const HostArray& run, const Reference& ref);
+double reference_term(double e_ref, const Reference& ref);
+
 // The product of the dims the output names in `reduced` (1 if none).
 std::int64_t reduction_size(const TensorSpec& output, const Bindings& b);
 
@@ -71,8 +84,19 @@ enum class Mismatch {
   nan_masked,            // the oracle gives NaN, the kernel does not
   inf_mismatch,          // the oracle gives +-Inf (or overflows past 2x max), the kernel gives something else
   unexpected_nonfinite,  // the oracle is finite, the kernel is not (outside any allowed spread)
+  indeterminate,         // the oracle is NaN under an injected Inf (Inf - Inf, 0 * Inf), the kernel is finite
   shape,                 // the arrays do not even have the same dtype or shape
 };
+
+// Why an element was not held against the kernel (each comparison counts them; every summary says them).
+enum class Excuse {
+  spread,               // a non-finite value the contract's spread rule allows
+  near_overflow,        // inf mode: the oracle lies between max/2 and 2 max of the dtype (rounding order decides)
+  order_nonfinite,      // inf mode: the oracle is NaN (indeterminate) and the kernel non-finite too (Inf for NaN)
+  reference_nonfinite,  // the working-precision reference run is non-finite there too, in the same class
+};
+inline constexpr std::size_t kExcuseKinds = 4;
+const char* to_string(Excuse e);
 const char* to_string(Mismatch m);
 
 struct Comparison {
@@ -84,6 +108,7 @@ struct Comparison {
   // Worst err_i / bound_i over finite elements (tolerance comparisons; +Inf for a non-finite mismatch).
   double max_ratio = 0.0;
   std::int64_t worst = -1;
+  std::int64_t excused[kExcuseKinds] = {};  // by Excuse
 };
 
 // Bitwise equality, element by element (both arrays of one dtype and shape).
@@ -91,14 +116,19 @@ Comparison compare_bitwise(const HostArray& expected, const HostArray& got);
 // Error against the bound. Non-finite values follow the oracle: NaN must stay NaN, an oracle value that
 // rounds to +-Inf must be the same Inf, a finite oracle value must come out finite. Integer and bool
 // outputs must be exact.
-Comparison compare_within(const HostArray& got, const Reference& ref, const Tolerance& tol);
+// `reference_nonfinite` (empty, or one byte per element): elements where the working-precision reference run
+// is non-finite while the oracle is finite; a kernel value of the same class there (NaN for NaN, the same
+// Inf) is excused (Excuse::reference_nonfinite): the operator overflows at the promised precision.
+Comparison compare_within(const HostArray& got, const Reference& ref, const Tolerance& tol,
+                          std::span<const std::uint8_t> reference_nonfinite = {});
 // torch.allclose(got, ref, rtol, atol, equal_nan=False) against the oracle's f64 values: the field's test.
 Comparison compare_allclose(const HostArray& got, const Reference& ref, double rtol, double atol);
 
 // The non-finite pattern check of the nan and inf gates (tolerance-free). `allowed` (empty, or one byte per
 // element) marks elements where the contract's spread rule lets a non-finite value appear.
 //   nan mode: oracle NaN -> must be NaN; a non-finite value where the oracle is finite and not allowed.
-//   inf mode: oracle NaN (an indeterminate form: Inf - Inf, 0 * Inf) -> unjudged; oracle +-Inf or
+//   inf mode: oracle NaN (an indeterminate form: Inf - Inf, 0 * Inf) -> must be non-finite (NaN, or an Inf
+//             that another evaluation order gives: excused); a finite value is Mismatch::indeterminate; oracle +-Inf or
 //             |oracle| > 2 max_d -> must be that Inf (NaN only if inf_may_become_nan); oracle finite with
 //             |oracle| < max_d / 2 and not allowed -> must be finite; anything else is unjudged.
 enum class NonfiniteMode { nan, inf };

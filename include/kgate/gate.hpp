@@ -26,6 +26,8 @@
 #include "kgate/oracle.hpp"
 #include "kgate/report.hpp"
 #include "kgate/rng.hpp"
+#include "kgate/source.hpp"
+#include "kgate/structure.hpp"
 #include "kgate/target.hpp"
 #include "kgate/verify.hpp"
 
@@ -45,6 +47,20 @@ struct OracleResult {
 };
 using OracleResultPtr = std::shared_ptr<const OracleResult>;
 
+// The oracle's reference runs on one input set, with what the bounds need from each.
+struct ReferenceRunResult {
+  std::string precision;
+  std::vector<HostArray> outputs;   // contract order, as the run returned them
+  std::vector<double> error;        // per output: reference_error against the oracle
+  // Per output, one byte per element: 0 where the run is finite or the oracle is non-finite, else the run's
+  // class there (1 NaN, 2 +Inf, 3 -Inf).
+  std::vector<std::vector<std::uint8_t>> nonfinite;
+};
+struct ReferenceResult {
+  std::vector<ReferenceRunResult> runs;  // first: the working precision; empty without reference runs
+};
+using ReferenceResultPtr = std::shared_ptr<const ReferenceResult>;
+
 // What one case of a gate concluded.
 struct CaseOutcome {
   Verdict verdict = Verdict::pass;
@@ -52,6 +68,13 @@ struct CaseOutcome {
   double error_ratio = std::numeric_limits<double>::quiet_NaN();  // where a bound was applied
   std::string message;               // refusal reason, crash detail, error text
   std::string output;                // what the candidate printed
+  std::string finding;               // FAIL: what kind (GateResult::finding)
+  bool out_of_domain = false;        // the case's inputs left the structure the source guarantees
+  std::string precision_label;       // FAIL of a tolerance judgement: the lower precision it matches
+  std::int64_t excused[kExcuseKinds] = {};  // elements not held against the kernel, by Excuse
+  void add_excused(const Comparison& c) {
+    for (std::size_t k = 0; k < kExcuseKinds; ++k) excused[k] += c.excused[k];
+  }
 };
 
 // Who a case is, for evidence.
@@ -126,8 +149,9 @@ class PlacedCall {
 
 class GateContext {
  public:
-  GateContext(const Contract& contract, Target& candidate, Oracle& oracle, std::uint64_t run_seed,
-              double tolerance_scale);
+  // source: where ordinary input sets come from (make_contract_source for the contract's domains).
+  GateContext(const Contract& contract, Target& candidate, Oracle& oracle, InputSource& source,
+              std::uint64_t run_seed, double tolerance_scale);
 
   const Contract& contract() const { return contract_; }
   Target& candidate() { return candidate_; }
@@ -137,7 +161,12 @@ class GateContext {
   // The stream of one gate: every random choice a gate makes derives from it.
   Stream gate_stream(std::string_view gate) const { return Stream(run_seed_).child("gate").child(gate); }
 
+  InputSource& source() { return source_; }
+  // Whether the source is the contract's domains (then distributions other than `contract` exist).
+  bool contract_domain_source() const { return source_.is_contract_domain(); }
   // An input set drawn from `stream` with distribution d (memoised by stream, distribution and bindings).
+  // Distribution::contract asks the source (seed = stream.key()); the others exist only for the contract's
+  // own domains (std::invalid_argument otherwise). A source that fails throws SourceError.
   InputSetPtr inputs(const Bindings& b, Stream stream, Distribution d, std::string label);
   // The standard sets shared by every gate: set k, contract domain. Set 0 is "the nominal set".
   InputSetPtr standard_inputs(const Bindings& b, int k);
@@ -146,8 +175,18 @@ class GateContext {
   // its values still is.
   InputSetPtr custom_inputs(const Bindings& b, std::uint64_t seed, std::string label, std::vector<HostArray> arrays);
 
+  // The structure every draw of the source shares at b, per input (inferred from standard sets 0..3;
+  // memoised by bindings). Throws SourceError.
+  const std::vector<InputStructure>& structure(const Bindings& b);
+  // Why a perturbed input set leaves that structure at its bindings ("input x: nan at [0, 3], a structural
+  // zero"), or empty.
+  std::string out_of_domain(const InputSet& perturbed);
+
   // The oracle's outputs for these inputs, memoised by content. Throws OracleError.
   OracleResultPtr oracle(const InputSet& inputs);
+  // The oracle's reference runs on these inputs (empty runs when it has none), memoised by content.
+  ReferenceResultPtr references(const InputSet& inputs, const OracleResult& oracle);
+  bool has_reference_runs() const { return oracle_.has_reference_runs(); }
 
   // The per-element bounds of every output at bindings b.
   // The default bound per output at these bindings (see Tolerance::rms_floor for small outputs).
@@ -157,6 +196,16 @@ class GateContext {
   std::vector<Placement> dense_inputs(const Bindings& b, std::int64_t offset = 0) const;
   std::vector<Placement> dense_outputs(const Bindings& b, std::int64_t offset = 0) const;
 
+  // Every candidate call goes through here (gates/common.cpp call_once, the stream gate): guard violations
+  // in candidate-owned memory are recorded with the gate that saw them, for the bounds gate.
+  CallResult call(const CallRequest& request);
+  struct SeenGuard {
+    GuardViolation violation;
+    std::string gate;
+  };
+  const std::vector<SeenGuard>& candidate_owned_violations() const { return candidate_owned_; }
+  void set_current_gate(std::string gate) { current_gate_ = std::move(gate); }
+
   // Cheap statistics for the report.
   int oracle_evaluations() const { return oracle_evaluations_; }
 
@@ -164,6 +213,7 @@ class GateContext {
   const Contract& contract_;
   Target& candidate_;
   Oracle& oracle_;
+  InputSource& source_;
   std::uint64_t run_seed_;
   double tolerance_scale_;
   Attrs attrs_;
@@ -180,6 +230,10 @@ class GateContext {
   };
   Cache<InputSetPtr> input_cache_;
   Cache<OracleResultPtr> oracle_cache_;
+  Cache<ReferenceResultPtr> reference_cache_;
+  std::map<Bindings, std::vector<InputStructure>> structures_;
+  std::vector<SeenGuard> candidate_owned_;
+  std::string current_gate_;
   int oracle_evaluations_ = 0;
 };
 

@@ -20,6 +20,13 @@ class OracleError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One run of the operator below float64 on the same inputs, with its outputs as the run left them (any
+// dtype; they are compared after widening to f64).
+struct ReferenceRun {
+  std::string precision;            // "fp32", "tf32", "fp16": a name for the label
+  std::vector<HostArray> outputs;   // contract order
+};
+
 class Oracle {
  public:
   virtual ~Oracle() = default;
@@ -28,6 +35,17 @@ class Oracle {
   // (integer outputs as their own dtype), dense, in contract order.
   virtual std::vector<HostArray> evaluate(const std::vector<HostArray>& inputs, const Bindings& bindings,
                                           const Attrs& attrs) = 0;
+  // Runs of the operator below float64 on the same inputs, or none. The first is the working precision the
+  // candidate promises: its error against evaluate() adds a reference-error term to every tolerance bound
+  // (compare.hpp, Tolerance::ref_term) and bounds the oracle gate's magnitude sweep. The others, lower
+  // precisions nearest first, only label a tolerance failure with the precision it matches (report.hpp).
+  // Throws OracleError like evaluate.
+  virtual std::vector<ReferenceRun> reference_runs(const std::vector<HostArray>& inputs, const Bindings& bindings,
+                                                   const Attrs& attrs) {
+    (void)inputs, (void)bindings, (void)attrs;
+    return {};
+  }
+  virtual bool has_reference_runs() const { return false; }
 };
 
 // An oracle behind a Target (a library exporting kgate_oracle, usually in its own worker process):
@@ -37,6 +55,9 @@ std::unique_ptr<Oracle> make_target_oracle(std::unique_ptr<Target> target, const
 // An in-process oracle, for tests and front-ends that compute the oracle themselves.
 using OracleFn = std::function<std::vector<HostArray>(const std::vector<HostArray>& inputs,
                                                       const Bindings& bindings, const Attrs& attrs)>;
-std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn);
+using ReferenceFn = std::function<std::vector<ReferenceRun>(const std::vector<HostArray>& inputs,
+                                                             const Bindings& bindings, const Attrs& attrs)>;
+// refs may be empty (no reference runs).
+std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn, ReferenceFn refs = {});
 
 }  // namespace kgate

@@ -26,6 +26,12 @@ struct Evidence {
   std::string detail;              // a neighbourhood, a guard offset, a message
 };
 
+// Elements a gate did not hold against the candidate, and why (every summary states them).
+struct Excused {
+  std::string reason;   // "allowed by the spread rule", "working-precision reference non-finite too", ...
+  std::int64_t count = 0;
+};
+
 struct GateResult {
   std::string gate;
   Verdict verdict = Verdict::pass;
@@ -37,6 +43,19 @@ struct GateResult {
   int refused = 0;                       // of which cleanly refused
   double seconds = 0.0;
   std::string output;                    // candidate output excerpt from the failing call
+  // What kind of finding the failure is: a Mismatch name ("error beyond the bound", "NaN masked",
+  // "indeterminate form", ...), "crash", "timeout", "status" (a refusal or error status), "guard" ...;
+  // empty when the gate did not fail.
+  std::string finding;
+  // The failing case perturbed an input out of the structure its source guarantees (inputs/structure.hpp):
+  // reported, never counted as broken or as a violation.
+  bool out_of_domain = false;
+  // false when the finding is another gate's at the same magnitude (attributed_to names it): counted once.
+  bool counted = true;
+  std::string attributed_to;
+  // The nearest lower precision whose reference run the failing output matches ("tf32", "fp16"), or empty.
+  std::string precision_label;
+  std::vector<Excused> excused;          // summed over every case the gate ran
 };
 
 struct Report {
@@ -47,20 +66,35 @@ struct Report {
   std::string oracle;
   std::uint64_t seed = 0;     // the run's seed
   std::vector<GateResult> gates;
+  std::string source;         // the input source's describe()
   // 0 clean, 1 any gate FAIL/CRASH/TIMEOUT (a violation), 2 when only ERRORs spoiled it. Baseline is not
   // a gate and never counts.
   int exit_code() const;
 };
 
-// The audit's classification (DESIGN.md section 3). broken: a gate failed with no tolerance to blame (a
-// tolerance-free check, a crash, a timeout) or with an error at least 100x its bound; violation: any other
-// failing gate; clean otherwise. Baseline never counts.
+// The audit's classification (DESIGN.md section 3), defined here and nowhere else (docs/report.md):
+// a gate result counts when it is not baseline, is `counted` (not attributed to another gate) and is not
+// `out_of_domain`. broken: a counted FAIL of a tolerance-free gate (except an indeterminate-form finding),
+// a counted CRASH, or a counted FAIL of oracle, shapes or accumulation with error_ratio >= 100 or with no
+// bound behind it (a wrong shape, an error status, a refused nominal shape); violation: any other counted
+// FAIL, CRASH or TIMEOUT; clean otherwise. TIMEOUT is a status: never broken.
 enum class Classification { clean, violation, broken };
-const char* to_string(Classification c);  // "clean", "violation", "broken beyond tolerance"
+const char* to_string(Classification c);  // "clean", "violation", "broken"
 Classification classify(const Report& r);
+// One line per gate result that makes the report broken ("nan: FAIL, tolerance-free gate"); empty unless
+// classify(r) is broken.
+std::vector<std::string> broken_reasons(const Report& r);
 inline constexpr double kBrokenRatio = 100.0;
+// Two tolerance findings are at the same magnitude when their error ratios are within this factor of each
+// other and on the same side of kBrokenRatio (an attributed finding was never worse, by its ratio, than the
+// oracle's own: a stream or layout column then shows only what the oracle gate does not already say).
+inline constexpr double kSameMagnitude = 10.0;
+// Marks tolerance findings of other gates that the oracle gate already reports at the same magnitude as
+// counted = false, attributed_to = "oracle". verify() calls it once all gates ran.
+void attribute_findings(Report& r);
 
 std::string to_json(const Report& r);            // one JSON document (schema in docs/report.md)
+std::string to_json(const GateResult& g);        // one gate result, as it appears in the report's "gates"
 std::string to_table(const Report& r, bool color);  // the terminal table, one row per gate, evidence after
 // Writes `text` to `path` atomically (temp file + rename) so a reader never sees half a report.
 void write_file_atomic(const std::string& path, const std::string& text);

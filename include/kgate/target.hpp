@@ -32,7 +32,15 @@ struct GuardViolation {
   BufferId buffer = 0;
   std::int64_t offset = 0;  // bytes from the payload's start: negative = before it, >= size = after it
   std::uint8_t expected = 0, found = 0;
+  // What the memory was, in words, where the buffer id cannot say: for memory the candidate allocated itself
+  // (buffer == kCandidateOwnedBuffer) e.g. "output 0 returned by the candidate (4096 bytes)", "scratch
+  // allocation of 65536 bytes". Empty for buffers the driver allocated.
+  std::string region;
 };
+// The buffer id of every guard violation in memory the candidate allocated itself (a returning convention's
+// outputs, its scratch): a target whose callee allocates through a guarded allocator reports them in
+// CallResult::guards with this id and a region text. The bounds gate reports any seen in any call of a run.
+inline constexpr BufferId kCandidateOwnedBuffer = 0xffffffffu;
 
 // One tensor argument: a layout inside a buffer.
 struct TensorArg {

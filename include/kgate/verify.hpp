@@ -10,6 +10,7 @@
 #include "kgate/contract.hpp"
 #include "kgate/oracle.hpp"
 #include "kgate/report.hpp"
+#include "kgate/source.hpp"
 #include "kgate/target.hpp"
 
 namespace kgate {
@@ -22,6 +23,8 @@ struct VerifyOptions {
   // Called after each gate finishes, before the next starts (the CLI rewrites its JSON file here, so a
   // verdict once reached is never lost).
   std::function<void(const GateResult&)> on_result;
+  // Where ordinary input sets come from; null: the contract's domains (make_contract_source). Not owned.
+  InputSource* source = nullptr;
 };
 
 struct GateInfo {

@@ -33,6 +33,7 @@
 #include "kgate/report.hpp"
 #include "kgate/verify.hpp"
 #include "kgate/rng.hpp"
+#include "kgate/source.hpp"
 #include "kgate/target.hpp"
 #include "kgate/targets.hpp"
 #include "kgate/tensor.hpp"
@@ -188,6 +189,52 @@ class PyTarget : public Target {
   }
 };
 
+// A Python list of arrays (HostArray, or any CPU DLPack array such as numpy's) as HostArrays. Call with the
+// GIL held.
+std::vector<HostArray> to_host_arrays(nb::handle list, const char* what) {
+  std::vector<HostArray> out;
+  for (nb::handle item : list) {
+    if (nb::isinstance<HostArray>(item)) {
+      out.push_back(nb::cast<const HostArray&>(item));
+    } else {
+      CpuArray a;
+      if (!nb::try_cast<CpuArray>(item, a))
+        throw std::invalid_argument(std::string(what) + ": an item is neither a HostArray nor a CPU DLPack array");
+      out.push_back(host_from_array(a));
+    }
+  }
+  return out;
+}
+
+nb::dict bindings_dict(const Bindings& b) {
+  nb::dict d;
+  for (const auto& [k, v] : b) d[nb::str(k.c_str())] = v;
+  return d;
+}
+
+// An InputSource implemented in Python: describe() -> str, draw(bindings: dict, seed: int) -> list of arrays.
+class PyInputSource : public InputSource {
+ public:
+  NB_TRAMPOLINE(InputSource, 2);
+
+  std::string describe() const override {
+    KGATE_PY_CALL("describe");
+    return nb::cast<std::string>(kgate_result);
+  }
+  std::vector<HostArray> draw(const Bindings& b, std::uint64_t seed) override {
+    nb::gil_scoped_acquire gil;
+    try {
+      nanobind::detail::ticket t(nb_trampoline, "draw", nanobind::detail::str_hash("draw"), true);
+      nb::object res = nb_trampoline.base().attr(t.key)(bindings_dict(b), seed);
+      return to_host_arrays(res, "InputSource.draw");
+    } catch (const nb::python_error& e) {
+      throw SourceError(e.what());  // converted while the GIL is held
+    } catch (const nb::cast_error& e) {
+      throw SourceError(std::string("InputSource.draw returned something that is not a list of arrays: ") + e.what());
+    }
+  }
+};
+
 // What drive_target returns: the outcome and each output as the target gathered it.
 struct DriveResult {
   CallResult call;
@@ -319,13 +366,18 @@ NB_MODULE(_core, m) {
       .value("timed_out", CallOutcome::timed_out);
   nb::class_<GuardViolation>(m, "GuardViolation")
       .def(nb::init<>())
-      .def("__init__", [](GuardViolation* g, BufferId b, std::int64_t off, std::uint8_t e, std::uint8_t f) {
-        new (g) GuardViolation{b, off, e, f};
-      })
+      .def(
+          "__init__",
+          [](GuardViolation* g, BufferId b, std::int64_t off, std::uint8_t e, std::uint8_t f, std::string region) {
+            new (g) GuardViolation{b, off, e, f, std::move(region)};
+          },
+          "buffer"_a, "offset"_a, "expected"_a, "found"_a, "region"_a = "")
       .def_rw("buffer", &GuardViolation::buffer)
       .def_rw("offset", &GuardViolation::offset)
       .def_rw("expected", &GuardViolation::expected)
-      .def_rw("found", &GuardViolation::found);
+      .def_rw("found", &GuardViolation::found)
+      .def_rw("region", &GuardViolation::region);
+  m.attr("CANDIDATE_OWNED_BUFFER") = kCandidateOwnedBuffer;
   nb::class_<InvocationResult>(m, "InvocationResult")
       .def(nb::init<>())
       .def_rw("status", &InvocationResult::status)
@@ -386,32 +438,93 @@ NB_MODULE(_core, m) {
       },
       "name"_a, "fn"_a);
 
+  nb::class_<InputSource, PyInputSource>(
+      m, "InputSource",
+      "Where ordinary input sets come from. Subclass it in Python with describe() -> str and draw(bindings: "
+      "dict[str, int], seed: int) -> list of arrays (contract order, each in its contract dtype and shape, every "
+      "value a pure function of (bindings, seed)); call super().__init__(). Raising from draw is the source's "
+      "failure (the gate ends ERROR), never the candidate's.")
+      .def(nb::init<>())
+      .def("describe", &InputSource::describe)
+      .def("draw", [](InputSource& s, const Bindings& b, std::uint64_t seed) { return s.draw(b, seed); }, "bindings"_a,
+           "seed"_a);
+  m.def(
+      "contract_draw",
+      [](const std::string& contract_toml, const std::string& contract_path, const Bindings& b, std::uint64_t seed) {
+        const Contract c = parse_contract(contract_toml, contract_path);
+        return make_contract_source(c)->draw(b, seed);
+      },
+      "contract_toml"_a, "contract_path"_a, "bindings"_a, "seed"_a,
+      "the default source's draw: every input from its contract domain (what source=None uses)");
+
   // The engine's verify() on any Target (a Python one included) with a Python float64 oracle
-  // `oracle(inputs: list[HostArray], bindings: dict, attrs: list) -> list[HostArray]`. Returns the report
-  // as the engine's JSON document (docs/report.md).
+  // `oracle(inputs: list[HostArray], bindings: dict, attrs: list) -> list[array]`. Returns the report as the
+  // engine's JSON document (docs/report.md).
   m.def(
       "verify",
       [](const std::string& contract_toml, const std::string& contract_path, Target& target, nb::callable oracle,
-         std::optional<std::uint64_t> seed, std::vector<std::string> gates, double tolerance_scale) {
+         std::optional<std::uint64_t> seed, std::vector<std::string> gates, double tolerance_scale,
+         InputSource* source, nb::object reference_runs, nb::object on_result) {
         Contract c = parse_contract(contract_toml, contract_path);
         OracleFn fn = [oracle](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
           nb::gil_scoped_acquire gil;
-          return nb::cast<std::vector<HostArray>>(oracle(in, b, a));
+          try {
+            return to_host_arrays(oracle(in, bindings_dict(b), a), "oracle");
+          } catch (const nb::python_error& e) {
+            throw OracleError(e.what());
+          }
         };
-        auto o = make_function_oracle("python oracle", fn);
+        ReferenceFn refs;
+        if (!reference_runs.is_none()) {
+          nb::callable rr = nb::borrow<nb::callable>(reference_runs);
+          refs = [rr](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
+            nb::gil_scoped_acquire gil;
+            try {
+              std::vector<ReferenceRun> out;
+              for (nb::handle item : rr(in, bindings_dict(b), a)) {
+                nb::object t = nb::borrow(item);
+                if (nb::len(t) != 2) throw OracleError("reference_runs: each item must be (precision, outputs)");
+                out.push_back({nb::cast<std::string>(t[0]), to_host_arrays(t[1], "reference_runs")});
+              }
+              return out;
+            } catch (const nb::python_error& e) {
+              throw OracleError(e.what());
+            } catch (const nb::cast_error& e) {
+              throw OracleError(std::string("reference_runs returned something unexpected: ") + e.what());
+            }
+          };
+        }
+        auto o = make_function_oracle("python oracle", fn, refs);
         VerifyOptions opt;
         opt.seed = seed;
         opt.gates = std::move(gates);
         opt.tolerance_scale = tolerance_scale;
+        opt.source = source;
+        std::string callback_error;
+        if (!on_result.is_none()) {
+          nb::callable cb = nb::borrow<nb::callable>(on_result);
+          opt.on_result = [cb, &callback_error](const GateResult& g) {
+            const std::string text = to_json(g);
+            nb::gil_scoped_acquire gil;
+            if (!callback_error.empty()) return;
+            try {
+              cb(text);
+            } catch (const nb::python_error& e) {
+              callback_error = e.what();  // raised again once verify() returns, as a RuntimeError
+            }
+          };
+        }
         Report rep;
         {
           nb::gil_scoped_release release;  // the gates take the GIL back only to call into Python
           rep = verify(c, target, *o, opt);
         }
+        if (!callback_error.empty()) throw std::runtime_error("on_result raised: " + callback_error);
         return to_json(rep);
       },
       "contract_toml"_a, "contract_path"_a, "target"_a, "oracle"_a, "seed"_a = nb::none(),
-      "gates"_a = std::vector<std::string>{}, "tolerance_scale"_a = 1.0);
+      "gates"_a = std::vector<std::string>{}, "tolerance_scale"_a = 1.0, "source"_a.none() = nb::none(),
+      "reference_runs"_a = nb::none(), "on_result"_a = nb::none());
   m.def("list_gates", []() {
     std::vector<std::string> out;
     for (const GateInfo& g : list_gates()) out.push_back(g.name);

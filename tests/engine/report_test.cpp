@@ -46,6 +46,49 @@ TEST(Classify, BrokenViolationClean) {
   EXPECT_EQ(classify(with({result("baseline", Verdict::fail, 1e9)})), Classification::clean);
 }
 
+GateResult finding(std::string gate, double ratio, std::string kind) {
+  GateResult g = result(std::move(gate), Verdict::fail, ratio);
+  g.finding = std::move(kind);
+  return g;
+}
+
+TEST(Classify, OneDefinitionOfBroken) {
+  // TIMEOUT is a status: a violation at most, never broken.
+  EXPECT_EQ(classify(with({result("oracle", Verdict::timeout)})), Classification::violation);
+  EXPECT_TRUE(broken_reasons(with({result("oracle", Verdict::timeout)})).empty());
+  // A FAIL of a tolerance gate outside oracle/shapes/accumulation is never broken by its ratio.
+  EXPECT_EQ(classify(with({result("layout", Verdict::fail, 1e6)})), Classification::violation);
+  EXPECT_EQ(classify(with({result("shapes", Verdict::fail, 1e6)})), Classification::broken);
+  // An indeterminate form (finite where the oracle is NaN under injected Inf) is its own class: a violation.
+  EXPECT_EQ(classify(with({finding("inf", std::numeric_limits<double>::quiet_NaN(), "indeterminate form")})),
+            Classification::violation);
+  EXPECT_EQ(classify(with({finding("inf", std::numeric_limits<double>::quiet_NaN(), "Inf not reproduced")})),
+            Classification::broken);
+  // Out-of-domain findings are reported, never counted.
+  GateResult ood = result("coverage", Verdict::fail);
+  ood.out_of_domain = true;
+  EXPECT_EQ(classify(with({ood})), Classification::clean);
+  EXPECT_EQ(with({ood}).exit_code(), 0);
+}
+
+TEST(Attribution, AToleranceErrorAtTheOraclesMagnitudeIsCountedOnceUnderOracle) {
+  Report r = with({finding("oracle", 3.0, "error beyond the bound"), finding("stream", 20.0, "error beyond the bound"),
+                   finding("layout", 40.0, "error beyond the bound"), finding("shapes", 300.0, "error beyond the bound"),
+                   finding("freshness", std::numeric_limits<double>::quiet_NaN(), "stale result")});
+  attribute_findings(r);
+  EXPECT_FALSE(r.gates[1].counted) << "20x is within 10x of 3x";
+  EXPECT_EQ(r.gates[1].attributed_to, "oracle");
+  EXPECT_TRUE(r.gates[2].counted) << "40x is more than 10x the oracle's 3x: a finding of its own";
+  EXPECT_TRUE(r.gates[3].counted) << "past the broken threshold where the oracle is not";
+  EXPECT_TRUE(r.gates[4].counted) << "not a tolerance finding";
+  EXPECT_TRUE(r.gates[0].counted);
+  // Counting once never changes the class: the stream finding alone would be broken (tolerance-free gate)...
+  Report alone = with({finding("oracle", 3.0, "error beyond the bound"), finding("stream", 20.0, "error beyond the bound")});
+  EXPECT_EQ(classify(alone), Classification::broken);
+  attribute_findings(alone);
+  EXPECT_EQ(classify(alone), Classification::violation) << "...but it is the oracle's tolerance error, counted there";
+}
+
 std::int32_t nan_dropping(const kgate_call& c) {
   for (std::int64_t i = 0; i < count(in(c, 0)); ++i)
     store(out(c, 0), i, std::fmax(static_cast<float>(load(in(c, 0), i)), 0.0f) * static_cast<float>(load(in(c, 1), i)));
@@ -59,7 +102,13 @@ TEST(Json, CarriesEveryFieldAndParses) {
   EXPECT_EQ(j["seed"].get<std::uint64_t>(), 18446744073709551557ull);
   EXPECT_EQ(j["seed_str"], "18446744073709551557");
   EXPECT_EQ(j["exit_code"], 1);
-  EXPECT_EQ(j["classification"], "broken beyond tolerance");
+  EXPECT_EQ(j["classification"], "broken");
+  EXPECT_EQ(j["broken_reasons"].size(), 1u) << j["broken_reasons"];
+  EXPECT_EQ(j["gates"][1]["finding"], "NaN masked");
+  EXPECT_EQ(j["gates"][1]["counted"], true);
+  EXPECT_TRUE(j["gates"][1]["attributed_to"].is_null());
+  EXPECT_EQ(j["gates"][1]["out_of_domain"], false);
+  EXPECT_TRUE(j["gates"][1]["excused"].is_array());
   EXPECT_EQ(j["op"], "relu_mul");
   ASSERT_EQ(j["gates"].size(), 13u);
   const auto& nan = j["gates"][1];
@@ -84,7 +133,7 @@ TEST(Table, OneRowPerGateThenEvidenceAndHowToReproduce) {
   for (const GateInfo& g : list_gates()) EXPECT_NE(t.find("\n" + g.name + " "), std::string::npos) << g.name << "\n" << t;
   EXPECT_NE(t.find("reproduce with --gates nan --seed 77"), std::string::npos) << t;
   EXPECT_NE(t.find("expected  nan"), std::string::npos) << t;
-  EXPECT_NE(t.find("broken beyond tolerance"), std::string::npos) << t;
+  EXPECT_NE(t.find("result: broken"), std::string::npos) << t;
   EXPECT_EQ(t.find("\x1b["), std::string::npos) << "no colour unless asked";
   EXPECT_NE(to_table(r, true).find("\x1b[1;31mFAIL"), std::string::npos);
 }

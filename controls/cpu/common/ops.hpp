@@ -59,6 +59,22 @@ int32_t parse_rows(const kgate_call* c, Elem e, Rows<T>& a) {
   return KGATE_OK;
 }
 
+// y = the sum of every element of an M x N matrix: a reduction to a scalar (y has rank 0).
+template <class T>
+struct Total {
+  Mat<const T> x;
+  T* y = nullptr;
+};
+template <class T>
+int32_t parse_total(const kgate_call* c, Elem e, Total<T>& a) {
+  if (int32_t s = check_counts(c, 1, 1)) return s;
+  if (int32_t s = check_tensor(c, c->inputs[0], "x", e, 2)) return s;
+  if (int32_t s = check_tensor(c, c->outputs[0], "y", e, 0)) return s;
+  a.x = mat_of<const T>(c->inputs[0]);
+  a.y = static_cast<T*>(c->outputs[0].data);
+  return KGATE_OK;
+}
+
 // C (M x N) = A (M x K) B (K x N).
 template <class In, class Out>
 struct Matmul {

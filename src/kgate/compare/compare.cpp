@@ -60,7 +60,18 @@ const char* to_string(Mismatch m) {
     case Mismatch::nan_masked: return "NaN masked";
     case Mismatch::inf_mismatch: return "Inf not reproduced";
     case Mismatch::unexpected_nonfinite: return "unexpected non-finite value";
+    case Mismatch::indeterminate: return "indeterminate form";
     case Mismatch::shape: return "dtype or shape differs";
+  }
+  return "?";
+}
+
+const char* to_string(Excuse e) {
+  switch (e) {
+    case Excuse::spread: return "non-finite where the contract's spread rule allows it";
+    case Excuse::near_overflow: return "oracle between max/2 and 2 max of the dtype (rounding order decides)";
+    case Excuse::order_nonfinite: return "oracle NaN under injected Inf and the kernel non-finite too (evaluation order)";
+    case Excuse::reference_nonfinite: return "the working-precision reference run is non-finite there too";
   }
   return "?";
 }
@@ -87,7 +98,8 @@ Comparison compare_bitwise(const HostArray& expected, const HostArray& got) {
   return c;
 }
 
-Comparison compare_within(const HostArray& got, const Reference& ref, const Tolerance& tol) {
+Comparison compare_within(const HostArray& got, const Reference& ref, const Tolerance& tol,
+                          std::span<const std::uint8_t> reference_nonfinite) {
   Comparison c;
   if (!same_form(got, ref, c)) return c;
   c.judged = got.numel();
@@ -127,6 +139,11 @@ Comparison compare_within(const HostArray& got, const Reference& ref, const Tole
     if (!std::isfinite(g)) {
       // Overflow is acceptable only where the oracle, moved by the bound, reaches past max with that sign.
       if (std::isinf(g) && std::signbit(g) == std::signbit(e) && std::fabs(e) + b > max_finite) return;
+      const std::uint8_t rc = reference_nonfinite.empty() ? 0 : reference_nonfinite[static_cast<std::size_t>(i)];
+      if (rc != 0 && rc == (std::isnan(g) ? 1 : std::signbit(g) ? 3 : 2)) {
+        ++c.excused[static_cast<std::size_t>(Excuse::reference_nonfinite)];
+        return;
+      }
       note(c, i, Mismatch::unexpected_nonfinite);
       note_ratio(c, i, kInf);
       return;
@@ -182,14 +199,20 @@ Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span
     const double e = ref.exact[static_cast<std::size_t>(i)];
     const double r = ref.rounded[static_cast<std::size_t>(i)];
     if (std::isnan(e)) {
-      // Under injected Inf the oracle's NaN comes from Inf - Inf, 0 * Inf or Inf / Inf: the operator has no
-      // value there, and what an evaluation gives depends on its order, not on its correctness (a chunked
-      // sum meets the infinities in another grouping and returns a signed Inf; softmax as exp(x - lse)
-      // returns the limit 0 where torch.softmax returns NaN). Such elements are not judged; the nan gate
-      // judges NaN propagation, and the signed Infs and overflows below are unambiguous.
-      if (mode == NonfiniteMode::inf) return;
       ++c.judged;
-      if (!std::isnan(g)) note(c, i, Mismatch::nan_masked);
+      if (mode == NonfiniteMode::nan) {
+        if (!std::isnan(g)) note(c, i, Mismatch::nan_masked);
+        return;
+      }
+      // Under injected Inf the oracle's NaN comes from Inf - Inf, 0 * Inf or Inf / Inf: the operator has no
+      // value there. Which non-finite value an evaluation gives depends on its order (a chunked sum meets
+      // the infinities in another grouping and returns a signed Inf): excused and counted. A finite value
+      // is an ordinary number where the true answer is NaN, the field's blind spot: its own class.
+      if (std::isfinite(g)) {
+        note(c, i, Mismatch::indeterminate);
+      } else if (!std::isnan(g)) {
+        ++c.excused[static_cast<std::size_t>(Excuse::order_nonfinite)];
+      }
       return;
     }
     // Judged on the exact oracle value: between max and 2 max rounding order decides, so only beyond.
@@ -201,8 +224,12 @@ Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span
       note(c, i, Mismatch::inf_mismatch);
       return;
     }
-    if (std::isfinite(g) || is_allowed(i)) {
+    if (std::isfinite(g)) {
       if (std::isfinite(r)) ++c.judged;
+      return;
+    }
+    if (is_allowed(i)) {
+      if (std::isfinite(r)) ++c.excused[static_cast<std::size_t>(Excuse::spread)];
       return;
     }
     // The kernel made a non-finite value the oracle does not have, outside the allowed spread.
@@ -216,6 +243,8 @@ Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span
     if (std::fabs(e) < max_finite / 2) {
       ++c.judged;
       note(c, i, Mismatch::unexpected_nonfinite);
+    } else {
+      ++c.excused[static_cast<std::size_t>(Excuse::near_overflow)];
     }
   });
   return c;

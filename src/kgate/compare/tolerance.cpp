@@ -1,4 +1,5 @@
 // References and bounds: what a perfect kernel returns, and how far a correct one may stray from it.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -36,6 +37,25 @@ Reference make_reference(const HostArray& oracle_output, DType output_dtype) {
   return r;
 }
 
+double reference_error(const HostArray& run, const Reference& ref) {
+  if (run.shape() != ref.shape)
+    throw std::invalid_argument(fmt::format("reference run output has shape {}; the oracle's is {}",
+                                            shape_string(run.shape()), shape_string(ref.shape)));
+  const std::vector<double> v = run.to_f64();
+  double worst = 0.0;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (std::isfinite(v[i]) && std::isfinite(ref.exact[i])) worst = std::max(worst, std::fabs(v[i] - ref.exact[i]));
+  return worst;
+}
+
+double reference_term(double e_ref, const Reference& ref) {
+  double mag = 0.0;
+  for (double x : ref.exact)
+    if (std::isfinite(x)) mag = std::max(mag, std::fabs(x));
+  const DTypeInfo& d = info(ref.dtype);
+  return kRefFactor * e_ref + kRefFloorUlps * d.unit_roundoff * std::max(mag, d.is_float ? d.min_normal : 0.0);
+}
+
 std::int64_t reduction_size(const TensorSpec& output, const Bindings& b) {
   std::int64_t n = 1;
   for (const std::string& d : output.reduced) {
@@ -71,6 +91,9 @@ Tolerance accumulation_tolerance(DType output, DType working, std::int64_t n, do
 }
 
 std::string describe(const Tolerance& t) {
+  if (t.ref_term > 0)
+    return fmt::format("{:.3g} * max({:.3g} |ref| + {:.3g} rms + {:.3g}, reference term {:.3g})", t.scale, t.rel,
+                       t.abs_rms, t.abs, t.ref_term);
   return fmt::format("{:.3g} * ({:.3g} |ref| + {:.3g} rms + {:.3g})", t.scale, t.rel, t.abs_rms, t.abs);
 }
 

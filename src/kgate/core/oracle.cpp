@@ -99,7 +99,8 @@ class TargetOracle final : public Oracle {
 
 class FunctionOracle final : public Oracle {
  public:
-  FunctionOracle(std::string name, OracleFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  FunctionOracle(std::string name, OracleFn fn, ReferenceFn refs)
+      : name_(std::move(name)), fn_(std::move(fn)), refs_(std::move(refs)) {}
   std::string describe() const override { return name_ + " (in-process)"; }
   std::vector<HostArray> evaluate(const std::vector<HostArray>& inputs, const Bindings& b, const Attrs& attrs) override {
     try {
@@ -110,10 +111,23 @@ class FunctionOracle final : public Oracle {
       throw OracleError(fmt::format("oracle {} threw at {}: {}", name_, to_string(b), e.what()));
     }
   }
+  std::vector<ReferenceRun> reference_runs(const std::vector<HostArray>& inputs, const Bindings& b,
+                                           const Attrs& attrs) override {
+    if (!refs_) return {};
+    try {
+      return refs_(inputs, b, attrs);
+    } catch (const OracleError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw OracleError(fmt::format("reference runs of {} threw at {}: {}", name_, to_string(b), e.what()));
+    }
+  }
+  bool has_reference_runs() const override { return static_cast<bool>(refs_); }
 
  private:
   std::string name_;
   OracleFn fn_;
+  ReferenceFn refs_;
 };
 
 }  // namespace
@@ -123,9 +137,9 @@ std::unique_ptr<Oracle> make_target_oracle(std::unique_ptr<Target> target, const
   return std::make_unique<TargetOracle>(std::move(target), contract);
 }
 
-std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn) {
+std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn, ReferenceFn refs) {
   if (!fn) throw std::invalid_argument("make_function_oracle: empty function");
-  return std::make_unique<FunctionOracle>(std::move(name), std::move(fn));
+  return std::make_unique<FunctionOracle>(std::move(name), std::move(fn), std::move(refs));
 }
 
 }  // namespace kgate

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kgate/gate.hpp"
+#include "gates/gates.hpp"
 
 #ifndef KGATE_VERSION
 #define KGATE_VERSION "0.0.0"
@@ -36,6 +37,8 @@ CaseOutcome run_safely(GateContext& ctx, const GateCase& gc, const CaseInfo& inf
     return gc.run(ctx, info);
   } catch (const OracleError& e) {
     o.message = fmt::format("the oracle could not run: {}", e.what());
+  } catch (const SourceError& e) {
+    o.message = fmt::format("the input source could not draw: {}", e.what());
   } catch (const TargetError& e) {
     o.message = fmt::format("the target could not serve kgate: {}", e.what());
   } catch (const std::exception& e) {
@@ -90,6 +93,33 @@ std::string short_evidence(const Evidence& e) {
   return s;
 }
 
+// "excused 12 (non-finite where the contract's spread rule allows it), 3 (...)", or empty.
+std::string excused_text(const std::vector<Excused>& ex) {
+  std::vector<std::string> parts;
+  for (const Excused& e : ex) parts.push_back(fmt::format("{} ({})", e.count, e.reason));
+  return parts.empty() ? "" : "excused " + fmt::format("{}", fmt::join(parts, ", "));
+}
+
+void add_excused(std::int64_t (&sum)[kExcuseKinds], const CaseOutcome& o) {
+  for (std::size_t k = 0; k < kExcuseKinds; ++k) sum[k] += o.excused[k];
+}
+
+std::vector<Excused> excused_list(const std::int64_t (&sum)[kExcuseKinds]) {
+  std::vector<Excused> out;
+  for (std::size_t k = 0; k < kExcuseKinds; ++k)
+    if (sum[k] > 0) out.push_back({to_string(static_cast<Excuse>(k)), sum[k]});
+  return out;
+}
+
+std::string finding_of(const CaseOutcome& o) {
+  switch (o.verdict) {
+    case Verdict::crash: return "crash";
+    case Verdict::timeout: return "timeout";
+    case Verdict::fail: return o.finding.empty() ? "failed" : o.finding;
+    default: return {};
+  }
+}
+
 double worse(double a, double b) {
   if (std::isnan(a)) return b;
   if (std::isnan(b)) return a;
@@ -128,9 +158,12 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
   double worst = std::numeric_limits<double>::quiet_NaN();
   int skipped = 0;
   std::string refusal, skip_note;
+  std::int64_t excused[kExcuseKinds] = {};
   for (const GateCase& gc : cases) {
     CaseOutcome o = run_safely(ctx, gc, info_of(res.gate, gc, gc.bindings));
     ++res.cases;
+    add_excused(excused, o);
+    res.excused = excused_list(excused);
     if (!is_terminal(o.verdict)) worst = worse(worst, o.error_ratio);
     switch (o.verdict) {
       case Verdict::pass: continue;
@@ -148,6 +181,9 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
     // no bound was behind the failure), since the shrunk case re-runs the same check at a smaller shape.
     res.verdict = o.verdict;
     res.error_ratio = o.error_ratio;
+    res.finding = finding_of(o);
+    res.out_of_domain = o.out_of_domain;
+    res.precision_label = o.precision_label;
     if (o.verdict == Verdict::fail && options.shrink && gc.shrinkable) {
       CaseOutcome small = shrink(ctx, res.gate, gc, o);
       if (small.evidence && o.evidence && small.evidence->bindings != o.evidence->bindings) {
@@ -166,6 +202,9 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
     } else {
       res.summary = fmt::format("{}: {}", gc.label, o.message);
     }
+    if (res.out_of_domain) res.summary = "out of domain: " + res.summary;
+    if (!res.precision_label.empty()) res.summary += fmt::format(" [matches {}]", res.precision_label);
+    if (!res.excused.empty()) res.summary += "; " + excused_text(res.excused);
     return finish();
   }
 
@@ -186,6 +225,7 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
     if (skipped > 0) res.summary += fmt::format(", {} skipped ({})", skipped, skip_note);
     if (!std::isnan(worst)) res.summary += fmt::format(", worst error {:.3g}x bound", worst);
   }
+  if (!res.excused.empty()) res.summary += "; " + excused_text(res.excused);
   return finish();
 }
 
@@ -237,10 +277,35 @@ Report verify(const Contract& contract, Target& candidate, Oracle& oracle, const
   report.oracle = oracle.describe();
   report.seed = options.seed.value_or(fresh_seed());
 
-  GateContext ctx(contract, candidate, oracle, report.seed, options.tolerance_scale);
+  std::unique_ptr<InputSource> contract_source;
+  InputSource* source = options.source;
+  if (!source) {
+    contract_source = make_contract_source(contract);
+    source = contract_source.get();
+  }
+  report.source = source->describe();
+
+  GateContext ctx(contract, candidate, oracle, *source, report.seed, options.tolerance_scale);
+  std::optional<std::size_t> bounds_at;  // index of the bounds result, and how many violations it saw
+  std::size_t seen_by_bounds = 0;
   for (Gate* g : chosen) {
+    ctx.set_current_gate(g->info().name);
     report.gates.push_back(run_gate(*g, ctx, options));
+    if (report.gates.back().gate == "bounds") {
+      bounds_at = report.gates.size() - 1;
+      seen_by_bounds = ctx.candidate_owned_violations().size();
+    }
+    // Attribution needs the oracle gate's result, which runs first; re-attributing after each gate keeps
+    // what on_result reports equal to the final report.
+    attribute_findings(report);
     if (options.on_result) options.on_result(report.gates.back());
+  }
+  // A guard of candidate-owned memory hit in a gate after bounds: bounds' verdict, reported again.
+  if (bounds_at) {
+    if (auto late = gates::late_candidate_owned_violation(ctx, report.gates[*bounds_at], seen_by_bounds)) {
+      report.gates[*bounds_at] = std::move(*late);
+      if (options.on_result) options.on_result(report.gates[*bounds_at]);
+    }
   }
   return report;
 }

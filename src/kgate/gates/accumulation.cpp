@@ -57,9 +57,9 @@ class AccumulationGate final : public Gate {
     const InputSetPtr in = ctx.custom_inputs(info.bindings, stream.key(), info.variant,
                                              accumulation_inputs(c, info.bindings, stream));
     DenseRun run = run_dense(ctx, info, *in);
-    if (run.problem) return *run.problem;
+    if (run.problem) return label_domain(ctx, *run.problem, *in);
     const OracleResultPtr oracle = ctx.oracle(*in);
-    return judge_within(ctx, info, run.outputs, *oracle, tol, &run.call);
+    return label_domain(ctx, judge_within(ctx, info, run.outputs, *in, *oracle, tol, &run.call), *in);
   }
 };
 

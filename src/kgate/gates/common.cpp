@@ -1,6 +1,7 @@
 #include "gates/common.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -8,17 +9,27 @@ namespace kgate::gates {
 
 bool is_nominal(const GateContext& ctx, const Bindings& b) { return b == ctx.contract().nominal(); }
 
+CaseOutcome label_domain(GateContext& ctx, CaseOutcome o, const InputSet& perturbed) {
+  if (o.verdict != Verdict::fail && o.verdict != Verdict::crash) return o;
+  const std::string why = ctx.out_of_domain(perturbed);
+  if (why.empty()) return o;
+  o.out_of_domain = true;
+  if (o.evidence) o.evidence->detail = "out of the source's domain: " + why + "\n" + o.evidence->detail;
+  return o;
+}
+
 CallResult call_once(GateContext& ctx, const PlacedCall& p, std::vector<std::byte> poison, StreamMode mode) {
   CallRequest req;
   req.invocations.push_back(p.invocation());
   req.poison = std::move(poison);
   req.stream = mode;
-  return ctx.candidate().call(req);
+  return ctx.call(req);
 }
 
-CaseOutcome failed(Evidence e, const CallResult* r, double ratio) {
+CaseOutcome failed(Evidence e, const CallResult* r, double ratio, std::string finding) {
   CaseOutcome o;
   o.verdict = Verdict::fail;
+  o.finding = std::move(finding);
   o.evidence = std::move(e);
   o.error_ratio = ratio;
   if (r) o.output = r->output;
@@ -59,11 +70,13 @@ std::optional<CaseOutcome> call_problem(const GateContext& ctx, const CallResult
       return o;
     }
     o.verdict = Verdict::fail;
+    o.finding = "refused the nominal shape";
     o.evidence->expected = "a result (the nominal shape is not optional)";
     o.evidence->got = "KGATE_REFUSED: " + msg;
     return o;
   }
   o.verdict = Verdict::fail;
+  o.finding = "error status";
   o.evidence->expected = "KGATE_OK";
   o.evidence->got = res.status == KGATE_ERROR ? "KGATE_ERROR: " + msg : fmt::format("unknown status {}: {}", res.status, msg);
   return o;
@@ -103,17 +116,60 @@ Evidence mismatch_evidence(const CaseInfo& info, const std::string& tensor, cons
   return e;
 }
 
-CaseOutcome judge_within(GateContext& ctx, const CaseInfo& info, const std::vector<HostArray>& got,
+std::string precision_label(const ReferenceResult& refs, std::size_t k, const HostArray& got, const Reference& ref) {
+  std::string best;
+  double best_ratio = std::numeric_limits<double>::infinity();
+  const std::vector<double> g = got.to_f64();
+  for (std::size_t p = 1; p < refs.runs.size(); ++p) {
+    const ReferenceRunResult& run = refs.runs[p];
+    const std::vector<double> v = run.outputs.at(k).to_f64();
+    if (v.size() != g.size()) continue;
+    const double allowed = reference_term(run.error.at(k), ref) - (kRefFactor - 1.0) * run.error.at(k);  // e_run + floor
+    double d = 0.0;
+    bool same_classes = true;
+    for (std::size_t i = 0; i < g.size() && same_classes; ++i) {
+      if (!std::isfinite(ref.exact[i])) continue;
+      if (std::isfinite(g[i]) && std::isfinite(v[i])) {
+        d = std::max(d, std::fabs(g[i] - v[i]));
+      } else if (!(std::isnan(g[i]) && std::isnan(v[i])) && g[i] != v[i]) {
+        same_classes = false;
+      }
+    }
+    if (!same_classes || d > allowed) continue;
+    const double ratio = allowed > 0 ? d / allowed : 0.0;
+    if (ratio < best_ratio) {
+      best_ratio = ratio;
+      best = run.precision;
+    }
+  }
+  return best;
+}
+
+CaseOutcome judge_within(GateContext& ctx, const CaseInfo& info, const std::vector<HostArray>& got, const InputSet& in,
                          const OracleResult& oracle, const std::vector<Tolerance>& tol, const CallResult* r) {
   const Contract& c = ctx.contract();
+  const ReferenceResultPtr refs = ctx.references(in, oracle);
   CaseOutcome o;
   o.error_ratio = 0.0;
   for (std::size_t k = 0; k < c.outputs.size(); ++k) {
-    const Comparison cmp = compare_within(got.at(k), oracle.refs.at(k), tol.at(k));
+    Tolerance t = tol.at(k);
+    std::span<const std::uint8_t> reference_nonfinite;
+    if (!refs->runs.empty()) {
+      const ReferenceRunResult& working = refs->runs.front();
+      t.ref_term = reference_term(working.error.at(k), oracle.refs.at(k));
+      reference_nonfinite = working.nonfinite.at(k);
+    }
+    const Comparison cmp = compare_within(got.at(k), oracle.refs.at(k), t, reference_nonfinite);
+    o.add_excused(cmp);
     o.error_ratio = std::max(o.error_ratio, cmp.max_ratio);
-    if (!cmp.ok)
-      return failed(mismatch_evidence(info, c.outputs[k].name, got[k], &oracle.refs[k], nullptr, cmp, &tol[k]), r,
-                    cmp.max_ratio);
+    if (!cmp.ok) {
+      CaseOutcome f = failed(mismatch_evidence(info, c.outputs[k].name, got[k], &oracle.refs[k], nullptr, cmp, &t), r,
+                             cmp.max_ratio);
+      f.finding = to_string(cmp.kind);
+      for (std::size_t e = 0; e < kExcuseKinds; ++e) f.excused[e] = o.excused[e];
+      if (cmp.kind != Mismatch::shape) f.precision_label = precision_label(*refs, k, got[k], oracle.refs[k]);
+      return f;
+    }
   }
   return o;
 }
@@ -129,7 +185,7 @@ CaseOutcome run_and_judge(GateContext& ctx, const CaseInfo& info, const InputSet
     got = std::move(r.results[0].outputs);
   }
   const OracleResultPtr oracle = ctx.oracle(in);
-  return judge_within(ctx, info, got, *oracle, ctx.tolerances(info.bindings), &r);
+  return judge_within(ctx, info, got, in, *oracle, ctx.tolerances(info.bindings), &r);
 }
 
 DenseRun run_dense(GateContext& ctx, const CaseInfo& info, const InputSet& in, std::vector<std::byte> poison) {

@@ -1,5 +1,6 @@
 // The context gates share: memoised input sets and oracle outputs, bounds, and tensor placement.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -89,16 +90,18 @@ void GateContext::Cache<V>::put(const std::string& key, V value, std::size_t siz
   }
 }
 
-GateContext::GateContext(const Contract& contract, Target& candidate, Oracle& oracle, std::uint64_t run_seed,
-                         double tolerance_scale)
+GateContext::GateContext(const Contract& contract, Target& candidate, Oracle& oracle, InputSource& source,
+                         std::uint64_t run_seed, double tolerance_scale)
     : contract_(contract),
       candidate_(candidate),
       oracle_(oracle),
+      source_(source),
       run_seed_(run_seed),
       tolerance_scale_(tolerance_scale),
       attrs_(contract.attrs) {
   input_cache_.limit = kInputCacheBytes;
   oracle_cache_.limit = kOracleCacheBytes;
+  reference_cache_.limit = kOracleCacheBytes;
 }
 
 InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d, std::string label) {
@@ -108,7 +111,21 @@ InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d
   set->bindings = b;
   set->seed = stream.key();
   set->label = std::move(label);
-  set->arrays = generate_inputs(contract_, b, stream, d);
+  if (d == Distribution::contract) {
+    try {
+      set->arrays = source_.draw(b, stream.key());
+    } catch (const SourceError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw SourceError(fmt::format("input source {} failed to draw at {} (seed {}): {}", source_.describe(),
+                                    to_string(b), stream.key(), e.what()));
+    }
+    check_draw(contract_, b, set->arrays, "input source " + source_.describe());
+  } else {
+    if (!source_.is_contract_domain())
+      throw std::invalid_argument(fmt::format("distribution {} exists only for the contract's domains", to_string(d)));
+    set->arrays = generate_inputs(contract_, b, stream, d);
+  }
   const std::size_t bytes = bytes_of(set->arrays);
   InputSetPtr ptr = set;
   input_cache_.put(key, ptr, bytes);
@@ -151,6 +168,72 @@ OracleResultPtr GateContext::oracle(const InputSet& in) {
   for (const Reference& r : res->refs) bytes += 2 * r.exact.size() * sizeof(double);
   OracleResultPtr ptr = res;
   oracle_cache_.put(key, ptr, bytes);
+  return ptr;
+}
+
+CallResult GateContext::call(const CallRequest& request) {
+  CallResult r = candidate_.call(request);
+  for (const GuardViolation& g : r.guards)
+    if (g.buffer == kCandidateOwnedBuffer) candidate_owned_.push_back({g, current_gate_});
+  return r;
+}
+
+const std::vector<InputStructure>& GateContext::structure(const Bindings& b) {
+  constexpr int kStructureDraws = 4;
+  if (auto it = structures_.find(b); it != structures_.end()) return it->second;
+  std::vector<InputSetPtr> sets;
+  for (int k = 0; k < kStructureDraws; ++k) sets.push_back(standard_inputs(b, k));
+  std::vector<InputStructure> out;
+  for (std::size_t i = 0; i < contract_.inputs.size(); ++i) {
+    std::vector<const HostArray*> draws;
+    for (const InputSetPtr& s : sets) draws.push_back(&s->arrays[i]);
+    out.push_back(infer_structure(draws));
+  }
+  return structures_.emplace(b, std::move(out)).first->second;
+}
+
+std::string GateContext::out_of_domain(const InputSet& perturbed) {
+  const std::vector<InputStructure>& st = structure(perturbed.bindings);
+  for (std::size_t i = 0; i < st.size() && i < perturbed.arrays.size(); ++i) {
+    const std::string why = structure_violation(st[i], perturbed.arrays[i]);
+    if (!why.empty())
+      return fmt::format("input {}: {} (its source's draws are: {})", contract_.inputs[i].name, why, describe(st[i]));
+  }
+  return {};
+}
+
+ReferenceResultPtr GateContext::references(const InputSet& in, const OracleResult& oracle) {
+  static const ReferenceResultPtr none = std::make_shared<ReferenceResult>();
+  if (!oracle_.has_reference_runs()) return none;
+  const std::string key = content_key(in, attrs_);
+  if (const ReferenceResultPtr* hit = reference_cache_.find(key)) return *hit;
+  auto res = std::make_shared<ReferenceResult>();
+  std::size_t bytes = 0;
+  for (ReferenceRun& run : oracle_.reference_runs(in.arrays, in.bindings, attrs_)) {
+    if (run.outputs.size() != contract_.outputs.size())
+      throw OracleError(fmt::format("reference run {} returned {} outputs; contract {} has {}", run.precision,
+                                    run.outputs.size(), contract_.name, contract_.outputs.size()));
+    ReferenceRunResult r;
+    r.precision = run.precision;
+    for (std::size_t o = 0; o < run.outputs.size(); ++o) {
+      const Reference& ref = oracle.refs.at(o);
+      if (run.outputs[o].shape() != ref.shape)
+        throw OracleError(fmt::format("reference run {} returned output {} with shape {}; the oracle's is {}",
+                                      run.precision, contract_.outputs[o].name, shape_string(run.outputs[o].shape()),
+                                      shape_string(ref.shape)));
+      r.error.push_back(reference_error(run.outputs[o], ref));
+      const std::vector<double> v = run.outputs[o].to_f64();
+      std::vector<std::uint8_t> cls(v.size(), 0);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i]) && std::isfinite(ref.exact[i])) cls[i] = std::isnan(v[i]) ? 1 : std::signbit(v[i]) ? 3 : 2;
+      r.nonfinite.push_back(std::move(cls));
+      bytes += run.outputs[o].nbytes() + v.size();
+    }
+    r.outputs = std::move(run.outputs);
+    res->runs.push_back(std::move(r));
+  }
+  ReferenceResultPtr ptr = res;
+  reference_cache_.put(key, ptr, bytes);
   return ptr;
 }
 

@@ -4,6 +4,8 @@
 // Tolerance-free. (For deterministic = false only poison-freedom is judged.)
 #include <cmath>
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "gates/common.hpp"
@@ -33,9 +35,18 @@ class CoverageGate final : public Gate {
       g.bindings = shapes[k];
       const Stream s = gs.child(k);
       g.seed = s.key();
-      g.run = [s](GateContext& cx, const CaseInfo& info) { return run_case(cx, info, s); };
+      g.run = [s](GateContext& cx, const CaseInfo& info) { return run_case(cx, info, s, false); };
       out.push_back(std::move(g));
     }
+    // A kernel that skips outputs whose input is exactly zero (and relies on zeroed memory) writes every
+    // element of a random draw: only inputs holding exact zeros reach the skip.
+    GateCase z;
+    z.label = "two poisons, inputs with exact zeros and special values";
+    z.bindings = ctx.contract().nominal();
+    const Stream zs = gs.child("special values");
+    z.seed = zs.key();
+    z.run = [zs](GateContext& cx, const CaseInfo& info) { return run_case(cx, info, zs, true); };
+    out.push_back(std::move(z));
     return out;
   }
 
@@ -62,9 +73,49 @@ class CoverageGate final : public Gate {
     return true;
   }
 
-  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info, Stream s) {
+  // Standard set 0 with about a quarter of every float input's elements set to 0, and a few to -0, 1 and -1,
+  // keeping the source's structure (structural zeros stay, signs stay, symmetric partners change together).
+  static InputSetPtr special_values(GateContext& ctx, const CaseInfo& info, Stream s) {
     const Contract& c = ctx.contract();
-    const InputSetPtr in = ctx.standard_inputs(info.bindings, 0);
+    std::vector<HostArray> arrays = ctx.standard_inputs(info.bindings, 0)->arrays;
+    const std::vector<InputStructure>& st = ctx.structure(info.bindings);
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      if (!is_float(c.inputs[i].dtype) || c.inputs[i].domain.kind == DomainKind::offsets) continue;
+      HostArray& a = arrays[i];
+      const Stream si = s.child(c.inputs[i].name);
+      const bool may_be_zero = st[i].sign != SignStructure::positive && st[i].sign != SignStructure::negative;
+      const bool may_be_negative = st[i].sign == SignStructure::any || st[i].sign == SignStructure::nonpositive ||
+                                   st[i].sign == SignStructure::negative;
+      const bool may_be_positive = st[i].sign != SignStructure::nonpositive && st[i].sign != SignStructure::negative;
+      for (std::int64_t k = 0; k < a.numel(); ++k) {
+        const double u = si.uniform(static_cast<std::uint64_t>(k));
+        double v;
+        if (u < 0.22 && may_be_zero) v = 0.0;
+        else if (u < 0.24 && may_be_zero) v = -0.0;
+        else if (u < 0.26 && may_be_positive) v = 1.0;
+        else if (u < 0.28 && may_be_negative) v = -1.0;
+        else continue;
+        a.set(k, v);
+      }
+      if (st[i].symmetric) {  // mirror the upper triangle onto the lower one
+        const Shape& sh = a.shape();
+        const std::int64_t n = sh.back();
+        for (std::int64_t m = 0; m < a.numel() / (n * n); ++m)
+          for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t q = r + 1; q < n; ++q) a.set(m * n * n + q * n + r, a.get(m * n * n + r * n + q));
+      }
+    }
+    return ctx.custom_inputs(info.bindings, s.key(), info.variant, std::move(arrays));
+  }
+
+  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info, Stream s, bool special) {
+    if (!special) return run_poisons(ctx, info, s, ctx.standard_inputs(info.bindings, 0));
+    const InputSetPtr in = special_values(ctx, info, s);
+    return label_domain(ctx, run_poisons(ctx, info, s, in), *in);
+  }
+
+  static CaseOutcome run_poisons(GateContext& ctx, const CaseInfo& info, Stream s, const InputSetPtr& in) {
+    const Contract& c = ctx.contract();
     const std::vector<std::vector<std::byte>> poisons{std::vector<std::byte>(1, std::byte{0xff}), second_poison(c, s)};
     std::vector<DenseRun> runs;
     for (std::size_t k = 0; k < poisons.size(); ++k) {
@@ -90,7 +141,7 @@ class CoverageGate final : public Gate {
         e.detail = std::string(untouched ? "the element was never written (it still holds the poison)"
                                          : "the result depends on what the output held before the call (read before written)") +
                    "\n" + e.detail;
-        return failed(std::move(e), &runs[1].call);
+        return failed(std::move(e), &runs[1].call, std::numeric_limits<double>::quiet_NaN(), untouched ? "unwritten element" : "read before written");
       }
       return CaseOutcome{};
     }
@@ -108,10 +159,10 @@ class CoverageGate final : public Gate {
         e.index = unravel(k, a.shape());
         e.expected = format_value(want, a.dtype());
         e.got = format_element(a, k, true) + " (the poison, untouched)";
-        return failed(std::move(e), &runs[0].call);
+        return failed(std::move(e), &runs[0].call, std::numeric_limits<double>::quiet_NaN(), "unwritten element");
       }
     }
-    return judge_within(ctx, both, runs[1].outputs, *oracle, ctx.tolerances(info.bindings), &runs[1].call);
+    return judge_within(ctx, both, runs[1].outputs, *in, *oracle, ctx.tolerances(info.bindings), &runs[1].call);
   }
 };
 

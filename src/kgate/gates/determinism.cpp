@@ -7,6 +7,8 @@
 // alignment class (32 to 256 bytes), which is where a vectorised loop that peels to an aligned address
 // starts grouping its sums differently. A kernel that needs more alignment may refuse that run; a refusal
 // of it is ignored, never a failure.
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "gates/common.hpp"
@@ -89,7 +91,7 @@ class DeterminismGate final : public Gate {
         if (cmp.ok) continue;
         Evidence e = mismatch_evidence(run_info, c.outputs[o].name, got[o], nullptr, &first[o], cmp, nullptr);
         e.expected += " (run 1)";
-        return failed(std::move(e), &res);
+        return failed(std::move(e), &res, std::numeric_limits<double>::quiet_NaN(), "bits differ");
       }
     }
     return CaseOutcome{};

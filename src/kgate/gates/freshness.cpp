@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "gates/common.hpp"
@@ -23,13 +25,25 @@ class FreshnessGate final : public Gate {
             true, false};
   }
 
+  // B: another draw; or A with only its tail (last quarter of every float input) or one element in the
+  // middle taken from that draw. A cache keyed on pointer, shape and first elements misses only the first.
+  enum class Variant { other_draw, tail, middle };
+
   std::vector<GateCase> cases(GateContext& ctx) override {
-    GateCase g;
-    g.label = "A = standard set 0, B = standard set 1";
-    g.bindings = ctx.contract().nominal();
-    g.seed = ctx.standard_stream(1).key();
-    g.run = run_case;
-    return {std::move(g)};
+    std::vector<GateCase> out;
+    const std::pair<Variant, const char*> variants[] = {
+        {Variant::other_draw, "A = standard set 0, B = standard set 1"},
+        {Variant::tail, "B = A but the last quarter of each float input (from set 1)"},
+        {Variant::middle, "B = A but one element in the middle of each float input (from set 1)"}};
+    for (const auto& [v, label] : variants) {
+      GateCase g;
+      g.label = label;
+      g.bindings = ctx.contract().nominal();
+      g.seed = ctx.standard_stream(1).key();
+      g.run = [v](GateContext& cx, const CaseInfo& info) { return run_case(cx, info, v); };
+      out.push_back(std::move(g));
+    }
+    return out;
   }
 
  private:
@@ -41,10 +55,31 @@ class FreshnessGate final : public Gate {
     return CaseOutcome{};
   }
 
-  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info) {
+  static InputSetPtr second_input(GateContext& ctx, const CaseInfo& info, Variant v, const InputSet& a) {
+    const InputSetPtr other = ctx.standard_inputs(info.bindings, 1);
+    if (v == Variant::other_draw) return other;
     const Contract& c = ctx.contract();
+    std::vector<HostArray> arrays = a.arrays;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      if (!is_float(c.inputs[i].dtype) || c.inputs[i].domain.kind == DomainKind::offsets) continue;
+      HostArray& x = arrays[i];
+      const std::int64_t n = x.numel();
+      const std::int64_t from = v == Variant::tail ? n - std::max<std::int64_t>(n / 4, 1) : n / 2;
+      const std::int64_t to = v == Variant::tail ? n : std::min<std::int64_t>(n / 2 + 1, n);
+      for (std::int64_t k = std::max<std::int64_t>(from, 0); k < to; ++k) x.set(k, other->arrays[i].get(k));
+    }
+    return ctx.custom_inputs(info.bindings, other->seed, info.variant, std::move(arrays));
+  }
+
+  static CaseOutcome run_case(GateContext& ctx, const CaseInfo& info, Variant v) {
     const InputSetPtr a = ctx.standard_inputs(info.bindings, 0);
-    const InputSetPtr b = ctx.standard_inputs(info.bindings, 1);
+    const InputSetPtr b = second_input(ctx, info, v, *a);
+    CaseOutcome o = run_pair(ctx, info, a, b);
+    return v == Variant::other_draw ? o : label_domain(ctx, std::move(o), *b);
+  }
+
+  static CaseOutcome run_pair(GateContext& ctx, const CaseInfo& info, const InputSetPtr& a, const InputSetPtr& b) {
+    const Contract& c = ctx.contract();
     PlacedCall first(ctx.candidate(), a->arrays, ctx.dense_inputs(info.bindings), ctx.dense_outputs(info.bindings),
                      ctx.attrs());
     CallResult ra = call_once(ctx, first);
@@ -92,7 +127,7 @@ class FreshnessGate final : public Gate {
       e.detail = fmt::format("{} of the {} elements where A's and B's oracle outputs differ kept A's result: a "
                              "stale or cached output",
                              stale_count, distinct);
-      return failed(std::move(e), &rb);
+      return failed(std::move(e), &rb, std::numeric_limits<double>::quiet_NaN(), "stale result");
     }
 
     CaseInfo again_info = info;
@@ -104,15 +139,15 @@ class FreshnessGate final : public Gate {
         Evidence e = mismatch_evidence(again_info, c.outputs[o].name, got_a2[o], nullptr, &got_a[o], cmp, nullptr);
         e.expected += " (first call on A)";
         e.detail = "the result of A changed after B ran: state carried between calls\n" + e.detail;
-        return failed(std::move(e), &ra2);
+        return failed(std::move(e), &ra2, std::numeric_limits<double>::quiet_NaN(), "state carried between calls");
       }
     } else {
-      CaseOutcome o = judge_within(ctx, again_info, got_a2, *oa, tol, &ra2);
+      CaseOutcome o = judge_within(ctx, again_info, got_a2, *a, *oa, tol, &ra2);
       if (o.verdict != Verdict::pass) return o;
     }
     CaseInfo b_info = info;
     b_info.variant = fmt::format("{}: B written into A's buffers", info.variant);
-    return judge_within(ctx, b_info, got_b, *ob, tol, &rb);
+    return judge_within(ctx, b_info, got_b, *b, *ob, tol, &rb);
   }
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "kgate/gate.hpp"
 
@@ -20,5 +21,10 @@ std::unique_ptr<Gate> make_freshness_gate();
 std::unique_ptr<Gate> make_stream_gate();
 std::unique_ptr<Gate> make_layout_gate();
 std::unique_ptr<Gate> make_baseline_gate();
+
+// A bounds verdict for candidate-owned guard violations seen after the bounds gate ran (verify() calls it
+// once every gate ran): FAIL evidence for the first of them, or nullopt if none is new.
+std::optional<GateResult> late_candidate_owned_violation(const GateContext& ctx, const GateResult& bounds,
+                                                         std::size_t seen_when_bounds_ran);
 
 }  // namespace kgate::gates

@@ -2,6 +2,8 @@
 // after the call, at nominal and at an odd shape. Tolerance-free.
 #include <cstring>
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "gates/common.hpp"
@@ -63,7 +65,7 @@ class ImmutabilityGate final : public Gate {
       e.got = format_element(now, 0, true);
       e.detail = fmt::format("the kernel wrote {} of the {} elements of input {}", changed,
                              in->arrays[i].numel(), c.inputs[i].name);
-      return failed(std::move(e), &r);
+      return failed(std::move(e), &r, std::numeric_limits<double>::quiet_NaN(), "input modified");
     }
     return CaseOutcome{};
   }

@@ -3,6 +3,8 @@
 // stride doubled, and column-major order. Gaps hold NaN bytes, so a kernel that ignores strides reads
 // garbage. Each case is correct within the oracle gate's bound or cleanly REFUSED, never silently wrong; a
 // write into an output's gap is a tolerance-free FAIL.
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "gates/common.hpp"
@@ -121,12 +123,12 @@ class LayoutGate final : public Gate {
           e.got = fmt::format("0x{:02x}", static_cast<unsigned>(now[b]));
           e.detail = "the kernel wrote in front of the output's first element: it ignores the base offset "
                      "(e.g. rounds the pointer down to an aligned address)";
-          return failed(std::move(e), &r);
+          return failed(std::move(e), &r, std::numeric_limits<double>::quiet_NaN(), "wrote before the first element");
         }
       }
       got = std::move(r.results[0].outputs);
     }
-    return judge_within(ctx, info, got, *ctx.oracle(*in), ctx.tolerances(info.bindings), &r);
+    return judge_within(ctx, info, got, *in, *ctx.oracle(*in), ctx.tolerances(info.bindings), &r);
   }
 };
 

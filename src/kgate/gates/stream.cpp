@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "gates/common.hpp"
@@ -106,7 +108,7 @@ class StreamGate final : public Gate {
       req.stream = StreamMode::staged_inputs;
       req.invocations = swapped ? std::vector<Invocation>{p1.invocation(), p0.invocation()}
                                 : std::vector<Invocation>{p0.invocation(), p1.invocation()};
-      const CallResult r = ctx.candidate().call(req);
+      const CallResult r = ctx.call(req);
       if (r.outcome == CallOutcome::completed && overlapped(r)) ++overlaps;
       for (int slot = 0; slot < 2; ++slot) {
         const int set = swapped ? 1 - slot : slot;
@@ -115,7 +117,7 @@ class StreamGate final : public Gate {
         if (auto bad = call_problem(ctx, r, static_cast<std::size_t>(slot), s)) return *bad;
         const std::vector<HostArray>& got = r.results[static_cast<std::size_t>(slot)].outputs;
         if (!c.deterministic) {
-          CaseOutcome o = judge_within(ctx, s, got, *ctx.oracle(*sets[set]), tol, &r);
+          CaseOutcome o = judge_within(ctx, s, got, *sets[set], *ctx.oracle(*sets[set]), tol, &r);
           if (o.verdict != Verdict::pass) return o;
           continue;
         }
@@ -125,7 +127,7 @@ class StreamGate final : public Gate {
           Evidence e = mismatch_evidence(s, c.outputs[o].name, got[o], nullptr, &alone[set][o], cmp, nullptr);
           e.expected += " (the same input run alone)";
           e.detail = "concurrent calls interfere: shared state, or work outside the caller's stream\n" + e.detail;
-          return failed(std::move(e), &r);
+          return failed(std::move(e), &r, std::numeric_limits<double>::quiet_NaN(), "concurrent calls interfere");
         }
       }
     }

@@ -5,6 +5,9 @@
 
 #include "kgate/report.hpp"
 
+#include <string>
+#include <vector>
+
 namespace kgate {
 namespace {
 
@@ -26,6 +29,12 @@ json evidence_json(const Evidence& e) {
 }
 
 json gate_json(const GateResult& g) {
+  json excused = json::array();
+  std::int64_t total = 0;
+  for (const Excused& e : g.excused) {
+    excused.push_back(json{{"reason", e.reason}, {"count", e.count}});
+    total += e.count;
+  }
   return json{{"gate", g.gate},
               {"verdict", to_string(g.verdict)},
               {"summary", g.summary},
@@ -35,10 +44,21 @@ json gate_json(const GateResult& g) {
               {"error_ratio", ratio_json(g.error_ratio)},
               {"evidence", g.evidence ? evidence_json(*g.evidence) : json(nullptr)},
               {"original", g.original ? evidence_json(*g.original) : json(nullptr)},
-              {"output", g.output}};
+              {"output", g.output},
+              {"finding", g.finding},
+              {"out_of_domain", g.out_of_domain},
+              {"counted", g.counted},
+              {"attributed_to", g.attributed_to.empty() ? json(nullptr) : json(g.attributed_to)},
+              {"precision_label", g.precision_label.empty() ? json(nullptr) : json(g.precision_label)},
+              {"excused", excused},
+              {"excused_total", total}};
 }
 
 }  // namespace
+
+std::string to_json(const GateResult& g) {
+  return gate_json(g).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string to_json(const Report& r) {
   json gates = json::array();
@@ -52,7 +72,9 @@ std::string to_json(const Report& r) {
                  {"seed", r.seed},
                  {"seed_str", std::to_string(r.seed)},
                  {"exit_code", r.exit_code()},
+                 {"source", r.source},
                  {"classification", to_string(classify(r))},
+                 {"broken_reasons", broken_reasons(r)},
                  {"gates", gates}};
   // Replace invalid UTF-8 (a candidate's message or printout) instead of throwing mid-report.
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

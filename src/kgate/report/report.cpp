@@ -1,6 +1,7 @@
 // Verdict names, the exit status, the audit's classification and the atomic writer.
 #include "kgate/report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include "kgate/compare.hpp"
+#include "kgate/verify.hpp"
 
 namespace kgate {
 
@@ -31,21 +35,61 @@ const char* to_string(Classification c) {
   switch (c) {
     case Classification::clean: return "clean";
     case Classification::violation: return "violation";
-    case Classification::broken: return "broken beyond tolerance";
+    case Classification::broken: return "broken";
   }
   return "?";
 }
 
 namespace {
+
 bool is_violation(Verdict v) { return v == Verdict::fail || v == Verdict::crash || v == Verdict::timeout; }
-bool counts(const GateResult& g) { return g.gate != "baseline"; }
+
+// Whether a gate result takes part in the classification at all.
+bool counts(const GateResult& g) { return g.gate != "baseline" && g.counted && !g.out_of_domain; }
+
+bool tolerance_free(const std::string& gate) {
+  for (const GateInfo& g : list_gates())
+    if (g.name == gate) return g.tolerance_free;
+  return false;
+}
+
+bool ratio_gate(const std::string& gate) { return gate == "oracle" || gate == "shapes" || gate == "accumulation"; }
+
+// Why this counted result makes the kernel broken, or empty.
+std::string broken_reason(const GateResult& g) {
+  if (!counts(g)) return {};
+  if (g.verdict == Verdict::crash) return fmt::format("{}: CRASH (no tolerance explains a dead process)", g.gate);
+  if (g.verdict != Verdict::fail) return {};
+  if (tolerance_free(g.gate)) {
+    // An indeterminate form (a finite value where the oracle is NaN under an injected Inf) is its own class:
+    // a violation, since some limit values are defensible, never broken.
+    if (g.finding == to_string(Mismatch::indeterminate)) return {};
+    return fmt::format("{}: FAIL of a tolerance-free gate ({})", g.gate, g.finding.empty() ? "failed" : g.finding);
+  }
+  if (!ratio_gate(g.gate)) return {};
+  if (std::isnan(g.error_ratio)) return fmt::format("{}: FAIL with no bound behind it ({})", g.gate, g.finding);
+  if (g.error_ratio >= kBrokenRatio)
+    return fmt::format("{}: FAIL at {:.3g}x its bound (>= {:g}x)", g.gate, g.error_ratio, kBrokenRatio);
+  return {};
+}
+
+bool is_tolerance_finding(const GateResult& g) {
+  return g.verdict == Verdict::fail && std::isfinite(g.error_ratio) && g.finding == to_string(Mismatch::value);
+}
+
+bool same_magnitude(double a, double b) {
+  if (!(a > 0) || !(b > 0)) return false;
+  const double hi = std::max(a, b), lo = std::min(a, b);
+  return hi <= kSameMagnitude * lo && (a >= kBrokenRatio) == (b >= kBrokenRatio);
+}
+
 }  // namespace
 
 int Report::exit_code() const {
   bool error = false;
   for (const GateResult& g : gates) {
-    if (!counts(g)) continue;
-    if (is_violation(g.verdict)) return 1;
+    if (g.gate == "baseline") continue;
+    if (counts(g) && is_violation(g.verdict)) return 1;
     if (g.verdict == Verdict::error) error = true;
   }
   return error ? 2 : 0;
@@ -55,13 +99,30 @@ Classification classify(const Report& r) {
   Classification c = Classification::clean;
   for (const GateResult& g : r.gates) {
     if (!counts(g) || !is_violation(g.verdict)) continue;
-    // A failure with no bound behind it (NaN ratio: a tolerance-free check, a crash, a refusal of the
-    // nominal shape) or far past its bound cannot be explained away by any threshold.
-    if (g.verdict != Verdict::fail || std::isnan(g.error_ratio) || g.error_ratio >= kBrokenRatio)
-      return Classification::broken;
+    if (!broken_reason(g).empty()) return Classification::broken;
     c = Classification::violation;
   }
   return c;
+}
+
+std::vector<std::string> broken_reasons(const Report& r) {
+  std::vector<std::string> out;
+  for (const GateResult& g : r.gates)
+    if (std::string why = broken_reason(g); !why.empty()) out.push_back(std::move(why));
+  return out;
+}
+
+void attribute_findings(Report& r) {
+  const GateResult* oracle = nullptr;
+  for (const GateResult& g : r.gates)
+    if (g.gate == "oracle") oracle = &g;
+  if (!oracle || !is_tolerance_finding(*oracle) || oracle->out_of_domain) return;
+  for (GateResult& g : r.gates) {
+    if (&g == oracle || g.gate == "baseline" || !is_tolerance_finding(g)) continue;
+    if (!same_magnitude(g.error_ratio, oracle->error_ratio)) continue;
+    g.counted = false;
+    g.attributed_to = "oracle";
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

@@ -1,0 +1,168 @@
+"""The engine's seams seen from Python (kgate._core.verify): an InputSource subclass supplies every ordinary
+draw, reference runs widen the bound and label a precision downgrade, on_result streams each gate's JSON, and
+the report carries the classification fields the front-ends read (docs/report.md)."""
+import json
+
+import numpy as np
+import pytest
+
+core = pytest.importorskip("kgate._core", reason="the extension is not built (pip install ./python)")
+if not hasattr(core, "InputSource"):
+    pytest.skip("the extension was built without the input-source seam", allow_module_level=True)
+
+# y[0] = sum(x): a reduction the contract does not declare (no `reduced`), so the analytic bound is that of
+# an elementwise op and only a working-precision reference run explains an fp32 summation's error.
+SUM = """
+[op]
+name = "sum_f32"
+working_precision = "f32"
+
+[dims.N]
+min = 1
+max = 65536
+nominal = 16384
+
+[[inputs]]
+name = "x"
+dtype = "f32"
+shape = ["N"]
+
+[[outputs]]
+name = "y"
+dtype = "f32"
+shape = [1]
+"""
+
+
+def f64(values):
+    a = np.asarray(values, dtype=np.float64)
+    h = core.HostArray(core.DType.f64, list(a.shape))
+    h.numpy()[...] = a
+    return h
+
+
+def sum_oracle(inputs, bindings, attrs):
+    x = np.from_dlpack(inputs[0]).astype(np.float64)
+    return [f64([x.sum()])]
+
+
+def sequential_sum(x, dtype):
+    acc = dtype(0)
+    for v in x.astype(dtype):
+        acc = dtype(acc + v)
+    return acc
+
+
+def sum_in(dtype):
+    """A candidate summing left to right in `dtype` (np.cumsum keeps the running sum in the dtype)."""
+    def run(xs, ys):
+        x = np.asarray(xs[0])
+        ys[0][...] = np.cumsum(x.astype(dtype), dtype=dtype)[-1] if x.size else 0
+        return 0
+    return run
+
+
+def reference_runs(inputs, bindings, attrs):
+    x = np.from_dlpack(inputs[0])
+    out = []
+    for name, dt in (("fp32", np.float32), ("fp16", np.float16)):
+        h = core.HostArray(core.DType.f64, [1])
+        h.numpy()[...] = float(np.cumsum(x.astype(dt), dtype=dt)[-1]) if x.size else 0.0
+        out.append((name, [h]))
+    return out
+
+
+class Randn(core.InputSource):
+    """Positive draws (a sum of them never cancels) keyed by (bindings, seed); records every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def describe(self):
+        return "test source: |randn|"
+
+    def draw(self, bindings, seed):
+        self.calls.append((dict(bindings), seed))
+        rng = np.random.default_rng(seed % (2 ** 63))
+        return [np.abs(rng.standard_normal(bindings["N"])).astype(np.float32)]
+
+
+def verify(entry, gates, **kw):
+    t = core.inprocess_target("sum", entry)
+    return json.loads(core.verify(SUM, "sum.toml", t, sum_oracle, seed=11, gates=gates, **kw))
+
+
+def gate(report, name):
+    return next(g for g in report["gates"] if g["gate"] == name)
+
+
+def test_every_draw_comes_from_the_python_source():
+    src = Randn()
+    r = verify(sum_in(np.float64), ["oracle", "determinism"], source=src)
+    assert r["source"] == "test source: |randn|"
+    assert src.calls, "the source was never asked"
+    assert all(set(b) == {"N"} and isinstance(s, int) for b, s in src.calls)
+    assert gate(r, "oracle")["verdict"] == "PASS", gate(r, "oracle")
+    assert r["classification"] == "clean" and r["broken_reasons"] == []
+
+
+def test_a_source_that_raises_is_an_error_never_a_verdict_on_the_candidate():
+    class Broken(Randn):
+        def draw(self, bindings, seed):
+            raise RuntimeError("no inputs today")
+    r = verify(sum_in(np.float64), ["oracle"], source=Broken())
+    g = gate(r, "oracle")
+    assert g["verdict"] == "ERROR" and "no inputs today" in g["summary"], g
+    assert r["classification"] == "clean"
+
+
+def test_a_source_returning_the_wrong_shape_is_an_error():
+    class Wrong(Randn):
+        def draw(self, bindings, seed):
+            return [np.zeros(3, np.float32)]
+    g = gate(verify(sum_in(np.float64), ["oracle"], source=Wrong()), "oracle")
+    assert g["verdict"] == "ERROR" and "input x" in g["summary"], g
+
+
+def test_the_reference_term_admits_a_working_precision_kernel():
+    # A left-to-right fp32 sum of 16384 terms strays far beyond an elementwise bound...
+    bare = gate(verify(sum_in(np.float32), ["oracle"], source=Randn()), "oracle")
+    assert bare["verdict"] == "FAIL", bare
+    # ...but not beyond K_REF times the error of the promised working precision's own run.
+    ok = gate(verify(sum_in(np.float32), ["oracle"], source=Randn(), reference_runs=reference_runs), "oracle")
+    assert ok["verdict"] == "PASS", ok
+
+
+def test_a_precision_downgrade_fails_and_is_labelled_with_the_precision_it_matches():
+    r = verify(sum_in(np.float16), ["oracle"], source=Randn(), reference_runs=reference_runs)
+    g = gate(r, "oracle")
+    assert g["verdict"] == "FAIL" and g["precision_label"] == "fp16", g
+    assert "matches fp16" in g["summary"]
+    correct = gate(verify(sum_in(np.float64), ["oracle"], source=Randn(), reference_runs=reference_runs), "oracle")
+    assert correct["verdict"] == "PASS" and correct["precision_label"] is None
+
+
+def test_on_result_streams_every_gate_and_the_report_carries_the_new_fields():
+    seen = []
+    r = verify(sum_in(np.float64), ["oracle", "immutability", "coverage"], on_result=seen.append)
+    assert [json.loads(s)["gate"] for s in seen] == ["oracle", "immutability", "coverage"]
+    for g in r["gates"]:
+        for key in ("out_of_domain", "counted", "attributed_to", "precision_label", "excused", "excused_total",
+                    "finding"):
+            assert key in g, (key, g)
+    assert r["classification"] in ("clean", "violation", "broken") and "broken_reasons" in r
+
+
+def test_a_raising_on_result_surfaces_after_the_run():
+    def boom(_):
+        raise ValueError("callback broke")
+    with pytest.raises(RuntimeError, match="callback broke"):
+        verify(sum_in(np.float64), ["oracle"], on_result=boom)
+
+
+def test_contract_draw_is_the_default_source():
+    a = core.contract_draw(SUM, "sum.toml", {"N": 5}, 3)
+    b = core.contract_draw(SUM, "sum.toml", {"N": 5}, 3)
+    assert len(a) == 1 and list(a[0].shape) == [5]
+    assert np.array_equal(np.from_dlpack(a[0]), np.from_dlpack(b[0]))
