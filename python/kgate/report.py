@@ -7,8 +7,7 @@ import math
 import random
 from collections import Counter, defaultdict
 
-from .classify import FAILING, classify, gate_fails
-from .kernelbench.gates import KGATE_GATES, RATIO_GATES, TOLERANCE_FREE
+from .classify import FAILING, GATES as KGATE_GATES, classification, counted_failure, fails_at_scale
 from .results import read_results
 
 SCALES = (1, 10, 100, 1000)
@@ -44,20 +43,22 @@ def table(headers, rows) -> str:
 
 def summary(recs) -> dict:
     aud = audited(recs)
-    classes = Counter(classify(r["gates"]) for r in aud)
+    classes = Counter(classification(r) for r in aud)
     status = Counter(r.get("status") for r in recs)
     base_pass = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") == "PASS"]
     base_fail = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") in FAILING]
-    kg_reject = lambda r: classify(r["gates"]) != "clean"  # noqa: E731
+    kg_reject = lambda r: classification(r) != "clean"  # noqa: E731
     per_gate = {}
     for g in KGATE_GATES + ["baseline", "public_harness"]:
         c = Counter((gate(r, g) or {}).get("verdict", "-") for r in aud)
         per_gate[g] = c
     per_level = defaultdict(Counter)
     for r in aud:
-        per_level[str(r.get("level"))][classify(r["gates"])] += 1
+        per_level[str(r.get("level"))][classification(r)] += 1
         per_level[str(r.get("level"))]["audited"] += 1
-    downgrades = Counter((gate(r, "oracle") or {}).get("downgrade") for r in aud)
+    downgrades = Counter((gate(r, "oracle") or {}).get("precision_label") for r in aud)
+    not_counted = Counter(g["gate"] for r in aud for g in r.get("gates", [])
+                          if g.get("verdict") in FAILING and not counted_failure(g))
     downgrades.pop(None, None)
     secs = [r.get("row_seconds", r.get("seconds", 0)) or 0 for r in aud]
     comp = [r.get("compile_seconds", 0) or 0 for r in recs]
@@ -65,7 +66,7 @@ def summary(recs) -> dict:
             "base_accept_kgate_reject": sum(1 for r in base_pass if kg_reject(r)),
             "base_reject_kgate_accept": sum(1 for r in base_fail if not kg_reject(r)),
             "base_pass": len(base_pass), "base_fail": len(base_fail), "per_gate": per_gate, "per_level": per_level,
-            "downgrades": downgrades, "row_seconds": sum(secs), "compile_seconds": sum(comp)}
+            "downgrades": downgrades, "not_counted": not_counted, "row_seconds": sum(secs), "compile_seconds": sum(comp)}
 
 
 def summary_text(paths) -> str:
@@ -88,9 +89,10 @@ def summary_text(paths) -> str:
     out.append("")
     rows = []
     for g, cnt in s["per_gate"].items():
-        rows.append([g + (" (T-free)" if g in TOLERANCE_FREE else ""), cnt["PASS"], cnt["FAIL"], cnt["CRASH"],
-                     cnt["TIMEOUT"], cnt["REFUSED"], cnt["SKIP"], cnt["ERROR"]])
-    out.append(table(["gate", "PASS", "FAIL", "CRASH", "TIMEOUT", "REFUSED", "SKIP", "ERROR"], rows))
+        rows.append([g, cnt["PASS"], cnt["FAIL"], cnt["CRASH"], cnt["TIMEOUT"], cnt["REFUSED"], cnt["SKIP"],
+                     cnt["ERROR"], s["not_counted"][g]])
+    out.append(table(["gate", "PASS", "FAIL", "CRASH", "TIMEOUT", "REFUSED", "SKIP", "ERROR",
+                      "not counted (attributed or out of domain)"], rows))
     out.append("")
     out.append(table(["level", "audited", "broken", "violation", "clean"],
                      [[lv, c["audited"], c["broken"], c["violation"], c["clean"]] for lv, c in sorted(s["per_level"].items())]))
@@ -105,22 +107,25 @@ def summary_text(paths) -> str:
 
 
 def sweep_rows(recs):
+    """Per tolerance multiplier m: kernels with a counted gate failure that survives x m, of them those the
+    engine classified broken, and the counted tolerance failures (error ratio > m). The classes stay the
+    engine's (x1); a multiplier only reads each failure's error ratio."""
     aud = audited(recs)
     rows = []
     for m in SCALES:
-        for excuse in (False, True):
-            cl = Counter(classify(r["gates"], m, excuse) for r in aud)
-            tol_fail = sum(1 for r in aud for g in r["gates"]
-                           if g["gate"] in KGATE_GATES and g["gate"] not in TOLERANCE_FREE and gate_fails(g, m, excuse))
-            rows.append([f"x{m}" + (" (downgrades excused)" if excuse else ""), cl["broken"] + cl["violation"],
-                         cl["broken"], tol_fail])
+        failing = [r for r in aud if any(fails_at_scale(g, m) for g in r.get("gates", []))]
+        tol = sum(1 for r in aud for g in r.get("gates", []) if fails_at_scale(g, m)
+                  and isinstance(g.get("error_ratio"), (int, float)) and not math.isinf(g["error_ratio"]))
+        rows.append([f"x{m}", len(failing), sum(1 for r in failing if classification(r) == "broken"), tol])
     return rows
 
 
 def sweep_text(paths) -> str:
     recs = load(paths)
-    return ("Defence 2, threshold sweep: every tolerance multiplied by m (tolerance-free gates unaffected)\n" +
-            table(["tolerance", "kernels failing", "broken", "tolerance-gate failures"], sweep_rows(recs)))
+    return ("Defence 2, threshold sweep: every tolerance multiplied by m (failures with no bound behind them "
+            "unaffected; classes are the engine's at x1)\n" +
+            table(["tolerance", "kernels failing", "of them broken (engine)", "tolerance-gate failures"],
+                  sweep_rows(recs)))
 
 
 def agreement_rows(recs):
@@ -170,7 +175,7 @@ def sample_cases(recs, per_cell=2, seed=0):
     cells = defaultdict(list)
     for r in audited(recs):
         for g in r["gates"]:
-            if g["gate"] in KGATE_GATES and g.get("verdict") in FAILING:
+            if counted_failure(g):
                 cells[(g["gate"], str(r.get("level")))].append((r, g))
     rng = random.Random(seed)
     picked = []
@@ -179,6 +184,17 @@ def sample_cases(recs, per_cell=2, seed=0):
         rng.shuffle(items)
         picked.extend((k, r, g) for r, g in items[:per_cell])
     return cells, picked
+
+
+def reproduce_command(r: dict, gate_name: str, corpus: str | None = None, results: str | None = None) -> str:
+    """A command `python -m kgate audit` accepts that runs this row's gate again, on a copy of the results
+    file so the original record is left alone (--retry KEY reruns only that row; its new record replaces
+    the copy's). The row's own seed is not an option of the CLI: the rerun draws a fresh one."""
+    corpus = corpus or f".carry/corpus/{r.get('file') or 'CORPUS.jsonl'}"  # where docs/audit.md puts it
+    results = results or f"results/{(r.get('file') or 'CORPUS.jsonl').replace('.jsonl', '')}.kgate.jsonl"
+    copy = "/tmp/kgate-reproduce.jsonl"
+    return (f"cp {results} {copy} && python -m kgate audit {corpus} --results {copy} --retry {r['key']} "
+            f"--gates {gate_name} --fw {r.get('fw') or 'torch'}")
 
 
 def sample_text(paths, per_cell=2, seed=0) -> str:
@@ -196,8 +212,7 @@ def sample_text(paths, per_cell=2, seed=0) -> str:
         out.append(f"- verdict: {g['verdict']}: {g.get('summary', '')}")
         if g.get("error_ratio") is not None:
             out.append(f"- error ratio: {g['error_ratio']}")
-        out.append(f"- row seed: {r.get('seed')}; reproduce: `python -m kgate audit FILE --keys {r['key']} --seed ...` "
-                   f"with the row seed, gates {gname}")
+        out.append(f"- row seed: {r.get('seed')}; reproduce: `{reproduce_command(r, gname)}`")
         for k in ("case", "variant", "bindings", "tensor", "index", "expected", "got", "detail"):
             if ev.get(k) not in (None, "", []):
                 out.append(f"- {k}: {ev[k]}")
@@ -240,7 +255,7 @@ def _svg_bars(title, labels, series, colors, width=760, height=260):
 
 def _ratio_hist(recs):
     bins = list(range(-6, 9))  # log10 ratio bins
-    counts = {g: [0] * len(bins) for g in sorted(RATIO_GATES | {"stream", "layout"})}
+    counts = {g: [0] * len(bins) for g in ("accumulation", "layout", "oracle", "shapes", "stream")}
     inf = Counter()
     for r in audited(recs):
         for g in r["gates"]:
@@ -265,7 +280,7 @@ def write_html(paths, out_path):
     levels = sorted({str(r.get("level")) for r in aud})
     for lv in levels:
         fail_by_level.append((f"level {lv}", [sum(1 for r in aud if str(r.get("level")) == lv and
-                                                  gate_fails(gate(r, g) or {"gate": g})) for g in gates]))
+                                                  fails_at_scale(gate(r, g) or {"gate": g})) for g in gates]))
     palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"]
     svg_gates = _svg_bars("failures per gate (FAIL, CRASH, TIMEOUT), stacked by level", gates, fail_by_level, palette)
     svg_levels = _svg_bars("classification per level", [f"level {lv}" for lv in levels],
@@ -277,7 +292,7 @@ def write_html(paths, out_path):
     bv = Counter()
     for r in aud:
         b = (gate(r, "baseline") or {}).get("verdict") == "PASS"
-        bv[(b, classify(r["gates"]))] += 1
+        bv[(b, classification(r))] += 1
     svg_bvk = _svg_bars("baseline vs kgate", ["baseline accepts", "baseline rejects"],
                         [(k, [bv[(True, k)], bv[(False, k)]]) for k in ("broken", "violation", "clean")],
                         ["#e15759", "#f28e2b", "#59a14f"], width=420)
@@ -285,7 +300,7 @@ def write_html(paths, out_path):
     examples = []
     for r in aud:
         for g in r["gates"]:
-            if g["gate"] in gates and g.get("verdict") in FAILING and len(examples) < 400:
+            if counted_failure(g) and len(examples) < 400:
                 ev = g.get("evidence") or {}
                 examples.append(f"<tr><td>{html.escape(r['key'])}</td><td>{g['gate']}</td><td>{g['verdict']}</td>"
                                 f"<td>{html.escape(str(g.get('summary', '')))[:300]}</td>"

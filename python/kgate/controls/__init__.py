@@ -10,7 +10,7 @@ import os
 import pkgutil
 import tempfile
 
-from ..kernelbench.gates import KGATE_GATES
+from ..classify import GATES as KGATE_GATES, counted_failure
 
 FAILING = ("FAIL", "CRASH", "TIMEOUT")
 
@@ -62,8 +62,10 @@ def matrix(controls, recs):
         cells = []
         ok = bool(runs)
         for g in gates:
-            verdicts = [next((x["verdict"] for x in r.get("gates", []) if x["gate"] == g), "-") for r in runs]
-            failed = sum(v in FAILING for v in verdicts)
+            recs = [next((x for x in r.get("gates", []) if x["gate"] == g), {}) for r in runs]
+            # caught: a failure the engine counts (not attributed to another gate, not out of domain);
+            # for a correct control any failing verdict at all is a false positive
+            failed = sum(counted_failure(x) if g in c["expect"] else x.get("verdict") in FAILING for x in recs)
             if g in c["expect"]:
                 ok &= failed == len(runs)
                 cells.append(f"{failed}/{len(runs)}".rjust(5))

@@ -7,6 +7,7 @@ re-runs the candidate's source (its compiled extensions come from the cache) and
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +24,20 @@ class WorkerDied(Exception):
         self.output = output
 
 
+def _reachable_by_others(path: str) -> bool:
+    """Whether a uid other than the owner's can reach and read (and, for a file, run) `path`."""
+    path = os.path.realpath(path)
+    try:
+        parts = path.split(os.sep)
+        for i in range(2, len(parts)):
+            if not os.stat(os.sep.join(parts[:i]) or os.sep).st_mode & 0o001:
+                return False
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & 0o004) and (os.path.isdir(path) or bool(mode & 0o001))
+
+
 def _signal_name(rc: int) -> str:
     if rc < 0:
         try:
@@ -35,10 +50,15 @@ def _signal_name(rc: int) -> str:
 class Candidate:
     def __init__(self, fw_name: str, custom_code: str, *, call_timeout: float = 60.0,
                  init_timeout: float = 300.0, ext_cache: str | None = None, env: dict | None = None,
-                 output_limit: int = 64 * 1024, work_root: str | None = None):
+                 output_limit: int = 64 * 1024, work_root: str | None = None, entry: str = "ModelNew",
+                 guard_seed: int = 0, guard_library: str | None = None):
         self.fw_name, self.custom_code = fw_name, custom_code
+        self.entry, self.guard_seed, self.guard_library = entry, guard_seed, guard_library
         self.call_timeout, self.init_timeout = call_timeout, init_timeout
         self.ext_cache = ext_cache
+        if ext_cache:  # the worker runs as an unprivileged uid and stores what it compiles here
+            os.makedirs(ext_cache, exist_ok=True)
+            os.chmod(ext_cache, 0o777)
         self.output_limit = output_limit
         self.builds: dict[str, dict] = {}   # slot -> build request, replayed after a restart
         self.proc: subprocess.Popen | None = None
@@ -46,7 +66,6 @@ class Candidate:
         # Under the row job's own folder (its cwd), never a shared /tmp name another tool might clean up.
         self.dir = tempfile.mkdtemp(prefix="worker-", dir=work_root or os.getcwd())
         self.log_path = os.path.join(self.dir, "output.log")
-        os.makedirs(os.path.join(self.dir, "scratch"), exist_ok=True)
         self.restarts = 0
         self.init_reply: dict | None = None
         base = dict(os.environ if env is None else env)
@@ -55,27 +74,57 @@ class Candidate:
         self.env["KGATE_FW"] = fw_name
         self.env["PYTHONUNBUFFERED"] = "1"
         self.env.setdefault("MAX_JOBS", "2")
-        self.env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.dir, "torch_extensions")
+        self.env["TORCH_EXTENSIONS_DIR"] = "torch_extensions"  # inside the worker's private scratch (its cwd)
+        self.log_limit = 16 << 20
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.pkg_root = pkg_root
+        self.isolation_note = "isolated (kgate-isolate: namespaces, unprivileged uid, seccomp)"
         self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
 
     # -- process ------------------------------------------------------------------------------------------
     def _spawn(self):
-        parent, child = socket.socketpair()
-        log = open(self.log_path, "ab")
-        # Through kgate-isolate (kgate/isolation.py, docs/security.md): own PID and mount namespaces, an
-        # unprivileged uid, seccomp against attacks on the judge, every descendant ends with it, output.log
-        # capped; its working folder is a private scratch (emptied at exit).
+        """The worker under kgate-isolate (kgate/isolation.py, docs/security.md): its own PID and mount
+        namespaces, an unprivileged uid, seccomp against its judge, a private scratch directory as its cwd
+        (torch builds extensions there), its output captured into a capped log this process reads."""
         from .. import isolation
-        self.proc = subprocess.Popen(isolation.command(
-            [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())], keep_fds=[child.fileno()],
-            scratch=os.path.join(self.dir, "scratch"), log=self.log_path),
-            pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=self.dir, env=self.env)
-        log.close()
+        parent, child = socket.socketpair()
+        scratch = os.path.join(self.dir, "scratch")
+        os.makedirs(scratch, exist_ok=True)
+        # caches the candidate's tools keep under $HOME (triton, torch hub) go to its private scratch
+        self.env["HOME"] = scratch
+        self.env["XDG_CACHE_HOME"] = os.path.join(scratch, ".cache")
+        visible = [p for p in (self.ext_cache,) if p and os.path.abspath(p).startswith("/tmp/")]
+        argv = [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())]
+        cmd = isolation.command(argv, keep_fds=[child.fileno()], scratch=scratch, log=self.log_path,
+                                log_limit=self.log_limit, visible=visible)
+        blocked = [p for p in (sys.executable, self.pkg_root) if not _reachable_by_others(p)]
+        if blocked:
+            # The unprivileged uid could not start this interpreter (a Python under /root, say): keep the
+            # namespaces, seccomp and private scratch, and say the uid was kept.
+            cmd[1:1] = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
+            self.isolation_note = f"uid kept ({', '.join(blocked)} not reachable by an unprivileged uid)"
+        self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
         child.close()
         self.conn = Connection(os.dup(parent.fileno()))
         parent.close()
+
+    def output_size(self) -> int:
+        try:
+            return os.path.getsize(self.log_path)
+        except OSError:
+            return 0
+
+    def output_since(self, start: int, limit: int = 16384) -> tuple[str, int]:
+        """What the worker printed since byte `start` of its log (the last `limit` bytes), and how much."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                n = f.tell() - start
+                f.seek(max(start, start + n - limit))
+                return f.read().decode("utf-8", errors="replace"), max(0, n)
+        except OSError:
+            return "", 0
 
     def output_tail(self) -> str:
         try:
@@ -121,8 +170,9 @@ class Candidate:
         """Starts the worker and runs the candidate's source; the reply says ok, import_error or
         compile_error. Raises WorkerDied if that itself crashes or hangs."""
         self._spawn()
-        self.init_reply = self._request({"op": "init", "custom_code": self.custom_code,
-                                         "ext_cache": self.ext_cache}, self.init_timeout)
+        self.init_reply = self._request({"op": "init", "custom_code": self.custom_code, "entry": self.entry,
+                                         "ext_cache": self.ext_cache, "guard_seed": self.guard_seed,
+                                         "guard_library": self.guard_library}, self.init_timeout)
         return self.init_reply
 
     def ensure(self):
@@ -136,7 +186,12 @@ class Candidate:
             self._request(b, max(self.call_timeout, self.init_timeout))
 
     def build(self, slot: str, init_inputs: list, seed: int, eval_mode: bool = True) -> dict:
-        req = {"op": "build", "slot": slot, "init_inputs": init_inputs, "seed": seed, "eval": eval_mode}
+        return self.build_with(slot, {"init_inputs": init_inputs, "seed": seed, "eval": eval_mode})
+
+    def build_with(self, slot: str, fields: dict) -> dict:
+        """Builds ModelNew (or binds a plain function) in `slot`; a successful build is replayed after
+        every restart of the worker."""
+        req = {"op": "build", "slot": slot, **fields}
         self.ensure()
         # The init timeout, not the call timeout: many candidates compile their extension in ModelNew's
         # __init__ (load_inline there), which the compile phase cannot reach without the task's init inputs.
@@ -144,6 +199,13 @@ class Candidate:
         if reply.get("status") == "ok":
             self.builds[slot] = req
         return reply
+
+    def request(self, msg: dict, timeout: float | None = None) -> dict:
+        """One request of the engine's protocol (alloc, write, read, guards, release, ecall); the worker
+        must be alive (a dead one is restarted by ensure(), which the target calls in reset())."""
+        if not self.alive():
+            raise WorkerDied("crash", "the worker is not running", self.output_tail())
+        return self._request(msg, timeout or self.call_timeout)
 
     def call(self, slot: str, inputs: list, **opts) -> dict:
         self.ensure()
@@ -163,3 +225,4 @@ class Candidate:
             except (OSError, EOFError):
                 pass
         self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -23,7 +23,7 @@ def set_seed(seed: int):
 
 
 def is_tensor(x) -> bool:
-    return isinstance(x, np.ndarray)
+    return isinstance(x, (np.ndarray, np.generic))
 
 
 def to_numpy(x) -> np.ndarray:
@@ -126,7 +126,9 @@ def run(model, inputs, precision: str):
 
 
 def flatten_outputs(out) -> list:
-    return list(out) if isinstance(out, (tuple, list)) else [out]
+    """The outputs as a list; a numpy scalar (what a full reduction returns) as the 0-dim array it is."""
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [np.asarray(o) if isinstance(o, np.generic) else o for o in outs]
 
 
 def describe_output(x) -> dict:
@@ -168,12 +170,6 @@ class Placed:
             self.buffers.append(buf); self.patterns.append(pat); self.payload.append(nbytes)
             self.views.append(view)
 
-    def write(self, arrays):
-        """New values into the same buffers (the freshness gate's B-in-A's-buffers)."""
-        for v, a in zip(self.views, arrays):
-            if isinstance(v, np.ndarray) and isinstance(a, np.ndarray):
-                v[...] = a
-
     def guards(self) -> list:
         out = []
         for i, (buf, pat, n) in enumerate(zip(self.buffers, self.patterns, self.payload)):
@@ -183,16 +179,10 @@ class Placed:
                     out.append({"input": i, **v})
         return out
 
-    def read_back(self) -> list:
-        return [np.array(v, copy=True) if isinstance(v, np.ndarray) else None for v in self.views]
 
 
 def poison_allocator(pattern: int, sizes: list[int]) -> bool:
     return False  # numpy's allocator is malloc: nothing to poison deterministically
-
-
-def staged_call(fn, placed: Placed):
-    raise NotImplementedError("numpy has no streams")
 
 
 def healthy() -> bool:
@@ -200,3 +190,140 @@ def healthy() -> bool:
 
 
 CAPABILITIES = {"poison": False, "stream": False, "tf32": False, "f16": True}
+
+
+# ---- worker side: the engine's guarded buffers ------------------------------------------------------------
+
+_KGATE_DTYPES = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64,
+                 "bool": np.bool_}
+
+
+def kgate_dtype(name: str):
+    if name not in _KGATE_DTYPES:
+        raise TypeError(f"numpy has no dtype for kgate's {name}")
+    return np.dtype(_KGATE_DTYPES[name])
+
+
+class Buffers:
+    """The engine's buffers (Target::alloc) in the worker: [guard | payload | guard] host arrays, guards a
+    pattern drawn from the guard seed and the buffer's id. The driver names them by id only."""
+
+    def __init__(self, guard_seed: int):
+        self.guard_seed = guard_seed
+        self.bufs: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self.next = 1
+
+    def alloc(self, n: int) -> int:
+        bid, self.next = self.next, self.next + 1
+        g = L.GUARD_BYTES
+        pat = L.guard_pattern(self.guard_seed, bid, 2 * g)
+        buf = np.empty(2 * g + n, np.uint8)
+        buf[:g], buf[g + n:] = pat[:g], pat[g:]
+        self.bufs[bid] = (buf, pat, n)
+        return bid
+
+    def release(self, bid: int):
+        self.bufs.pop(bid, None)
+
+    def write(self, bid: int, off: int, data: bytes):
+        buf, _, n = self.bufs[bid]
+        if off + len(data) > n:
+            raise IndexError(f"write of {len(data)} bytes at {off} past the end of buffer {bid} ({n} bytes)")
+        g = L.GUARD_BYTES
+        buf[g + off:g + off + len(data)] = np.frombuffer(data, np.uint8)
+
+    def read(self, bid: int, off: int, k: int) -> bytes:
+        buf, _, n = self.bufs[bid]
+        g = L.GUARD_BYTES
+        return buf[g + off:g + off + k].tobytes()
+
+    def guards(self, bid: int):
+        buf, pat, n = self.bufs[bid]
+        return L.first_guard_violation(buf, pat, n)
+
+    def view(self, bid: int, dtype: str, shape, strides, offset: int):
+        buf, _, n = self.bufs[bid]
+        dt = kgate_dtype(dtype)
+        base = buf[L.GUARD_BYTES:L.GUARD_BYTES + n]
+        return np.lib.stride_tricks.as_strided(base[offset * dt.itemsize:].view(dt), shape=tuple(shape),
+                                               strides=tuple(s * dt.itemsize for s in strides))
+
+    def fill(self, arg, pattern: bytes):
+        v = self.view(*arg)
+        if v.size and pattern:
+            one = (pattern * (v.itemsize // len(pattern) + 1))[:v.itemsize]
+            v[...] = np.frombuffer(one, dtype=v.dtype)[0]
+
+    def dense_bytes(self, arg) -> bytes:
+        return np.ascontiguousarray(self.view(*arg)).tobytes()
+
+
+def store_output(view, got) -> str | None:
+    """Copies a returned array into the engine's output view; the reason it cannot, or None."""
+    if not isinstance(got, np.ndarray):
+        return f"returned {type(got).__name__}, not an ndarray"
+    if tuple(got.shape) != tuple(view.shape):
+        return f"returned shape {tuple(got.shape)}, the contract says {tuple(view.shape)}"
+    if got.dtype != view.dtype:
+        return f"returned dtype {got.dtype}, the contract says {view.dtype}"
+    view[...] = got
+    return None
+
+
+def set_allocator_poison(pattern: bytes) -> bool:
+    return False  # numpy's arrays come from malloc: nothing kgate can poison; returned arrays are copied whole
+
+
+def allocator_violations() -> list:
+    return []  # numpy code cannot write outside an array without ctypes; inputs' guards still catch that
+
+
+def concurrent(one, n: int):
+    """Invocations in flight together: one host thread each, started together (the CPU stream gate)."""
+    import threading
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# ---- driver side: what the contract is derived from ---------------------------------------------------------
+
+_NAMES = {np.dtype(v): k for k, v in _KGATE_DTYPES.items()}
+
+
+def dtype_name(x) -> str | None:
+    """kgate's name for an array's dtype, or None when kgate has none (uint8, complex, ...)."""
+    return _NAMES.get(np.dtype(x.dtype))
+
+
+def probe(task, init_seed: int):
+    """get_inputs() and one Model forward at the task's binding: [(kind, dtype, shape) | ("value", v)] for
+    the inputs and [(dtype, shape)] for the outputs."""
+    set_seed(init_seed)
+    model = build(task.Model, prepare_init_inputs(task.get_init_inputs()), init_seed)
+    set_seed(init_seed)
+    xs = list(task.get_inputs())
+    ins = [("tensor", dtype_name(x), tuple(x.shape)) if is_tensor(x) else ("value", x) for x in xs]
+    outs = [(dtype_name(o) if is_tensor(o) else None, tuple(getattr(o, "shape", ()))) for o in
+            flatten_outputs(_forward(model)(*xs))]
+    return ins, outs
+
+
+def host_input(x):
+    """An input as the engine's HostArray (a copy)."""
+    from .. import _core
+    return _core.HostArray.from_array(np.array(x, order="C", copy=True))  # keeps 0-dim arrays 0-dim
+
+
+def from_host(h):
+    return np.array(np.from_dlpack(h), copy=True)
+
+
+def result_to_host(x, want_f64: bool):
+    from .. import _core
+    a = np.asarray(x)
+    if want_f64 and a.dtype.kind == "f":
+        a = a.astype(np.float64)
+    return _core.HostArray.from_array(np.array(a, order="C", copy=True))  # keeps 0-dim arrays 0-dim

@@ -257,12 +257,6 @@ class Placed:
             self.views.append(view)
         sync()
 
-    def write(self, arrays):
-        for v, a in zip(self.views, arrays):
-            if isinstance(v, torch.Tensor) and isinstance(a, np.ndarray):
-                v.copy_(torch.from_numpy(np.ascontiguousarray(a)).to(DEVICE))
-        sync()
-
     def guards(self) -> list:
         sync()
         out = []
@@ -274,9 +268,6 @@ class Placed:
                     out.append({"input": i, **v})
         return out
 
-    def read_back(self) -> list:
-        sync()
-        return [to_numpy(v) if isinstance(v, torch.Tensor) else None for v in self.views]
 
 
 def poison_allocator(pattern: int, sizes: list[int]) -> bool:
@@ -297,34 +288,6 @@ def poison_allocator(pattern: int, sizes: list[int]) -> bool:
     return True
 
 
-def staged_call(fn, placed: Placed):
-    """The stream gate's call: the inputs hold garbage until a long kernel on the caller's non-blocking
-    stream has run and then written their values; the call is made on that stream; outputs are copied out
-    on it as soon as it completes. A candidate that ignores the current stream reads garbage or is cut."""
-    views = [v for v in placed.views if isinstance(v, torch.Tensor)]
-    sources = [v.clone() for v in views]
-    for v in views:
-        if v.is_floating_point():
-            v.fill_(float("nan"))
-        elif v.dtype == torch.bool:
-            v.fill_(True)
-        else:
-            v.fill_(-1)
-    sync()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(200_000_000)  # about 0.1 s on an H200 at its boost clock
-        for v, src in zip(views, sources):
-            v.copy_(src, non_blocking=True)
-        out = fn(*placed.views)
-        done = s.record_event()
-    done.synchronize()
-    with torch.cuda.stream(s):
-        host = [describe_output(o) | ({"array": to_numpy(o)} if isinstance(o, torch.Tensor) else {})
-                for o in flatten_outputs(out)]
-    return host
-
-
 def healthy() -> bool:
     """False once the CUDA context is unusable (a sticky error such as an illegal address)."""
     if DEVICE.type != "cuda":
@@ -334,3 +297,237 @@ def healthy() -> bool:
         return float(torch.ones(1, device=DEVICE).add_(1).item()) == 2.0
     except Exception:  # noqa: BLE001
         return False
+
+
+# ---- worker side: the engine's guarded buffers ------------------------------------------------------------
+
+_KGATE_DTYPES = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                 "i32": torch.int32, "i64": torch.int64, "bool": torch.bool}
+
+
+def kgate_dtype(name: str):
+    return _KGATE_DTYPES[name]
+
+
+class Buffers:
+    """The engine's buffers (Target::alloc) on the device: [guard | payload | guard] uint8 tensors, guards
+    a pattern drawn from the guard seed and the buffer's id. The driver names them by id only."""
+
+    def __init__(self, guard_seed: int):
+        self.guard_seed = guard_seed
+        self.bufs: dict[int, tuple[torch.Tensor, np.ndarray, int]] = {}
+        self.next = 1
+
+    def alloc(self, n: int) -> int:
+        bid, self.next = self.next, self.next + 1
+        g = L.GUARD_BYTES
+        pat = L.guard_pattern(self.guard_seed, bid, 2 * g)
+        if _guard is not None:
+            _guard.kgate_guard_set_owner(0)  # kgate's own buffer: guarded here, not by the allocator
+        try:
+            buf = torch.empty(2 * g + n, dtype=torch.uint8, device=DEVICE)
+            pat_t = torch.from_numpy(pat).to(DEVICE)
+        finally:
+            if _guard is not None:
+                _guard.kgate_guard_set_owner(1)
+        buf[:g] = pat_t[:g]
+        buf[g + n:] = pat_t[g:]
+        self.bufs[bid] = (buf, pat, n)
+        return bid
+
+    def release(self, bid: int):
+        self.bufs.pop(bid, None)
+
+    def write(self, bid: int, off: int, data: bytes):
+        buf, _, n = self.bufs[bid]
+        if off + len(data) > n:
+            raise IndexError(f"write of {len(data)} bytes at {off} past the end of buffer {bid} ({n} bytes)")
+        g = L.GUARD_BYTES
+        if data:
+            src = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            buf[g + off:g + off + len(data)].copy_(src)
+        sync()
+
+    def read(self, bid: int, off: int, k: int) -> bytes:
+        buf, _, n = self.bufs[bid]
+        g = L.GUARD_BYTES
+        sync()
+        return buf[g + off:g + off + k].cpu().numpy().tobytes()
+
+    def guards(self, bid: int):
+        buf, pat, n = self.bufs[bid]
+        g = L.GUARD_BYTES
+        sync()
+        host = np.concatenate([buf[:g].cpu().numpy(), np.zeros(n, np.uint8), buf[g + n:].cpu().numpy()])
+        return L.first_guard_violation(host, pat, n)
+
+    def view(self, bid: int, dtype: str, shape, strides, offset: int):
+        buf, _, n = self.bufs[bid]
+        dt = kgate_dtype(dtype)
+        base = buf[L.GUARD_BYTES:L.GUARD_BYTES + n].view(dt)
+        return torch.as_strided(base, tuple(shape), tuple(strides), base.storage_offset() + offset)
+
+    def fill(self, arg, pattern: bytes):
+        v = self.view(*arg)
+        if v.numel() and pattern:
+            item = v.element_size()
+            one = (pattern * (item // len(pattern) + 1))[:item]
+            value = torch.frombuffer(bytearray(one), dtype=v.dtype)[0].item()
+            v.fill_(value)
+
+    def dense_bytes(self, arg) -> bytes:
+        v = self.view(*arg).contiguous()
+        sync()
+        return v.reshape(-1).view(torch.uint8).cpu().numpy().tobytes() if v.numel() else b""
+
+
+def store_output(view, got) -> str | None:
+    """Copies a returned tensor into the engine's output view; the reason it cannot, or None."""
+    if not isinstance(got, torch.Tensor):
+        return f"returned {type(got).__name__}, not a tensor"
+    if tuple(got.shape) != tuple(view.shape):
+        return f"returned shape {tuple(got.shape)}, the contract says {tuple(view.shape)}"
+    if got.dtype != view.dtype:
+        return f"returned dtype {str(got.dtype).replace('torch.', '')}, the contract says " \
+               f"{str(view.dtype).replace('torch.', '')}"
+    if got.device != view.device:
+        return f"returned a tensor on {got.device}, expected {view.device}"
+    view.copy_(got)
+    return None
+
+
+# The guard allocator (kernelbench/guard_alloc): every allocation the candidate makes sits between seeded
+# guard zones and starts filled with the current poison. Installed by install_guard_allocator() before any
+# CUDA memory is taken; absent (no library, or no CUDA), outputs are poisoned through the caching allocator
+# instead (poison_allocator) and out-of-bounds writes into the candidate's own memory go unseen.
+_guard = None
+
+
+def install_guard_allocator(library: str | None, seed: int) -> str:
+    global _guard
+    if DEVICE.type != "cuda" or not library:
+        return "no guard allocator (" + ("no CUDA device" if DEVICE.type != "cuda" else "library not built") + ")"
+    import ctypes
+    lib = ctypes.CDLL(library)
+    lib.kgate_guard_set_seed.argtypes = [ctypes.c_uint64]
+    lib.kgate_guard_set_poison.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.kgate_guard_check.restype = ctypes.c_int
+    lib.kgate_guard_check.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.kgate_guard_set_owner.argtypes = [ctypes.c_int]
+    lib.kgate_guard_set_seed(seed)
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(library, "kgate_guard_malloc", "kgate_guard_free")
+    torch.cuda.memory.change_current_allocator(alloc)
+    _guard = lib
+    return f"guard allocator {library}"
+
+
+def set_allocator_poison(pattern: bytes) -> bool:
+    if _guard is None:
+        return False
+    _guard.kgate_guard_set_poison(bytes(pattern), len(pattern))
+    return True
+
+
+def allocator_violations() -> list:
+    """Every guard zone of the candidate's live (and freed since the last check) allocations that no longer
+    holds its pattern: [{"region": text, "offset", "expected", "found"}]."""
+    if _guard is None:
+        return []
+    import ctypes
+    sync()
+    buf = ctypes.create_string_buffer(16384)
+    n = _guard.kgate_guard_check(buf, len(buf))
+    out = []
+    for line in buf.value.decode(errors="replace").splitlines()[:max(0, n)]:
+        region, offset, expected, found = line.rsplit(" ", 3)
+        out.append({"region": region, "offset": int(offset), "expected": int(expected), "found": int(found)})
+    return out
+
+
+def concurrent(one, n: int):
+    """Invocations in flight together: each issued on its own non-blocking stream, none waited for before
+    the last is issued (the caller synchronises)."""
+    if DEVICE.type != "cuda":
+        for k in range(n):
+            one(k)
+        return
+    for k in range(n):
+        with torch.cuda.stream(torch.cuda.Stream()):
+            one(k)
+
+
+def staged_invocations(one, views_per_invocation):
+    """The stream gate's staged call: every input holds garbage until a long kernel on the caller's
+    non-blocking stream has run and then copied its values in; the candidate is called on that stream and
+    its outputs are copied into the engine's buffers on it. A candidate that ignores the current stream
+    reads garbage."""
+    saved = [[v.clone() for v in vs] for vs in views_per_invocation]
+    for vs in views_per_invocation:
+        for v in vs:
+            if v.is_floating_point():
+                v.fill_(float("nan"))
+            elif v.dtype == torch.bool:
+                v.fill_(True)
+            else:
+                v.fill_(-1)
+    sync()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s on an H200 at its boost clock
+        for vs, srcs in zip(views_per_invocation, saved):
+            for v, src in zip(vs, srcs):
+                v.copy_(src, non_blocking=True)
+        for k in range(len(views_per_invocation)):
+            one(k)
+        done = s.record_event()
+    done.synchronize()
+
+
+# ---- driver side: what the contract is derived from ---------------------------------------------------------
+
+_NAMES = {v: k for k, v in _KGATE_DTYPES.items()}
+
+
+def dtype_name(x) -> str | None:
+    """kgate's name for a tensor's dtype, or None when kgate has none (uint8, complex, ...)."""
+    return _NAMES.get(x.dtype)
+
+
+def probe(task, init_seed: int):
+    """get_inputs() and one Model forward at the task's binding, on the meta device where the task allows
+    (no memory, no time), on the device otherwise: [("tensor", dtype, shape) | ("value", v)] for the inputs
+    and [(dtype, shape)] for the outputs."""
+    def run(device):
+        with torch.device(device), torch.no_grad():
+            set_seed(init_seed)
+            model = task.Model(*task.get_init_inputs())
+            set_seed(init_seed)
+            xs = list(task.get_inputs())
+            if isinstance(model, torch.nn.Module):
+                model = model.to(device).eval()
+            xs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+            out = flatten_outputs(model(*xs))
+        return ([("tensor", dtype_name(x), tuple(x.shape)) if is_tensor(x) else ("value", x) for x in xs],
+                [(dtype_name(o) if is_tensor(o) else None, tuple(getattr(o, "shape", ()))) for o in out])
+    try:
+        return run("meta")
+    except Exception:  # noqa: BLE001 - an op without a meta kernel: run it for real
+        return run(DEVICE)
+
+
+def host_input(x):
+    """An input as the engine's HostArray (a host copy; bf16 crosses by DLPack as bf16)."""
+    from .. import _core
+    return _core.HostArray.from_array(x.detach().contiguous().cpu())
+
+
+def from_host(h, device=None):
+    return torch.from_dlpack(h).clone().to(device or DEVICE)
+
+
+def result_to_host(x, want_f64: bool):
+    from .. import _core
+    t = x.detach()
+    if want_f64 and t.is_floating_point():
+        t = t.double()
+    return _core.HostArray.from_array(t.contiguous().cpu())

@@ -1,5 +1,7 @@
-"""One row of a corpus, in its own process: the driver side of every gate (references, oracle, comparisons)
-with the candidate in a worker below it. Reads a JSON spec on stdin; writes JSON lines on its stdout (the
+"""One row of a corpus, in its own process: the C++ engine's gates (kgate._core.verify) over the candidate
+in a worker below it (kernelbench/target.py), the task's Model as oracle and references and its
+get_inputs() as the input source (kernelbench/frontend.py), a contract derived from the task
+(kernelbench/derive.py); baseline and public_harness (other harnesses' logic, mirrored) around them. Reads a JSON spec on stdin; writes JSON lines on its stdout (the
 task's and kgate's own prints are moved to stderr, so nothing can forge a record): "gate_start" and "gate" as
 each gate runs, and a final "row" (verify) or "compile" record."""
 from __future__ import annotations
@@ -12,10 +14,8 @@ import time
 import traceback
 
 from .. import seeds
-from ..classify import classify
 
 _out_fd = None
-DEAD_LIMIT = 3
 
 
 def emit(rec: dict):
@@ -38,10 +38,39 @@ def compile_only(spec, fw_name):
           "compile_seconds": round(reply.get("compile_seconds", 0.0), 2)})
 
 
+def _gate_record(g: dict) -> dict:
+    """One gate of the engine's report as a row's gate record: the engine's fields as they are (verdict,
+    summary, error_ratio, evidence, counted, attributed_to, out_of_domain, precision_label, ...), the
+    ratio "inf" as a number."""
+    r = dict(g)
+    if r.get("error_ratio") == "inf":
+        r["error_ratio"] = float("inf")
+    return r
+
+
+def _classification(report: dict) -> str:
+    c = str(report.get("classification", ""))
+    return "broken" if c.startswith("broken") else c
+
+
+def guard_library() -> str | None:
+    """The CUDA guard allocator (kernelbench/guard_alloc), where it was built: KGATE_GUARD_ALLOC, or beside
+    the package's extension."""
+    env = os.environ.get("KGATE_GUARD_ALLOC")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libkgate_guard_alloc.so")
+    return here if os.path.exists(here) else None
+
+
 def verify(spec, fw_name):
+    from .. import _core
     from .client import Candidate, WorkerDied
-    from .context import Context, OracleError
-    from .gates import ORDER, get
+    from .context import Context
+    from .derive import ContractError
+    from .frontend import Frontend, Source
+    from .gates import get
+    from .target import CandidateTarget
     from .task import TaskError
 
     fw = importlib.import_module(f"kgate.kernelbench.fw_{fw_name}")
@@ -51,8 +80,10 @@ def verify(spec, fw_name):
            "level": row.get("level_id"), "task": row.get("task_id"), "seed": f"{seed:016x}", "fw": fw_name,
            "gates": [], "status": "ok", "needs_compile": spec.get("needs_compile", False)}
     t0 = time.monotonic()
-    cand = Candidate(fw_name, row["custom_code"], ext_cache=spec.get("ext_cache"),
-                     call_timeout=spec.get("call_timeout", 60), init_timeout=spec.get("init_timeout", 300))
+    call_timeout = spec.get("call_timeout", 60)
+    cand = Candidate(fw_name, row["custom_code"], ext_cache=spec.get("ext_cache"), call_timeout=call_timeout,
+                     init_timeout=spec.get("init_timeout", 300),
+                     guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=guard_library())
     try:
         try:
             init = cand.start()
@@ -60,52 +91,82 @@ def verify(spec, fw_name):
             init = {"status": "import_error" if d.kind == "crash" else "import_timeout", "message": d.detail}
         rec["import_seconds"] = round(init.get("seconds", 0.0), 2)
         rec["compile_seconds"] = round(init.get("compile_seconds", 0.0), 2)
+        if init.get("guard"):
+            rec["guard_allocator"] = init["guard"]
         if init.get("status") != "ok":
             rec["status"] = init.get("status", "import_error")
             rec["message"] = init.get("message", "")[:2000]
             return rec
         try:
-            ctx = Context(fw, row, seed, cand, tolerance_scale=spec.get("tolerance_scale", 1.0))
-            ctx.reference(ctx.nominal, ctx.inputs(ctx.nominal, "probe"), "f64")
-        except (TaskError, OracleError) as e:
-            rec["status"] = "oracle_error"
-            rec["message"] = str(e)[:2000]
+            fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout)
+            fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
+        except ContractError as e:
+            rec["status"], rec["message"] = "contract_error", str(e)[:2000]
             return rec
-        built = ctx.ensure_built(ctx.nominal)
-        if not built.ok:
-            rec["status"] = "candidate_init_error" if built.died is None else f"candidate_init_{built.died.kind}"
-            rec["message"] = built.why()[:2000]
+        except (TaskError, RuntimeError) as e:
+            rec["status"], rec["message"] = "oracle_error", str(e)[:2000]
             return rec
-        wanted = spec.get("gates") or ORDER
-        dead_run = []  # verdicts of the latest consecutive gates that crashed or timed out
-        for name in [g for g in ORDER if g in wanted]:
-            ctx.current_gate = name
-            emit({"type": "gate_start", "key": spec["key"], "gate": name})
-            if len(dead_run) >= DEAD_LIMIT:
-                # A candidate that dies in every gate would cost a restart per gate; its verdict is known.
-                r = {"gate": name, "verdict": dead_run[-1], "summary": f"not run: the candidate ended as "
-                     f"{dead_run[-1]} in the previous {len(dead_run)} gates"}
-                rec["gates"].append(r)
-                emit({"type": "gate", "key": spec["key"], **r})
-                continue
-            try:
-                r = get(name)(ctx)
-            except Exception as e:  # noqa: BLE001 - a bug of kgate's, reported as ERROR, never a verdict
-                r = {"gate": name, "verdict": "ERROR", "summary": f"{type(e).__name__}: {e}"[:500],
-                     "traceback": traceback.format_exc()[-3000:]}
-            if r.get("verdict") in ("CRASH", "TIMEOUT"):
-                r["output"] = cand.output_tail()[-2000:]
-                dead_run.append(r["verdict"])
-            elif r.get("verdict") not in ("SKIP",):
-                dead_run = []
+        rec["contract"] = fe.derived.toml
+        target = CandidateTarget(cand, fe, describe=f"ModelNew ({fw_name}, worker)",
+                                 device=2 if fw_name == "torch" and getattr(fw, "DEVICE", None) is not None
+                                 and fw.DEVICE.type == "cuda" else 1)
+        built = cand.build_with(fe.slot(fe.nominal), fe.build_request(fe.nominal))
+        if built.get("status") != "ok":
+            rec["status"] = "candidate_init_error"
+            rec["message"] = built.get("message", "")[:2000]
+            return rec
+        target.built.add(fe.slot(fe.nominal))
+        wanted = spec.get("gates") or []
+        ctx = Context(fw, row, seed, cand, fe)
+        if not wanted or "baseline" in wanted:
+            emit({"type": "gate_start", "key": spec["key"], "gate": "baseline"})
+            r = _run_python_gate(get("baseline"), ctx, "baseline", cand)
+            rec["gates"].append(r)
+            emit({"type": "gate", "key": spec["key"], **r})
+        engine_gates = [g for g in _core.list_gates() if not wanted or g in wanted]
+        engine_gates = [g for g in engine_gates if g != "baseline"]
+        if engine_gates:
+            order = list(engine_gates)
+            emit({"type": "gate_start", "key": spec["key"], "gate": order[0]})
+
+            def on_result(text):
+                g = _gate_record(json.loads(text))
+                emit({"type": "gate", "key": spec["key"], **g})
+                nxt = order.index(g["gate"]) + 1 if g.get("gate") in order else len(order)
+                if nxt < len(order):
+                    emit({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
+
+            report = json.loads(_core.verify(fe.derived.toml, f"<derived: {spec['key']}>", target, fe.oracle,
+                                             seed=seed, gates=engine_gates,
+                                             tolerance_scale=spec.get("tolerance_scale", 1.0), source=Source(fe),
+                                             reference_runs=fe.reference_runs, on_result=on_result))
+            rec["gates"].extend(_gate_record(g) for g in report.get("gates", []) if g.get("gate") != "baseline")
+            rec["classification"] = _classification(report)
+            rec["broken_reasons"] = report.get("broken_reasons", [])
+            rec["engine"] = {k: report.get(k) for k in ("schema", "kgate_version", "exit_code", "seed_str")}
+        if not wanted or "public_harness" in wanted:
+            emit({"type": "gate_start", "key": spec["key"], "gate": "public_harness"})
+            r = _run_python_gate(get("public_harness"), ctx, "public_harness", cand)
             rec["gates"].append(r)
             emit({"type": "gate", "key": spec["key"], **r})
         rec["worker_restarts"] = cand.restarts
-        rec["calls"] = ctx.calls
+        rec["calls"] = target.calls
     finally:
         cand.close()
         rec["seconds"] = round(time.monotonic() - t0, 2)
     return rec
+
+
+def _run_python_gate(fn, ctx, name, cand):
+    """baseline and public_harness: the other harnesses' logic, mirrored in Python on purpose."""
+    try:
+        r = fn(ctx)
+    except Exception as e:  # noqa: BLE001 - a bug of kgate's, reported as ERROR, never a verdict
+        r = {"gate": name, "verdict": "ERROR", "summary": f"{type(e).__name__}: {e}"[:500],
+             "traceback": traceback.format_exc()[-3000:]}
+    if r.get("verdict") in ("CRASH", "TIMEOUT"):
+        r["output"] = cand.output_tail()[-2000:]
+    return r
 
 
 def main():
@@ -119,7 +180,10 @@ def main():
         compile_only(spec, fw_name)
         return
     rec = verify(spec, fw_name)
-    rec["classification"] = classify(rec["gates"]) if rec["status"] == "ok" else rec["status"]
+    if rec["status"] != "ok":
+        rec["classification"] = rec["status"]
+    elif "classification" not in rec:  # no engine gate was asked for: baseline alone classifies nothing
+        rec["classification"] = "clean"
     emit(rec)
 
 

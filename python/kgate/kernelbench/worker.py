@@ -1,9 +1,13 @@
 """The candidate's worker process: holds ModelNew and nothing else.
 
 It never receives oracle outputs, expected values, the row's seed or the results file's path: only the
-candidate's source, init inputs, and the inputs of each call. It answers each request with what the candidate
-returned (as host arrays) plus the input guards it was asked to report. Run as
-`python -m kgate.kernelbench.worker FD`, FD a socket speaking multiprocessing.connection's framing.
+candidate's source, init inputs, and the inputs of each call. Two ways to call it:
+- the engine's (kgate._core.Target, kernelbench/target.py): buffers the driver allocates, writes and reads
+  by id (`alloc`, `write`, `read`, `guards`, `release`), each between seeded guard zones; `ecall` calls the
+  candidate on views of them and copies what it returns into the output buffers (returning convention) or
+  lets it write them (destination-passing, `fn(inputs, outputs)`);
+- baseline's (`call`): host arrays in, the candidate's outputs out, as the producer's test sees them.
+Run as `python -m kgate.kernelbench.worker FD`, FD a socket speaking multiprocessing.connection's framing.
 """
 from __future__ import annotations
 
@@ -30,12 +34,18 @@ class Worker:
         self.ns: dict | None = None
         self.models: dict = {}
         self.placed = None
+        self.buffers = None
+        self.conventions: dict = {}
 
     # -- requests --------------------------------------------------------------------------------------
     def init(self, msg):
         if self.fw.NAME == "torch" and msg.get("ext_cache"):
             from . import extcache
             extcache.install(msg["ext_cache"])
+        self.buffers = self.fw.Buffers(msg.get("guard_seed", 0))
+        guard_note = ""
+        if self.fw.NAME == "torch":  # before the candidate's module can take any CUDA memory
+            guard_note = self.fw.install_guard_allocator(msg.get("guard_library"), msg.get("guard_seed", 0))
         t0 = time.monotonic()
         try:
             ns = exec_module(msg["custom_code"], "kgate_candidate", "<candidate>")
@@ -46,16 +56,22 @@ class Worker:
             kind = "compile_error" if any(h in text for h in _COMPILE_HINTS) else "import_error"
             return {"status": kind, "message": f"{type(e).__name__}: {e}"[:2000], "traceback": text}
         seconds = time.monotonic() - t0
-        if "ModelNew" not in ns or not callable(ns["ModelNew"]):
-            return {"status": "import_error", "message": "the candidate defines no callable ModelNew"}
+        entry = msg.get("entry", "ModelNew")
+        if entry not in ns or not callable(ns[entry]):
+            return {"status": "import_error", "message": f"the candidate defines no callable {entry}"}
         self.ns = ns
         compile_s = 0.0
         if self.fw.NAME == "torch":
             from . import extcache
             compile_s = extcache.stats["compile_seconds"]
-        return {"status": "ok", "seconds": seconds, "compile_seconds": compile_s}
+        return {"status": "ok", "seconds": seconds, "compile_seconds": compile_s, "guard": guard_note}
 
     def build(self, msg):
+        if msg.get("function"):  # a plain function, called as it is (kgate.target.WorkerTarget)
+            self.models[msg["slot"]] = self.ns[msg["function"]]
+            self.conventions[msg["slot"]] = msg.get("convention", "returning")
+            return {"status": "ok"}
+        self.conventions[msg["slot"]] = "returning"
         init = self.fw.prepare_init_inputs(_from_wire(self.fw, msg["init_inputs"]))
         try:
             self.models[msg["slot"]] = self.fw.build(self.ns["ModelNew"], init, msg["seed"],
@@ -65,18 +81,10 @@ class Worker:
         return {"status": "ok"}
 
     def call(self, msg):
+        """baseline's call: the inputs in guarded buffers, the candidate's outputs back as host arrays."""
         fw = self.fw
         model = self.models[msg["slot"]]
-        inputs = msg["inputs"]
-        if msg.get("reuse") and self.placed is not None:
-            self.placed.write(inputs)
-        else:
-            self.placed = None
-            if msg.get("shift"):  # a throwaway allocation so fresh buffers land at other addresses
-                self._shift = fw.Placed([i for i in inputs if hasattr(i, "dtype")], "dense", 1)
-            self.placed = fw.Placed(inputs, msg.get("layout", "dense"), msg.get("guard_seed", 0))
-        if msg.get("poison") is not None:
-            fw.poison_allocator(msg["poison"], msg.get("poison_sizes", []))
+        self.placed = fw.Placed(msg["inputs"], "dense", msg.get("guard_seed", 0))
         if msg.get("seed") is not None:
             fw.set_seed(msg["seed"])
         if msg.get("eval") and hasattr(model, "eval"):
@@ -84,30 +92,121 @@ class Worker:
         t0 = time.monotonic()
         try:
             with fw.no_grad():
-                if msg.get("stream") == "staged":
-                    outs = fw.staged_call(model, self.placed)
-                else:
-                    out = model(*self.placed.views)
-                    fw.sync()
-                    outs = [fw.describe_output(o) | ({"array": fw.output_to_numpy(o)} if fw.is_tensor(o) else {})
-                            for o in fw.flatten_outputs(out)]
-                    if not isinstance(out, (tuple, list)):
-                        outs[0]["single"] = True
+                out = model(*self.placed.views)
+                fw.sync()
+                outs = [fw.describe_output(o) | ({"array": fw.output_to_numpy(o)} if fw.is_tensor(o) else {})
+                        for o in fw.flatten_outputs(out)]
+                if not isinstance(out, (tuple, list)):
+                    outs[0]["single"] = True
         except BaseException as e:  # noqa: BLE001
             seconds = time.monotonic() - t0
             ok = fw.healthy()
             return {"status": "raised" if ok else "cuda_error", "message": f"{type(e).__name__}: {e}"[:2000],
                     "traceback": _short_tb(), "seconds": seconds, "fatal": not ok}
-        seconds = time.monotonic() - t0
-        reply = {"status": "ok", "outputs": outs, "seconds": seconds, "guards": self.placed.guards()}
-        if msg.get("return_inputs"):
-            reply["inputs_after"] = self.placed.read_back()
-        return reply
+        return {"status": "ok", "outputs": outs, "seconds": time.monotonic() - t0, "guards": self.placed.guards()}
+
+    # -- the engine's buffers (Target::alloc, write, read, check_guards, release) -------------------------
+    def alloc(self, msg):
+        return {"status": "ok", "id": self.buffers.alloc(int(msg["bytes"]))}
+
+    def release(self, msg):
+        self.buffers.release(int(msg["id"]))
+        return {"status": "ok"}
+
+    def write(self, msg):
+        self.buffers.write(int(msg["id"]), int(msg["offset"]), msg["data"])
+        return {"status": "ok"}
+
+    def read(self, msg):
+        return {"status": "ok", "data": self.buffers.read(int(msg["id"]), int(msg["offset"]), int(msg["bytes"]))}
+
+    def guards(self, msg):
+        return {"status": "ok", "violation": self.buffers.guards(int(msg["id"]))}
+
+    def ecall(self, msg):
+        """One CallRequest: every invocation (in flight together where the framework can), then each
+        output gathered dense from its buffer, then the guards of the candidate's own allocations."""
+        fw, bufs = self.fw, self.buffers
+        fn = self.models[msg["slot"]]
+        convention = self.conventions.get(msg["slot"], "returning")
+        codes = msg["codes"]
+        poison = msg.get("poison") or b""
+        invs = msg["invocations"]
+        if poison:
+            for inv in invs:
+                for a in inv["outputs"]:
+                    bufs.fill(a, poison)
+            if not fw.set_allocator_poison(poison):
+                fw.poison_allocator(poison[0], [_nbytes(fw, a) for inv in invs for a in inv["outputs"]])
+        if msg.get("eval") and hasattr(fn, "eval"):
+            fn.eval()
+        fw.sync()
+        t0 = time.monotonic()
+        results = [None] * len(invs)
+        stream = msg.get("stream", "own_stream")
+
+        def one(k):
+            inv = invs[k]
+            xs = [bufs.view(*a) for a in inv["inputs"]]
+            ys = [bufs.view(*a) for a in inv["outputs"]]
+            args = [xs[v] if kind == "tensor" else v for kind, v in inv.get("args") or [("tensor", i) for i in range(len(xs))]]
+            started = time.monotonic() - t0
+            try:
+                with fw.no_grad():
+                    if convention == "destination":
+                        status = int(fn(xs, ys) or 0)
+                        message = ""
+                    else:
+                        out = fn(*args)
+                        got = fw.flatten_outputs(out)
+                        status, message = codes["ok"], ""
+                        if len(got) != len(ys):
+                            status, message = codes["error"], f"returned {len(got)} outputs, the contract has {len(ys)}"
+                        else:
+                            for i, (y, g) in enumerate(zip(ys, got)):
+                                why = fw.store_output(y, g)
+                                if why:
+                                    status, message = codes["error"], f"output {i}: {why}"
+                                    break
+            except BaseException as e:  # noqa: BLE001 - the candidate's exception is its refusal
+                if not fw.healthy():
+                    raise
+                status, message = codes["refused"], f"{type(e).__name__}: {e}"[:2000]
+            results[k] = {"status": status, "message": message, "started": started,
+                          "finished": time.monotonic() - t0}
+
+        try:
+            if stream == "staged_inputs" and fw.NAME == "torch" and fw.DEVICE.type == "cuda":
+                fw.staged_invocations(one, [[bufs.view(*a) for a in inv["inputs"]] for inv in invs])
+            elif len(invs) > 1:
+                fw.concurrent(one, len(invs))
+            else:
+                one(0)
+            fw.sync()
+        except BaseException as e:  # noqa: BLE001 - the process's device state is gone: a crash
+            return {"status": "cuda_error", "message": f"{type(e).__name__}: {e}"[:2000], "fatal": True}
+        for inv, r in zip(invs, results):
+            r["outputs"] = [bufs.dense_bytes(a) for a in inv["outputs"]]
+        touched = dict.fromkeys(a[0] for inv in invs for a in inv["inputs"] + inv["outputs"])
+        guards = []
+        for bid in touched:  # the first violation of every buffer the call touched (CallResult::guards)
+            v = bufs.guards(bid)
+            if v:
+                guards.append({"buffer": bid, **v})
+        return {"status": "ok", "results": results, "seconds": time.monotonic() - t0, "guards": guards,
+                "allocator_guards": fw.allocator_violations()}
 
     def harness(self, msg):
         from . import harness
         return harness.run_in_process(self.fw, msg["ref_code"], msg["custom_code"], msg["mode"],
                                       msg.get("trials", 5))
+
+
+def _nbytes(fw, arg) -> int:
+    n = 1
+    for e in arg[2]:
+        n *= int(e)
+    return n * {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "bool": 1}[arg[1]]
 
 
 def _from_wire(fw, values):

@@ -91,6 +91,44 @@ def get_inputs():
 def get_init_inputs():
     return []
 ''',
+    "sum_all": _BASE + '''
+    def __init__(self):
+        pass
+
+    def forward(self, x):
+        return np.asarray(x.sum(dtype=np.float32), dtype=np.float32)
+
+
+batch_size = 256
+length = 4096
+
+
+def get_inputs():
+    return [np.random.randn(batch_size, length).astype(np.float32)]
+
+
+def get_init_inputs():
+    return []
+''',
+    "softsign": _BASE + '''
+    def __init__(self):
+        pass
+
+    def forward(self, x):
+        return x / (1 + np.abs(x))
+
+
+batch_size = 16
+dim = 256
+
+
+def get_inputs():
+    return [np.random.randn(batch_size, dim).astype(np.float32)]
+
+
+def get_init_inputs():
+    return []
+''',
 }
 
 CANDIDATE_BASE = '''import numpy as np

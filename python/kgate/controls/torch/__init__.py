@@ -103,6 +103,44 @@ def get_inputs():
 def get_init_inputs():
     return []
 ''',
+    "sum_all": _HEAD + '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.sum()
+
+
+batch_size = 256
+length = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, length)]
+
+
+def get_init_inputs():
+    return []
+''',
+    "softsign": _HEAD + '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x / (1 + torch.abs(x))
+
+
+batch_size = 64
+dim = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+''',
 }
 
 CANDIDATE_HEAD = _HEAD

@@ -1,0 +1,186 @@
+// kgate's guard allocator: a CUDA allocator for torch.cuda.memory.CUDAPluggableAllocator that puts every
+// allocation of the candidate's worker between two guard zones of seeded bytes, fills fresh memory with the
+// current poison, and checks the guards when memory is freed and whenever the worker asks (after every
+// call). It is how the bounds gate sees writes past the end of memory the candidate allocated itself
+// (outputs, scratch) and how the coverage gate sees output elements the candidate never wrote.
+//
+// Layout of one allocation: [front guard | payload (size bytes) | back guard]. The payload starts kAlign-
+// aligned (as cudaMalloc's would); the back guard starts right at payload + size, so a write one element
+// past the end lands in it. Guards are a pure function of (seed, allocation number, byte index).
+//
+// C entry points (ctypes and torch load this library by name):
+//   void* kgate_guard_malloc(ssize_t size, int device, cudaStream_t stream)
+//   void  kgate_guard_free(void* ptr, ssize_t size, int device, cudaStream_t stream)
+//   void  kgate_guard_set_seed(uint64_t seed)
+//   void  kgate_guard_set_poison(const char* bytes, size_t n)    // n == 0: fresh memory left as it is
+//   void  kgate_guard_set_owner(int candidate)                     // 0: kgate's own buffers (not checked)
+//   int   kgate_guard_check(char* out, size_t cap)                 // lines "REGION OFFSET EXPECTED FOUND"
+#include <cuda_runtime.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kGuard = 512;  // bytes on each side
+constexpr std::size_t kAlign = 256;
+
+struct Block {
+  char* base = nullptr;       // what cudaMalloc returned
+  std::size_t size = 0;       // payload bytes the caller asked for
+  std::uint64_t number = 0;   // allocation number, for the pattern and the region text
+  bool candidate = true;      // allocated on the candidate's behalf (checked) or kgate's own buffer
+};
+
+struct Violation {
+  std::string region;
+  std::int64_t offset;  // bytes from the payload's start: negative before it, >= size after it
+  unsigned expected, found;
+};
+
+std::mutex mu;
+std::unordered_map<void*, Block> live;
+std::vector<Violation> pending;  // found at free, reported at the next check
+std::uint64_t seed = 0x6B67617465ull, next_number = 1;
+std::vector<unsigned char> poison;
+bool owner_candidate = true;
+
+std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The guard bytes of one allocation: front kGuard bytes then back kGuard bytes.
+std::vector<unsigned char> pattern(std::uint64_t number) {
+  std::vector<unsigned char> p(2 * kGuard);
+  for (std::size_t i = 0; i < p.size(); i += 8) {
+    const std::uint64_t w = mix64(seed ^ mix64(number * 0x100000001B3ull + i));
+    std::memcpy(p.data() + i, &w, std::min<std::size_t>(8, p.size() - i));
+  }
+  return p;
+}
+
+std::string region_of(const Block& b) {
+  return "candidate allocation #" + std::to_string(b.number) + " (" + std::to_string(b.size) + " bytes)";
+}
+
+// Compares a block's guards with its pattern; appends the violation nearest the payload on each side.
+void check_block(const Block& b, std::vector<Violation>& out) {
+  const std::vector<unsigned char> want = pattern(b.number);
+  std::vector<unsigned char> front(kGuard), back(kGuard);
+  char* payload = b.base + kGuard;
+  if (cudaMemcpy(front.data(), payload - kGuard, kGuard, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(back.data(), payload + b.size, kGuard, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    out.push_back({region_of(b) + " (guards unreadable)", 0, 0, 0});
+    return;
+  }
+  for (std::size_t i = kGuard; i-- > 0;)
+    if (front[i] != want[i]) {
+      out.push_back({region_of(b), static_cast<std::int64_t>(i) - static_cast<std::int64_t>(kGuard), want[i], front[i]});
+      break;
+    }
+  for (std::size_t i = 0; i < kGuard; ++i)
+    if (back[i] != want[kGuard + i]) {
+      out.push_back({region_of(b), static_cast<std::int64_t>(b.size + i), want[kGuard + i], back[i]});
+      break;
+    }
+}
+
+// Fills n bytes at p with the poison repeated: one copy from the host, then doubling device copies.
+void fill_poison(char* p, std::size_t n) {
+  if (poison.empty() || n == 0) return;
+  if (std::all_of(poison.begin(), poison.end(), [](unsigned char c) { return c == poison[0]; })) {
+    cudaMemset(p, poison[0], n);
+    return;
+  }
+  const std::size_t first = std::min<std::size_t>(n, 4096 / poison.size() * poison.size());
+  std::vector<unsigned char> host(first);
+  for (std::size_t i = 0; i < first; ++i) host[i] = poison[i % poison.size()];
+  cudaMemcpy(p, host.data(), first, cudaMemcpyHostToDevice);
+  for (std::size_t done = first; done < n;) {
+    const std::size_t k = std::min(done, n - done);
+    cudaMemcpy(p + done, p, k, cudaMemcpyDeviceToDevice);
+    done += k;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+void* kgate_guard_malloc(ssize_t size, int device, cudaStream_t stream) {
+  (void)device, (void)stream;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::size_t n = static_cast<std::size_t>(size < 0 ? 0 : size);
+  const std::size_t total = kGuard + ((n + kAlign - 1) / kAlign) * kAlign + kGuard;
+  void* base = nullptr;
+  if (cudaMalloc(&base, total) != cudaSuccess) return nullptr;
+  Block b{static_cast<char*>(base), n, next_number++, owner_candidate};
+  const std::vector<unsigned char> p = pattern(b.number);
+  char* payload = b.base + kGuard;
+  cudaMemcpy(b.base, p.data(), kGuard, cudaMemcpyHostToDevice);
+  cudaMemcpy(payload + n, p.data() + kGuard, kGuard, cudaMemcpyHostToDevice);
+  fill_poison(payload, n);
+  live[payload] = b;
+  return payload;
+}
+
+void kgate_guard_free(void* ptr, ssize_t size, int device, cudaStream_t stream) {
+  (void)size, (void)device, (void)stream;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = live.find(ptr);
+  if (it == live.end()) return;
+  cudaDeviceSynchronize();  // every kernel that may still write it has finished
+  if (it->second.candidate) check_block(it->second, pending);
+  cudaFree(it->second.base);
+  live.erase(it);
+}
+
+void kgate_guard_set_seed(std::uint64_t s) {
+  std::lock_guard<std::mutex> lock(mu);
+  seed = s;
+}
+
+void kgate_guard_set_poison(const char* bytes, std::size_t n) {
+  std::lock_guard<std::mutex> lock(mu);
+  poison.assign(reinterpret_cast<const unsigned char*>(bytes), reinterpret_cast<const unsigned char*>(bytes) + n);
+}
+
+void kgate_guard_set_owner(int candidate) {
+  std::lock_guard<std::mutex> lock(mu);
+  owner_candidate = candidate != 0;
+}
+
+int kgate_guard_check(char* out, std::size_t cap) {
+  std::lock_guard<std::mutex> lock(mu);
+  cudaDeviceSynchronize();
+  std::vector<Violation> found;
+  found.swap(pending);
+  for (const auto& [ptr, b] : live)
+    if (b.candidate) check_block(b, found);
+  std::string text;
+  int lines = 0;
+  for (const Violation& v : found) {
+    const std::string line = v.region + " " + std::to_string(v.offset) + " " + std::to_string(v.expected) + " " +
+                             std::to_string(v.found) + "\n";
+    if (text.size() + line.size() + 1 > cap) break;
+    text += line;
+    ++lines;
+  }
+  if (cap > 0) {
+    std::memcpy(out, text.c_str(), std::min(cap - 1, text.size()));
+    out[std::min(cap - 1, text.size())] = '\0';
+  }
+  return lines;
+}
+
+}  // extern "C"

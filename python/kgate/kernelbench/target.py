@@ -1,0 +1,183 @@
+"""The candidate as a kgate::Target: the C++ gates drive a Python candidate running in its worker process.
+
+The driver holds buffer ids only; every buffer (with its guard zones), the candidate and its own allocations
+live in the worker (worker.py). A call sends the layouts of one CallRequest; the worker calls the candidate
+on views of its buffers, copies what it returns into the output buffers (returning convention: a wrong
+count, shape or dtype of outputs is a clean KGATE_ERROR with a message; an exception is a refusal, which
+the engine counts as a failure at the nominal shape) and reports status, message and what it printed. A
+worker that dies or hangs ends the call as CallOutcome.crashed / timed_out; reset() starts a fresh worker
+and replays every build.
+
+One implementation serves both front-ends: KernelBench rows (ModelNew built per binding of the task's
+size constants, `CallPlan` below) and plain functions (kgate.target.WorkerTarget, `FunctionPlan`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core
+from .client import Candidate, WorkerDied
+
+CODES = {"ok": int(_core.KGATE_OK), "refused": int(_core.KGATE_REFUSED), "error": int(_core.KGATE_ERROR)} \
+    if _core else {}
+_NP = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64,
+       "bool": np.bool_}
+# A GuardViolation whose buffer is this id names memory the candidate allocated itself (h1's reserved id).
+CANDIDATE_BUFFER = int(getattr(_core, "CANDIDATE_OWNED_BUFFER", 0xFFFFFFFF)) if _core else 0xFFFFFFFF
+
+
+def host_array(dtype: str, shape, data: bytes):
+    """A HostArray holding `data` (dense bytes of `dtype`)."""
+    shape = [int(s) for s in shape]
+    if dtype == "bf16":  # numpy has no bf16; torch does, and crosses by DLPack
+        import torch
+        t = torch.frombuffer(bytearray(data), dtype=torch.bfloat16) if data else torch.empty(0, dtype=torch.bfloat16)
+        return _core.HostArray.from_array(t.reshape(shape))
+    return _core.HostArray.from_array(np.frombuffer(data, _NP[dtype]).reshape(shape).copy() if data
+                                      else np.zeros(shape, _NP[dtype]))
+
+
+def _enum_name(v) -> str:
+    return getattr(v, "name", None) or str(v).rsplit(".", 1)[-1]
+
+
+def arg_spec(a) -> tuple:
+    lay = a.layout
+    return (int(a.buffer), _core.dtype_name(lay.dtype), [int(x) for x in lay.shape], [int(x) for x in lay.strides],
+            int(lay.offset))
+
+
+class FunctionPlan:
+    """A plain function from the candidate's source, one slot for every call."""
+
+    def __init__(self, entry: str, convention: str):
+        self.entry, self.convention = entry, convention
+
+    def plan(self, inputs, outputs):
+        return "fn", {"function": self.entry, "convention": self.convention}, None
+
+
+class CandidateTarget(_core.Target if _core else object):
+    def __init__(self, cand: Candidate, planner, *, describe: str = "", device: int = 1):
+        super().__init__()
+        self.cand, self.planner = cand, planner
+        self._describe, self._device = describe or f"worker:{cand.entry} ({cand.fw_name})", device
+        self.built: set[str] = set()
+        self.calls = 0
+
+    # -- kgate::Target ---------------------------------------------------------------------------------
+    def describe(self):
+        return self._describe
+
+    def device(self):
+        return self._device
+
+    def _req(self, msg, timeout=None):
+        try:
+            reply = self.cand.request(msg, timeout)
+        except WorkerDied as d:
+            raise RuntimeError(f"the candidate's worker {d.kind}: {d.detail}") from None
+        if reply.get("status") != "ok":
+            raise RuntimeError(f"worker {msg['op']}: {reply.get('message')}")
+        return reply
+
+    def alloc(self, nbytes):
+        return self._req({"op": "alloc", "bytes": int(nbytes)})["id"]
+
+    def release(self, bid):
+        if self.cand.alive():
+            self._req({"op": "release", "id": int(bid)})
+
+    def write(self, bid, offset, data):
+        self._req({"op": "write", "id": int(bid), "offset": int(offset), "data": bytes(data)})
+
+    def read(self, bid, offset, nbytes):
+        return self._req({"op": "read", "id": int(bid), "offset": int(offset), "bytes": int(nbytes)})["data"]
+
+    def check_guards(self, bid):
+        v = self._req({"op": "guards", "id": int(bid)})["violation"]
+        return [] if v is None else [_core.GuardViolation(int(bid), v["offset"], v["expected"], v["found"])]
+
+    def _ensure_built(self, slot, build) -> dict:
+        if slot in self.built and slot in self.cand.builds:
+            return {"status": "ok"}
+        reply = self.cand.build_with(slot, build() if callable(build) else build)
+        if reply.get("status") == "ok":
+            self.built.add(slot)
+        return reply
+
+    def call(self, request):
+        result = _core.CallResult()
+        invs, slot = [], None
+        try:
+            for inv in request.invocations:
+                s, build, args = self.planner.plan(inv.inputs, inv.outputs)
+                if slot is not None and s != slot:
+                    raise ValueError("the invocations of one request are at different bindings")
+                slot = s
+                reply = self._ensure_built(s, build)
+                if reply.get("status") != "ok":
+                    return self._refused(request, f"the candidate cannot be built here: {reply.get('message')}")
+                invs.append({"inputs": [arg_spec(a) for a in inv.inputs],
+                             "outputs": [arg_spec(a) for a in inv.outputs], "args": args})
+            start = self.cand.output_size()
+            self.calls += 1
+            reply = self.cand.request({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
+                                       "poison": bytes(request.poison), "stream": _enum_name(request.stream),
+                                       "eval": True})
+        except WorkerDied as d:
+            result.outcome = _core.CallOutcome.timed_out if d.kind == "timeout" else _core.CallOutcome.crashed
+            result.detail = d.detail
+            result.output = d.output[-16384:]
+            return result
+        result.output, result.output_bytes = self.cand.output_since(start)
+        if reply.get("status") != "ok":  # the device context is gone: the worker exited
+            self.cand.kill()
+            result.outcome, result.detail = _core.CallOutcome.crashed, reply.get("message", "")
+            return result
+        result.seconds = float(reply.get("seconds", 0.0))
+        out = []
+        for r, inv in zip(reply["results"], request.invocations):
+            ir = _core.InvocationResult()
+            ir.status, ir.message = int(r["status"]), r["message"]
+            ir.outputs = [host_array(_core.dtype_name(a.layout.dtype), a.layout.shape, data)
+                          for a, data in zip(inv.outputs, r["outputs"])]
+            if hasattr(ir, "started"):
+                ir.started, ir.finished = float(r["started"]), float(r["finished"])
+            out.append(ir)
+        result.results = out
+        result.guards = [_core.GuardViolation(int(v["buffer"]), v["offset"], v["expected"], v["found"])
+                         for v in reply.get("guards", [])]
+        result.guards += [self._owned_violation(v) for v in reply.get("allocator_guards", [])]
+        return result
+
+    def _owned_violation(self, v):
+        g = _core.GuardViolation(CANDIDATE_BUFFER, v["offset"], v["expected"], v["found"])
+        if hasattr(g, "region"):
+            g.region = v["region"]
+        return g
+
+    def _refused(self, request, why):
+        result = _core.CallResult()
+        out = []
+        for inv in request.invocations:
+            ir = _core.InvocationResult()
+            ir.status, ir.message = CODES["refused"], why[:2000]
+            ir.outputs = [host_array(_core.dtype_name(a.layout.dtype), a.layout.shape, b"")
+                          if 0 in list(a.layout.shape) else
+                          _core.HostArray(a.layout.dtype, [int(x) for x in a.layout.shape]) for a in inv.outputs]
+            out.append(ir)
+        result.results = out
+        return result
+
+    def reset(self):
+        self.cand.kill()
+        self.built.clear()
+        self.cand.ensure()  # a fresh worker; every build replayed
+        self.built.update(self.cand.builds)
+
+    def healthy(self):
+        return self.cand.alive()
+
+    def close(self):
+        self.cand.close()

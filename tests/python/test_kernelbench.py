@@ -1,0 +1,203 @@
+"""The KernelBench front-end over the engine: the contract derived from a task, the worker Target's
+returning convention, a row job driving the C++ gates (numpy controls), the report reading the engine's
+classification, and a sample reproduce command the CLI accepts."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kgate.controls import load
+from kgate.controls.numpy import TASKS
+from kgate.kernelbench import derive, fw_numpy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# ---- the derived contract (pure Python) ---------------------------------------------------------------------
+
+def test_contract_maps_extents_to_size_constants_and_reduced_dims():
+    d = derive.derive(fw_numpy, TASKS["linear"], 1)
+    assert d.inputs == [("x0", "f32", ["batch_size", "in_features"])]
+    assert d.outputs == [("y0", "f32", ["batch_size", "out_features"], ["in_features"])]
+    assert d.dims["in_features"] == {"nominal": 96, "min": 1, "max": 192}
+    assert "[dims.out_features]" in d.toml and 'reduced = ["in_features"]' in d.toml
+
+
+def test_scalar_output_reduces_every_input_dim():
+    d = derive.derive(fw_numpy, TASKS["sum_all"], 1)
+    name, dt, shape, reduced = d.outputs[0]
+    assert shape == [] and set(reduced) == {"batch_size", "length"}
+
+
+def test_range_is_capped_by_the_element_budget():
+    d = derive.derive(fw_numpy, TASKS["sum_all"], 1, budget=256 * 4096 + 4096 * 10)
+    assert d.dims["batch_size"]["max"] == 256 + 10 and d.dims["length"]["max"] == 4096 + 4096 * 10 // 256
+
+
+SHAPED = '''import numpy as np
+
+
+class Model:
+    def __init__(self, axis):
+        self.axis = axis
+
+    def __call__(self, x, idx, scale):
+        return x[:, 1:].sum(axis=self.axis) * scale + idx.sum()
+
+
+rows = 6
+cols = 9
+axis = 1
+
+
+def get_inputs():
+    return [np.random.randn(rows, cols).astype(np.float32), np.random.randint(0, 5, (rows,)).astype(np.int64), 2.0]
+
+
+def get_init_inputs():
+    return [axis]
+'''
+
+
+def test_derived_expressions_integers_and_values():
+    d = derive.derive(fw_numpy, SHAPED, 1, int_ranges={1: (0, 4)})
+    # cols makes the input extent; the output is the sum over cols-1 columns: reduced, not an output dim
+    assert d.inputs[0] == ("x0", "f32", ["rows", "cols"]) and d.inputs[1] == ("x1", "i64", ["rows"])
+    assert d.outputs[0][2] == ["rows"] and d.outputs[0][3] == ["cols"]
+    assert d.args == [("tensor", 0), ("tensor", 1), ("value", None)]
+    assert 'domain = { kind = "integer", low = 0, high = 4 }' in d.toml and "nonfinite = false" in d.toml
+    assert "axis" not in d.dims
+
+
+def test_an_extent_that_follows_a_constant_nonlinearly_fixes_it():
+    src = SHAPED.replace("x[:, 1:].sum(axis=self.axis) * scale + idx.sum()", "x[:, : x.shape[1] // 2] * scale")
+    d = derive.derive(fw_numpy, src, 1)
+    assert d.dims["rows"] == {"nominal": 6, "min": 1, "max": 12}
+    assert d.dims["cols"] == {"nominal": 9, "min": 9, "max": 9}  # 9 -> 4 columns, 10 -> 5, 12 -> 6
+    assert d.outputs[0][2] == ["rows", 4] and any("cols fixed" in n for n in d.notes)
+
+
+# ---- the engine from here on --------------------------------------------------------------------------------
+
+from kgate import _core as core  # noqa: E402 - None without the extension
+
+pytestmark_engine = pytest.mark.skipif(core is None, reason="the extension is not built (pip install ./python)")
+
+
+@pytestmark_engine
+def test_gate_names_match_the_engine():
+    from kgate.classify import GATES
+    assert [g for g in core.list_gates() if g != "baseline"] == GATES
+
+
+RETURNING = """
+import numpy as np
+def double(x):
+    return x * 2
+def two_outputs(x):
+    return x, x
+def wrong_shape(x):
+    return x[:1]
+def wrong_dtype(x):
+    return x.astype(np.float64)
+def raises(x):
+    raise ValueError("shape not supported")
+"""
+
+
+@pytestmark_engine
+@pytest.mark.parametrize("entry,status,words", [
+    ("double", "KGATE_OK", ""), ("two_outputs", "KGATE_ERROR", "returned 2 outputs"),
+    ("wrong_shape", "KGATE_ERROR", "shape"), ("wrong_dtype", "KGATE_ERROR", "dtype float64"),
+    ("raises", "KGATE_REFUSED", "shape not supported")])
+def test_returning_convention_copies_outputs_or_says_why_not(entry, status, words):
+    from kgate.target import WorkerTarget
+    a = core.HostArray(core.DType.f32, [3, 4])
+    a.numpy()[:] = np.arange(12).reshape(3, 4)
+    t = WorkerTarget(RETURNING, entry, convention="returning")
+    r = core.drive_target(t, [a], [(core.DType.f32, [3, 4])], poison=b"\xff\xff\xff\xff")
+    res = r.call.results[0]
+    assert res.status == getattr(core, status) and words in res.message, res.message
+    if status == "KGATE_OK":
+        assert np.array_equal(np.from_dlpack(res.outputs[0]), np.arange(12).reshape(3, 4) * 2)
+
+
+needs_source = pytest.mark.skipif(core is None or not hasattr(core, "InputSource"),
+                                  reason="the engine's InputSource seam is not in this extension yet (h1)")
+
+
+def rowjob(fw, task, candidate, gates=None, seed="00000000000000c0", tmp=None):
+    spec = {"mode": "verify", "key": "t/1", "sha": "x", "fw": fw, "seed": seed, "gates": gates,
+            "row": {"level_id": "control", "task_id": "t", "ref_code": task, "custom_code": candidate},
+            "call_timeout": 20}
+    p = subprocess.run([sys.executable, "-m", "kgate.kernelbench.rowjob"], input=json.dumps(spec), text=True,
+                       capture_output=True, timeout=600, cwd=tmp)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+    assert lines and lines[-1]["type"] == "row", p.stderr[-3000:]
+    return lines
+
+
+@needs_source
+@pytest.mark.parametrize("name", ["correct_tanh_scale", "nan_masked", "cache_first_element", "softmax_no_max",
+                                  "fp16_scalar_sum", "softsign_finite_at_inf", "modifies_input"])
+def test_rowjob_runs_the_engine_gates_on_numpy_controls(name, tmp_path):
+    c = next(c for c in load("numpy") if c["name"] == name)
+    lines = rowjob("numpy", c["task"], c["candidate"], tmp=tmp_path)
+    row = lines[-1]
+    assert row["status"] == "ok", row.get("message")
+    gates = {g["gate"]: g for g in row["gates"]}
+    # the protocol: a gate_start before each gate record, in order
+    starts = [x["gate"] for x in lines if x["type"] == "gate_start"]
+    done = [x["gate"] for x in lines if x["type"] == "gate"]
+    assert starts == done
+    assert row["classification"] in ("broken", "violation", "clean") and "contract" in row
+    if not c["expect"]:
+        assert row["classification"] == "clean", {g: v["verdict"] for g, v in gates.items()}
+    for g in c["expect"]:
+        assert gates[g]["verdict"] == "FAIL" and gates[g].get("counted", True), gates[g]
+        assert row["classification"] != "clean"
+
+
+def test_report_reads_the_engine_classification():
+    from kgate.report import summary, sweep_rows
+    recs = [{"key": "a", "status": "ok", "classification": "broken", "gates": [
+                {"gate": "oracle", "verdict": "FAIL", "error_ratio": 5.0, "counted": True},
+                {"gate": "nan", "verdict": "FAIL", "error_ratio": None, "counted": True}]},
+            {"key": "b", "status": "ok", "classification": "violation", "gates": [
+                {"gate": "oracle", "verdict": "FAIL", "error_ratio": 5.0, "counted": True},
+                {"gate": "stream", "verdict": "FAIL", "error_ratio": 5.0, "counted": False,
+                 "attributed_to": "oracle"}]},
+            {"key": "c", "status": "ok", "classification": "clean", "gates": []}]
+    s = summary(recs)
+    assert s["classes"] == {"broken": 1, "violation": 1, "clean": 1}
+    assert s["not_counted"]["stream"] == 1
+    rows = {r[0]: r for r in sweep_rows(recs)}
+    assert rows["x1"][1:] == [2, 1, 2] and rows["x10"][1:] == [1, 1, 0]
+
+
+@needs_source
+def test_sample_reproduce_command_is_accepted_by_the_cli(tmp_path):
+    from kgate.report import reproduce_command
+    c = next(c for c in load("numpy") if c["name"] == "nan_masked")
+    corpus = tmp_path / "ctl.jsonl"
+    corpus.write_text(json.dumps({"level_id": "control", "task_id": "nan_masked", "ref_code": c["task"],
+                                  "custom_code": c["candidate"]}) + "\n")
+    results = tmp_path / "ctl.kgate.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = lambda cmd: subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,  # noqa: E731
+                                     timeout=600)
+    p = run(f"{sys.executable} -m kgate audit {corpus} --fw numpy --results {results} --gates nan --jobs 1 --quiet")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    rec = json.loads(results.read_text().splitlines()[-1])
+    cmd = reproduce_command(rec, "nan", corpus=str(corpus), results=str(results))
+    assert "--keys" not in cmd
+    copy = re.search(r"--results (\S+)", cmd).group(1)
+    p = run(cmd.replace("python -m", f"{sys.executable} -m") + " --quiet")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    again = [json.loads(x) for x in open(copy).read().splitlines()]
+    assert again[-1]["key"] == rec["key"] and again[-1].get("retry_of") is not None
+    assert {g["gate"]: g["verdict"] for g in again[-1]["gates"]}["nan"] == "FAIL"
