@@ -174,6 +174,11 @@ def main(argv=None) -> int:
             s.add_argument("--per-cell", type=_int_in("per-cell", 1, 10**6), default=2)
             s.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
 
+    d = sub.add_parser("diff", help="every row whose verdict changed between two audits, with the reasons")
+    d.add_argument("old")
+    d.add_argument("new")
+    d.add_argument("--out", help="write the diff (Markdown) here")
+
     c = sub.add_parser("controls", help="positive controls through the gates")
     c.add_argument("--fw", default="torch", choices=["torch", "numpy"])
     c.add_argument("--seeds", type=_int_in("seeds", 1, 1000), default=3)
@@ -227,6 +232,23 @@ def _run(args) -> int:
         print(report.summary_text([counts["results"]]))
         if args.html:
             report.write_html([counts["results"]], args.html)
+        return 0
+    if args.cmd == "diff":
+        from .verdict_diff import diff
+        _regular_file("old", args.old)
+        _regular_file("new", args.new)
+        if args.out:
+            _writable_file("--out", args.out)
+        try:
+            text = diff(args.old, args.new)
+        except ValueError as e:
+            raise BadArgument(str(e)) from None
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+            print(f"wrote {args.out}")
+        else:
+            print(text)
         return 0
     if args.cmd in ("report", "sweep", "agreement", "sample"):
         for r in args.results:
