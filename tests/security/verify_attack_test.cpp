@@ -48,6 +48,15 @@ TEST(VerifyAttack, KillingTheJudgeOnNanIsAFindingAndTheReportIsComplete) {
   std::filesystem::remove(json);
 }
 
+TEST(VerifyAttack, KillingTheJudgeWhileLoadingIsAFindingInEveryGate) {
+  const ProcessRun r = run(verify("sec_ctor_kill_judge", {"--oracle", fixture("sec_kill_other_workers.so"),
+                                                         "--gates", "oracle,nan"}), 120);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.signal, 0) << "kgate was killed by its candidate's constructor";
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("crashed while loading: attack on the judge"), std::string::npos) << r.out;
+}
+
 TEST(VerifyAttack, StoppingTheJudgeCannotHangIt) {
   const ProcessRun r = run(verify("sec_stop_judge", {"--gates", "oracle,determinism"}), 120);
   ASSERT_FALSE(r.timed_out) << "kgate hung: its candidate stopped it";
