@@ -95,6 +95,19 @@ TEST(BadInput, TimeoutsAreBounded) {
   std::filesystem::remove(p);
 }
 
+TEST(BadInput, WithoutNamespacesVerifyRefusesUnlessToldUnsafe) {
+  const std::vector<std::string> args = {kgate_cli(), "verify", "--contract", double_contract(), "--kernel",
+                                         fixture(kKernel), "--gates", "determinism"};
+  const ProcessRun r = run_handicapped(args, true, false);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out.rfind("kgate: error: kernel: cannot isolate the worker: ", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  std::vector<std::string> unsafe = args;
+  unsafe.push_back("--unsafe-no-isolation");
+  const ProcessRun u = run_handicapped(unsafe, true, false);
+  EXPECT_EQ(u.status, 0) << u.out;
+}
+
 TEST(BadInput, NoReportIsWrittenForBadInput) {
   const std::string json = temp_path("bad_input.json");
   std::filesystem::remove(json);

@@ -2,15 +2,7 @@
 // (src/kgate/worker/isolation.hpp). Each test names the attack fixture it runs; docs/security.md has the table.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <grp.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <signal.h>
-#include <stddef.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,44 +130,10 @@ TEST(Isolate, ExitStatusesAndBadOptions) {
   EXPECT_EQ(bad.err.rfind("kgate-isolate: error: --log-limit", 0), 0u) << bad.err;
 }
 
-// Runs the launcher in a child that first loses the right to create namespaces (a seccomp filter making
-// unshare fail with EPERM, as on a machine without them) and, when `as_nobody`, drops to uid 65534.
 ProcessRun isolate_handicapped(bool deny_unshare, bool as_nobody, const std::vector<std::string>& program) {
-  const std::string out = temp_path("handicapped.out");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    if (as_nobody && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0))
-      _exit(90);
-    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    if (deny_unshare) {
-      sock_filter f[] = {
-          BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-          BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
-          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      };
-      sock_fprog prog{4, f};
-      if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) _exit(91);
-    }
-    std::vector<std::string> args = {isolate_cli(), "--"};
-    args.insert(args.end(), program.begin(), program.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(92);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ProcessRun r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-  r.out = read_file(out);
-  std::filesystem::remove(out);
-  return r;
+  std::vector<std::string> args = {isolate_cli(), "--"};
+  args.insert(args.end(), program.begin(), program.end());
+  return run_handicapped(args, deny_unshare, as_nobody);
 }
 
 TEST(Isolate, WithoutNamespacesItRefusesWithOneLine) {

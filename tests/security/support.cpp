@@ -2,11 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -88,6 +95,42 @@ ProcessRun run(std::vector<std::string> argv, double limit_seconds, const std::v
   r.err = read_file(err);
   std::remove(out.c_str());
   std::remove(err.c_str());
+  return r;
+}
+
+ProcessRun run_handicapped(std::vector<std::string> args, bool deny_unshare, bool as_nobody) {
+  const std::string out = temp_path("handicapped.out");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    if (as_nobody && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0))
+      _exit(90);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (deny_unshare) {
+      sock_filter f[] = {
+          BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+          BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
+          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      };
+      sock_fprog prog{4, f};
+      if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) _exit(91);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(92);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ProcessRun r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  r.out = read_file(out);
+  std::remove(out.c_str());
   return r;
 }
 

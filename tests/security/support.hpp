@@ -21,6 +21,11 @@ struct ProcessRun {
 ProcessRun run(std::vector<std::string> argv, double limit_seconds, const std::vector<std::string>& env = {},
         double kill_after_seconds = 0);
 
+// Runs argv in a child that first loses the right to create namespaces (a seccomp filter making unshare
+// fail with EPERM, as on a machine without them) and, when `as_nobody`, drops to uid 65534 first.
+// Output: stdout and stderr together in `out`.
+ProcessRun run_handicapped(std::vector<std::string> argv, bool deny_unshare, bool as_nobody);
+
 std::string fixture(const std::string& name);  // a built fixture: library or program
 std::string kgate_cli();
 std::string isolate_cli();
