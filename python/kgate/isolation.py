@@ -13,6 +13,9 @@ Exit status of the launcher: the program's own (or killed by the same signal, so
 125 when isolation is impossible or an option is wrong (one line on stderr); 126 / 127 when the program
 cannot be executed / is not found. A program killed with SIGSYS (returncode -31) attacked its judge.
 
+The program, its interpreter and its libraries must be reachable by uid 65534 (an interpreter under /root,
+mode 0700, is not); the launcher dies with the thread that started it (start it from the main thread).
+
 Usage:
     cmd = isolation.command([sys.executable, "-m", "kgate.kernelbench.worker", str(fd)], keep_fds=[fd],
                             log=os.path.join(job_dir, "output.log"), memory=8 << 30)

@@ -26,6 +26,12 @@ std::vector<std::string> worker_args(const char* mode, const EntrySpec& spec, co
   return args;
 }
 
+std::string explain_death(const std::string& death) {
+  if (death.rfind("SIGSYS", 0) != 0) return death;
+  return "attack on the judge: a forbidden system call (ptrace, another process's memory, or a signal or pidfd "
+         "aimed outside its own process tree) ended the worker (" + death + ")";
+}
+
 bool worker_isolated(const TargetOptions& o) {
   const char* unsafe = std::getenv("KGATE_UNSAFE_NO_ISOLATION");
   return o.launch_prefix.empty() && !(unsafe && std::string_view(unsafe) == "1");
@@ -51,7 +57,8 @@ DLDeviceType await_hello(WorkerProcess& worker, const EntrySpec& spec, double ti
                     CallOutcome::crashed, worker.output().excerpt());
   }
   if (ev == WorkerProcess::Event::died)
-    throw LoadCrash(fmt::format("{}: crashed while loading: {}", spec.library, worker.death()), CallOutcome::crashed,
+    throw LoadCrash(fmt::format("{}: crashed while loading: {}", spec.library, explain_death(worker.death())),
+                    CallOutcome::crashed,
                     worker.output().excerpt());
   if (ev == WorkerProcess::Event::timed_out)
     throw LoadCrash(fmt::format("{}: did not finish loading within {} s", spec.library, timeout_seconds),

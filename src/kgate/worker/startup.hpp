@@ -22,6 +22,10 @@ bool worker_isolated(const TargetOptions& options);
 // worker's argv and environment are readable by everything it runs.
 void send_setup(WorkerProcess& worker, const TargetOptions& options, double timeout_seconds);
 
+// How a worker's death reads in a verdict: a SIGSYS death, which the isolation's seccomp filter causes for
+// exactly the calls that can only be aimed at the judge, is named an attack on the judge (docs/security.md).
+std::string explain_death(const std::string& death);
+
 // Waits for the hello. Returns the device the library takes; throws LoadError for what the loader
 // rejected and LoadCrash when the library crashed, hung or broke the protocol while loading.
 DLDeviceType await_hello(WorkerProcess& worker, const EntrySpec& spec, double timeout_seconds);

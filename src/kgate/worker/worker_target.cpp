@@ -19,11 +19,6 @@
 namespace kgate {
 namespace {
 
-// How a call that tried to reach outside the candidate's own process tree is reported (docs/security.md).
-constexpr const char* kJudgeAttack =
-    "attack on the judge: a forbidden system call (ptrace, another process's memory, or a signal or pidfd "
-    "aimed outside its own process tree) ended the worker";
-
 constexpr std::size_t kInitialArena = std::size_t(1) << 20;
 // Loading may initialise a CUDA context, which takes seconds: a short per-call limit must not fail it.
 constexpr double kMinStartupSeconds = 10.0;
@@ -116,7 +111,7 @@ class WorkerTarget final : public Target {
       r.detail = worker_->death();
       // The isolation's seccomp filter ends the worker with SIGSYS for exactly the calls that can only be
       // aimed at the judge (isolation.hpp): the crash is the finding, and this says what it was.
-      if (r.detail.rfind("SIGSYS", 0) == 0) r.detail = std::string(kJudgeAttack) + " (" + r.detail + ")";
+      r.detail = explain_death(r.detail);
     } else if (ev == WorkerProcess::Event::timed_out) {
       r.outcome = CallOutcome::timed_out;
       r.detail = fmt::format("timeout after {:.1f} s", options_.timeout_seconds);
