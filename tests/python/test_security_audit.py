@@ -85,6 +85,18 @@ def test_candidate_that_stops_its_row_job_is_ended_well_within_the_row_timeout(w
         assert "stopped" in bad["message"] and bad["evidence"]["stopped"]["signal"] == "SIGSTOP"
 
 
+def test_worker_ended_by_seccomp_is_marked_judge_attacked(workdir):
+    # kgate-isolate's seccomp filter ends a candidate that reaches outside its tree with SIGSYS; this candidate
+    # dies of SIGSYS by itself, which the driver cannot tell apart (and which gains a candidate nothing).
+    rows = control_rows(["correct_linear"]) + [dict(hostile("os.kill(os.getpid(), signal.SIGSYS)"), task_id=2)]
+    corpus = write_corpus(workdir / "c.jsonl", rows)
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle,nan")
+    assert r.returncode == 0, r.stderr
+    recs = rows_of(workdir / "out.jsonl")
+    assert "judge_attacked" not in recs[1] and recs[1]["classification"] == "clean"
+    assert recs[2]["classification"] == "judge_attacked" and recs[2]["judge_attacked"]["gates"], recs[2]
+
+
 def _driver_pid_code():
     # The row job's parent is the audit driver.
     return ("ppid = int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])\n")
