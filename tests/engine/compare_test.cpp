@@ -203,11 +203,18 @@ TEST(Nonfinite, NanModeRequiresEveryOracleNanAndNothingElse) {
   EXPECT_TRUE(check_nonfinite(array(DType::f32, {kNan, kNan, 2.0}), r, allowed, NonfiniteMode::nan, false).ok);
 }
 
-TEST(Nonfinite, InfModeLeavesAnOracleNanUnjudgedButNanModeDoesNot) {
-  // Inf - Inf is NaN in the oracle's order, a signed Inf in a chunked one, a limit 0 in exp(x - lse): all
-  // faithful evaluations of an operator without a value there. Under injected NaN only NaN is faithful.
+TEST(Nonfinite, InfModeExcusesANonfiniteValueForAnOracleNanButNeverAFiniteOne) {
+  // Inf - Inf is NaN in the oracle's order and a signed Inf in a chunked one: both non-finite, the second
+  // excused and counted. A finite value there (a limit 0 in exp(x - lse)) is an ordinary number where the
+  // operator has no value: the indeterminate-form finding. Under injected NaN only NaN is faithful.
   const Reference r = ref_of({kNan, kNan, kNan, 1.0}, DType::f32);
-  EXPECT_TRUE(check_nonfinite(array(DType::f32, {kInf, -kInf, 0.0, 1.0}), r, {}, NonfiniteMode::inf, false).ok);
+  Comparison ok = check_nonfinite(array(DType::f32, {kInf, -kInf, kNan, 1.0}), r, {}, NonfiniteMode::inf, false);
+  EXPECT_TRUE(ok.ok);
+  EXPECT_EQ(ok.excused[static_cast<std::size_t>(Excuse::order_nonfinite)], 2);
+  Comparison finite = check_nonfinite(array(DType::f32, {kInf, -kInf, 0.0, 1.0}), r, {}, NonfiniteMode::inf, false);
+  EXPECT_FALSE(finite.ok);
+  EXPECT_EQ(finite.kind, Mismatch::indeterminate);
+  EXPECT_EQ(finite.first, 2);
   Comparison c = check_nonfinite(array(DType::f32, {kNan, kInf, kNan, 1.0}), r, {}, NonfiniteMode::nan, false);
   EXPECT_EQ(c.kind, Mismatch::nan_masked);
   EXPECT_EQ(c.first, 1);

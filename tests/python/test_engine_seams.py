@@ -166,3 +166,35 @@ def test_contract_draw_is_the_default_source():
     b = core.contract_draw(SUM, "sum.toml", {"N": 5}, 3)
     assert len(a) == 1 and list(a[0].shape) == [5]
     assert np.array_equal(np.from_dlpack(a[0]), np.from_dlpack(b[0]))
+
+
+class OverrunsItsOwnScratch(core.Target):
+    """Delegates to an in-process target and reports, as a guarded allocator would, a hit guard in memory the
+    candidate allocated itself on every call."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def describe(self): return "overruns its scratch"
+    def device(self): return self.inner.device()
+    def alloc(self, n): return self.inner.alloc(n)
+    def release(self, i): self.inner.release(i)
+    def write(self, i, off, b): self.inner.write(i, off, b)
+    def read(self, i, off, n): return self.inner.read(i, off, n)
+    def check_guards(self, i): return self.inner.check_guards(i)
+    def reset(self): self.inner.reset()
+    def healthy(self): return self.inner.healthy()
+
+    def call(self, req):
+        r = self.inner.call(req)
+        r.guards = list(r.guards) + [core.GuardViolation(core.CANDIDATE_OWNED_BUFFER, 4096, 0xa5, 0, "scratch of 4096 bytes")]
+        return r
+
+
+def test_a_guard_hit_in_candidate_owned_memory_fails_bounds():
+    t = OverrunsItsOwnScratch(core.inprocess_target("sum", sum_in(np.float64)))
+    r = json.loads(core.verify(SUM, "sum.toml", t, sum_oracle, seed=3, gates=["oracle", "bounds"]))
+    g = gate(r, "bounds")
+    assert g["verdict"] == "FAIL" and g["evidence"]["tensor"] == "scratch of 4096 bytes", g
+    assert g["finding"] == "guard overwritten" and r["classification"] == "broken"
