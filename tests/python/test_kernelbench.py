@@ -10,6 +10,14 @@ import sys
 import numpy as np
 import pytest
 
+import kgate
+
+
+def _env():
+    """The environment a child python needs to import this kgate (the tests run from a build's site)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(kgate.__file__)))
+    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
 from kgate.controls import load
 from kgate.controls.numpy import TASKS
 from kgate.kernelbench import derive, fw_numpy
@@ -135,7 +143,7 @@ def rowjob(fw, task, candidate, gates=None, seed="00000000000000c0", tmp=None):
             "row": {"level_id": "control", "task_id": "t", "ref_code": task, "custom_code": candidate},
             "call_timeout": 20}
     p = subprocess.run([sys.executable, "-m", "kgate.kernelbench.rowjob"], input=json.dumps(spec), text=True,
-                       capture_output=True, timeout=600, cwd=tmp)
+                       capture_output=True, timeout=600, cwd=tmp, env=_env())
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
     assert lines and lines[-1]["type"] == "row", p.stderr[-3000:]
     return lines
@@ -187,7 +195,7 @@ def test_sample_reproduce_command_is_accepted_by_the_cli(tmp_path):
     corpus.write_text(json.dumps({"level_id": "control", "task_id": "nan_masked", "ref_code": c["task"],
                                   "custom_code": c["candidate"]}) + "\n")
     results = tmp_path / "ctl.kgate.jsonl"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = _env()
     run = lambda cmd: subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,  # noqa: E731
                                      timeout=600)
     p = run(f"{sys.executable} -m kgate audit {corpus} --fw numpy --results {results} --gates nan --jobs 1 --quiet")

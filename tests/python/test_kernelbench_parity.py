@@ -10,6 +10,14 @@ import sys
 
 import pytest
 
+import kgate
+
+
+def _env():
+    """The environment a child python needs to import this kgate (the tests run from a build's site)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(kgate.__file__)))
+    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
 core = pytest.importorskip("kgate._core", reason="the extension is not built (pip install ./python)")
 if not hasattr(core, "InputSource"):
     pytest.skip("the engine's InputSource seam is not in this extension yet", allow_module_level=True)
@@ -88,7 +96,7 @@ def audit_verdicts(kernel, tmp_path):
             "row": {"level_id": "parity", "task_id": kernel, "ref_code": TASK,
                     "custom_code": CANDIDATE.format(path=os.path.join(LIB, kernel))}}
     p = subprocess.run([sys.executable, "-m", "kgate.kernelbench.rowjob"], input=json.dumps(spec), text=True,
-                       capture_output=True, timeout=600, cwd=tmp_path)
+                       capture_output=True, timeout=600, cwd=tmp_path, env=_env())
     row = json.loads(p.stdout.splitlines()[-1])
     assert row["status"] == "ok", (row.get("message"), p.stderr[-2000:])
     return {g["gate"]: g["verdict"] for g in row["gates"]}

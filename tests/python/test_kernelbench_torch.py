@@ -9,6 +9,14 @@ import sys
 
 import pytest
 
+import kgate
+
+
+def _env():
+    """The environment a child python needs to import this kgate (the tests run from a build's site)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(kgate.__file__)))
+    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
 torch = pytest.importorskip("torch")
 core = pytest.importorskip("kgate._core")
 if not torch.cuda.is_available() or not hasattr(core, "InputSource"):
@@ -29,7 +37,7 @@ def test_torch_control(control, tmp_path):
             "call_timeout": 60, "ext_cache": str(tmp_path / "ext"),
             "row": {"level_id": "control", "task_id": control, "ref_code": c["task"], "custom_code": c["candidate"]}}
     p = subprocess.run([sys.executable, "-m", "kgate.kernelbench.rowjob"], input=json.dumps(spec), text=True,
-                       capture_output=True, timeout=900, cwd=tmp_path, env=dict(os.environ))
+                       capture_output=True, timeout=900, cwd=tmp_path, env=_env())
     row = json.loads(p.stdout.splitlines()[-1])
     assert row["status"] == "ok", (row.get("message"), p.stderr[-2000:])
     gates = {g["gate"]: g for g in row["gates"]}
