@@ -209,3 +209,53 @@ TEST(Bounds, AGuardViolationInCandidateOwnedMemoryFromAnyCallFailsBounds) {
 
 }  // namespace
 }  // namespace kgate::test
+
+namespace kgate::test {
+namespace {
+
+// Every call of this target times out (as a hanging kernel's would, without the wait).
+class HangingTarget final : public Target {
+ public:
+  explicit HangingTarget(std::unique_ptr<Target> t) : t_(std::move(t)) {}
+  std::string describe() const override { return "hangs"; }
+  DLDeviceType device() const override { return t_->device(); }
+  BufferId alloc(std::size_t bytes) override { return t_->alloc(bytes); }
+  void release(BufferId id) override { t_->release(id); }
+  void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override { t_->write(id, offset, data); }
+  std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
+    return t_->read(id, offset, bytes);
+  }
+  std::vector<GuardViolation> check_guards(BufferId id) override { return t_->check_guards(id); }
+  CallResult call(const CallRequest&) override {
+    ++calls;
+    CallResult r;
+    r.outcome = CallOutcome::timed_out;
+    r.detail = "timeout after 10.0 s";
+    return r;
+  }
+  void reset() override { ++resets; }
+  bool healthy() const override { return true; }
+  int calls = 0, resets = 0;
+
+ private:
+  std::unique_ptr<Target> t_;
+};
+
+TEST(Patience, AHangingCandidateIsCalledTwiceNotOncePerCase) {
+  const Subject s = elementwise();
+  HangingTarget t(make_inprocess_target("x", elementwise_kernel));
+  VerifyOptions o;
+  o.seed = 5;
+  const Report r = verify(s.contract, t, *s.oracle, o);
+  EXPECT_EQ(t.calls, 2);
+  const GateResult* oracle = find(r, "oracle");
+  ASSERT_NE(oracle, nullptr);
+  EXPECT_EQ(oracle->verdict, Verdict::timeout);
+  const GateResult* layout = find(r, "layout");
+  ASSERT_NE(layout, nullptr);
+  EXPECT_EQ(layout->verdict, Verdict::timeout) << verdicts(r);
+  EXPECT_NE(layout->summary.find("not called"), std::string::npos) << layout->summary;
+}
+
+}  // namespace
+}  // namespace kgate::test

@@ -25,6 +25,42 @@ namespace {
 constexpr int kShrinkTriesPerDim = 6;
 constexpr int kShrinkTries = 24;
 
+// A candidate that hangs would otherwise cost one full timeout, and one worker restart, per case of every
+// gate. After kTimeoutsBeforeGivingUp consecutive timed-out calls it is not called again in this run: every
+// further call ends TIMED_OUT at once and says why, so the verdicts stay TIMEOUT and the run ends.
+constexpr int kTimeoutsBeforeGivingUp = 2;
+
+class PatientTarget final : public Target {
+ public:
+  explicit PatientTarget(Target& t) : t_(t) {}
+  std::string describe() const override { return t_.describe(); }
+  DLDeviceType device() const override { return t_.device(); }
+  BufferId alloc(std::size_t bytes) override { return t_.alloc(bytes); }
+  void release(BufferId id) override { t_.release(id); }
+  void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override { t_.write(id, offset, data); }
+  std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
+    return t_.read(id, offset, bytes);
+  }
+  std::vector<GuardViolation> check_guards(BufferId id) override { return t_.check_guards(id); }
+  CallResult call(const CallRequest& request) override {
+    if (streak_ >= kTimeoutsBeforeGivingUp) {
+      CallResult r;
+      r.outcome = CallOutcome::timed_out;
+      r.detail = fmt::format("not called: the candidate's last {} calls timed out", streak_);
+      return r;
+    }
+    CallResult r = t_.call(request);
+    streak_ = r.outcome == CallOutcome::timed_out ? streak_ + 1 : 0;
+    return r;
+  }
+  void reset() override { t_.reset(); }
+  bool healthy() const override { return t_.healthy(); }
+
+ private:
+  Target& t_;
+  int streak_ = 0;
+};
+
 bool is_terminal(Verdict v) {
   return v == Verdict::fail || v == Verdict::crash || v == Verdict::timeout || v == Verdict::error;
 }
@@ -285,7 +321,8 @@ Report verify(const Contract& contract, Target& candidate, Oracle& oracle, const
   }
   report.source = source->describe();
 
-  GateContext ctx(contract, candidate, oracle, *source, report.seed, options.tolerance_scale);
+  PatientTarget patient(candidate);
+  GateContext ctx(contract, patient, oracle, *source, report.seed, options.tolerance_scale);
   std::optional<std::size_t> bounds_at;  // index of the bounds result, and how many violations it saw
   std::size_t seen_by_bounds = 0;
   for (Gate* g : chosen) {
