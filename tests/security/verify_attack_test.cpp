@@ -109,8 +109,9 @@ TEST(VerifyAttack, AKilledKgateLeavesNoVerdictNoScratchAndNoWorker) {
   std::filesystem::create_directories(tmp);
   const std::string json = temp_path("killed.json");
   std::filesystem::remove(json);
-  // The candidate hangs in every call (2 s timeout each); kgate is SIGKILLed 5 s in, gates already judged.
-  const ProcessRun r = run(verify("sec_hang", {"--json", json}), 60, {"TMPDIR=" + tmp}, 5.0);
+  // The candidate hangs in every call (2 s timeout each; after two timeouts it is not called again, so the
+  // run lasts about two timeouts); kgate is SIGKILLed 3 s in, while the run is still going.
+  const ProcessRun r = run(verify("sec_hang", {"--json", json}), 60, {"TMPDIR=" + tmp}, 3.0);
   EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_FALSE(std::filesystem::exists(json)) << "a killed kgate left a report that looks finished";
   if (std::filesystem::exists(json + ".partial")) {
