@@ -198,3 +198,32 @@ def test_a_guard_hit_in_candidate_owned_memory_fails_bounds():
     g = gate(r, "bounds")
     assert g["verdict"] == "FAIL" and g["evidence"]["tensor"] == "scratch of 4096 bytes", g
     assert g["finding"] == "guard overwritten" and r["classification"] == "broken"
+
+
+def test_contract_floats_parse_to_their_values():
+    """Floats in a contract go through std::from_chars (TOML_FLOAT_CHARCONV): a uniform domain's bounds read
+    back exactly as written, including exponents and negative values."""
+    import numpy as np
+    from kgate import _core
+    toml = """
+[op]
+name = "floats"
+working_precision = "f32"
+[dims.N]
+min = 1
+max = 4096
+nominal = 4096
+[[inputs]]
+name = "x"
+dtype = "f64"
+shape = ["N"]
+domain = { kind = "uniform", low = -2.5e-1, high = 7.5E-1 }
+[[outputs]]
+name = "y"
+dtype = "f32"
+shape = ["N"]
+"""
+    (x,) = _core.contract_draw(toml, "<floats>", {"N": 4096}, 11)
+    v = np.from_dlpack(x) if not isinstance(x, np.ndarray) else x
+    assert v.min() >= -0.25 and v.max() < 0.75
+    assert v.min() < -0.2 and v.max() > 0.7  # the whole range is used, so the bounds were read, not defaulted
