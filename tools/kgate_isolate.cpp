@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,12 @@ constexpr const char* kUsage =
     "  --memory BYTES       RLIMIT_DATA and the size of each private tmpfs\n"
     "  --host-tmp           keep the host's /tmp instead of a private one\n"
     "  --visible PATH       keep PATH (under /tmp) visible, read-only, in the private /tmp; repeatable\n"
-    "  --uid N, --gid N     the unprivileged ids PROGRAM runs as when started as root (default 65534)\n"
+    "  --reach PATH         PATH must be readable by PROGRAM's uid (its interpreter, libraries): directories\n"
+    "                       on the way it may not search are covered, inside PROGRAM's mount namespace,\n"
+    "                       by an empty tmpfs with only the way to PATH bound back read-only; repeatable\n"
+    "                       (PROGRAM itself, given with a '/', is always reached)\n"
+    "  --uid N, --gid N     the unprivileged ids PROGRAM runs as when started as root (default 65534;\n"
+    "                       0 is refused)\n"
     "  --clear-env          keep only PATH, LANG, LC_*, TERM (and --setenv)\n"
     "  --setenv NAME=VALUE  repeatable\n"
     "  --unsafe-no-isolation  run PROGRAM directly, unprotected (tests only)\n"
@@ -77,6 +83,7 @@ int main(int argc, char** argv) {
       else if (a == "--log-limit") o.log_limit = number<std::size_t>(a, v);
       else if (a == "--memory") o.memory = number<std::size_t>(a, v);
       else if (a == "--visible") o.visible.emplace_back(v);
+      else if (a == "--reach") o.reach.emplace_back(v);
       else if (a == "--uid") o.uid = number<uid_t>(a, v);
       else if (a == "--gid") o.gid = number<gid_t>(a, v);
       else if (a == "--setenv") {
@@ -87,8 +94,14 @@ int main(int argc, char** argv) {
     }
   }
   if (i >= argc) usage_error("no PROGRAM after --");
-  // PROGRAM itself stays reachable when it lives under /tmp (the private /tmp would hide it).
-  if (std::strchr(argv[i], '/')) o.visible.emplace_back(argv[i]);
+  // PROGRAM itself stays reachable: under /tmp (the private /tmp would hide it) or under a directory the
+  // unprivileged uid may not search (pyenv's Python under a 0700 /root).
+  // Named relative to the caller's directory, not the scratch directory it runs in.
+  std::string program = argv[i];
+  if (program.find('/') != std::string::npos) {
+    program = std::filesystem::absolute(program).lexically_normal().string();
+    o.reach.push_back(program);
+  }
   if (unsafe) {
     std::fprintf(stderr, "kgate-isolate: warning: --unsafe-no-isolation: %s runs unprotected\n", argv[i]);
     for (const auto& [k, v] : o.setenv) setenv(k.c_str(), v.c_str(), 1);
@@ -100,7 +113,7 @@ int main(int argc, char** argv) {
       return kgate::kIsolationFailed;
     }
   }
-  execvp(argv[i], argv + i);
+  execvp(program.c_str(), argv + i);
   const int err = errno;
   std::fprintf(stderr, "kgate-isolate: error: cannot execute %s: %s\n", argv[i], std::strerror(err));
   return err == ENOENT ? 127 : 126;

@@ -25,6 +25,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -83,6 +87,79 @@ void keep_visible(const std::string& path, int host_fd, bool is_dir) {
     throw IsolationError(sys_text("read-only " + path));
 }
 
+bool searchable_by(const struct stat& st, uid_t uid, gid_t gid) {
+  if (st.st_uid == uid) return st.st_mode & S_IXUSR;
+  if (st.st_gid == gid) return st.st_mode & S_IXGRP;
+  return st.st_mode & S_IXOTH;
+}
+
+// The first directory on the way to `path` (its ancestors, not `path` itself) that uid/gid may not search,
+// and the component under it; nullopt when every one may be searched or the way ends early (a missing
+// path fails the check after the uid is dropped).
+std::optional<std::pair<std::string, std::string>> first_block(const std::filesystem::path& path, uid_t uid, gid_t gid) {
+  std::filesystem::path dir = "/";
+  for (const std::filesystem::path& part : path.relative_path()) {
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    if (!searchable_by(st, uid, gid)) return std::make_pair(dir.string(), part.string());
+    dir /= part;
+  }
+  return std::nullopt;
+}
+
+// Makes each of `reach` (absolute paths) reachable by uid inside this mount namespace: a directory on the way the uid may
+// not search (root's 0700 home) is covered by an empty tmpfs (mode 0711, then read-only) in which only the
+// components some path needs are bound back, read-only, at their own paths (so an interpreter's absolute
+// RUNPATH and prefix stay valid). The host's directory is untouched; everything else in it stays hidden.
+void open_the_way(const std::vector<std::string>& reach, uid_t uid, gid_t gid) {
+  std::vector<std::filesystem::path> paths;
+  for (const std::string& p : reach) {
+    const std::filesystem::path lexical = std::filesystem::path(p).lexically_normal();
+    paths.push_back(lexical);
+    std::error_code ec;  // a symlink on the way: its target's ancestors count too
+    const std::filesystem::path real = std::filesystem::canonical(lexical, ec);
+    if (!ec && real != lexical) paths.push_back(real);
+  }
+  for (int round = 0; round < 32; ++round) {  // one level of nested blocked directories per round
+    std::map<std::string, std::set<std::string>> blocked;
+    for (const auto& p : paths)
+      if (auto b = first_block(p, uid, gid)) blocked[b->first].insert(b->second);
+    if (blocked.empty()) return;
+    for (const auto& [dir, children] : blocked) {
+      if (dir == "/") throw IsolationError(fmt::format("/ is not searchable by uid {}", uid));
+      std::vector<std::tuple<std::string, int, bool>> keep;  // opened before the tmpfs hides them
+      for (const std::string& child : children) {
+        const std::string path = (std::filesystem::path(dir) / child).string();
+        const int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+        if (fd < 0) continue;  // missing: the check after the uid is dropped says so
+        struct stat st {};
+        fstat(fd, &st);
+        keep.emplace_back(path, fd, S_ISDIR(st.st_mode));
+      }
+      if (mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=65536") != 0)
+        throw IsolationError(sys_text("cover " + dir));
+      for (const auto& [path, fd, is_dir] : keep) {
+        keep_visible(path, fd, is_dir);
+        close(fd);
+      }
+      if (mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711") != 0)
+        throw IsolationError(sys_text("read-only " + dir));
+    }
+  }
+  throw IsolationError("directories not searchable by the program's uid nest too deep");
+}
+
+// After the uid is dropped: every path of `reach` can be read (a directory: searched) by it.
+void check_reach(const std::vector<std::string>& reach, uid_t uid) {
+  for (const std::string& p : reach) {
+    struct stat st {};
+    const bool exists = stat(p.c_str(), &st) == 0;
+    if (!exists || access(p.c_str(), S_ISDIR(st.st_mode) ? (R_OK | X_OK) : R_OK) != 0)
+      throw IsolationError(sys_text(fmt::format("{} cannot be read by uid {} (it must run as an unprivileged uid, never "
+                                                "as root: make it readable by others)", p, uid)));
+  }
+}
+
 void drop_capabilities() {
   for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);  // EINVAL past the last: harmless
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -111,13 +188,19 @@ void set_environment(const IsolationOptions& o, const std::string& scratch, bool
 void set_up_program(const IsolationOptions& o, bool real_root, int output_fd) {
   try {
     setsid();  // its own session: a kill(0, ...) reaches its own tree only
+    std::vector<std::string> reach;  // absolute before any chdir
+    for (const std::string& p : o.reach) reach.push_back(std::filesystem::absolute(p).lexically_normal().string());
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) throw IsolationError(sys_text("make / private"));
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
       throw IsolationError(sys_text("mount /proc"));
     // Host paths under /tmp that must stay reachable (a candidate library kept there), opened before
     // the private /tmp hides them.
     std::vector<std::tuple<std::string, int, bool>> visible;
-    for (const std::string& p : o.visible) {
+    std::vector<std::string> wanted = o.visible;  // what the program must reach stays visible too
+    wanted.insert(wanted.end(), reach.begin(), reach.end());
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    for (const std::string& p : wanted) {
       const std::string abs = std::filesystem::absolute(p).lexically_normal().string();
       if (!under(abs, "/tmp")) continue;  // elsewhere it stays visible anyway
       const int fd = open(abs.c_str(), O_PATH | O_CLOEXEC);
@@ -144,6 +227,7 @@ void set_up_program(const IsolationOptions& o, bool real_root, int output_fd) {
     if (access("/dev/shm", F_OK) == 0 &&
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options(o, "1777").c_str()) != 0)
       throw IsolationError(sys_text("mount a private /dev/shm"));
+    if (real_root) open_the_way(reach, o.uid, o.gid);
     if (scratch.empty()) {
       scratch = o.private_tmp ? "/tmp/kgate-scratch" : "/dev/shm/kgate-scratch";
       if (mkdir(scratch.c_str(), 0700) != 0) throw IsolationError(sys_text("mkdir " + scratch));
@@ -163,6 +247,7 @@ void set_up_program(const IsolationOptions& o, bool real_root, int output_fd) {
       if (setresgid(o.gid, o.gid, o.gid) != 0) throw IsolationError(sys_text("setresgid"));
       for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
       if (setresuid(o.uid, o.uid, o.uid) != 0) throw IsolationError(sys_text("setresuid"));
+      check_reach(reach, o.uid);
     }
     drop_capabilities();  // root of a user namespace keeps none either (it could unmount the private /proc)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw IsolationError(sys_text("no_new_privs"));
@@ -321,6 +406,9 @@ void install_judge_filter() {
 void enter_isolation(const IsolationOptions& o) {
   const pid_t parent = getppid();
   const bool real_root = geteuid() == 0;
+  if (real_root && (o.uid == 0 || o.gid == 0))
+    throw IsolationError("uid and gid 0 are refused: root without capabilities still owns root's files (the "
+                         "driver's results and key); give the program an unprivileged uid");
   if (!o.scratch.empty() && !std::filesystem::is_directory(o.scratch))
     throw IsolationError(fmt::format("--scratch {}: not a directory", o.scratch));
   int log_fd = -1;

@@ -9,7 +9,8 @@
 //              kernel kills every process left in the namespace (setsid double forks included).
 //   program    (pid 2 inside): gets a fresh /proc (only its own tree is visible), private tmpfs on /tmp and
 //              /dev/shm, a private scratch directory as its working directory and TMPDIR, an unprivileged
-//              uid when started as root (device nodes such as /dev/nvidia* stay usable when world rw),
+//              uid when started as root (device nodes such as /dev/nvidia* stay usable when world rw; the
+//              paths it must run, `reach`, made searchable for that uid in its own mount namespace only),
 //              no capabilities, no_new_privs, and a seccomp filter: ptrace, process_vm_readv/writev,
 //              pidfd_getfd, and any signal or pidfd aimed at pid 1 (the only process outside its tree it
 //              can name) end it with SIGSYS, so an attack on its judge is a visible finding.
@@ -41,7 +42,14 @@ struct IsolationOptions {
   std::size_t memory = 0;           // RLIMIT_DATA and the size of each private tmpfs; 0: no limit
   bool private_tmp = true;          // false: the host /tmp stays (read-only where Landlock is in force)
   std::vector<std::string> visible; // host paths under /tmp kept visible, read-only, in the private /tmp
-  uid_t uid = 65534;                // the program's uid and gid when started as root (nobody, nogroup)
+  // Host paths the program's uid must reach (its executable, interpreter, libraries: pyenv's Python under a
+  // 0700 /root). Started as root, every directory on the way that uid may not search is covered, in the
+  // program's mount namespace only, by an empty read-only tmpfs holding just the next component, bound back
+  // read-only; the rest of that directory (the driver's results, its key, its home) stays out of sight.
+  // Each path must then be readable (a directory: searchable) by the uid, or isolation fails.
+  std::vector<std::string> reach;
+  uid_t uid = 65534;                // the program's uid and gid when started as root (nobody, nogroup);
+                                    // never 0: root keeps owner access to root's files (refused)
   gid_t gid = 65534;
   bool clear_env = false;           // keep only PATH, LANG, LC_*, TERM, and what `setenv` adds
   std::vector<std::pair<std::string, std::string>> setenv;

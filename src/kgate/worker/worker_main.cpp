@@ -252,6 +252,10 @@ int run_worker(int argc, char** argv, const BackendFactory& make_backend, const 
     io.keep_fds = {kChannelFd, kArenaFd};
     io.memory = args.options.memory_limit_bytes;
     io.visible = {std::filesystem::path(args.spec.library).parent_path().string()};
+    // The candidate library is opened after the uid is dropped: under a directory that uid may not search
+    // (root's 0700 home) it is reached through isolation.hpp's covering mounts, never by keeping root.
+    if (std::error_code ec; std::filesystem::is_regular_file(args.spec.library, ec))
+      io.reach = {std::filesystem::absolute(args.spec.library).string()};
     io.on_failure = [](const std::string& why) { reply(wire::Op::hello, wire::Encoder().u8(0).str(why).take()); };
     try {
       enter_isolation(io);
