@@ -13,18 +13,25 @@ Exit status of the launcher: the program's own (or killed by the same signal, so
 125 when isolation is impossible or an option is wrong (one line on stderr); 126 / 127 when the program
 cannot be executed / is not found. A program killed with SIGSYS (returncode -31) attacked its judge.
 
-The program, its interpreter and its libraries must be reachable by uid 65534 (an interpreter under /root,
-mode 0700, is not); the launcher dies with the thread that started it (start it from the main thread).
+Started as root, the program runs as uid 65534, never as root: what it must read (`reach`: the interpreter,
+its prefix, the kgate package; `interpreter_paths()` lists them for this Python) is made reachable inside
+its own mount namespace, where a directory on the way that uid may not search (pyenv's Python under a 0700
+/root) is covered by an empty read-only tmpfs holding only the way to those paths. A path the uid still
+cannot read is an isolation failure (125, one line), never a reason to keep root. The launcher dies with
+the thread that started it (start it from the main thread).
 
 Usage:
     cmd = isolation.command([sys.executable, "-m", "kgate.kernelbench.worker", str(fd)], keep_fds=[fd],
-                            log=os.path.join(job_dir, "output.log"), memory=8 << 30)
+                            log=os.path.join(job_dir, "output.log"), memory=8 << 30,
+                            reach=isolation.interpreter_paths())
     proc = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL)
 """
 from __future__ import annotations
 
 import os
 import shutil
+import stat
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 #: Returncode of a program the seccomp filter ended: it tried to reach outside its own process tree.
@@ -32,6 +39,15 @@ JUDGE_ATTACK_RETURNCODE = -31  # -SIGSYS
 #: Exit status of the launcher when it could not isolate (or was given a wrong option).
 ISOLATION_FAILED = 125
 DEFAULT_LOG_LIMIT = 64 << 20
+#: What a record says when the worker cannot drop to another uid (the driver is not root).
+KEEPS_UID_NOTE = ("not root: the worker runs as the driver's uid outside its namespaces (no capabilities, seccomp, "
+                  "private /tmp) and can read what the driver can read, the results key included")
+
+
+def drops_uid() -> bool:
+    """Whether kgate-isolate started by this process runs its program as another, unprivileged uid (only root
+    can); otherwise the program is root of its own user namespace, the driver's uid outside it."""
+    return os.geteuid() == 0
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,9 +74,32 @@ def launcher() -> str:
         "--target kgate-isolate) or set KGATE_ISOLATE")
 
 
+def interpreter_paths(extra: Iterable[str] = ()) -> list[str]:
+    """What this Python needs to run as the program's unprivileged uid: its executable (as named and as
+    resolved), its prefixes (stdlib, lib-dynload, site-packages, libpython), the kgate package's root, and
+    the PYTHONPATH directories that others may read and search (one they may not would fail the isolation
+    check; Python skips it anyway). Not sys.path: `python -m` puts the caller's working directory there,
+    which may be the results folder. Pass it as `reach`."""
+    pkg_root = os.path.dirname(_HERE)
+    want = [sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, sys.exec_prefix,
+            sys.base_exec_prefix, pkg_root, *extra]
+    for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        try:
+            if p and os.path.isabs(p) and stat.S_IMODE(os.stat(p).st_mode) & 0o005 == 0o005:
+                want.append(p)
+        except OSError:
+            pass
+    out: list[str] = []
+    for p in want:
+        if p and p not in out and os.path.exists(p):
+            out.append(p)
+    return out
+
+
 def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str | None = None,
             log: str | None = None, log_limit: int = DEFAULT_LOG_LIMIT, memory: int | None = None,
             log_stdout: bool = True, private_tmp: bool = True, visible: Iterable[str] = (),
+            reach: Iterable[str] = (),
             clear_env: bool = False, setenv: Mapping[str, str] | None = None,
             unsafe_no_isolation: bool = False) -> list[str]:
     """The command line that runs `argv` isolated. Pass the same `keep_fds` to Popen's pass_fds.
@@ -71,6 +110,8 @@ def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str |
         to the caller's pipe), at most log_limit bytes, then one line saying how much was not kept.
     memory: bytes of RLIMIT_DATA, and the size of each private tmpfs.
     visible: host paths under /tmp the program must still read (the private /tmp hides the host's).
+    reach: host paths the program's unprivileged uid must read (see the module's docstring); the program
+        itself, argv[0] when it names a path, always is.
     """
     if not argv:
         raise ValueError("isolation.command: an empty argv")
@@ -95,6 +136,8 @@ def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str |
         cmd.append("--host-tmp")
     for path in visible:
         cmd += ["--visible", os.fspath(path)]
+    for path in reach:
+        cmd += ["--reach", os.fspath(path)]
     if clear_env:
         cmd.append("--clear-env")
     for name, value in (setenv or {}).items():

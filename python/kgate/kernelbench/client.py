@@ -24,20 +24,6 @@ class WorkerDied(Exception):
         self.output = output
 
 
-def _reachable_by_others(path: str) -> bool:
-    """Whether a uid other than the owner's can reach and read (and, for a file, run) `path`."""
-    path = os.path.realpath(path)
-    try:
-        parts = path.split(os.sep)
-        for i in range(2, len(parts)):
-            if not os.stat(os.sep.join(parts[:i]) or os.sep).st_mode & 0o001:
-                return False
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return bool(mode & 0o004) and (os.path.isdir(path) or bool(mode & 0o001))
-
-
 def _signal_name(rc: int) -> str:
     if rc < 0:
         try:
@@ -78,7 +64,11 @@ class Candidate:
         self.log_limit = 16 << 20
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.pkg_root = pkg_root
-        self.isolation_note = "isolated (kgate-isolate: namespaces, unprivileged uid, seccomp)"
+        from .. import isolation
+        # Root drops to uid 65534 (kgate-isolate refuses otherwise); without root the worker keeps the driver's
+        # uid outside its namespaces, and can read what the driver can: the row record says so.
+        self.isolation_note = ("isolated (kgate-isolate: namespaces, unprivileged uid, seccomp)"
+                               if isolation.drops_uid() else isolation.KEEPS_UID_NOTE)
         self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
 
     # -- process ------------------------------------------------------------------------------------------
@@ -95,14 +85,11 @@ class Candidate:
         self.env["XDG_CACHE_HOME"] = os.path.join(scratch, ".cache")
         visible = [p for p in (self.ext_cache,) if p and os.path.abspath(p).startswith("/tmp/")]
         argv = [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())]
+        # The interpreter and the package are reached by the unprivileged uid even under a 0700 /root (pyenv):
+        # kgate-isolate opens the way inside the worker's own mount namespace, or refuses (never keeps root).
         cmd = isolation.command(argv, keep_fds=[child.fileno()], scratch=scratch, log=self.log_path,
-                                log_limit=self.log_limit, visible=visible)
-        blocked = [p for p in (sys.executable, self.pkg_root) if not _reachable_by_others(p)]
-        if blocked:
-            # The unprivileged uid could not start this interpreter (a Python under /root, say): keep the
-            # namespaces, seccomp and private scratch, and say the uid was kept.
-            cmd[1:1] = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
-            self.isolation_note = f"uid kept ({', '.join(blocked)} not reachable by an unprivileged uid)"
+                                log_limit=self.log_limit, visible=visible,
+                                reach=isolation.interpreter_paths([self.pkg_root]))
         self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
         child.close()

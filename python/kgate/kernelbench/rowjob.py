@@ -64,7 +64,7 @@ def guard_library() -> str | None:
 
 
 def verify(spec, fw_name):
-    from .. import _core
+    from .. import _core, isolation
     from .client import Candidate, WorkerDied
     from .context import Context
     from .derive import ContractError
@@ -84,6 +84,8 @@ def verify(spec, fw_name):
     cand = Candidate(fw_name, row["custom_code"], ext_cache=spec.get("ext_cache"), call_timeout=call_timeout,
                      init_timeout=spec.get("init_timeout", 300),
                      guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=guard_library())
+    if not isolation.drops_uid():  # never silent: a worker that keeps the driver's uid is in the record
+        rec["isolation_warning"] = cand.isolation_note
     try:
         try:
             init = cand.start()
