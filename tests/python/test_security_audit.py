@@ -3,10 +3,12 @@ them, forge its records or flood its disk, and every bad argument of `python -m 
 names the case of the issue it covers; docs/security.md has the table."""
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -39,14 +41,11 @@ def rows_of(path):
     return {x["task"]: x for x in read_jsonl(path)}
 
 
-def worker_output(workdir) -> str:
-    """Everything the candidates' workers printed (their output.log files under the audit's work folder)."""
-    out = []
-    for root, _, files in os.walk(os.path.join(workdir, "build-py", "audit-work")):
-        for f in files:
-            if f == "output.log":
-                out.append(open(os.path.join(root, f), errors="replace").read())
-    return "\n".join(out)
+def printed(rec) -> str:
+    """What the candidate's worker printed, as far as the record keeps it: the output of a call that crashed or
+    failed (each worker's output.log goes with its folder when the row ends). A probe that must be read back
+    prints and then ends its worker (os._exit), so its call is a CRASH whose output the gate keeps."""
+    return "\n".join([g.get("output") or "" for g in rec.get("gates", [])] + [rec.get("message") or ""])
 
 
 # ---- attacks on the judge ----------------------------------------------------------------------------------
@@ -156,13 +155,40 @@ def _without_ptrace_capability():
     return drop
 
 
-@pytest.mark.xfail(reason="open (issue 15 closing note): fails where the worker keeps uid 0 because the interpreter lives under /root (pyenv); passes with PYTHON=/usr/bin/python3", strict=False)
-def test_candidate_finds_no_secret_in_its_ancestors(tmp_path):
+@pytest.fixture
+def results_dir(tmp_path):
+    """A results folder outside /tmp (the worker's private /tmp would hide one inside it whatever its uid), in
+    an open directory, as a user's project folder would be: only the files' own modes and the worker's uid
+    keep the candidate from the MAC key."""
+    base = "/var/tmp" if os.access("/var/tmp", os.W_OK) else str(tmp_path)
+    work = tempfile.mkdtemp(prefix="kgate-secrets-", dir=base)
+    os.chmod(work, 0o755)
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_candidate_finds_no_secret_in_its_ancestors(results_dir):
     # Ancestors' command lines, environments, working folders, open files and memory: no row seed, no results
-    # path, no MAC key.
-    work = str(tmp_path)
+    # path, no MAC key. And the key and results themselves, had it found their path: the worker runs as an
+    # unprivileged uid (started as root, wherever the interpreter lives: pyenv's under a 0700 /root once kept
+    # uid 0, which owns and so reads the key), or the record says it could not.
+    work = results_dir
+    key_file = os.path.join(work, "out.key")
+    results = os.path.join(work, "out.jsonl")
     probe = hostile(f"""
 import json, re
+own = {{'uid': os.getuid(), 'euid': os.geteuid()}}
+for name, path in (('key', {key_file!r}), ('results', {results!r})):
+    try:
+        open(path, 'rb').close()
+        own[name + '_read'] = True
+    except OSError:
+        own[name + '_read'] = False
+    try:
+        with open(path, 'ab'):
+            own[name + '_write'] = True
+    except OSError:
+        own[name + '_write'] = False
 hits = {{}}
 pid = os.getpid()
 for _ in range(3):
@@ -202,23 +228,30 @@ for _ in range(3):
     hits[pid] = {{'mem_read': mem_read, 'out.jsonl': b'out.jsonl' in blob,
                  'hex16': sorted({{m.decode() for m in re.findall(rb'[0-9a-f]{{16}}', blob)}}),
                  'hex64': sorted({{m.decode() for m in re.findall(rb'[0-9a-f]{{64}}', blob)}})}}
-if not getattr(sys, 'probed', False):
-    sys.probed = True
-    print('KGATE-PROBE ' + json.dumps(hits), flush=True)
+print('KGATE-PROBE ' + json.dumps({{'own': own, 'hits': hits}}), flush=True)
+os._exit(9)  # a CRASH: the gate keeps what the call printed
 """)
     corpus = write_corpus(os.path.join(work, "c.jsonl"), [probe])
     env = dict(os.environ, PYTHONPATH=PKG_ROOT)
-    r = subprocess.run([sys.executable, "-m", "kgate", "audit", corpus, "--results", os.path.join(work, "out.jsonl"),
+    r = subprocess.run([sys.executable, "-m", "kgate", "audit", corpus, "--results", results,
                         *FAST, "--gates", "oracle", "--call-timeout", "120"], capture_output=True, text=True, env=env, cwd=work,
                        preexec_fn=_without_ptrace_capability(), timeout=300)
     assert r.returncode == 0, r.stderr
-    (rec,) = read_jsonl(os.path.join(work, "out.jsonl"))
+    (rec,) = read_jsonl(results)
     assert rec["seed"] == f"{seeds.derive(0x1234, rec['key']):016x}"
-    probes = [l for l in worker_output(work).splitlines() if l.startswith("KGATE-PROBE ")]
-    assert probes, "the probe ran"
-    hits = json.loads(probes[0][len("KGATE-PROBE "):])  # without kgate-isolate: the row job and the driver
-    key_file = os.path.join(work, "out.key")
+    probes = [l for l in printed(rec).splitlines() if l.startswith("KGATE-PROBE ")]
+    assert probes, ("the probe ran", rec)
+    got = json.loads(probes[0][len("KGATE-PROBE "):])
     key_hex = open(key_file).read().strip() if os.path.exists(key_file) else "no key file"
+    own = got["own"]
+    if os.getuid() == 0:
+        assert not own["key_read"], f"the candidate (uid {own['uid']}) read the MAC key"
+        assert own["uid"] == own["euid"] == 65534, f"the candidate ran as uid {own['uid']}, not the unprivileged uid"
+        assert not own["key_write"] and not own["results_write"], own
+        assert "isolation_warning" not in rec, rec
+    else:  # its own user namespace: the driver's uid outside, which reads the key; the record must say so
+        assert "driver's uid" in rec["isolation_warning"], rec
+    hits = got["hits"]  # without kgate-isolate: the row job and the driver; with it: none (pid 1 is init)
     for pid, h in hits.items():
         assert rec["seed"] not in h["hex16"], f"the candidate read the row seed from process {pid}"
         assert key_hex not in h["hex64"], f"the candidate read the MAC key from process {pid}"
@@ -351,7 +384,6 @@ def test_output_flood_costs_a_capped_log_not_the_disk(workdir):
     assert oracle["verdict"] in ("FAIL", "CRASH"), oracle
 
 
-@pytest.mark.xfail(reason="open (issue 15 closing note): fails where the worker keeps uid 0 because the interpreter lives under /root (pyenv); passes with PYTHON=/usr/bin/python3", strict=False)
 def test_setsid_children_of_the_candidate_end_with_the_audit(workdir):
     # The escaped grandchild becomes `sleep <marker>`: found by its command line among the host's processes.
     marker = f"{100 + os.getpid() % 97}.{time.time_ns() % 10**9:09d}"
@@ -366,11 +398,13 @@ if not getattr(sys, 'forked', False):
         os._exit(0)
     time.sleep(0.3)
     print('KGATE-FORKED', flush=True)
+    os._exit(9)  # a CRASH, so the gate keeps what the call printed; the escaped grandchild must end too
 """)
     corpus = write_corpus(workdir / "c.jsonl", [escape])
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle", timeout=100)
     assert r.returncode == 0, r.stderr
-    assert "KGATE-FORKED" in worker_output(workdir)
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    assert "KGATE-FORKED" in printed(rec), rec
     time.sleep(0.5)
     alive = []
     for name in os.listdir("/proc"):
