@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   std::string program = argv[i];
   if (program.find('/') != std::string::npos) {
     program = std::filesystem::absolute(program).lexically_normal().string();
-    o.reach.push_back(program);
+    std::error_code ec;  // a missing PROGRAM stays exit 127 from execvp, not an isolation failure
+    if (std::filesystem::exists(program, ec)) o.reach.push_back(program);
   }
   if (unsafe) {
     std::fprintf(stderr, "kgate-isolate: warning: --unsafe-no-isolation: %s runs unprotected\n", argv[i]);
