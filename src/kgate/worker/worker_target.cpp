@@ -4,6 +4,8 @@
 // expected values never leave the driver. Every wait is bounded by the time limit; a worker that
 // crashes, hangs or breaks the protocol is killed, the call ends CRASHED or TIMED_OUT, and the target
 // stays unhealthy until reset() starts a fresh worker.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -42,9 +44,14 @@ class WorkerTarget final : public Target {
     if (worker_) worker_->terminate(stop_grace());
   }
 
+  // The report's `candidate` line: how the worker was isolated, never claimed where it was not. Without root
+  // it keeps the caller's uid outside its namespaces (it reads what kgate reads); unsafe: none at all.
   std::string describe() const override {
-    return fmt::format("{}:{} ({}, isolated)", std::filesystem::path(spec_.library).filename().string(), spec_.symbol,
-                       device_ == kDLCUDA ? "cuda" : "cpu");
+    const char* how = !worker_isolated(options_) ? "NOT isolated"
+                      : geteuid() == 0          ? "isolated"
+                                                : "isolated, as the caller's uid";
+    return fmt::format("{}:{} ({}, {})", std::filesystem::path(spec_.library).filename().string(), spec_.symbol,
+                       device_ == kDLCUDA ? "cuda" : "cpu", how);
   }
   DLDeviceType device() const override { return device_; }
 
