@@ -102,10 +102,12 @@ TEST(BadInput, WithoutNamespacesVerifyRefusesUnlessToldUnsafe) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_EQ(r.out.rfind("kgate: error: kernel: cannot isolate the worker: ", 0), 0u) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-  std::vector<std::string> unsafe = args;
-  unsafe.push_back("--unsafe-no-isolation");
+  // Unprotected, only an honest candidate: kKernel would SIGKILL every kgate-worker on the host.
+  std::vector<std::string> unsafe = {kgate_cli(), "verify", "--contract", double_contract(), "--kernel",
+                                     fixture("sec_honest.so"), "--gates", "determinism", "--unsafe-no-isolation"};
   const ProcessRun u = run_handicapped(unsafe, true, false);
   EXPECT_EQ(u.status, 0) << u.out;
+  EXPECT_NE(u.out.find("(cpu, NOT isolated)"), std::string::npos) << "the report says so: " << u.out;
 }
 
 TEST(BadInput, NoReportIsWrittenForBadInput) {

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <thread>
@@ -75,6 +77,64 @@ TEST(Isolate, SeesOnlyItsOwnTreeAndRunsUnprivileged) {
   EXPECT_EQ(m[4], "/tmp/kgate-scratch");
   EXPECT_EQ(m[5], "/tmp/kgate-scratch");
   EXPECT_EQ(m[6], "0000000000000000") << "no capabilities";
+}
+
+// A directory only root may enter (as pyenv's Python under a 0700 /root) holding the program and, beside
+// it, what must stay secret: a root-only file and a world-readable one.
+struct ClosedDirectory {
+  std::filesystem::path dir, program, secret, other;
+  ClosedDirectory() {
+    dir = std::filesystem::path(fixture("sec_look_around")).parent_path() / ("closed-" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "bin");
+    program = dir / "bin" / "look_around";
+    std::filesystem::copy_file(fixture("sec_look_around"), program);
+    secret = dir / "secret.key";
+    other = dir / "results.jsonl";
+    for (const auto& [path, mode] : {std::pair{secret, 0600}, std::pair{other, 0644}}) {
+      std::FILE* f = std::fopen(path.c_str(), "w");
+      std::fputs("s3cret\n", f);
+      std::fclose(f);
+      chmod(path.c_str(), mode);
+    }
+    chmod(dir.c_str(), 0700);
+  }
+  ~ClosedDirectory() { std::filesystem::remove_all(dir); }
+};
+
+TEST(Isolate, AProgramUnderAClosedDirectoryRunsUnprivilegedAndSeesNothingElseThere) {
+  if (geteuid() != 0) GTEST_SKIP() << "as non-root the program keeps the caller's uid (its own user namespace)";
+  const ClosedDirectory c;
+  // Before: kgate-isolate could not execute it (126) and the Python front-end kept uid 0 instead, which
+  // owns, and so reads, root's files.
+  const ProcessRun r = isolate({}, {c.program.string(), c.secret.string(), c.other.string(), c.dir.string(), "/root"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("pids=2 uid=65534 gid=65534"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("open(" + c.secret.string() + ")=No such file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("open(" + c.other.string() + ")=No such file"), std::string::npos)
+      << "only the way to the program is opened: " << r.out;
+  EXPECT_NE(r.out.find("open(" + c.dir.string() + ")=Permission denied"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("open(/root)=Permission denied"), std::string::npos) << r.out;
+  // The host's directory is untouched.
+  struct stat st {};
+  ASSERT_EQ(stat(c.dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+TEST(Isolate, AProgramItsUidCannotReadIsRefusedNotRunAsRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop to another uid";
+  const ClosedDirectory c;
+  chmod(c.program.c_str(), 0700);  // the file itself: no covering mount can open it
+  const ProcessRun r = isolate({}, {c.program.string(), c.secret.string()});
+  EXPECT_EQ(r.status, 125) << r.out << r.err;
+  EXPECT_EQ(r.out.find("s3cret"), std::string::npos);
+  EXPECT_NE(r.err.find("cannot be read by uid 65534"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // Nor as root without capabilities, which still owns root's files.
+  const ProcessRun zero = isolate({"--uid", "0"}, {"/bin/cat", c.secret.string()});
+  EXPECT_EQ(zero.status, 125) << zero.out << zero.err;
+  EXPECT_EQ(zero.out.find("s3cret"), std::string::npos) << zero.out;
+  EXPECT_NE(zero.err.find("uid and gid 0 are refused"), std::string::npos) << zero.err;
 }
 
 TEST(Isolate, EveryDescendantEndsWithTheProgram) {

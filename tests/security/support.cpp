@@ -32,7 +32,11 @@ std::string kgate_cli() {
   const char* other = std::getenv("KGATE_SECURITY_CLI");
   return other && *other ? other : KGATE_CLI;
 }
-std::string isolate_cli() { return KGATE_ISOLATE; }
+// KGATE_SECURITY_ISOLATE likewise for kgate-isolate.
+std::string isolate_cli() {
+  const char* other = std::getenv("KGATE_SECURITY_ISOLATE");
+  return other && *other ? other : KGATE_ISOLATE;
+}
 std::string double_contract() { return KGATE_DOUBLE_CONTRACT; }
 
 std::string read_file(const std::string& path) {

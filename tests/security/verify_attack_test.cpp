@@ -2,6 +2,9 @@
 // command on tests/runtime/fixtures/double.toml with one hostile fixture (tests/security/fixtures).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -124,6 +127,38 @@ TEST(VerifyAttack, AKilledKgateLeavesNoVerdictNoScratchAndNoWorker) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(kill_processes_named("kgate-hanging"), 0u) << "a worker outlived its killed kgate";
   std::filesystem::remove_all(tmp);
+}
+
+TEST(VerifyAttack, AWorkerThatKeepsTheCallersUidSaysSoInTheReport) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
+  // kgate run by a user who is not root: the worker is root of its own user namespace, that user outside
+  // it, and reads what kgate may read. Never silent: the report's candidate line says it.
+  const ProcessRun r = run_handicapped(verify("sec_honest", {"--gates", "oracle"}), false, true);
+  if (r.status == 2) {  // no unprivileged user namespaces here: a clear refusal is the contract
+    EXPECT_NE(r.out.find("cannot isolate the worker"), std::string::npos) << r.out;
+    return;
+  }
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("(cpu, isolated, as the caller's uid)"), std::string::npos) << r.out;
+}
+
+TEST(VerifyAttack, ACandidateUnderAClosedDirectoryIsJudgedByAnUnprivilegedWorker) {
+  if (geteuid() != 0) GTEST_SKIP() << "as non-root the worker keeps the caller's uid (its own user namespace)";
+  // A candidate kept where only root may enter (a home of mode 0700): the worker, uid 65534, reaches it
+  // through its own mount namespace rather than failing to load it (the Python front-end used to keep
+  // uid 0 in this situation instead).
+  const std::filesystem::path dir = std::filesystem::path(fixture("sec_honest.so")).parent_path() /
+                                    ("closed-verify-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path lib = dir / "candidate.so";
+  std::filesystem::copy_file(fixture("sec_honest.so"), lib);
+  chmod(dir.c_str(), 0700);
+  const ProcessRun r = run({kgate_cli(), "verify", "--contract", double_contract(), "--kernel", lib.string(),
+                            "--seed", kSeed, "--gates", "oracle"}, 120);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
