@@ -99,9 +99,22 @@ def load_key(results_path: str, create: bool) -> bytes | None:
     return key
 
 
+# Results, journals and their side files are closed to others (a candidate's worker runs as uid 65534 and,
+# outside its private /tmp, could read them by path: a row's seed is in its record, and a retried or changed
+# row runs again with the same seed). The group keeps read access.
+RESULTS_MODE = 0o640
+
+
+def _closed_to_others(fd: int):
+    st = os.fstat(fd)
+    if st.st_mode & 0o007 and st.st_uid == os.geteuid():
+        os.fchmod(fd, st.st_mode & 0o770)
+
+
 def _append_line(path: str, rec: dict):
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, RESULTS_MODE)
     try:
+        _closed_to_others(fd)
         os.write(fd, (json.dumps(rec, sort_keys=True, allow_nan=True) + "\n").encode())
         os.fsync(fd)
     finally:
@@ -190,7 +203,7 @@ class ResultsFile:
 
     def _rewrite(self):
         tmp = f"{self.path}.tmp-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, RESULTS_MODE)
         try:
             for rec in self.records.values():
                 os.write(fd, (json.dumps(rec, sort_keys=True, allow_nan=True) + "\n").encode())
@@ -240,7 +253,8 @@ def _ends_with_newline(path: str) -> bool:
 
 def _append_line_probe(path: str):
     """Fails early (OSError) when the results file cannot be written."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, RESULTS_MODE)
+    _closed_to_others(fd)
     os.close(fd)
 
 

@@ -231,13 +231,16 @@ for _ in range(3):
 print('KGATE-PROBE ' + json.dumps({{'own': own, 'hits': hits}}), flush=True)
 os._exit(9)  # a CRASH: the gate keeps what the call printed
 """)
-    corpus = write_corpus(os.path.join(work, "c.jsonl"), [probe])
     env = dict(os.environ, PYTHONPATH=PKG_ROOT)
-    r = subprocess.run([sys.executable, "-m", "kgate", "audit", corpus, "--results", results,
-                        *FAST, "--gates", "oracle", "--call-timeout", "120"], capture_output=True, text=True, env=env, cwd=work,
-                       preexec_fn=_without_ptrace_capability(), timeout=300)
-    assert r.returncode == 0, r.stderr
-    (rec,) = read_jsonl(results)
+    # A first run leaves a record (with its row's seed) for the probe's run to find.
+    first = control_rows(["correct_linear"])
+    for rows in (first, first + [dict(probe, task_id=2)]):
+        corpus = write_corpus(os.path.join(work, "c.jsonl"), rows)
+        r = subprocess.run([sys.executable, "-m", "kgate", "audit", corpus, "--results", results,
+                            *FAST, "--gates", "oracle", "--call-timeout", "120"], capture_output=True, text=True, env=env,
+                           cwd=work, preexec_fn=_without_ptrace_capability(), timeout=300)
+        assert r.returncode == 0, r.stderr
+    rec = rows_of(results)[2]
     assert rec["seed"] == f"{seeds.derive(0x1234, rec['key']):016x}"
     probes = [l for l in printed(rec).splitlines() if l.startswith("KGATE-PROBE ")]
     assert probes, ("the probe ran", rec)
@@ -248,6 +251,7 @@ os._exit(9)  # a CRASH: the gate keeps what the call printed
         assert not own["key_read"], f"the candidate (uid {own['uid']}) read the MAC key"
         assert own["uid"] == own["euid"] == 65534, f"the candidate ran as uid {own['uid']}, not the unprivileged uid"
         assert not own["key_write"] and not own["results_write"], own
+        assert not own["results_read"], "the candidate read the results (its own row's seed is in its record)"
         assert "isolation_warning" not in rec, rec
     else:  # its own user namespace: the driver's uid outside, which reads the key; the record must say so
         assert "driver's uid" in rec["isolation_warning"], rec
