@@ -1,0 +1,508 @@
+// glr/cuda/sm90/gdn_fwd_mma.cuh: Gated DeltaNet forward on the tensor cores (issue 16 item 1, first slice).
+//
+// bf16 q, k, v; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32 accumulation
+// (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts, H = HV (no GVA), no
+// cu_seqlens: q, k, v, o (B, T, H, 128) bf16; g, beta (B, T, H) fp32; h0, ht (B, H, K, V) fp32, optional.
+//
+// Two kernels, as in the chunked algorithm of DESIGN.md section 5 (G = in-chunk cumulative log-decay):
+//
+//   wy (one block per chunk and head, 4 warps):
+//     G = cumsum(g);  KK^T and QK^T on the tensor cores;
+//     L = strictly_lower(diag(beta) (K K^T . Gamma)),  Gamma_ij = exp(G_i - G_j);
+//     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
+//     W = T (beta e^G . K),  U = T (beta . V)      (bf16 operands, fp32 accumulation, stored bf16)
+//     P = scale tril(Gamma . Q K^T)                (diagonal included, stored bf16)
+//   state (one block per head and 64 state columns, 4 warps; chunks in order):
+//     V_new = U - W h;   O = scale e^G . (Q h) + P V_new;   h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
+//     h stays in fp32 registers (each warp 32 rows x 64 columns); a bf16 copy in shared memory feeds the
+//     W h and Q h products. Next chunk's tiles arrive by cp.async while this one computes.
+//
+// Every reduction is a fixed sequence of mma/FMA: bitwise deterministic run to run.
+// Padding rows of a short last chunk load as zero with g = 0, beta = 0: they contribute nothing, and G stays
+// constant over them, so G[C-1] is the chunk's last real cumulative decay.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mma_sync.cuh"
+
+namespace glr::cuda::sm90 {
+
+namespace gdn {
+inline constexpr int C = 64;         // chunk
+inline constexpr int DK = 128;       // K
+inline constexpr int DV = 128;       // V
+inline constexpr int VT = 64;        // state columns per block of the state kernel
+inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared tiles: 272 B, ldmatrix conflict-free
+inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
+inline constexpr int LDL = C + 4;    // fp32 row stride of L
+inline constexpr int kThreads = 128;
+static_assert(DV % VT == 0, "state columns split evenly");
+static_assert(C * LDL * 4 == C * LD128 * 2, "L (fp32) aliases the q tile (bf16)");
+}  // namespace gdn
+
+struct GdnFwdArgs {
+  const __nv_bfloat16* q = nullptr;  // (B, T, H, K)
+  const __nv_bfloat16* k = nullptr;  // (B, T, H, K)
+  const __nv_bfloat16* v = nullptr;  // (B, T, H, V)
+  const float* g = nullptr;          // (B, T, H)
+  const float* beta = nullptr;       // (B, T, H)
+  const float* h0 = nullptr;         // (B, H, K, V) or null
+  __nv_bfloat16* o = nullptr;        // (B, T, H, V)
+  float* ht = nullptr;               // (B, H, K, V) or null
+  int B = 0, T = 0, H = 0;
+  float scale = 0.f;
+  // workspace, carved by gdn_fwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
+  __nv_bfloat16* W = nullptr;  // (B, H, Tp, K)
+  __nv_bfloat16* U = nullptr;  // (B, H, Tp, V)
+  __nv_bfloat16* P = nullptr;  // (B, H, NT, C, C)
+  float* G = nullptr;          // (B, H, Tp)
+};
+
+inline std::size_t gdn_fwd_workspace_bytes(int B, int T, int H) {
+  const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
+  const std::size_t bh = static_cast<std::size_t>(B) * H;
+  return bh * Tp * (gdn::DK * 2 + gdn::DV * 2 + gdn::C * 2 + 4);
+}
+// Fills a.W, a.U, a.P, a.G from one 256-byte-aligned block of gdn_fwd_workspace_bytes.
+inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws) {
+  const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
+  const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
+  char* p = static_cast<char*>(ws);
+  a.W = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DK * 2;
+  a.U = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DV * 2;
+  a.P = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::C * 2;
+  a.G = reinterpret_cast<float*>(p);
+}
+
+namespace gdn {
+
+struct WySmem {
+  __nv_bfloat16 q[C * LD128];  // (C, K) q; then L (C, C) fp32; then the W/U staging tile
+  __nv_bfloat16 k[C * LD128];  // (C, K) k; then beta e^G k
+  __nv_bfloat16 v[C * LD128];  // (C, V) v; then beta v
+  __nv_bfloat16 T[C * LD64];   // (C, C) (I + L)^-1
+  float G[C];
+  float beta[C];
+};
+
+struct StateSmem {
+  __nv_bfloat16 W[C * LD128];   // (C, K)
+  __nv_bfloat16 q[C * LD128];   // (C, K)
+  __nv_bfloat16 k[C * LD128];   // (C, K)
+  __nv_bfloat16 P[C * LD64];    // (C, C)
+  __nv_bfloat16 h[DK * LD64];   // (K, VT) bf16 copy of the state slice
+  __nv_bfloat16 vn[C * LD64];   // (C, VT) V_new
+  __nv_bfloat16 vnd[C * LD64];  // (C, VT) e^{G_last - G} V_new
+  float G[C];
+};
+
+// Copy a (C x 128) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
+// shared tile of row stride LD128. 1024 pieces of 16 bytes, 8 per thread.
+__device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride,
+                                             int valid, int tid) {
+#pragma unroll
+  for (int it = 0; it < C * 16 / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e >> 4, cc = e & 15;
+    const bool in = r < valid;
+    cp_async_16(smem_addr(dst + r * LD128 + cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
+
+// Kernel 1: per (chunk, head).
+__global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const int t0 = c * C, len = min(C, a.T - t0);
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
+
+  load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
+  load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
+  load_tile128(s.v, a.v + tok0 * DV, row_stride, len, tid);
+  cp_async_commit();
+
+  // G = cumsum(g) over the chunk: warp 0, two tokens per lane, an inclusive shuffle scan (fixed order).
+  if (warp == 0) {
+    float gg[2], bb[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int i = 2 * lane + u;
+      const bool in = i < len;
+      gg[u] = in ? a.g[tok0 + static_cast<std::int64_t>(i) * a.H] : 0.f;
+      bb[u] = in ? a.beta[tok0 + static_cast<std::int64_t>(i) * a.H] : 0.f;
+    }
+    float incl = gg[0] + gg[1];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl = y + incl;
+    }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.f;
+    const float G0 = excl + gg[0], G1 = G0 + gg[1];
+    s.G[2 * lane] = G0;
+    s.G[2 * lane + 1] = G1;
+    s.beta[2 * lane] = bb[0];
+    s.beta[2 * lane + 1] = bb[1];
+    float* Gw = a.G + static_cast<std::int64_t>(bh) * Tp + t0;
+    *reinterpret_cast<float2*>(Gw + 2 * lane) = make_float2(G0, G1);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Step 1: KK^T and QK^T, warp w rows 16w..16w+15, only the column tiles j < 16w + 16 (causal).
+  const int r0 = warp * 16;
+  {
+    float kk[8][4], qk[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kk[n][e] = qk[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ak[4], aq[4];
+      ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np <= warp) {
+          std::uint32_t bk[4];
+          ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
+          mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
+          mma_bf16_16816(qk[2 * np], aq, bk[0], bk[1]);
+          mma_bf16_16816(qk[2 * np + 1], aq, bk[2], bk[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done reading q: L takes its place
+    float* L = reinterpret_cast<float*>(s.q);
+    __nv_bfloat16* Pg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], bi = s.beta[i];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float lv[2], pv[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = n * 8 + 2 * t4 + u;
+          const float x = kk[n][half * 2 + u], y = qk[n][half * 2 + u];
+          const float gam = j <= i ? expf(Gi - s.G[j]) : 0.f;  // never exp of a positive difference
+          lv[u] = j < i ? bi * gam * x : 0.f;
+          pv[u] = j <= i ? a.scale * gam * y : 0.f;
+        }
+        *reinterpret_cast<float2*>(L + i * LDL + n * 8 + 2 * t4) = make_float2(lv[0], lv[1]);
+        *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
+      }
+    }
+  }
+  __syncthreads();
+
+  // Step 2: threads 0..63 solve (I + L) T = I, one column each; threads 64..127 scale k and v in place.
+  if (tid < C) {
+    const float* L = reinterpret_cast<const float*>(s.q);
+    const int j = tid;
+    float t[C];
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      // t_i = [i == j] - sum_{m < i} L_im t_m  (t_m = 0 for m < j, so the sum may start at 0)
+      float acc0 = 0.f, acc1 = 0.f;
+      const float* Li = L + i * LDL;
+#pragma unroll
+      for (int m = 0; m + 3 < i; m += 4) {
+        const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
+        acc0 = fmaf(l4.x, t[m], acc0);
+        acc1 = fmaf(l4.y, t[m + 1], acc1);
+        acc0 = fmaf(l4.z, t[m + 2], acc0);
+        acc1 = fmaf(l4.w, t[m + 3], acc1);
+      }
+#pragma unroll
+      for (int m = i & ~3; m < i; ++m) acc0 = fmaf(Li[m], t[m], acc0);
+      t[i] = i == j ? 1.f : (i < j ? 0.f : -(acc0 + acc1));
+    }
+#pragma unroll
+    for (int i = 0; i < C; ++i) s.T[i * LD64 + j] = __float2bfloat16_rn(t[i]);
+  } else {
+    for (int e = tid - C; e < C * (DK / 2); e += kThreads - C) {
+      const int r = e / (DK / 2), cp = e % (DK / 2);
+      const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
+      auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
+      auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
+      const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
+      *kp = pack_bf16x2(bG * kf.x, bG * kf.y);
+      *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
+    }
+  }
+  __syncthreads();
+
+  // Step 3: W = T (beta e^G k), U = T (beta v); warp w rows 16w.., T is lower triangular (k tiles <= w).
+  // Each result is staged in this warp's rows of the free q area, then written out in 16-byte pieces.
+  __nv_bfloat16* stage = s.q;
+  for (int which = 0; which < 2; ++which) {
+    const __nv_bfloat16* src = which == 0 ? s.k : s.v;
+    float acc[16][4];
+#pragma unroll
+    for (int n = 0; n < 16; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t at[4];
+        ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < 8; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, src, LD128, ks * 16, np * 16, lane);
+          mma_bf16_16816(acc[2 * np], at, bv[0], bv[1]);
+          mma_bf16_16816(acc[2 * np + 1], at, bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      *reinterpret_cast<std::uint32_t*>(stage + (r0 + g8) * LD128 + n * 8 + 2 * t4) = pack_bf16x2(acc[n][0], acc[n][1]);
+      *reinterpret_cast<std::uint32_t*>(stage + (r0 + g8 + 8) * LD128 + n * 8 + 2 * t4) =
+          pack_bf16x2(acc[n][2], acc[n][3]);
+    }
+    __syncwarp();
+    __nv_bfloat16* dst = (which == 0 ? a.W : a.U) + (static_cast<std::int64_t>(bh) * Tp + t0 + r0) * DK;
+#pragma unroll
+    for (int it = 0; it < 8; ++it) {
+      const int e = lane + it * 32, r = e >> 4, cc = e & 15;
+      *reinterpret_cast<uint4*>(dst + r * DK + cc * 8) =
+          *reinterpret_cast<const uint4*>(stage + (r0 + r) * LD128 + cc * 8);
+    }
+    __syncwarp();
+  }
+}
+
+// Kernel 2: per (head, 64 state columns), the chunks in order.
+__global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__ GdnFwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  StateSmem& s = *reinterpret_cast<StateSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const __nv_bfloat16* Wg = a.W + static_cast<std::int64_t>(bh) * Tp * DK;
+  const __nv_bfloat16* Ug = a.U + static_cast<std::int64_t>(bh) * Tp * DV + v0;
+  const __nv_bfloat16* Pg = a.P + static_cast<std::int64_t>(bh) * NT * C * C;
+  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  const int r0 = warp * 16;   // this warp's rows of the (C x VT) tiles
+  const int d0 = warp * 32;   // this warp's rows of the state slice (K x VT)
+
+  // Group X: the tiles the first half of a chunk reads (W, q, G). Group Y: the second half's (k, P).
+  auto load_x = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.W, Wg + static_cast<std::int64_t>(t0) * DK, DK, C, tid);
+    load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + t0 + tid * 4, true);
+  };
+  auto load_y = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.k, a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    const __nv_bfloat16* Pc = Pg + static_cast<std::int64_t>(c) * C * C;
+#pragma unroll
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.P + r * LD64 + cc * 8), Pc + r * C + cc * 8, true);
+    }
+  };
+
+  // The state slice: warp rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1).
+  float hs[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        hs[mt][n][half * 2] = x.x;
+        hs[mt][n][half * 2 + 1] = x.y;
+      }
+  auto write_h_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
+              pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  };
+  write_h_bf16();
+  if (NT > 0) {
+    load_x(0);
+    cp_async_commit();
+    load_y(0);
+    cp_async_commit();
+    cp_async_wait<1>();  // X(0)
+  }
+  __syncthreads();
+
+  for (int c = 0; c < NT; ++c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    // U rows of this warp, straight into accumulator layout (issued first, used after the W h loop).
+    std::uint32_t u[8][2];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        u[n][half] = *reinterpret_cast<const std::uint32_t*>(
+            Ug + static_cast<std::int64_t>(t0 + r0 + g8 + half * 8) * DV + n * 8 + 2 * t4);
+
+    // Phase A: W h and Q h (C x VT, inner K), warp rows r0..r0+15.
+    float av[8][4], ao[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) av[n][e] = ao[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t aw[4], aq[4];
+      ldsm_a(aw, s.W, LD128, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bh4[4];
+        ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
+        mma_bf16_16816(av[2 * np], aw, bh4[0], bh4[1]);
+        mma_bf16_16816(av[2 * np + 1], aw, bh4[2], bh4[3]);
+        mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
+        mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+      }
+    }
+    const float GL = s.G[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], eo = a.scale * expf(Gi), ed = expf(GL - Gi);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float2 uf = unpack_bf16x2(u[n][half]);
+        const float x0 = uf.x - av[n][half * 2], x1 = uf.y - av[n][half * 2 + 1];
+        ao[n][half * 2] *= eo;
+        ao[n][half * 2 + 1] *= eo;
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+      }
+    }
+    cp_async_wait<0>();  // Y(c): k, P
+    __syncthreads();     // vn, vnd, k, P visible; every warp is done with W, q, G, h
+    if (c + 1 < NT) load_x(c + 1);
+    cp_async_commit();
+
+    // Phase C: O += P V_new (P lower triangular: k tiles <= warp), then the state update.
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t ap[4];
+        ldsm_a(ap, s.P, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < VT / 16; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, s.vn, LD64, ks * 16, np * 16, lane);
+          mma_bf16_16816(ao[2 * np], ap, bv[0], bv[1]);
+          mma_bf16_16816(ao[2 * np + 1], ap, bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (i < len) {
+        __nv_bfloat16* orow = a.o + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<std::uint32_t*>(orow + n * 8 + 2 * t4) = pack_bf16x2(ao[n][half * 2], ao[n][half * 2 + 1]);
+      }
+    }
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      std::uint32_t ak[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], s.k, LD128, d0 + mt * 16, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bv[4];
+        ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+          mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    write_h_bf16();      // h was last read in phase A, before the barrier above
+    cp_async_wait<0>();  // X(c + 1)
+    __syncthreads();     // h, W, q, G visible; every warp is done with k, P, vn, vnd
+    if (c + 1 < NT) load_y(c + 1);
+    cp_async_commit();
+  }
+
+  if (a.ht) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * DV + col) =
+              make_float2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  }
+}
+
+}  // namespace gdn
+
+#if defined(__CUDACC__)
+// Launch both kernels on `stream`. Requires a.W/U/P/G carved (gdn_fwd_workspace_carve), T >= 0, B, H >= 1,
+// 16-byte aligned q, k, v, o; 8-byte aligned h0, ht. Returns the first launch error.
+inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream) {
+  const int NT = (a.T + gdn::C - 1) / gdn::C;
+  const int BH = a.B * a.H;
+  cudaError_t e = cudaFuncSetAttribute(gdn::wy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sizeof(gdn::WySmem)));
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(gdn::state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sizeof(gdn::StateSmem)));
+  if (e != cudaSuccess) return e;
+  if (NT > 0) {
+    gdn::wy_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn::WySmem), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  gdn::state_kernel<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn::StateSmem), stream>>>(a);
+  return cudaGetLastError();
+}
+#endif  // __CUDACC__
+
+}  // namespace glr::cuda::sm90
