@@ -485,9 +485,16 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 }  // namespace gdn
 
 #if defined(__CUDACC__)
-// Launch both kernels on `stream`. Requires a.W/U/P/G carved (gdn_fwd_workspace_carve), T >= 0, B, H >= 1,
-// 16-byte aligned q, k, v, o; 8-byte aligned h0, ht. Returns the first launch error.
+// Launch both kernels on `stream`. Requires a.W/U/P/G carved (gdn_fwd_workspace_carve) from a 16-byte
+// aligned workspace, T >= 0, B, H >= 1, B H <= 65535, 16-byte aligned q, k, v; 4-byte aligned o; 8-byte
+// aligned h0, ht. Returns cudaErrorInvalidValue when these fail, else the first launch error.
 inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream) {
+  auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
+  if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
+      !a.beta || !a.o || !a.W || !a.U || !a.P || !a.G || misaligned(a.q, 16) || misaligned(a.k, 16) ||
+      misaligned(a.v, 16) || misaligned(a.o, 4) || misaligned(a.h0, 8) || misaligned(a.ht, 8) ||
+      misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16))
+    return cudaErrorInvalidValue;
   const int NT = (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.B * a.H;
   cudaError_t e = cudaFuncSetAttribute(gdn::wy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
