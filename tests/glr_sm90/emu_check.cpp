@@ -10,6 +10,7 @@
 // clang-format on
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 namespace glr::cuda::sm90::gdn {
@@ -126,7 +127,12 @@ bool run(const Shape& p, unsigned seed) {
 
 }  // namespace
 
-int main() {
+// With arguments B T H h0 mu: that one shape only.
+int main(int argc, char** argv) {
+  if (argc == 6) {
+    const Shape s{std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]) != 0, std::atof(argv[5])};
+    return run(s, 99) ? 0 : 1;
+  }
   const Shape shapes[] = {{1, 1, 1, false, 2.0}, {1, 33, 1, true, 2.0},   {1, 64, 1, false, -1.0},
                           {1, 100, 2, true, 2.0}, {2, 130, 1, false, 0.0}, {1, 192, 1, true, 4.0},
                           {1, 200, 1, true, 8.0}};
