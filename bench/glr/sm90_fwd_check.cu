@@ -29,6 +29,7 @@
 namespace {
 
 using glr::cuda::sm90::GdnFwdArgs;
+using glr::cuda::sm90::GdnFwdVariant;
 constexpr int KD = 128, VD = 128;
 
 #define CK(x)                                                                                          \
@@ -269,10 +270,10 @@ struct Buffers {
     cudaFree(ws);
   }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
-  void run_poisoned() {
+  void run_poisoned(GdnFwdVariant var) {
     CK(cudaMemset(a.o, 0xFF, o_bytes));
     CK(cudaMemset(a.ht, 0xFF, h_bytes));
-    CK(glr::cuda::sm90::gdn_fwd_mma(a, nullptr));
+    CK(glr::cuda::sm90::gdn_fwd_mma(a, nullptr, var));
     CK(cudaDeviceSynchronize());
   }
 };
@@ -289,33 +290,38 @@ bool check(const Problem& p, std::uint64_t seed) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
-  buf.run_poisoned();
-  const Err eo = error_of(buf.a.o, ro, tok * VD);
-  const Err eh = error_of(buf.a.ht, rh, hs);
-  // Second run into fresh buffers: bitwise equal.
-  void *o1, *h1;
-  CK(cudaMalloc(&o1, buf.o_bytes));
-  CK(cudaMalloc(&h1, buf.h_bytes));
-  CK(cudaMemcpy(o1, buf.a.o, buf.o_bytes, cudaMemcpyDeviceToDevice));
-  CK(cudaMemcpy(h1, buf.a.ht, buf.h_bytes, cudaMemcpyDeviceToDevice));
-  buf.run_poisoned();
-  const unsigned long long diff = differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
-  CK(cudaFree(o1));
-  CK(cudaFree(h1));
+  bool ok = true;
+  for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers}) {
+    buf.run_poisoned(var);
+    const Err eo = error_of(buf.a.o, ro, tok * VD);
+    const Err eh = error_of(buf.a.ht, rh, hs);
+    // Second run, outputs poisoned again: bitwise equal.
+    void *o1, *h1;
+    CK(cudaMalloc(&o1, buf.o_bytes));
+    CK(cudaMalloc(&h1, buf.h_bytes));
+    CK(cudaMemcpy(o1, buf.a.o, buf.o_bytes, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(h1, buf.a.ht, buf.h_bytes, cudaMemcpyDeviceToDevice));
+    buf.run_poisoned(var);
+    const unsigned long long diff =
+        differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
+    CK(cudaFree(o1));
+    CK(cudaFree(h1));
+
+    const double u = std::ldexp(1.0, -9), tol2 = 8 * u, tolmax = 32 * u;
+    const bool pass = eo.bad == 0 && eh.bad == 0 && eo.rel2 <= tol2 && eh.rel2 <= tol2 && eo.relmax <= tolmax &&
+                      eh.relmax <= tolmax && diff == 0;
+    std::printf("v%d B%-2d T%-5d H%-2d h0=%d mu=%+.0f | o: rel2 %.2e relmax %.2e nonfinite %.0f | ht: rel2 %.2e relmax "
+                "%.2e nonfinite %.0f | run-to-run differing words %llu | %s\n",
+                static_cast<int>(var), p.B, p.T, p.H, p.h0 ? 1 : 0, p.mu, eo.rel2, eo.relmax, eo.bad, eh.rel2, eh.relmax,
+                eh.bad, diff, pass ? "PASS" : "FAIL");
+    ok = ok && pass;
+  }
   CK(cudaFree(ro));
   CK(cudaFree(rh));
-
-  const double u = std::ldexp(1.0, -9), tol2 = 8 * u, tolmax = 32 * u;
-  const bool ok = eo.bad == 0 && eh.bad == 0 && eo.rel2 <= tol2 && eh.rel2 <= tol2 && eo.relmax <= tolmax &&
-                  eh.relmax <= tolmax && diff == 0;
-  std::printf("B%-2d T%-5d H%-2d h0=%d mu=%+.0f | o: rel2 %.2e relmax %.2e nonfinite %.0f | ht: rel2 %.2e relmax %.2e "
-              "nonfinite %.0f | run-to-run differing words %llu | %s\n",
-              p.B, p.T, p.H, p.h0 ? 1 : 0, p.mu, eo.rel2, eo.relmax, eo.bad, eh.rel2, eh.relmax, eh.bad, diff,
-              ok ? "PASS" : "FAIL");
   return ok;
 }
 
-void timing(int B, int T, int H) {
+void timing(int B, int T, int H, GdnFwdVariant var) {
   Buffers buf(Problem{B, T, H, false, 2.0}, 7);
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
@@ -323,18 +329,25 @@ void timing(int B, int T, int H) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   CK(cudaEventCreate(&e2));
-  const int NT = (T + 63) / 64;
-  for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st));
+  for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var));
   CK(cudaStreamSynchronize(st));
+  {
+    namespace gdn = glr::cuda::sm90::gdn;
+    int wy = 0, state = 0;
+    const bool qk = var == GdnFwdVariant::p_in_registers;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, qk ? gdn::wy_kernel<false> : gdn::wy_kernel<true>, 128,
+                                                     sizeof(gdn::WySmem)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &state, qk ? gdn::state_kernel<true> : gdn::state_kernel<false>, 128,
+        qk ? sizeof(gdn::StateSmem<true>) : sizeof(gdn::StateSmem<false>)));
+    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared)\n", static_cast<int>(var), wy,
+                sizeof(gdn::WySmem), state, qk ? sizeof(gdn::StateSmem<true>) : sizeof(gdn::StateSmem<false>));
+  }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(e0, st));
-    // the two kernels exactly as gdn_fwd_mma launches them, with an event between
-    glr::cuda::sm90::gdn::wy_kernel<<<dim3(NT, B * H), 128, sizeof(glr::cuda::sm90::gdn::WySmem), st>>>(buf.a);
-    CK(cudaEventRecord(e1, st));
-    glr::cuda::sm90::gdn::state_kernel<<<dim3(2, B * H), 128, sizeof(glr::cuda::sm90::gdn::StateSmem), st>>>(buf.a);
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, e1));  // e1 between the two kernels
     CK(cudaEventRecord(e2, st));
-    CK(cudaGetLastError());
     CK(cudaEventSynchronize(e2));
     float a = 0, b = 0;
     CK(cudaEventElapsedTime(&a, e0, e1));
@@ -345,7 +358,7 @@ void timing(int B, int T, int H) {
   std::vector<float> whole;
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(e0, st));
-    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st));
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var));
     CK(cudaEventRecord(e1, st));
     CK(cudaEventSynchronize(e1));
     float a = 0;
@@ -359,9 +372,9 @@ void timing(int B, int T, int H) {
   // DESIGN.md's convention: fwd FLOP per token and value head 2 (3 K V + C (3 K + 2 V)), C = 64.
   const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * B * static_cast<double>(T) * H;
   const double ms = med(whole);
-  std::printf("timing B%d T%d H%d K=V=128 bf16: forward %.3f ms (median of 20; wy %.3f ms, state+output %.3f ms), "
+  std::printf("timing v%d B%d T%d H%d K=V=128 bf16: forward %.3f ms (median of 20; wy %.3f ms, state+output %.3f ms), "
               "%.1f effective TFLOP/s\n",
-              B, T, H, ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
+              static_cast<int>(var), B, T, H, ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
@@ -387,9 +400,11 @@ int main(int argc, char** argv) {
     ok = check(p, 1000 + i++) && ok;
   }
   if (!quick) {
-    timing(8, 4096, 16);  // the issue's headline shape
-    timing(4, 8192, 32);
-    timing(1, 32768, 16);  // few heads, long sequence: the state kernel has only 32 blocks (no split-sequence grid yet)
+    for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers}) {
+      timing(8, 4096, 16, var);  // the issue's headline shape
+      timing(4, 8192, 32, var);
+      timing(1, 32768, 16, var);  // long sequence, few heads: the state kernel has 32 blocks (no split-sequence grid)
+    }
   }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;

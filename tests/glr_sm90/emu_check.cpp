@@ -29,7 +29,8 @@ struct Shape {
   double mu;
 };
 
-bool run(const Shape& p, unsigned seed) {
+// variant 1: P through the workspace; 2: Q K^T in the state kernel (GdnFwdVariant).
+bool run(const Shape& p, unsigned seed, int variant) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd;
   const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
@@ -72,8 +73,13 @@ bool run(const Shape& p, unsigned seed) {
   std::memset(ws.data(), 0x7f, ws.size() * 8);
 
   const int NT = (p.T + 63) / 64;
-  if (NT > 0) emu::launch(&gdn::wy_kernel, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
-  emu::launch(&gdn::state_kernel, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateSmem), a);
+  if (variant == 1) {
+    if (NT > 0) emu::launch(&gdn::wy_kernel<true>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
+    emu::launch(&gdn::state_kernel<false>, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateSmem<false>), a);
+  } else {
+    if (NT > 0) emu::launch(&gdn::wy_kernel<false>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
+    emu::launch(&gdn::state_kernel<true>, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateSmem<true>), a);
+  }
 
   // float64 sequential recurrence
   std::vector<double> ro(tok * VD), rh(hs);
@@ -120,25 +126,28 @@ bool run(const Shape& p, unsigned seed) {
   const bool fh = err([&](std::size_t i) { return static_cast<double>(ht[i]); }, rh, h2, hm);
   const double u = std::ldexp(1.0, -9);
   const bool ok = fo && fh && o2 <= 8 * u && h2 <= 8 * u && om <= 32 * u && hm <= 32 * u;
-  std::printf("emu B%d T%-4d H%d h0=%d mu=%+.0f | o rel2 %.2e relmax %.2e finite %d | ht rel2 %.2e relmax %.2e finite %d | %s\n",
-              p.B, p.T, p.H, p.h0 ? 1 : 0, p.mu, o2, om, fo ? 1 : 0, h2, hm, fh ? 1 : 0, ok ? "PASS" : "FAIL");
+  std::printf("emu v%d B%d T%-4d H%d h0=%d mu=%+.0f | o rel2 %.2e relmax %.2e finite %d | ht rel2 %.2e relmax %.2e finite %d | %s\n",
+              variant, p.B, p.T, p.H, p.h0 ? 1 : 0, p.mu, o2, om, fo ? 1 : 0, h2, hm, fh ? 1 : 0, ok ? "PASS" : "FAIL");
   return ok;
 }
 
 }  // namespace
 
-// With arguments B T H h0 mu: that one shape only.
+// With arguments VARIANT B T H h0 mu: that one case only.
 int main(int argc, char** argv) {
-  if (argc == 6) {
-    const Shape s{std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]) != 0, std::atof(argv[5])};
-    return run(s, 99) ? 0 : 1;
+  if (argc == 7) {
+    const Shape s{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, std::atof(argv[6])};
+    return run(s, 99, std::atoi(argv[1])) ? 0 : 1;
   }
   const Shape shapes[] = {{1, 1, 1, false, 2.0}, {1, 33, 1, true, 2.0},   {1, 64, 1, false, -1.0},
                           {1, 100, 2, true, 2.0}, {2, 130, 1, false, 0.0}, {1, 192, 1, true, 4.0},
                           {1, 200, 1, true, 8.0}};
   bool ok = true;
   unsigned seed = 1;
-  for (const Shape& s : shapes) ok = run(s, seed++) && ok;
+  for (const Shape& s : shapes) {
+    ok = run(s, seed, 1) && ok;
+    ok = run(s, seed++, 2) && ok;
+  }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;
 }

@@ -43,6 +43,7 @@ inline constexpr int LDL = C + 4;    // fp32 row stride of L
 inline constexpr int kThreads = 128;
 static_assert(DV % VT == 0, "state columns split evenly");
 static_assert(C * LDL * 4 == C * LD128 * 2, "L (fp32) aliases the q tile (bf16)");
+static_assert(VT == C, "the state kernel's column-pair loops serve both the VT state columns and the C keys of Q K^T");
 }  // namespace gdn
 
 struct GdnFwdArgs {
@@ -93,11 +94,15 @@ struct WySmem {
   float beta[C];
 };
 
+// kQK: Q K^T computed by the state kernel itself and kept in registers (P never leaves the chip; k double
+// buffered so the next chunk's whole tile set arrives during this chunk's second half). Otherwise P comes
+// from the workspace, written by the wy kernel.
+template <bool kQK>
 struct StateSmem {
-  __nv_bfloat16 W[C * LD128];   // (C, K)
-  __nv_bfloat16 q[C * LD128];   // (C, K)
-  __nv_bfloat16 k[C * LD128];   // (C, K)
-  __nv_bfloat16 P[C * LD64];    // (C, C)
+  __nv_bfloat16 W[C * LD128];                  // (C, K)
+  __nv_bfloat16 q[C * LD128];                  // (C, K)
+  __nv_bfloat16 k[kQK ? 2 : 1][C * LD128];     // (C, K) per buffer
+  __nv_bfloat16 P[kQK ? 8 : C * LD64];         // (C, C), unused with kQK
   __nv_bfloat16 h[DK * LD64];   // (K, VT) bf16 copy of the state slice
   __nv_bfloat16 vn[C * LD64];   // (C, VT) V_new
   __nv_bfloat16 vnd[C * LD64];  // (C, VT) e^{G_last - G} V_new
@@ -116,7 +121,8 @@ __device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bflo
   }
 }
 
-// Kernel 1: per (chunk, head).
+// Kernel 1: per (chunk, head). kP: also P = scale tril(Gamma . Q K^T) to the workspace.
+template <bool kP>
 __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
   extern __shared__ __align__(16) char smem_raw[];
   WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
@@ -127,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
   const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
 
-  load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
+  if constexpr (kP) load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
   load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
   load_tile128(s.v, a.v + tok0 * DV, row_stride, len, tid);
   cp_async_commit();
@@ -173,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
     for (int ks = 0; ks < DK / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
       ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
-      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+      if constexpr (kP) ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np <= warp) {
@@ -181,8 +187,10 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
           ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
           mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
           mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
-          mma_bf16_16816(qk[2 * np], aq, bk[0], bk[1]);
-          mma_bf16_16816(qk[2 * np + 1], aq, bk[2], bk[3]);
+          if constexpr (kP) {
+            mma_bf16_16816(qk[2 * np], aq, bk[0], bk[1]);
+            mma_bf16_16816(qk[2 * np + 1], aq, bk[2], bk[3]);
+          }
         }
       }
     }
@@ -205,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
           pv[u] = j <= i ? a.scale * gam * y : 0.f;
         }
         *reinterpret_cast<float2*>(L + i * LDL + n * 8 + 2 * t4) = make_float2(lv[0], lv[1]);
-        *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
+        if constexpr (kP) *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
       }
     }
   }
@@ -291,9 +299,10 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
 }
 
 // Kernel 2: per (head, 64 state columns), the chunks in order.
+template <bool kQK>
 __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__ GdnFwdArgs a) {
   extern __shared__ __align__(16) char smem_raw[];
-  StateSmem& s = *reinterpret_cast<StateSmem*>(smem_raw);
+  StateSmem<kQK>& s = *reinterpret_cast<StateSmem<kQK>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int NT = (a.T + C - 1) / C, Tp = NT * C;
@@ -307,16 +316,19 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
   const int r0 = warp * 16;   // this warp's rows of the (C x VT) tiles
   const int d0 = warp * 32;   // this warp's rows of the state slice (K x VT)
 
-  // Group X: the tiles the first half of a chunk reads (W, q, G). Group Y: the second half's (k, P).
+  // Group X: the tiles the first half of a chunk reads (W, q, G; with kQK also k, into buffer c % 2).
+  // Group Y (without kQK): the second half's (k, P).
   auto load_x = [&](int c) {
     const int t0 = c * C, len = min(C, a.T - t0);
     load_tile128(s.W, Wg + static_cast<std::int64_t>(t0) * DK, DK, C, tid);
     load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    if constexpr (kQK)
+      load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + t0 + tid * 4, true);
   };
   auto load_y = [&](int c) {
     const int t0 = c * C, len = min(C, a.T - t0);
-    load_tile128(s.k, a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile128(s.k[0], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
     const __nv_bfloat16* Pc = Pg + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
     for (int it = 0; it < C * 8 / kThreads; ++it) {
@@ -355,14 +367,19 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
   if (NT > 0) {
     load_x(0);
     cp_async_commit();
-    load_y(0);
-    cp_async_commit();
-    cp_async_wait<1>();  // X(0)
+    if constexpr (!kQK) {
+      load_y(0);
+      cp_async_commit();
+      cp_async_wait<1>();  // X(0)
+    } else {
+      cp_async_wait<0>();
+    }
   }
   __syncthreads();
 
   for (int c = 0; c < NT; ++c) {
     const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* kc = s.k[kQK ? (c & 1) : 0];
     // U rows of this warp, straight into accumulator layout (issued first, used after the W h loop).
     std::uint32_t u[8][2];
 #pragma unroll
@@ -373,11 +390,11 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
             Ug + static_cast<std::int64_t>(t0 + r0 + g8 + half * 8) * DV + n * 8 + 2 * t4);
 
     // Phase A: W h and Q h (C x VT, inner K), warp rows r0..r0+15.
-    float av[8][4], ao[8][4];
+    float av[8][4], ao[8][4], sq[8][4];  // sq: Q K^T rows r0.. (kQK only)
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) av[n][e] = ao[n][e] = 0.f;
+      for (int e = 0; e < 4; ++e) av[n][e] = ao[n][e] = sq[n][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
       std::uint32_t aw[4], aq[4];
@@ -391,6 +408,34 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
         mma_bf16_16816(av[2 * np + 1], aw, bh4[2], bh4[3]);
         mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
         mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+        if constexpr (kQK) {
+          if (np <= warp) {  // causal: column tiles j < r0 + 16
+            std::uint32_t bk[4];
+            ldsm_b_nk(bk, kc, LD128, np * 16, ks * 16, lane);
+            mma_bf16_16816(sq[2 * np], aq, bk[0], bk[1]);
+            mma_bf16_16816(sq[2 * np + 1], aq, bk[2], bk[3]);
+          }
+        }
+      }
+    }
+    // With kQK: P = scale tril(Gamma . Q K^T), rounded to bf16 straight into A-operand fragments (the
+    // accumulator layout of n-tiles 2kk, 2kk+1 is the A layout of k-tile kk).
+    std::uint32_t pa[4][4];
+    if constexpr (kQK) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float Gi = s.G[i];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          float pv[2];
+#pragma unroll
+          for (int u2 = 0; u2 < 2; ++u2) {
+            const int j = n * 8 + 2 * t4 + u2;
+            pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sq[n][half * 2 + u2] : 0.f;
+          }
+          pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+        }
       }
     }
     const float GL = s.G[C - 1];
@@ -408,7 +453,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
         *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
       }
     }
-    cp_async_wait<0>();  // Y(c): k, P
+    cp_async_wait<0>();  // Y(c): k, P (nothing outstanding with kQK)
     __syncthreads();     // vn, vnd, k, P visible; every warp is done with W, q, G, h
     if (c + 1 < NT) load_x(c + 1);
     cp_async_commit();
@@ -418,7 +463,12 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
     for (int ks = 0; ks < 4; ++ks) {
       if (ks <= warp) {
         std::uint32_t ap[4];
-        ldsm_a(ap, s.P, LD64, r0, ks * 16, lane);
+        if constexpr (kQK) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) ap[e] = pa[ks][e];
+        } else {
+          ldsm_a(ap, s.P, LD64, r0, ks * 16, lane);
+        }
 #pragma unroll
         for (int np = 0; np < VT / 16; ++np) {
           std::uint32_t bv[4];
@@ -449,7 +499,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
     for (int ks = 0; ks < C / 16; ++ks) {
       std::uint32_t ak[2][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], s.k, LD128, d0 + mt * 16, ks * 16, lane);
+      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < VT / 16; ++np) {
         std::uint32_t bv[4];
@@ -463,9 +513,11 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
     }
     write_h_bf16();      // h was last read in phase A, before the barrier above
     cp_async_wait<0>();  // X(c + 1)
-    __syncthreads();     // h, W, q, G visible; every warp is done with k, P, vn, vnd
-    if (c + 1 < NT) load_y(c + 1);
-    cp_async_commit();
+    __syncthreads();     // h, W, q, G (k) visible; every warp is done with k, P, vn, vnd
+    if constexpr (!kQK) {
+      if (c + 1 < NT) load_y(c + 1);
+      cp_async_commit();
+    }
   }
 
   if (a.ht) {
@@ -485,30 +537,42 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 }  // namespace gdn
 
 #if defined(__CUDACC__)
-// Launch both kernels on `stream`. Requires a.W/U/P/G carved (gdn_fwd_workspace_carve) from a 16-byte
-// aligned workspace, T >= 0, B, H >= 1, B H <= 65535, 16-byte aligned q, k, v; 4-byte aligned o; 8-byte
-// aligned h0, ht. Returns cudaErrorInvalidValue when these fail, else the first launch error.
-inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream) {
+// The two rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers.
+enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2 };
+
+template <bool kQK>
+inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
+  const int NT = (a.T + gdn::C - 1) / gdn::C;
+  const int BH = a.B * a.H;
+  cudaError_t e = cudaFuncSetAttribute(gdn::wy_kernel<!kQK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sizeof(gdn::WySmem)));
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(gdn::state_kernel<kQK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sizeof(gdn::StateSmem<kQK>)));
+  if (e != cudaSuccess) return e;
+  if (NT > 0) {
+    gdn::wy_kernel<!kQK><<<dim3(NT, BH), gdn::kThreads, sizeof(gdn::WySmem), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
+  gdn::state_kernel<kQK><<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn::StateSmem<kQK>), stream>>>(a);
+  return cudaGetLastError();
+}
+
+// Launch both kernels on `stream` (`between`, if not null, is recorded between them). Requires a.W/U/P/G
+// carved (gdn_fwd_workspace_carve) from a 16-byte aligned workspace, T >= 0, B, H >= 1, B H <= 65535,
+// 16-byte aligned q, k, v; 4-byte aligned o; 8-byte aligned h0, ht. Returns cudaErrorInvalidValue when these
+// fail, else the first launch error.
+inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream,
+                               GdnFwdVariant variant = GdnFwdVariant::p_in_registers, cudaEvent_t between = nullptr) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
       !a.beta || !a.o || !a.W || !a.U || !a.P || !a.G || misaligned(a.q, 16) || misaligned(a.k, 16) ||
       misaligned(a.v, 16) || misaligned(a.o, 4) || misaligned(a.h0, 8) || misaligned(a.ht, 8) ||
       misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16))
     return cudaErrorInvalidValue;
-  const int NT = (a.T + gdn::C - 1) / gdn::C;
-  const int BH = a.B * a.H;
-  cudaError_t e = cudaFuncSetAttribute(gdn::wy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(sizeof(gdn::WySmem)));
-  if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(gdn::state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(sizeof(gdn::StateSmem)));
-  if (e != cudaSuccess) return e;
-  if (NT > 0) {
-    gdn::wy_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn::WySmem), stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  }
-  gdn::state_kernel<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn::StateSmem), stream>>>(a);
-  return cudaGetLastError();
+  return variant == GdnFwdVariant::p_in_workspace ? gdn_fwd_mma_launch<false>(a, stream, between)
+                                                  : gdn_fwd_mma_launch<true>(a, stream, between);
 }
 #endif  // __CUDACC__
 
