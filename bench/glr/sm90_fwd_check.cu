@@ -291,7 +291,7 @@ bool check(const Problem& p, std::uint64_t seed) {
   CK(cudaDeviceSynchronize());
 
   bool ok = true;
-  for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers}) {
+  for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only}) {
     buf.run_poisoned(var);
     const Err eo = error_of(buf.a.o, ro, tok * VD);
     const Err eh = error_of(buf.a.ht, rh, hs);
@@ -333,15 +333,17 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
   CK(cudaStreamSynchronize(st));
   {
     namespace gdn = glr::cuda::sm90::gdn;
+    const int r = static_cast<int>(var);
+    void (*wyk)(GdnFwdArgs) = r == 1 ? gdn::wy_kernel<1> : r == 2 ? gdn::wy_kernel<2> : gdn::wy_kernel<3>;
+    void (*stk)(GdnFwdArgs) = r == 1 ? gdn::state_kernel<false> : r == 2 ? gdn::state_kernel<true> : gdn::state_t_kernel;
+    const std::size_t st_smem = r == 1   ? sizeof(gdn::StateSmem<false>)
+                                : r == 2 ? sizeof(gdn::StateSmem<true>)
+                                         : sizeof(gdn::StateTSmem);
     int wy = 0, state = 0;
-    const bool qk = var == GdnFwdVariant::p_in_registers;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, qk ? gdn::wy_kernel<false> : gdn::wy_kernel<true>, 128,
-                                                     sizeof(gdn::WySmem)));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &state, qk ? gdn::state_kernel<true> : gdn::state_kernel<false>, 128,
-        qk ? sizeof(gdn::StateSmem<true>) : sizeof(gdn::StateSmem<false>)));
-    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared)\n", static_cast<int>(var), wy,
-                sizeof(gdn::WySmem), state, qk ? sizeof(gdn::StateSmem<true>) : sizeof(gdn::StateSmem<false>));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, wyk, 128, sizeof(gdn::WySmem)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
+    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared)\n", r, wy,
+                sizeof(gdn::WySmem), state, st_smem);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {
@@ -400,7 +402,7 @@ int main(int argc, char** argv) {
     ok = check(p, 1000 + i++) && ok;
   }
   if (!quick) {
-    for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers}) {
+    for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only}) {
       timing(8, 4096, 16, var);  // the issue's headline shape
       timing(4, 8192, 32, var);
       timing(1, 32768, 16, var);  // long sequence, few heads: the state kernel has 32 blocks (no split-sequence grid)

@@ -29,7 +29,7 @@ struct Shape {
   double mu;
 };
 
-// variant 1: P through the workspace; 2: Q K^T in the state kernel (GdnFwdVariant).
+// variant 1: P through the workspace; 2: Q K^T in the state kernel; 3: also V_new = T X there (GdnFwdVariant).
 bool run(const Shape& p, unsigned seed, int variant) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd;
@@ -74,11 +74,14 @@ bool run(const Shape& p, unsigned seed, int variant) {
 
   const int NT = (p.T + 63) / 64;
   if (variant == 1) {
-    if (NT > 0) emu::launch(&gdn::wy_kernel<true>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
+    if (NT > 0) emu::launch(&gdn::wy_kernel<1>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
     emu::launch(&gdn::state_kernel<false>, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateSmem<false>), a);
-  } else {
-    if (NT > 0) emu::launch(&gdn::wy_kernel<false>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
+  } else if (variant == 2) {
+    if (NT > 0) emu::launch(&gdn::wy_kernel<2>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
     emu::launch(&gdn::state_kernel<true>, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateSmem<true>), a);
+  } else {
+    if (NT > 0) emu::launch(&gdn::wy_kernel<3>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
+    emu::launch(&gdn::state_t_kernel, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
   }
 
   // float64 sequential recurrence
@@ -145,8 +148,8 @@ int main(int argc, char** argv) {
   bool ok = true;
   unsigned seed = 1;
   for (const Shape& s : shapes) {
-    ok = run(s, seed, 1) && ok;
-    ok = run(s, seed++, 2) && ok;
+    for (int variant = 1; variant <= 3; ++variant) ok = run(s, seed, variant) && ok;
+    ++seed;
   }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;

@@ -60,16 +60,17 @@ struct GdnFwdArgs {
   // workspace, carved by gdn_fwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
   __nv_bfloat16* W = nullptr;  // (B, H, Tp, K)
   __nv_bfloat16* U = nullptr;  // (B, H, Tp, V)
-  __nv_bfloat16* P = nullptr;  // (B, H, NT, C, C)
+  __nv_bfloat16* P = nullptr;  // (B, H, NT, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
   float* G = nullptr;          // (B, H, Tp)
+  float* Bc = nullptr;         // (B, H, Tp) beta, padded with 0 (rung 3)
 };
 
 inline std::size_t gdn_fwd_workspace_bytes(int B, int T, int H) {
   const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t bh = static_cast<std::size_t>(B) * H;
-  return bh * Tp * (gdn::DK * 2 + gdn::DV * 2 + gdn::C * 2 + 4);
+  return bh * Tp * (gdn::DK * 2 + gdn::DV * 2 + gdn::C * 2 + 4 + 4);
 }
-// Fills a.W, a.U, a.P, a.G from one 256-byte-aligned block of gdn_fwd_workspace_bytes.
+// Fills a.W, a.U, a.P, a.G, a.Bc from one 256-byte-aligned block of gdn_fwd_workspace_bytes.
 inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws) {
   const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
@@ -81,6 +82,8 @@ inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws) {
   a.P = reinterpret_cast<__nv_bfloat16*>(p);
   p += bh * Tp * gdn::C * 2;
   a.G = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4;
+  a.Bc = reinterpret_cast<float*>(p);
 }
 
 namespace gdn {
@@ -121,9 +124,11 @@ __device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bflo
   }
 }
 
-// Kernel 1: per (chunk, head). kP: also P = scale tril(Gamma . Q K^T) to the workspace.
-template <bool kP>
+// Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
+// 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
+template <int kMode>
 __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+  constexpr bool kP = kMode == 1;
   extern __shared__ __align__(16) char smem_raw[];
   WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
@@ -135,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
 
   if constexpr (kP) load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
   load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
-  load_tile128(s.v, a.v + tok0 * DV, row_stride, len, tid);
+  if constexpr (kMode != 3) load_tile128(s.v, a.v + tok0 * DV, row_stride, len, tid);
   cp_async_commit();
 
   // G = cumsum(g) over the chunk: warp 0, two tokens per lane, an inclusive shuffle scan (fixed order).
@@ -163,6 +168,8 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
     s.beta[2 * lane + 1] = bb[1];
     float* Gw = a.G + static_cast<std::int64_t>(bh) * Tp + t0;
     *reinterpret_cast<float2*>(Gw + 2 * lane) = make_float2(G0, G1);
+    if constexpr (kMode == 3)
+      *reinterpret_cast<float2*>(a.Bc + static_cast<std::int64_t>(bh) * Tp + t0 + 2 * lane) = make_float2(bb[0], bb[1]);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -241,9 +248,15 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
       for (int m = i & ~3; m < i; ++m) acc0 = fmaf(Li[m], t[m], acc0);
       t[i] = i == j ? 1.f : (i < j ? 0.f : -(acc0 + acc1));
     }
+    if constexpr (kMode == 3) {
+      __nv_bfloat16* Tg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
 #pragma unroll
-    for (int i = 0; i < C; ++i) s.T[i * LD64 + j] = __float2bfloat16_rn(t[i]);
-  } else {
+      for (int i = 0; i < C; ++i) Tg[i * C + j] = __float2bfloat16_rn(t[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < C; ++i) s.T[i * LD64 + j] = __float2bfloat16_rn(t[i]);
+    }
+  } else if constexpr (kMode != 3) {
     for (int e = tid - C; e < C * (DK / 2); e += kThreads - C) {
       const int r = e / (DK / 2), cp = e % (DK / 2);
       const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
@@ -254,6 +267,7 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
       *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
     }
   }
+  if constexpr (kMode == 3) return;
   __syncthreads();
 
   // Step 3: W = T (beta e^G k), U = T (beta v); warp w rows 16w.., T is lower triangular (k tiles <= w).
@@ -534,45 +548,307 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
   }
 }
 
+
+// Rung 3's state kernel: the wy kernel leaves only T = (I + L)^-1; per chunk
+//     X = beta . V - (beta e^G) . (K h)          (K h on the tensor cores, the row scales on the accumulators)
+//     V_new = T X,  O = scale e^G . (Q h) + P V_new,  h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
+// with P = scale tril(Gamma . Q K^T) in registers as in rung 2. W and U never exist: the workspace traffic is
+// T (8 KB a chunk) instead of W and U (32 KB). Three barriers a chunk (X and V_new each mix rows of all warps).
+struct StateTSmem {
+  __nv_bfloat16 q[C * LD128];     // (C, K)
+  __nv_bfloat16 k[2][C * LD128];  // (C, K) per buffer (chunk c in buffer c % 2)
+  __nv_bfloat16 T[C * LD64];      // (C, C) (I + L)^-1
+  __nv_bfloat16 h[DK * LD64];     // (K, VT) bf16 copy of the state slice
+  __nv_bfloat16 x[C * LD64];      // (C, VT) X
+  __nv_bfloat16 vn[C * LD64];     // (C, VT) V_new
+  __nv_bfloat16 vnd[C * LD64];    // (C, VT) e^{G_last - G} V_new
+  float G[C];
+  float beta[C];
+};
+
+__global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  StateTSmem& s = *reinterpret_cast<StateTSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const __nv_bfloat16* Tw = a.P + static_cast<std::int64_t>(bh) * NT * C * C;
+  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
+  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  const int r0 = warp * 16;  // this warp's rows of the (C x VT) tiles
+  const int d0 = warp * 32;  // this warp's rows of the state slice (K x VT)
+
+  // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
+  // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1).
+  auto load_qk = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+  };
+  auto load_small = [&](int c) {
+    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+#pragma unroll
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+    }
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+  };
+
+  float hs[2][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        hs[mt][n][half * 2] = x.x;
+        hs[mt][n][half * 2 + 1] = x.y;
+      }
+  auto write_h_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
+              pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  };
+  write_h_bf16();
+  if (NT > 0) {
+    load_qk(0);
+    load_small(0);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  for (int c = 0; c < NT; ++c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* kc = s.k[c & 1];
+    // v rows of this warp, straight into accumulator layout (issued first, used after the K h loop).
+    std::uint32_t vr[8][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+    }
+
+    // Phase A: K h, Q h (C x VT, inner K) and Q K^T (causal column tiles), warp rows r0..r0+15.
+    float ax[8][4], ao[8][4], sq[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ax[n][e] = ao[n][e] = sq[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ak[4], aq[4];
+      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bh4[4];
+        ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
+        mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
+        mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+        mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
+        mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+        if (np <= warp) {  // causal: key tiles j < r0 + 16
+          std::uint32_t bk[4];
+          ldsm_b_nk(bk, kc, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(sq[2 * np], aq, bk[0], bk[1]);
+          mma_bf16_16816(sq[2 * np + 1], aq, bk[2], bk[3]);
+        }
+      }
+    }
+    std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], bi = s.beta[i], bgi = bi * expf(Gi), eo = a.scale * expf(Gi);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float2 vf = unpack_bf16x2(vr[n][half]);
+        *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + n * 8 + 2 * t4) =
+            pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
+        ao[n][half * 2] *= eo;
+        ao[n][half * 2 + 1] *= eo;
+        float pv[2];
+#pragma unroll
+        for (int u2 = 0; u2 < 2; ++u2) {
+          const int j = n * 8 + 2 * t4 + u2;
+          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sq[n][half * 2 + u2] : 0.f;
+        }
+        pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+      }
+    }
+    __syncthreads();  // X visible; every warp is done with q and h
+    if (c + 1 < NT) load_qk(c + 1);
+    cp_async_commit();
+
+    // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
+    float an[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) an[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t at[4];
+        ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < VT / 16; ++np) {
+          std::uint32_t bx[4];
+          ldsm_b_kn(bx, s.x, LD64, ks * 16, np * 16, lane);
+          mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
+          mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
+        }
+      }
+    }
+    const float GL = s.G[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float ed = expf(GL - s.G[i]);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+      }
+    }
+    __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
+    if (c + 1 < NT) load_small(c + 1);
+    cp_async_commit();
+
+    // Phase C: O += P V_new, O stored; h = e^{G_last} h + K^T (e^{G_last - G} V_new).
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+#pragma unroll
+        for (int np = 0; np < VT / 16; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, s.vn, LD64, ks * 16, np * 16, lane);
+          mma_bf16_16816(ao[2 * np], pa[ks], bv[0], bv[1]);
+          mma_bf16_16816(ao[2 * np + 1], pa[ks], bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (i < len) {
+        __nv_bfloat16* orow = a.o + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<std::uint32_t*>(orow + n * 8 + 2 * t4) = pack_bf16x2(ao[n][half * 2], ao[n][half * 2 + 1]);
+      }
+    }
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      std::uint32_t ak[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bv[4];
+        ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+          mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    write_h_bf16();      // h was last read in phase A, before the first barrier
+    cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
+    __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
+  }
+
+  if (a.ht) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * DV + col) =
+              make_float2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  }
+}
+
 }  // namespace gdn
 
 #if defined(__CUDACC__)
-// The two rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers.
-enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2 };
+// The rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers,
+// 3 = as 2, and the wy kernel leaves only T: V_new = T (beta V - beta e^G K h) in the state kernel.
+enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
 
-template <bool kQK>
+template <int kRung>
 inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
   const int NT = (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.B * a.H;
-  cudaError_t e = cudaFuncSetAttribute(gdn::wy_kernel<!kQK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  auto* wy = &gdn::wy_kernel<kRung>;
+  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel;
+  const std::size_t state_smem = kRung == 1   ? sizeof(gdn::StateSmem<false>)
+                                 : kRung == 2 ? sizeof(gdn::StateSmem<true>)
+                                              : sizeof(gdn::StateTSmem);
+  cudaError_t e = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(sizeof(gdn::WySmem)));
   if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(gdn::state_kernel<kQK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(sizeof(gdn::StateSmem<kQK>)));
+  e = cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(state_smem));
   if (e != cudaSuccess) return e;
   if (NT > 0) {
-    gdn::wy_kernel<!kQK><<<dim3(NT, BH), gdn::kThreads, sizeof(gdn::WySmem), stream>>>(a);
+    wy<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn::WySmem), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
-  gdn::state_kernel<kQK><<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn::StateSmem<kQK>), stream>>>(a);
+  state<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, state_smem, stream>>>(a);
   return cudaGetLastError();
 }
 
-// Launch both kernels on `stream` (`between`, if not null, is recorded between them). Requires a.W/U/P/G
+// Launch both kernels on `stream` (`between`, if not null, is recorded between them). Requires a.W/U/P/G/Bc
 // carved (gdn_fwd_workspace_carve) from a 16-byte aligned workspace, T >= 0, B, H >= 1, B H <= 65535,
 // 16-byte aligned q, k, v; 4-byte aligned o; 8-byte aligned h0, ht. Returns cudaErrorInvalidValue when these
 // fail, else the first launch error.
-inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream,
-                               GdnFwdVariant variant = GdnFwdVariant::p_in_registers, cudaEvent_t between = nullptr) {
+inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
+                               cudaEvent_t between = nullptr) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
-      !a.beta || !a.o || !a.W || !a.U || !a.P || !a.G || misaligned(a.q, 16) || misaligned(a.k, 16) ||
+      !a.beta || !a.o || !a.W || !a.U || !a.P || !a.G || !a.Bc || misaligned(a.q, 16) || misaligned(a.k, 16) ||
       misaligned(a.v, 16) || misaligned(a.o, 4) || misaligned(a.h0, 8) || misaligned(a.ht, 8) ||
-      misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16))
+      misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) ||
+      misaligned(a.Bc, 16))
     return cudaErrorInvalidValue;
-  return variant == GdnFwdVariant::p_in_workspace ? gdn_fwd_mma_launch<false>(a, stream, between)
-                                                  : gdn_fwd_mma_launch<true>(a, stream, between);
+  switch (variant) {
+    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1>(a, stream, between);
+    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2>(a, stream, between);
+    case GdnFwdVariant::t_only: return gdn_fwd_mma_launch<3>(a, stream, between);
+  }
+  return cudaErrorInvalidValue;
 }
 #endif  // __CUDACC__
 
