@@ -340,10 +340,10 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
                                 : r == 2 ? sizeof(gdn::StateSmem<true>)
                                          : sizeof(gdn::StateTSmem);
     int wy = 0, state = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, wyk, 128, sizeof(gdn::WySmem)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, wyk, 128, gdn::wy_smem_bytes(r)));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
     std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared)\n", r, wy,
-                sizeof(gdn::WySmem), state, st_smem);
+                gdn::wy_smem_bytes(r), state, st_smem);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {

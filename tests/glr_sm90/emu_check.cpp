@@ -80,7 +80,7 @@ bool run(const Shape& p, unsigned seed, int variant) {
     if (NT > 0) emu::launch(&gdn::wy_kernel<2>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
     emu::launch(&gdn::state_kernel<true>, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateSmem<true>), a);
   } else {
-    if (NT > 0) emu::launch(&gdn::wy_kernel<3>, NT, p.B * p.H, gdn::smem_raw, sizeof(gdn::WySmem), a);
+    if (NT > 0) emu::launch(&gdn::wy_kernel<3>, NT, p.B * p.H, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
     emu::launch(&gdn::state_t_kernel, VD / gdn::VT, p.B * p.H, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
   }
 
