@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/glr/sm90_check.sh: build and run the tensor-core Gated DeltaNet forward check on a Hopper GPU.
-# From the repository root:   bench/glr/sm90_check.sh          (about 1-2 minutes: ~30 s nvcc, checks, timing)
+# From the repository root:   bench/glr/sm90_check.sh          (about 1-2 minutes: ~30-40 s nvcc, checks of 3 rungs at 10 shapes, timing)
 #                             bench/glr/sm90_check.sh --quick  (small shapes only, no timing)
 # Prints the registers/shared memory/spills of the kernels, the count of HMMA instructions in their SASS,
 # one line per checked shape (PASS/FAIL), then timings at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16.

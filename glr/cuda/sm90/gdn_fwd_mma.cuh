@@ -4,18 +4,22 @@
 // (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts, H = HV (no GVA), no
 // cu_seqlens: q, k, v, o (B, T, H, 128) bf16; g, beta (B, T, H) fp32; h0, ht (B, H, K, V) fp32, optional.
 //
-// Two kernels, as in the chunked algorithm of DESIGN.md section 5 (G = in-chunk cumulative log-decay):
+// Two kernels, as in the chunked algorithm of DESIGN.md section 5 (G = in-chunk cumulative log-decay), in
+// three rungs of one ladder (GdnFwdVariant; the check runs all three, rung 3 is the default):
 //
 //   wy (one block per chunk and head, 4 warps):
-//     G = cumsum(g);  KK^T and QK^T on the tensor cores;
+//     G = cumsum(g);  K K^T on the tensor cores;
 //     L = strictly_lower(diag(beta) (K K^T . Gamma)),  Gamma_ij = exp(G_i - G_j);
 //     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
-//     W = T (beta e^G . K),  U = T (beta . V)      (bf16 operands, fp32 accumulation, stored bf16)
-//     P = scale tril(Gamma . Q K^T)                (diagonal included, stored bf16)
+//     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
+//     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
+//     rung 3: T stored (bf16), nothing else
 //   state (one block per head and 64 state columns, 4 warps; chunks in order):
-//     V_new = U - W h;   O = scale e^G . (Q h) + P V_new;   h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
+//     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h))
+//     O = scale e^G . (Q h) + P V_new   (rungs 2, 3: P computed here, kept in registers as A fragments)
+//     h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
 //     h stays in fp32 registers (each warp 32 rows x 64 columns); a bf16 copy in shared memory feeds the
-//     W h and Q h products. Next chunk's tiles arrive by cp.async while this one computes.
+//     K h (W h) and Q h products. Next chunk's tiles arrive by cp.async while this one computes.
 //
 // Every reduction is a fixed sequence of mma/FMA: bitwise deterministic run to run.
 // Padding rows of a short last chunk load as zero with g = 0, beta = 0: they contribute nothing, and G stays
