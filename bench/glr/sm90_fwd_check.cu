@@ -255,8 +255,8 @@ struct Buffers {
     a.beta = beta;
     a.h0 = h0;
     a.ht = ht;
-    CK(cudaMalloc(&ws, std::max<std::size_t>(glr::cuda::sm90::gdn_fwd_workspace_bytes(p.B, p.T, p.H), 256)));
-    glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws);
+    CK(cudaMalloc(&ws, std::max<std::size_t>(glr::cuda::sm90::gdn_fwd_workspace_bytes(p.B, p.T, p.H, glr::cuda::sm90::GdnFwdVariant::p_in_workspace), 256)));
+    glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, glr::cuda::sm90::GdnFwdVariant::p_in_workspace);
   }
   ~Buffers() {
     cudaFree(const_cast<__nv_bfloat16*>(a.q));
@@ -271,6 +271,7 @@ struct Buffers {
   }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
   void run_poisoned(GdnFwdVariant var) {
+    glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, var);  // rung 3: W = U = null (it must not need them)
     CK(cudaMemset(a.o, 0xFF, o_bytes));
     CK(cudaMemset(a.ht, 0xFF, h_bytes));
     CK(glr::cuda::sm90::gdn_fwd_mma(a, nullptr, var));
@@ -329,6 +330,7 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   CK(cudaEventCreate(&e2));
+  glr::cuda::sm90::gdn_fwd_workspace_carve(buf.a, buf.ws, var);
   for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var));
   CK(cudaStreamSynchronize(st));
   {
@@ -342,8 +344,9 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
     int wy = 0, state = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, wyk, 128, gdn::wy_smem_bytes(r)));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
-    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared)\n", r, wy,
-                gdn::wy_smem_bytes(r), state, st_smem);
+    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared); workspace %.1f MB\n", r, wy,
+                gdn::wy_smem_bytes(r), state, st_smem,
+                glr::cuda::sm90::gdn_fwd_workspace_bytes(B, T, H, var) / 1e6);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {

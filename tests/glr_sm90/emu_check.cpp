@@ -65,8 +65,9 @@ bool run(const Shape& p, unsigned seed, int variant) {
   a.T = p.T;
   a.H = p.H;
   a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
-  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_fwd_workspace_bytes(p.B, p.T, p.H) + 7) / 8 + 32);
-  glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws.data());
+  const auto var = static_cast<glr::cuda::sm90::GdnFwdVariant>(variant);
+  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_fwd_workspace_bytes(p.B, p.T, p.H, var) + 7) / 8 + 32);
+  glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws.data(), var);  // rung 3: W = U = null
   const std::uint16_t nan16 = 0xffff;
   for (auto& x : o) std::memcpy(&x, &nan16, 2);
   for (auto& x : ht) x = std::nanf("");

@@ -62,32 +62,43 @@ struct GdnFwdArgs {
   int B = 0, T = 0, H = 0;
   float scale = 0.f;
   // workspace, carved by gdn_fwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
-  __nv_bfloat16* W = nullptr;  // (B, H, Tp, K)
-  __nv_bfloat16* U = nullptr;  // (B, H, Tp, V)
+  __nv_bfloat16* W = nullptr;  // (B, H, Tp, K) (rungs 1, 2)
+  __nv_bfloat16* U = nullptr;  // (B, H, Tp, V) (rungs 1, 2)
   __nv_bfloat16* P = nullptr;  // (B, H, NT, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
   float* G = nullptr;          // (B, H, Tp)
   float* Bc = nullptr;         // (B, H, Tp) beta, padded with 0 (rung 3)
 };
 
-inline std::size_t gdn_fwd_workspace_bytes(int B, int T, int H) {
+// The rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers,
+// 3 = as 2, and the wy kernel leaves only T: V_new = T (beta V - beta e^G K h) in the state kernel.
+enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
+
+// Workspace: P or T (B, H, NT, C, C) bf16, G and beta (B, H, Tp) fp32, then for rungs 1 and 2 W and U
+// (B, H, Tp, 128) bf16. At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block programs'
+// fp32 workspace: 1.48 GB).
+inline std::size_t gdn_fwd_workspace_bytes(int B, int T, int H, GdnFwdVariant variant) {
   const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t bh = static_cast<std::size_t>(B) * H;
-  return bh * Tp * (gdn::DK * 2 + gdn::DV * 2 + gdn::C * 2 + 4 + 4);
+  const std::size_t wu = variant == GdnFwdVariant::t_only ? 0 : gdn::DK * 2 + gdn::DV * 2;
+  return bh * Tp * (gdn::C * 2 + 4 + 4 + wu);
 }
-// Fills a.W, a.U, a.P, a.G, a.Bc from one 256-byte-aligned block of gdn_fwd_workspace_bytes.
-inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws) {
+// Fills a.P, a.G, a.Bc (and a.W, a.U, or null for rung 3) from one 256-byte-aligned block of
+// gdn_fwd_workspace_bytes(..., variant). A block carved for rung 1 or 2 serves rung 3 too.
+inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant variant) {
   const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
   char* p = static_cast<char*>(ws);
-  a.W = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::DK * 2;
-  a.U = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::DV * 2;
   a.P = reinterpret_cast<__nv_bfloat16*>(p);
   p += bh * Tp * gdn::C * 2;
   a.G = reinterpret_cast<float*>(p);
   p += bh * Tp * 4;
   a.Bc = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4;
+  a.W = a.U = nullptr;
+  if (variant == GdnFwdVariant::t_only) return;
+  a.W = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DK * 2;
+  a.U = reinterpret_cast<__nv_bfloat16*>(p);
 }
 
 namespace gdn {
@@ -809,10 +820,6 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 }  // namespace gdn
 
 #if defined(__CUDACC__)
-// The rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers,
-// 3 = as 2, and the wy kernel leaves only T: V_new = T (beta V - beta e^G K h) in the state kernel.
-enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
-
 template <int kRung>
 inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
   const int NT = (a.T + gdn::C - 1) / gdn::C;
@@ -843,8 +850,9 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
 inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
                                cudaEvent_t between = nullptr) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
+  const bool wu = variant != GdnFwdVariant::t_only;
   if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
-      !a.beta || !a.o || !a.W || !a.U || !a.P || !a.G || !a.Bc || misaligned(a.q, 16) || misaligned(a.k, 16) ||
+      !a.beta || !a.o || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || misaligned(a.q, 16) || misaligned(a.k, 16) ||
       misaligned(a.v, 16) || misaligned(a.o, 4) || misaligned(a.h0, 8) || misaligned(a.ht, 8) ||
       misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) ||
       misaligned(a.Bc, 16))
