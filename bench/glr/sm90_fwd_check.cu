@@ -279,6 +279,8 @@ struct Buffers {
   }
 };
 
+std::vector<GdnFwdVariant> g_rungs;  // the rungs to check and time (--rung N, default all three)
+
 bool check(const Problem& p, std::uint64_t seed) {
   Buffers buf(p, seed);
   const std::int64_t tok = static_cast<std::int64_t>(p.B) * p.T * p.H;
@@ -292,7 +294,7 @@ bool check(const Problem& p, std::uint64_t seed) {
   CK(cudaDeviceSynchronize());
 
   bool ok = true;
-  for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only}) {
+  for (GdnFwdVariant var : g_rungs) {
     buf.run_poisoned(var);
     const Err eo = error_of(buf.a.o, ro, tok * VD);
     const Err eh = error_of(buf.a.ht, rh, hs);
@@ -388,8 +390,22 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
 
 }  // namespace
 
+// Usage: sm90_fwd_check [--quick] [--rung 1|2|3]. --quick: small shapes, no timing. --rung: one rung only
+// (the script runs each rung in its own process, so a fault in one leaves the others' results).
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[a], "--rung") == 0 && a + 1 < argc && std::atoi(argv[a + 1]) >= 1 &&
+               std::atoi(argv[a + 1]) <= 3) {
+      g_rungs.push_back(static_cast<GdnFwdVariant>(std::atoi(argv[++a])));
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (g_rungs.empty()) g_rungs = {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only};
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
@@ -405,7 +421,7 @@ int main(int argc, char** argv) {
     ok = check(p, 1000 + i++) && ok;
   }
   if (!quick) {
-    for (GdnFwdVariant var : {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only}) {
+    for (GdnFwdVariant var : g_rungs) {
       timing(8, 4096, 16, var);  // the issue's headline shape
       timing(4, 8192, 32, var);
       timing(1, 32768, 16, var);  // long sequence, few heads: the state kernel has 32 blocks (no split-sequence grid)
