@@ -137,6 +137,46 @@ bool run(const Shape& p, unsigned seed, int variant) {
 
 }  // namespace
 
+// gdn::invert_unit_lower alone: a random strictly lower L with entries up to 0.5 (T's entries then reach
+// several units), against float64 forward substitution; max |T - T64| / max |T64| <= 1e-5 (fp32 arithmetic).
+struct InvArgs {
+  const float* L;
+  float* T;
+};
+void inv_kernel(InvArgs a) {
+  extern __attribute__((aligned(16))) char smem_raw[];
+  float* L = reinterpret_cast<float*>(glr::cuda::sm90::gdn::smem_raw);
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int e = tid; e < 64 * 64; e += 128) L[(e / 64) * gdn::LDL + e % 64] = a.L[e];
+  __syncthreads();
+  gdn::invert_unit_lower(L, tid, [&](int i, int j, float x) { a.T[i * 64 + j] = x; }, [](int) {});
+}
+bool inverse_check(unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> ud(-0.5, 0.5);
+  std::vector<float> L(64 * 64, 0.f), T(64 * 64, std::nanf(""));
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < i; ++j) L[i * 64 + j] = static_cast<float>(ud(rng));
+  emu::launch(&inv_kernel, 1, 1, gdn::smem_raw, 64 * gdn::LDL * 4, InvArgs{L.data(), T.data()});
+  std::vector<double> R(64 * 64, 0.0);
+  for (int j = 0; j < 64; ++j)
+    for (int i = 0; i < 64; ++i) {
+      double x = i == j ? 1.0 : 0.0;
+      for (int m = 0; m < i; ++m) x -= L[i * 64 + m] * R[m * 64 + j];
+      R[i * 64 + j] = x;
+    }
+  double dm = 0, rm = 0;
+  bool finite = true;
+  for (int e = 0; e < 64 * 64; ++e) {
+    finite = finite && std::isfinite(T[e]);
+    dm = std::max(dm, std::fabs(T[e] - R[e]));
+    rm = std::max(rm, std::fabs(R[e]));
+  }
+  const bool ok = finite && dm <= 1e-5 * rm;
+  std::printf("emu invert_unit_lower: max |T| %.2f, max error / max |T| %.2e | %s\n", rm, dm / rm, ok ? "PASS" : "FAIL");
+  return ok;
+}
+
 // With arguments VARIANT B T H h0 mu: that one case only.
 int main(int argc, char** argv) {
   if (argc == 7) {
@@ -146,7 +186,7 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{1, 1, 1, false, 2.0}, {1, 33, 1, true, 2.0},   {1, 64, 1, false, -1.0},
                           {1, 100, 2, true, 2.0}, {2, 130, 1, false, 0.0}, {1, 192, 1, true, 4.0},
                           {1, 200, 1, true, 8.0}};
-  bool ok = true;
+  bool ok = inverse_check(7);
   unsigned seed = 1;
   for (const Shape& s : shapes) {
     for (int variant = 1; variant <= 3; ++variant) ok = run(s, seed, variant) && ok;

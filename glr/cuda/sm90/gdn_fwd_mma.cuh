@@ -141,10 +141,101 @@ __device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bflo
   }
 }
 
+// (I + L)^-1 for a strictly lower triangular 64 x 64 L (fp32 in shared memory, row stride LDL), by blocks of
+// 32:  [[A, 0], [L21, B]]^-1 = [[A^-1, 0], [-B^-1 L21 A^-1, B^-1]],  A = I + L11,  B = I + L22.
+//   a) warp 0 inverts A, warp 1 inverts B: forward substitution, one column per thread, the column in
+//      registers (496 FMA a thread instead of 2016 for the whole 64 x 64); each stores its inverse's strictly
+//      lower part transposed into the unused strictly upper part of its diagonal block: (A^-1)_mj at L[j][m].
+//      Warps 2 and 3 run others(tid) meanwhile.
+//   b) all threads: X = L21 A^-1 into the unused L12 block (X_ij at L[i][32 + j]).
+//   c) all threads: T21 = -B^-1 X over L21 (T21_ij at L[32 + i][j]).
+//   d) store(i, j, T_ij) for all 64 x 64 elements, consecutive j on consecutive threads.
+// Overwrites L. Every sum in a fixed order; barriers between the phases (all threads must call it).
+template <class Store, class Others>
+__device__ __forceinline__ void invert_unit_lower(float* L, int tid, Store store, Others others) {
+  const int warp = tid >> 5, lane = tid & 31;
+  if (warp < 2) {
+    const int base = warp * 32, j = lane;
+    float t[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      // t_i = [i == j] - sum_{m < i} L_im t_m  (t_m = 0 for m < j, so the sum may start at 0)
+      float acc0 = 0.f, acc1 = 0.f;
+      const float* Li = L + (base + i) * LDL + base;
+#pragma unroll
+      for (int m = 0; m + 3 < i; m += 4) {
+        const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
+        acc0 = fmaf(l4.x, t[m], acc0);
+        acc1 = fmaf(l4.y, t[m + 1], acc1);
+        acc0 = fmaf(l4.z, t[m + 2], acc0);
+        acc1 = fmaf(l4.w, t[m + 3], acc1);
+      }
+#pragma unroll
+      for (int m = i & ~3; m < i; ++m) acc0 = fmaf(Li[m], t[m], acc0);
+      t[i] = i == j ? 1.f : (i < j ? 0.f : -(acc0 + acc1));
+    }
+    // Reads above touch only the strictly lower part of the block; these writes only the strictly upper.
+#pragma unroll
+    for (int m = 0; m < 32; ++m)
+      if (m > j) L[(base + j) * LDL + base + m] = t[m];
+  } else {
+    others(tid);
+  }
+  __syncthreads();
+  const int j = lane;
+  // b) X_ij = sum_m L21_im (A^-1)_mj, (A^-1)_mj = 0 (m < j), 1 (m = j), L[j][m] (m > j).
+#pragma unroll 1
+  for (int r = 0; r < 8; ++r) {
+    const int i = warp + 4 * r;
+    const float* Li = L + (32 + i) * LDL;
+    const float* Aj = L + j * LDL;
+    float acc0 = 0.f, acc1 = 0.f;
+#pragma unroll
+    for (int m = 0; m < 32; m += 4) {
+      const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
+      const float4 a4 = *reinterpret_cast<const float4*>(Aj + m);
+      acc0 = fmaf(l4.x, m > j ? a4.x : (m == j ? 1.f : 0.f), acc0);
+      acc1 = fmaf(l4.y, m + 1 > j ? a4.y : (m + 1 == j ? 1.f : 0.f), acc1);
+      acc0 = fmaf(l4.z, m + 2 > j ? a4.z : (m + 2 == j ? 1.f : 0.f), acc0);
+      acc1 = fmaf(l4.w, m + 3 > j ? a4.w : (m + 3 == j ? 1.f : 0.f), acc1);
+    }
+    L[i * LDL + 32 + j] = acc0 + acc1;
+  }
+  __syncthreads();
+  // c) T21_ij = -(X_ij + sum_{m < i} (B^-1)_im X_mj), (B^-1)_im at L[32 + m][32 + i] (the same for the warp).
+#pragma unroll 1
+  for (int r = 0; r < 8; ++r) {
+    const int i = warp + 4 * r;
+    float acc0 = L[i * LDL + 32 + j], acc1 = 0.f;
+    int m = 0;
+#pragma unroll 1
+    for (; m + 1 < i; m += 2) {
+      acc0 = fmaf(L[(32 + m) * LDL + 32 + i], L[m * LDL + 32 + j], acc0);
+      acc1 = fmaf(L[(33 + m) * LDL + 32 + i], L[(m + 1) * LDL + 32 + j], acc1);
+    }
+    if (m < i) acc0 = fmaf(L[(32 + m) * LDL + 32 + i], L[m * LDL + 32 + j], acc0);
+    L[(32 + i) * LDL + j] = -(acc0 + acc1);
+  }
+  __syncthreads();
+  // d) T = [[A^-1, 0], [T21, B^-1]].
+#pragma unroll 4
+  for (int e = tid; e < C * C; e += kThreads) {
+    const int i = e / C, jj = e % C;
+    float x;
+    if ((i < 32) == (jj < 32))
+      x = i == jj ? 1.f : (i > jj ? L[jj * LDL + i] : 0.f);
+    else
+      x = i >= 32 ? L[i * LDL + jj] : 0.f;
+    store(i, jj, x);
+  }
+}
+
 // Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
+// The minimum blocks per multiprocessor match what shared memory allows (62 KB: 3; rung 3's 35 KB: 6); without
+// them ptxas capped rungs 1 and 2 at 128 registers and spilled.
 template <int kMode>
-__global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+__global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
   constexpr bool kP = kMode == 1;
   extern __shared__ __align__(16) char smem_raw[];
   WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
@@ -243,46 +334,30 @@ __global__ void __launch_bounds__(kThreads) wy_kernel(const __grid_constant__ Gd
   }
   __syncthreads();
 
-  // Step 2: threads 0..63 solve (I + L) T = I, one column each; threads 64..127 scale k and v in place.
-  if (tid < C) {
-    const float* L = reinterpret_cast<const float*>(s.q);
-    const int j = tid;
-    float t[C];
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      // t_i = [i == j] - sum_{m < i} L_im t_m  (t_m = 0 for m < j, so the sum may start at 0)
-      float acc0 = 0.f, acc1 = 0.f;
-      const float* Li = L + i * LDL;
-#pragma unroll
-      for (int m = 0; m + 3 < i; m += 4) {
-        const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
-        acc0 = fmaf(l4.x, t[m], acc0);
-        acc1 = fmaf(l4.y, t[m + 1], acc1);
-        acc0 = fmaf(l4.z, t[m + 2], acc0);
-        acc1 = fmaf(l4.w, t[m + 3], acc1);
-      }
-#pragma unroll
-      for (int m = i & ~3; m < i; ++m) acc0 = fmaf(Li[m], t[m], acc0);
-      t[i] = i == j ? 1.f : (i < j ? 0.f : -(acc0 + acc1));
-    }
-    if constexpr (kMode == 3) {
-      __nv_bfloat16* Tg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
-#pragma unroll
-      for (int i = 0; i < C; ++i) Tg[i * C + j] = __float2bfloat16_rn(t[i]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < C; ++i) s.T[i * LD64 + j] = __float2bfloat16_rn(t[i]);
-    }
-  } else if constexpr (kMode != 3) {
-    for (int e = tid - C; e < C * (DK / 2); e += kThreads - C) {
-      const int r = e / (DK / 2), cp = e % (DK / 2);
-      const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
-      auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
-      auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
-      const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
-      *kp = pack_bf16x2(bG * kf.x, bG * kf.y);
-      *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
-    }
+  // Step 2: T = (I + L)^-1 (invert_unit_lower); meanwhile warps 2, 3 scale k by beta e^G and v by beta in place.
+  {
+    __nv_bfloat16* Tg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
+    invert_unit_lower(
+        reinterpret_cast<float*>(s.q), tid,
+        [&](int i, int j, float x) {
+          if constexpr (kMode == 3)
+            Tg[i * C + j] = __float2bfloat16_rn(x);
+          else
+            s.T[i * LD64 + j] = __float2bfloat16_rn(x);
+        },
+        [&](int t) {
+          if constexpr (kMode != 3) {
+            for (int e = t - 64; e < C * (DK / 2); e += kThreads - 64) {
+              const int r = e / (DK / 2), cp = e % (DK / 2);
+              const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
+              auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
+              auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
+              const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
+              *kp = pack_bf16x2(bG * kf.x, bG * kf.y);
+              *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
+            }
+          }
+        });
   }
   if constexpr (kMode == 3) return;
   __syncthreads();
