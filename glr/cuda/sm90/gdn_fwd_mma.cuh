@@ -905,9 +905,14 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   const std::size_t state_smem = kRung == 1   ? sizeof(gdn::StateSmem<false>)
                                  : kRung == 2 ? sizeof(gdn::StateSmem<true>)
                                               : sizeof(gdn::StateTSmem);
-  cudaError_t e = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wy_smem));
-  if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(state_smem));
+  // Once per process and rung (the current device's), so timed launches carry no attribute calls.
+  static const cudaError_t attributes = [&] {
+    const cudaError_t e1 = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wy_smem));
+    return e1 != cudaSuccess ? e1
+                             : cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(state_smem));
+  }();
+  cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (NT > 0) {
     wy<<<dim3(NT, BH), gdn::kThreads, wy_smem, stream>>>(a);
