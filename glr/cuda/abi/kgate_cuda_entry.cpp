@@ -8,7 +8,6 @@
 
 #include "abi_call.hpp"
 #include "glr/glr_cuda.hpp"
-#include "kgate_entry.hpp"
 
 using namespace glr;
 

@@ -4,7 +4,6 @@
 // glr_cuda_emu_kgate_fwd and glr_cuda_emu_kgate_bwd.
 #include "abi_call.hpp"
 #include "emu/emulate.hpp"
-#include "kgate_entry.hpp"
 
 using namespace glr;
 

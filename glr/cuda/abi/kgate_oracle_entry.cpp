@@ -1,17 +1,17 @@
 // The float64 oracle for glr's CUDA contracts: the oracle engineer's exact recurrence
 // (glr/reference/oracle.hpp) behind kgate_oracle, reading the call with the same conventions as the
-// kernels' entry points (abi_call.hpp). Built as glr_cuda_oracle_fwd and glr_cuda_oracle_bwd.
+// kernels' entry points (abi_call.hpp, glr/kgate/binding.hpp). Built as glr_cuda_oracle_fwd and
+// glr_cuda_oracle_bwd.
 #include "abi_call.hpp"
 #include "glr/reference/oracle.hpp"
-#include "kgate_entry.hpp"
 
 using namespace glr;
 
 namespace {
 
 const double* in(const abi::Tensor& t) {
-  if (t.t && t.dtype != cuda::DType::f64) throw abi::Refused{"the oracle takes float64 tensors"};
-  return static_cast<const double*>(t.data());
+  if (t.t && t.dtype != cuda::DType::f64) throw abi::Refusal("the oracle takes float64 tensors");
+  return static_cast<const double*>(t.data);
 }
 double* out(const abi::Tensor& t) { return const_cast<double*>(in(t)); }
 
