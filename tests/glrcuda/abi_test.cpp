@@ -1,9 +1,9 @@
-// The CUDA path's kgate libraries on the host, loaded with dlopen as kgate loads them: glr_cuda_emu_kgate_*
-// (the kernels' emulation behind kgate_run) gives the bits of cuda::emulate_* on the same tensors, strided
-// and packed calls included; glr_cuda_oracle_* (kgate_oracle) gives the bits of glr's float64 oracle; and a
-// bad call is refused (KGATE_REFUSED) with a message naming the argument, outputs untouched. These
-// libraries read their calls through the binder the CPU libraries use (glr/kgate/binding.hpp), so this
-// and tests/glr/kgate_export_test.cpp cover both of its callers without a GPU.
+// The CUDA path's kgate entry on the host, loaded with dlopen as kgate loads it: glr_cuda_emu_kgate_* (the
+// kernels' emulation behind kgate_run, the same glr/cuda/abi code as the GPU libraries) gives the bits of
+// cuda::emulate_* on the same tensors, strided and packed calls included, and a bad call is refused
+// (KGATE_REFUSED) with a message naming the argument, outputs untouched. glr/cuda/abi reads its calls
+// through the binder the CPU libraries use (glr/kgate/binding.hpp), so this and
+// tests/glr/kgate_export_test.cpp cover both of its callers without a GPU.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -35,10 +35,6 @@ struct Library {
 
 Library& emu(bool backward) {
   static Library fwd(GLRCUDA_EMU_FWD, "kgate_run"), bwd(GLRCUDA_EMU_BWD, "kgate_run");
-  return backward ? bwd : fwd;
-}
-Library& oracle_lib(bool backward) {
-  static Library fwd(GLRCUDA_ORACLE_FWD, "kgate_oracle"), bwd(GLRCUDA_ORACLE_BWD, "kgate_oracle");
   return backward ? bwd : fwd;
 }
 
@@ -133,13 +129,13 @@ bool untouched(const CallTensors& t) {
 }
 
 TEST(GlrCudaAbi, LibrariesLoadOnTheCpu) {
-  for (bool backward : {false, true})
-    for (Library* lib : {&emu(backward), &oracle_lib(backward)}) {
-      ASSERT_NE(lib->handle, nullptr) << dlerror();
-      ASSERT_NE(lib->entry, nullptr);
-      ASSERT_NE(lib->device, nullptr);
-      EXPECT_EQ(lib->device(), kDLCPU);
-    }
+  for (bool backward : {false, true}) {
+    Library& lib = emu(backward);
+    ASSERT_NE(lib.handle, nullptr) << dlerror();
+    ASSERT_NE(lib.entry, nullptr);
+    ASSERT_NE(lib.device, nullptr);
+    EXPECT_EQ(lib.device(), kDLCPU);
+  }
 }
 
 // kgate_run of the emulation library is cuda::emulate_* with the GPU's dtype rules, bit for bit.
@@ -164,21 +160,6 @@ TEST(GlrCudaAbi, EmulationEntryIsTheEmulator) {
         cuda::emulate_forward<float>(c.call, direct.forward(), kGpuRules);
       EXPECT_EQ(diff_results(via_abi.read(backward), direct.read(backward)), "") << c.describe();
     }
-}
-
-// kgate_oracle of the oracle library is glr's float64 oracle, bit for bit, packed sequences included.
-TEST(GlrCudaAbi, OracleEntryIsTheOracle) {
-  const std::vector<Shape> shapes = emulation_shapes();
-  for (Member m : {Member::gated_deltanet, Member::mamba2})
-    for (const Shape& s : {shapes[0], shapes[2]})
-      for (bool backward : {false, true}) {
-        const Case c = make_case(m, s, {DType::f64, DType::f64, DType::f64}, {}, test_seed(42));
-        CallTensors t = make_call(c);
-        HostCall hc(c, t, backward);
-        kgate_call k = hc.call();
-        ASSERT_EQ(oracle_lib(backward).entry(&k), KGATE_OK) << hc.message() << " " << c.describe();
-        EXPECT_EQ(diff_results(t.read(backward), oracle(c, backward)), "") << c.describe();
-      }
 }
 
 // Bad calls: KGATE_REFUSED, a message naming the argument, no output written.

@@ -26,9 +26,9 @@ cuda::Out out(const Tensor& t) { return t.t ? cuda::Out{t.data, t.dtype} : cuda:
 
 }  // namespace
 
-Call read_call(const kgate_call& kc, bool backward, DLDeviceType device, bool on_host) {
+Call read_call(const kgate_call& kc, bool backward, DLDeviceType device) {
   const kgate_export::Bound b =
-      kgate_export::bind(kc, backward ? Pass::backward : Pass::forward, {device, on_host});
+      kgate_export::bind(kc, backward ? Pass::backward : Pass::forward, {device, /*host_offsets=*/false});
   Call c;
   c.params = b.p;
   c.backward = backward;

@@ -23,17 +23,16 @@ struct Tensor {
 };
 
 struct Call {
-  Params params;  // strides from the DLTensors; cu_seqlens host copy only if on_host
+  Params params;  // strides from the DLTensors; no host copy of cu_seqlens (the kernels read it on the device)
   bool backward = false;
   Tensor q, k, v, g, beta, h0, dout, dht;
   Tensor o, ht, dq, dk, dv, dg, dbeta, dh0;
   cuda::DeviceOffsets offsets;  // where the caller's offsets live (device for kDLCUDA), int64 or int32
 };
 
-// Reads the call (kgate_export::bind); throws Refusal or glr::InvalidArgument. device: the DLDeviceType
-// every tensor must have. on_host: the offsets are readable here (the CPU oracle), so Params gets the host
-// copy and is validated.
-Call read_call(const kgate_call& call, bool backward, DLDeviceType device, bool on_host);
+// Reads the call (kgate_export::bind, offsets left where they are); throws Refusal or glr::InvalidArgument.
+// device: the DLDeviceType every tensor must have. The API's own setup validates the problem.
+Call read_call(const kgate_call& call, bool backward, DLDeviceType device);
 
 cuda::ForwardTensors forward_tensors(const Call& c);
 cuda::BackwardTensors backward_tensors(const Call& c);
