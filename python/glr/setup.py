@@ -50,9 +50,9 @@ CPU_SOURCES = [src("torch", f) for f in ("module.cpp", "ops.cpp", "problem.cpp")
 CUDA_SOURCES = [
     src("torch", "cuda_ops.cpp"),
     src("cuda", "common", "setup.cpp"),
-    src("cuda", "sm90", "api.cpp"),
-    src("cuda", "sm90", "forward.cu"),
-    src("cuda", "sm90", "backward.cu"),
+    src("cuda", "blocks", "api.cpp"),
+    src("cuda", "blocks", "forward.cu"),
+    src("cuda", "blocks", "backward.cu"),
 ]
 
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
