@@ -148,14 +148,27 @@ class Candidate:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _request(self, msg: dict, timeout: float) -> dict:
+    def _request(self, msg: dict, timeout: float, *, step_timeout: float | None = None, steps: int = 0) -> dict:
+        """Sends one request and waits `timeout` for its reply. With `steps`, the worker may answer with up to
+        that many progress messages first ({"progress": what}); after each, the next message is awaited
+        `step_timeout`, so a long request made of bounded steps (the public harness: build, then one forward
+        per trial) ends within one step's limit of a hang, not within the whole request's."""
         assert self.conn and self.proc
+        what = msg["op"]
         try:
             self.conn.send(msg)
-            if not self.conn.poll(timeout):
-                self.kill()
-                raise WorkerDied("timeout", f"no answer to {msg['op']} within {timeout:.0f} s", self.output_tail())
-            reply = self.conn.recv()
+            limit = timeout
+            while True:
+                if not self.conn.poll(limit):
+                    self.kill()
+                    raise WorkerDied("timeout", f"no answer to {what} within {limit:.0f} s", self.output_tail())
+                reply = self.conn.recv()
+                if steps > 0 and isinstance(reply, dict) and set(reply) == {"progress"}:
+                    steps -= 1
+                    what = f"{msg['op']} after {str(reply['progress'])[:80]}"
+                    limit = step_timeout or timeout
+                    continue
+                break
         except (EOFError, OSError, BrokenPipeError):
             rc = self.proc.wait() if self.proc else -1
             self.kill()
@@ -212,9 +225,15 @@ class Candidate:
         return self._request({"op": "call", "slot": slot, "inputs": inputs, **opts}, self.call_timeout)
 
     def harness(self, ref_code: str, mode: str, trials: int = 5) -> dict:
+        """The public harness logic in the worker (kernelbench/harness.py). Loading and building the two
+        models may compile (the init timeout); after that each step (the lazy check, each trial: a reference
+        and a candidate forward) must end within two call timeouts, so a hanging candidate costs that, not
+        the init timeout."""
         self.ensure()
         return self._request({"op": "harness", "ref_code": ref_code, "custom_code": self.custom_code,
-                              "mode": mode, "trials": trials}, self.init_timeout)
+                              "mode": mode, "trials": trials, "progress": True},
+                             max(self.call_timeout, self.init_timeout), step_timeout=2 * self.call_timeout,
+                             steps=trials + 1)
 
     def close(self):
         if self.alive():
