@@ -208,7 +208,6 @@ def test_report_reads_the_engine_classification():
 
 
 @needs_source
-@pytest.mark.xfail(reason="open on the one-engine front-end (issue 14 closing note): the reproduce command exits with another status", strict=False)
 def test_sample_reproduce_command_is_accepted_by_the_cli(tmp_path):
     from kgate.report import reproduce_command
     c = next(c for c in load("numpy") if c["name"] == "nan_masked")
@@ -229,4 +228,17 @@ def test_sample_reproduce_command_is_accepted_by_the_cli(tmp_path):
     assert p.returncode in (0, 1), p.stderr[-2000:]
     again = [json.loads(x) for x in open(copy).read().splitlines()]
     assert again[-1]["key"] == rec["key"] and again[-1].get("retry_of") is not None
-    assert {g["gate"]: g["verdict"] for g in again[-1]["gates"]}["nan"] == "FAIL"
+    assert again[-1]["seed"] == rec["seed"]  # the row's own seed: the very cases it drew
+    nan = lambda r: next(g for g in r["gates"] if g["gate"] == "nan")  # noqa: E731
+    assert nan(again[-1])["verdict"] == "FAIL" and nan(again[-1])["evidence"] == nan(rec)["evidence"]
+
+
+def test_row_seed_names_one_row(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"level_id": 1, "task_id": 1, "ref_code": "x", "custom_code": "y"}) + "\n")
+    base = [sys.executable, "-m", "kgate", "audit", str(corpus), "--fw", "numpy", "--results",
+            str(tmp_path / "r.jsonl"), "--row-seed", "c0de"]
+    for extra in ([], ["--retry", "row_timeout"], ["--retry", "c/L1/T1,c/L1/T2"]):
+        p = subprocess.run(base + extra, capture_output=True, text=True, env=_env(), timeout=60)
+        assert p.returncode == 2 and "--row-seed is one row's seed" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
