@@ -39,6 +39,10 @@ def install(cache_dir: str):
     real = ce.load_inline
     sig = inspect.signature(real)
     os.makedirs(cache_dir, exist_ok=True)
+    # Absolute where the worker's cwd has a name it can resolve (torch makes the sources' paths absolute
+    # anyway); a scratch under the host's /tmp does not (the worker's /tmp is private), then it stays relative.
+    if os.path.isdir(os.path.abspath(cache_dir)):
+        cache_dir = os.path.abspath(cache_dir)
 
     def load_inline(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)
