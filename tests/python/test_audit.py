@@ -50,6 +50,11 @@ def test_crash_and_hang_cost_one_row_each(workdir):
     oracle = lambda rec: next(g for g in rec["gates"] if g["gate"] == "oracle")  # noqa: E731
     assert oracle(recs[1])["verdict"] == "CRASH" and "SIGSEGV" in oracle(recs[1])["summary"]
     assert oracle(recs[2])["verdict"] == "TIMEOUT"
+    # A hang costs a few call timeouts (baseline's call, the engine's two, one step of each public harness
+    # mode), never the init timeout (300 s) the public harness once waited per mode.
+    harness = next(g for g in recs[2]["gates"] if g["gate"] == "public_harness")
+    assert harness["summary"].count("timeout: no answer to harness after built within 8 s") == 2, harness
+    assert recs[2]["row_seconds"] < 150, recs[2]["row_seconds"]
     assert recs[1]["classification"] != "clean" and recs[2]["classification"] != "clean"
     assert recs[3]["status"] == "ok" and recs[3]["classification"] == "clean"
 
