@@ -1,6 +1,8 @@
 #include "binding.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -57,7 +59,8 @@ struct Attrs {
 // Hands out the call's tensors in order, checking each against the shape the problem implies.
 class Cursor {
  public:
-  Cursor(const DLTensor* list, int n, const char* what) : list_(list), n_(n), what_(what) {}
+  Cursor(const DLTensor* list, int n, const char* what, DLDeviceType device)
+      : list_(list), n_(n), what_(what), device_(device) {}
 
   Arg take(const char* name, bool present) {
     Arg a;
@@ -66,9 +69,11 @@ class Cursor {
       throw InvalidArgument(what_, std::string("too few: ") + name + " (" + what_ + "[" + std::to_string(i_) +
                                        "]) is missing for this problem (see glr/kgate/binding.hpp for the order)");
     a.t = &list_[i_++];
-    if (a.t->device.device_type != kDLCPU)
+    if (a.t->device.device_type != device_)
       throw Refusal(std::string(name) + ": on device type " + std::to_string(a.t->device.device_type) +
-                    "; this library computes on the CPU only");
+                    "; this library takes tensors " +
+                    (device_ == kDLCPU ? std::string("on the CPU only")
+                                       : "of device type " + std::to_string(device_) + " only"));
     if (a.t->ndim > 0 && (a.t->shape == nullptr))
       throw InvalidArgument(name, "shape is null");
     a.elem = elem_of(*a.t, name);
@@ -83,6 +88,7 @@ class Cursor {
   const DLTensor* list_;
   int n_, i_ = 0;
   const char* what_;
+  DLDeviceType device_;
 };
 
 void expect_shape(const char* name, const Arg& a, const Shape& want, const char* how) {
@@ -112,7 +118,14 @@ StateStrides state_strides(const Arg& a) {
 
 }  // namespace
 
-Bound bind(const kgate_call& call, Pass pass) {
+void say(const kgate_call& call, const std::string& text) {
+  if (!call.message || call.message_capacity == 0) return;
+  const std::size_t n = std::min(text.size(), call.message_capacity - 1);
+  std::memcpy(call.message, text.data(), n);
+  call.message[n] = '\0';
+}
+
+Bound bind(const kgate_call& call, Pass pass, const BindOptions& options) {
   if (call.abi_version != KGATE_ABI_VERSION)
     throw Refusal("caller ABI version " + std::to_string(call.abi_version) + ", library built for " +
                   std::to_string(KGATE_ABI_VERSION));
@@ -127,7 +140,7 @@ Bound bind(const kgate_call& call, Pass pass) {
   p.chunk = static_cast<std::int64_t>(at.chunk);
   const bool varlen = at.varlen == 1, has_g = p.gate != Gate::none, per_head = p.gate == Gate::per_head;
 
-  Cursor in(call.inputs, call.n_inputs, "inputs");
+  Cursor in(call.inputs, call.n_inputs, "inputs", options.device);
   b.q = in.take("q", true);
   b.k = in.take("k", true);
   b.v = in.take("v", true);
@@ -140,7 +153,7 @@ Bound bind(const kgate_call& call, Pass pass) {
   }
   b.cu_seqlens = in.take("cu_seqlens", varlen);
   in.finish();
-  Cursor out(call.outputs, call.n_outputs, "outputs");
+  Cursor out(call.outputs, call.n_outputs, "outputs", options.device);
   if (pass == Pass::forward) {
     b.o = out.take("o", true);
     b.ht = out.take("ht", p.final_state);
@@ -167,10 +180,18 @@ Bound bind(const kgate_call& call, Pass pass) {
     const Arg& c = b.cu_seqlens;
     if (c.t->ndim != 1) throw InvalidArgument("cu_seqlens", "must be [N+1], got rank " + std::to_string(c.t->ndim));
     if (is_float(c.elem)) throw InvalidArgument("cu_seqlens", std::string("must be int32 or int64, got ") + name_of(c.elem));
-    const std::vector<double> offs = gather<double>(*c.t, c.elem);
-    p.cu_seqlens.assign(offs.begin(), offs.end());
+    if (c.t->shape[0] < 2)
+      throw InvalidArgument("cu_seqlens", "needs at least 2 offsets (one sequence), got " + std::to_string(c.t->shape[0]));
+    if (options.host_offsets) {
+      const std::vector<double> offs = gather<double>(*c.t, c.elem);
+      p.cu_seqlens.assign(offs.begin(), offs.end());
+    } else if (c.t->strides && c.t->strides[0] != 1) {
+      throw InvalidArgument("cu_seqlens", "device offsets must be contiguous, got stride " +
+                                              std::to_string(c.t->strides[0]));
+    }
   }
-  const std::int64_t N = p.num_seqs();
+  const std::int64_t N = varlen ? b.cu_seqlens.t->shape[0] - 1 : p.B;
+  b.num_seqs = N;
   const Shape tok_qk = {p.B, p.T, p.H, p.K}, tok_v = {p.B, p.T, p.HV, p.V}, scalar = {p.B, p.T, p.HV};
   const Shape gate_shape = per_head ? Shape{p.HV} : scalar, state = {N, p.HV, p.K, p.V};
   expect_shape("k", b.k, tok_qk, "q's");
@@ -212,7 +233,7 @@ Bound bind(const kgate_call& call, Pass pass) {
   fill(s.dq, dense.strides.dq, b.dq), fill(s.dk, dense.strides.dk, b.dk), fill(s.dv, dense.strides.dv, b.dv);
   fill(s.dg, dense.strides.dg, b.dg), fill(s.dbeta, dense.strides.dbeta, b.dbeta);
   fill(s.dht, dense.strides.dht, b.dht), fill(s.dh0, dense.strides.dh0, b.dh0);
-  p.validate(pass);
+  if (options.host_offsets) p.validate(pass);
   return b;
 }
 

@@ -1,5 +1,7 @@
 // From a kgate_call to a glr problem: which argument is which tensor, the sizes they imply, and every
-// check of include/kgate/abi.h's conventions, before any work.
+// check of include/kgate/abi.h's conventions, before any work. The one binder of glr's kgate entry points:
+// the CPU libraries (glr/kgate/entry.cpp) and the CUDA kernels, their emulation and their oracle
+// (glr/cuda/abi/) all read their calls through bind().
 //
 // Argument order (the contracts in glr/contracts/ list them the same way; [x] only where the attrs say):
 //
@@ -7,11 +9,18 @@
 //   backward  inputs  q, k, v, [g], [beta], [h0], dout, [dht], [cu_seqlens]
 //             outputs dq, dk, dv, [dg], [dbeta], [dh0]
 //
+// Shapes: q, k, dq, dk [B, T, H, K]; v, o, dout, dv [B, T, HV, V]; g, dg [B, T, HV] (gate 1) or [HV]
+// (gate 2); beta, dbeta [B, T, HV]; h0, ht, dht, dh0 [N, HV, K, V]; cu_seqlens int32 or int64 [N + 1].
+// Every tensor but cu_seqlens is a float tensor (f64, f32, f16, bf16); which of those an implementation
+// takes is its own check. Strides are the DLTensors' own (null: row-major, as DLPack says).
+//
 // Attrs (by name, any order): scale; chunk (default 64); delta (0/1); gate (0 none, 1 per token,
 // 2 per head); initial_state, final_state, varlen (0/1, default 0). g is present for gate != 0, beta for
 // delta = 1, h0/dh0 for initial_state = 1, ht/dht for final_state = 1, cu_seqlens for varlen = 1.
 #pragma once
 
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "dlpack_io.hpp"
@@ -20,7 +29,7 @@
 
 namespace glr::kgate_export {
 
-// The input is valid but outside what this entry point takes (a device, a dtype): KGATE_REFUSED.
+// The input is valid but outside what this entry point takes (a device, an ABI version): KGATE_REFUSED.
 class Refusal : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -29,15 +38,58 @@ class Refusal : public std::runtime_error {
 struct Arg {
   const DLTensor* t = nullptr;  // null when the problem has no such tensor
   Elem elem = Elem::f32;
+  // The first element (byte_offset applied), or null when absent.
+  void* data() const { return t ? static_cast<char*>(t->data) + t->byte_offset : nullptr; }
+};
+
+// Where the implementation reads the call's tensors.
+struct BindOptions {
+  DLDeviceType device = kDLCPU;  // every tensor must be on this device type, else Refusal
+  // true: cu_seqlens is readable here; its values go into Params::cu_seqlens and bind() ends with
+  // Params::validate (the CPU algorithms). false: the offsets stay where they are (the kernels read them on
+  // the device); Params::cu_seqlens stays empty, cu_seqlens must be one contiguous array, and the
+  // implementation validates (glr/cuda/common/setup.cpp).
+  bool host_offsets = true;
 };
 
 struct Bound {
-  Params p;  // strides as the caller laid the tensors out
+  Params p;                   // strides as the caller laid the tensors out
+  std::int64_t num_seqs = 0;  // N: B, or the number of packed sequences (cu_seqlens' length - 1)
   Arg q, k, v, g, beta, h0, cu_seqlens, dout, dht;
   Arg o, ht, dq, dk, dv, dg, dbeta, dh0;
 };
 
-// Throws glr::InvalidArgument naming the argument (KGATE_ERROR) or Refusal (KGATE_REFUSED).
-Bound bind(const kgate_call& call, Pass pass);
+// Throws glr::InvalidArgument naming the argument or Refusal. Reads no tensor data except cu_seqlens with
+// host_offsets.
+Bound bind(const kgate_call& call, Pass pass, const BindOptions& options = {});
+
+// Writes text (NUL-terminated, truncated) into call.message.
+void say(const kgate_call& call, const std::string& text);
+
+// The body of every glr kgate entry point: runs body and maps what it throws to a kgate status, with the
+// reason in call->message. Refusal: KGATE_REFUSED. glr::InvalidArgument: `invalid`, which is KGATE_ERROR
+// for an implementation that takes every valid problem (a bad call is the caller's error) and
+// KGATE_REFUSED for one that takes a subset (the kernels: a valid problem outside their head dims, chunk,
+// dtypes or alignment throws InvalidArgument too). Anything else: KGATE_ERROR.
+template <class F>
+std::int32_t guarded_entry(const kgate_call* call, std::int32_t invalid, F&& body) {
+  if (call == nullptr) return KGATE_ERROR;
+  try {
+    body();
+    return KGATE_OK;
+  } catch (const Refusal& e) {
+    say(*call, std::string("glr: ") + e.what());
+    return KGATE_REFUSED;
+  } catch (const InvalidArgument& e) {
+    say(*call, e.what());
+    return invalid;
+  } catch (const std::exception& e) {
+    say(*call, e.what());
+    return KGATE_ERROR;
+  } catch (...) {
+    say(*call, "glr: unknown error");
+    return KGATE_ERROR;
+  }
+}
 
 }  // namespace glr::kgate_export

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "glr/params.hpp"
 #include "glr/reference/dense.hpp"
 
 namespace glr::kgate_export {
@@ -92,15 +93,15 @@ void for_each(const DLTensor& t, Elem e, Fn fn) {
 
 Elem elem_of(const DLTensor& t, const std::string& name) {
   const DLDataType d = t.dtype;
-  if (d.lanes != 1) throw std::invalid_argument(name + ": vector dtypes (lanes != 1) are not supported");
+  if (d.lanes != 1) throw InvalidArgument(name, "vector dtypes (lanes != 1) are not supported");
   if (d.code == kDLFloat && d.bits == 64) return Elem::f64;
   if (d.code == kDLFloat && d.bits == 32) return Elem::f32;
   if (d.code == kDLFloat && d.bits == 16) return Elem::f16;
   if (d.code == kDLBfloat && d.bits == 16) return Elem::bf16;
   if (d.code == kDLInt && d.bits == 32) return Elem::i32;
   if (d.code == kDLInt && d.bits == 64) return Elem::i64;
-  throw std::invalid_argument(name + ": unsupported dtype (code " + std::to_string(d.code) + ", " +
-                              std::to_string(d.bits) + " bits)");
+  throw InvalidArgument(name, "unsupported dtype (code " + std::to_string(d.code) + ", " + std::to_string(d.bits) +
+                                 " bits)");
 }
 
 bool is_float(Elem e) { return e != Elem::i32 && e != Elem::i64; }

@@ -14,7 +14,7 @@ namespace glr::kgate_export {
 
 enum class Elem : std::uint8_t { f64, f32, f16, bf16, i32, i64 };
 
-// The element type of t, or throws std::invalid_argument naming `name`.
+// The element type of t, or throws glr::InvalidArgument naming `name`.
 Elem elem_of(const DLTensor& t, const std::string& name);
 bool is_float(Elem e);
 const char* name_of(Elem e);

@@ -11,10 +11,8 @@
 // Arguments and attrs: glr/kgate/binding.hpp. A bad problem returns KGATE_ERROR with the glr message
 // naming the argument; a tensor off the CPU or a wrong ABI version KGATE_REFUSED. Outputs are written
 // only after every check passed, and every element of every output is written exactly once.
-#include <algorithm>
-#include <cstring>
-#include <exception>
-#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "binding.hpp"
 #include "glr/reference/chunked.hpp"
@@ -103,16 +101,9 @@ void backward(const Bound& b, Impl impl) {
   write(dh0, b.dh0);
 }
 
-void say(const kgate_call* call, const std::string& text) {
-  if (!call || !call->message || call->message_capacity == 0) return;
-  const std::size_t n = std::min(text.size(), call->message_capacity - 1);
-  std::memcpy(call->message, text.data(), n);
-  call->message[n] = '\0';
-}
-
 int32_t entry(const kgate_call* call, Impl impl) {
-  if (!call) return KGATE_ERROR;
-  try {
+  // Every valid problem is taken: a bad call is the caller's error (KGATE_ERROR).
+  return guarded_entry(call, KGATE_ERROR, [&] {
     const Pass pass = GLR_KGATE_BACKWARD ? Pass::backward : Pass::forward;
     const Bound b = bind(*call, pass);
     const bool f64 = impl == Impl::oracle;
@@ -120,14 +111,7 @@ int32_t entry(const kgate_call* call, Impl impl) {
       f64 ? forward<double>(b, impl) : forward<float>(b, impl);
     else
       f64 ? backward<double>(b, impl) : backward<float>(b, impl);
-    return KGATE_OK;
-  } catch (const Refusal& e) {
-    say(call, std::string("glr: ") + e.what());
-    return KGATE_REFUSED;
-  } catch (const std::exception& e) {
-    say(call, e.what());
-    return KGATE_ERROR;
-  }
+  });
 }
 
 }  // namespace

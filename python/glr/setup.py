@@ -7,6 +7,7 @@ GLR_CUDA_ARCH names ("90a"); an explicit -gencode also keeps torch from adding i
 knows no "9.0a"). MAX_JOBS limits the parallel compile jobs (ninja).
 """
 import os
+import sys
 
 from setuptools import setup
 from torch.utils import cpp_extension
@@ -49,12 +50,17 @@ CPU_SOURCES = [src("torch", f) for f in ("module.cpp", "ops.cpp", "problem.cpp")
 CUDA_SOURCES = [
     src("torch", "cuda_ops.cpp"),
     src("cuda", "common", "setup.cpp"),
-    src("cuda", "sm90", "api.cpp"),
-    src("cuda", "sm90", "forward.cu"),
-    src("cuda", "sm90", "backward.cu"),
+    src("cuda", "blocks", "api.cpp"),
+    src("cuda", "blocks", "forward.cu"),
+    src("cuda", "blocks", "backward.cu"),
 ]
 
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
+# The shared C++ runtime, as torch itself uses: the GPU machine's g++ links libstdc++ statically by default,
+# and the module's private static copy left its locale facets unset, so the first TORCH_CHECK message that
+# formatted an integer crashed (SIGSEGV in std::ostream::_M_insert<long>, seen under PyTorch 2.11 on the
+# H200). Named explicitly, it resolves every runtime symbol before the compiler's own static flags apply.
+link = ["-l:libstdc++.so.6"] if sys.platform.startswith("linux") else []
 include_dirs = [repo("glr", "include"), repo("glr", "torch")]
 if want_cuda():
     arch = os.environ.get("GLR_CUDA_ARCH", "90a")
@@ -69,9 +75,10 @@ if want_cuda():
             # only, so they are left as torch sets them.
             "nvcc": ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
         },
+        extra_link_args=link,
     )
 else:
     ext = cpp_extension.CppExtension(name="glr._C", sources=CPU_SOURCES, include_dirs=include_dirs,
-                                     extra_compile_args={"cxx": cxx})
+                                     extra_compile_args={"cxx": cxx}, extra_link_args=link)
 
 setup(ext_modules=[ext], cmdclass={"build_ext": cpp_extension.BuildExtension})

@@ -107,6 +107,7 @@ def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, Results
 
 def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_s: float | None = None,
           jobs: int = 4, compile_jobs: int = 8, fw: str = "numpy", seed: int | None = None,
+          row_seed: int | None = None,
           gates: list[str] | None = None, row_timeout: float = 600.0, call_timeout: float = 60.0,
           compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
@@ -114,6 +115,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           log_limit: int | None = None, file_limit: int | None = None) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
+    row_seed: the exact seed of the one row key `retry` names (a record's `seed`), so its rerun draws the very
+    cases it drew; every other row's seed comes from `seed` (or is fresh).
     harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
     (the CLI sets it; off for in-process callers, whose other children it would take for strays)."""
     t_start = time.monotonic()
@@ -183,6 +186,12 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         todo = todo[:limit]
     by_row = {r.key: r for r in todo}
     row_seeds = {r.key: seeds.derive(seed, r.key) if seed is not None else seeds.fresh_seed() for r in todo}
+    if row_seed is not None:
+        if len(retry_keys) != 1:
+            raise RetryError("row_seed is one row's seed: name that row, and only it, in retry")
+        (k,) = retry_keys
+        if k in row_seeds:
+            row_seeds[k] = int(row_seed)
 
     def make_jobs(rs) -> tuple[list[Job], dict]:
         job_list, verify_jobs = [], {}

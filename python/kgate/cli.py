@@ -144,6 +144,8 @@ def main(argv=None) -> int:
     a.add_argument("--fw", default="torch", choices=["torch", "numpy"])
     a.add_argument("--seed", type=_seed, help="1 to 16 hex digits: fix every row's seed (default: a secret seed "
                    "per row, recorded). It is wiped from this process's command line once read")
+    a.add_argument("--row-seed", type=_seed, help="1 to 16 hex digits: the exact seed of the one row --retry KEY "
+                   "names (a row record's `seed`: reproduces that row's cases); wiped from the command line too")
     a.add_argument("--gates", type=_gates, help="comma-separated subset of the gates (names checked)")
     a.add_argument("--row-timeout", type=_seconds_in("row-timeout", 0, 7 * DAY), default=600.0,
                    help="seconds in (0, 7 days] per row (default 600)")
@@ -212,6 +214,8 @@ def _run(args) -> int:
         except ValueError as e:
             raise BadArgument(str(e)) from None
         retry = _statuses(args.retry)
+        if args.row_seed is not None and len([x for x in retry or () if "/" in x]) != 1:
+            raise BadArgument("--row-seed is one row's seed: name that row, and only it, with --retry KEY")
         _regular_file("corpus", args.corpus)
         results = args.results or default_results(args.corpus)
         _writable_file("results", results)
@@ -222,6 +226,7 @@ def _run(args) -> int:
         try:
             counts = audit(args.corpus, results_path=results, shard=shard, budget_s=args.budget,
                            jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw, seed=args.seed,
+                           row_seed=args.row_seed,
                            gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
                            ext_cache=args.ext_cache, limit=args.limit, retry=retry, quiet=args.quiet,
                            harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,

@@ -8,7 +8,7 @@ import random
 from collections import Counter, defaultdict
 
 from .classify import FAILING, GATES as KGATE_GATES, classification, counted_failure, fails_at_scale
-from .results import read_results
+from .results import key_path, read_results
 
 SCALES = (1, 10, 100, 1000)
 
@@ -187,14 +187,16 @@ def sample_cases(recs, per_cell=2, seed=0):
 
 
 def reproduce_command(r: dict, gate_name: str, corpus: str | None = None, results: str | None = None) -> str:
-    """A command `python -m kgate audit` accepts that runs this row's gate again, on a copy of the results
-    file so the original record is left alone (--retry KEY reruns only that row; its new record replaces
-    the copy's). The row's own seed is not an option of the CLI: the rerun draws a fresh one."""
+    """A command `python -m kgate audit` accepts that runs this row's gate again with the row's own seed, on
+    a copy of the results file and its MAC key (the copy's records must verify) so the original record is
+    left alone: --retry KEY reruns only that row, --row-seed gives it the seed it had; its new record replaces
+    the copy's."""
     corpus = corpus or f".carry/corpus/{r.get('file') or 'CORPUS.jsonl'}"  # where docs/audit.md puts it
     results = results or f"results/{(r.get('file') or 'CORPUS.jsonl').replace('.jsonl', '')}.kgate.jsonl"
     copy = "/tmp/kgate-reproduce.jsonl"
-    return (f"cp {results} {copy} && python -m kgate audit {corpus} --results {copy} --retry {r['key']} "
-            f"--gates {gate_name} --fw {r.get('fw') or 'torch'}")
+    seed = f" --row-seed {r['seed']}" if r.get("seed") else ""
+    return (f"cp {results} {copy} && cp {key_path(results)} {key_path(copy)} && python -m kgate audit {corpus} "
+            f"--results {copy} --retry {r['key']}{seed} --gates {gate_name} --fw {r.get('fw') or 'torch'}")
 
 
 def sample_text(paths, per_cell=2, seed=0) -> str:

@@ -66,14 +66,30 @@ def test_lm_task_on_stdlib_bytes(tmp_path):
 
 def test_sweep_runs_every_member_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
-    sweep.main(["--task", "mqar", "--out", str(tmp_path), "--steps", "2", "--batch", "2", "--seq-len", "32",
+    sweep.main(["--task", "mqar", "--out", str(tmp_path), "--steps", "4", "--batch", "2", "--seq-len", "32",
                 "--d-model", "16", "--head-dim", "8", "--layers", "1", "--pairs", "4", "--sweep-pairs", "2,4",
-                "--sweep-widths", "8,16", "--device", "cpu", "--eval-every", "2", "--budget-min", "5"])
+                "--sweep-widths", "8,16", "--device", "cpu", "--eval-every", "2", "--budget-min", "5",
+                "--jobs", "3", "--reference-steps", "2"])
     report = json.load(open(tmp_path / "sweep.json"))
-    assert not report["skipped_for_budget"]
-    assert len(report["ran_or_present"]) == 5 * (3 + 1 + 2)
+    assert not report["not_finished"] and not report["failed_this_call"]
+    assert len(report["finished"]) == 5 * (3 + 1 + 2)
     for m, gaps in report["mean_abs_loss_gap"].items():
+        assert gaps["steps_compared"] == 2, m  # the reference run stopped after its step 2 of 4
         assert gaps["glr_vs_reference"] is not None and gaps["glr_vs_reference"] < 1e-3, m
+    ref = metrics(tmp_path / "gdn-reference-p4-d16-s0")
+    assert ref[-1]["step"] == 2 and not (tmp_path / "gdn-reference-p4-d16-s0" / "summary.json").exists()
+    # a second run of the command finds every run finished and starts none
+    sweep.main(["--task", "mqar", "--out", str(tmp_path), "--batch", "2", "--seq-len", "32",
+                "--d-model", "16", "--head-dim", "8", "--layers", "1", "--pairs", "4", "--sweep-pairs", "2,4",
+                "--sweep-widths", "8,16", "--device", "cpu", "--eval-every", "2", "--budget-min", "5",
+                "--steps", "4", "--reference-steps", "2"])
+    again = json.load(open(tmp_path / "sweep.json"))
+    assert again["finished"] == report["finished"] and again["wall_s"] < 30
+    table = (tmp_path / "results.md").read_text()
+    for m in ("deltanet", "gdn", "linear", "mamba2", "retnet"):
+        row = next(line for line in table.splitlines() if line.startswith(f"| {m} | 2 |"))
+        assert row.endswith("| yes |") or row.endswith("| no |") or row.endswith("| - |"), row
+        assert f"| {m} | 16 | " in table and f"| {m} | 8 | " in table  # accuracy rows, one per width
     for png in ("loss_curves.png", "mqar_accuracy.png"):
         with open(tmp_path / png, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -1,58 +1,47 @@
-// glr/cuda/abi/abi_call.hpp: one kgate_call (include/kgate/abi.h) read as a glr problem.
+// glr/cuda/abi/abi_call.hpp: one kgate_call (include/kgate/abi.h) as the CUDA API's arguments.
 //
-// The contracts in glr/contracts/cuda fix the order of the tensors; which ones are present follows the
-// contract's attrs, exactly as glr::Params says which tensors a problem has:
-//
-//   attrs     delta (0/1), gate (0 none, 1 per token, 2 per head), initial_state, final_state, varlen,
-//             scale, chunk (must be 64)
-//   forward   inputs  q, k, v, [g], [beta], [h0], [cu_seqlens]          outputs o, [ht]
-//   backward  inputs  q, k, v, [g], [beta], [h0], dout, [dht], [cu_seqlens]
-//             outputs dq, dk, dv, [dg], [dbeta], [dh0]
-//
-// Shapes: q, k [B, T, H, K]; v, o, dout [B, T, HV, V]; g [B, T, HV] (per token) or [HV] (per head);
-// beta [B, T, HV]; states [N, HV, K, V]; cu_seqlens int32 or int64 [N + 1] (then B = 1). Strides are the
-// DLTensors' own (any non-negative element strides).
+// The call is read by glr's one binder (glr/kgate/binding.hpp: argument order, attrs, shapes, strides);
+// this adds what the kernels' API needs on top: each tensor's pointer and cuda::DType, and the packed
+// offsets as cuda::DeviceOffsets (where the caller keeps them: on the device for the kernels).
 #pragma once
-
-#include <cstdint>
-#include <string>
-#include <vector>
 
 #include <dlpack/dlpack.h>
 
+#include "binding.hpp"
 #include "glr/glr_cuda.hpp"
 #include "glr/params.hpp"
 #include "kgate/abi.h"
 
 namespace glr::abi {
 
-// A clean refusal (KGATE_REFUSED): the input is outside what this implementation takes.
-struct Refused {
-  std::string why;
-};
+using kgate_export::Refusal;
 
 struct Tensor {
   const DLTensor* t = nullptr;
   cuda::DType dtype = cuda::DType::f32;
-  void* data() const { return t ? t->data : nullptr; }
+  void* data = nullptr;  // the first element
 };
 
 struct Call {
-  Params params;                    // strides from the DLTensors; cu_seqlens host copy only if on_host
+  Params params;  // strides from the DLTensors; no host copy of cu_seqlens (the kernels read it on the device)
   bool backward = false;
   Tensor q, k, v, g, beta, h0, dout, dht;
   Tensor o, ht, dq, dk, dv, dg, dbeta, dh0;
   cuda::DeviceOffsets offsets;  // where the caller's offsets live (device for kDLCUDA), int64 or int32
 };
 
-// Reads the call; throws Refused for anything that does not fit. device: the DLDeviceType every tensor
-// must have. on_host: the offsets are readable here (the CPU oracle), so Params gets the host copy.
-Call read_call(const kgate_call& call, bool backward, DLDeviceType device, bool on_host);
-
-// Writes why (NUL-terminated, truncated) into call.message.
-void say(const kgate_call& call, const std::string& why);
+// Reads the call (kgate_export::bind, offsets left where they are); throws Refusal or glr::InvalidArgument.
+// device: the DLDeviceType every tensor must have. The API's own setup validates the problem.
+Call read_call(const kgate_call& call, bool backward, DLDeviceType device);
 
 cuda::ForwardTensors forward_tensors(const Call& c);
 cuda::BackwardTensors backward_tensors(const Call& c);
+
+// Every glr kgate entry point behind the CUDA API refuses (KGATE_REFUSED) what glr::InvalidArgument
+// rejects: the kernels take a subset of the valid problems (kgate_export::guarded_entry).
+template <class F>
+std::int32_t guarded_entry(const kgate_call* call, F&& body) {
+  return kgate_export::guarded_entry(call, KGATE_REFUSED, static_cast<F&&>(body));
+}
 
 }  // namespace glr::abi

@@ -8,7 +8,6 @@
 
 #include "abi_call.hpp"
 #include "glr/glr_cuda.hpp"
-#include "kgate_entry.hpp"
 
 using namespace glr;
 
@@ -35,7 +34,7 @@ extern "C" KGATE_EXPORT int32_t kgate_device(void) { return kDLCUDA; }
 
 extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
   return abi::guarded_entry(call, [&] {
-    const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCUDA, false);
+    const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCUDA);
     const OnDevice on(c.q.t->device.device_id);
     const cuda::DeviceOffsets off = c.offsets;
     const auto stream = static_cast<cudaStream_t>(call->stream);

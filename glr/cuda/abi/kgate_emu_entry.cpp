@@ -4,7 +4,6 @@
 // glr_cuda_emu_kgate_fwd and glr_cuda_emu_kgate_bwd.
 #include "abi_call.hpp"
 #include "emu/emulate.hpp"
-#include "kgate_entry.hpp"
 
 using namespace glr;
 
@@ -13,7 +12,7 @@ extern "C" KGATE_EXPORT int32_t kgate_device(void) { return kDLCPU; }
 
 extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
   return abi::guarded_entry(call, [&] {
-    const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCPU, false);
+    const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCPU);
     const cuda::DeviceOffsets off = c.offsets;
     cuda::EmuOptions opt;
     opt.wide_dtypes = false;  // the GPU's dtype rules

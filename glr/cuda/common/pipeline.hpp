@@ -1,5 +1,5 @@
 // glr/cuda/common/pipeline.hpp: the order of the stages, once, for any Runner: the CUDA launcher
-// (sm90/launch.cuh) and the host emulator (emu/emulate.cpp) run exactly this sequence.
+// (blocks/launch.cuh) and the host emulator (emu/emulate.cpp) run exactly this sequence.
 //
 // A Runner provides
 //     template <class Stage> void run(const typename Stage::Args&, std::int64_t gx, int gy, int gz);

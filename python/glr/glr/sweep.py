@@ -2,21 +2,27 @@
 
     python -m glr.sweep --task mqar --out results/train/mqar --budget-min 7.5
 
-Runs in priority order, each into its own folder under --out (named member-impl-pPAIRS-dWIDTH-sSEED):
+Runs in priority order, --jobs at once (each a `python -m glr.train` process), each into its own folder
+under --out (named member-impl-pPAIRS-dWIDTH-sSEED):
   1. every member through glr (seed 0, the main setting: --pairs, --d-model)
-  2. every member through the pure-PyTorch reference recurrence (same seed, same setting)
+  2. every member through the pure-PyTorch reference recurrence (same seed, same setting). The token loop is
+     about 15x slower than glr, so with --reference-steps N it trains the same run (same --steps, hence the
+     same learning-rate schedule) and stops after step N: the comparison covers steps 1..N.
   3. every member through glr with seed 1 (the run-to-run noise the reference gap is judged against)
   4. (mqar) every member through glr at the other --sweep-pairs, then at --sweep-widths
-A run is skipped when the runs of its kind so far say it would not finish inside the budget; a folder with
-a summary.json is not run again (rerunning the command continues a sweep). sweep.json lists what ran,
-what was skipped, and per member the mean |loss difference| glr vs reference and glr seed 0 vs seed 1.
+A run is not started when the budget is spent; runs still going at the end of the budget are stopped and
+resume from their last checkpoint (every --ckpt-every steps) when the command is run again; a finished
+folder is not run again. sweep.json lists what finished, what did not, and per member the mean |loss
+difference| glr vs reference and glr seed 0 vs seed 1 over the same steps (1..N of the reference run).
 """
 import argparse
 import json
 import os
+import subprocess
+import sys
 import time
 
-from . import plot, train
+from . import plot, train  # noqa: F401 (train: the TASKS the parser offers)
 from .ops import MEMBERS
 
 
@@ -39,6 +45,10 @@ def parser():
     p.add_argument("--lm-bytes", type=int, default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--ckpt-every", type=int, default=200)
+    p.add_argument("--reference-steps", type=int, default=None,
+                   help="stop reference runs after this step (default: train them to --steps)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (processes sharing the device)")
     return p
 
 
@@ -63,53 +73,93 @@ def folder(member, impl, pairs, width, seed):
     return f"{member}-{impl}-p{pairs}-d{width}-s{seed}"
 
 
-def mean_abs_gap(a, b):
-    la = {r["step"]: r["loss"] for r in a}
-    lb = {r["step"]: r["loss"] for r in b}
-    common = sorted(set(la) & set(lb))
-    return sum(abs(la[s] - lb[s]) for s in common) / len(common) if common else None
+def finished(out, impl, a):
+    """A run is finished when it wrote its summary, or (reference runs with --reference-steps) when its
+    metrics reach that step."""
+    if os.path.exists(os.path.join(out, "summary.json")):
+        return True
+    if impl == "reference" and a.reference_steps:
+        metrics = plot.read_metrics(out)
+        return bool(metrics) and metrics[-1]["step"] >= a.reference_steps
+    return False
+
+
+def command(a, member, impl, pairs, width, seed, steps, lr, out):
+    cmd = [sys.executable, "-m", "glr.train", "--member", member, "--task", a.task, "--impl", impl, "--out", out,
+           "--seed", str(seed), "--steps", str(steps), "--batch", str(a.batch), "--layers", str(a.layers),
+           "--head-dim", str(a.head_dim), "--d-model", str(width), "--pairs", str(pairs), "--lr", str(lr),
+           "--eval-every", str(a.eval_every), "--ckpt-every", str(a.ckpt_every), "--quiet"]
+    if a.seq_len:
+        cmd += ["--seq-len", str(a.seq_len)]
+    if a.lm_bytes:
+        cmd += ["--lm-bytes", str(a.lm_bytes)]
+    if a.device:
+        cmd += ["--device", a.device]
+    if impl == "reference" and a.reference_steps:
+        cmd += ["--stop-after", str(a.reference_steps)]
+    return cmd
 
 
 def main(argv=None):
     a = parser().parse_args(argv)
+    if a.jobs < 1:
+        raise SystemExit("glr.sweep: --jobs must be >= 1")
     steps = a.steps or (400 if a.task == "mqar" else 600)
     lr = a.lr or (3e-3 if a.task == "mqar" else 1e-3)
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
     budget = 60 * a.budget_min
-    walls = {}  # impl -> wall times of the runs so far
-    done, skipped = [], []
+    queue = [r for r in plan(a)]
+    running, failed, stopped = {}, [], []
+    while queue or running:
+        for name, (proc, log) in list(running.items()):
+            if proc.poll() is not None:
+                log.close()
+                del running[name]
+                if proc.returncode != 0:
+                    failed.append(name)
+                    print(f"glr.sweep: {name} exited {proc.returncode} (see {name}/train.log)", flush=True)
+                else:
+                    print(f"glr.sweep: {name} done at {time.time() - t0:.0f}s", flush=True)
+        over = time.time() - t0 > budget
+        while queue and not over and len(running) < a.jobs:
+            member, impl, pairs, width, seed = queue.pop(0)
+            name = folder(member, impl, pairs, width, seed)
+            out = os.path.join(a.out, name)
+            if finished(out, impl, a):
+                continue
+            os.makedirs(out, exist_ok=True)
+            log = open(os.path.join(out, "train.log"), "a")
+            running[name] = (subprocess.Popen(command(a, member, impl, pairs, width, seed, steps, lr, out),
+                                              stdout=log, stderr=subprocess.STDOUT), log)
+        if over:
+            queue.clear()
+            for name, (proc, log) in running.items():
+                proc.terminate()  # resumes from its last checkpoint on the next run of the command
+            for name, (proc, log) in running.items():
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                log.close()
+                stopped.append(name)
+            running.clear()
+        time.sleep(0.5)
+    done, not_done = [], []
     for member, impl, pairs, width, seed in plan(a):
         name = folder(member, impl, pairs, width, seed)
-        out = os.path.join(a.out, name)
-        if os.path.exists(os.path.join(out, "summary.json")):
-            done.append(name)
-            continue
-        est = max(walls[impl]) if walls.get(impl) else 0.0
-        if time.time() - t0 + est > budget:
-            skipped.append(name)
-            continue
-        cfg = vars(train.parser().parse_args([
-            "--member", member, "--task", a.task, "--impl", impl, "--out", out, "--seed", str(seed),
-            "--steps", str(steps), "--batch", str(a.batch), "--layers", str(a.layers), "--head-dim",
-            str(a.head_dim), "--d-model", str(width), "--pairs", str(pairs), "--lr", str(lr),
-            "--eval-every", str(a.eval_every), "--ckpt-every", str(steps)]))
-        cfg["seq_len"], cfg["lm_bytes"], cfg["device"] = a.seq_len, a.lm_bytes, a.device
-        s = train.run(cfg)
-        walls.setdefault(impl, []).append(s["wall_s"])
-        done.append(name)
-    gaps = {}
-    for m in a.members.split(","):
-        runs = {k: plot.read_metrics(os.path.join(a.out, folder(m, k[0], a.pairs, a.d_model, k[1])))
-                for k in (("glr", 0), ("reference", 0), ("glr", 1))}
-        gaps[m] = {"glr_vs_reference": mean_abs_gap(runs[("glr", 0)], runs[("reference", 0)]),
-                   "glr_seed0_vs_seed1": mean_abs_gap(runs[("glr", 0)], runs[("glr", 1)])}
-    report = {"task": a.task, "wall_s": time.time() - t0, "ran_or_present": done, "skipped_for_budget": skipped,
-              "mean_abs_loss_gap": gaps, "args": vars(a)}
+        (done if finished(os.path.join(a.out, name), impl, a) else not_done).append(name)
+    runs = plot.runs_in(a.out)
+    main_ = (a.pairs, a.d_model)
+    gaps = {m: plot.gaps(runs, m, main_) for m in a.members.split(",") if m}
+    report = {"task": a.task, "wall_s": time.time() - t0, "finished": done, "not_finished": not_done,
+              "failed_this_call": failed, "stopped_by_budget": stopped, "mean_abs_loss_gap": gaps, "args": vars(a)}
     with open(os.path.join(a.out, "sweep.json"), "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
+    table = plot.tables(a.out)
     pngs = plot.plot_dir(a.out)
-    print(json.dumps({"sweep": os.path.join(a.out, "sweep.json"), "plots": pngs, "skipped": len(skipped)}))
+    print(json.dumps({"sweep": os.path.join(a.out, "sweep.json"), "table": table, "plots": pngs, "not_finished": len(not_done),
+                      "failed": failed}))
 
 
 if __name__ == "__main__":

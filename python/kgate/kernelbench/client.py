@@ -15,6 +15,8 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 
+from . import extstage
+
 
 class WorkerDied(Exception):
     def __init__(self, kind: str, detail: str, output: str = ""):
@@ -42,9 +44,10 @@ class Candidate:
         self.entry, self.guard_seed, self.guard_library = entry, guard_seed, guard_library
         self.call_timeout, self.init_timeout = call_timeout, init_timeout
         self.ext_cache = ext_cache
-        if ext_cache:  # the worker runs as an unprivileged uid and stores what it compiles here
-            os.makedirs(ext_cache, exist_ok=True)
-            os.chmod(ext_cache, 0o777)
+        # The cache is the audit user's alone (0700); this candidate's part of it is staged into its worker's
+        # scratch at every start and what it compiles is harvested back (extstage.py).
+        self.ext_part = extstage.part_of(ext_cache, custom_code) if ext_cache else None
+        self.ext_stage: str | None = None
         self.output_limit = output_limit
         self.builds: dict[str, dict] = {}   # slot -> build request, replayed after a restart
         self.proc: subprocess.Popen | None = None
@@ -83,12 +86,13 @@ class Candidate:
         # caches the candidate's tools keep under $HOME (triton, torch hub) go to its private scratch
         self.env["HOME"] = scratch
         self.env["XDG_CACHE_HOME"] = os.path.join(scratch, ".cache")
-        visible = [p for p in (self.ext_cache,) if p and os.path.abspath(p).startswith("/tmp/")]
+        if self.ext_part:
+            self.ext_stage = extstage.stage_in(self.ext_part, scratch)
         argv = [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())]
         # The interpreter and the package are reached by the unprivileged uid even under a 0700 /root (pyenv):
         # kgate-isolate opens the way inside the worker's own mount namespace, or refuses (never keeps root).
         cmd = isolation.command(argv, keep_fds=[child.fileno()], scratch=scratch, log=self.log_path,
-                                log_limit=self.log_limit, visible=visible,
+                                log_limit=self.log_limit,
                                 reach=isolation.interpreter_paths([self.pkg_root]))
         self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
@@ -123,7 +127,13 @@ class Candidate:
         except OSError:
             return ""
 
+    def harvest(self):
+        """What the worker compiled into its staged cache, kept in this candidate's part of the cache."""
+        if self.ext_stage and self.ext_part:
+            extstage.harvest(self.ext_stage, self.ext_part)
+
     def kill(self):
+        self.harvest()
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
         if self.proc:
@@ -135,14 +145,27 @@ class Candidate:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _request(self, msg: dict, timeout: float) -> dict:
+    def _request(self, msg: dict, timeout: float, *, step_timeout: float | None = None, steps: int = 0) -> dict:
+        """Sends one request and waits `timeout` for its reply. With `steps`, the worker may answer with up to
+        that many progress messages first ({"progress": what}); after each, the next message is awaited
+        `step_timeout`, so a long request made of bounded steps (the public harness: build, then one forward
+        per trial) ends within one step's limit of a hang, not within the whole request's."""
         assert self.conn and self.proc
+        what = msg["op"]
         try:
             self.conn.send(msg)
-            if not self.conn.poll(timeout):
-                self.kill()
-                raise WorkerDied("timeout", f"no answer to {msg['op']} within {timeout:.0f} s", self.output_tail())
-            reply = self.conn.recv()
+            limit = timeout
+            while True:
+                if not self.conn.poll(limit):
+                    self.kill()
+                    raise WorkerDied("timeout", f"no answer to {what} within {limit:.0f} s", self.output_tail())
+                reply = self.conn.recv()
+                if steps > 0 and isinstance(reply, dict) and set(reply) == {"progress"}:
+                    steps -= 1
+                    what = f"{msg['op']} after {str(reply['progress'])[:80]}"
+                    limit = step_timeout or timeout
+                    continue
+                break
         except (EOFError, OSError, BrokenPipeError):
             rc = self.proc.wait() if self.proc else -1
             self.kill()
@@ -158,8 +181,10 @@ class Candidate:
         compile_error. Raises WorkerDied if that itself crashes or hangs."""
         self._spawn()
         self.init_reply = self._request({"op": "init", "custom_code": self.custom_code, "entry": self.entry,
-                                         "ext_cache": self.ext_cache, "guard_seed": self.guard_seed,
+                                         "ext_cache": extstage.STAGE if self.ext_part else None,
+                                         "guard_seed": self.guard_seed,
                                          "guard_library": self.guard_library}, self.init_timeout)
+        self.harvest()
         return self.init_reply
 
     def ensure(self):
@@ -183,6 +208,7 @@ class Candidate:
         # The init timeout, not the call timeout: many candidates compile their extension in ModelNew's
         # __init__ (load_inline there), which the compile phase cannot reach without the task's init inputs.
         reply = self._request(req, max(self.call_timeout, self.init_timeout))
+        self.harvest()
         if reply.get("status") == "ok":
             self.builds[slot] = req
         return reply
@@ -199,11 +225,18 @@ class Candidate:
         return self._request({"op": "call", "slot": slot, "inputs": inputs, **opts}, self.call_timeout)
 
     def harness(self, ref_code: str, mode: str, trials: int = 5) -> dict:
+        """The public harness logic in the worker (kernelbench/harness.py). Loading and building the two
+        models may compile (the init timeout); after that each step (the lazy check, each trial: a reference
+        and a candidate forward) must end within two call timeouts, so a hanging candidate costs that, not
+        the init timeout."""
         self.ensure()
         return self._request({"op": "harness", "ref_code": ref_code, "custom_code": self.custom_code,
-                              "mode": mode, "trials": trials}, self.init_timeout)
+                              "mode": mode, "trials": trials, "progress": True},
+                             max(self.call_timeout, self.init_timeout), step_timeout=2 * self.call_timeout,
+                             steps=trials + 1)
 
     def close(self):
+        self.harvest()  # before the worker ends: its scratch goes with it
         if self.alive():
             try:
                 self.conn.send({"op": "exit"})

@@ -6,6 +6,9 @@ a move to a fresh machine nor tolerates many builds at once. Here the key is a h
 determines the binary (sources, flags, torch version); a hit imports the stored .so directly, a miss builds in
 a private directory and stores the .so. The compile phase fills the cache in parallel; verification then only
 imports. The cache is a folder of small .so files that can be carried to the next machine.
+
+The worker never sees the cache itself: `cache_dir` is a copy, in the worker's private scratch, of the part
+of the cache that belongs to this candidate's source (extstage.py); the driver keeps what is added here.
 """
 from __future__ import annotations
 
@@ -36,6 +39,10 @@ def install(cache_dir: str):
     real = ce.load_inline
     sig = inspect.signature(real)
     os.makedirs(cache_dir, exist_ok=True)
+    # Absolute where the worker's cwd has a name it can resolve (torch makes the sources' paths absolute
+    # anyway); a scratch under the host's /tmp does not (the worker's /tmp is private), then it stays relative.
+    if os.path.isdir(os.path.abspath(cache_dir)):
+        cache_dir = os.path.abspath(cache_dir)
 
     def load_inline(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)

@@ -498,7 +498,7 @@ def probe(task, init_seed: int):
     (no memory, no time), on the device otherwise: [("tensor", dtype, shape) | ("value", v)] for the inputs
     and [(dtype, shape)] for the outputs."""
     def run(device):
-        with torch.device(device), torch.no_grad():
+        with (torch.device(device) if _DEVICE_CONTEXT else contextlib.nullcontext()), torch.no_grad():
             set_seed(init_seed)
             model = task.Model(*task.get_init_inputs())
             set_seed(init_seed)
@@ -509,10 +509,16 @@ def probe(task, init_seed: int):
             out = flatten_outputs(model(*xs))
         return ([("tensor", dtype_name(x), tuple(x.shape)) if is_tensor(x) else ("value", x) for x in xs],
                 [(dtype_name(o) if is_tensor(o) else None, tuple(getattr(o, "shape", ()))) for o in out])
+    if not _DEVICE_CONTEXT:  # torch < 2.0 has no default-device context: probe on the device
+        return run(DEVICE)
     try:
         return run("meta")
     except Exception:  # noqa: BLE001 - an op without a meta kernel: run it for real
         return run(DEVICE)
+
+
+# torch >= 2.0: `with torch.device(d)` makes d the default device of tensor factories.
+_DEVICE_CONTEXT = hasattr(torch.device("cpu"), "__enter__")
 
 
 def host_input(x):

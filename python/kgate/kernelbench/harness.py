@@ -11,7 +11,10 @@ from __future__ import annotations
 from .task import exec_module
 
 
-def run_in_process(fw, ref_code: str, custom_code: str, mode: str, trials: int = 5) -> dict:
+def run_in_process(fw, ref_code: str, custom_code: str, mode: str, trials: int = 5, progress=None) -> dict:
+    """progress(what), when given, is called after each bounded step (models built, lazy check, each trial)
+    so the caller can hold every step to its own time limit."""
+    step = progress or (lambda what: None)
     try:
         ref_ns = exec_module(ref_code, "harness_ref")
         cand_ns = exec_module(custom_code, "harness_custom")
@@ -34,6 +37,7 @@ def run_in_process(fw, ref_code: str, custom_code: str, mode: str, trials: int =
             fw.sync()
     except Exception as e:  # noqa: BLE001
         return {"passed": False, "message": f"building failed: {type(e).__name__}: {e}"}
+    step("built")
     if mode == "producer":  # validate_no_lazy_evaluation, on its own fresh ModelNew
         try:
             fw.set_seed(42)
@@ -50,6 +54,7 @@ def run_in_process(fw, ref_code: str, custom_code: str, mode: str, trials: int =
                     return {"passed": False, "message": f"lazy check: {why}"}
         except Exception as e:  # noqa: BLE001
             return {"passed": False, "message": f"lazy check: {type(e).__name__}: {e}"}
+        step("lazy check")
     seeds = fw.producer_trial_seeds(42, trials)
     with fw.no_grad():
         for t, ts in enumerate(seeds, start=1):
@@ -80,4 +85,6 @@ def run_in_process(fw, ref_code: str, custom_code: str, mode: str, trials: int =
                     return {"passed": False, "message": f"trial {t}: value mismatch"}
             except Exception as e:  # noqa: BLE001
                 return {"passed": False, "message": f"trial {t}: runtime error: {type(e).__name__}: {e}"}
+            if t < trials:
+                step(f"trial {t}")
     return {"passed": True, "message": f"{trials}/{trials} trials passed"}

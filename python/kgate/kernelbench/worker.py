@@ -36,6 +36,7 @@ class Worker:
         self.placed = None
         self.buffers = None
         self.conventions: dict = {}
+        self.progress = None   # sends {"progress": what} before a long request's reply (main sets it)
 
     # -- requests --------------------------------------------------------------------------------------
     def init(self, msg):
@@ -199,7 +200,7 @@ class Worker:
     def harness(self, msg):
         from . import harness
         return harness.run_in_process(self.fw, msg["ref_code"], msg["custom_code"], msg["mode"],
-                                      msg.get("trials", 5))
+                                      msg.get("trials", 5), progress=self.progress if msg.get("progress") else None)
 
 
 def _nbytes(fw, arg) -> int:
@@ -224,6 +225,7 @@ def main():
     conn = Connection(fd)
     fw = importlib.import_module(f"kgate.kernelbench.fw_{os.environ.get('KGATE_FW', 'numpy')}")
     w = Worker(fw)
+    w.progress = lambda what: conn.send({"progress": what})
     while True:
         try:
             msg = conn.recv()

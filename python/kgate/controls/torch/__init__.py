@@ -73,7 +73,7 @@ def get_init_inputs():
 
 
 batch_size = 4
-length = 4096
+length = 65536
 
 
 def get_inputs():

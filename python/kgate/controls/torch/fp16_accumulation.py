@@ -1,5 +1,9 @@
-# Broken control: adds each row's elements one by one into a float16 running sum (stalls near 2048); the
-# accumulation gate must catch it.
+# Broken control: sums each row of 65536 elements pairwise in float16 (every partial sum rounded to half):
+# right to allclose(1e-2) on the task's rand inputs (the row sums, near 32768, stay below fp16's 65504), Inf
+# once a row's sum passes 65504 (131072 ones at the accumulation gate's large size). The accumulation gate
+# must catch it. (A running fp16 total instead stalls at 2048, 1.3% off these rows: the producer's test and
+# the oracle gate would catch that first, and the engine counts a finding of the same magnitude once, under
+# oracle.)
 from . import CANDIDATE_HEAD
 
 TASK = "rowsum"
@@ -10,8 +14,9 @@ CANDIDATE = CANDIDATE_HEAD + '''class ModelNew(nn.Module):
 
     def forward(self, x):
         h = x.half()
-        s = torch.zeros(x.shape[0], 1, dtype=torch.half, device=x.device)
-        for j in range(x.shape[1]):
-            s = s + h[:, j:j + 1]
-        return s.float()
+        while h.shape[1] > 1:
+            if h.shape[1] % 2:
+                h = torch.cat([h, h.new_zeros(h.shape[0], 1)], dim=1)
+            h = h[:, 0::2] + h[:, 1::2]  # each partial sum rounded to fp16
+        return h.float()
 '''

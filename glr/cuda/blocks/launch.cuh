@@ -1,4 +1,4 @@
-// glr/cuda/sm90/launch.cuh: one __global__ per stage, and the GPU Runner of pipeline.hpp.
+// glr/cuda/blocks/launch.cuh: one __global__ per stage, and the GPU Runner of pipeline.hpp.
 //
 // Every stage runs through stage_kernel<Stage>: the block program with DeviceBlock. Each launch is checked
 // (configuration, shared-memory limit, cudaGetLastError) and a failure throws CudaError naming the stage.

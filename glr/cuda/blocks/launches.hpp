@@ -1,4 +1,4 @@
-// glr/cuda/sm90/launches.hpp: the two compiled pipelines (float working type), one translation unit each
+// glr/cuda/blocks/launches.hpp: the two compiled pipelines (float working type), one translation unit each
 // so the two halves build in parallel. Host code only: callers need no CUDA compiler.
 #pragma once
 

@@ -1,0 +1,949 @@
+// glr/cuda/sm90/gdn_fwd_mma.cuh: Gated DeltaNet forward on the tensor cores (issue 16 item 1, first slice).
+//
+// bf16 q, k, v; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32 accumulation
+// (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts, H = HV (no GVA), no
+// cu_seqlens: q, k, v, o (B, T, H, 128) bf16; g, beta (B, T, H) fp32; h0, ht (B, H, K, V) fp32, optional.
+//
+// Two kernels, as in the chunked algorithm of DESIGN.md section 5 (G = in-chunk cumulative log-decay), in
+// three rungs of one ladder (GdnFwdVariant; the check runs all three, rung 3 is the default):
+//
+//   wy (one block per chunk and head, 4 warps):
+//     G = cumsum(g);  K K^T on the tensor cores;
+//     L = strictly_lower(diag(beta) (K K^T . Gamma)),  Gamma_ij = exp(G_i - G_j);
+//     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
+//     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
+//     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
+//     rung 3: T stored (bf16), nothing else
+//   state (one block per head and 64 state columns, 4 warps; chunks in order):
+//     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h))
+//     O = scale e^G . (Q h) + P V_new   (rungs 2, 3: P computed here, kept in registers as A fragments)
+//     h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
+//     h stays in fp32 registers (each warp 32 rows x 64 columns); a bf16 copy in shared memory feeds the
+//     K h (W h) and Q h products. Next chunk's tiles arrive by cp.async while this one computes.
+//
+// Every reduction is a fixed sequence of mma/FMA: bitwise deterministic run to run.
+// Padding rows of a short last chunk load as zero with g = 0, beta = 0: they contribute nothing, and G stays
+// constant over them, so G[C-1] is the chunk's last real cumulative decay.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mma_sync.cuh"
+
+namespace glr::cuda::sm90 {
+
+namespace gdn {
+inline constexpr int C = 64;         // chunk
+inline constexpr int DK = 128;       // K
+inline constexpr int DV = 128;       // V
+inline constexpr int VT = 64;        // state columns per block of the state kernel
+inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared tiles: 272 B, ldmatrix conflict-free
+inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
+inline constexpr int LDL = C + 4;    // fp32 row stride of L
+inline constexpr int kThreads = 128;
+static_assert(DV % VT == 0, "state columns split evenly");
+static_assert(C * LDL * 4 == C * LD128 * 2, "L (fp32) aliases the q tile (bf16)");
+static_assert(VT == C, "the state kernel's column-pair loops serve both the VT state columns and the C keys of Q K^T");
+}  // namespace gdn
+
+struct GdnFwdArgs {
+  const __nv_bfloat16* q = nullptr;  // (B, T, H, K)
+  const __nv_bfloat16* k = nullptr;  // (B, T, H, K)
+  const __nv_bfloat16* v = nullptr;  // (B, T, H, V)
+  const float* g = nullptr;          // (B, T, H)
+  const float* beta = nullptr;       // (B, T, H)
+  const float* h0 = nullptr;         // (B, H, K, V) or null
+  __nv_bfloat16* o = nullptr;        // (B, T, H, V)
+  float* ht = nullptr;               // (B, H, K, V) or null
+  int B = 0, T = 0, H = 0;
+  float scale = 0.f;
+  // workspace, carved by gdn_fwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
+  __nv_bfloat16* W = nullptr;  // (B, H, Tp, K) (rungs 1, 2)
+  __nv_bfloat16* U = nullptr;  // (B, H, Tp, V) (rungs 1, 2)
+  __nv_bfloat16* P = nullptr;  // (B, H, NT, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
+  float* G = nullptr;          // (B, H, Tp)
+  float* Bc = nullptr;         // (B, H, Tp) beta, padded with 0 (rung 3)
+};
+
+// The rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers,
+// 3 = as 2, and the wy kernel leaves only T: V_new = T (beta V - beta e^G K h) in the state kernel.
+enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
+
+// Workspace: P or T (B, H, NT, C, C) bf16, G and beta (B, H, Tp) fp32, then for rungs 1 and 2 W and U
+// (B, H, Tp, 128) bf16. At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block programs'
+// fp32 workspace: 1.48 GB).
+inline std::size_t gdn_fwd_workspace_bytes(int B, int T, int H, GdnFwdVariant variant) {
+  const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
+  const std::size_t bh = static_cast<std::size_t>(B) * H;
+  const std::size_t wu = variant == GdnFwdVariant::t_only ? 0 : gdn::DK * 2 + gdn::DV * 2;
+  return bh * Tp * (gdn::C * 2 + 4 + 4 + wu);
+}
+// Fills a.P, a.G, a.Bc (and a.W, a.U, or null for rung 3) from one 256-byte-aligned block of
+// gdn_fwd_workspace_bytes(..., variant). A block carved for rung 1 or 2 serves rung 3 too.
+inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant variant) {
+  const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
+  const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
+  char* p = static_cast<char*>(ws);
+  a.P = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::C * 2;
+  a.G = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4;
+  a.Bc = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4;
+  a.W = a.U = nullptr;
+  if (variant == GdnFwdVariant::t_only) return;
+  a.W = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DK * 2;
+  a.U = reinterpret_cast<__nv_bfloat16*>(p);
+}
+
+namespace gdn {
+
+struct WySmem {
+  __nv_bfloat16 q[C * LD128];  // (C, K) q; then L (C, C) fp32; then the W/U staging tile
+  __nv_bfloat16 k[C * LD128];  // (C, K) k; then beta e^G k
+  float G[C];
+  float beta[C];
+  __nv_bfloat16 v[C * LD128];  // (C, V) v; then beta v          (not in rung 3's allocation)
+  __nv_bfloat16 T[C * LD64];   // (C, C) (I + L)^-1                (not in rung 3's allocation)
+};
+// Rung 3 needs neither v nor the shared T: 35 KB instead of 62 KB, more blocks per multiprocessor.
+inline constexpr std::size_t wy_smem_bytes(int mode) { return mode == 3 ? offsetof(WySmem, v) : sizeof(WySmem); }
+
+// kQK: Q K^T computed by the state kernel itself and kept in registers (P never leaves the chip; k double
+// buffered so the next chunk's whole tile set arrives during this chunk's second half). Otherwise P comes
+// from the workspace, written by the wy kernel.
+template <bool kQK>
+struct StateSmem {
+  __nv_bfloat16 W[C * LD128];                  // (C, K)
+  __nv_bfloat16 q[C * LD128];                  // (C, K)
+  __nv_bfloat16 k[kQK ? 2 : 1][C * LD128];     // (C, K) per buffer
+  __nv_bfloat16 P[kQK ? 8 : C * LD64];         // (C, C), unused with kQK
+  __nv_bfloat16 h[DK * LD64];   // (K, VT) bf16 copy of the state slice
+  __nv_bfloat16 vn[C * LD64];   // (C, VT) V_new
+  __nv_bfloat16 vnd[C * LD64];  // (C, VT) e^{G_last - G} V_new
+  float G[C];
+};
+
+// Copy a (C x 128) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
+// shared tile of row stride LD128. 1024 pieces of 16 bytes, 8 per thread.
+__device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride,
+                                             int valid, int tid) {
+#pragma unroll
+  for (int it = 0; it < C * 16 / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e >> 4, cc = e & 15;
+    const bool in = r < valid;
+    cp_async_16(smem_addr(dst + r * LD128 + cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
+
+// (I + L)^-1 for a strictly lower triangular 64 x 64 L (fp32 in shared memory, row stride LDL), by blocks of
+// 32:  [[A, 0], [L21, B]]^-1 = [[A^-1, 0], [-B^-1 L21 A^-1, B^-1]],  A = I + L11,  B = I + L22.
+//   a) warp 0 inverts A, warp 1 inverts B: forward substitution, one column per thread, the column in
+//      registers (496 FMA a thread instead of 2016 for the whole 64 x 64); each stores its inverse's strictly
+//      lower part transposed into the unused strictly upper part of its diagonal block: (A^-1)_mj at L[j][m].
+//      Warps 2 and 3 run others(tid) meanwhile.
+//   b) all threads: X = L21 A^-1 into the unused L12 block (X_ij at L[i][32 + j]).
+//   c) all threads: T21 = -B^-1 X over L21 (T21_ij at L[32 + i][j]).
+//   d) store(i, j, T_ij) for all 64 x 64 elements, consecutive j on consecutive threads.
+// Overwrites L. Every sum in a fixed order; barriers between the phases (all threads must call it).
+template <class Store, class Others>
+__device__ __forceinline__ void invert_unit_lower(float* L, int tid, Store store, Others others) {
+  const int warp = tid >> 5, lane = tid & 31;
+  if (warp < 2) {
+    const int base = warp * 32, j = lane;
+    float t[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      // t_i = [i == j] - sum_{m < i} L_im t_m  (t_m = 0 for m < j, so the sum may start at 0)
+      float acc0 = 0.f, acc1 = 0.f;
+      const float* Li = L + (base + i) * LDL + base;
+#pragma unroll
+      for (int m = 0; m + 3 < i; m += 4) {
+        const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
+        acc0 = fmaf(l4.x, t[m], acc0);
+        acc1 = fmaf(l4.y, t[m + 1], acc1);
+        acc0 = fmaf(l4.z, t[m + 2], acc0);
+        acc1 = fmaf(l4.w, t[m + 3], acc1);
+      }
+#pragma unroll
+      for (int m = i & ~3; m < i; ++m) acc0 = fmaf(Li[m], t[m], acc0);
+      t[i] = i == j ? 1.f : (i < j ? 0.f : -(acc0 + acc1));
+    }
+    // Reads above touch only the strictly lower part of the block; these writes only the strictly upper.
+#pragma unroll
+    for (int m = 0; m < 32; ++m)
+      if (m > j) L[(base + j) * LDL + base + m] = t[m];
+  } else {
+    others(tid);
+  }
+  __syncthreads();
+  const int j = lane;
+  // b) X_ij = sum_m L21_im (A^-1)_mj, (A^-1)_mj = 0 (m < j), 1 (m = j), L[j][m] (m > j).
+#pragma unroll 1
+  for (int r = 0; r < 8; ++r) {
+    const int i = warp + 4 * r;
+    const float* Li = L + (32 + i) * LDL;
+    const float* Aj = L + j * LDL;
+    float acc0 = 0.f, acc1 = 0.f;
+#pragma unroll
+    for (int m = 0; m < 32; m += 4) {
+      const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
+      const float4 a4 = *reinterpret_cast<const float4*>(Aj + m);
+      acc0 = fmaf(l4.x, m > j ? a4.x : (m == j ? 1.f : 0.f), acc0);
+      acc1 = fmaf(l4.y, m + 1 > j ? a4.y : (m + 1 == j ? 1.f : 0.f), acc1);
+      acc0 = fmaf(l4.z, m + 2 > j ? a4.z : (m + 2 == j ? 1.f : 0.f), acc0);
+      acc1 = fmaf(l4.w, m + 3 > j ? a4.w : (m + 3 == j ? 1.f : 0.f), acc1);
+    }
+    L[i * LDL + 32 + j] = acc0 + acc1;
+  }
+  __syncthreads();
+  // c) T21_ij = -(X_ij + sum_{m < i} (B^-1)_im X_mj), (B^-1)_im at L[32 + m][32 + i] (the same for the warp).
+#pragma unroll 1
+  for (int r = 0; r < 8; ++r) {
+    const int i = warp + 4 * r;
+    float acc0 = L[i * LDL + 32 + j], acc1 = 0.f;
+    int m = 0;
+#pragma unroll 1
+    for (; m + 1 < i; m += 2) {
+      acc0 = fmaf(L[(32 + m) * LDL + 32 + i], L[m * LDL + 32 + j], acc0);
+      acc1 = fmaf(L[(33 + m) * LDL + 32 + i], L[(m + 1) * LDL + 32 + j], acc1);
+    }
+    if (m < i) acc0 = fmaf(L[(32 + m) * LDL + 32 + i], L[m * LDL + 32 + j], acc0);
+    L[(32 + i) * LDL + j] = -(acc0 + acc1);
+  }
+  __syncthreads();
+  // d) T = [[A^-1, 0], [T21, B^-1]].
+#pragma unroll 4
+  for (int e = tid; e < C * C; e += kThreads) {
+    const int i = e / C, jj = e % C;
+    float x;
+    if ((i < 32) == (jj < 32))
+      x = i == jj ? 1.f : (i > jj ? L[jj * LDL + i] : 0.f);
+    else
+      x = i >= 32 ? L[i * LDL + jj] : 0.f;
+    store(i, jj, x);
+  }
+}
+
+// Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
+// 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
+// The minimum blocks per multiprocessor match what shared memory allows (62 KB: 3; rung 3's 35 KB: 6); without
+// them ptxas capped rungs 1 and 2 at 128 registers and spilled.
+template <int kMode>
+__global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+  constexpr bool kP = kMode == 1;
+  extern __shared__ __align__(16) char smem_raw[];
+  WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const int t0 = c * C, len = min(C, a.T - t0);
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
+
+  if constexpr (kP) load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
+  load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
+  if constexpr (kMode != 3) load_tile128(s.v, a.v + tok0 * DV, row_stride, len, tid);
+  cp_async_commit();
+
+  // G = cumsum(g) over the chunk: warp 0, two tokens per lane, an inclusive shuffle scan (fixed order).
+  if (warp == 0) {
+    float gg[2], bb[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int i = 2 * lane + u;
+      const bool in = i < len;
+      gg[u] = in ? a.g[tok0 + static_cast<std::int64_t>(i) * a.H] : 0.f;
+      bb[u] = in ? a.beta[tok0 + static_cast<std::int64_t>(i) * a.H] : 0.f;
+    }
+    float incl = gg[0] + gg[1];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl = y + incl;
+    }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.f;
+    const float G0 = excl + gg[0], G1 = G0 + gg[1];
+    s.G[2 * lane] = G0;
+    s.G[2 * lane + 1] = G1;
+    s.beta[2 * lane] = bb[0];
+    s.beta[2 * lane + 1] = bb[1];
+    float* Gw = a.G + static_cast<std::int64_t>(bh) * Tp + t0;
+    *reinterpret_cast<float2*>(Gw + 2 * lane) = make_float2(G0, G1);
+    if constexpr (kMode == 3)
+      *reinterpret_cast<float2*>(a.Bc + static_cast<std::int64_t>(bh) * Tp + t0 + 2 * lane) = make_float2(bb[0], bb[1]);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Step 1: KK^T and QK^T, warp w rows 16w..16w+15, only the column tiles j < 16w + 16 (causal).
+  const int r0 = warp * 16;
+  {
+    float kk[8][4], qk[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kk[n][e] = qk[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ak[4], aq[4];
+      ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
+      if constexpr (kP) ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np <= warp) {
+          std::uint32_t bk[4];
+          ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
+          mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
+          if constexpr (kP) {
+            mma_bf16_16816(qk[2 * np], aq, bk[0], bk[1]);
+            mma_bf16_16816(qk[2 * np + 1], aq, bk[2], bk[3]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // every warp is done reading q: L takes its place
+    float* L = reinterpret_cast<float*>(s.q);
+    __nv_bfloat16* Pg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], bi = s.beta[i];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float lv[2], pv[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = n * 8 + 2 * t4 + u;
+          const float x = kk[n][half * 2 + u], y = qk[n][half * 2 + u];
+          const float gam = j <= i ? expf(Gi - s.G[j]) : 0.f;  // never exp of a positive difference
+          lv[u] = j < i ? bi * gam * x : 0.f;
+          pv[u] = j <= i ? a.scale * gam * y : 0.f;
+        }
+        *reinterpret_cast<float2*>(L + i * LDL + n * 8 + 2 * t4) = make_float2(lv[0], lv[1]);
+        if constexpr (kP) *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
+      }
+    }
+  }
+  __syncthreads();
+
+  // Step 2: T = (I + L)^-1 (invert_unit_lower); meanwhile warps 2, 3 scale k by beta e^G and v by beta in place.
+  {
+    __nv_bfloat16* Tg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
+    invert_unit_lower(
+        reinterpret_cast<float*>(s.q), tid,
+        [&](int i, int j, float x) {
+          if constexpr (kMode == 3)
+            Tg[i * C + j] = __float2bfloat16_rn(x);
+          else
+            s.T[i * LD64 + j] = __float2bfloat16_rn(x);
+        },
+        [&](int t) {
+          if constexpr (kMode != 3) {
+            for (int e = t - 64; e < C * (DK / 2); e += kThreads - 64) {
+              const int r = e / (DK / 2), cp = e % (DK / 2);
+              const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
+              auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
+              auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
+              const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
+              *kp = pack_bf16x2(bG * kf.x, bG * kf.y);
+              *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
+            }
+          }
+        });
+  }
+  if constexpr (kMode == 3) return;
+  __syncthreads();
+
+  // Step 3: W = T (beta e^G k), U = T (beta v); warp w rows 16w.., T is lower triangular (k tiles <= w).
+  // Each result is staged in this warp's rows of the free q area, then written out in 16-byte pieces.
+  __nv_bfloat16* stage = s.q;
+  for (int which = 0; which < 2; ++which) {
+    const __nv_bfloat16* src = which == 0 ? s.k : s.v;
+    float acc[16][4];
+#pragma unroll
+    for (int n = 0; n < 16; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t at[4];
+        ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < 8; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, src, LD128, ks * 16, np * 16, lane);
+          mma_bf16_16816(acc[2 * np], at, bv[0], bv[1]);
+          mma_bf16_16816(acc[2 * np + 1], at, bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      *reinterpret_cast<std::uint32_t*>(stage + (r0 + g8) * LD128 + n * 8 + 2 * t4) = pack_bf16x2(acc[n][0], acc[n][1]);
+      *reinterpret_cast<std::uint32_t*>(stage + (r0 + g8 + 8) * LD128 + n * 8 + 2 * t4) =
+          pack_bf16x2(acc[n][2], acc[n][3]);
+    }
+    __syncwarp();
+    __nv_bfloat16* dst = (which == 0 ? a.W : a.U) + (static_cast<std::int64_t>(bh) * Tp + t0 + r0) * DK;
+#pragma unroll
+    for (int it = 0; it < 8; ++it) {
+      const int e = lane + it * 32, r = e >> 4, cc = e & 15;
+      *reinterpret_cast<uint4*>(dst + r * DK + cc * 8) =
+          *reinterpret_cast<const uint4*>(stage + (r0 + r) * LD128 + cc * 8);
+    }
+    __syncwarp();
+  }
+}
+
+// Kernel 2: per (head, 64 state columns), the chunks in order.
+template <bool kQK>
+__global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__ GdnFwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  StateSmem<kQK>& s = *reinterpret_cast<StateSmem<kQK>*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const __nv_bfloat16* Wg = a.W + static_cast<std::int64_t>(bh) * Tp * DK;
+  const __nv_bfloat16* Ug = a.U + static_cast<std::int64_t>(bh) * Tp * DV + v0;
+  const __nv_bfloat16* Pg = a.P + static_cast<std::int64_t>(bh) * NT * C * C;
+  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  const int r0 = warp * 16;   // this warp's rows of the (C x VT) tiles
+  const int d0 = warp * 32;   // this warp's rows of the state slice (K x VT)
+
+  // Group X: the tiles the first half of a chunk reads (W, q, G; with kQK also k, into buffer c % 2).
+  // Group Y (without kQK): the second half's (k, P).
+  auto load_x = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.W, Wg + static_cast<std::int64_t>(t0) * DK, DK, C, tid);
+    load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    if constexpr (kQK)
+      load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + t0 + tid * 4, true);
+  };
+  auto load_y = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.k[0], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    const __nv_bfloat16* Pc = Pg + static_cast<std::int64_t>(c) * C * C;
+#pragma unroll
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.P + r * LD64 + cc * 8), Pc + r * C + cc * 8, true);
+    }
+  };
+
+  // The state slice: warp rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1).
+  float hs[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        hs[mt][n][half * 2] = x.x;
+        hs[mt][n][half * 2 + 1] = x.y;
+      }
+  auto write_h_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
+              pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  };
+  write_h_bf16();
+  if (NT > 0) {
+    load_x(0);
+    cp_async_commit();
+    if constexpr (!kQK) {
+      load_y(0);
+      cp_async_commit();
+      cp_async_wait<1>();  // X(0)
+    } else {
+      cp_async_wait<0>();
+    }
+  }
+  __syncthreads();
+
+  for (int c = 0; c < NT; ++c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* kc = s.k[kQK ? (c & 1) : 0];
+    // U rows of this warp, straight into accumulator layout (issued first, used after the W h loop).
+    std::uint32_t u[8][2];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        u[n][half] = *reinterpret_cast<const std::uint32_t*>(
+            Ug + static_cast<std::int64_t>(t0 + r0 + g8 + half * 8) * DV + n * 8 + 2 * t4);
+
+    // Phase A: W h and Q h (C x VT, inner K), warp rows r0..r0+15.
+    float av[8][4], ao[8][4], sq[8][4];  // sq: Q K^T rows r0.. (kQK only)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) av[n][e] = ao[n][e] = sq[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t aw[4], aq[4];
+      ldsm_a(aw, s.W, LD128, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bh4[4];
+        ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
+        mma_bf16_16816(av[2 * np], aw, bh4[0], bh4[1]);
+        mma_bf16_16816(av[2 * np + 1], aw, bh4[2], bh4[3]);
+        mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
+        mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+        if constexpr (kQK) {
+          if (np <= warp) {  // causal: column tiles j < r0 + 16
+            std::uint32_t bk[4];
+            ldsm_b_nk(bk, kc, LD128, np * 16, ks * 16, lane);
+            mma_bf16_16816(sq[2 * np], aq, bk[0], bk[1]);
+            mma_bf16_16816(sq[2 * np + 1], aq, bk[2], bk[3]);
+          }
+        }
+      }
+    }
+    // With kQK: P = scale tril(Gamma . Q K^T), rounded to bf16 straight into A-operand fragments (the
+    // accumulator layout of n-tiles 2kk, 2kk+1 is the A layout of k-tile kk).
+    std::uint32_t pa[4][4];
+    if constexpr (kQK) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float Gi = s.G[i];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          float pv[2];
+#pragma unroll
+          for (int u2 = 0; u2 < 2; ++u2) {
+            const int j = n * 8 + 2 * t4 + u2;
+            pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sq[n][half * 2 + u2] : 0.f;
+          }
+          pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+        }
+      }
+    }
+    const float GL = s.G[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], eo = a.scale * expf(Gi), ed = expf(GL - Gi);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float2 uf = unpack_bf16x2(u[n][half]);
+        const float x0 = uf.x - av[n][half * 2], x1 = uf.y - av[n][half * 2 + 1];
+        ao[n][half * 2] *= eo;
+        ao[n][half * 2 + 1] *= eo;
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+      }
+    }
+    cp_async_wait<0>();  // Y(c): k, P (nothing outstanding with kQK)
+    __syncthreads();     // vn, vnd, k, P visible; every warp is done with W, q, G, h
+    if (c + 1 < NT) load_x(c + 1);
+    cp_async_commit();
+
+    // Phase C: O += P V_new (P lower triangular: k tiles <= warp), then the state update.
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t ap[4];
+        if constexpr (kQK) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) ap[e] = pa[ks][e];
+        } else {
+          ldsm_a(ap, s.P, LD64, r0, ks * 16, lane);
+        }
+#pragma unroll
+        for (int np = 0; np < VT / 16; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, s.vn, LD64, ks * 16, np * 16, lane);
+          mma_bf16_16816(ao[2 * np], ap, bv[0], bv[1]);
+          mma_bf16_16816(ao[2 * np + 1], ap, bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (i < len) {
+        __nv_bfloat16* orow = a.o + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<std::uint32_t*>(orow + n * 8 + 2 * t4) = pack_bf16x2(ao[n][half * 2], ao[n][half * 2 + 1]);
+      }
+    }
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      std::uint32_t ak[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bv[4];
+        ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+          mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    write_h_bf16();      // h was last read in phase A, before the barrier above
+    cp_async_wait<0>();  // X(c + 1)
+    __syncthreads();     // h, W, q, G (k) visible; every warp is done with k, P, vn, vnd
+    if constexpr (!kQK) {
+      if (c + 1 < NT) load_y(c + 1);
+      cp_async_commit();
+    }
+  }
+
+  if (a.ht) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * DV + col) =
+              make_float2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  }
+}
+
+
+// Rung 3's state kernel: the wy kernel leaves only T = (I + L)^-1; per chunk
+//     X = beta . V - (beta e^G) . (K h)          (K h on the tensor cores, the row scales on the accumulators)
+//     V_new = T X,  O = scale e^G . (Q h) + P V_new,  h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
+// with P = scale tril(Gamma . Q K^T) in registers as in rung 2. W and U never exist: the workspace traffic is
+// T (8 KB a chunk) instead of W and U (32 KB). Three barriers a chunk (X and V_new each mix rows of all warps).
+struct StateTSmem {
+  __nv_bfloat16 q[C * LD128];     // (C, K)
+  __nv_bfloat16 k[2][C * LD128];  // (C, K) per buffer (chunk c in buffer c % 2)
+  __nv_bfloat16 T[C * LD64];      // (C, C) (I + L)^-1
+  __nv_bfloat16 h[DK * LD64];     // (K, VT) bf16 copy of the state slice
+  __nv_bfloat16 x[C * LD64];      // (C, VT) X
+  __nv_bfloat16 vn[C * LD64];     // (C, VT) V_new
+  __nv_bfloat16 vnd[C * LD64];    // (C, VT) e^{G_last - G} V_new
+  float G[C];
+  float beta[C];
+};
+
+__global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  StateTSmem& s = *reinterpret_cast<StateTSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const __nv_bfloat16* Tw = a.P + static_cast<std::int64_t>(bh) * NT * C * C;
+  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
+  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  const int r0 = warp * 16;  // this warp's rows of the (C x VT) tiles
+  const int d0 = warp * 32;  // this warp's rows of the state slice (K x VT)
+
+  // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
+  // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1).
+  auto load_qk = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+  };
+  auto load_small = [&](int c) {
+    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+#pragma unroll
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+    }
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+  };
+
+  float hs[2][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        hs[mt][n][half * 2] = x.x;
+        hs[mt][n][half * 2 + 1] = x.y;
+      }
+  auto write_h_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
+              pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  };
+  write_h_bf16();
+  if (NT > 0) {
+    load_qk(0);
+    load_small(0);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  for (int c = 0; c < NT; ++c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* kc = s.k[c & 1];
+    // v rows of this warp, straight into accumulator layout (issued first, used after the K h loop).
+    std::uint32_t vr[8][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+    }
+
+    // Phase A: K h, Q h (C x VT, inner K) and Q K^T (causal column tiles), warp rows r0..r0+15.
+    float ax[8][4], ao[8][4], sq[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ax[n][e] = ao[n][e] = sq[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ak[4], aq[4];
+      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bh4[4];
+        ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
+        mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
+        mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+        mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
+        mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+        if (np <= warp) {  // causal: key tiles j < r0 + 16
+          std::uint32_t bk[4];
+          ldsm_b_nk(bk, kc, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(sq[2 * np], aq, bk[0], bk[1]);
+          mma_bf16_16816(sq[2 * np + 1], aq, bk[2], bk[3]);
+        }
+      }
+    }
+    std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], bi = s.beta[i], bgi = bi * expf(Gi), eo = a.scale * expf(Gi);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float2 vf = unpack_bf16x2(vr[n][half]);
+        *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + n * 8 + 2 * t4) =
+            pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
+        ao[n][half * 2] *= eo;
+        ao[n][half * 2 + 1] *= eo;
+        float pv[2];
+#pragma unroll
+        for (int u2 = 0; u2 < 2; ++u2) {
+          const int j = n * 8 + 2 * t4 + u2;
+          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sq[n][half * 2 + u2] : 0.f;
+        }
+        pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+      }
+    }
+    __syncthreads();  // X visible; every warp is done with q and h
+    if (c + 1 < NT) load_qk(c + 1);
+    cp_async_commit();
+
+    // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
+    float an[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) an[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t at[4];
+        ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < VT / 16; ++np) {
+          std::uint32_t bx[4];
+          ldsm_b_kn(bx, s.x, LD64, ks * 16, np * 16, lane);
+          mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
+          mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
+        }
+      }
+    }
+    const float GL = s.G[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float ed = expf(GL - s.G[i]);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+      }
+    }
+    __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
+    if (c + 1 < NT) load_small(c + 1);
+    cp_async_commit();
+
+    // Phase C: O += P V_new, O stored; h = e^{G_last} h + K^T (e^{G_last - G} V_new).
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+#pragma unroll
+        for (int np = 0; np < VT / 16; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, s.vn, LD64, ks * 16, np * 16, lane);
+          mma_bf16_16816(ao[2 * np], pa[ks], bv[0], bv[1]);
+          mma_bf16_16816(ao[2 * np + 1], pa[ks], bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (i < len) {
+        __nv_bfloat16* orow = a.o + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<std::uint32_t*>(orow + n * 8 + 2 * t4) = pack_bf16x2(ao[n][half * 2], ao[n][half * 2 + 1]);
+      }
+    }
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      std::uint32_t ak[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < VT / 16; ++np) {
+        std::uint32_t bv[4];
+        ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+          mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    write_h_bf16();      // h was last read in phase A, before the first barrier
+    cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
+    __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
+  }
+
+  if (a.ht) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * DV + col) =
+              make_float2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  }
+}
+
+}  // namespace gdn
+
+#if defined(__CUDACC__)
+template <int kRung>
+inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
+  const int NT = (a.T + gdn::C - 1) / gdn::C;
+  const int BH = a.B * a.H;
+  auto* wy = &gdn::wy_kernel<kRung>;
+  const std::size_t wy_smem = gdn::wy_smem_bytes(kRung);
+  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel;
+  const std::size_t state_smem = kRung == 1   ? sizeof(gdn::StateSmem<false>)
+                                 : kRung == 2 ? sizeof(gdn::StateSmem<true>)
+                                              : sizeof(gdn::StateTSmem);
+  // Once per process and rung (the current device's), so timed launches carry no attribute calls.
+  static const cudaError_t attributes = [&] {
+    const cudaError_t e1 = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wy_smem));
+    return e1 != cudaSuccess ? e1
+                             : cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(state_smem));
+  }();
+  cudaError_t e = attributes;
+  if (e != cudaSuccess) return e;
+  if (NT > 0) {
+    wy<<<dim3(NT, BH), gdn::kThreads, wy_smem, stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
+  state<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, state_smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+// Launch both kernels on `stream` (`between`, if not null, is recorded between them). Requires a.W/U/P/G/Bc
+// carved (gdn_fwd_workspace_carve) from a 16-byte aligned workspace, T >= 0, B, H >= 1, B H <= 65535,
+// 16-byte aligned q, k, v; 4-byte aligned o; 8-byte aligned h0, ht. Returns cudaErrorInvalidValue when these
+// fail, else the first launch error.
+inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
+                               cudaEvent_t between = nullptr) {
+  auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
+  const bool wu = variant != GdnFwdVariant::t_only;
+  if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
+      !a.beta || !a.o || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || misaligned(a.q, 16) || misaligned(a.k, 16) ||
+      misaligned(a.v, 16) || misaligned(a.o, 4) || misaligned(a.h0, 8) || misaligned(a.ht, 8) ||
+      misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) ||
+      misaligned(a.Bc, 16))
+    return cudaErrorInvalidValue;
+  switch (variant) {
+    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1>(a, stream, between);
+    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2>(a, stream, between);
+    case GdnFwdVariant::t_only: return gdn_fwd_mma_launch<3>(a, stream, between);
+  }
+  return cudaErrorInvalidValue;
+}
+#endif  // __CUDACC__
+
+}  // namespace glr::cuda::sm90

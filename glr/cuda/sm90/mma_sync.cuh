@@ -1,0 +1,94 @@
+// glr/cuda/sm90/mma_sync.cuh: thin wrappers, one per PTX instruction, for the warp-level tensor-core path
+// (mma.sync m16n8k16 bf16 -> fp32, ldmatrix, cp.async). Nothing here knows about the algorithm.
+//
+// Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4), each register two bf16, the lower column
+// (or k) index in the low half:
+//   A (16 x 16, row-major):  a0 (g, 2t..2t+1)   a1 (g+8, 2t..)   a2 (g, 2t+8..)   a3 (g+8, 2t+8..)
+//   B (16 x 8,  k x n):      b0 (k = 2t..2t+1, n = g)            b1 (k = 2t+8.., n = g)
+//   C (16 x 8, fp32):        c0 c1 (g, 2t..2t+1)                  c2 c3 (g+8, 2t..2t+1)
+// The ldsm_* helpers below compute each lane's row address for one 16 x 16 bf16 tile of a row-major shared
+// array with a row stride of `ld` elements, so the callers never spell the lane arithmetic.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace glr::cuda::sm90 {
+
+// Under GLR_SM90_HOST_EMU (tests/glr_sm90/emu.hpp, included first) the instruction wrappers come from the host
+// emulator, which runs the kernels' threads as host threads; everything from pack_bf16x2 on is shared.
+#if !defined(GLR_SM90_HOST_EMU)
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d += a b, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                               std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+#endif  // !GLR_SM90_HOST_EMU
+
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+__device__ __forceinline__ float2 unpack_bf16x2(std::uint32_t u) {
+  __nv_bfloat162 v;
+  *reinterpret_cast<std::uint32_t*>(&v) = u;
+  return __bfloat1622float2(v);
+}
+
+// A operand, tile (r0.., c0..) of a row-major (M x K) array.
+__device__ __forceinline__ void ldsm_a(std::uint32_t (&a)[4], const __nv_bfloat16* s, int ld, int r0, int c0,
+                                       int lane) {
+  ldmatrix_x4(a, smem_addr(s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + c0 + (lane >> 4) * 8));
+}
+// A operand of A = X^T where X (K x M) is row-major: tile rows m0.., k k0.. of A.
+__device__ __forceinline__ void ldsm_a_trans(std::uint32_t (&a)[4], const __nv_bfloat16* x, int ld, int m0, int k0,
+                                             int lane) {
+  ldmatrix_x4_trans(a, smem_addr(x + (k0 + (lane & 7) + (lane >> 4) * 8) * ld + m0 + ((lane >> 3) & 1) * 8));
+}
+// B operands of two n-tiles (n0.., n0+8..) at k k0.., from B^T (N x K) row-major: b[0], b[1] for n-tile n0,
+// b[2], b[3] for n-tile n0 + 8.
+__device__ __forceinline__ void ldsm_b_nk(std::uint32_t (&b)[4], const __nv_bfloat16* s, int ld, int n0, int k0,
+                                          int lane) {
+  ldmatrix_x4(b, smem_addr(s + (n0 + (lane & 7) + (lane >> 4) * 8) * ld + k0 + ((lane >> 3) & 1) * 8));
+}
+// The same from B (K x N) row-major.
+__device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bfloat16* s, int ld, int k0, int n0,
+                                          int lane) {
+  ldmatrix_x4_trans(b, smem_addr(s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8));
+}
+
+}  // namespace glr::cuda::sm90

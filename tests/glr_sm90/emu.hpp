@@ -1,0 +1,193 @@
+// tests/glr_sm90/emu.hpp: run the sm90 tensor-core kernels on the host, one host thread per CUDA thread,
+// with ldmatrix / mma.sync / shfl / barriers emulated from their PTX definitions. No GPU needed: it checks
+// the kernels' lane and tile arithmetic (fragment layouts, masks, chunk indexing) and their algebra, not
+// timing or the asynchrony of cp.async (emulated as an immediate copy).
+//
+// Include this first, then glr/cuda/sm90/gdn_fwd_mma.cuh (built with -DGLR_SM90_HOST_EMU).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <vector_types.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#undef __device__
+#undef __global__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __grid_constant__
+#undef __shared__
+#undef __align__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
+
+using std::max;
+using std::min;
+
+namespace emu {
+
+struct Warp {
+  std::barrier<> bar{32};
+  std::uint32_t addr[32];
+  std::uint32_t a[32][4];
+  std::uint32_t b[32][2];
+  float c[32][4];
+  float f[32];
+};
+struct Block {
+  std::barrier<> bar{128};
+  Warp warps[4];
+};
+inline thread_local int tid = 0;
+inline thread_local Block* block = nullptr;
+inline char* smem = nullptr;  // the block's shared memory (blocks run one after another)
+
+inline Warp& warp() { return block->warps[tid / 32]; }
+inline int lane() { return tid % 32; }
+
+inline float bf(std::uint16_t x) {
+  std::uint32_t u = static_cast<std::uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline void split(std::uint32_t w, float& lo, float& hi) {
+  lo = bf(static_cast<std::uint16_t>(w & 0xffffu));
+  hi = bf(static_cast<std::uint16_t>(w >> 16));
+}
+
+}  // namespace emu
+
+inline thread_local dim3 threadIdx, blockIdx;
+
+inline void __syncthreads() { emu::block->bar.arrive_and_wait(); }
+inline void __syncwarp() { emu::warp().bar.arrive_and_wait(); }
+inline float __shfl_up_sync(unsigned, float v, int off) {
+  emu::Warp& w = emu::warp();
+  const int l = emu::lane();
+  w.f[l] = v;
+  w.bar.arrive_and_wait();
+  const float r = l >= off ? w.f[l - off] : v;
+  w.bar.arrive_and_wait();
+  return r;
+}
+
+namespace glr::cuda::sm90 {
+
+inline std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(static_cast<const char*>(p) - emu::smem);
+}
+
+// ldmatrix .x4: lanes 8i..8i+7 give the row addresses of matrix i. Without .trans lane l receives row l/4,
+// columns 2(l%4), 2(l%4)+1 of each matrix; with .trans, rows 2(l%4), 2(l%4)+1 of column l/4.
+inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  emu::Warp& w = emu::warp();
+  const int l = emu::lane();
+  w.addr[l] = addr;
+  w.bar.arrive_and_wait();
+  for (int i = 0; i < 4; ++i) std::memcpy(&r[i], emu::smem + w.addr[8 * i + l / 4] + 4 * (l % 4), 4);
+  w.bar.arrive_and_wait();
+}
+inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+  emu::Warp& w = emu::warp();
+  const int l = emu::lane();
+  w.addr[l] = addr;
+  w.bar.arrive_and_wait();
+  for (int i = 0; i < 4; ++i) {
+    std::uint16_t lo, hi;
+    std::memcpy(&lo, emu::smem + w.addr[8 * i + 2 * (l % 4)] + 2 * (l / 4), 2);
+    std::memcpy(&hi, emu::smem + w.addr[8 * i + 2 * (l % 4) + 1] + 2 * (l / 4), 2);
+    r[i] = lo | (static_cast<std::uint32_t>(hi) << 16);
+  }
+  w.bar.arrive_and_wait();
+}
+
+// mma.m16n8k16.row.col f32.bf16: the whole tile rebuilt from the 32 lanes' fragments.
+inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  emu::Warp& w = emu::warp();
+  const int l = emu::lane();
+  for (int i = 0; i < 4; ++i) {
+    w.a[l][i] = a[i];
+    w.c[l][i] = d[i];
+  }
+  w.b[l][0] = b0;
+  w.b[l][1] = b1;
+  w.bar.arrive_and_wait();
+  float A[16][16], B[16][8], Cm[16][8];
+  for (int x = 0; x < 32; ++x) {
+    const int g = x / 4, t = x % 4;
+    emu::split(w.a[x][0], A[g][2 * t], A[g][2 * t + 1]);
+    emu::split(w.a[x][1], A[g + 8][2 * t], A[g + 8][2 * t + 1]);
+    emu::split(w.a[x][2], A[g][2 * t + 8], A[g][2 * t + 9]);
+    emu::split(w.a[x][3], A[g + 8][2 * t + 8], A[g + 8][2 * t + 9]);
+    emu::split(w.b[x][0], B[2 * t][g], B[2 * t + 1][g]);
+    emu::split(w.b[x][1], B[2 * t + 8][g], B[2 * t + 9][g]);
+    Cm[g][2 * t] = w.c[x][0];
+    Cm[g][2 * t + 1] = w.c[x][1];
+    Cm[g + 8][2 * t] = w.c[x][2];
+    Cm[g + 8][2 * t + 1] = w.c[x][3];
+  }
+  w.bar.arrive_and_wait();
+  const int g = l / 4, t = l % 4;
+  auto dot = [&](int i, int j) {
+    double s = 0;
+    for (int k = 0; k < 16; ++k) s += static_cast<double>(A[i][k]) * B[k][j];
+    return static_cast<float>(s + Cm[i][j]);
+  };
+  d[0] = dot(g, 2 * t);
+  d[1] = dot(g, 2 * t + 1);
+  d[2] = dot(g + 8, 2 * t);
+  d[3] = dot(g + 8, 2 * t + 1);
+}
+
+inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
+  if (valid)
+    std::memcpy(emu::smem + dst, src, 16);
+  else
+    std::memset(emu::smem + dst, 0, 16);
+}
+inline void cp_async_commit() {}
+template <int N>
+inline void cp_async_wait() {}
+
+}  // namespace glr::cuda::sm90
+
+namespace emu {
+
+// Run kernel(args) over grid (gx, gy) with 128 threads a block; `base` is the kernels' `extern __shared__`
+// array (defined by the test), filled with a poison pattern before each block.
+template <class Args>
+void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_bytes, const Args& args) {
+  smem = base;
+  for (int by = 0; by < gy; ++by)
+    for (int bx = 0; bx < gx; ++bx) {
+      std::memset(base, 0x7f, smem_bytes);  // bf16 0x7f7f ~ 3.4e38: a read before write shows up
+      auto blk = std::make_unique<Block>();
+      std::vector<std::thread> th;
+      th.reserve(128);
+      for (int t = 0; t < 128; ++t)
+        th.emplace_back([&, t] {
+          tid = t;
+          block = blk.get();
+          threadIdx = dim3(t, 1, 1);
+          blockIdx = dim3(bx, by, 1);
+          kernel(args);
+        });
+      for (auto& x : th) x.join();
+    }
+}
+
+}  // namespace emu
