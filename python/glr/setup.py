@@ -56,10 +56,11 @@ CUDA_SOURCES = [
 ]
 
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
-# The shared C++ runtime, as torch itself uses: the GPU machine's g++ links libstdc++ statically by default,
-# and the module's private static copy left its locale facets unset, so the first TORCH_CHECK message that
-# formatted an integer crashed (SIGSEGV in std::ostream::_M_insert<long>, seen under PyTorch 2.11 on the
-# H200). Named explicitly, it resolves every runtime symbol before the compiler's own static flags apply.
+# The shared C++ runtime, as torch itself uses: the GPU machine's compiler (CXX=/opt/gcc/bin/g++ there)
+# links libstdc++ statically by default, and the module's private copy left its locale facets unset, so the
+# first TORCH_CHECK message that formatted an integer crashed (SIGSEGV in std::ostream::_M_insert<long>,
+# under PyTorch 2.11 on the H200). Named explicitly, the shared library resolves every runtime symbol before
+# the compiler's static flags apply.
 link = ["-l:libstdc++.so.6"] if sys.platform.startswith("linux") else []
 include_dirs = [repo("glr", "include"), repo("glr", "torch")]
 if want_cuda():

@@ -1,6 +1,6 @@
-"""glr._C links the shared C++ runtime, as torch does. Built with a private static libstdc++ (the GPU
-machine's g++ default), the first TORCH_CHECK message that formatted an integer crashed the process under
-PyTorch 2.11 (python/glr/setup.py says how the build prevents it)."""
+"""glr._C links the shared C++ runtime, as torch does. Built with a private static libstdc++ (the default of
+the GPU machine's compiler, CXX=/opt/gcc/bin/g++), the first TORCH_CHECK message that formatted an integer
+crashed the process under PyTorch 2.11 (python/glr/setup.py says how the build prevents it)."""
 import shutil
 import subprocess
 

@@ -1,6 +1,6 @@
 """kgate._core links the shared C++ runtime. A module with its own static copy of libstdc++ beside torch's
-shared one crashed on the GPU machine, whose g++ links libstdc++ statically by default (python/CMakeLists.txt
-says how the build prevents it)."""
+shared one crashed on the GPU machine, whose compiler (CXX=/opt/gcc/bin/g++) links libstdc++ statically by
+default (python/CMakeLists.txt says how the build prevents it)."""
 import shutil
 import subprocess
 
