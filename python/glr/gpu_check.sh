@@ -4,10 +4,12 @@
 #   python/glr/gpu_check.sh test     build glr._C with the CUDA kernels (sm_90a) into build-py/glr-gpu with the
 #                                    installed torch, then run tests/glrtorch: the CPU tests, the CUDA ops
 #                                    against the float64 oracle, the stream test and torch.compile(fullgraph)
-#   python/glr/gpu_check.sh sweep [TASK [OUT [MINUTES]]]
+#   python/glr/gpu_check.sh sweep [TASK [OUT [MINUTES [SWEEP ARGS...]]]]
 #                                    every member on TASK (default mqar) through glr and through the
-#                                    reference recurrence within MINUTES (default 7), results and PNGs in OUT
-#                                    (default results/train/TASK); needs `test` (the build) first
+#                                    reference recurrence within MINUTES (default 7), results, results.md and
+#                                    PNGs in OUT (default results/train/TASK); further arguments go to
+#                                    python -m glr.sweep (results/train/README.md has the ones used there);
+#                                    needs `test` (the build) first
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -25,10 +27,11 @@ case "${1:-test}" in
     task=${2:-mqar}
     out=${3:-results/train/$task}
     minutes=${4:-7}
+    shift $(( $# < 4 ? $# : 4 ))
     mkdir -p "$out"
     out=$(cd "$out" && pwd)
     cd "$site"
-    PYTHONPATH="$PWD" exec $py -m glr.sweep --task "$task" --out "$out" --budget-min "$minutes"
+    PYTHONPATH="$PWD" exec $py -m glr.sweep --task "$task" --out "$out" --budget-min "$minutes" "$@"
     ;;
   *)
     echo "usage: $0 test [pytest args] | sweep [TASK [OUT [MINUTES]]]" >&2
