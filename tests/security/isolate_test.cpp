@@ -170,6 +170,22 @@ TEST(Isolate, TmpShmAndScratchArePrivateAndGone) {
   std::filesystem::remove_all(scratch);
 }
 
+// A host scratch under /tmp keeps its path inside the private /tmp: a file written through the working
+// directory's name lands in the working directory (torch's extension builds name it: ninja found no
+// sources when only the cwd reached the scratch and its name led into the empty private /tmp).
+TEST(Isolate, AHostScratchUnderTmpKeepsItsPath) {
+  const std::string scratch = "/tmp/kgate_security_scratch_path_" + std::to_string(getpid());
+  std::filesystem::create_directories(scratch);
+  const ProcessRun r = isolate({"--scratch", scratch}, {"/bin/sh", "-c",
+      "d=$(pwd -P); echo x > \"$d/probe\" 2>/dev/null; echo \"cwd=$d\"; "
+      "if test -e ./probe; then echo resolved; else echo unresolved; fi"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cwd=" + scratch + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resolved\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("unresolved"), std::string::npos) << "the scratch's name led elsewhere: " << r.out;
+  std::filesystem::remove_all(scratch);
+}
+
 TEST(Isolate, OutputIsCappedInTheLog) {
   const std::string log = temp_path("flood.log");
   const ProcessRun r = isolate({"--log", log, "--log-limit", "4096"}, {fixture("sec_flood_output"), "8"});

@@ -209,12 +209,19 @@ void set_up_program(const IsolationOptions& o, bool real_root, int output_fd) {
       fstat(fd, &st);
       visible.emplace_back(abs, fd, S_ISDIR(st.st_mode));
     }
-    // A host scratch directory is entered before /tmp is covered, so one under /tmp works too.
+    // A host scratch directory is entered before /tmp is covered. One under /tmp is bound back, writable,
+    // at its own path inside the private /tmp: a program that names its working directory (a compiler
+    // driver, ninja's absolute paths) must find it there, not only through its cwd.
     std::string scratch = o.scratch;
+    int scratch_fd = -1;
     if (!scratch.empty()) {
       if (real_root && chown(scratch.c_str(), o.uid, o.gid) != 0) throw IsolationError(sys_text("chown " + scratch));
       if (chdir(scratch.c_str()) != 0) throw IsolationError(sys_text("chdir " + scratch));
-      scratch = std::filesystem::absolute(scratch).string();
+      scratch = std::filesystem::absolute(scratch).lexically_normal().string();
+      if (o.private_tmp && under(scratch, "/tmp")) {
+        scratch_fd = open(scratch.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (scratch_fd < 0) throw IsolationError(sys_text("open " + scratch));
+      }
     }
     if (o.private_tmp) {
       if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options(o, "1777").c_str()) != 0)
@@ -222,6 +229,17 @@ void set_up_program(const IsolationOptions& o, bool real_root, int output_fd) {
       for (const auto& [path, fd, is_dir] : visible) {
         keep_visible(path, fd, is_dir);
         close(fd);
+      }
+      if (scratch_fd >= 0) {
+        std::error_code ec;
+        std::filesystem::create_directories(scratch, ec);
+        const std::string source = fmt::format("/proc/self/fd/{}", scratch_fd);
+        if (mount(source.c_str(), scratch.c_str(), nullptr, MS_BIND, nullptr) != 0)
+          throw IsolationError(sys_text("bind " + scratch));
+        if (mount(nullptr, scratch.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, nullptr) != 0)
+          throw IsolationError(sys_text("remount " + scratch));
+        close(scratch_fd);
+        if (chdir(scratch.c_str()) != 0) throw IsolationError(sys_text("chdir " + scratch));
       }
     }
     if (access("/dev/shm", F_OK) == 0 &&
