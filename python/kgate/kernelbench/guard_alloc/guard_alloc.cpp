@@ -95,20 +95,21 @@ void check_block(const Block& b, std::vector<Violation>& out) {
     }
 }
 
-// Fills n bytes at p with the poison repeated: one copy from the host, then doubling device copies.
-void fill_poison(char* p, std::size_t n) {
+// Fills n bytes at p with the poison repeated: one copy from the host, then doubling device copies, all on
+// `stream` (the stream the allocation is for; the caller synchronizes it).
+void fill_poison(char* p, std::size_t n, cudaStream_t stream, std::vector<unsigned char>& host) {
   if (poison.empty() || n == 0) return;
   if (std::all_of(poison.begin(), poison.end(), [](unsigned char c) { return c == poison[0]; })) {
-    cudaMemset(p, poison[0], n);
+    cudaMemsetAsync(p, poison[0], n, stream);
     return;
   }
   const std::size_t first = std::min<std::size_t>(n, 4096 / poison.size() * poison.size());
-  std::vector<unsigned char> host(first);
+  host.resize(first);
   for (std::size_t i = 0; i < first; ++i) host[i] = poison[i % poison.size()];
-  cudaMemcpy(p, host.data(), first, cudaMemcpyHostToDevice);
+  cudaMemcpyAsync(p, host.data(), first, cudaMemcpyHostToDevice, stream);
   for (std::size_t done = first; done < n;) {
     const std::size_t k = std::min(done, n - done);
-    cudaMemcpy(p + done, p, k, cudaMemcpyDeviceToDevice);
+    cudaMemcpyAsync(p + done, p, k, cudaMemcpyDeviceToDevice, stream);
     done += k;
   }
 }
@@ -117,8 +118,12 @@ void fill_poison(char* p, std::size_t n) {
 
 extern "C" {
 
+// The guards and the poison are written on the allocation's stream and waited for before the memory is
+// handed out: written with plain cudaMemset/cudaMemcpy they went on the legacy default stream, which a
+// candidate's non-blocking stream does not wait for, and on the H200 the poison landed over outputs that
+// correct torch kernels had written on a side stream (the stream gate failed every correct control).
 void* kgate_guard_malloc(ssize_t size, int device, cudaStream_t stream) {
-  (void)device, (void)stream;
+  (void)device;
   std::lock_guard<std::mutex> lock(mu);
   const std::size_t n = static_cast<std::size_t>(size < 0 ? 0 : size);
   const std::size_t total = kGuard + ((n + kAlign - 1) / kAlign) * kAlign + kGuard;
@@ -127,9 +132,14 @@ void* kgate_guard_malloc(ssize_t size, int device, cudaStream_t stream) {
   Block b{static_cast<char*>(base), n, next_number++, owner_candidate};
   const std::vector<unsigned char> p = pattern(b.number);
   char* payload = b.base + kGuard;
-  cudaMemcpy(b.base, p.data(), kGuard, cudaMemcpyHostToDevice);
-  cudaMemcpy(payload + n, p.data() + kGuard, kGuard, cudaMemcpyHostToDevice);
-  fill_poison(payload, n);
+  std::vector<unsigned char> host;  // the poison's first copy, alive until the stream is synchronized
+  cudaMemcpyAsync(b.base, p.data(), kGuard, cudaMemcpyHostToDevice, stream);
+  cudaMemcpyAsync(payload + n, p.data() + kGuard, kGuard, cudaMemcpyHostToDevice, stream);
+  fill_poison(payload, n, stream, host);
+  if (cudaStreamSynchronize(stream) != cudaSuccess) {
+    cudaFree(base);
+    return nullptr;
+  }
   live[payload] = b;
   return payload;
 }
