@@ -31,6 +31,11 @@ TEST(Shrinking, AFailingShapeIsReducedToTheSmallestThatStillFails) {
   EXPECT_EQ(g.evidence->seed, g.original->seed) << "same case seed";
   const std::string table = to_table(r, false);
   EXPECT_NE(table.find("shrunk from"), std::string::npos) << table;
+  // the one-line summary says both shapes: where the evidence is and where the case was found
+  EXPECT_NE(g.summary.find("(at " + to_string(g.evidence->bindings) + ") (shrunk from " +
+                           to_string(g.original->bindings) + ")"),
+            std::string::npos)
+      << g.summary;
 }
 
 std::int32_t always_off(const kgate_call& c) {

@@ -235,6 +235,8 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
       res.summary = o.message;
     } else if (o.evidence) {
       res.summary = short_evidence(*o.evidence);
+      // the variant's text names the shape the case was found at; the evidence is at the shrunk one
+      if (res.original) res.summary += fmt::format(" (shrunk from {})", to_string(res.original->bindings));
     } else {
       res.summary = fmt::format("{}: {}", gc.label, o.message);
     }
