@@ -248,6 +248,7 @@ TEST(Patience, AHangingCandidateIsCalledTwiceNotOncePerCase) {
   o.seed = 5;
   const Report r = verify(s.contract, t, *s.oracle, o);
   EXPECT_EQ(t.calls, 2);
+  EXPECT_EQ(t.resets, 2) << "one restart per timed-out call, none for the calls not made";
   const GateResult* oracle = find(r, "oracle");
   ASSERT_NE(oracle, nullptr);
   EXPECT_EQ(oracle->verdict, Verdict::timeout);

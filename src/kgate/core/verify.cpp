@@ -53,12 +53,21 @@ class PatientTarget final : public Target {
     streak_ = r.outcome == CallOutcome::timed_out ? streak_ + 1 : 0;
     return r;
   }
-  void reset() override { t_.reset(); }
+  // Once the candidate is given up on, its worker is restarted once (ending the hung call) and then left
+  // alone: a restart per remaining case cost seconds each on a torch row and called nothing.
+  void reset() override {
+    if (streak_ >= kTimeoutsBeforeGivingUp) {
+      if (reset_after_giving_up_) return;
+      reset_after_giving_up_ = true;
+    }
+    t_.reset();
+  }
   bool healthy() const override { return t_.healthy(); }
 
  private:
   Target& t_;
   int streak_ = 0;
+  bool reset_after_giving_up_ = false;
 };
 
 bool is_terminal(Verdict v) {
