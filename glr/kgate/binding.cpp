@@ -118,6 +118,16 @@ StateStrides state_strides(const Arg& a) {
 
 }  // namespace
 
+std::vector<kgate_attr> attrs_of(const Params& p) {
+  return {{"scale", p.scale},
+          {"chunk", static_cast<double>(p.chunk)},
+          {"delta", p.delta ? 1.0 : 0.0},
+          {"gate", p.gate == Gate::none ? 0.0 : p.gate == Gate::per_token ? 1.0 : 2.0},
+          {"initial_state", p.initial_state ? 1.0 : 0.0},
+          {"final_state", p.final_state ? 1.0 : 0.0},
+          {"varlen", p.varlen() ? 1.0 : 0.0}};
+}
+
 void say(const kgate_call& call, const std::string& text) {
   if (!call.message || call.message_capacity == 0) return;
   const std::size_t n = std::min(text.size(), call.message_capacity - 1);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dlpack_io.hpp"
 #include "glr/params.hpp"
@@ -62,6 +63,10 @@ struct Bound {
 // Throws glr::InvalidArgument naming the argument or Refusal. Reads no tensor data except cu_seqlens with
 // host_offsets.
 Bound bind(const kgate_call& call, Pass pass, const BindOptions& options = {});
+
+// The attrs that describe p, as a caller passes them to bind() (its inverse for the attrs; the names live in
+// binding.cpp only).
+std::vector<kgate_attr> attrs_of(const Params& p);
 
 // Writes text (NUL-terminated, truncated) into call.message.
 void say(const kgate_call& call, const std::string& text);

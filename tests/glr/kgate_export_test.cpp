@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "binding.hpp"
 #include "kgate/abi.h"
 #include "problem.hpp"
 
@@ -80,15 +81,7 @@ struct Tensor {
   }
 };
 
-std::vector<kgate_attr> attrs_of(const Params& p) {
-  return {{"scale", p.scale},
-          {"chunk", static_cast<double>(p.chunk)},
-          {"delta", p.delta ? 1.0 : 0.0},
-          {"gate", p.gate == Gate::none ? 0.0 : p.gate == Gate::per_token ? 1.0 : 2.0},
-          {"initial_state", p.initial_state ? 1.0 : 0.0},
-          {"final_state", p.final_state ? 1.0 : 0.0},
-          {"varlen", p.varlen() ? 1.0 : 0.0}};
-}
+using kgate_export::attrs_of;  // the binder's inverse: the attrs a caller passes
 
 // The forward call of a problem, tensors in binding.hpp's order.
 struct ForwardCall {

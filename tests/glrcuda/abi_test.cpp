@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "binding.hpp"
 #include "case.hpp"
 #include "kgate/abi.h"
 #include "shapes.hpp"
@@ -82,13 +83,7 @@ class HostCall {
     else
       for (HostTensor* h : {&t.dq, &t.dk, &t.dv, &t.dg, &t.dbeta, &t.dh0}) add(out_, *h);
     const Params& p = c.call;
-    attrs_ = {{"scale", p.scale},
-              {"chunk", static_cast<double>(p.chunk)},
-              {"delta", p.delta ? 1.0 : 0.0},
-              {"gate", p.gate == Gate::none ? 0.0 : p.gate == Gate::per_token ? 1.0 : 2.0},
-              {"initial_state", p.initial_state ? 1.0 : 0.0},
-              {"final_state", p.final_state ? 1.0 : 0.0},
-              {"varlen", p.varlen() ? 1.0 : 0.0}};
+    attrs_ = kgate_export::attrs_of(p);
   }
   HostCall(const HostCall&) = delete;
   HostCall& operator=(const HostCall&) = delete;

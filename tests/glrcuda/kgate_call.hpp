@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "binding.hpp"
 #include "device.hpp"
 #include "kgate/abi.h"
 
@@ -82,10 +83,7 @@ class KgateCall {
       }
     for (const Owned& o : in_) ins_.push_back(o.t);
     for (const Owned& o : out_) outs_.push_back(o.t);
-    const int gate = p.gate == Gate::none ? 0 : p.gate == Gate::per_token ? 1 : 2;
-    attrs_ = {{"scale", p.scale},       {"chunk", 64.0},          {"delta", p.delta ? 1.0 : 0.0},
-              {"gate", double(gate)},   {"initial_state", p.initial_state ? 1.0 : 0.0},
-              {"final_state", p.final_state ? 1.0 : 0.0}, {"varlen", p.varlen() ? 1.0 : 0.0}};
+    attrs_ = kgate_export::attrs_of(p);
   }
 
   kgate_call call(void* stream) {
