@@ -94,8 +94,10 @@ enum class Excuse {
   near_overflow,        // inf mode: the oracle lies between max/2 and 2 max of the dtype (rounding order decides)
   order_nonfinite,      // inf mode: the oracle is NaN (indeterminate) and the kernel non-finite too (Inf for NaN)
   reference_nonfinite,  // the working-precision reference run is non-finite there too, in the same class
+  structural_zero,      // the oracle's NaN arrives only through a structural zero of the source (0 * NaN,
+                        // 0 * Inf): the operator on the source's domain does not depend on the planted value
 };
-inline constexpr std::size_t kExcuseKinds = 4;
+inline constexpr std::size_t kExcuseKinds = 5;
 const char* to_string(Excuse e);
 const char* to_string(Mismatch m);
 
@@ -131,9 +133,13 @@ Comparison compare_allclose(const HostArray& got, const Reference& ref, double r
 //             that another evaluation order gives: excused); a finite value is Mismatch::indeterminate; oracle +-Inf or
 //             |oracle| > 2 max_d -> must be that Inf (NaN only if inf_may_become_nan); oracle finite with
 //             |oracle| < max_d / 2 and not allowed -> must be finite; anything else is unjudged.
+// `structural` (empty, or one byte per element): elements where the oracle's NaN comes only from a planted
+// value meeting a structural zero of the source (gates/nonfinite.cpp finds them); a finite kernel value there
+// is excused (Excuse::structural_zero) instead of nan_masked or indeterminate.
 enum class NonfiniteMode { nan, inf };
 Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
-                           NonfiniteMode mode, bool inf_may_become_nan);
+                           NonfiniteMode mode, bool inf_may_become_nan,
+                           std::span<const std::uint8_t> structural = {});
 
 // Elements where the oracle's value seeds the spread: non-finite after rounding, or (inf mode) |exact| >=
 // max_d / 2, i.e. anything a correct kernel might legitimately return as non-finite.
