@@ -56,6 +56,8 @@ def test_crash_and_hang_cost_one_row_each(workdir):
     assert harness["summary"].count("timeout: no answer to harness after built within 8 s") == 2, harness
     assert recs[2]["row_seconds"] < 150, recs[2]["row_seconds"]
     assert recs[1]["classification"] != "clean" and recs[2]["classification"] != "clean"
+    # a timeout is a status: a violation at most, never broken (a crash, a dead process, is broken)
+    assert recs[2]["classification"] == "violation", recs[2].get("broken_reasons")
     assert recs[3]["status"] == "ok" and recs[3]["classification"] == "clean"
 
 
@@ -188,9 +190,19 @@ def test_report_renders_from_results_alone(workdir):
 
 
 def test_numpy_controls_detection_matrix():
-    from kgate.controls import run_controls
-    ok, text = run_controls(fw="numpy", seeds_n=1, jobs=2, call_timeout=4)
+    from kgate.controls import load, run_controls
+    recs = []
+    ok, text = run_controls(fw="numpy", seeds_n=1, jobs=2, call_timeout=4, records=recs)
     assert ok, text
+    by_name = {str(r.get("task")): r for r in recs}
+    for c in load("numpy"):
+        rec = by_name[c["name"]]
+        gates = {g["gate"]: g for g in rec.get("gates", [])}
+        # every defect control passes the producer's own test (5 trials, allclose 1e-2): the field accepts it
+        if c["producer_passes"]:
+            assert gates["baseline"]["verdict"] == "PASS", (c["name"], gates["baseline"])
+        if c["precision"]:
+            assert gates["oracle"]["precision_label"] == c["precision"], (c["name"], gates["oracle"])
 
 
 def test_a_dead_driver_costs_one_row_and_says_how_it_died(workdir, monkeypatch):

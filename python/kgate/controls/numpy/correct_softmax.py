@@ -1,7 +1,5 @@
 # Correct control: a row softmax computed with a log-sum-exp, exp((x - max) - log(sum(exp(x - max)))); must
-# pass every gate. (The shorter exp(x - logsumexp(x)) rounds logsumexp, a value as large as the inputs, to
-# fp32: at inputs x 1e2 that costs about u |max x|, up to 8x the oracle gate's bound, which the task's own
-# max-subtracting reference meets; tests/python/test_kernelbench.py keeps that form as an open question.)
+# pass every gate. (The shorter exp(x - logsumexp(x)) passes too: docs/audit.md, "Two policy decisions".)
 from . import CANDIDATE_BASE
 
 TASK = "softmax"

@@ -4,6 +4,7 @@ from . import CANDIDATE_BASE
 
 TASK = "tanh_scale"
 EXPECT = {"oracle"}
+PRODUCER_PASSES = False  # a status, not a defect the field's test misses
 CANDIDATE = CANDIDATE_BASE + '''
     def __init__(self, alpha):
         self.alpha = alpha
