@@ -4,6 +4,7 @@
 // candidate allocated itself.
 #include <gtest/gtest.h>
 
+#include "kgate/compare.hpp"
 #include "kgate/inputs.hpp"
 #include "kgate/structure.hpp"
 #include "kit.hpp"
@@ -142,11 +143,90 @@ std::int32_t first_element_cache(const kgate_call& c) {
   return elementwise_kernel(c);
 }
 
+// Remembers the last call by input pointer, size, first and last elements: only an input differing inside
+// (not at its start, not at its tail) gets the stale result.
+std::int32_t first_last_cache(const kgate_call& c) {
+  static const void* last = nullptr;
+  static double first = 0, final = 0;
+  static std::int64_t n = -1;
+  const double f = load(in(c, 0), 0), l = load(in(c, 0), count(in(c, 0)) - 1);
+  if (in(c, 0).data == last && count(in(c, 0)) == n && f == first && l == final) return KGATE_OK;
+  last = in(c, 0).data;
+  n = count(in(c, 0));
+  first = f;
+  final = l;
+  return elementwise_kernel(c);
+}
+
+TEST(Freshness, AnInputDifferingOnlyInsideInTheSameBuffersCatchesAFirstAndLastElementCache) {
+  const Report r = run(elementwise(), first_last_cache, 9, {"freshness"});
+  const GateResult* g = find(r, "freshness");
+  EXPECT_EQ(g->verdict, Verdict::fail) << g->summary;
+  EXPECT_EQ(g->finding, "stale result") << g->summary;
+  ASSERT_TRUE(g->evidence);
+  EXPECT_NE(g->evidence->variant.find("middle"), std::string::npos) << g->evidence->variant;
+}
+
 TEST(Freshness, AnInputSharingItsFirstElementsInTheSameBuffersCatchesAFirstElementCache) {
   const Report r = run(elementwise(), first_element_cache, 9, {"freshness"});
   const GateResult* g = find(r, "freshness");
   EXPECT_EQ(g->verdict, Verdict::fail) << g->summary;
   EXPECT_EQ(g->finding, "stale result") << g->summary;
+}
+
+// y[r] = mean of row r of x [R, N], f32, rows near 1.52: the rows of two draws differ by about 0.01.
+Subject row_mean() {
+  Subject s;
+  s.contract.name = "row_mean";
+  s.contract.working_precision = DType::f32;
+  s.contract.dims = {dim("R", 1, 16, 8), dim("N", 1, 2048, 1024)};
+  s.contract.inputs = {tensor("x", DType::f32, {"R", "N"})};
+  s.contract.inputs[0].domain = Domain{DomainKind::normal, 1.52, 0.3};
+  s.contract.outputs = {tensor("y", DType::f32, {"R"})};
+  s.contract.outputs[0].reduced = {"N"};
+  s.oracle = make_function_oracle("row mean f64", [](const std::vector<HostArray>& in, const Bindings& b, const Attrs&) {
+    const std::int64_t rows = b.at("R"), n = b.at("N");
+    HostArray y(DType::f64, {rows});
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (std::int64_t j = 0; j < n; ++j) acc += in[0].get(r * n + j);
+      y.set(r, acc / static_cast<double>(n));
+    }
+    return std::vector<HostArray>{std::move(y)};
+  });
+  return s;
+}
+
+double row_mean_of(const kgate_call& c, std::int64_t r) {
+  const std::int64_t n = in(c, 0).shape[1];
+  double acc = 0;
+  for (std::int64_t j = 0; j < n; ++j) acc += load2(in(c, 0), r, j);
+  return acc / static_cast<double>(n);
+}
+
+// Rounds each mean to a grid of 1/16: imprecise (the oracle gate's business), never stale, though two
+// draws' means near 1.52 both round to 1.5.
+std::int32_t coarse_row_mean(const kgate_call& c) {
+  for (std::int64_t r = 0; r < in(c, 0).shape[0]; ++r) store(out(c, 0), r, std::nearbyint(row_mean_of(c, r) * 16) / 16);
+  return KGATE_OK;
+}
+
+// Exact, but returns at once (the output as it was) when called again on the same input pointer.
+std::int32_t pointer_cached_row_mean(const kgate_call& c) {
+  static const void* last = nullptr;
+  if (in(c, 0).data == last) return KGATE_OK;
+  last = in(c, 0).data;
+  for (std::int64_t r = 0; r < in(c, 0).shape[0]; ++r) store(out(c, 0), r, row_mean_of(c, r));
+  return KGATE_OK;
+}
+
+TEST(Freshness, AnImpreciseKernelRoundingBsAnswerToAsIsNotStale) {
+  const GateResult coarse = *find(run(row_mean(), coarse_row_mean, 3, {"freshness"}), "freshness");
+  EXPECT_NE(coarse.finding, "stale result") << coarse.summary;
+  EXPECT_EQ(coarse.verdict, Verdict::fail) << "B is still held to its bound: " << coarse.summary;
+  const GateResult cached = *find(run(row_mean(), pointer_cached_row_mean, 3, {"freshness"}), "freshness");
+  EXPECT_EQ(cached.verdict, Verdict::fail) << cached.summary;
+  EXPECT_EQ(cached.finding, "stale result") << cached.summary;
 }
 
 TEST(Inf, AFiniteValueWhereTheOracleIsNanUnderInjectedInfIsTheIndeterminateFinding) {
@@ -166,6 +246,95 @@ TEST(Inf, AFiniteValueWhereTheOracleIsNanUnderInjectedInfIsTheIndeterminateFindi
   ASSERT_EQ(g->verdict, Verdict::fail) << g->summary;
   EXPECT_EQ(g->finding, "indeterminate form") << g->summary;
   EXPECT_EQ(classify(r), Classification::violation) << "its own class: never broken";
+}
+
+// c = a @ b over [N, N] in f32 (K = N reduced), with a float64 oracle that multiplies densely: under the
+// TrilSource both factors are lower-triangular in every draw, as KernelBench's triangular matmul tasks are.
+Subject square_matmul() {
+  Subject s;
+  s.contract.name = "square_matmul";
+  s.contract.working_precision = DType::f32;
+  s.contract.dims = {dim("N", 1, 32, 16)};
+  s.contract.inputs = {tensor("a", DType::f32, {"N", "N"}), tensor("b", DType::f32, {"N", "N"})};
+  s.contract.outputs = {tensor("c", DType::f32, {"N", "N"})};
+  s.contract.outputs[0].reduced = {"N"};
+  s.oracle = make_function_oracle("dense matmul f64", [](const std::vector<HostArray>& in, const Bindings& b, const Attrs&) {
+    const std::int64_t n = b.at("N");
+    HostArray c(DType::f64, {n, n});
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < n; ++k) acc += in[0].get(i * n + k) * in[1].get(k * n + j);
+        c.set(i * n + j, acc);
+      }
+    return std::vector<HostArray>{std::move(c)};
+  });
+  return s;
+}
+
+// Correct on lower-triangular a and b: c[i, j] sums a[i, k] b[k, j] over k in [j, i] only (elsewhere one
+// factor is a structural zero), and the upper triangle of c is 0.
+std::int32_t triangular_matmul(const kgate_call& c) {
+  const std::int64_t n = in(c, 0).shape[0];
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (std::int64_t k = j; k <= i; ++k)
+        acc += static_cast<float>(load2(in(c, 0), i, k)) * static_cast<float>(load2(in(c, 1), k, j));
+      store2(out(c, 0), i, j, acc);
+    }
+  return KGATE_OK;
+}
+
+// The same, but a NaN or Inf that does reach an output is replaced by 0 (masked).
+std::int32_t triangular_matmul_masking(const kgate_call& c) {
+  triangular_matmul(c);
+  for (std::int64_t i = 0; i < count(out(c, 0)); ++i)
+    if (!std::isfinite(load(out(c, 0), i))) store(out(c, 0), i, 0.0);
+  return KGATE_OK;
+}
+
+TEST(Nonfinite, AnOracleNanThatArrivesOnlyThroughAStructuralZeroIsExcusedAndCounted) {
+  const Subject s = square_matmul();
+  TrilSource src(s.contract);
+  const Report r = run_with(s, triangular_matmul, &src, {"oracle", "nan", "inf"});
+  for (const char* g : {"oracle", "nan", "inf"}) {
+    const GateResult* res = find(r, g);
+    EXPECT_EQ(res->verdict, Verdict::pass) << g << ": " << res->summary;
+  }
+  // The dense oracle's 0 * NaN is not held against the kernel, and the summary says how many and why.
+  for (const char* g : {"nan", "inf"}) {
+    const GateResult* res = find(r, g);
+    std::int64_t excused = 0;
+    for (const Excused& e : res->excused)
+      if (e.reason == to_string(Excuse::structural_zero)) excused += e.count;
+    EXPECT_GT(excused, 0) << g << ": " << res->summary;
+    EXPECT_NE(res->summary.find("structural zero"), std::string::npos) << res->summary;
+  }
+  EXPECT_EQ(classify(r), Classification::clean) << verdicts(r);
+}
+
+TEST(Nonfinite, AStructuralZeroNeverExcusesANanTheOperatorCarries) {
+  const Subject s = square_matmul();
+  TrilSource src(s.contract);
+  // Outputs that do depend on the planted value (through non-zero factors) must still be NaN.
+  const Report r = run_with(s, triangular_matmul_masking, &src, {"nan"});
+  const GateResult* nan = find(r, "nan");
+  ASSERT_EQ(nan->verdict, Verdict::fail) << nan->summary;
+  EXPECT_EQ(nan->finding, "NaN masked");
+  EXPECT_FALSE(nan->out_of_domain);
+  EXPECT_EQ(classify(r), Classification::broken);
+  // relu masking NaN on a source with structural zeros: relu's dependence on x is not a structural zero's.
+  const Subject e = elementwise();
+  TrilSource tril(e.contract);
+  auto fmax_relu = [](const kgate_call& c) {
+    for (std::int64_t i = 0; i < count(in(c, 0)); ++i)
+      store(out(c, 0), i, std::fmax(static_cast<float>(load(in(c, 0), i)), 0.0f) * static_cast<float>(load(in(c, 1), i)));
+    return KGATE_OK;
+  };
+  const Report r2 = run_with(e, fmax_relu, &tril, {"nan"});
+  EXPECT_EQ(find(r2, "nan")->verdict, Verdict::fail) << find(r2, "nan")->summary;
+  EXPECT_EQ(find(r2, "nan")->finding, "NaN masked");
 }
 
 // A target whose callee "allocates" memory of its own and overruns it in every third call: it reports the
