@@ -143,6 +143,41 @@ def test_a_precision_downgrade_fails_and_is_labelled_with_the_precision_it_match
     assert correct["verdict"] == "PASS" and correct["precision_label"] is None
 
 
+def fp16_sum(x):
+    return np.cumsum(x.astype(np.float16), dtype=np.float16)[-1] if x.size else 0
+
+
+def near_fp16_sum(x):
+    """A stand-in for a TF32 run that lies near the fp16 one (the h100 rows labelled TF32 that matched fp16
+    exactly): the fp16 running sum moved by 2^-8 of itself."""
+    return float(fp16_sum(x)) * (1 + 2.0 ** -8)
+
+
+def three_reference_runs(inputs, bindings, attrs):
+    """The working precision, then two lower ones a failing kernel may match, the farther one listed first."""
+    x = np.from_dlpack(inputs[0])
+    out = []
+    for name, run in (("fp32", lambda v: np.cumsum(v, dtype=np.float32)[-1] if v.size else 0),
+                      ("tf32", near_fp16_sum), ("fp16", fp16_sum)):
+        h = core.HostArray(core.DType.f64, [1])
+        h.numpy()[...] = float(run(x))
+        out.append((name, [h]))
+    return out
+
+
+def test_the_precision_label_is_the_nearest_lower_precision_or_none():
+    def near_fp16_kernel(xs, ys):
+        ys[0][...] = near_fp16_sum(np.asarray(xs[0]))
+        return 0
+    labels = {}
+    for name, entry in (("tf32", near_fp16_kernel), ("fp16", sum_in(np.float16)), ("fp64", sum_in(np.float64))):
+        g = gate(verify(entry, ["oracle"], source=Randn(), reference_runs=three_reference_runs), "oracle")
+        labels[name] = (g["verdict"], g["precision_label"])
+    # Both lower runs lie within each failing kernel's reach; the label names the nearer one, whatever the
+    # order of the runs, and a kernel at the promised precision fails nothing and carries no label.
+    assert labels == {"tf32": ("FAIL", "tf32"), "fp16": ("FAIL", "fp16"), "fp64": ("PASS", None)}, labels
+
+
 def test_on_result_streams_every_gate_and_the_report_carries_the_new_fields():
     seen = []
     r = verify(sum_in(np.float64), ["oracle", "immutability", "coverage"], on_result=seen.append)
