@@ -1,7 +1,5 @@
 # Correct control: softmax as exp(d - logsumexp(d)) with d = x - max(x); must pass every gate. (The shorter
-# exp(x - logsumexp(x)) rounds logsumexp, a value as large as the inputs, to fp32: at inputs x 1e2 that costs
-# about u |max x|, up to 8x the oracle gate's bound, which the task's own max-subtracting reference meets;
-# tests/python/test_kernelbench.py keeps that form, in numpy, as an open question.)
+# exp(x - logsumexp(x)) passes too since the oracle gate's magnitude term: docs/audit.md, "Two policy decisions".)
 from . import CANDIDATE_HEAD
 
 TASK = "softmax"
