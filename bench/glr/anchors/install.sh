@@ -22,11 +22,15 @@ if ! ls "$src"/*.whl > /dev/null 2>&1; then
 fi
 (cd "$src" && sha256sum --quiet -c SHA256SUMS) || { echo "install.sh: $src: checksums differ from SHA256SUMS" >&2; exit 2; }
 mkdir -p "$site"
+if [[ "$part" == 2 && ! -f "$base/part1.sha256" ]]; then
+  echo "install.sh: WARNING: part 1 (tilelang, fla-core) is not installed on this machine: a fresh machine since" \
+       "call 1? Without it fla and FlashQLA will not load (their rows will say so); run call 1 again first." >&2
+fi
 if [[ -f "$base/part$part.sha256" ]] && cmp -s "$base/part$part.sha256" "$src/SHA256SUMS"; then
   echo "install.sh: part $part already installed in $site"
   exit 0
 fi
 # --upgrade: replaces this part's packages if an older copy is there; the parts hold disjoint packages.
-"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$src"/*.whl
+"$py" -m pip install -q --root-user-action=ignore --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$src"/*.whl
 cp "$src/SHA256SUMS" "$base/part$part.sha256"
 echo "install.sh: part $part ($(ls "$src"/*.whl | xargs -n1 basename | tr '\n' ' ')) into $site in $(( $(date +%s) - t0 )) s"
