@@ -163,6 +163,10 @@ def load_impls(args, notes):
     if "flashqla" in want:
         try:
             t0 = time.perf_counter()
+            import importlib.util
+            for mod, wheel in (("z3", "z3-solver, part 2"), ("tilelang", "part 1"), ("flash_qla", "part 2")):
+                if importlib.util.find_spec(mod) is None:  # before importing tilelang's native libraries at all
+                    raise ModuleNotFoundError(f"{mod} is not installed ({wheel} of bench/glr/anchors)")
             import flash_qla
             import tilelang
 
@@ -584,7 +588,8 @@ def self_test(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    shapes = select(rep.SHAPES, args.shapes)
+    # a warm-up process gets check shapes too (warm_flashqla_parallel groups both)
+    shapes = select(rep.SHAPES + rep.CHECK_SHAPES if args.warm_only else rep.SHAPES, args.shapes)
     checks = select(rep.CHECK_SHAPES, args.checks)
     if args.dry_run:
         return dry_run(args, shapes, checks)
@@ -598,7 +603,6 @@ def main(argv=None):
     logging.basicConfig(format="%(name)s: %(message)s")
     logging.getLogger("fla.backends").setLevel(logging.INFO)
     import torch
-    import triton
     if not torch.cuda.is_available():
         print("side_by_side.py: no CUDA device (use --dry-run or --self-test here)", file=sys.stderr)
         return 2
@@ -612,6 +616,7 @@ def main(argv=None):
         log("prepare done")
         return 0
 
+    import triton
     deadline = T_START + args.budget_s
     peak, peak_ms = matmul_peak_tflops()
     log(f"bf16 matmul 8192^3: {peak_ms:.3f} ms, {peak:.0f} TFLOP/s")

@@ -176,3 +176,11 @@ def test_recurrence64_restarts_the_state_at_each_packed_sequence():
 def test_rel_is_normwise():
     ref = torch.tensor([3.0, 4.0])
     assert sbs.rel(torch.tensor([3.0, 4.5]), ref) == pytest.approx(0.1)
+
+
+def test_a_warm_up_process_accepts_check_shapes(tmp_path):
+    # warm_flashqla_parallel passes check shapes to --warm-only; here, without a GPU, the run stops at the device
+    # check (2) instead of at an unknown shape name (SystemExit)
+    args = ["--warm-only", "--impls", "flashqla", "--shapes", "check_varlen_H16_HV32_K128,varlen32k_H16_HV32_K128",
+            "--out", str(tmp_path)]
+    assert sbs.main(args) == 2
