@@ -131,9 +131,7 @@ def markdown_tables(rows, shapes, peak_tflops):
            "fwd+bwd x FlashQLA | first call s (fwd / fwd+bwd) | note |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        note = r["reason"] if r["status"] != "ok" else ""
-        if r["status"] != "ok":
-            note = f"{r['status']}: {note}"
+        note = f"{r['status']}: {r['reason']}" if r["status"] != "ok" else r.get("warning", "")
         first = "-"
         if r.get("first_fwd_s") is not None or r.get("first_fwdbwd_s") is not None:
             first = f"{_num(r.get('first_fwd_s'), '.1f')} / {_num(r.get('first_fwdbwd_s'), '.1f')}"
@@ -201,7 +199,7 @@ def check_table(checks):
 def report(meta, rows, checks, shapes):
     """The whole markdown page: header lines from meta, the two tables, the check table, the notes."""
     peak = meta.get("peak_tflops")
-    head = [f"# glr side by side with flash-linear-attention's Triton path and FlashQLA",
+    head = ["# glr side by side with flash-linear-attention's Triton path and FlashQLA",
             "", f"{meta.get('device', '?')} | torch {meta.get('torch', '?')} | triton {meta.get('triton', '?')} | "
                 f"fla {meta.get('fla', '-')} | flash_qla {meta.get('flash_qla', '-')} | tilelang "
                 f"{meta.get('tilelang', '-')} | {meta.get('date', '')} | commit {meta.get('commit', '?')}",

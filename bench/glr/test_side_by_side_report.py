@@ -184,3 +184,9 @@ def test_a_warm_up_process_accepts_check_shapes(tmp_path):
     args = ["--warm-only", "--impls", "flashqla", "--shapes", "check_varlen_H16_HV32_K128,varlen32k_H16_HV32_K128",
             "--out", str(tmp_path)]
     assert sbs.main(args) == 2
+
+
+def test_a_warning_on_a_timed_row_reaches_the_table():
+    rows = [rep.result(B8["name"], "glr", fwd_ms=1.0, fwdbwd_ms=2.0, warning="non-finite values in the output")]
+    assert "non-finite values in the output" in rep.markdown_tables(rep.derive(rows, rep.SHAPES, None),
+                                                                    rep.SHAPES, None)
