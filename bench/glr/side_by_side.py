@@ -100,33 +100,64 @@ def glr_source_stamp():
     return h.hexdigest()[:16]
 
 
-def ensure_glr(site, mode, out_dir):
-    """Builds glr._C into `site` (as python/glr/gpu_check.sh does) unless a build from the same sources is there.
-    mode: auto (build when missing or built from other sources), always, never. Returns (ok, note)."""
+def glr_build_plan(site, mode):
+    """(needed, why, stamp): whether glr's extension must be built into `site`. mode: auto (when missing or built
+    from other sources than the checkout's), always, never."""
     stamp_file = os.path.join(site, ".glr-source-stamp")
     want = glr_source_stamp()
     have = open(stamp_file).read().strip() if os.path.exists(stamp_file) else None
     built = glob.glob(os.path.join(site, "glr", "_C*.so"))
     if mode == "never" or (mode == "auto" and built and have == want):
-        why = "same sources" if have == want else f"sources stamp {have} != {want}, reused as --glr-build never"
-        return bool(built), f"glr extension reused from {site} ({why})" if built else f"no glr extension in {site}"
+        if not built:
+            return False, f"no glr extension in {site} (--glr-build never)", want
+        same = "same sources" if have == want else f"sources stamp {have} != {want}, reused as --glr-build never"
+        return False, f"glr extension reused from {site} ({same})", want
     why = "forced" if mode == "always" else ("not built" if not built else
                                              f"built from other sources (stamp {have}, now {want})")
+    return True, why, want
+
+
+def start_glr_build(site, why, out_dir):
+    """Starts building glr._C into `site` as python/glr/gpu_check.sh does; returns (process, log file, start)."""
     log(f"building glr's extension into {site} ({why}); takes minutes")
-    t0 = time.perf_counter()
     env = dict(os.environ, GLR_CUDA="1", MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 4)))
     logf = os.path.join(out_dir, "glr_build.log")
-    with open(logf, "w") as fh:
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
-                            "--upgrade", "--target", site, os.path.join(ROOT, "python", "glr")],
-                           env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
-    if r.returncode != 0:
+    fh = open(logf, "w")
+    p = subprocess.Popen([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                          "--upgrade", "--target", site, os.path.join(ROOT, "python", "glr")],
+                         env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+    fh.close()
+    return p, logf, time.perf_counter()
+
+
+def finish_glr_build(site, build, stamp):
+    """Waits for start_glr_build's process; returns (ok, note)."""
+    p, logf, t0 = build
+    rc = p.wait()
+    if rc != 0:
         with open(logf) as fh:
-            tail = fh.read()[-2000:]
-        return False, f"glr build failed (rc {r.returncode}, log {logf}): ...{tail}"
-    with open(stamp_file, "w") as fh:
-        fh.write(want + "\n")
-    return True, f"glr extension built in {time.perf_counter() - t0:.0f} s (sources {want})"
+            tail = fh.read()[-1500:]
+        return False, f"glr build failed (rc {rc}, log {logf}): ...{tail}"
+    with open(os.path.join(site, ".glr-source-stamp"), "w") as fh:
+        fh.write(stamp + "\n")
+    return True, f"glr extension built in {time.perf_counter() - t0:.0f} s (sources {stamp})"
+
+
+def load_glr(args, notes, build=None):
+    """glr's Impl, building the extension first where needed (or finishing a build started earlier)."""
+    needed, why, stamp = glr_build_plan(args.glr_site, args.glr_build)
+    if needed or build is not None:
+        ok, note = finish_glr_build(args.glr_site, build or start_glr_build(args.glr_site, why, args.out), stamp)
+    else:
+        ok, note = bool(glob.glob(os.path.join(args.glr_site, "glr", "_C*.so"))), why
+    notes.append(note)
+    log(note)
+    if not ok:
+        raise RuntimeError(note)
+    sys.path.insert(0, args.glr_site)
+    import glr
+    return Impl("glr", lambda q, k, v, g, b, scale, cu: glr.chunk_gated_delta_rule(
+        q, k, v, g, b, scale=scale, cu_seqlens=cu)[0], f"glr ({glr.__file__})")
 
 
 def load_impls(args, notes):
@@ -135,15 +166,7 @@ def load_impls(args, notes):
     want = args.impls.split(",")
     if "glr" in want:
         try:
-            ok, note = ensure_glr(args.glr_site, args.glr_build, args.out)
-            notes.append(note)
-            log(note)
-            if not ok:
-                raise RuntimeError(note)
-            sys.path.insert(0, args.glr_site)
-            import glr
-            impls["glr"] = Impl("glr", lambda q, k, v, g, b, scale, cu: glr.chunk_gated_delta_rule(
-                q, k, v, g, b, scale=scale, cu_seqlens=cu)[0], f"glr ({glr.__file__})")
+            impls["glr"] = load_glr(args, notes)
         except Exception as e:
             missing["glr"] = f"glr not loaded: {one_line(e)}"
     if os.path.isdir(args.anchors_site):
@@ -611,8 +634,22 @@ def main(argv=None):
         warm_only(args, shapes, impls, missing)
         return 0
     if args.prepare:
+        # glr's build (CPU) runs while the anchors compile and autotune (GPU, some CPU); then glr's first calls
+        want = args.impls.split(",")
+        build, glr_missing = None, {}
+        if "glr" in want:
+            needed, why, _ = glr_build_plan(args.glr_site, args.glr_build)
+            if needed:
+                build = start_glr_build(args.glr_site, why, args.out)
+        args.impls = ",".join(n for n in want if n != "glr")
         impls, missing = load_impls(args, notes)
         warm_only(args, shapes + checks, impls, missing)
+        if "glr" in want:
+            try:
+                glr_impl = {"glr": load_glr(args, notes, build)}
+            except Exception as e:
+                glr_impl, glr_missing = {}, {"glr": f"glr not loaded: {one_line(e)}"}
+            warm_only(args, shapes + checks, glr_impl, glr_missing)
         log("prepare done")
         return 0
 

@@ -190,3 +190,36 @@ def test_a_warning_on_a_timed_row_reaches_the_table():
     rows = [rep.result(B8["name"], "glr", fwd_ms=1.0, fwdbwd_ms=2.0, warning="non-finite values in the output")]
     assert "non-finite values in the output" in rep.markdown_tables(rep.derive(rows, rep.SHAPES, None),
                                                                     rep.SHAPES, None)
+
+
+def test_glr_build_plan_rebuilds_only_what_other_sources_built(tmp_path):
+    site = tmp_path / "site"
+    assert sbs.glr_build_plan(str(site), "auto")[:2] == (True, "not built")
+    needed, why, stamp = sbs.glr_build_plan(str(site), "never")
+    assert not needed and "no glr extension" in why
+    (site / "glr").mkdir(parents=True)
+    (site / "glr" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
+    assert sbs.glr_build_plan(str(site), "auto")[0]  # no stamp: built from unknown sources
+    (site / ".glr-source-stamp").write_text(stamp + "\n")
+    assert sbs.glr_build_plan(str(site), "auto")[:2] == (False, f"glr extension reused from {site} (same sources)")
+    assert sbs.glr_build_plan(str(site), "always")[:2] == (True, "forced")
+    (site / ".glr-source-stamp").write_text("0123\n")
+    assert "other sources" in sbs.glr_build_plan(str(site), "auto")[1]
+    assert not sbs.glr_build_plan(str(site), "never")[0]
+
+
+def test_load_glr_calls_the_drop_in_with_scale_and_cu_seqlens(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "glr").mkdir(parents=True)
+    (site / "glr" / "_C.so").write_bytes(b"")
+    (site / "glr" / "__init__.py").write_text(
+        "def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, cu_seqlens=None):\n"
+        "    return ((q, k, v, g, beta, scale, cu_seqlens), None)\n")
+    (site / ".glr-source-stamp").write_text(sbs.glr_source_stamp() + "\n")
+    monkeypatch.delitem(sys.modules, "glr", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    args = sbs.parse_args(["--glr-site", str(site), "--out", str(tmp_path)])
+    notes = []
+    impl = sbs.load_glr(args, notes)
+    assert impl.fn(1, 2, 3, 4, 5, 0.5, "cu") == (1, 2, 3, 4, 5, 0.5, "cu")
+    assert notes and "reused" in notes[0]
