@@ -441,7 +441,7 @@ def warm_flashqla_parallel(args, shapes):
             rc = "timeout"
         lf.close()
         with open(lf.name) as fh:
-            tail = [ln for ln in fh.read().splitlines() if "warm " in ln][-len(grp):]
+            tail = [ln.split("] ", 1)[-1] for ln in fh.read().splitlines() if "] warm " in ln]
         res.append(dict(shapes=grp, rc=rc, wall_s=time.perf_counter() - t0, lines=tail))
         log(f"FlashQLA warm-up {','.join(grp)}: rc {rc}, {time.perf_counter() - t0:.0f} s; " + " ; ".join(tail))
     return res
@@ -664,7 +664,8 @@ def main(argv=None):
         warm = warm_flashqla_parallel(args, shapes + checks)
         for w in warm:
             notes.append(f"FlashQLA warm-up (TileLang compiles, one process per kernel group, in parallel before "
-                         f"timing) {', '.join(w['shapes'])}: rc {w['rc']}, {w['wall_s']:.0f} s wall")
+                         f"timing) {', '.join(w['shapes'])}: rc {w['rc']}, {w['wall_s']:.0f} s wall; "
+                         + "; ".join(w["lines"]))
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit=git_commit(), peak_tflops=peak,
                 peak_ms=peak_ms, reps=args.reps, warmup=args.warmup,
