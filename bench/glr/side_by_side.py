@@ -213,12 +213,12 @@ def load_impls(args, notes):
 # ---------------------------------------------------------------------------------------------------------------
 # Inputs, timing, memory
 
-def make_inputs(s, seed):
+def make_inputs(s, seed, device="cuda"):
     import torch
     import torch.nn.functional as F
-    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     B, T, H, HV, K, V = s["B"], s["T"], s["H"], s["HV"], s["K"], s["V"]
-    r = lambda *shape: torch.randn(*shape, device="cuda", generator=gen)  # noqa: E731
+    r = lambda *shape: torch.randn(*shape, device=device, generator=gen)  # noqa: E731
     q = r(B, T, H, K).to(torch.bfloat16)
     k = F.normalize(r(B, T, H, K), dim=-1).to(torch.bfloat16)
     v = r(B, T, HV, V).to(torch.bfloat16)
@@ -231,7 +231,7 @@ def make_inputs(s, seed):
         for n in s["lengths"]:
             offs.append(offs[-1] + n)
         assert offs[-1] == T and B == 1
-        cu = torch.tensor(offs, dtype=torch.int64, device="cuda")
+        cu = torch.tensor(offs, dtype=torch.int64, device=device)
     return dict(q=q, k=k, v=v, g=g, beta=beta, do=do, cu=cu, scale=K ** -0.5)
 
 
@@ -308,7 +308,7 @@ def measure(impl, s, inp, args):
     t0 = time.perf_counter()
     o = impl.fn(*L, scale, cu)
     torch.cuda.synchronize()
-    rec["saved_bytes"] = torch.cuda.memory_allocated() - base - o.untyped_storage().nbytes()
+    rec["saved_bytes"] = torch.cuda.memory_allocated() - base - o.untyped_storage().nbytes()  # o may be a view
     rec["fwd_peak_bytes"] = torch.cuda.max_memory_allocated() - base
     o.backward(do)
     torch.cuda.synchronize()
@@ -331,16 +331,23 @@ def measure(impl, s, inp, args):
 def recurrence64(inp):
     """S_t = e^{g_t} (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = scale S_t^T q_t, token by token in
     float64 on the GPU, each packed sequence from a zero state; gradients by autograd against do."""
-    import torch
     q, k, v, g, beta = (inp[n].detach().double().requires_grad_(True) for n in ("q", "k", "v", "g", "beta"))
+    o = recurrence(q, k, v, g, beta, inp["scale"], inp["cu"])
+    (o * inp["do"].double()).sum().backward()
+    return dict(o=o.detach(), dq=q.grad, dk=k.grad, dv=v.grad, dg=g.grad, dbeta=beta.grad)
+
+
+def recurrence(q, k, v, g, beta, scale, cu):
+    """The recurrence in the inputs' dtype, differentiable; o [B, T, HV, V]."""
+    import torch
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     grp = HV // H
     qx, kx = q.repeat_interleave(grp, dim=2), k.repeat_interleave(grp, dim=2)  # [B, T, HV, K]
-    if inp["cu"] is None:
+    if cu is None:
         segs = [(slice(None), 0, T)]
     else:
-        offs = inp["cu"].tolist()
+        offs = cu.tolist()
         segs = [(slice(0, 1), offs[i], offs[i + 1]) for i in range(len(offs) - 1)]
     outs = []
     for bs, a, e in segs:
@@ -350,10 +357,8 @@ def recurrence64(inp):
             kt = kx[bs, t]
             u = beta[bs, t][..., None] * (v[bs, t] - torch.einsum("bhkv,bhk->bhv", S, kt))
             S = S + kt[..., :, None] * u[..., None, :]
-            outs.append(inp["scale"] * torch.einsum("bhkv,bhk->bhv", S, qx[bs, t]))
-    o = torch.stack(outs, dim=1)  # [B, T, HV, V]: each step's [B or 1, HV, V], sequences in token order
-    (o * inp["do"].double()).sum().backward()
-    return dict(o=o.detach(), dq=q.grad, dk=k.grad, dv=v.grad, dg=g.grad, dbeta=beta.grad)
+            outs.append(scale * torch.einsum("bhkv,bhk->bhv", S, qx[bs, t]))
+    return torch.stack(outs, dim=1)  # [B, T, HV, V]: each step's [B or 1, HV, V], sequences in token order
 
 
 def run_impl_once(impl, inp):

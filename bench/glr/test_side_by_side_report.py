@@ -223,3 +223,68 @@ def test_load_glr_calls_the_drop_in_with_scale_and_cu_seqlens(tmp_path, monkeypa
     impl = sbs.load_glr(args, notes)
     assert impl.fn(1, 2, 3, 4, 5, 0.5, "cu") == (1, 2, 3, 4, 5, 0.5, "cu")
     assert notes and "reused" in notes[0]
+
+
+# --- the whole run on a fake device: main()'s loop, measure(), check(), write() ---------------------------------
+
+class FakeEvent:
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self):
+        import time
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+def exact(q, k, v, g, beta, scale, cu):
+    o = sbs.recurrence(q.double(), k.double(), v.double(), g.double(), beta.double(), scale, cu)
+    return o.to(v.dtype)
+
+
+def no_varlen(q, k, v, g, beta, scale, cu):
+    if cu is not None:
+        raise NotImplementedError("no packed sequences here")
+    return exact(q, k, v, g, beta, scale, cu) * 1.01
+
+
+def test_main_on_a_fake_device(tmp_path, monkeypatch):
+    import functools
+    import types
+    tiny = [rep.shape("tiny_dense", 2, 16, 2, 4, 8, 8), rep.shape("tiny_varlen", 1, 20, 1, 2, 8, 8, (7, 13))]
+    monkeypatch.setattr(rep, "SHAPES", tiny)
+    monkeypatch.setattr(rep, "CHECK_SHAPES", [rep.shape("tiny_check", 1, 12, 1, 2, 8, 8, (1, 11))])
+    for name, fn in dict(is_available=lambda: True, synchronize=lambda: None, empty_cache=lambda: None,
+                         reset_peak_memory_stats=lambda: None, memory_allocated=lambda: 0,
+                         max_memory_allocated=lambda: 0, get_device_name=lambda: "fake").items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.Tensor, "untyped_storage", lambda self: self.storage(), raising=False)
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__="fake"))
+    monkeypatch.setattr(sbs, "make_inputs", functools.partial(sbs.make_inputs, device="cpu"))
+    monkeypatch.setattr(sbs, "matmul_peak_tflops", lambda: (800.0, 1.37))
+    monkeypatch.setattr(sbs, "load_impls", lambda args, notes: (
+        {"glr": sbs.Impl("glr", exact, "exact"), "fla": sbs.Impl("fla", no_varlen, "no varlen")},
+        {"flashqla": "flash_qla not loaded: fake"}))
+    for var in ("FLA_FLASH_QLA", "FLA_TILELANG"):
+        monkeypatch.setenv(var, "0")
+    assert sbs.main(["--out", str(tmp_path), "--reps", "3", "--warmup", "1"]) == 0
+    rec = json.loads((tmp_path / "side_by_side.json").read_text())
+    rows = {(r["shape"], r["impl"]): r for r in rec["rows"]}
+    assert rows[("tiny_dense", "glr")]["status"] == "ok" and rows[("tiny_dense", "glr")]["fwd_reps"] == 3
+    assert rows[("tiny_dense", "glr")]["x_fla_fwdbwd"] is not None
+    assert rows[("tiny_varlen", "fla")]["status"] == "error"
+    assert "no packed sequences" in rows[("tiny_varlen", "fla")]["reason"]
+    assert rows[("tiny_varlen", "flashqla")] == dict(rows[("tiny_varlen", "flashqla")], status="unsupported",
+                                                     reason="flash_qla not loaded: fake")
+    checks = {(c["impl"], c["against"]): c for c in rec["checks"]}
+    assert checks[("glr", "float64")]["status"] == "ok"
+    assert max(checks[("glr", "float64")][g] for g in rep.GRADS) < 1e-2  # bf16 rounding of an exact recurrence
+    assert checks[("fla", "float64")]["status"] == "error" and ("glr", "fla") not in checks
+    md = (tmp_path / "side_by_side.md").read_text()
+    assert "error: NotImplementedError: no packed sequences here" in md
