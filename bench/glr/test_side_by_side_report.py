@@ -97,12 +97,10 @@ def test_shape_selection():
         sbs.select(rep.SHAPES, "B8_T4096")
 
 
-def test_flashqla_warmup_groups_put_shapes_sharing_kernels_together_and_leave_out_k64():
+def test_flashqla_warmup_gets_every_shape_but_k64_once():
     groups = sbs.flashqla_groups(rep.SHAPES + rep.CHECK_SHAPES)
     names = [n for g in groups for n in g]
-    assert "B16_T2048_H32_K64" not in names and len(names) == len(set(names))
-    gva = next(g for g in groups if "B1_T32768_H16_HV32_K128" in g)
-    assert "varlen32k_H16_HV32_K128" in gva and "check_varlen_H16_HV32_K128" in gva
+    assert "B16_T2048_H32_K64" not in names and len(names) == len(set(names)) == len(rep.SHAPES + rep.CHECK_SHAPES) - 1
 
 
 def test_self_test_writes_both_files(tmp_path):
