@@ -155,7 +155,8 @@ def markdown_tables(rows, shapes, peak_tflops):
     rec = [(k, v) for k, v in RECORDED.items()]
     if rec:
         out += ["", "Recorded in DESIGN.md 5 (earlier runs on one H200), beside this run:", "",
-                "| shape | implementation | recorded fwd / fwd+bwd ms | this run fwd / fwd+bwd ms |", "|---|---|---|---|"]
+                "| shape | implementation | recorded fwd / fwd+bwd ms | this run fwd / fwd+bwd ms |",
+                "|---|---|---|---|"]
         index = {(r["shape"], r["impl"]): r for r in rows}
         for (impl, name), (f, fb) in rec:
             r = index.get((name, impl))

@@ -133,8 +133,8 @@ def explicit(q, k, v, g, beta, scale, offsets):
                 for t in range(a, e):
                     kt = k[b, t, hq].double()
                     bt = float(beta[b, t, h])
-                    S = math.exp(float(g[b, t, h])) * (torch.eye(K, dtype=torch.float64) - bt * torch.outer(kt, kt)) @ S \
-                        + bt * torch.outer(kt, v[b, t, h].double())
+                    A = torch.eye(K, dtype=torch.float64) - bt * torch.outer(kt, kt)
+                    S = math.exp(float(g[b, t, h])) * A @ S + bt * torch.outer(kt, v[b, t, h].double())
                     o[b, t, h] = scale * S.T @ q[b, t, hq].double()
     return o
 
