@@ -120,7 +120,8 @@ def glr_build_plan(site, mode):
 def start_glr_build(site, why, out_dir):
     """Starts building glr._C into `site` as python/glr/gpu_check.sh does; returns (process, log file, start)."""
     log(f"building glr's extension into {site} ({why}); takes minutes")
-    env = dict(os.environ, GLR_CUDA="1", MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 4)))
+    # two cores stay free for the process that autotunes fla meanwhile (its launches must keep the GPU busy)
+    env = dict(os.environ, GLR_CUDA="1", MAX_JOBS=os.environ.get("MAX_JOBS", str(max(1, (os.cpu_count() or 4) - 2))))
     logf = os.path.join(out_dir, "glr_build.log")
     fh = open(logf, "w")
     p = subprocess.Popen([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
