@@ -623,10 +623,18 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     os.environ.setdefault("TILELANG_CACHE_DIR", os.path.join(os.path.dirname(args.anchors_site), "tilelang-cache"))
     notes = fla_env()
-    # any fla backend that takes a call says so (with FLA_FLASH_QLA=0, FLA_TILELANG=0 none should)
+    # any fla backend that takes a call says so (with FLA_FLASH_QLA=0, FLA_TILELANG=0 none should); the messages
+    # go to stderr and into the JSON (meta.fla_backend_log)
     import logging
     logging.basicConfig(format="%(name)s: %(message)s")
+    fla_backend_log = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            fla_backend_log.append(record.getMessage())
+
     logging.getLogger("fla.backends").setLevel(logging.INFO)
+    logging.getLogger("fla.backends").addHandler(Keep())
     import torch
     if not torch.cuda.is_available():
         print("side_by_side.py: no CUDA device (use --dry-run or --self-test here)", file=sys.stderr)
@@ -674,6 +682,7 @@ def main(argv=None):
                 env={k: os.environ.get(k) for k in ("FLA_FLASH_QLA", "FLA_TILELANG", "TILELANG_CACHE_DIR")},
                 impls={n: i.version for n, i in impls.items()}, missing=missing, flashqla_warmup=warm,
                 fla_guard_bypassed=bool(getattr(impls.get("fla"), "bypassed", False)),
+                fla_backend_log=fla_backend_log,
                 notes=notes + ["fla runs with FLA_FLASH_QLA=0 and FLA_TILELANG=0: its Triton kernels alone",
                                "FlashQLA is called as fla 0.6 calls it (flash_qla.chunk_gated_delta_rule, "
                                "auto_cp=True)"])

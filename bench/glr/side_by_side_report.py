@@ -208,6 +208,10 @@ def report(meta, rows, checks, shapes):
             f"{_num(peak, '.0f')} TFLOP/s.", ""]
     for n in meta.get("notes", []):
         head.append(f"- {n}")
+    if "fla" in meta.get("impls", {}):
+        log = meta.get("fla_backend_log") or []
+        head += [f"- fla's dispatcher: {m}" for m in dict.fromkeys(log)] or \
+            ["- fla's dispatcher logged no backend taking a call: fla's own Triton functions ran"]
     return "\n".join(head + ["", markdown_tables(derive(rows, shapes, peak), shapes, peak), "",
                              check_table(checks), ""])
 

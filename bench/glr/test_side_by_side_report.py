@@ -286,3 +286,11 @@ def test_main_on_a_fake_device(tmp_path, monkeypatch):
     assert checks[("fla", "float64")]["status"] == "error" and ("glr", "fla") not in checks
     md = (tmp_path / "side_by_side.md").read_text()
     assert "error: NotImplementedError: no packed sequences here" in md
+
+
+def test_the_report_says_which_fla_backend_took_calls():
+    meta = dict(impls={"fla": "fla 0.6.0"}, fla_backend_log=[])
+    assert "fla's own Triton functions ran" in rep.report(meta, [], [], rep.SHAPES)
+    meta["fla_backend_log"] = ["[FLA Backend] gated_delta_rule.chunk_gated_delta_rule -> flash_qla"] * 2
+    md = rep.report(meta, [], [], rep.SHAPES)
+    assert md.count("-> flash_qla") == 1 and "own Triton functions ran" not in md
