@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import side_by_side as sbs  # noqa: E402
+import side_by_side_impls as impls  # noqa: E402
 import side_by_side_report as rep  # noqa: E402
 
 B8 = rep.SHAPES[0]
@@ -192,18 +193,18 @@ def test_a_warning_on_a_timed_row_reaches_the_table():
 
 def test_glr_build_plan_rebuilds_only_what_other_sources_built(tmp_path):
     site = tmp_path / "site"
-    assert sbs.glr_build_plan(str(site), "auto")[:2] == (True, "not built")
-    needed, why, stamp = sbs.glr_build_plan(str(site), "never")
+    assert impls.glr_build_plan(str(site), "auto")[:2] == (True, "not built")
+    needed, why, stamp = impls.glr_build_plan(str(site), "never")
     assert not needed and "no glr extension" in why
     (site / "glr").mkdir(parents=True)
     (site / "glr" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
-    assert sbs.glr_build_plan(str(site), "auto")[0]  # no stamp: built from unknown sources
+    assert impls.glr_build_plan(str(site), "auto")[0]  # no stamp: built from unknown sources
     (site / ".glr-source-stamp").write_text(stamp + "\n")
-    assert sbs.glr_build_plan(str(site), "auto")[:2] == (False, f"glr extension reused from {site} (same sources)")
-    assert sbs.glr_build_plan(str(site), "always")[:2] == (True, "forced")
+    assert impls.glr_build_plan(str(site), "auto")[:2] == (False, f"glr extension reused from {site} (same sources)")
+    assert impls.glr_build_plan(str(site), "always")[:2] == (True, "forced")
     (site / ".glr-source-stamp").write_text("0123\n")
-    assert "other sources" in sbs.glr_build_plan(str(site), "auto")[1]
-    assert not sbs.glr_build_plan(str(site), "never")[0]
+    assert "other sources" in impls.glr_build_plan(str(site), "auto")[1]
+    assert not impls.glr_build_plan(str(site), "never")[0]
 
 
 def test_load_glr_calls_the_drop_in_with_scale_and_cu_seqlens(tmp_path, monkeypatch):
@@ -213,12 +214,12 @@ def test_load_glr_calls_the_drop_in_with_scale_and_cu_seqlens(tmp_path, monkeypa
     (site / "glr" / "__init__.py").write_text(
         "def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, cu_seqlens=None):\n"
         "    return ((q, k, v, g, beta, scale, cu_seqlens), None)\n")
-    (site / ".glr-source-stamp").write_text(sbs.glr_source_stamp() + "\n")
+    (site / ".glr-source-stamp").write_text(impls.glr_source_stamp() + "\n")
     monkeypatch.delitem(sys.modules, "glr", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     args = sbs.parse_args(["--glr-site", str(site), "--out", str(tmp_path)])
     notes = []
-    impl = sbs.load_glr(args, notes)
+    impl = impls.load_glr(args, notes)
     assert impl.fn(1, 2, 3, 4, 5, 0.5, "cu") == (1, 2, 3, 4, 5, 0.5, "cu")
     assert notes and "reused" in notes[0]
 
@@ -267,7 +268,7 @@ def test_main_on_a_fake_device(tmp_path, monkeypatch):
     monkeypatch.setattr(sbs, "make_inputs", functools.partial(sbs.make_inputs, device="cpu"))
     monkeypatch.setattr(sbs, "matmul_peak_tflops", lambda: (800.0, 1.37))
     monkeypatch.setattr(sbs, "load_impls", lambda args, notes: (
-        {"glr": sbs.Impl("glr", exact, "exact"), "fla": sbs.Impl("fla", no_varlen, "no varlen")},
+        {"glr": impls.Impl("glr", exact, "exact"), "fla": impls.Impl("fla", no_varlen, "no varlen")},
         {"flashqla": "flash_qla not loaded: fake"}))
     for var in ("FLA_FLASH_QLA", "FLA_TILELANG"):
         monkeypatch.setenv(var, "0")
