@@ -19,7 +19,6 @@ Without a GPU: --dry-run (the plan) and --self-test (the tables and JSON from sy
 import argparse
 import gc
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import side_by_side_report as rep  # noqa: E402
+from timing import median_ms  # noqa: E402,F401 - used by the timed loop below
 
 from side_by_side_impls import (T_START, fla_env, glr_build_plan, load_glr, load_impls, log,  # noqa: E402
                                 one_line, start_glr_build)
@@ -63,25 +63,6 @@ def leaves(inp):
     return [inp[n].detach().requires_grad_(True) for n in ("q", "k", "v", "g", "beta")]
 
 
-def median_ms(fn, warmup, reps, budget_ms):
-    """Median, min, max and count of CUDA-event timings of `reps` calls after `warmup` untimed ones; fewer reps
-    (at least 3) where `reps` calls would take longer than budget_ms."""
-    import torch
-    t0 = time.perf_counter()
-    for _ in range(max(warmup, 1)):
-        fn()
-    torch.cuda.synchronize()
-    one = (time.perf_counter() - t0) * 1e3 / max(warmup, 1)
-    n = max(3, min(reps, int(budget_ms / max(one, 1e-3))))
-    times = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times), n
 
 
 def matmul_peak_tflops():
