@@ -869,8 +869,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
 // Launch the four kernels on `stream`. Requires the workspace carved (gdn_bwd_workspace_carve) from a
 // 16-byte aligned block of gdn_bwd_workspace_bytes(B, T, H), T >= 0, B, H >= 1, B H <= 65535, 16-byte aligned
 // q, k, v, dout; 4-byte aligned dq, dk, dv; 8-byte aligned h0, dht, dh0. Returns cudaErrorInvalidValue when
-// these fail, else the first launch error.
-inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& a, cudaStream_t stream) {
+// these fail, else the first launch error. marks, if not null, are 3 events recorded after the wy, h and dh kernels.
+inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks = nullptr) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
       !a.beta || !a.dout || !a.dq || !a.dk || !a.dv || !a.dg || !a.dbeta || !a.Tm || !a.G || !a.Bc || !a.hc ||
@@ -907,11 +907,16 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& a, cudaStream_t stream) {
     f.Bc = a.Bc;
     gdn::wy_kernel<3><<<dim3(NT, BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(f);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
+  if (NT > 0) {
     gdn_bwd::h_kernel<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn_bwd::HSmem), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
+  if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
   gdn_bwd::dh_kernel<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn_bwd::DhSmem), stream>>>(a);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
     gdn_bwd::chunk_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
