@@ -93,6 +93,13 @@ namespace gdn_bwd {
 
 using namespace gdn;
 
+// A hint: bring the 128-byte line holding p into L2 (prefetch.global.L2); nothing under the host emulator.
+#if !defined(GLR_SM90_HOST_EMU)
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+#else
+inline void prefetch_l2(const void*) {}
+#endif
+
 // ---------------------------------------------------------------------------------------------------------
 // Kernel h: the forward's state recurrence again (as gdn::state_t_kernel, without q, P and o), leaving the
 // state entering every chunk (bf16, the copy the tensor cores read anyway) and V_new (bf16).
@@ -389,6 +396,14 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 
   for (int c = NT - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, a.T - t0);
+    if (c > 0) {
+      // q and k of chunk c - 1 can only be loaded once phase C is done with this chunk's; their first touch goes
+      // to L2 now so that the load after phase C is short. 2 x 64 rows of 256 bytes: 2 lines per thread.
+      const int row = tid >> 1;
+      const std::int64_t off = (tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * DK + (tid & 1) * 64;
+      prefetch_l2(a.q + off);
+      prefetch_l2(a.k + off);
+    }
     store_tile64<DK>(dhg + static_cast<std::int64_t>(c) * DK * DV, DV, s.ds, tid);  // dh_{c+1} as bf16
     std::uint32_t vr[8][2];
 #pragma unroll
@@ -567,7 +582,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 //   Phase 1: Q K^T, dO V_new^T -> dA (bf16), dP . P;  K K^T, dX V_new^T -> E (bf16), D, dL . L (causal tiles).
 //   Phase 2, per 64-column half of K: dq = scale e^G (dO h^T) + dA K;
 //            dk = -beta e^G (dX h^T) + e^{G_L - G} (V_new dh'^T) + E K + E^T K + dA^T Q; the row dots for dG.
-//   Phase 3: dG and dbeta per row (fixed-order sums of the partials), dg = reverse cumsum of dG.
+//   Phase 3: dG and dbeta per row (fixed-order sums of the partials), dg = reverse cumsum of dG (warp 0, scan).
 struct ChunkSmem {
   __nv_bfloat16 q[C * LD128];    // (C, K)
   __nv_bfloat16 k[C * LD128];    // (C, K)
@@ -834,7 +849,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   }
   __syncthreads();
 
-  // Phase 3: per row, then the reverse cumulative sum (one thread, fixed order).
+  // Phase 3: per row (threads 0..63), then warp 0: the G_L terms and the reverse cumulative sum, lane l owning rows
+  // 63 - 2l and 62 - 2l, by an inclusive shuffle scan over the lanes (fixed order).
   if (tid < C) {
     const int i = tid;
     auto quad = [&](int r) { return ((s.rowp[r][i][0] + s.rowp[r][i][1]) + s.rowp[r][i][2]) + s.rowp[r][i][3]; };
@@ -848,19 +864,33 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     if (i < len) a.dbeta[tok0 + static_cast<std::int64_t>(i) * a.H] = quad(1) - egi * r2 + (s.dbv[0][i] + s.dbv[1][i]);
   }
   __syncthreads();
-  if (tid == 0) {
-    float extra = 0.f, hd = 0.f;
-    for (int i = 0; i < C; ++i) extra += s.t3[i];
-    for (int d = 0; d < DK; ++d) hd += s.hdot[d];
-    float run = s.dG[C - 1] + extra + expf(GL) * hd;
-    s.dG[C - 1] = run;
-    for (int i = C - 2; i >= 0; --i) {
-      run += s.dG[i];
-      s.dG[i] = run;
+  if (warp == 0) {
+    // extra = sum_i t3_i + e^{G_L} <h, dh'>: lane partials, then the scan's last lane.
+    float part = s.t3[2 * lane] + s.t3[2 * lane + 1];
+    float hd = ((s.hdot[4 * lane] + s.hdot[4 * lane + 1]) + s.hdot[4 * lane + 2]) + s.hdot[4 * lane + 3];
+    part += expf(GL) * hd;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, part, off);
+      if (lane >= off) part = y + part;
     }
+    if (lane == 31) s.t3[0] = part;  // every lane has read t3 above (the shuffles are warp-synchronous)
+    __syncwarp();
+    const float extra = s.t3[0];
+    const int i0 = C - 1 - 2 * lane;
+    const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
+    float incl = x0 + x1;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl = y + incl;
+    }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.f;
+    const float s0 = excl + x0, s1 = s0 + x1;
+    if (i0 < len) a.dg[tok0 + static_cast<std::int64_t>(i0) * a.H] = s0;
+    if (i0 - 1 < len) a.dg[tok0 + static_cast<std::int64_t>(i0 - 1) * a.H] = s1;
   }
-  __syncthreads();
-  if (tid < len) a.dg[tok0 + static_cast<std::int64_t>(tid) * a.H] = s.dG[tid];
 }
 
 }  // namespace gdn_bwd
