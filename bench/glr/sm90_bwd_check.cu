@@ -13,8 +13,9 @@
 //   du = dS^T k; dk = dS u - beta P du; dv = beta du; dbeta = du . (v - r); dP = dS - beta k du^T;
 //   dg = <P, dP>; dS = e^{g} dP.
 //
-// Bound (bench/glr/sm90_bwd_notes.md): normwise relative error <= 16 u (u = 2^-9, 3.1e-2) for dq, dk, dv, dbeta,
-// dh0 and 64 u (1.25e-1) for dg; a wrong index, mask, sign or decay gives errors of order 1.
+// Bound (bench/glr/sm90_bwd_notes.md, as tests/glr_sm90/emu_bwd_check.cpp): normwise relative error <= 8 u
+// (u = 2^-9, 1.6e-2) for dq, dk, dv, dbeta, dh0 and 16 u (3.1e-2) for dg; the emulator measured 1.5 u to 3 u at
+// T <= 200. A wrong index, mask, sign or decay gives errors of order 0.05 to 1.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -320,7 +321,7 @@ bool check(const Problem& p, std::uint64_t seed) {
 
   const double u = std::ldexp(1.0, -9);
   const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
-  const double bound[6] = {16 * u, 16 * u, 16 * u, 64 * u, 16 * u, 16 * u};
+  const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
   bool pass = diff == 0;
   std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f |", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu);
   for (int i = 0; i < 6; ++i) {

@@ -4,12 +4,12 @@
 // shapes; build and run: tests/glr_sm90/run_emu_bwd.sh. Exits non-zero on failure.
 //
 // Bound (bench/glr/sm90_bwd_notes.md): every tensor-core operand is rounded to bf16 (u = 2^-9): T, h, dh', V_new,
-// dX, dV_new, X, P, P^T, dA, E, scale e^G dO, beta e^G dX, and dq, dk, dv on output; at most about ten such
-// roundings lie on any path to a gradient, each perturbing a normwise-relative quantity by about u, and the
-// recurrence (|k| = 1, 0 < beta < 1, g <= 0) does not amplify them. Pass: ||x - ref|| / ||ref|| <= 16 u
-// (3.1e-2) for dq, dk, dv, dbeta, dh0; dg, a reverse cumulative sum of terms that cancel (its norm is a few
-// percent of the terms'), gets 64 u (1.25e-1) normwise and is also checked against the terms' scale. Every output
-// finite and written (NaN poison before the run).
+// dX, dV_new, X, P, P^T, dA, E, scale e^G dO, beta e^G dX, and dq, dk, dv on output. About ten such roundings lie
+// on the longest path to a gradient; independent roundings add in quadrature (~sqrt(10) u ~ 3 u) and the recurrence
+// (|k| = 1, 0 < beta < 1, g <= 0) does not amplify them. Pass: ||x - ref|| / ||ref|| <= 8 u (1.6e-2) for dq, dk,
+// dv, dbeta, dh0, and 16 u for dg (a reverse cumulative sum of per-token terms that largely cancel). Measured:
+// 1.5 u to 3 u. Every output finite and written (NaN poison before the run). A looser 16 u let a dropped E^T K
+// term in dk pass at fast decay (2.9e-2); see the notes' mutation list.
 #include "emu.hpp"
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
@@ -325,11 +325,15 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   const Err e[6] = {error(bfget(o.dq), r.dq),       error(bfget(o.dk), r.dk),       error(bfget(o.dv), r.dv),
                     error(fget(o.dg), r.dg),         error(fget(o.dbeta), r.dbeta), p.h0 ? error(fget(o.dh0), r.dh0) : Err{}};
   const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
-  const double bound[6] = {16 * u, 16 * u, 16 * u, 64 * u, 16 * u, 16 * u};
+  const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
   bool ok = true;
   std::string line;
   char buf[128];
   for (int i = 0; i < 6; ++i) {
+    if (i == 5 && !p.h0) {
+      line += " dh0 -";
+      continue;
+    }
     const bool gi = e[i].finite && e[i].rel2 <= bound[i];
     ok = ok && gi;
     std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
