@@ -155,7 +155,10 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
   auto rows = [&](std::vector<__nv_bfloat16>& x, bool unit) {
     for (std::size_t r = 0; r < tok; ++r) {
       double val[KD], ss = 0;
-      for (int d = 0; d < KD; ++d) ss += (val[d] = nd(rng)) * val[d];
+      for (int d = 0; d < KD; ++d) {
+        val[d] = nd(rng);
+        ss += val[d] * val[d];
+      }
       for (int d = 0; d < KD; ++d)
         x[r * KD + d] = __float2bfloat16_rn(static_cast<float>(unit ? val[d] / std::sqrt(ss) : val[d]));
     }
@@ -185,9 +188,9 @@ struct Outputs {
 Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
   const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
   Outputs o;
-  const std::uint16_t nan16 = 0xffff;
-  __nv_bfloat16 nanb;
-  std::memcpy(&nanb, &nan16, 2);
+  __nv_bfloat16_raw nan_raw;
+  nan_raw.x = 0xffff;
+  const __nv_bfloat16 nanb(nan_raw);
   o.dq.assign(tok * KD, nanb);
   o.dk.assign(tok * KD, nanb);
   o.dv.assign(tok * VD, nanb);
