@@ -266,14 +266,14 @@ struct Buffers {
       if (x) cudaFree(const_cast<void*>(x));
   }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
-  void run_poisoned() {
+  void run_poisoned(int vt) {
     CK(cudaMemset(a.dq, 0xFF, tok * KD * 2));
     CK(cudaMemset(a.dk, 0xFF, tok * KD * 2));
     CK(cudaMemset(a.dv, 0xFF, tok * VD * 2));
     CK(cudaMemset(a.dg, 0xFF, tok * 4));
     CK(cudaMemset(a.dbeta, 0xFF, tok * 4));
     if (a.dh0) CK(cudaMemset(a.dh0, 0xFF, hs * 4));
-    CK(glr::cuda::sm90::gdn_bwd_mma(a, nullptr));
+    CK(glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, vt));
     CK(cudaDeviceSynchronize());
   }
 };
@@ -297,50 +297,66 @@ bool check(const Problem& p, std::uint64_t seed) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
-  buf.run_poisoned();
-  const Err e[6] = {error_of(buf.a.dq, r.dq, tok * KD), error_of(buf.a.dk, r.dk, tok * KD),
-                    error_of(buf.a.dv, r.dv, tok * VD), error_of(buf.a.dg, r.dg, tok),
-                    error_of(buf.a.dbeta, r.dbeta, tok), p.h0 ? error_of(buf.a.dh0, r.dh0, hs) : Err{}};
-  // Second run, outputs poisoned again: bitwise equal.
-  const std::size_t bytes[6] = {static_cast<std::size_t>(tok) * KD * 2, static_cast<std::size_t>(tok) * KD * 2,
-                                static_cast<std::size_t>(tok) * VD * 2, static_cast<std::size_t>(tok) * 4,
-                                static_cast<std::size_t>(tok) * 4, p.h0 ? static_cast<std::size_t>(hs) * 4 : 0};
-  const void* outs[6] = {buf.a.dq, buf.a.dk, buf.a.dv, buf.a.dg, buf.a.dbeta, buf.a.dh0};
-  std::vector<void*> first(6, nullptr);
-  for (int i = 0; i < 6; ++i) {
-    first[i] = dalloc<char>(bytes[i]);
-    if (bytes[i]) CK(cudaMemcpy(first[i], outs[i], bytes[i], cudaMemcpyDeviceToDevice));
-  }
-  buf.run_poisoned();
-  unsigned long long diff = 0;
-  for (int i = 0; i < 6; ++i) {
-    diff += differing_words(first[i], outs[i], bytes[i]);
-    CK(cudaFree(first[i]));
+  bool all = true;
+  for (int vt : {64, 32, 16}) {  // the state slice widths of the h and dh kernels (the launcher picks one by B H)
+    buf.run_poisoned(vt);
+    const Err e[6] = {error_of(buf.a.dq, r.dq, tok * KD), error_of(buf.a.dk, r.dk, tok * KD),
+                      error_of(buf.a.dv, r.dv, tok * VD), error_of(buf.a.dg, r.dg, tok),
+                      error_of(buf.a.dbeta, r.dbeta, tok), p.h0 ? error_of(buf.a.dh0, r.dh0, hs) : Err{}};
+    // Second run, outputs poisoned again: bitwise equal.
+    const std::size_t bytes[6] = {static_cast<std::size_t>(tok) * KD * 2, static_cast<std::size_t>(tok) * KD * 2,
+                                  static_cast<std::size_t>(tok) * VD * 2, static_cast<std::size_t>(tok) * 4,
+                                  static_cast<std::size_t>(tok) * 4, p.h0 ? static_cast<std::size_t>(hs) * 4 : 0};
+    const void* outs[6] = {buf.a.dq, buf.a.dk, buf.a.dv, buf.a.dg, buf.a.dbeta, buf.a.dh0};
+    std::vector<void*> first(6, nullptr);
+    for (int i = 0; i < 6; ++i) {
+      first[i] = dalloc<char>(bytes[i]);
+      if (bytes[i]) CK(cudaMemcpy(first[i], outs[i], bytes[i], cudaMemcpyDeviceToDevice));
+    }
+    buf.run_poisoned(vt);
+    unsigned long long diff = 0;
+    for (int i = 0; i < 6; ++i) {
+      diff += differing_words(first[i], outs[i], bytes[i]);
+      CK(cudaFree(first[i]));
+    }
+    const double u = std::ldexp(1.0, -9);
+    const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
+    bool pass = diff == 0;
+    std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f vt=%-2d |", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, vt);
+    for (int i = 0; i < 6; ++i) {
+      if (i == 5 && !p.h0) {
+        std::printf(" dh0 -");
+        continue;
+      }
+      const bool ok = e[i].bad == 0 && e[i].rel2 <= bound[i];
+      pass = pass && ok;
+      std::printf(" %s %.2e/%.2e%s", names[i], e[i].rel2, e[i].relmax, ok ? "" : (e[i].bad ? " NONFINITE" : " OVER"));
+    }
+    std::printf(" | run-to-run differing words %llu | %s\n", diff, pass ? "PASS" : "FAIL");
+    std::fflush(stdout);
+    all = all && pass;
   }
   for (double* x : {r.dq, r.dk, r.dv, r.dg, r.dbeta, r.dh0, r.ckpt, r.blk}) CK(cudaFree(x));
-
-  const double u = std::ldexp(1.0, -9);
-  const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
-  const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
-  bool pass = diff == 0;
-  std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f |", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu);
-  for (int i = 0; i < 6; ++i) {
-    if (i == 5 && !p.h0) {
-      std::printf(" dh0 -");
-      continue;
-    }
-    const bool ok = e[i].bad == 0 && e[i].rel2 <= bound[i];
-    pass = pass && ok;
-    std::printf(" %s %.2e/%.2e%s", names[i], e[i].rel2, e[i].relmax, ok ? "" : (e[i].bad ? " NONFINITE" : " OVER"));
-  }
-  std::printf(" | run-to-run differing words %llu | %s\n", diff, pass ? "PASS" : "FAIL");
-  std::fflush(stdout);
-  return pass;
+  return all;
 }
 
 double median(std::vector<float> x) {
   std::sort(x.begin(), x.end());
   return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+}
+
+template <int kVT>
+void print_residency(int B, int T, int H) {
+  namespace gb = glr::cuda::sm90::gdn_bwd;
+  int nh = 0, nd = 0, nc = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, sizeof(gb::DhSmem<kVT>)));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel, 128, sizeof(gb::ChunkSmem)));
+  std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
+              "dh %d (%zu B), chunk %d (%zu B); workspace %.1f MB\n",
+              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, sizeof(gb::DhSmem<kVT>), nc,
+              sizeof(gb::ChunkSmem), glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
 void timing(int B, int T, int H) {
@@ -354,16 +370,10 @@ void timing(int B, int T, int H) {
     CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st));
   }
   CK(cudaStreamSynchronize(st));
-  {
-    namespace gb = glr::cuda::sm90::gdn_bwd;
-    int nh = 0, nd = 0, nc = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel, 128, sizeof(gb::HSmem)));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel, 128, sizeof(gb::DhSmem)));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel, 128, sizeof(gb::ChunkSmem)));
-    std::printf("bwd resident blocks per SM: h %d (%zu B), dh %d (%zu B), chunk %d (%zu B); workspace %.1f MB\n", nh,
-                sizeof(gb::HSmem), nd, sizeof(gb::DhSmem), nc, sizeof(gb::ChunkSmem),
-                glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
-  }
+  const int vt = glr::cuda::sm90::gdn_bwd_slice_width(B * H);
+  if (vt == 64) print_residency<64>(B, T, H);
+  else if (vt == 32) print_residency<32>(B, T, H);
+  else print_residency<16>(B, T, H);
   std::vector<float> fwd, bwd, wy, hk, dh, ch;
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(ev[0], st));

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <type_traits>
 
 // The kernels' `extern __shared__` arrays: the forward's wy kernel (namespace gdn) and the backward's own.
 namespace glr::cuda::sm90::gdn {
@@ -43,6 +44,7 @@ struct Shape {
   int B, T, H;
   bool h0, dht;
   double mu;
+  int vt;  // state columns per block of the h and dh kernels: 64, 32 or 16
 };
 
 struct Inputs {
@@ -216,6 +218,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
   a.T = p.T;
   a.H = p.H;
   a.scale = scale;
+  a.vt = p.vt;
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
@@ -233,9 +236,18 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
     fa.G = a.G;
     fa.Bc = a.Bc;
     emu::launch(&gdn::wy_kernel<3>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), fa);
-    emu::launch(&gdn_bwd::h_kernel, VD / gdn::VT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem), a);
   }
-  emu::launch(&gdn_bwd::dh_kernel, VD / gdn::VT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem), a);
+  auto state_passes = [&](auto vt) {
+    constexpr int kVT = decltype(vt)::value;
+    if (NT > 0) emu::launch(&gdn_bwd::h_kernel<kVT>, VD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT>), a);
+    emu::launch(&gdn_bwd::dh_kernel<kVT>, VD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT>), a);
+  };
+  if (p.vt == 64)
+    state_passes(std::integral_constant<int, 64>{});
+  else if (p.vt == 32)
+    state_passes(std::integral_constant<int, 32>{});
+  else
+    state_passes(std::integral_constant<int, 16>{});
   if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem), a);
   return o;
 }
@@ -354,27 +366,30 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += same ? " | bitwise equal over 2 runs" : " | 2 runs DIFFER";
     ok = ok && same;
   }
-  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0,
-              p.mu, line.c_str(), ok ? "PASS" : "FAIL");
+  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
+              p.dht ? 1 : 0, p.mu, p.vt, line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok && ref_ok;
 }
 
 }  // namespace
 
-// With arguments B T H h0 dht mu: that one case only.
+// With arguments B T H h0 dht mu [vt]: that one case only (vt 64 unless given).
 int main(int argc, char** argv) {
-  if (argc == 7) {
-    const Shape s{std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]) != 0,
-                  std::atoi(argv[5]) != 0, std::atof(argv[6])};
+  if (argc == 7 || argc == 8) {
+    const Shape s{std::atoi(argv[1]),       std::atoi(argv[2]), std::atoi(argv[3]),
+                  std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
+                  argc == 8 ? std::atoi(argv[7]) : 64};
+    if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
     return run(s, 99, false) ? 0 : 1;
   }
-  const Shape shapes[] = {{1, 1, 1, false, false, 2.0}, {1, 33, 1, true, true, 2.0},   {1, 64, 1, false, true, -1.0},
-                          {1, 100, 2, true, false, 2.0}, {2, 130, 1, false, false, 0.0}, {1, 200, 1, true, true, 8.0},
-                          {1, 200, 1, false, true, -1.0}};
+  const Shape shapes[] = {{1, 1, 1, false, false, 2.0, 64},   {1, 33, 1, true, true, 2.0, 16},
+                          {1, 64, 1, false, true, -1.0, 32},  {1, 100, 2, true, false, 2.0, 64},
+                          {2, 130, 1, false, false, 0.0, 16}, {1, 200, 1, true, true, 8.0, 64},
+                          {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32}};
   bool ok = true;
   unsigned seed = 1;
-  for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0)) && ok;
+  for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0 && s.vt == 64)) && ok;
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;
 }

@@ -20,9 +20,9 @@
 //
 // Four kernels:
 //   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace.
-//   h    (per head and 64 state columns, chunks in order): h_c (bf16) and V_new (bf16) to the workspace.
-//   dh   (per head and 64 state columns, chunks last to first): dh_{c+1} (bf16) and dX (bf16) to the workspace,
-//        dv, dh0, and dbeta's rowsum(dX . V) per column slice.
+//   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16) to the workspace.
+//   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16) and dX (bf16) to the
+//        workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
 //   chunk (per chunk and head): dq, dk, dg, dbeta.
 // No atomics: every sum is a fixed sequence of mma/FMA, so results are bitwise deterministic run to run.
 #pragma once
@@ -48,6 +48,7 @@ struct GdnBwdArgs {
   float* dh0 = nullptr;                 // (B, H, K, V) or null
   int B = 0, T = 0, H = 0;
   float scale = 0.f;
+  int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
   // workspace, carved by gdn_bwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
   __nv_bfloat16* Tm = nullptr;  // (B, H, NT, C, C) T = (I + L)^-1
   float* G = nullptr;           // (B, H, Tp)
@@ -56,15 +57,15 @@ struct GdnBwdArgs {
   __nv_bfloat16* dhc = nullptr; // (B, H, NT, K, V) gradient of the state leaving chunk c
   __nv_bfloat16* vn = nullptr;  // (B, H, Tp, V) V_new
   __nv_bfloat16* dx = nullptr;  // (B, H, Tp, V) dX
-  float* dbv = nullptr;         // (B, H, 2, Tp) rowsum(dX . V) per 64-column slice
+  float* dbv = nullptr;         // (B, H, DV / vt, Tp) rowsum(dX . V) per column slice (room for 8 slices)
 };
 
-// Workspace bytes: at B8 T4096 H16 about 880 MB (T 67, h and dh 268 each, V_new and dX 134 each).
+// Workspace bytes: at B8 T4096 H16 about 890 MB (T 67, h and dh 268 each, V_new and dX 134 each).
 inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H) {
   const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t NT = Tp / gdn::C;
   const std::size_t bh = static_cast<std::size_t>(B) * H;
-  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * 4 + NT * gdn::DK * gdn::DV * 2 * 2 + Tp * gdn::DV * 2 * 2);
+  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 2 + Tp * gdn::DV * 2 * 2);
 }
 // Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes).
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
@@ -79,7 +80,7 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.Bc = reinterpret_cast<float*>(p);
   p += bh * Tp * 4;
   a.dbv = reinterpret_cast<float*>(p);
-  p += bh * Tp * 4 * 2;
+  p += bh * Tp * 4 * 8;
   a.hc = reinterpret_cast<__nv_bfloat16*>(p);
   p += bh * NT * gdn::DK * gdn::DV * 2;
   a.dhc = reinterpret_cast<__nv_bfloat16*>(p);
@@ -101,34 +102,51 @@ inline void prefetch_l2(const void*) {}
 #endif
 
 // ---------------------------------------------------------------------------------------------------------
+// The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
+// head): narrower slices give more blocks and a shorter chain per chunk where B H is small (B1 T32768 H16: 32
+// blocks at kVT 64, 128 at kVT 16), at the price of loading k (and q, T) once per slice.
+template <int kVT>
+struct Slice {
+  static_assert(kVT == 16 || kVT == 32 || kVT == 64, "state slices of 16, 32 or 64 columns");
+  static constexpr int NN = kVT / 8;   // n-tiles of 8 columns
+  static constexpr int NP = kVT / 16;  // pairs of n-tiles (one ldmatrix.x4 of B)
+  static constexpr int LD = kVT + 8;   // bf16 row stride of (rows x kVT) shared tiles: rows 16-byte aligned, ldmatrix
+                                       // conflict-free (48, 80 or 144 bytes)
+};
+
 // Kernel h: the forward's state recurrence again (as gdn::state_t_kernel, without q, P and o), leaving the
 // state entering every chunk (bf16, the copy the tensor cores read anyway) and V_new (bf16).
+template <int kVT>
 struct HSmem {
-  __nv_bfloat16 k[2][C * LD128];  // (C, K) per buffer (chunk c in buffer c % 2)
-  __nv_bfloat16 T[C * LD64];      // (C, C) (I + L)^-1
-  __nv_bfloat16 h[DK * LD64];     // (K, VT) bf16 copy of the state slice
-  __nv_bfloat16 x[C * LD64];      // (C, VT) X
-  __nv_bfloat16 vn[C * LD64];     // (C, VT) V_new
-  __nv_bfloat16 vnd[C * LD64];    // (C, VT) e^{G_last - G} V_new
+  __nv_bfloat16 k[2][C * LD128];             // (C, K) per buffer (chunk c in buffer c % 2)
+  __nv_bfloat16 T[C * LD64];                 // (C, C) (I + L)^-1
+  __nv_bfloat16 h[DK * Slice<kVT>::LD];      // (K, kVT) bf16 copy of the state slice
+  __nv_bfloat16 x[C * Slice<kVT>::LD];       // (C, kVT) X
+  __nv_bfloat16 vn[C * Slice<kVT>::LD];      // (C, kVT) V_new
+  __nv_bfloat16 vnd[C * Slice<kVT>::LD];     // (C, kVT) e^{G_last - G} V_new
   float G[C];
   float beta[C];
 };
 
-// Copy a (rows x 64) bf16 shared tile (row stride LD64) to global rows of `stride` elements, 16 bytes a piece.
-template <int kRows>
-__device__ __forceinline__ void store_tile64(__nv_bfloat16* dst, std::int64_t stride, const __nv_bfloat16* src, int tid) {
+// Copy a (kRows x kVT) bf16 shared tile (row stride kVT + 8) to global rows of `stride` elements, 16 bytes a piece.
+template <int kRows, int kVT>
+__device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stride, const __nv_bfloat16* src, int tid) {
+  constexpr int kPieces = kVT / 8, kLd = Slice<kVT>::LD;
 #pragma unroll
-  for (int it = 0; it < kRows * 8 / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
-    *reinterpret_cast<uint4*>(dst + r * stride + cc * 8) = *reinterpret_cast<const uint4*>(src + r * LD64 + cc * 8);
+  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+    *reinterpret_cast<uint4*>(dst + r * stride + cc * 8) = *reinterpret_cast<const uint4*>(src + r * kLd + cc * 8);
   }
 }
 
+template <int kVT>
 __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
+  using SL = Slice<kVT>;
+  constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
   extern __shared__ __align__(16) char smem_raw[];
-  HSmem& s = *reinterpret_cast<HSmem*>(smem_raw);
+  HSmem<kVT>& s = *reinterpret_cast<HSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int NT = (a.T + C - 1) / C, Tp = NT * C;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
   const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
@@ -155,11 +173,11 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
 
-  float hs[2][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float hs[2][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
@@ -172,11 +190,11 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LDV + col) =
               pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
         }
   };
@@ -192,21 +210,21 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   for (int c = 0; c < NT; ++c) {
     const int t0 = c * C, len = min(C, a.T - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
-    store_tile64<DK>(hcg + static_cast<std::int64_t>(c) * DK * DV, DV, s.h, tid);  // h_c, as the tensor cores read it
-    std::uint32_t vr[8][2];
+    store_tile<DK, kVT>(hcg + static_cast<std::int64_t>(c) * DK * DV, DV, s.h, tid);  // h_c, as the tensor cores read it
+    std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
     }
 
-    // Phase A: K h (C x VT, inner K), X = beta V - beta e^G (K h).
-    float ax[8][4];
+    // Phase A: K h (C x kVT, inner K), X = beta V - beta e^G (K h).
+    float ax[NN][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ax[n][e] = 0.f;
 #pragma unroll
@@ -214,9 +232,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       std::uint32_t ak[4];
       ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
 #pragma unroll
-      for (int np = 0; np < VT / 16; ++np) {
+      for (int np = 0; np < NP; ++np) {
         std::uint32_t bh4[4];
-        ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
+        ldsm_b_kn(bh4, s.h, LDV, ks * 16, np * 16, lane);
         mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
         mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
       }
@@ -226,9 +244,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       const int i = r0 + g8 + half * 8;
       const float bi = s.beta[i], bgi = bi * expf(s.G[i]);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
+      for (int n = 0; n < NN; ++n) {
         const float2 vf = unpack_bf16x2(vr[n][half]);
-        *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + n * 8 + 2 * t4) =
+        *reinterpret_cast<std::uint32_t*>(s.x + i * LDV + n * 8 + 2 * t4) =
             pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
       }
     }
@@ -237,9 +255,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     cp_async_commit();
 
     // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
-    float an[8][4];
+    float an[NN][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) an[n][e] = 0.f;
 #pragma unroll
@@ -248,9 +266,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         std::uint32_t at[4];
         ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
 #pragma unroll
-        for (int np = 0; np < VT / 16; ++np) {
+        for (int np = 0; np < NP; ++np) {
           std::uint32_t bx[4];
-          ldsm_b_kn(bx, s.x, LD64, ks * 16, np * 16, lane);
+          ldsm_b_kn(bx, s.x, LDV, ks * 16, np * 16, lane);
           mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
           mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
         }
@@ -262,23 +280,23 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       const int i = r0 + g8 + half * 8;
       const float ed = expf(GL - s.G[i]);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
+      for (int n = 0; n < NN; ++n) {
         const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
-        *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
-        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
       }
     }
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
     if (c + 1 < NT) load_small(c + 1);
     cp_async_commit();
-    store_tile64<C>(vng + static_cast<std::int64_t>(t0) * DV, DV, s.vn, tid);
+    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * DV, DV, s.vn, tid);
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new).
     const float decay = expf(GL);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
 #pragma unroll
@@ -287,9 +305,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
 #pragma unroll
-      for (int np = 0; np < VT / 16; ++np) {
+      for (int np = 0; np < NP; ++np) {
         std::uint32_t bv[4];
-        ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
+        ldsm_b_kn(bv, s.vnd, LDV, ks * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
@@ -304,30 +322,34 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Kernel dh: the reverse-state pass, chunks last to first, the state gradient slice (K x VT) in fp32 registers
+// Kernel dh: the reverse-state pass, chunks last to first, the state gradient slice (K x kVT) in fp32 registers
 // (each warp 32 rows), a bf16 copy in shared memory. Per chunk, with dh' the gradient leaving the chunk:
 //   dV_new = e^{G_L - G} . (K dh') + P^T dO   (P^T = scale triu(Gamma^T . K Q^T), kept as A fragments)
 //   dX = T^T dV_new;  dv = beta . dX;  dbeta_v = rowsum(dX . V) (this slice)
 //   dh = e^{G_L} dh' + Q^T (scale e^G . dO) + K^T (-beta e^G . dX)
+template <int kVT>
 struct DhSmem {
-  __nv_bfloat16 q[C * LD128];   // (C, K)
-  __nv_bfloat16 k[C * LD128];   // (C, K)
-  __nv_bfloat16 T[C * LD64];    // (C, C)
-  __nv_bfloat16 ds[DK * LD64];  // (K, VT) bf16 copy of dh'
-  __nv_bfloat16 dO[C * LD64];   // (C, VT) dO slice
-  __nv_bfloat16 dvn[C * LD64];  // (C, VT) dV_new
-  __nv_bfloat16 y[C * LD64];    // (C, VT) scale e^G dO
-  __nv_bfloat16 z[C * LD64];    // (C, VT) -beta e^G dX
+  __nv_bfloat16 q[C * LD128];              // (C, K)
+  __nv_bfloat16 k[C * LD128];              // (C, K)
+  __nv_bfloat16 T[C * LD64];               // (C, C)
+  __nv_bfloat16 ds[DK * Slice<kVT>::LD];   // (K, kVT) bf16 copy of dh'
+  __nv_bfloat16 dO[C * Slice<kVT>::LD];    // (C, kVT) dO slice
+  __nv_bfloat16 dvn[C * Slice<kVT>::LD];   // (C, kVT) dV_new
+  __nv_bfloat16 y[C * Slice<kVT>::LD];     // (C, kVT) scale e^G dO
+  __nv_bfloat16 z[C * Slice<kVT>::LD];     // (C, kVT) -beta e^G dX
   float G[C];
   float beta[C];
-  float red[C * 4];             // rowsum(dX . V) partials, one per lane of a row's quad
+  float red[C * 4];                        // rowsum(dX . V) partials, one per lane of a row's quad
 };
 
+template <int kVT>
 __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
+  using SL = Slice<kVT>;
+  constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
   extern __shared__ __align__(16) char smem_raw[];
-  DhSmem& s = *reinterpret_cast<DhSmem*>(smem_raw);
+  DhSmem<kVT>& s = *reinterpret_cast<DhSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int NT = (a.T + C - 1) / C, Tp = NT * C;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
   const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
@@ -337,7 +359,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
   __nv_bfloat16* dhg = a.dhc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
   __nv_bfloat16* dxg = a.dx + static_cast<std::int64_t>(bh) * Tp * DV + v0;
-  float* dbvg = a.dbv + (static_cast<std::int64_t>(bh) * 2 + blockIdx.x) * Tp;
+  float* dbvg = a.dbv + (static_cast<std::int64_t>(bh) * (DV / kVT) + blockIdx.x) * Tp;
   const int r0 = warp * 16, d0 = warp * 32;
 
   auto load_qk = [&](int c) {
@@ -352,19 +374,24 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int it = 0; it < C * 8 / kThreads; ++it) {
       const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
       cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+    }
+    constexpr int kPieces = kVT / 8;
+#pragma unroll
+    for (int it = 0; it < C * kPieces / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
       const bool in = r < len;
       const __nv_bfloat16* src = a.dout + (tokb + static_cast<std::int64_t>(t0 + r) * a.H) * DV + v0 + cc * 8;
-      cp_async_16(smem_addr(s.dO + r * LD64 + cc * 8), in ? src : a.dout, in);
+      cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
     else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
 
-  float ds[2][8][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float ds[2][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
@@ -377,11 +404,11 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<std::uint32_t*>(s.ds + d * LD64 + col) =
+          *reinterpret_cast<std::uint32_t*>(s.ds + d * LDV + col) =
               pack_bf16x2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
         }
   };
@@ -404,33 +431,40 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       prefetch_l2(a.q + off);
       prefetch_l2(a.k + off);
     }
-    store_tile64<DK>(dhg + static_cast<std::int64_t>(c) * DK * DV, DV, s.ds, tid);  // dh_{c+1} as bf16
-    std::uint32_t vr[8][2];
+    store_tile<DK, kVT>(dhg + static_cast<std::int64_t>(c) * DK * DV, DV, s.ds, tid);  // dh_{c+1} as bf16
+    std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
     }
 
-    // Phase A: K dh' (C x VT, inner K) and K Q^T (upper column tiles j >= r0), rows r0..r0+15.
-    float acc[8][4], pt[8][4];
+    // Phase A: K dh' (C x kVT, inner K) and K Q^T (C x C, upper column tiles j >= r0), rows r0..r0+15.
+    float acc[NN][4], pt[8][4];
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[n][e] = pt[n][e] = 0.f;
+      for (int e = 0; e < 4; ++e) pt[n][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
       std::uint32_t ak[4];
       ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
+      for (int np = 0; np < NP; ++np) {
         std::uint32_t bd[4];
-        ldsm_b_kn(bd, s.ds, LD64, ks * 16, np * 16, lane);
+        ldsm_b_kn(bd, s.ds, LDV, ks * 16, np * 16, lane);
         mma_bf16_16816(acc[2 * np], ak, bd[0], bd[1]);
         mma_bf16_16816(acc[2 * np + 1], ak, bd[2], bd[3]);
+      }
+#pragma unroll
+      for (int np = 0; np < C / 16; ++np) {
         if (np >= warp) {
           std::uint32_t bq[4];
           ldsm_b_nk(bq, s.q, LD128, np * 16, ks * 16, lane);
@@ -447,26 +481,30 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       const float Gi = s.G[i], ed = expf(GL - Gi), ey = a.scale * expf(Gi);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const int j0 = n * 8 + 2 * t4;
         float pv[2];
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
-          const int j = j0 + u;
+          const int j = n * 8 + 2 * t4 + u;
           pv[u] = j >= i ? a.scale * expf(s.G[j] - Gi) * pt[n][half * 2 + u] : 0.f;  // P_ji, never exp of a positive
-          acc[n][half * 2 + u] *= ed;
         }
         pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-        const float2 dof = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.dO + i * LD64 + j0));
-        *reinterpret_cast<std::uint32_t*>(s.y + i * LD64 + j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
+      }
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const int j0 = n * 8 + 2 * t4;
+        acc[n][half * 2] *= ed;
+        acc[n][half * 2 + 1] *= ed;
+        const float2 dof = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.dO + i * LDV + j0));
+        *reinterpret_cast<std::uint32_t*>(s.y + i * LDV + j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
       }
     }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if (ks >= warp) {
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < NP; ++np) {
           std::uint32_t bo[4];
-          ldsm_b_kn(bo, s.dO, LD64, ks * 16, np * 16, lane);
+          ldsm_b_kn(bo, s.dO, LDV, ks * 16, np * 16, lane);
           mma_bf16_16816(acc[2 * np], pa[ks], bo[0], bo[1]);
           mma_bf16_16816(acc[2 * np + 1], pa[ks], bo[2], bo[3]);
         }
@@ -476,15 +514,15 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
-        *reinterpret_cast<std::uint32_t*>(s.dvn + i * LD64 + n * 8 + 2 * t4) =
+      for (int n = 0; n < NN; ++n)
+        *reinterpret_cast<std::uint32_t*>(s.dvn + i * LDV + n * 8 + 2 * t4) =
             pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
     }
     __syncthreads();  // dV_new visible
 
     // Phase B: dX = T^T dV_new (T^T upper triangular: k tiles >= warp).
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 #pragma unroll
@@ -493,9 +531,9 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         std::uint32_t at[4];
         ldsm_a_trans(at, s.T, LD64, r0, ks * 16, lane);
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < NP; ++np) {
           std::uint32_t bv[4];
-          ldsm_b_kn(bv, s.dvn, LD64, ks * 16, np * 16, lane);
+          ldsm_b_kn(bv, s.dvn, LDV, ks * 16, np * 16, lane);
           mma_bf16_16816(acc[2 * np], at, bv[0], bv[1]);
           mma_bf16_16816(acc[2 * np + 1], at, bv[2], bv[3]);
         }
@@ -508,7 +546,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       __nv_bfloat16* dvrow = a.dv + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
       float rs = 0.f;
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
+      for (int n = 0; n < NN; ++n) {
         const int col = n * 8 + 2 * t4;
         const float x0 = acc[n][half * 2], x1 = acc[n][half * 2 + 1];
         const float2 vf = unpack_bf16x2(vr[n][half]);
@@ -516,7 +554,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         rs = fmaf(x1, vf.y, rs);
         if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
         *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * DV + col) = pack_bf16x2(x0, x1);
-        *reinterpret_cast<std::uint32_t*>(s.z + i * LD64 + col) = pack_bf16x2(zi * x0, zi * x1);
+        *reinterpret_cast<std::uint32_t*>(s.z + i * LDV + col) = pack_bf16x2(zi * x0, zi * x1);
       }
       s.red[i * 4 + t4] = rs;
     }
@@ -530,7 +568,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) ds[mt][n][e] *= decay;
 #pragma unroll
@@ -542,10 +580,10 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         ldsm_a_trans(ak[mt], s.k, LD128, d0 + mt * 16, ks * 16, lane);
       }
 #pragma unroll
-      for (int np = 0; np < VT / 16; ++np) {
+      for (int np = 0; np < NP; ++np) {
         std::uint32_t by[4], bz[4];
-        ldsm_b_kn(by, s.y, LD64, ks * 16, np * 16, lane);
-        ldsm_b_kn(bz, s.z, LD64, ks * 16, np * 16, lane);
+        ldsm_b_kn(by, s.y, LDV, ks * 16, np * 16, lane);
+        ldsm_b_kn(bz, s.z, LDV, ks * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           mma_bf16_16816(ds[mt][2 * np], aq[mt], by[0], by[1]);
@@ -567,7 +605,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
@@ -595,7 +633,7 @@ struct ChunkSmem {
   __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
   float G[C];
   float beta[C];
-  float dbv[2][C];
+  float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (DV / vt of them)
   float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
   float colp[C][32];    // column partials of M: [column][warp * 8 + row group]
   float hdot[DK];       // <h, dh'> per row
@@ -624,10 +662,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     const std::int64_t o = static_cast<std::int64_t>(bh) * Tp + t0;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
     else if (tid < 32) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
-    else if (tid < 48)
-      cp_async_16(smem_addr(s.dbv[0] + (tid - 32) * 4), a.dbv + static_cast<std::int64_t>(bh) * 2 * Tp + t0 + (tid - 32) * 4, true);
-    else if (tid < 64)
-      cp_async_16(smem_addr(s.dbv[1] + (tid - 48) * 4), a.dbv + (static_cast<std::int64_t>(bh) * 2 + 1) * Tp + t0 + (tid - 48) * 4, true);
+  }
+  const int nsl = DV / a.vt;  // 2, 4 or 8 slices of 16 pieces
+  for (int e = tid; e < nsl * 16; e += kThreads) {
+    const int sl = e >> 4, pc = e & 15;
+    cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (static_cast<std::int64_t>(bh) * nsl + sl) * Tp + t0 + pc * 4, true);
   }
   cp_async_commit();
   {
@@ -861,7 +900,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     const float r2 = quad(3), t3 = eli * quad(4);
     s.dG[i] = a.scale * egi * quad(2) - bt * egi * r2 - t3 + (quad(0) - colsum);
     s.t3[i] = t3;
-    if (i < len) a.dbeta[tok0 + static_cast<std::int64_t>(i) * a.H] = quad(1) - egi * r2 + (s.dbv[0][i] + s.dbv[1][i]);
+    float dbv = 0.f;
+    for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
+    if (i < len) a.dbeta[tok0 + static_cast<std::int64_t>(i) * a.H] = quad(1) - egi * r2 + dbv;
   }
   __syncthreads();
   if (warp == 0) {
@@ -896,32 +937,68 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
 }  // namespace gdn_bwd
 
 #if defined(__CUDACC__)
+namespace gdn_bwd {
+// The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
+template <int kVT>
+inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
+  static const cudaError_t attributes = [] {
+    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(sizeof(HSmem<kVT>)));
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(&dh_kernel<kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(DhSmem<kVT>)));
+    return e;
+  }();
+  cudaError_t e = attributes;
+  if (e != cudaSuccess) return e;
+  const int NT = (a.T + C - 1) / C;
+  const dim3 grid(DV / kVT, a.B * a.H);
+  if (NT > 0) {
+    h_kernel<kVT><<<grid, kThreads, sizeof(HSmem<kVT>), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
+  dh_kernel<kVT><<<grid, kThreads, sizeof(DhSmem<kVT>), stream>>>(a);
+  return cudaGetLastError();
+}
+}  // namespace gdn_bwd
+
+// The slice width of the h and dh kernels: the widest (64, 32, 16 columns) that still gives every multiprocessor
+// a block (B H DV / vt >= SMs); 16 below that (B1 T32768 H16: 128 blocks instead of 32).
+inline int gdn_bwd_slice_width(int BH) {
+  static const int sms = [] {
+    int device = 0, n = 132;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      n = 132;
+    return n;
+  }();
+  for (int vt : {64, 32})
+    if (static_cast<long long>(BH) * (gdn::DV / vt) >= sms) return vt;
+  return 16;
+}
+
 // Launch the four kernels on `stream`. Requires the workspace carved (gdn_bwd_workspace_carve) from a
 // 16-byte aligned block of gdn_bwd_workspace_bytes(B, T, H), T >= 0, B, H >= 1, B H <= 65535, 16-byte aligned
 // q, k, v, dout; 4-byte aligned dq, dk, dv; 8-byte aligned h0, dht, dh0. Returns cudaErrorInvalidValue when
-// these fail, else the first launch error. marks, if not null, are 3 events recorded after the wy, h and dh kernels.
-inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks = nullptr) {
+// these fail, else the first launch error. marks, if not null, are 3 events recorded after the wy, h and dh
+// kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 = gdn_bwd_slice_width; the results'
+// bits depend on it only through the order of dbeta's per-slice sums (each width is deterministic run to run).
+inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
-  if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
-      !a.beta || !a.dout || !a.dq || !a.dk || !a.dv || !a.dg || !a.dbeta || !a.Tm || !a.G || !a.Bc || !a.hc ||
-      !a.dhc || !a.vn || !a.dx || !a.dbv || misaligned(a.q, 16) || misaligned(a.k, 16) || misaligned(a.v, 16) ||
-      misaligned(a.dout, 16) || misaligned(a.dq, 4) || misaligned(a.dk, 4) || misaligned(a.dv, 4) ||
-      misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8) || misaligned(a.Tm, 16) ||
-      misaligned(a.hc, 16))
+  const GdnBwdArgs& a0 = args;
+  if (a0.B < 1 || a0.H < 1 || a0.T < 0 || static_cast<long long>(a0.B) * a0.H > 65535 || !a0.q || !a0.k || !a0.v ||
+      !a0.g || !a0.beta || !a0.dout || !a0.dq || !a0.dk || !a0.dv || !a0.dg || !a0.dbeta || !a0.Tm || !a0.G ||
+      !a0.Bc || !a0.hc || !a0.dhc || !a0.vn || !a0.dx || !a0.dbv || misaligned(a0.q, 16) || misaligned(a0.k, 16) ||
+      misaligned(a0.v, 16) || misaligned(a0.dout, 16) || misaligned(a0.dq, 4) || misaligned(a0.dk, 4) ||
+      misaligned(a0.dv, 4) || misaligned(a0.h0, 8) || misaligned(a0.dht, 8) || misaligned(a0.dh0, 8) ||
+      misaligned(a0.Tm, 16) || misaligned(a0.hc, 16) || (vt != 0 && vt != 16 && vt != 32 && vt != 64))
     return cudaErrorInvalidValue;
+  GdnBwdArgs a = args;
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.B * a.H);
   const int NT = (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.B * a.H;
-  static const cudaError_t attributes = [] {
-    cudaError_t e = cudaFuncSetAttribute(&gdn_bwd::h_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(gdn_bwd::HSmem)));
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(&gdn_bwd::dh_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(gdn_bwd::DhSmem)));
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(&gdn_bwd::chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(gdn_bwd::ChunkSmem)));
-    return e;
-  }();
+  static const cudaError_t attributes = cudaFuncSetAttribute(
+      &gdn_bwd::chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(gdn_bwd::ChunkSmem)));
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (NT > 0) {
@@ -939,13 +1016,10 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& a, cudaStream_t stream, cudaEve
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
-  if (NT > 0) {
-    gdn_bwd::h_kernel<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn_bwd::HSmem), stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  }
-  if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
-  gdn_bwd::dh_kernel<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, sizeof(gdn_bwd::DhSmem), stream>>>(a);
-  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  e = a.vt == 64   ? gdn_bwd::launch_state_passes<64>(a, stream, marks)
+      : a.vt == 32 ? gdn_bwd::launch_state_passes<32>(a, stream, marks)
+                   : gdn_bwd::launch_state_passes<16>(a, stream, marks);
+  if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
     gdn_bwd::chunk_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
