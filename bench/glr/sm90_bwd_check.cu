@@ -398,10 +398,29 @@ void timing(int B, int T, int H) {
   const double fb = 2.0 * (8.0 * KD * VD + C * (9.0 * KD + 5.0 * VD) + 2.0 * C * C) * n;
   const double mf = median(fwd), mb = median(bwd);
   std::printf("timing B%d T%d H%d K=V=128 bf16 (median of 20): fwd %.3f ms %.1f TFLOP/s | bwd %.3f ms %.1f TFLOP/s "
-              "(wy %.3f, h %.3f, dh %.3f, chunk %.3f) | fwd+bwd %.3f ms %.1f TFLOP/s\n",
+              "(wy %.3f, h %.3f, dh %.3f, chunk %.3f; slices of %d) | fwd+bwd %.3f ms %.1f TFLOP/s\n",
               B, T, H, mf, ff / (mf * 1e-3) / 1e12, mb, fb / (mb * 1e-3) / 1e12, median(wy), median(hk), median(dh),
-              median(ch), mf + mb, (ff + fb) / ((mf + mb) * 1e-3) / 1e12);
+              median(ch), vt, mf + mb, (ff + fb) / ((mf + mb) * 1e-3) / 1e12);
   std::fflush(stdout);
+  // The other slice widths of the h and dh kernels, for the record (the launcher's choice is the line above).
+  for (int w : {64, 32, 16}) {
+    if (w == vt) continue;
+    std::vector<float> tot, hw, dw;
+    for (int i = 0; i < 20; ++i) {
+      CK(cudaEventRecord(ev[1], st));
+      CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st, &ev[2], w));
+      CK(cudaEventRecord(ev[5], st));
+      CK(cudaEventSynchronize(ev[5]));
+      float x[4];
+      for (int j = 0; j < 4; ++j) CK(cudaEventElapsedTime(&x[j], ev[j + 1], ev[j + 2]));
+      tot.push_back(x[0] + x[1] + x[2] + x[3]);
+      hw.push_back(x[1]);
+      dw.push_back(x[2]);
+    }
+    std::printf("  (bwd B%d T%d H%d with state slices of %d columns instead of %d: %.3f ms; h %.3f, dh %.3f)\n", B, T, H,
+                w, vt, median(tot), median(hw), median(dw));
+    std::fflush(stdout);
+  }
   for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(st));
 }

@@ -67,6 +67,6 @@ rc=${PIPESTATUS[0]}
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
-grep -h -E "^timing|resident" "$out/timing.txt" || true
+grep -h -E "^timing|resident|^  \(bwd" "$out/timing.txt" || true
 echo "exit status $status"
 exit $status
