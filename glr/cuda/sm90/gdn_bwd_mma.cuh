@@ -327,10 +327,15 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 //   dV_new = e^{G_L - G} . (K dh') + P^T dO   (P^T = scale triu(Gamma^T . K Q^T), kept as A fragments)
 //   dX = T^T dV_new;  dv = beta . dX;  dbeta_v = rowsum(dX . V) (this slice)
 //   dh = e^{G_L} dh' + Q^T (scale e^G . dO) + K^T (-beta e^G . dX)
+// Slices of 32 or 16 columns leave room to double-buffer q and k (chunk c in buffer c % 2), so chunk c - 1's
+// arrive while chunk c computes and a barrier goes; at 64 columns that would cost the second block per SM.
+template <int kVT>
+inline constexpr int kDhQkBuffers = kVT <= 32 ? 2 : 1;
+
 template <int kVT>
 struct DhSmem {
-  __nv_bfloat16 q[C * LD128];              // (C, K)
-  __nv_bfloat16 k[C * LD128];              // (C, K)
+  __nv_bfloat16 q[kDhQkBuffers<kVT>][C * LD128];  // (C, K) per buffer
+  __nv_bfloat16 k[kDhQkBuffers<kVT>][C * LD128];  // (C, K) per buffer
   __nv_bfloat16 T[C * LD64];               // (C, C)
   __nv_bfloat16 ds[DK * Slice<kVT>::LD];   // (K, kVT) bf16 copy of dh'
   __nv_bfloat16 dO[C * Slice<kVT>::LD];    // (C, kVT) dO slice
@@ -362,10 +367,11 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   float* dbvg = a.dbv + (static_cast<std::int64_t>(bh) * (DV / kVT) + blockIdx.x) * Tp;
   const int r0 = warp * 16, d0 = warp * 32;
 
+  constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
-    load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
-    load_tile128(s.k, a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    const int t0 = c * C, len = min(C, a.T - t0), buf = kDB ? (c & 1) : 0;
+    load_tile128(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile128(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
   };
   auto load_small = [&](int c) {
     const int t0 = c * C, len = min(C, a.T - t0);
@@ -423,7 +429,13 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 
   for (int c = NT - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, a.T - t0);
-    if (c > 0) {
+    const __nv_bfloat16* qc = s.q[kDB ? (c & 1) : 0];
+    const __nv_bfloat16* kc = s.k[kDB ? (c & 1) : 0];
+    if constexpr (kDB) {
+      // chunk c - 1's q and k into the other buffer (last read by chunk c + 1, before the barrier that ended it)
+      if (c > 0) load_qk(c - 1);
+      cp_async_commit();
+    } else if (c > 0) {
       // q and k of chunk c - 1 can only be loaded once phase C is done with this chunk's; their first touch goes
       // to L2 now so that the load after phase C is short. 2 x 64 rows of 256 bytes: 2 lines per thread.
       const int row = tid >> 1;
@@ -455,7 +467,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
       std::uint32_t ak[4];
-      ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
+      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
         std::uint32_t bd[4];
@@ -467,7 +479,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       for (int np = 0; np < C / 16; ++np) {
         if (np >= warp) {
           std::uint32_t bq[4];
-          ldsm_b_nk(bq, s.q, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bq, qc, LD128, np * 16, ks * 16, lane);
           mma_bf16_16816(pt[2 * np], ak, bq[0], bq[1]);
           mma_bf16_16816(pt[2 * np + 1], ak, bq[2], bq[3]);
         }
@@ -576,8 +588,8 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       std::uint32_t aq[2][4], ak[2][4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
-        ldsm_a_trans(aq[mt], s.q, LD128, d0 + mt * 16, ks * 16, lane);
-        ldsm_a_trans(ak[mt], s.k, LD128, d0 + mt * 16, ks * 16, lane);
+        ldsm_a_trans(aq[mt], qc, LD128, d0 + mt * 16, ks * 16, lane);
+        ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
       }
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
@@ -594,11 +606,13 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       }
     }
     write_ds_bf16();  // dh' was last read in phase A
-    __syncthreads();  // every warp is done with q, k, y, z, red
-    if (c > 0) load_qk(c - 1);
-    cp_async_commit();
+    if constexpr (!kDB) {
+      __syncthreads();  // every warp is done with q, k
+      if (c > 0) load_qk(c - 1);
+      cp_async_commit();
+    }
     cp_async_wait<0>();
-    __syncthreads();  // chunk c - 1's tiles and dh' visible
+    __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
   if (a.dh0) {
