@@ -255,10 +255,13 @@ struct Buffers {
     f.B = p.B;
     f.T = p.T;
     f.H = p.H;
+    glr::cuda::sm90::gdn_bwd::set_value_heads(f, p.H);
     f.scale = a.scale;
-    const auto r3 = glr::cuda::sm90::GdnFwdVariant::t_only;
-    fws = dalloc<char>(glr::cuda::sm90::gdn_fwd_workspace_bytes(p.B, p.T, p.H, r3) + 256);
-    glr::cuda::sm90::gdn_fwd_workspace_carve(f, fws, r3);
+    // Room for rung 3's workspace in either layout of gdn_fwd_mma.cuh (per chunk T, G, beta; a later version adds a
+    // 256-byte header and rounds each piece to 256 bytes), so this program does not depend on its size function.
+    const std::size_t rows = static_cast<std::size_t>(p.B) * p.H * ((p.T + 63) / 64) * 64;
+    fws = dalloc<char>(rows * (64 * 2 + 4 + 4) + 4096);
+    glr::cuda::sm90::gdn_fwd_workspace_carve(f, fws, glr::cuda::sm90::GdnFwdVariant::t_only);
   }
   ~Buffers() {
     const void* all[] = {a.q, a.k, a.v, a.dout, a.g, a.beta, a.h0, a.dht, a.dq, a.dk, a.dv, a.dg, a.dbeta, a.dh0, f.o, ws, fws};

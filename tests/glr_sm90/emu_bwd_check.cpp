@@ -225,17 +225,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
 
   const int NT = (p.T + 63) / 64, BH = p.B * p.H;
   if (NT > 0) {
-    glr::cuda::sm90::GdnFwdArgs fa;
-    fa.k = a.k;
-    fa.g = a.g;
-    fa.beta = a.beta;
-    fa.B = a.B;
-    fa.T = a.T;
-    fa.H = a.H;
-    fa.P = a.Tm;
-    fa.G = a.G;
-    fa.Bc = a.Bc;
-    emu::launch(&gdn::wy_kernel<3>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), fa);
+    emu::launch(&gdn::wy_kernel<3>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
   }
   auto state_passes = [&](auto vt) {
     constexpr int kVT = decltype(vt)::value;

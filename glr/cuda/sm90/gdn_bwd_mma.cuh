@@ -94,6 +94,28 @@ namespace gdn_bwd {
 
 using namespace gdn;
 
+// The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches, HV = H, Gated
+// DeltaNet): its arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the member, packed
+// sequences); those left at their defaults mean Gated DeltaNet on a dense batch, and HV is set where it exists.
+template <class FwdArgs>
+inline void set_value_heads(FwdArgs& f, int H) {
+  if constexpr (requires { f.HV; }) f.HV = H;
+}
+inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
+  GdnFwdArgs f;
+  f.k = a.k;
+  f.g = a.g;
+  f.beta = a.beta;
+  f.B = a.B;
+  f.T = a.T;
+  f.H = a.H;
+  set_value_heads(f, a.H);
+  f.P = a.Tm;
+  f.G = a.G;
+  f.Bc = a.Bc;
+  return f;
+}
+
 // A hint: bring the 128-byte line holding p into L2 (prefetch.global.L2); nothing under the host emulator.
 #if !defined(GLR_SM90_HOST_EMU)
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
@@ -1016,17 +1038,7 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (NT > 0) {
-    GdnFwdArgs f;
-    f.k = a.k;
-    f.g = a.g;
-    f.beta = a.beta;
-    f.B = a.B;
-    f.T = a.T;
-    f.H = a.H;
-    f.P = a.Tm;
-    f.G = a.G;
-    f.Bc = a.Bc;
-    gdn::wy_kernel<3><<<dim3(NT, BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(f);
+    gdn::wy_kernel<3><<<dim3(NT, BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(gdn_bwd::wy_args(a));
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
