@@ -688,12 +688,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
   const int r0 = warp * 16;
 
-  // Group 1: the (C x 128) tiles, G, beta, the dbeta partials. Group 2: h and dh' (used from phase 2 on).
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
+  // Group 3: h and dh' (phase 2).
   load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
   load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
   load_tile128(s.dO, a.dout + tok0 * DV, row_stride, len, tid);
   load_tile128(s.vn, a.vn + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
-  load_tile128(s.dx, a.dx + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
   {
     const std::int64_t o = static_cast<std::int64_t>(bh) * Tp + t0;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
@@ -705,6 +705,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (static_cast<std::int64_t>(bh) * nsl + sl) * Tp + t0 + pc * 4, true);
   }
   cp_async_commit();
+  load_tile128(s.dx, a.dx + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+  cp_async_commit();
   {
     const std::int64_t o = (static_cast<std::int64_t>(bh) * NT + c) * DK * DV;
     load_tile128(s.h, a.hc + o, DV, C, tid);
@@ -713,7 +715,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     load_tile128(s.dh + C * LD128, a.dhc + o + C * DV, DV, C, tid);
   }
   cp_async_commit();
-  cp_async_wait<1>();
+  cp_async_wait<2>();
   __syncthreads();
 
   const float GL = s.G[C - 1];
@@ -723,6 +725,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   for (int n = 0; n < 8; ++n) colM[n][0] = colM[n][1] = 0.f;
   for (int pass = 0; pass < 2; ++pass) {
     // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL)
+    if (pass == 1) {
+      cp_async_wait<1>();  // dX
+      __syncthreads();
+    }
     const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
     const __nv_bfloat16* ya = pass == 0 ? s.dO : s.dx;
     float x[8][4], y[8][4];
