@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/glr/sm90_bwd_check.sh: build, check and time the tensor-core Gated DeltaNet backward on a Hopper GPU.
-# From the repository root:   bench/glr/sm90_bwd_check.sh    (at most about 4 minutes: every stage has a timeout)
+# From the repository root:   bench/glr/sm90_bwd_check.sh    (ends within 235 s: every stage has a timeout, cut to
+#                                                             what is left of 235 s)
 # Stages, logs under $OUT (or build-sm90bwd/):
 #   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
 #      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's wy_kernel<3>) prints FAIL.
@@ -16,11 +17,18 @@ out="${OUT:-build-sm90bwd}"
 mkdir -p "$out"
 : >"$out/stages.txt"
 say() { echo "$*" | tee -a "$out/stages.txt"; }
+# Every stage's time limit is its own cap, cut so that the whole script ends within 235 s of starting.
+start=$(date +%s)
+limit() {  # limit CAP: seconds for the next stage (at least 1)
+  local left=$((235 - ($(date +%s) - start)))
+  local t=$(($1 < left ? $1 : left))
+  echo $((t > 1 ? t : 1))
+}
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 CUOBJDUMP="${CUOBJDUMP:-$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)}"
 status=0
 echo "== 1. nvcc (sm_90a)"
-if ! timeout 100 "$NVCC" -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -o "$out/sm90_bwd_check" \
+if ! timeout "$(limit 100)" "$NVCC" -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -o "$out/sm90_bwd_check" \
     bench/glr/sm90_bwd_check.cu 2>"$out/ptxas.txt"; then
   tail -30 "$out/ptxas.txt"
   echo "FAIL: nvcc"
@@ -40,7 +48,7 @@ else
 fi
 echo "== 2. SASS"
 if [ -x "$CUOBJDUMP" ]; then
-  timeout 60 "$CUOBJDUMP" -sass "$out/sm90_bwd_check" >"$out/sass.txt"
+  timeout "$(limit 30)" "$CUOBJDUMP" -sass "$out/sm90_bwd_check" >"$out/sass.txt"
   awk '/Function :/ { name = $3 } /HMMA/ { h[name]++ } /LDSM/ { l[name]++ } /LDGSTS/ { c[name]++ } /HGMMA/ { g[name]++ }
        END { for (n in h) if (n ~ /gdn/) printf "%s: HMMA %d HGMMA %d LDSM %d LDGSTS %d\n", n, h[n], g[n], l[n], c[n] }' \
     "$out/sass.txt" | sort | tee "$out/sass_counts.txt"
@@ -55,19 +63,21 @@ else
   say "SASS: cuobjdump not found, skipped"
 fi
 echo "== 3. check"
-timeout 80 "$out/sm90_bwd_check" --check 2>&1 | tee "$out/check.txt"
+t_check=$(limit 80)
+timeout "$t_check" "$out/sm90_bwd_check" --check 2>&1 | tee "$out/check.txt"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then
-  say "check: FAIL (exit status $rc; 124 = timed out after 80 s)"
+  say "check: FAIL (exit status $rc; 124 = timed out after $t_check s)"
   status=1
 fi
 echo "== 4. timing"
-timeout 50 "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing.txt"
+t_timing=$(limit 50)
+timeout "$t_timing" "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing.txt"
 rc=${PIPESTATUS[0]}
-[ "$rc" -ne 0 ] && say "timing: exit status $rc (124 = timed out after 50 s); timings never fail the script"
+[ "$rc" -ne 0 ] && say "timing: exit status $rc (124 = timed out after $t_timing s); timings never fail the script"
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
 grep -h -E "^timing|resident|^  \(bwd" "$out/timing.txt" || true
-echo "exit status $status"
+echo "exit status $status ($(($(date +%s) - start)) s)"
 exit $status
