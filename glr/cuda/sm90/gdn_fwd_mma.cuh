@@ -82,11 +82,11 @@ struct GdnFwdArgs {
   float* G = nullptr;          // (slots, C)
   float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
 
-  bool varlen() const { return N > 0; }
-  int num_seqs() const { return varlen() ? N : B; }
+  __host__ __device__ bool varlen() const { return N > 0; }
+  __host__ __device__ int num_seqs() const { return varlen() ? N : B; }
   // Chunks per sequence-and-head slot space: dense B NT; packed an upper bound (each sequence adds at most one
   // partial chunk).
-  long long chunk_slots() const {
+  __host__ __device__ long long chunk_slots() const {
     const long long nt = (static_cast<long long>(T) + 63) / 64;
     return varlen() ? nt + N : nt * B;
   }
