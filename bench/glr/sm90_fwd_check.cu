@@ -33,7 +33,7 @@ namespace {
 
 using glr::cuda::sm90::GdnFwdArgs;
 using glr::cuda::sm90::GdnFwdVariant;
-constexpr int KD = 128, VD = 128;
+constexpr int KMAX = 128;  // K = V = D, 64 or 128 (Problem::D)
 
 #define CK(x)                                                                                          \
   do {                                                                                                 \
@@ -58,19 +58,19 @@ __device__ __forceinline__ double normal(std::uint64_t seed, std::uint64_t strea
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-// rows of 128: normal, optionally L2-normalised, to bf16. One warp per row.
-__global__ void fill_rows(__nv_bfloat16* x, std::int64_t rows, std::uint64_t seed, std::uint64_t stream, bool unit) {
+// rows of D (64 or 128): normal, optionally L2-normalised, to bf16. One warp per row.
+__global__ void fill_rows(__nv_bfloat16* x, std::int64_t rows, int D, std::uint64_t seed, std::uint64_t stream, bool unit) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, per = D / 32;
   if (row >= rows) return;
   double val[4], ss = 0;
-  for (int u = 0; u < 4; ++u) {
-    val[u] = normal(seed, stream, row * 128 + lane + 32 * u);
+  for (int u = 0; u < per; ++u) {
+    val[u] = normal(seed, stream, row * D + lane + 32 * u);
     ss += val[u] * val[u];
   }
   for (int off = 16; off; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
   const double f = unit ? 1.0 / sqrt(ss) : 1.0;
-  for (int u = 0; u < 4; ++u) x[row * 128 + lane + 32 * u] = __float2bfloat16_rn(static_cast<float>(val[u] * f));
+  for (int u = 0; u < per; ++u) x[row * D + lane + 32 * u] = __float2bfloat16_rn(static_cast<float>(val[u] * f));
 }
 // g = logsigmoid(mu + z) (gate 1: one per token and value head; gate 2: one per value head), beta = sigmoid(z'),
 // each rounded to bf16 when it is passed in bf16 (the values the kernel reads).
@@ -91,13 +91,14 @@ __global__ void fill_state(float* h, std::int64_t n, std::uint64_t seed) {
   if (i < n) h[i] = static_cast<float>(0.1 * normal(seed, 13, i));
 }
 
-// float64 sequential recurrence: one block per (sequence, value head), thread = state column. g and beta are
+// float64 sequential recurrence: one block per (sequence, value head), thread = state column (D threads). g and beta are
 // read from the fp32 copies (equal to the bf16 values when the kernel reads bf16). cu: the int64 offsets of
 // packed sequences (valid ones), or null.
 __global__ void __launch_bounds__(128) reference(GdnFwdArgs a, const float* g, const float* beta,
                                                  const std::int64_t* cu, double* o, double* ht) {
   extern __shared__ double S[];  // (K, V)
-  __shared__ double qs[KD], ks[KD];
+  __shared__ double qs[KMAX], ks[KMAX];
+  const int KD = a.D, VD = a.D;
   const int n = blockIdx.x / a.HV, hv = blockIdx.x % a.HV, hq = hv / (a.HV / a.H), v = threadIdx.x;
   const std::int64_t nh = static_cast<std::int64_t>(n) * a.HV + hv;
   const std::int64_t begin = cu ? cu[n] : static_cast<std::int64_t>(n) * a.T;
@@ -245,12 +246,13 @@ struct Problem {
   bool i32 = false;       // int32 offsets
   bool bf16_scalars = false;  // g and beta passed in bf16
   bool bad_offsets = false;   // offsets corrupted: every output NaN, status 1
+  int D = 128;                // K = V
 };
 
 std::string describe(const Problem& p) {
   char b[256];
-  std::snprintf(b, sizeof b, "%-8s B%-2d T%-5d H%-2d HV%-2d h0=%d mu=%+.0f%s%s%s", member_name(p.member), p.B, p.T, p.H,
-                p.HV, p.h0 ? 1 : 0, p.mu, p.lens.empty() ? "" : (p.i32 ? " varlen32" : " varlen64"),
+  std::snprintf(b, sizeof b, "%-8s K=V=%-3d B%-2d T%-5d H%-2d HV%-2d h0=%d mu=%+.0f%s%s%s", member_name(p.member), p.D, p.B,
+                p.T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, p.lens.empty() ? "" : (p.i32 ? " varlen32" : " varlen64"),
                 p.bf16_scalars ? " g,beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "");
   std::string s = b;
   if (!p.lens.empty()) s += " N=" + std::to_string(p.lens.size());
@@ -279,6 +281,8 @@ struct Buffers {
     a.T = p.T;
     a.H = p.H;
     a.HV = p.HV;
+    a.D = p.D;
+    const int KD = p.D, VD = p.D;
     a.delta = member_delta(p.member);
     a.gate = member_gate(p.member);
     a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
@@ -304,10 +308,10 @@ struct Buffers {
     CK(cudaMalloc(&ht, h_bytes));
     const unsigned rq = static_cast<unsigned>((qrows * 32 + 255) / 256), rv = static_cast<unsigned>((vrows * 32 + 255) / 256);
     if (qrows > 0) {
-      fill_rows<<<rq, 256>>>(q, qrows, seed, 1, true);
-      fill_rows<<<rq, 256>>>(k, qrows, seed, 2, true);
+      fill_rows<<<rq, 256>>>(q, qrows, KD, seed, 1, true);
+      fill_rows<<<rq, 256>>>(k, qrows, KD, seed, 2, true);
     }
-    if (vrows > 0) fill_rows<<<rv, 256>>>(v, vrows, seed, 3, false);
+    if (vrows > 0) fill_rows<<<rv, 256>>>(v, vrows, VD, seed, 3, false);
     fill_scalars<<<static_cast<unsigned>((std::max(vrows, ng) + 255) / 256 + 1), 256>>>(g32, beta32, gb, bb, vrows, ng, seed, p.mu);
     if (p.h0) {
       CK(cudaMalloc(&h0, h_bytes));
@@ -380,6 +384,7 @@ struct Buffers {
 bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVariant>& rungs) {
   Buffers buf(pr, seed);
   const Problem& p = buf.p;
+  const int KD = p.D, VD = p.D;
   const std::int64_t vrows = static_cast<std::int64_t>(p.B) * p.T * p.HV;
   const std::int64_t hs = static_cast<std::int64_t>(buf.a.num_seqs()) * p.HV * KD * VD;
   if (p.bad_offsets) {
@@ -400,8 +405,8 @@ bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVarian
   double *ro, *rh;
   CK(cudaMalloc(&ro, std::max<std::int64_t>(vrows, 1) * VD * 8));
   CK(cudaMalloc(&rh, hs * 8));
-  CK(cudaFuncSetAttribute(reference, cudaFuncAttributeMaxDynamicSharedMemorySize, KD * VD * 8));
-  reference<<<static_cast<unsigned>(buf.a.num_seqs() * p.HV), 128, KD * VD * 8>>>(buf.a, buf.g32, buf.beta32, buf.cu64, ro, rh);
+  CK(cudaFuncSetAttribute(reference, cudaFuncAttributeMaxDynamicSharedMemorySize, KMAX * KMAX * 8));
+  reference<<<static_cast<unsigned>(buf.a.num_seqs() * p.HV), VD, KD * VD * 8>>>(buf.a, buf.g32, buf.beta32, buf.cu64, ro, rh);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
@@ -454,6 +459,10 @@ void timing(const Problem& pr, GdnFwdVariant var) {
     const int r = static_cast<int>(var);
     void (*wyk)(GdnFwdArgs) = r == 1 ? gdn::wy_kernel<1> : r == 2 ? gdn::wy_kernel<2> : gdn::wy_kernel<3>;
     void (*stk)(GdnFwdArgs) = r == 1 ? gdn::state_kernel<false> : r == 2 ? gdn::state_kernel<true> : gdn::state_t_kernel<true>;
+    if (r == 3 && p.D == 64) {
+      wyk = gdn::wy_kernel<3, true, 64>;
+      stk = gdn::state_t_kernel<true, 64>;
+    }
     const std::size_t st_smem = r == 1   ? sizeof(gdn::StateSmem<false>)
                                 : r == 2 ? sizeof(gdn::StateSmem<true>)
                                          : sizeof(gdn::StateTSmem);
@@ -490,9 +499,10 @@ void timing(const Problem& pr, GdnFwdVariant var) {
     return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
   };
   // DESIGN.md's convention: fwd FLOP per token and value head 2 (3 K V + C (3 K + 2 V)), C = 64.
+  const double KD = p.D, VD = p.D;
   const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * p.B * static_cast<double>(p.T) * p.HV;
   const double ms = med(whole);
-  std::printf("timing v%d %s K=V=128 bf16: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
+  std::printf("timing v%d %s bf16: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
               "%.1f effective TFLOP/s\n",
               static_cast<int>(var), describe(p).c_str(), ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
   CK(cudaEventDestroy(e0));
@@ -591,6 +601,18 @@ int main(int argc, char** argv) {
       p.bf16_scalars = true;
       add(p);
     }
+    {
+      Problem p{2, 1000, 2, true, 4.0, 4};               // K = V = 64: GVA
+      p.D = 64;
+      add(p);
+      Problem q{1, 0, 2, true, 8.0, 2};                  // K = V = 64: packed, mixed lengths
+      q.lens = mixed_lengths(8192);
+      q.D = 64;
+      add(q);
+      Problem r{2, 1000, 2, false, 4.0, 2, 2};           // K = V = 64: Mamba2
+      r.D = 64;
+      add(r);
+    }
     for (const Problem& p : feats) {
       if (quick && p.T * p.B * std::max(p.HV, p.H) > 1 << 16 && p.lens.empty()) continue;
       ok = check(p, 2000 + i++, {GdnFwdVariant::t_only}) && ok;
@@ -609,6 +631,9 @@ int main(int argc, char** argv) {
       p.lens = mixed_lengths(32768);
       timing(p, GdnFwdVariant::t_only);  // packed, mixed lengths summing to 32k
       for (int m = 1; m <= 4; ++m) timing({8, 4096, 16, false, 2.0, 16, m}, GdnFwdVariant::t_only);
+      Problem k64{16, 2048, 32, false, 2.0, 32};
+      k64.D = 64;
+      timing(k64, GdnFwdVariant::t_only);  // DESIGN.md's K = V = 64 shape
     }
   }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");

@@ -29,7 +29,6 @@ namespace {
 using glr::cuda::sm90::GdnFwdArgs;
 using glr::cuda::sm90::GdnFwdVariant;
 namespace gdn = glr::cuda::sm90::gdn;
-constexpr int KD = 128, VD = 128;
 
 // member: as glr::Member's order (0 gated_deltanet, 1 deltanet, 2 mamba2, 3 retnet, 4 linear_attention).
 struct Case {
@@ -41,6 +40,7 @@ struct Case {
   bool i32 = false;       // int32 offsets
   bool g_bf16 = false, beta_bf16 = false;
   bool bad_offsets = false;  // corrupt the offsets: every output must be NaN, status 1
+  int D = 128;               // K = V
 };
 constexpr bool member_delta(int m) { return m <= 1; }
 constexpr int member_gate(int m) { return m == 0 || m == 2 ? 1 : m == 3 ? 2 : 0; }
@@ -52,7 +52,19 @@ const char* member_name(int m) {
 float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator.
+template <int kD>
+void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
+  if (a.delta) {
+    if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, true, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
+    emu::launch(&gdn::state_t_kernel<true, kD>, kD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
+  } else {
+    if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
+    emu::launch(&gdn::state_t_kernel<false, kD>, kD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
+  }
+}
+
 void launch(const GdnFwdArgs& a, int variant) {
+  const int VD = a.D;
   const long long wy_cols = a.varlen() ? a.chunk_slots() : (a.T + 63) / 64;
   const int wy_rows = a.varlen() ? a.HV : a.B * a.HV, st_rows = a.num_seqs() * a.HV;
   if (a.varlen()) emu::launch(&gdn::chunk_table_kernel, 1, 1, gdn::smem_raw, gdn::table_smem_bytes, a);
@@ -62,17 +74,16 @@ void launch(const GdnFwdArgs& a, int variant) {
   } else if (variant == 2) {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<2>, static_cast<int>(wy_cols), wy_rows, gdn::smem_raw, sizeof(gdn::WySmem), a);
     emu::launch(&gdn::state_kernel<true>, VD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateSmem<true>), a);
-  } else if (a.delta) {
-    if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, true>, static_cast<int>(wy_cols), wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    emu::launch(&gdn::state_t_kernel<true>, VD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
+  } else if (a.D == 64) {
+    launch_rung3<64>(a, static_cast<int>(wy_cols), wy_rows, st_rows);
   } else {
-    if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false>, static_cast<int>(wy_cols), wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    emu::launch(&gdn::state_t_kernel<false>, VD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
+    launch_rung3<128>(a, static_cast<int>(wy_cols), wy_rows, st_rows);
   }
   if (a.varlen()) emu::launch(&gdn::poison_kernel, 2, 1, gdn::smem_raw, 16, a);
 }
 
 bool run(const Case& p, unsigned seed, int variant) {
+  const int KD = p.D, VD = p.D;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd;
   const bool varlen = !p.lens.empty();
@@ -86,7 +97,7 @@ bool run(const Case& p, unsigned seed, int variant) {
   std::vector<float> g(gate == 2 ? p.HV : vrows), beta(vrows), h0(p.h0 ? hs : 0), ht(hs);
   auto rows = [&](std::vector<__nv_bfloat16>& x, std::size_t n, bool unit) {
     for (std::size_t r = 0; r < n; ++r) {
-      double val[KD], ss = 0;
+      double val[128], ss = 0;
       for (int d = 0; d < KD; ++d) ss += (val[d] = nd(rng)) * val[d];
       for (int d = 0; d < KD; ++d) x[r * KD + d] = __float2bfloat16_rn(static_cast<float>(unit ? val[d] / std::sqrt(ss) : val[d]));
     }
@@ -128,6 +139,7 @@ bool run(const Case& p, unsigned seed, int variant) {
   a.T = T;
   a.H = p.H;
   a.HV = p.HV;
+  a.D = p.D;
   if (varlen) {
     a.N = N;
     if (p.i32)
@@ -154,8 +166,8 @@ bool run(const Case& p, unsigned seed, int variant) {
   launch(a, variant);
 
   char label[200];
-  std::snprintf(label, sizeof label, "emu v%d %-8s B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s", variant, member_name(p.member),
-                a.B, T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, varlen ? (p.i32 ? " varlen32" : " varlen64") : "",
+  std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s", variant,
+                member_name(p.member), p.D, a.B, T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, varlen ? (p.i32 ? " varlen32" : " varlen64") : "",
                 p.g_bf16 ? " g=bf16" : "", p.beta_bf16 ? " beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "");
   if (p.bad_offsets) {
     std::size_t finite = 0;
@@ -325,6 +337,22 @@ int main(int argc, char** argv) {
       Case c{1, 0, 1, 2, true, 6.0, 2};  // Mamba2, packed, grouped, bf16 g
       c.lens = {70, 0, 90};
       c.g_bf16 = true;
+      cases.push_back(c);
+    }
+    // K = V = 64: dense, grouped, packed, and a member without the delta rule
+    {
+      Case c{1, 150, 1, 1, true, 4.0};
+      c.D = 64;
+      cases.push_back(c);
+      c = Case{2, 70, 1, 2, false, 8.0};
+      c.D = 64;
+      cases.push_back(c);
+      c = Case{1, 0, 1, 2, true, 2.0};
+      c.lens = {65, 0, 1, 64};
+      c.D = 64;
+      cases.push_back(c);
+      c = Case{1, 130, 1, 1, true, 6.0, 2};
+      c.D = 64;
       cases.push_back(c);
     }
     for (const Case& c : cases) ok = run(c, seed++, 3) && ok;

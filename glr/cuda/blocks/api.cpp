@@ -73,7 +73,7 @@ ForwardChoice choose(const Problem& p) {
   std::string why = sm90::forward_refusal(p);
   if (why.empty()) why = device_refusal();
   if (!why.empty()) return {ForwardPath::blocks, "sm90 forward not taken: " + why};
-  return {ForwardPath::sm90, "sm90 tensor-core forward: bf16, K = V = 128, dense layouts, sm_90 device"};
+  return {ForwardPath::sm90, "sm90 tensor-core forward: bf16, K = V = " + std::to_string(p.K) + ", dense layouts, sm_90 device"};
 }
 
 void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream_t stream) {

@@ -37,6 +37,7 @@ GdnFwdArgs args_of(const Problem& p) {
   a.T = static_cast<int>(p.T);
   a.H = static_cast<int>(p.H);
   a.HV = static_cast<int>(p.HV);
+  a.D = p.K;
   a.scale = static_cast<float>(p.scale);
   a.delta = p.delta != 0;
   a.gate = p.gate;
@@ -53,7 +54,8 @@ GdnFwdArgs args_of(const Problem& p) {
 }  // namespace
 
 std::string forward_refusal(const Problem& p) {
-  if (p.K != 128 || p.V != 128) return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (takes K = V = 128)";
+  if (p.K != p.V || (p.K != 64 && p.K != 128))
+    return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (takes K = V = 64 or 128)";
   if (p.q.dt != DType::bf16 || p.k.dt != DType::bf16 || p.v.dt != DType::bf16 || p.o.dt != DType::bf16)
     return "q, k, v, o not all bf16";
   if (p.gate != kGateNone && p.g.dt != DType::f32 && p.g.dt != DType::bf16) return "g neither fp32 nor bf16";

@@ -13,7 +13,7 @@ typedef struct CUstream_st* cudaStream_t;
 namespace glr::cuda::sm90 {
 
 // Why the tensor-core forward does not take p (the first reason), or "" if it does: bf16 q, k, v, o;
-// K = V = 128; g and beta fp32 or bf16; dense row-major layouts (flash-linear-attention's, any size-1 dim's
+// K = V = 64 or 128; g and beta fp32 or bf16; dense row-major layouts (flash-linear-attention's, any size-1 dim's
 // stride ignored); 16-byte aligned q, k, v; the grid's limits. Every member, grouped value heads, packed
 // sequences (host or device-only offsets), h0 and ht are taken. The device is not looked at.
 std::string forward_refusal(const Problem& p);

@@ -60,6 +60,7 @@ struct GdnFwdArgs {
   __nv_bfloat16* o = nullptr;        // (B, T, HV, V)
   float* ht = nullptr;               // (N, HV, K, V) or null
   int B = 0, T = 0, H = 0;
+  int D = 128;  // K = V = D, 64 or 128 (rungs 1 and 2: 128 only)
   int HV = 0;  // value heads, a multiple of H (grouped value heads: value head hv reads q/k head hv / (HV / H))
   float scale = 0.f;
   // The family member (glr/params.hpp): the delta rule (beta, the triangular solve) on or off; the gate.
@@ -177,16 +178,23 @@ struct StateSmem {
   float G[C];
 };
 
-// Copy a (C x 128) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
-// shared tile of row stride LD128. 1024 pieces of 16 bytes, 8 per thread.
+// Copy a (C x kD) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
+// shared tile of row stride kD + 8 (ldmatrix conflict-free). C kD / 8 pieces of 16 bytes.
+template <int kD>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
+                                          int tid) {
+  static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
+  constexpr int kPieces = kD / 8, kShift = kD == 128 ? 4 : 3, kLd = kD + 8;
+#pragma unroll
+  for (int it = 0; it < C * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e >> kShift, cc = e & (kPieces - 1);  // shifts: e is a signed int
+    const bool in = r < valid;
+    cp_async_16(smem_addr(dst + r * kLd + cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
 __device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride,
                                              int valid, int tid) {
-#pragma unroll
-  for (int it = 0; it < C * 16 / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e >> 4, cc = e & 15;
-    const bool in = r < valid;
-    cp_async_16(smem_addr(dst + r * LD128 + cc * 8), in ? src + r * stride + cc * 8 : src, in);
-  }
+  load_tile<DK>(dst, src, stride, valid, tid);
 }
 
 // ---- Sequences and chunks (dense batches and packed sequences alike) ----
@@ -295,7 +303,7 @@ __global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __grid_cons
 // Packed sequences with invalid offsets: every output NaN (launched after the state kernel).
 __global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
   if (a.table[0] == 0) return;
-  const std::int64_t n = static_cast<std::int64_t>(a.T) * a.HV * DV;
+  const std::int64_t n = static_cast<std::int64_t>(a.T) * a.HV * a.D;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     reinterpret_cast<std::uint16_t*>(a.o)[i] = 0xffffu;
@@ -394,9 +402,11 @@ __device__ __forceinline__ void invert_unit_lower(float* L, int tid, Store store
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
 // The minimum blocks per multiprocessor match what shared memory allows (62 KB: 3; rung 3's 35 KB: 6); without
 // them ptxas capped rungs 1 and 2 at 128 registers and spilled.
-template <int kMode, bool kDelta = true>
+template <int kMode, bool kDelta = true, int kD = DK>
 __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
   static_assert(kDelta || kMode == 3, "members without the delta rule run on rung 3 only");
+  static_assert(kD == DK || kMode == 3, "head dim 64 runs on rung 3 only");
+  constexpr int kLd = kD + 8;  // row stride of the k tile
   constexpr bool kP = kMode == 1;
   extern __shared__ __align__(16) char smem_raw[];
   WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
@@ -408,11 +418,11 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
   const int t0 = c * C, len = min(C, sq.len - t0);
   const std::int64_t sl = slot(a, sq, hv, c);
   const std::int64_t tf0 = sq.begin + t0;  // flat index of the chunk's first token
-  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * DK, vrow = static_cast<std::int64_t>(a.HV) * DV;
+  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD, vrow = static_cast<std::int64_t>(a.HV) * DV;
 
   if constexpr (kDelta) {
     if constexpr (kP) load_tile128(s.q, a.q + (tf0 * a.H + hq) * DK, qrow, len, tid);
-    load_tile128(s.k, a.k + (tf0 * a.H + hq) * DK, qrow, len, tid);
+    load_tile<kD>(s.k, a.k + (tf0 * a.H + hq) * kD, qrow, len, tid);
     if constexpr (kMode != 3) load_tile128(s.v, a.v + (tf0 * a.HV + hv) * DV, vrow, len, tid);
     cp_async_commit();
   }
@@ -458,15 +468,15 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
 #pragma unroll
       for (int e = 0; e < 4; ++e) kk[n][e] = qk[n][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
-      ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
+      ldsm_a(ak, s.k, kLd, r0, ks * 16, lane);
       if constexpr (kP) ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np <= warp) {
           std::uint32_t bk[4];
-          ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
           mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
           if constexpr (kP) {
@@ -827,39 +837,42 @@ struct StateTSmem {
   float beta[C];
 };
 
-template <bool kDelta = true>
+template <bool kDelta = true, int kD = DK>
 __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  constexpr int kLd = kD + 8;  // row stride of the q and k tiles
+  constexpr int MT = kD / 64;  // 16-row tiles of this warp's state rows (kD / 4 rows a warp)
   extern __shared__ __align__(16) char smem_raw[];
   StateTSmem& s = *reinterpret_cast<StateTSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int v0 = blockIdx.x * VT, n = blockIdx.y / a.HV, hv = blockIdx.y % a.HV, hq = hv / (a.HV / a.H);
-  const std::int64_t hoff = (static_cast<std::int64_t>(n) * a.HV + hv) * DK * DV + v0;
+  const std::int64_t hoff = (static_cast<std::int64_t>(n) * a.HV + hv) * kD * kD + v0;
   const int r0 = warp * 16;  // this warp's rows of the (C x VT) tiles
-  const int d0 = warp * 32;  // this warp's rows of the state slice (K x VT)
+  const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x VT)
   if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
   if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
     if (a.ht)
-      for (int e = tid; e < DK * VT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / VT) * DV + e % VT] = nanf("");
+      for (int e = tid; e < kD * VT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / VT) * kD + e % VT] = nanf("");
     return;
   }
   const Seq sq = sequence(a, n);
   const int NT = sq.nch;
-  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
   const std::int64_t slot0 = slot(a, sq, hv, 0);
   const __nv_bfloat16* Tw = a.P + slot0 * C * C;
   const float* Gg = a.G + slot0 * C;
   const float* Bg = a.Bc + slot0 * C;
   // token t of the sequence: q/k row (begin + t) H + hq, v/o row (begin + t) HV + hv
-  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * DK; };
-  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * DV + v0; };
+  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
+  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
 
   // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
   // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1; without the delta
   // rule G only, with group Q).
   auto load_qk = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    load_tile128(s.q, a.q + qk_at(t0), qrow, len, tid);
-    load_tile128(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
+    load_tile<kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+    load_tile<kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
   };
   auto load_small = [&](int c) {
     if constexpr (kDelta) {
@@ -874,22 +887,22 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
     else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
 
-  float hs[2][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float hs[MT][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][nn][half * 2] = x.x;
         hs[mt][nn][half * 2 + 1] = x.y;
       }
   auto write_h_bf16 = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
@@ -930,10 +943,10 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 #pragma unroll
       for (int e = 0; e < 4; ++e) ax[nn][e] = ao[nn][e] = sqk[nn][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
-      if constexpr (kDelta) ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
-      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+      if constexpr (kDelta) ldsm_a(ak, kc, kLd, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < VT / 16; ++np) {
         std::uint32_t bh4[4];
@@ -946,7 +959,7 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
         mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
         if (np <= warp) {  // causal: key tiles j < r0 + 16
           std::uint32_t bk[4];
-          ldsm_b_nk(bk, kc, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bk, kc, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(sqk[2 * np], aq, bk[0], bk[1]);
           mma_bf16_16816(sqk[2 * np + 1], aq, bk[2], bk[3]);
         }
@@ -1050,22 +1063,22 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
     }
     const float decay = expf(GL);
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
         for (int e = 0; e < 4; ++e) hs[mt][nn][e] *= decay;
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
-      std::uint32_t ak[2][4];
+      std::uint32_t ak[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+      for (int mt = 0; mt < MT; ++mt) ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < VT / 16; ++np) {
         std::uint32_t bv[4];
         ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
           mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
           mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
         }
@@ -1078,13 +1091,13 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 
   if (a.ht) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * DV + col) =
+          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
   }
@@ -1099,11 +1112,12 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   const bool wu = variant != GdnFwdVariant::t_only;
   if (a.B < 1 || a.H < 1 || a.HV < a.H || a.HV % a.H != 0 || a.T < 0) return "sizes (B, H >= 1, HV a multiple of H, T >= 0)";
+  if (a.D != 64 && a.D != 128) return "head dim (K = V = 64 or 128)";
   if (a.varlen() ? (a.B != 1 || a.chunk_slots() > 0x7fffffffLL || (!a.cu_seqlens) == (!a.cu_seqlens32))
                  : static_cast<long long>(a.B) * a.HV > 65535)
     return a.varlen() ? "packed sequences need B = 1 and one offset array" : "B HV > 65535";
   if (static_cast<long long>(a.num_seqs()) * a.HV > 65535) return "sequences x HV > 65535";
-  if (static_cast<long long>(a.T) * (a.varlen() ? 1 : a.B) * a.HV * gdn::DV >= (1LL << 62)) return "too many tokens";
+  if (static_cast<long long>(a.T) * (a.varlen() ? 1 : a.B) * a.HV * a.D >= (1LL << 62)) return "too many tokens";
   if (!a.q || !a.k || !a.v || !a.o || (a.gate != 0 && !a.g) || (a.delta && !a.beta)) return "a null tensor";
   if (a.gate < 0 || a.gate > 2) return "gate";
   if (misaligned(a.q, 16) || misaligned(a.k, 16) || misaligned(a.v, 16) || misaligned(a.o, 4) ||
@@ -1113,19 +1127,19 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
   if (!a.status || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || (a.varlen() && !a.table) || misaligned(a.W, 16) ||
       misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) || misaligned(a.Bc, 16))
     return "workspace (carve it with gdn_fwd_workspace_carve)";
-  if (wu && (!a.delta || a.gate != 1 || a.HV != a.H || a.varlen() || a.g_bf16 || a.beta_bf16))
-    return "rungs 1 and 2 take only Gated DeltaNet, fp32 g and beta, HV = H, dense batches";
+  if (wu && (!a.delta || a.gate != 1 || a.HV != a.H || a.varlen() || a.g_bf16 || a.beta_bf16 || a.D != 128))
+    return "rungs 1 and 2 take only Gated DeltaNet, fp32 g and beta, HV = H, dense batches, K = V = 128";
   return nullptr;
 }
 
 #if defined(__CUDACC__)
 // The kernels of one rung and member, their shared memory, and the launch grids.
-template <int kRung, bool kDelta>
+template <int kRung, bool kDelta, int kD>
 inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
   const int HV = a.HV;
-  auto* wy = &gdn::wy_kernel<kRung, kDelta>;
+  auto* wy = &gdn::wy_kernel<kRung, kDelta, kD>;
   const std::size_t wy_smem = gdn::wy_smem_bytes(kRung);
-  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel<kDelta>;
+  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel<kDelta, kD>;
   const std::size_t state_smem = kRung == 1   ? sizeof(gdn::StateSmem<false>)
                                  : kRung == 2 ? sizeof(gdn::StateSmem<true>)
                                               : sizeof(gdn::StateTSmem);
@@ -1149,7 +1163,7 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
-  state<<<dim3(gdn::DV / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream>>>(a);
+  state<<<dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream>>>(a);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if (a.varlen()) {
     gdn::poison_kernel<<<256, 256, 0, stream>>>(a);
@@ -1166,10 +1180,14 @@ inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant 
   if (a.HV == 0) a.HV = a.H;
   if (gdn_fwd_mma_refusal(a, variant) != nullptr) return cudaErrorInvalidValue;
   switch (variant) {
-    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1, true>(a, stream, between);
-    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2, true>(a, stream, between);
+    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1, true, 128>(a, stream, between);
+    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2, true, 128>(a, stream, between);
     case GdnFwdVariant::t_only:
-      return a.delta ? gdn_fwd_mma_launch<3, true>(a, stream, between) : gdn_fwd_mma_launch<3, false>(a, stream, between);
+      if (a.D == 64)
+        return a.delta ? gdn_fwd_mma_launch<3, true, 64>(a, stream, between)
+                       : gdn_fwd_mma_launch<3, false, 64>(a, stream, between);
+      return a.delta ? gdn_fwd_mma_launch<3, true, 128>(a, stream, between)
+                     : gdn_fwd_mma_launch<3, false, 128>(a, stream, between);
   }
   return cudaErrorInvalidValue;
 }

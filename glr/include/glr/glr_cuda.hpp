@@ -72,7 +72,7 @@ class CudaError : public std::runtime_error {
 };
 
 // Which kernels a forward call runs. sm90: the tensor-core forward (glr/cuda/sm90, rung 3 of
-// gdn_fwd_mma.cuh) on an sm_90 device for bf16 q, k, v, K = V = 128, dense layouts (every member, grouped
+// gdn_fwd_mma.cuh) on an sm_90 device for bf16 q, k, v, K = V = 64 or 128, dense layouts (every member, grouped
 // value heads, packed sequences, h0/ht); blocks: the block programs (any supported problem, any strides).
 // The backward always runs the block programs. Both are bitwise deterministic; they differ within bf16 bounds.
 // The environment variable GLR_FORWARD_PATH = blocks forces the block programs (for diffing); unset or "auto"
@@ -81,7 +81,7 @@ enum class ForwardPath : std::int32_t { blocks = 0, sm90 = 1 };
 const char* name_of(ForwardPath p);  // "blocks", "sm90"
 struct ForwardChoice {
   ForwardPath path = ForwardPath::blocks;
-  std::string reason;  // one line: why this path ("bf16, K = V = 128, dense, sm_90" or what ruled sm90 out)
+  std::string reason;  // one line: why this path (what made sm90 apply, or what ruled it out)
 };
 // The path forward() takes for this call on the current CUDA device; throws what forward() would throw
 // for an invalid call. Reads no tensor data and enqueues nothing.

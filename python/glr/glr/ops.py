@@ -9,7 +9,7 @@ value heads); per-token gates [B, T, HV]; states [N, HV, K, V]; packed sequences
 
 On CUDA the kernels take q, k, v in bf16 or fp16 with K, V in {64, 128}; float32 q, k, v are cast to
 bf16 for the kernel and the output back to float32 (the state and the gate stay in fp32). On an sm_90 GPU
-the forward of bf16 calls with K = V = 128 and dense layouts runs on the tensor cores (forward_path says
+the forward of bf16 calls with K = V (64 or 128) and dense layouts runs on the tensor cores (forward_path says
 which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs). On the CPU every
 dtype runs (float64 exactly, for gradcheck).
 """
@@ -47,7 +47,7 @@ def forward_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional[
                  initial_state: Optional[torch.Tensor] = None, output_final_state: bool = False,
                  cu_seqlens: Optional[torch.Tensor] = None) -> str:
     """Which kernels recurrence() runs its forward on for these arguments, and why, in one line:
-    "sm90: ..." (the tensor-core forward: an sm_90 GPU, bf16 q, k, v, K = V = 128, dense layouts),
+    "sm90: ..." (the tensor-core forward: an sm_90 GPU, bf16 q, k, v, K = V = 64 or 128, dense layouts),
     "blocks: ..." (the CUDA block programs; the reason says what ruled sm90 out, or that the environment
     variable GLR_FORWARD_PATH=blocks forced them), or "cpu: ..." (CPU tensors). The backward always runs the
     block programs."""
