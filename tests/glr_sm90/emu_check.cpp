@@ -14,6 +14,7 @@
 #include "../../glr/cuda/sm90/gdn_fwd_mma.cuh"
 // clang-format on
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -276,16 +277,16 @@ bool inverse_check(unsigned seed) {
   return ok;
 }
 
-// Arguments: none (every case), "rungs" (the three rungs on Gated DeltaNet), "features" (rung 3's features),
-// or VARIANT B T H HV h0 mu [member] (that one dense case).
+// Arguments: none (every case), "rungs" (the three rungs on Gated DeltaNet), "features [I ...]" (rung 3's
+// features, or only cases I ...), or VARIANT B T H HV h0 mu [member] (that one dense case).
 int main(int argc, char** argv) {
-  if (argc >= 8) {
+  if (argc >= 8 && std::isdigit(static_cast<unsigned char>(argv[1][0]))) {
     Case c{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]) != 0,
            std::atof(argv[7])};
     if (argc >= 9) c.member = std::atoi(argv[8]);
     return run(c, 99, std::atoi(argv[1])) ? 0 : 1;
   }
-  const std::string only = argc == 2 ? argv[1] : "";
+  const std::string only = argc >= 2 ? argv[1] : "";
   bool ok = true;
   unsigned seed = 1;
   if (only.empty() || only == "rungs") {
@@ -355,7 +356,12 @@ int main(int argc, char** argv) {
       c.D = 64;
       cases.push_back(c);
     }
-    for (const Case& c : cases) ok = run(c, seed++, 3) && ok;
+    // "features I J ...": only those cases (by index), for quick mutation runs.
+    std::vector<int> pick;
+    for (int a = 2; a < argc; ++a) pick.push_back(std::atoi(argv[a]));
+    for (std::size_t i = 0; i < cases.size(); ++i, ++seed)
+      if (pick.empty() || std::find(pick.begin(), pick.end(), static_cast<int>(i)) != pick.end())
+        ok = run(cases[i], seed, 3) && ok;
   }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;

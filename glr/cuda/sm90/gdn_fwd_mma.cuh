@@ -1,8 +1,13 @@
-// glr/cuda/sm90/gdn_fwd_mma.cuh: Gated DeltaNet forward on the tensor cores (issue 16 item 1, first slice).
+// glr/cuda/sm90/gdn_fwd_mma.cuh: the gated-linear-recurrence forward on the tensor cores (issue 16).
 //
-// bf16 q, k, v; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32 accumulation
-// (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts, H = HV (no GVA), no
-// cu_seqlens: q, k, v, o (B, T, H, 128) bf16; g, beta (B, T, H) fp32; h0, ht (B, H, K, V) fp32, optional.
+// bf16 q, k, v, o; g (log-decay) and beta in fp32 or bf16; h0, ht fp32; chunk C = 64; fp32 accumulation
+// (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts (flash-linear-attention's):
+// q, k (B, T, H, K); v, o (B, T, HV, V); g, beta (B, T, HV) (a per-head g: (HV)); h0, ht (N, HV, K, V).
+// Rung 3 (the default, what glr's API dispatches to: glr/cuda/sm90/forward.cu) takes K = V = 64 or 128, every
+// member of the family (the delta rule on or off: template flag kDelta; the gate none, per token or per head),
+// grouped value heads (HV a multiple of H; value head hv reads q/k head hv / (HV / H)) and packed sequences
+// (cu_seqlens, B = 1: chunks never cross a sequence boundary, the state restarts from h0 at each; the offsets
+// are checked on the device). Rungs 1 and 2 take Gated DeltaNet at K = V = 128, HV = H, dense batches.
 //
 // Two kernels, as in the chunked algorithm of DESIGN.md section 5 (G = in-chunk cumulative log-decay), in
 // three rungs of one ladder (GdnFwdVariant; the check runs all three, rung 3 is the default):
@@ -13,12 +18,12 @@
 //     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
 //     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
 //     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
-//     rung 3: T stored (bf16), nothing else
+//     rung 3: T stored (bf16), nothing else; without the delta rule only G (no K K^T, no T)
 //   state (one block per head and 64 state columns, 4 warps; chunks in order):
-//     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h))
+//     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h)), without delta V_new = V
 //     O = scale e^G . (Q h) + P V_new   (rungs 2, 3: P computed here, kept in registers as A fragments)
 //     h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
-//     h stays in fp32 registers (each warp 32 rows x 64 columns); a bf16 copy in shared memory feeds the
+//     h stays in fp32 registers (each warp K/4 rows x 64 columns); a bf16 copy in shared memory feeds the
 //     K h (W h) and Q h products. Next chunk's tiles arrive by cp.async while this one computes.
 //
 // Every reduction is a fixed sequence of mma/FMA: bitwise deterministic run to run.
