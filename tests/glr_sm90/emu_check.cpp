@@ -356,6 +356,9 @@ int main(int argc, char** argv) {
       c.D = 64;
       cases.push_back(c);
     }
+    // RetNet with four clearly different per-head decays (mu = 1): a head reading another head's gate shows
+    // (at mu = 8 every head keeps nearly all its state and the heads' gates are alike).
+    cases.push_back(Case{1, 100, 1, 4, true, 1.0, 3});
     // "features I J ...": only those cases (by index), for quick mutation runs.
     std::vector<int> pick;
     for (int a = 2; a < argc; ++a) pick.push_back(std::atoi(argv[a]));
