@@ -60,8 +60,9 @@ PROFILES = {
         written=("# Written by glr/contracts/generate.py, profile cuda (edit that, then rerun it): the operator, tensors and\n"
                  "# spread rules of ../{name}, at the kernels' sizes (K, V in {{64, 128}}, chunk 64)."),
         implementation=[
-            "# Kernel: glr_cuda_kgate_{short}.so (the GPU kernels) or glr_cuda_emu_kgate_{short}.so (their host",
-            "# emulation); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence, glr/reference).",
+            "# Kernel: glr_cuda_kgate_{short}.so:kgate_run_blocks (the block programs on the GPU; plain kgate_run sends",
+            "# bf16 dense K = V forwards on sm_90 to the tensor-core path, judged by ../sm90/) or glr_cuda_emu_kgate_{short}.so",
+            "# (their host emulation); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
             "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
         ],
         # Token tensors (q, k, v, beta, o, dout and their gradients) bf16, the gate and the states f32, as
@@ -122,7 +123,14 @@ PROFILES = {
         scale=0.125,
         chunk=64,
         k_delta=0.125,
-        state_tolerance="tolerance = { scale = 4 }  # fp32 state: see glr/contracts/generate.py (profile cuda)\n",
+        # The tensor-core path rounds every product's operands to bf16 (T, the state's copy, V_new, P; fp32
+        # accumulation, the state itself kept in fp32), so o and ht carry a few bf16 roundings of their
+        # terms, not the f32 stages' u_f32 sqrt(N): per element 2^-6 |ref| + 2^-4 rms (bench/glr/
+        # sm90_fwd_check.cu bounds the same kernels at 8 u normwise and 32 u of max |ref| with u = 2^-9; the
+        # host emulator measured 1.3e-3 to 5.5e-3 of max |ref|, about 2.5e-2 rms at worst). A defect shows as
+        # an error of order rms.
+        output_tolerance="tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # bf16 operands: see glr/contracts/generate.py (profile sm90)\n",
+        state_tolerance="tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # bf16 operands: see glr/contracts/generate.py (profile sm90)\n",
         accumulation=dict(T=320, K=128, V=128, chunks=5, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625,
                           beta=2.0 ** -10, h0_delta=0.01),
         passes=(False,),
@@ -224,7 +232,7 @@ def make(prof, member, backward, varlen, filename):
     state_reduced = 'reduced = %s\n' % ('["T", "K"]' if delta else '["T"]')
     state_extra = state_reduced + (prof["state_tolerance"] or "")
     if not backward:
-        s += tensor("outputs", "o", tok, [Bdim, "T", "HV", "V"], extra='reduced = ["T", "K"]\n')
+        s += tensor("outputs", "o", tok, [Bdim, "T", "HV", "V"], extra='reduced = ["T", "K"]\n' + prof.get("output_tolerance", ""))
         s += tensor("outputs", "ht", state, [Ndim, "HV", "K", "V"], extra=state_extra)
     else:
         s += tensor("outputs", "dq", tok, [Bdim, "T", "H", "K"], extra='reduced = ["T", "V"]\n')

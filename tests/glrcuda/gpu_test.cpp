@@ -455,6 +455,27 @@ TEST_F(Gpu, KgateEntryPointsMatchTheApi) {
         d.download(backward, stream_);
         EXPECT_EQ(diff_results(d.host.read(backward), ref.got), "") << lib << " " << c.describe();
       }
+    // Dense bf16 K = V = 128: kgate_run is the API's dispatch (the sm90 forward on sm_90), kgate_run_blocks
+    // the block programs (what the cuda contracts judge).
+    auto run_blocks = reinterpret_cast<kgate_entry_fn>(dlsym(h, "kgate_run_blocks"));
+    ASSERT_TRUE(run_blocks) << path << ": no kgate_run_blocks";
+    for (Member m : {Member::gated_deltanet, Member::mamba2}) {
+      const Case c = make_case(m, gpu_shapes()[4], {DType::bf16}, {}, test_seed(904));
+      for (bool blocks : {false, true}) {
+        GpuRun ref;
+        {
+          const ScopedEnv env("GLR_FORWARD_PATH", blocks ? "blocks" : nullptr);
+          ref = run_gpu(c, backward, stream_, false);
+        }
+        DeviceCall d(c, stream_);
+        KgateCall kc(c, d, backward);
+        kgate_call call = kc.call(stream_);
+        EXPECT_EQ((blocks ? run_blocks : run)(&call), KGATE_OK) << kc.message();
+        d.download(backward, stream_);
+        EXPECT_EQ(diff_results(d.host.read(backward), ref.got), "")
+            << lib << (blocks ? ":kgate_run_blocks " : ":kgate_run ") << c.describe();
+      }
+    }
     dlclose(h);
   }
 }

@@ -68,16 +68,18 @@ std::string device_refusal() {
 }
 
 // p from setup_forward.
-ForwardChoice choose(const Problem& p) {
+ForwardChoice choose(const Problem& p, const ForwardOptions& options = {}) {
   if (forced_blocks()) return {ForwardPath::blocks, "forced by GLR_FORWARD_PATH=blocks"};
+  if (options.force_blocks) return {ForwardPath::blocks, "forced by ForwardOptions::force_blocks"};
   std::string why = sm90::forward_refusal(p);
   if (why.empty()) why = device_refusal();
   if (!why.empty()) return {ForwardPath::blocks, "sm90 forward not taken: " + why};
   return {ForwardPath::sm90, "sm90 tensor-core forward: bf16, K = V = " + std::to_string(p.K) + ", dense layouts, sm_90 device"};
 }
 
-void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream_t stream) {
-  const ForwardChoice c = choose(p);
+void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream_t stream,
+                const ForwardOptions& options = {}) {
+  const ForwardChoice c = choose(p, options);
   if (std::getenv("GLR_FORWARD_LOG") != nullptr) std::fprintf(stderr, "glr forward: %s (%s)\n", name_of(c.path), c.reason.c_str());
   if (c.path == ForwardPath::sm90) {
     if (workspace == nullptr) throw InvalidArgument("workspace", "is null");
@@ -93,8 +95,9 @@ void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream
 
 const char* name_of(ForwardPath p) { return p == ForwardPath::sm90 ? "sm90" : "blocks"; }
 
-ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets) {
-  return choose(setup_forward(params, t, offsets));
+ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets,
+                           const ForwardOptions& options) {
+  return choose(setup_forward(params, t, offsets), options);
 }
 
 std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets, ForwardPath path) {
@@ -122,12 +125,13 @@ void backward(const Params& params, const BackwardTensors& t, const DeviceOffset
   launch_backward(p, place(p, true, workspace, workspace_bytes), stream);
 }
 
-void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream) {
+void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
+             const ForwardOptions& options) {
   const Problem p = setup_forward(params, t, offsets);  // check before allocating
-  const bool fast = choose(p).path == ForwardPath::sm90;
+  const bool fast = choose(p, options).path == ForwardPath::sm90;
   const std::size_t bytes = fast ? sm90::forward_workspace_bytes(p) : WorkspacePlan<float>(p, false, nullptr).bytes;
   StreamBuffer ws(bytes, stream);
-  forward_on(p, ws.get(), bytes, stream);
+  forward_on(p, ws.get(), bytes, stream, options);
 }
 
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream) {

@@ -76,16 +76,24 @@ class CudaError : public std::runtime_error {
 // value heads, packed sequences, h0/ht); blocks: the block programs (any supported problem, any strides).
 // The backward always runs the block programs. Both are bitwise deterministic; they differ within bf16 bounds.
 // The environment variable GLR_FORWARD_PATH = blocks forces the block programs (for diffing); unset or "auto"
-// lets forward_path choose; any other value is an InvalidArgument naming it.
+// lets forward_path choose; any other value is an InvalidArgument naming it. GLR_FORWARD_LOG (set to anything)
+// prints each forward call's path and reason to stderr.
 enum class ForwardPath : std::int32_t { blocks = 0, sm90 = 1 };
 const char* name_of(ForwardPath p);  // "blocks", "sm90"
 struct ForwardChoice {
   ForwardPath path = ForwardPath::blocks;
   std::string reason;  // one line: why this path (what made sm90 apply, or what ruled it out)
 };
+// What a caller may ask of the dispatch. force_blocks: the block programs whatever forward_path would say (as
+// GLR_FORWARD_PATH=blocks does, for callers whose environment is not theirs: kgate's isolated workers).
+struct ForwardOptions {
+  bool force_blocks = false;
+};
+
 // The path forward() takes for this call on the current CUDA device; throws what forward() would throw
 // for an invalid call. Reads no tensor data and enqueues nothing.
-ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets);
+ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets,
+                           const ForwardOptions& options = {});
 
 // Enough workspace for either path.
 std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
@@ -100,7 +108,8 @@ void backward(const Params& params, const BackwardTensors& t, const DeviceOffset
               std::size_t workspace_bytes, cudaStream_t stream);
 
 // The same, with the workspace allocated and freed on `stream` (stream-ordered, no sync).
-void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
+void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
+             const ForwardOptions& options = {});
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
 
 // The status word of a workspace after a call (synchronises the stream): kStatusOk, or kStatusBadOffsets
