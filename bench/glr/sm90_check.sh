@@ -51,7 +51,7 @@ for rung in 3 2 1; do
 done
 {
   echo "== summary ($((SECONDS - start)) s)"
-  grep -h -E "FAIL|^timing|resident|error|usage|TIMEOUT" "$out"/check_rung*.txt || true
+  grep -h -E "FAIL|^timing|resident|error|usage|TIMEOUT|\.cu:[0-9]+:" "$out"/check_rung*.txt || true
   for rung in 3 2 1; do
     f="$out/check_rung$rung.txt"
     echo "rung $rung: $(grep -c '| PASS$' "$f" || true) PASS, $(grep -c '| FAIL$' "$f" || true) FAIL case lines; $(grep -q '^ALL PASS$' "$f" && echo 'ALL PASS' || echo 'NOT ALL PASS')"

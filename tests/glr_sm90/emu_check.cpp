@@ -41,6 +41,8 @@ struct Case {
   bool i32 = false;       // int32 offsets
   bool g_bf16 = false, beta_bf16 = false;
   bool bad_offsets = false;  // corrupt the offsets: every output must be NaN, status 1
+  int nan_seq = -1;          // packed, H = 1: a NaN in k and v of this sequence's middle token; every other
+                             // sequence's o and ht must keep their bits, and so must this one's before the token's chunk
   int D = 128;               // K = V
 };
 constexpr bool member_delta(int m) { return m <= 1; }
@@ -165,6 +167,32 @@ bool run(const Case& p, unsigned seed, int variant) {
     return false;
   }
   launch(a, variant);
+  if (p.nan_seq >= 0) {  // containment: rerun with one NaN planted, compare bits with the clean run
+    const std::vector<__nv_bfloat16> o_clean = o;
+    const std::vector<float> ht_clean = ht;
+    const int n = p.nan_seq, len = p.lens[n], t = static_cast<int>(cu64[n]) + len / 2;
+    v[(static_cast<std::size_t>(t) * p.HV) * VD] = __float2bfloat16_rn(std::nanf(""));  // the state kernel's input
+    k[static_cast<std::size_t>(t) * p.H * KD] = __float2bfloat16_rn(std::nanf(""));    // both kernels' (K K^T, K h)
+    for (auto& x : o) std::memcpy(&x, &nan16, 2);
+    for (auto& x : ht) x = std::nanf("");
+    launch(a, variant);
+    std::size_t changed = 0, planted = 0;
+    const int chunk0 = static_cast<int>(cu64[n]) + (len / 2) / 64 * 64;  // first token of the NaN's chunk
+    for (int m = 0; m < N; ++m)
+      for (int hv = 0; hv < p.HV; ++hv) {
+        const std::size_t hoff = (static_cast<std::size_t>(m) * p.HV + hv) * KD * VD;
+        const bool hit = m == n;  // H = 1: every value head reads the NaN key
+        if (!hit) changed += std::memcmp(&ht[hoff], &ht_clean[hoff], KD * VD * sizeof(float)) != 0;
+        else planted += !std::isnan(ht[hoff]);
+        for (std::int64_t tt = cu64[m]; tt < cu64[m + 1]; ++tt)
+          if (!hit || tt < chunk0)
+            changed += std::memcmp(&o[(tt * p.HV + hv) * VD], &o_clean[(tt * p.HV + hv) * VD], VD * 2) != 0;
+      }
+    const bool ok = changed == 0 && planted == 0;
+    std::printf("emu v%d %-8s K=V=%d T%-4d HV%d varlen NaN in sequence %d | rows or states changed elsewhere %zu, "
+                "the hit state NaN %d | %s\n", variant, member_name(p.member), p.D, T, p.HV, n, changed, planted == 0, ok ? "PASS" : "FAIL");
+    return ok;
+  }
 
   char label[200];
   std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s", variant,
@@ -359,6 +387,13 @@ int main(int argc, char** argv) {
     // RetNet with four clearly different per-head decays (mu = 1): a head reading another head's gate shows
     // (at mu = 8 every head keeps nearly all its state and the heads' gates are alike).
     cases.push_back(Case{1, 100, 1, 4, true, 1.0, 3});
+    // A NaN stays in its sequence (and head): Gated DeltaNet and Mamba2, GVA, sequences that share chunks' rows.
+    for (int m : {0, 2}) {
+      Case c{1, 0, 1, 2, true, 4.0, m};
+      c.lens = {70, 100, 0, 30};
+      c.nan_seq = 1;
+      cases.push_back(c);
+    }
     // "features I J ...": only those cases (by index), for quick mutation runs.
     std::vector<int> pick;
     for (int a = 2; a < argc; ++a) pick.push_back(std::atoi(argv[a]));
