@@ -603,6 +603,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
   const int r0 = warp * 16;   // this warp's rows of the (C x VT) tiles
   const int d0 = warp * 32;   // this warp's rows of the state slice (K x VT)
+  if (a.status && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;  // dense batches: always valid
 
   // Group X: the tiles the first half of a chunk reads (W, q, G; with kQK also k, into buffer c % 2).
   // Group Y (without kQK): the second half's (k, P).
