@@ -20,12 +20,14 @@ import ctypes
 import glob
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import median_ms  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -114,24 +116,6 @@ def load_fla(wheel_dir, scratch):
     return chunk_gated_delta_rule, getattr(fla, "__version__", "?"), bypassed
 
 
-def median_ms(fn, warmup, reps, budget_ms=8000.0):
-    """Median, min and max of `reps` timed calls after `warmup` untimed ones; fewer reps (at least 3) when
-    one call is so slow that `reps` of them would take more than budget_ms."""
-    t0 = time.perf_counter()
-    for _ in range(max(warmup, 1)):
-        fn()
-    torch.cuda.synchronize()
-    one_ms = (time.perf_counter() - t0) * 1e3 / max(warmup, 1)
-    reps = max(3, min(reps, int(budget_ms / max(one_ms, 1e-3))))
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
 
 
 def rel(x, ref):
@@ -200,8 +184,8 @@ def main():
         ws_f, ws_b = glr.workspace(prob, False), glr.workspace(prob, True)
         fwd = lambda: glr.forward(prob, t, ws_f)  # noqa: E731
         fwdbwd = lambda: (glr.forward(prob, t, ws_f), glr.backward(prob, t, ws_b))  # noqa: E731
-        g_f = median_ms(fwd, a.warmup, a.reps)
-        g_fb = median_ms(fwdbwd, a.warmup, a.reps)
+        g_f = median_ms(fwd, a.warmup, a.reps, 8000.0)[:3]
+        g_fb = median_ms(fwdbwd, a.warmup, a.reps, 8000.0)[:3]
         print(f"# {name}: glr fwd {g_f[0]:.3f} ms, fwd+bwd {g_fb[0]:.3f} ms", flush=True)
         f_f = f_fb = None
         if fla_fn is not None:
@@ -215,8 +199,8 @@ def main():
                     o, _ = fla_fn(qf, kf, vf, gf, bf, scale=scale)
                     o.backward(do)
 
-                f_f = median_ms(ffwd, a.warmup, a.reps)
-                f_fb = median_ms(ffwdbwd, a.warmup, a.reps)
+                f_f = median_ms(ffwd, a.warmup, a.reps, 8000.0)[:3]
+                f_fb = median_ms(ffwdbwd, a.warmup, a.reps, 8000.0)[:3]
                 print(f"# {name}: fla fwd {f_f[0]:.3f} ms, fwd+bwd {f_fb[0]:.3f} ms", flush=True)
                 # the same inputs through both: glr's results against fla's
                 fwd()

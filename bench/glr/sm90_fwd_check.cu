@@ -1,12 +1,14 @@
-// bench/glr/sm90_fwd_check.cu: check and time the tensor-core Gated DeltaNet forward
-// (glr/cuda/sm90/gdn_fwd_mma.cuh) against a float64 sequential recurrence on the GPU.
+// bench/glr/sm90_fwd_check.cu: check and time the tensor-core forward (glr/cuda/sm90/gdn_fwd_mma.cuh)
+// against a float64 sequential recurrence on the GPU: the three rungs on Gated DeltaNet (dense, HV = H), then
+// rung 3 (what glr dispatches to) on every feature it takes: grouped value heads, packed sequences (int64 and
+// int32 offsets, empty sequences, invalid offsets), bf16 g and beta, and the other four members.
 //
 // Build and run: bench/glr/sm90_check.sh (one nvcc command, then the program). Exits non-zero when any
-// shape's error is over its bound, an output is non-finite or unwritten, or two runs differ in one bit.
+// case's error is over its bound, an output is non-finite or unwritten, or two runs differ in one bit.
 //
-// Reference: per (b, h) one block walks the tokens in order, S in float64 in shared memory,
+// Reference: per (sequence, value head) one block walks the tokens in order, S in float64 in shared memory,
 //     S_t = e^{g_t} S_{t-1} + k_t (beta_t (v_t - e^{g_t} k_t^T S_{t-1}))^T,   o_t = scale S_t^T q_t
-// on the same bf16 inputs (converted exactly to float64).
+// (without the delta rule S_t = e^{g_t} S_{t-1} + k_t v_t^T) on the same bf16 inputs (converted exactly).
 //
 // Bound: the fast path rounds to bf16 (unit roundoff u = 2^-9) the operands of every tensor-core product
 // (T, beta e^G K, beta V, W, U, h, V_new, P) and the output; each rounding perturbs a normwise-relative
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "../../glr/cuda/sm90/gdn_fwd_mma.cuh"
@@ -30,7 +33,7 @@ namespace {
 
 using glr::cuda::sm90::GdnFwdArgs;
 using glr::cuda::sm90::GdnFwdVariant;
-constexpr int KD = 128, VD = 128;
+constexpr int KMAX = 128;  // K = V = D, 64 or 128 (Problem::D)
 
 #define CK(x)                                                                                          \
   do {                                                                                                 \
@@ -55,56 +58,72 @@ __device__ __forceinline__ double normal(std::uint64_t seed, std::uint64_t strea
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-// rows of 128: normal, optionally L2-normalised, to bf16. One warp per row.
-__global__ void fill_rows(__nv_bfloat16* x, std::int64_t rows, std::uint64_t seed, std::uint64_t stream, bool unit) {
+// rows of D (64 or 128): normal, optionally L2-normalised, to bf16. One warp per row.
+__global__ void fill_rows(__nv_bfloat16* x, std::int64_t rows, int D, std::uint64_t seed, std::uint64_t stream, bool unit) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, per = D / 32;
   if (row >= rows) return;
   double val[4], ss = 0;
-  for (int u = 0; u < 4; ++u) {
-    val[u] = normal(seed, stream, row * 128 + lane + 32 * u);
+  for (int u = 0; u < per; ++u) {
+    val[u] = normal(seed, stream, row * D + lane + 32 * u);
     ss += val[u] * val[u];
   }
   for (int off = 16; off; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
   const double f = unit ? 1.0 / sqrt(ss) : 1.0;
-  for (int u = 0; u < 4; ++u) x[row * 128 + lane + 32 * u] = __float2bfloat16_rn(static_cast<float>(val[u] * f));
+  for (int u = 0; u < per; ++u) x[row * D + lane + 32 * u] = __float2bfloat16_rn(static_cast<float>(val[u] * f));
 }
-// g = logsigmoid(mu + z), beta = sigmoid(z'), h0 = 0.1 z''.
-__global__ void fill_scalars(float* g, float* beta, std::int64_t n, std::uint64_t seed, double mu) {
+// g = logsigmoid(mu + z) (gate 1: one per token and value head; gate 2: one per value head), beta = sigmoid(z'),
+// each rounded to bf16 when it is passed in bf16 (the values the kernel reads).
+__global__ void fill_scalars(float* g, float* beta, __nv_bfloat16* gb, __nv_bfloat16* bb, std::int64_t n,
+                             std::int64_t ng, std::uint64_t seed, double mu) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const double x = mu + normal(seed, 11, i);
-  g[i] = static_cast<float>(-log1p(exp(-x)));
-  beta[i] = static_cast<float>(1.0 / (1.0 + exp(-normal(seed, 12, i))));
+  if (i < ng) {
+    const float x = static_cast<float>(-log1p(exp(-(mu + normal(seed, 11, i)))));
+    g[i] = gb ? __bfloat162float(gb[i] = __float2bfloat16_rn(x)) : x;
+  }
+  if (i < n) {
+    const float y = static_cast<float>(1.0 / (1.0 + exp(-normal(seed, 12, i))));
+    beta[i] = bb ? __bfloat162float(bb[i] = __float2bfloat16_rn(y)) : y;
+  }
 }
 __global__ void fill_state(float* h, std::int64_t n, std::uint64_t seed) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) h[i] = static_cast<float>(0.1 * normal(seed, 13, i));
 }
 
-// float64 sequential recurrence: one block per (b, h), thread = state column.
-__global__ void __launch_bounds__(128) reference(GdnFwdArgs a, double* o, double* ht) {
+// float64 sequential recurrence: one block per (sequence, value head), thread = state column (D threads). g and beta are
+// read from the fp32 copies (equal to the bf16 values when the kernel reads bf16). cu: the int64 offsets of
+// packed sequences (valid ones), or null.
+__global__ void __launch_bounds__(128) reference(GdnFwdArgs a, const float* g, const float* beta,
+                                                 const std::int64_t* cu, double* o, double* ht) {
   extern __shared__ double S[];  // (K, V)
-  __shared__ double qs[KD], ks[KD];
-  const int bh = blockIdx.x, b = bh / a.H, h = bh % a.H, v = threadIdx.x;
-  for (int d = 0; d < KD; ++d)
-    S[d * VD + v] = a.h0 ? static_cast<double>(a.h0[(static_cast<std::int64_t>(bh) * KD + d) * VD + v]) : 0.0;
-  for (int t = 0; t < a.T; ++t) {
-    const std::int64_t tok = (static_cast<std::int64_t>(b) * a.T + t) * a.H + h;
+  __shared__ double qs[KMAX], ks[KMAX];
+  const int KD = a.D, VD = a.D;
+  const int n = blockIdx.x / a.HV, hv = blockIdx.x % a.HV, hq = hv / (a.HV / a.H), v = threadIdx.x;
+  const std::int64_t nh = static_cast<std::int64_t>(n) * a.HV + hv;
+  const std::int64_t begin = cu ? cu[n] : static_cast<std::int64_t>(n) * a.T;
+  const std::int64_t len = cu ? cu[n + 1] - cu[n] : a.T;
+  for (int d = 0; d < KD; ++d) S[d * VD + v] = a.h0 ? static_cast<double>(a.h0[(nh * KD + d) * VD + v]) : 0.0;
+  for (std::int64_t t = 0; t < len; ++t) {
+    const std::int64_t tf = begin + t, tq = tf * a.H + hq, tv = tf * a.HV + hv;
     __syncthreads();
-    qs[v] = __bfloat162float(a.q[tok * KD + v]);
-    ks[v] = __bfloat162float(a.k[tok * KD + v]);
+    qs[v] = __bfloat162float(a.q[tq * KD + v]);
+    ks[v] = __bfloat162float(a.k[tq * KD + v]);
     __syncthreads();
-    const double e = exp(static_cast<double>(a.g[tok])), bt = a.beta[tok];
-    double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-    for (int d = 0; d < KD; d += 4) {
-      p0 += ks[d] * S[d * VD + v];
-      p1 += ks[d + 1] * S[(d + 1) * VD + v];
-      p2 += ks[d + 2] * S[(d + 2) * VD + v];
-      p3 += ks[d + 3] * S[(d + 3) * VD + v];
+    const double e = a.gate == 0 ? 1.0 : exp(static_cast<double>(g[a.gate == 2 ? hv : tv]));
+    const double bt = a.delta ? static_cast<double>(beta[tv]) : 1.0;
+    double kS = 0;
+    if (a.delta) {
+      double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+      for (int d = 0; d < KD; d += 4) {
+        p0 += ks[d] * S[d * VD + v];
+        p1 += ks[d + 1] * S[(d + 1) * VD + v];
+        p2 += ks[d + 2] * S[(d + 2) * VD + v];
+        p3 += ks[d + 3] * S[(d + 3) * VD + v];
+      }
+      kS = (p0 + p1) + (p2 + p3);
     }
-    const double kS = (p0 + p1) + (p2 + p3);
-    const double dn = bt * (static_cast<double>(__bfloat162float(a.v[tok * VD + v])) - e * kS);
+    const double dn = bt * (static_cast<double>(__bfloat162float(a.v[tv * VD + v])) - e * kS);
     double o0 = 0, o1 = 0;
     for (int d = 0; d < KD; d += 2) {
       const double s0 = e * S[d * VD + v] + ks[d] * dn, s1 = e * S[(d + 1) * VD + v] + ks[d + 1] * dn;
@@ -113,9 +132,9 @@ __global__ void __launch_bounds__(128) reference(GdnFwdArgs a, double* o, double
       o0 += qs[d] * s0;
       o1 += qs[d + 1] * s1;
     }
-    o[tok * VD + v] = a.scale * (o0 + o1);
+    o[tv * VD + v] = a.scale * (o0 + o1);
   }
-  for (int d = 0; d < KD; ++d) ht[(static_cast<std::int64_t>(bh) * KD + d) * VD + v] = S[d * VD + v];
+  for (int d = 0; d < KD; ++d) ht[(nh * KD + d) * VD + v] = S[d * VD + v];
 }
 
 // Error partials per block: sum (x - r)^2, sum r^2, max |x - r|, max |r|, non-finite count.
@@ -208,40 +227,92 @@ unsigned long long differing_words(const void* a, const void* b, std::size_t byt
   return h;
 }
 
+// member: glr::Member's order (0 gated_deltanet, 1 deltanet, 2 mamba2, 3 retnet, 4 linear_attention).
+constexpr bool member_delta(int m) { return m <= 1; }
+constexpr int member_gate(int m) { return m == 0 || m == 2 ? 1 : m == 3 ? 2 : 0; }
+const char* member_name(int m) {
+  static const char* n[] = {"gdn", "deltanet", "mamba2", "retnet", "linear"};
+  return n[m];
+}
+
 struct Problem {
   int B, T, H;
   bool h0;
   double mu;  // g = logsigmoid(mu + z), z ~ N(0, 1): a chunk keeps about e^{-64 E[-g]} of the state: mu -1 and 2
               // forget it within a chunk, 4 keep a third, 8 nearly all (the cross-chunk path matters)
+  int HV = 0;             // 0: H
+  int member = 0;
+  std::vector<int> lens;  // packed sequences (B = 1, T = their sum); empty: dense
+  bool i32 = false;       // int32 offsets
+  bool bf16_scalars = false;  // g and beta passed in bf16
+  bool bad_offsets = false;   // offsets corrupted: every output NaN, status 1
+  int D = 128;                // K = V
 };
+
+std::string describe(const Problem& p) {
+  char b[256];
+  std::snprintf(b, sizeof b, "%-8s K=V=%-3d B%-2d T%-5d H%-2d HV%-2d h0=%d mu=%+.0f%s%s%s", member_name(p.member), p.D, p.B,
+                p.T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, p.lens.empty() ? "" : (p.i32 ? " varlen32" : " varlen64"),
+                p.bf16_scalars ? " g,beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "");
+  std::string s = b;
+  if (!p.lens.empty()) s += " N=" + std::to_string(p.lens.size());
+  return s;
+}
 
 struct Buffers {
   GdnFwdArgs a;
   void* ws = nullptr;
+  float *g32 = nullptr, *beta32 = nullptr;
+  __nv_bfloat16 *gb = nullptr, *bb = nullptr;
+  std::int64_t* cu64 = nullptr;  // valid offsets (the reference reads these)
+  std::int32_t* cu32 = nullptr;
+  std::int64_t* cu_bad = nullptr;
   std::size_t o_bytes = 0, h_bytes = 0;
-  explicit Buffers(const Problem& p, std::uint64_t seed) {
+  Problem p;
+  explicit Buffers(Problem pr, std::uint64_t seed) : p(std::move(pr)) {
+    if (p.HV == 0) p.HV = p.H;
+    const bool varlen = !p.lens.empty();
+    if (varlen) {
+      p.B = 1;
+      p.T = 0;
+      for (int l : p.lens) p.T += l;
+    }
     a.B = p.B;
     a.T = p.T;
     a.H = p.H;
+    a.HV = p.HV;
+    a.D = p.D;
+    const int KD = p.D, VD = p.D;
+    a.delta = member_delta(p.member);
+    a.gate = member_gate(p.member);
     a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
-    const std::int64_t tok = static_cast<std::int64_t>(p.B) * p.T * p.H;
-    const std::int64_t hs = static_cast<std::int64_t>(p.B) * p.H * KD * VD;
-    o_bytes = tok * VD * 2;
+    const std::int64_t tokens = static_cast<std::int64_t>(p.B) * p.T;
+    const std::int64_t qrows = tokens * p.H, vrows = tokens * p.HV;
+    const std::int64_t N = varlen ? static_cast<std::int64_t>(p.lens.size()) : p.B;
+    const std::int64_t hs = N * p.HV * KD * VD;
+    const std::int64_t ng = a.gate == 2 ? p.HV : vrows;
+    o_bytes = vrows * VD * 2;
     h_bytes = hs * 4;
     __nv_bfloat16 *q, *k, *v, *o;
-    float *g, *beta, *h0 = nullptr, *ht;
-    CK(cudaMalloc(&q, tok * KD * 2));
-    CK(cudaMalloc(&k, tok * KD * 2));
-    CK(cudaMalloc(&v, tok * VD * 2));
-    CK(cudaMalloc(&o, o_bytes));
-    CK(cudaMalloc(&g, tok * 4));
-    CK(cudaMalloc(&beta, tok * 4));
+    float *h0 = nullptr, *ht;
+    CK(cudaMalloc(&q, std::max<std::int64_t>(qrows, 1) * KD * 2));
+    CK(cudaMalloc(&k, std::max<std::int64_t>(qrows, 1) * KD * 2));
+    CK(cudaMalloc(&v, std::max<std::int64_t>(vrows, 1) * VD * 2));
+    CK(cudaMalloc(&o, std::max<std::size_t>(o_bytes, 4)));
+    CK(cudaMalloc(&g32, std::max<std::int64_t>(ng, 1) * 4));
+    CK(cudaMalloc(&beta32, std::max<std::int64_t>(vrows, 1) * 4));
+    if (p.bf16_scalars) {
+      CK(cudaMalloc(&gb, std::max<std::int64_t>(ng, 1) * 2));
+      CK(cudaMalloc(&bb, std::max<std::int64_t>(vrows, 1) * 2));
+    }
     CK(cudaMalloc(&ht, h_bytes));
-    const unsigned rb = static_cast<unsigned>((tok * 32 + 255) / 256);
-    fill_rows<<<rb, 256>>>(q, tok, seed, 1, true);
-    fill_rows<<<rb, 256>>>(k, tok, seed, 2, true);
-    fill_rows<<<rb, 256>>>(v, tok, seed, 3, false);
-    fill_scalars<<<static_cast<unsigned>((tok + 255) / 256), 256>>>(g, beta, tok, seed, p.mu);
+    const unsigned rq = static_cast<unsigned>((qrows * 32 + 255) / 256), rv = static_cast<unsigned>((vrows * 32 + 255) / 256);
+    if (qrows > 0) {
+      fill_rows<<<rq, 256>>>(q, qrows, KD, seed, 1, true);
+      fill_rows<<<rq, 256>>>(k, qrows, KD, seed, 2, true);
+    }
+    if (vrows > 0) fill_rows<<<rv, 256>>>(v, vrows, VD, seed, 3, false);
+    fill_scalars<<<static_cast<unsigned>((std::max(vrows, ng) + 255) / 256 + 1), 256>>>(g32, beta32, gb, bb, vrows, ng, seed, p.mu);
     if (p.h0) {
       CK(cudaMalloc(&h0, h_bytes));
       fill_state<<<static_cast<unsigned>((hs + 255) / 256), 256>>>(h0, hs, seed);
@@ -251,20 +322,46 @@ struct Buffers {
     a.k = k;
     a.v = v;
     a.o = o;
-    a.g = g;
-    a.beta = beta;
+    a.g = a.gate == 0 ? nullptr : p.bf16_scalars ? static_cast<const void*>(gb) : g32;
+    a.beta = !a.delta ? nullptr : p.bf16_scalars ? static_cast<const void*>(bb) : beta32;
+    a.g_bf16 = a.beta_bf16 = p.bf16_scalars;
     a.h0 = h0;
     a.ht = ht;
-    CK(cudaMalloc(&ws, std::max<std::size_t>(glr::cuda::sm90::gdn_fwd_workspace_bytes(p.B, p.T, p.H, glr::cuda::sm90::GdnFwdVariant::p_in_workspace), 256)));
-    glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, glr::cuda::sm90::GdnFwdVariant::p_in_workspace);
+    if (varlen) {
+      std::vector<std::int64_t> off(1, 0);
+      for (int l : p.lens) off.push_back(off.back() + l);
+      std::vector<std::int32_t> off32(off.begin(), off.end());
+      CK(cudaMalloc(&cu64, off.size() * 8));
+      CK(cudaMemcpy(cu64, off.data(), off.size() * 8, cudaMemcpyHostToDevice));
+      CK(cudaMalloc(&cu32, off.size() * 4));
+      CK(cudaMemcpy(cu32, off32.data(), off.size() * 4, cudaMemcpyHostToDevice));
+      a.N = static_cast<int>(p.lens.size());
+      if (p.bad_offsets) {
+        off[off.size() / 2] = p.T + 1;
+        CK(cudaMalloc(&cu_bad, off.size() * 8));
+        CK(cudaMemcpy(cu_bad, off.data(), off.size() * 8, cudaMemcpyHostToDevice));
+        a.cu_seqlens = cu_bad;
+      } else if (p.i32) {
+        a.cu_seqlens32 = cu32;
+      } else {
+        a.cu_seqlens = cu64;
+      }
+    }
+    CK(cudaMalloc(&ws, glr::cuda::sm90::gdn_fwd_workspace_bytes(a, GdnFwdVariant::p_in_workspace)));
+    glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, GdnFwdVariant::p_in_workspace);
   }
   ~Buffers() {
     cudaFree(const_cast<__nv_bfloat16*>(a.q));
     cudaFree(const_cast<__nv_bfloat16*>(a.k));
     cudaFree(const_cast<__nv_bfloat16*>(a.v));
     cudaFree(a.o);
-    cudaFree(const_cast<float*>(a.g));
-    cudaFree(const_cast<float*>(a.beta));
+    cudaFree(g32);
+    cudaFree(beta32);
+    cudaFree(gb);
+    cudaFree(bb);
+    cudaFree(cu64);
+    cudaFree(cu32);
+    cudaFree(cu_bad);
     if (a.h0) cudaFree(const_cast<float*>(a.h0));
     cudaFree(a.ht);
     cudaFree(ws);
@@ -277,30 +374,51 @@ struct Buffers {
     CK(glr::cuda::sm90::gdn_fwd_mma(a, nullptr, var));
     CK(cudaDeviceSynchronize());
   }
+  std::int32_t status() const {
+    std::int32_t s = -1;
+    CK(cudaMemcpy(&s, a.status, 4, cudaMemcpyDeviceToHost));
+    return s;
+  }
 };
 
-std::vector<GdnFwdVariant> g_rungs;  // the rungs to check and time (--rung N, default all three)
-
-bool check(const Problem& p, std::uint64_t seed) {
-  Buffers buf(p, seed);
-  const std::int64_t tok = static_cast<std::int64_t>(p.B) * p.T * p.H;
-  const std::int64_t hs = static_cast<std::int64_t>(p.B) * p.H * KD * VD;
+bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVariant>& rungs) {
+  Buffers buf(pr, seed);
+  const Problem& p = buf.p;
+  const int KD = p.D, VD = p.D;
+  const std::int64_t vrows = static_cast<std::int64_t>(p.B) * p.T * p.HV;
+  const std::int64_t hs = static_cast<std::int64_t>(buf.a.num_seqs()) * p.HV * KD * VD;
+  if (p.bad_offsets) {
+    buf.run_poisoned(GdnFwdVariant::t_only);
+    std::vector<std::uint16_t> o(vrows * VD);
+    std::vector<float> ht(hs);
+    CK(cudaMemcpy(o.data(), buf.a.o, buf.o_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ht.data(), buf.a.ht, buf.h_bytes, cudaMemcpyDeviceToHost));
+    std::size_t finite = 0;
+    for (std::uint16_t x : o) finite += (x & 0x7f80u) != 0x7f80u;
+    for (float x : ht) finite += std::isfinite(x);
+    const std::int32_t st = buf.status();
+    const bool pass = finite == 0 && st == 1;
+    std::printf("v3 %s | finite outputs %zu (want 0), status %d (want 1) | %s\n", describe(p).c_str(), finite, st,
+                pass ? "PASS" : "FAIL");
+    return pass;
+  }
   double *ro, *rh;
-  CK(cudaMalloc(&ro, tok * VD * 8));
+  CK(cudaMalloc(&ro, std::max<std::int64_t>(vrows, 1) * VD * 8));
   CK(cudaMalloc(&rh, hs * 8));
-  CK(cudaFuncSetAttribute(reference, cudaFuncAttributeMaxDynamicSharedMemorySize, KD * VD * 8));
-  reference<<<p.B * p.H, 128, KD * VD * 8>>>(buf.a, ro, rh);
+  CK(cudaFuncSetAttribute(reference, cudaFuncAttributeMaxDynamicSharedMemorySize, KMAX * KMAX * 8));
+  reference<<<static_cast<unsigned>(buf.a.num_seqs() * p.HV), VD, KD * VD * 8>>>(buf.a, buf.g32, buf.beta32, buf.cu64, ro, rh);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
   bool ok = true;
-  for (GdnFwdVariant var : g_rungs) {
+  for (GdnFwdVariant var : rungs) {
     buf.run_poisoned(var);
-    const Err eo = error_of(buf.a.o, ro, tok * VD);
+    const Err eo = error_of(buf.a.o, ro, vrows * VD);
     const Err eh = error_of(buf.a.ht, rh, hs);
+    const std::int32_t st = buf.status();
     // Second run, outputs poisoned again: bitwise equal.
     void *o1, *h1;
-    CK(cudaMalloc(&o1, buf.o_bytes));
+    CK(cudaMalloc(&o1, std::max<std::size_t>(buf.o_bytes, 4)));
     CK(cudaMalloc(&h1, buf.h_bytes));
     CK(cudaMemcpy(o1, buf.a.o, buf.o_bytes, cudaMemcpyDeviceToDevice));
     CK(cudaMemcpy(h1, buf.a.ht, buf.h_bytes, cudaMemcpyDeviceToDevice));
@@ -312,11 +430,11 @@ bool check(const Problem& p, std::uint64_t seed) {
 
     const double u = std::ldexp(1.0, -9), tol2 = 8 * u, tolmax = 32 * u;
     const bool pass = eo.bad == 0 && eh.bad == 0 && eo.rel2 <= tol2 && eh.rel2 <= tol2 && eo.relmax <= tolmax &&
-                      eh.relmax <= tolmax && diff == 0;
-    std::printf("v%d B%-2d T%-5d H%-2d h0=%d mu=%+.0f | o: rel2 %.2e relmax %.2e nonfinite %.0f | ht: rel2 %.2e relmax "
-                "%.2e nonfinite %.0f | run-to-run differing words %llu | %s\n",
-                static_cast<int>(var), p.B, p.T, p.H, p.h0 ? 1 : 0, p.mu, eo.rel2, eo.relmax, eo.bad, eh.rel2, eh.relmax,
-                eh.bad, diff, pass ? "PASS" : "FAIL");
+                      eh.relmax <= tolmax && diff == 0 && st == 0;
+    std::printf("v%d %s | o: rel2 %.2e relmax %.2e nonfinite %.0f | ht: rel2 %.2e relmax %.2e nonfinite %.0f | "
+                "run-to-run differing words %llu | status %d | %s\n",
+                static_cast<int>(var), describe(p).c_str(), eo.rel2, eo.relmax, eo.bad, eh.rel2, eh.relmax, eh.bad,
+                diff, st, pass ? "PASS" : "FAIL");
     ok = ok && pass;
   }
   CK(cudaFree(ro));
@@ -324,8 +442,9 @@ bool check(const Problem& p, std::uint64_t seed) {
   return ok;
 }
 
-void timing(int B, int T, int H, GdnFwdVariant var) {
-  Buffers buf(Problem{B, T, H, false, 2.0}, 7);
+void timing(const Problem& pr, GdnFwdVariant var) {
+  Buffers buf(pr, 7);
+  const Problem& p = buf.p;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   cudaEvent_t e0, e1, e2;
@@ -339,7 +458,11 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
     namespace gdn = glr::cuda::sm90::gdn;
     const int r = static_cast<int>(var);
     void (*wyk)(GdnFwdArgs) = r == 1 ? gdn::wy_kernel<1> : r == 2 ? gdn::wy_kernel<2> : gdn::wy_kernel<3>;
-    void (*stk)(GdnFwdArgs) = r == 1 ? gdn::state_kernel<false> : r == 2 ? gdn::state_kernel<true> : gdn::state_t_kernel;
+    void (*stk)(GdnFwdArgs) = r == 1 ? gdn::state_kernel<false> : r == 2 ? gdn::state_kernel<true> : gdn::state_t_kernel<true>;
+    if (r == 3 && p.D == 64) {
+      wyk = gdn::wy_kernel<3, true, 64>;
+      stk = gdn::state_t_kernel<true, 64>;
+    }
     const std::size_t st_smem = r == 1   ? sizeof(gdn::StateSmem<false>)
                                 : r == 2 ? sizeof(gdn::StateSmem<true>)
                                          : sizeof(gdn::StateTSmem);
@@ -347,13 +470,12 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, wyk, 128, gdn::wy_smem_bytes(r)));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
     std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared); workspace %.1f MB\n", r, wy,
-                gdn::wy_smem_bytes(r), state, st_smem,
-                glr::cuda::sm90::gdn_fwd_workspace_bytes(B, T, H, var) / 1e6);
+                gdn::wy_smem_bytes(r), state, st_smem, glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(e0, st));
-    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, e1));  // e1 between the two kernels
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, e1));  // e1 between the wy and the state kernel
     CK(cudaEventRecord(e2, st));
     CK(cudaEventSynchronize(e2));
     float a = 0, b = 0;
@@ -377,54 +499,141 @@ void timing(int B, int T, int H, GdnFwdVariant var) {
     return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
   };
   // DESIGN.md's convention: fwd FLOP per token and value head 2 (3 K V + C (3 K + 2 V)), C = 64.
-  const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * B * static_cast<double>(T) * H;
+  const double KD = p.D, VD = p.D;
+  const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * p.B * static_cast<double>(p.T) * p.HV;
   const double ms = med(whole);
-  std::printf("timing v%d B%d T%d H%d K=V=128 bf16: forward %.3f ms (median of 20; wy %.3f ms, state+output %.3f ms), "
+  std::printf("timing v%d %s bf16: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
               "%.1f effective TFLOP/s\n",
-              static_cast<int>(var), B, T, H, ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
+              static_cast<int>(var), describe(p).c_str(), ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
   CK(cudaStreamDestroy(st));
 }
 
+// Mixed lengths summing to about `total`: a fixed pattern of short, chunk-edge and long sequences, with an
+// empty one (deterministic, so every run checks and times the same batch).
+std::vector<int> mixed_lengths(int total) {
+  const int pattern[] = {1, 63, 64, 65, 0, 1000, 4096, 127, 2048, 300, 5000, 129, 777, 8191, 31, 64 * 37};
+  std::vector<int> lens;
+  int sum = 0;
+  for (int i = 0; sum < total; ++i) {
+    const int l = std::min(pattern[i % 16], total - sum);
+    lens.push_back(l);
+    sum += l;
+  }
+  return lens;
+}
+
 }  // namespace
 
-// Usage: sm90_fwd_check [--quick] [--rung 1|2|3]. --quick: small shapes, no timing. --rung: one rung only
-// (the script runs each rung in its own process, so a fault in one leaves the others' results).
+// Usage: sm90_fwd_check [--quick] [--rung 1|2|3] [--features]. Default: the three rungs' Gated DeltaNet shapes,
+// then (unless --rung excludes 3) rung 3's features, then timings. --quick: small shapes, no timing. --rung N:
+// rung N's checks and timings only (the script runs each rung in its own process, so a fault in one leaves the
+// others' results). --features: rung 3's feature checks and timings only.
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, features_only = false;
+  std::vector<GdnFwdVariant> rungs;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[a], "--features") == 0) {
+      features_only = true;
     } else if (std::strcmp(argv[a], "--rung") == 0 && a + 1 < argc && std::atoi(argv[a + 1]) >= 1 &&
                std::atoi(argv[a + 1]) <= 3) {
-      g_rungs.push_back(static_cast<GdnFwdVariant>(std::atoi(argv[++a])));
+      rungs.push_back(static_cast<GdnFwdVariant>(std::atoi(argv[++a])));
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3] [--features]\n", argv[0]);
       return 2;
     }
   }
-  if (g_rungs.empty()) g_rungs = {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only};
+  if (rungs.empty()) rungs = {GdnFwdVariant::p_in_workspace, GdnFwdVariant::p_in_registers, GdnFwdVariant::t_only};
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
-  const Problem shapes[] = {
-      {1, 1, 1, false, 2.0},    {1, 33, 1, true, 2.0},    {1, 64, 2, true, -1.0},   {2, 100, 3, true, 2.0},
-      {3, 257, 2, false, -1.0}, {2, 1000, 4, true, 8.0},  {1, 4096, 2, true, 8.0},  {2, 4095, 3, false, 4.0},
-      {8, 4096, 16, false, 2.0}, {8, 4096, 16, true, 8.0},
-  };
   bool ok = true;
   int i = 0;
-  for (const Problem& p : shapes) {
-    if (quick && p.T * p.B * p.H > 1 << 16) continue;
-    ok = check(p, 1000 + i++) && ok;
+  if (!features_only) {
+    const Problem shapes[] = {
+        {1, 1, 1, false, 2.0},    {1, 33, 1, true, 2.0},    {1, 64, 2, true, -1.0},   {2, 100, 3, true, 2.0},
+        {3, 257, 2, false, -1.0}, {2, 1000, 4, true, 8.0},  {1, 4096, 2, true, 8.0},  {2, 4095, 3, false, 4.0},
+        {8, 4096, 16, false, 2.0}, {8, 4096, 16, true, 8.0},
+    };
+    for (const Problem& p : shapes) {
+      if (quick && p.T * p.B * p.H > 1 << 16) continue;
+      ok = check(p, 1000 + i++, rungs) && ok;
+    }
+  }
+  const bool rung3 = std::find(rungs.begin(), rungs.end(), GdnFwdVariant::t_only) != rungs.end();
+  if (rung3 || features_only) {
+    // Rung 3's features (what glr's dispatch sends it): GVA, packed sequences, bf16 scalars, the members.
+    std::vector<Problem> feats;
+    auto add = [&](Problem p) { feats.push_back(std::move(p)); };
+    add({2, 1000, 2, true, 8.0, 8});                      // GVA, 4 value heads per q/k head
+    add({1, 4096, 4, false, 4.0, 8});                     // GVA x2
+    {
+      Problem p{1, 0, 2, true, 8.0, 4};                   // packed: mixed lengths summing to 32k, GVA
+      p.lens = mixed_lengths(32768);
+      add(p);
+      Problem q{1, 0, 1, true, 4.0, 1};                   // packed, int32 offsets, edges and empties
+      q.lens = {0, 1, 63, 64, 65, 0, 128, 129, 1000};
+      q.i32 = true;
+      add(q);
+      Problem r{1, 0, 2, true, 2.0, 2};                   // invalid offsets: NaN outputs, status 1
+      r.lens = {100, 200, 300};
+      r.bad_offsets = true;
+      add(r);
+    }
+    {
+      Problem p{2, 2000, 4, true, 4.0};                   // bf16 g and beta
+      p.bf16_scalars = true;
+      add(p);
+    }
+    for (int m = 1; m <= 4; ++m) {
+      add({2, 2048, 2, true, 4.0, 4, m});                 // each member, GVA x2
+      Problem p{1, 0, 2, false, 8.0, 2, m};               // each member, packed
+      p.lens = {500, 0, 64, 1500, 1};
+      add(p);
+    }
+    {
+      Problem p{1, 0, 2, true, 6.0, 4, 2};                // Mamba2 packed, bf16 g
+      p.lens = mixed_lengths(8192);
+      p.bf16_scalars = true;
+      add(p);
+    }
+    {
+      Problem p{2, 1000, 2, true, 4.0, 4};               // K = V = 64: GVA
+      p.D = 64;
+      add(p);
+      Problem q{1, 0, 2, true, 8.0, 2};                  // K = V = 64: packed, mixed lengths
+      q.lens = mixed_lengths(8192);
+      q.D = 64;
+      add(q);
+      Problem r{2, 1000, 2, false, 4.0, 2, 2};           // K = V = 64: Mamba2
+      r.D = 64;
+      add(r);
+    }
+    for (const Problem& p : feats) {
+      if (quick && p.T * p.B * std::max(p.HV, p.H) > 1 << 16 && p.lens.empty()) continue;
+      ok = check(p, 2000 + i++, {GdnFwdVariant::t_only}) && ok;
+    }
   }
   if (!quick) {
-    for (GdnFwdVariant var : g_rungs) {
-      timing(8, 4096, 16, var);  // the issue's headline shape
-      timing(4, 8192, 32, var);
-      timing(1, 32768, 16, var);  // long sequence, few heads: the state kernel has 32 blocks (no split-sequence grid)
+    if (!features_only)
+      for (GdnFwdVariant var : rungs) {
+        timing({8, 4096, 16, false, 2.0}, var);  // the issue's headline shape
+        timing({4, 8192, 32, false, 2.0}, var);
+        timing({1, 32768, 16, false, 2.0}, var);  // long sequence, few heads: the state kernel has 32 blocks
+      }
+    if (rung3 || features_only) {
+      timing({1, 32768, 16, false, 2.0, 32}, GdnFwdVariant::t_only);  // DESIGN.md's GVA shape
+      Problem p{1, 0, 16, false, 2.0, 16};
+      p.lens = mixed_lengths(32768);
+      timing(p, GdnFwdVariant::t_only);  // packed, mixed lengths summing to 32k
+      for (int m = 1; m <= 4; ++m) timing({8, 4096, 16, false, 2.0, 16, m}, GdnFwdVariant::t_only);
+      Problem k64{16, 2048, 32, false, 2.0, 32};
+      k64.D = 64;
+      timing(k64, GdnFwdVariant::t_only);  // DESIGN.md's K = V = 64 shape
     }
   }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");

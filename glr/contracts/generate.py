@@ -60,8 +60,9 @@ PROFILES = {
         written=("# Written by glr/contracts/generate.py, profile cuda (edit that, then rerun it): the operator, tensors and\n"
                  "# spread rules of ../{name}, at the kernels' sizes (K, V in {{64, 128}}, chunk 64)."),
         implementation=[
-            "# Kernel: glr_cuda_kgate_{short}.so (the GPU kernels) or glr_cuda_emu_kgate_{short}.so (their host",
-            "# emulation); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence, glr/reference).",
+            "# Kernel: glr_cuda_kgate_{short}.so:kgate_run_blocks (the block programs on the GPU; plain kgate_run sends",
+            "# bf16 dense K = V forwards on sm_90 to the tensor-core path, judged by ../sm90/) or glr_cuda_emu_kgate_{short}.so",
+            "# (their host emulation); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
             "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
         ],
         # Token tensors (q, k, v, beta, o, dout and their gradients) bf16, the gate and the states f32, as
@@ -92,6 +93,47 @@ PROFILES = {
         accumulation=dict(T=320, K=128, V=64, chunks=5, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625,
                           beta=2.0 ** -10, h0_delta=0.01),
         # The same contracts also drive the host emulation of the kernels.
+        timeout=120,
+    ),
+    # The tensor-core forward (glr/cuda/sm90, rung 3): the same library as the cuda profile
+    # (glr_cuda_kgate_fwd.so), at the sizes where glr's CUDA API dispatches to it on an sm_90 device: K = V = 128
+    # (its only head dims so far), bf16 token tensors, f32 gate, bf16 beta, states f32. Forward only: the
+    # backward runs the block programs (the cuda profile covers it). The layout gate's strided views fall back
+    # to the block programs, which is the dispatch's contract; every other gate's calls are dense and run the
+    # tensor-core kernels. GLR_FORWARD_PATH=blocks runs the same contracts on the block programs, for diffing.
+    "sm90": dict(
+        folder="sm90",
+        title="glr sm90",
+        op="glr.sm90",
+        algorithm="sm90 tensor-core forward (C = 64)",
+        written=("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+                 "# spread rules of ../{name}, at the tensor-core forward's sizes (K = V = 128, chunk 64)."),
+        implementation=[
+            "# Kernel: glr_cuda_kgate_{short}.so on an sm_90 GPU (dense bf16 calls at K = V = 128 run glr/cuda/sm90;",
+            "# GLR_FORWARD_PATH=blocks forces the block programs); oracle: libglr_kgate_{short}.so (kgate_oracle).",
+            "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
+        ],
+        token_dtype={False: "bf16", True: "bf16"},
+        fixed_note="Fixed batch [B, T], bf16 token tensors, f32 gate and states.",
+        T=dict(max=320, nominal={False: 100, True: 100}),
+        K=dict(min=128, max=128, nominal=128, multiple_of=None),
+        V=dict(min=128, max=128, nominal=128, multiple_of=None),
+        # 1/sqrt(128) is not exact in binary; the kernels take any scale, and the cuda profile's 1/8 keeps
+        # the outputs' magnitudes alike across the two profiles.
+        scale=0.125,
+        chunk=64,
+        k_delta=0.125,
+        # The tensor-core path rounds every product's operands to bf16 (T, the state's copy, V_new, P; fp32
+        # accumulation, the state itself kept in fp32), so o and ht carry a few bf16 roundings of their
+        # terms, not the f32 stages' u_f32 sqrt(N): per element 2^-6 |ref| + 2^-4 rms (bench/glr/
+        # sm90_fwd_check.cu bounds the same kernels at 8 u normwise and 32 u of max |ref| with u = 2^-9; the
+        # host emulator measured 1.3e-3 to 5.5e-3 of max |ref|, about 2.5e-2 rms at worst). A defect shows as
+        # an error of order rms.
+        output_tolerance="tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # bf16 operands: see glr/contracts/generate.py (profile sm90)\n",
+        state_tolerance="tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # bf16 operands: see glr/contracts/generate.py (profile sm90)\n",
+        accumulation=dict(T=320, K=128, V=128, chunks=5, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625,
+                          beta=2.0 ** -10, h0_delta=0.01),
+        passes=(False,),
         timeout=120,
     ),
 }
@@ -190,7 +232,7 @@ def make(prof, member, backward, varlen, filename):
     state_reduced = 'reduced = %s\n' % ('["T", "K"]' if delta else '["T"]')
     state_extra = state_reduced + (prof["state_tolerance"] or "")
     if not backward:
-        s += tensor("outputs", "o", tok, [Bdim, "T", "HV", "V"], extra='reduced = ["T", "K"]\n')
+        s += tensor("outputs", "o", tok, [Bdim, "T", "HV", "V"], extra='reduced = ["T", "K"]\n' + prof.get("output_tolerance", ""))
         s += tensor("outputs", "ht", state, [Ndim, "HV", "K", "V"], extra=state_extra)
     else:
         s += tensor("outputs", "dq", tok, [Bdim, "T", "H", "K"], extra='reduced = ["T", "V"]\n')
@@ -248,8 +290,9 @@ def contracts():
     """Every contract: {path relative to this folder: text}."""
     out = {}
     for prof in PROFILES.values():
-        cases = [(m, bwd, False) for m in MEMBERS for bwd in (False, True)]
-        cases += [(m, bwd, True) for m in VARLEN_MEMBERS for bwd in (False, True)]
+        passes = prof.get("passes", (False, True))
+        cases = [(m, bwd, False) for m in MEMBERS for bwd in passes]
+        cases += [(m, bwd, True) for m in VARLEN_MEMBERS for bwd in passes]
         for m, bwd, varlen in cases:
             name = "%s%s_%s.toml" % (m, "_varlen" if varlen else "", "bwd" if bwd else "fwd")
             out[os.path.join(prof["folder"], name)] = make(prof, m, bwd, varlen, name)

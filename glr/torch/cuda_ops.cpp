@@ -13,6 +13,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <string>
+
 #include "glr/glr_cuda.hpp"
 #include "problem.hpp"
 
@@ -58,12 +60,21 @@ Tensor workspace(std::size_t bytes, const Tensor& like) {
   return at::empty({static_cast<std::int64_t>(bytes > 0 ? bytes : 1)}, like.options().dtype(at::kByte));
 }
 
-std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
-                                    const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
-                                    double scale, bool delta, std::int64_t gate, bool final_state) {
-  const char* op = "glr.fwd";
+// One forward call as glr's CUDA API takes it: the problem (the inputs' own strides, dense outputs), the
+// outputs allocated, the tensors and the device offsets. Shared by glr.fwd and glr.forward_path.
+struct ForwardCall {
+  Params p;
+  Tensor o, ht;
+  cuda::ForwardTensors t;
+  cuda::DeviceOffsets d;
+};
+ForwardCall forward_call(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                         const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens, double scale,
+                         bool delta, std::int64_t gate, bool final_state) {
   const Call c{op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate};
-  Params p = describe(c);
+  ForwardCall f;
+  Params& p = f.p;
+  p = describe(c);
   p.final_state = final_state;
   p.set_contiguous_strides();  // the outputs' (dense) strides; the inputs' are set below
   p.strides.q = token_strides(q);
@@ -72,22 +83,49 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
   if (present(g)) p.strides.g = scalar_strides(*g, p.gate);
   if (present(beta)) p.strides.beta = scalar_strides(*beta, Gate::per_token);
   if (present(h0)) p.strides.h0 = state_strides(*h0);
-  const c10::cuda::CUDAGuard guard(q.device());
   const std::int64_t N = present(cu_seqlens) ? cu_seqlens->size(0) - 1 : p.B;
-  Tensor o = at::empty({p.B, p.T, p.HV, p.V}, v.options());
-  Tensor ht = final_state ? at::empty({N, p.HV, p.K, p.V}, q.options().dtype(at::kFloat))
-                          : at::empty({0}, q.options().dtype(at::kFloat));
-  if (final_state) p.strides.ht = state_strides(ht);
-  const cuda::ForwardTensors t{in(op, "q", q),       in(op, "k", k),       in(op, "v", v),
-                               in(op, "g", g),       in(op, "beta", beta), in(op, "h0", h0),
-                               out(op, "o", o, true), out(op, "ht", ht, final_state)};
-  const cuda::DeviceOffsets d = offsets(op, cu_seqlens);
+  // The outputs are allocated for glr.forward_path too: the choice depends on their dtypes and alignment.
+  f.o = at::empty({p.B, p.T, p.HV, p.V}, v.options());
+  f.ht = final_state ? at::empty({N, p.HV, p.K, p.V}, q.options().dtype(at::kFloat))
+                     : at::empty({0}, q.options().dtype(at::kFloat));
+  if (final_state) p.strides.ht = state_strides(f.ht);
+  f.t = cuda::ForwardTensors{in(op, "q", q),         in(op, "k", k),       in(op, "v", v),
+                             in(op, "g", g),         in(op, "beta", beta), in(op, "h0", h0),
+                             out(op, "o", f.o, true), out(op, "ht", f.ht, final_state)};
+  f.d = offsets(op, cu_seqlens);
+  return f;
+}
+
+// Which kernels glr.fwd runs for these arguments, and why: "sm90: ..." or "blocks: ..." (glr_cuda.hpp
+// ForwardPath; GLR_FORWARD_PATH=blocks forces the block programs).
+std::string forward_path_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                              const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens, double scale,
+                              bool delta, std::int64_t gate, bool final_state) {
+  const char* op = "glr.forward_path";
+  const c10::cuda::CUDAGuard guard(q.device());
+  const ForwardCall f = forward_call(op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
+  std::string r;
+  translate_errors(op, [&] {
+    const cuda::ForwardChoice c = cuda::forward_path(f.p, f.t, f.d);
+    r = std::string(cuda::name_of(c.path)) + ": " + c.reason;
+  });
+  return r;
+}
+
+std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                                    const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
+                                    double scale, bool delta, std::int64_t gate, bool final_state) {
+  const char* op = "glr.fwd";
+  const c10::cuda::CUDAGuard guard(q.device());
+  const ForwardCall f = forward_call(op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
   translate_errors(op, [&] {
-    Tensor ws = workspace(cuda::forward_workspace_bytes(p, d), q);
-    cuda::forward(p, t, d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream);
+    // The workspace of the path forward() takes (the sm90 path's is a fraction of the block programs').
+    const cuda::ForwardPath path = cuda::forward_path(f.p, f.t, f.d).path;
+    Tensor ws = workspace(cuda::forward_workspace_bytes(f.p, f.d, path), q);
+    cuda::forward(f.p, f.t, f.d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream);
   });
-  return {o, ht};
+  return {f.o, f.ht};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
@@ -145,6 +183,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
 TORCH_LIBRARY_IMPL(glr, CUDA, m) {
   m.impl("fwd", fwd_cuda);
   m.impl("bwd", bwd_cuda);
+  m.impl("forward_path", forward_path_cuda);
 }
 
 }  // namespace glr::torch_ops

@@ -326,6 +326,15 @@ std::tuple<Tensor, Tensor> recurrence_autograd(const Tensor& q, const Tensor& k,
   return {out[0], out[1]};
 }
 
+// The CPU forward has one path; the arguments are checked as fwd checks them.
+std::string forward_path_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                             const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens, double scale,
+                             bool delta, std::int64_t gate, bool final_state) {
+  (void)final_state;
+  describe(Call{"glr.forward_path", q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate});
+  return std::string("cpu: the chunked CPU algorithm (") + (q.scalar_type() == at::kDouble ? "float64" : "float32") + ")";
+}
+
 }  // namespace
 
 TORCH_LIBRARY(glr, m) {
@@ -338,6 +347,11 @@ TORCH_LIBRARY(glr, m) {
   m.def(
       "recurrence(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
       "float scale, bool delta, int gate, bool final_state) -> (Tensor, Tensor)");
+  // Which kernels fwd runs for these arguments and why ("cpu: ...", "sm90: ...", "blocks: ..."): the CUDA
+  // forward dispatches to the tensor-core path where it applies (glr/glr_cuda.hpp ForwardPath).
+  m.def(
+      "forward_path(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
+      "float scale, bool delta, int gate, bool final_state) -> str");
   m.def(
       "oracle_fwd(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
       "float scale, bool delta, int gate, bool final_state) -> (Tensor, Tensor)");
@@ -352,6 +366,7 @@ TORCH_LIBRARY_IMPL(glr, CPU, m) {
   m.impl("bwd", bwd_cpu);
   m.impl("oracle_fwd", oracle_fwd_cpu);
   m.impl("oracle_bwd", oracle_bwd_cpu);
+  m.impl("forward_path", forward_path_cpu);
 }
 
 TORCH_LIBRARY_IMPL(glr, Meta, m) {

@@ -186,6 +186,9 @@ class GateContext {
   OracleResultPtr oracle(const InputSet& inputs);
   // The oracle's reference runs on these inputs (empty runs when it has none), memoised by content.
   ReferenceResultPtr references(const InputSet& inputs, const OracleResult& oracle);
+  // The same with the oracle's label runs (Oracle::label_runs) after the working run: what a failure's precision
+  // label is chosen from. Fetched only when asked, memoised by content.
+  ReferenceResultPtr labelled_references(const InputSet& inputs, const OracleResult& oracle);
   bool has_reference_runs() const { return oracle_.has_reference_runs(); }
 
   // The per-element bounds of every output at bindings b.
@@ -231,6 +234,7 @@ class GateContext {
   Cache<InputSetPtr> input_cache_;
   Cache<OracleResultPtr> oracle_cache_;
   Cache<ReferenceResultPtr> reference_cache_;
+  Cache<ReferenceResultPtr> label_cache_;
   std::map<Bindings, std::vector<InputStructure>> structures_;
   std::vector<SeenGuard> candidate_owned_;
   std::string current_gate_;

@@ -46,6 +46,14 @@ class Oracle {
     return {};
   }
   virtual bool has_reference_runs() const { return false; }
+  // Runs below the working precision fetched apart, only when a failure needs its label: an oracle whose
+  // lower-precision runs cost as much as the working one (a model run per precision) returns only the working
+  // run from reference_runs() and the lower ones here, nearest first. None by default.
+  virtual std::vector<ReferenceRun> label_runs(const std::vector<HostArray>& inputs, const Bindings& bindings,
+                                               const Attrs& attrs) {
+    (void)inputs, (void)bindings, (void)attrs;
+    return {};
+  }
 };
 
 // An oracle behind a Target (a library exporting kgate_oracle, usually in its own worker process):
@@ -57,7 +65,8 @@ using OracleFn = std::function<std::vector<HostArray>(const std::vector<HostArra
                                                       const Bindings& bindings, const Attrs& attrs)>;
 using ReferenceFn = std::function<std::vector<ReferenceRun>(const std::vector<HostArray>& inputs,
                                                              const Bindings& bindings, const Attrs& attrs)>;
-// refs may be empty (no reference runs).
-std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn, ReferenceFn refs = {});
+// refs may be empty (no reference runs); labels (Oracle::label_runs) may be empty (refs then hold every run).
+std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn, ReferenceFn refs = {},
+                                             ReferenceFn labels = {});
 
 }  // namespace kgate

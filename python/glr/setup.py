@@ -53,6 +53,7 @@ CUDA_SOURCES = [
     src("cuda", "blocks", "api.cpp"),
     src("cuda", "blocks", "forward.cu"),
     src("cuda", "blocks", "backward.cu"),
+    src("cuda", "sm90", "forward.cu"),  # the tensor-core forward api.cpp dispatches to on sm_90
 ]
 
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]

@@ -320,7 +320,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         job_list, by_key = make_jobs(rs)
         c = run_jobs(job_list, solo_limits if solo else limits, on_finish, on_start=on_start, budget_s=left,
                      work_dir=work_dir, progress=progress, harden=harden, solo=solo, watchdog=watchdog,
-                     notes=notes, **extra)
+                     notes=notes, preload=fw, **extra)
         for j in c.pop("cut"):
             journal.end(j.attempt, "cut by the budget")
         out = []
@@ -353,6 +353,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         counts["records_collapsed"] = res.collapsed
     if notes:
         counts["driver_stopped"] = sum(1 for n in notes if n.get("event") == "driver_stopped")
+        servers = [n for n in notes if str(n.get("event", "")).startswith("forkserver")]
+        if servers:
+            counts["row_jobs"] = servers
     if not quiet:
         if res.rejected:
             print(f"audit: {len(res.rejected)} line(s) of {results_path} carried no valid MAC (not written by this "

@@ -186,6 +186,9 @@ def main(argv=None) -> int:
     c.add_argument("--seeds", type=_int_in("seeds", 1, 1000), default=3)
     c.add_argument("--results", default=None)
     c.add_argument("--jobs", type=_int_in("jobs", 1, 256), default=4)
+    c.add_argument("--ext-cache", default=None, help="compiled extensions kept here between runs")
+    c.add_argument("--budget", type=float, default=None, help="seconds; rerun the same command to resume")
+    c.add_argument("--work", default=None, help="scratch folder (default: a new temporary one)")
 
     args = p.parse_args(argv)
     try:
@@ -286,7 +289,8 @@ def _run(args) -> int:
         return 0
     if args.cmd == "controls":
         from .controls import run_controls
-        ok, text = run_controls(fw=args.fw, seeds_n=args.seeds, results=args.results, jobs=args.jobs)
+        ok, text = run_controls(fw=args.fw, seeds_n=args.seeds, results=args.results, jobs=args.jobs,
+                                ext_cache=args.ext_cache, budget_s=args.budget, work=args.work)
         print(text)
         return 0 if ok else 1
     return 2

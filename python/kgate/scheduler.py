@@ -34,6 +34,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from .forkserver import Forked, ForkServer
+
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
@@ -224,7 +226,11 @@ def _kill(job: Job):
 
 
 def _was_stopped(job: Job) -> dict | None:
-    """A stop or a continue of the row job since the last look (WSTOPPED|WCONTINUED, without reaping)."""
+    """A stop or a continue of the row job since the last look (WSTOPPED|WCONTINUED, without reaping; for a
+    forked row job, as its parent, the fork server, saw it)."""
+    if isinstance(job.proc, Forked):
+        m = job.proc.take_stop()
+        return None if m is None else {"how": m["how"], "signal": m["signal"]}
     try:
         r = os.waitid(os.P_PID, job.proc.pid, os.WSTOPPED | os.WCONTINUED | os.WNOHANG)
     except (ChildProcessError, OSError):
@@ -371,11 +377,13 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
              work_dir: str, env: dict | None = None, progress: Progress | None = None,
              python: str = sys.executable, start_margin_s: float = 20.0, on_start=None, harden: bool = False,
              log_limit: int = DEFAULT_LOG_LIMIT, file_limit: int = DEFAULT_FILE_LIMIT, solo: bool = False,
-             watchdog: Watchdog | None = None, notes: list | None = None) -> dict:
+             watchdog: Watchdog | None = None, notes: list | None = None, preload: str | None = None) -> dict:
     """Runs jobs; calls on_start(job) just before one starts and on_finish(job, final_record_or_None, status,
     lines, log_tail) for each one that ends (status "ok", "crash", "timeout", "stopped"). Jobs cut by the
     budget are not reported. When the watchdog says the driver was stopped, the jobs then running are killed
-    and returned in counts["suspects"] (not reported). Returns counts."""
+    and returned in counts["suspects"] (not reported). With `preload` (a framework name), row jobs are forked
+    from a fork server that imported it once (forkserver.py); without, or where the server cannot run, each
+    is a fresh process. Returns counts."""
     os.makedirs(work_dir, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + budget_s if budget_s else None
@@ -391,6 +399,29 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     job_env["PYTHONUNBUFFERED"] = "1"
     job_env["KGATE_FILE_LIMIT"] = str(file_limit)
     last_sweep = 0.0
+    server: ForkServer | None = None
+    server_failures = 0
+
+    def start_process(job: Job):
+        nonlocal server, server_failures
+        if preload and os.environ.get("KGATE_FORKSERVER", "1") != "0" and server_failures < 2:
+            try:
+                if server is None or not server.alive():
+                    if server is not None:
+                        server.close()
+                    server = ForkServer(python, job_env, work_dir, preload, os.path.join(work_dir, "forkserver.log"))
+                    if notes is not None:
+                        notes.append({"event": "forkserver", "pid": server.pid, "ready": server.ready})
+                return server.spawn(work_dir)
+            except RuntimeError as e:
+                server_failures += 1
+                server = None
+                if notes is not None:
+                    notes.append({"event": "forkserver_failed", "why": str(e)})
+                print(f"kgate: row jobs start as plain processes: {e}", file=sys.stderr)
+        return subprocess.Popen(
+            [python, "-m", "kgate.scheduler", "rowjob"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=job_env, start_new_session=True, cwd=work_dir)
 
     def can_start(job: Job) -> bool:
         if job.after and ("compile", job.after) not in finished_keys:
@@ -415,9 +446,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                     if on_start:
                         on_start(job)
                     job.oom_before = oom_kills()
-                    job.proc = subprocess.Popen(
-                        [python, "-m", "kgate.scheduler", "rowjob"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE, env=job_env, start_new_session=True, cwd=work_dir)
+                    job.proc = start_process(job)
                     job.started = time.monotonic()
                     job._threads = [threading.Thread(target=_reader, args=(job,), daemon=True),
                                     threading.Thread(target=_log_pump, args=(job, job.proc.stderr, job.log_path,
@@ -490,11 +519,15 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
             known = {j.proc.pid for j in running if j.proc}
             if watchdog is not None:
                 known.add(watchdog.proc.pid)
+            if server is not None:
+                known.add(server.pid)
             counts["strays_killed"] += len(sweep_strays(known))
         if deadline is not None and time.monotonic() > deadline - start_margin_s and not running:
             counts["not_started"] = len(pending)
             break
         time.sleep(0.05)
+    if server is not None:
+        server.close()
     if harden:
         known = {watchdog.proc.pid} if watchdog is not None else set()
         counts["strays_killed"] += len(sweep_strays(known))
@@ -504,6 +537,9 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
 if __name__ == "__main__":
     if sys.argv[1:] == ["rowjob"]:
         _rowjob_main()
+    elif sys.argv[1:2] == ["forkserver"] and len(sys.argv) == 4:
+        from .forkserver import server_main
+        server_main(int(sys.argv[2]), sys.argv[3])
     elif sys.argv[1:] == ["watchdog"]:
         _watchdog_main()
     else:

@@ -464,7 +464,7 @@ NB_MODULE(_core, m) {
       "verify",
       [](const std::string& contract_toml, const std::string& contract_path, Target& target, nb::callable oracle,
          std::optional<std::uint64_t> seed, std::vector<std::string> gates, double tolerance_scale,
-         InputSource* source, nb::object reference_runs, nb::object on_result) {
+         InputSource* source, nb::object reference_runs, nb::object on_result, nb::object label_runs) {
         Contract c = parse_contract(contract_toml, contract_path);
         OracleFn fn = [oracle](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
           nb::gil_scoped_acquire gil;
@@ -474,27 +474,29 @@ NB_MODULE(_core, m) {
             throw OracleError(e.what());
           }
         };
-        ReferenceFn refs;
-        if (!reference_runs.is_none()) {
-          nb::callable rr = nb::borrow<nb::callable>(reference_runs);
-          refs = [rr](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
+        auto runs_of = [](nb::object callable, const char* what) -> ReferenceFn {
+          if (callable.is_none()) return {};
+          nb::callable rr = nb::borrow<nb::callable>(callable);
+          return [rr, what](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
             nb::gil_scoped_acquire gil;
             try {
               std::vector<ReferenceRun> out;
               for (nb::handle item : rr(in, bindings_dict(b), a)) {
                 nb::object t = nb::borrow(item);
-                if (nb::len(t) != 2) throw OracleError("reference_runs: each item must be (precision, outputs)");
-                out.push_back({nb::cast<std::string>(t[0]), to_host_arrays(t[1], "reference_runs")});
+                if (nb::len(t) != 2) throw OracleError(std::string(what) + ": each item must be (precision, outputs)");
+                out.push_back({nb::cast<std::string>(t[0]), to_host_arrays(t[1], what)});
               }
               return out;
             } catch (const nb::python_error& e) {
               throw OracleError(e.what());
             } catch (const nb::cast_error& e) {
-              throw OracleError(std::string("reference_runs returned something unexpected: ") + e.what());
+              throw OracleError(std::string(what) + " returned something unexpected: " + e.what());
             }
           };
-        }
-        auto o = make_function_oracle("python oracle", fn, refs);
+        };
+        ReferenceFn refs = runs_of(reference_runs, "reference_runs");
+        ReferenceFn labels = runs_of(label_runs, "label_runs");
+        auto o = make_function_oracle("python oracle", fn, refs, labels);
         VerifyOptions opt;
         opt.seed = seed;
         opt.gates = std::move(gates);
@@ -524,7 +526,7 @@ NB_MODULE(_core, m) {
       },
       "contract_toml"_a, "contract_path"_a, "target"_a, "oracle"_a, "seed"_a = nb::none(),
       "gates"_a = std::vector<std::string>{}, "tolerance_scale"_a = 1.0, "source"_a.none() = nb::none(),
-      "reference_runs"_a = nb::none(), "on_result"_a = nb::none());
+      "reference_runs"_a = nb::none(), "on_result"_a = nb::none(), "label_runs"_a = nb::none());
   m.def("list_gates", []() {
     std::vector<std::string> out;
     for (const GateInfo& g : list_gates()) out.push_back(g.name);

@@ -72,6 +72,7 @@ inline void split(std::uint32_t w, float& lo, float& hi) {
 }  // namespace emu
 
 inline thread_local dim3 threadIdx, blockIdx;
+inline thread_local dim3 gridDim, blockDim;
 
 inline void __syncthreads() { emu::block->bar.arrive_and_wait(); }
 inline void __syncwarp() { emu::warp().bar.arrive_and_wait(); }
@@ -184,6 +185,8 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
           block = blk.get();
           threadIdx = dim3(t, 1, 1);
           blockIdx = dim3(bx, by, 1);
+          gridDim = dim3(gx, gy, 1);
+          blockDim = dim3(128, 1, 1);
           kernel(args);
         });
       for (auto& x : th) x.join();

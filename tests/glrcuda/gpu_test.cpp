@@ -4,13 +4,18 @@
 //     shapes.hpp; printed as one table (the one docs/perf.md records);
 //   * every output element written (outputs are poisoned with NaN bytes before each call);
 //   * bitwise determinism: a second call with fresh allocations at other addresses gives the same bits;
-//   * device-only offsets: same bits as with the host copy; invalid ones give NaN and the status word.
+//   * device-only offsets: same bits as with the host copy; invalid ones give NaN and the status word;
+//   * the forward's dispatch (cuda::forward_path): bf16 K = V (64, 128) dense calls take the sm90 tensor-core
+//     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
+//     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback.
 // When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
 // so one log says which stage broke.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <future>
 #include <string>
@@ -38,7 +43,30 @@ class Gpu : public testing::Test {
   cudaStream_t stream_ = nullptr;
 };
 
+// Sets an environment variable for the scope (GLR_FORWARD_PATH), restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
 struct GpuRun {
+  cuda::ForwardPath path = cuda::ForwardPath::blocks;  // the forward's path (forward runs only)
   Results got;
   std::vector<double> bytes;      // raw output bytes
   std::vector<double> workspace;  // the workspace after the call (when asked for)
@@ -68,6 +96,8 @@ GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace
                                      : cuda::forward_workspace_bytes(c.call, call.offsets);
   DeviceBuffer ws(bytes);
   fill_workspace(ws.ptr, bytes, fill, s);
+  GpuRun r;
+  if (!backward) r.path = cuda::forward_path(c.call, call.forward(), call.offsets).path;
   if (!backward)
     cuda::forward(c.call, call.forward(), call.offsets, ws.ptr, bytes, s);
   else
@@ -75,7 +105,6 @@ GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace
   cuda_ok(cudaGetLastError(), "after the call");
   cuda_ok(cudaStreamSynchronize(s), "running the call");
   call.download(backward, s);
-  GpuRun r;
   r.got = call.host.read(backward);
   r.bytes = call.output_bytes(backward);
   if (keep_workspace) {
@@ -85,8 +114,14 @@ GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace
   return r;
 }
 
-// The stage table: the GPU workspace, laid out by the same plan, against the CPU chunked stages.
-void print_stages(const Case& c, bool backward, std::vector<double>& workspace) {
+// The stage table: the GPU workspace, laid out by the same plan, against the CPU chunked stages (the block
+// programs' workspace: the sm90 forward keeps other intermediates, in bf16).
+void print_stages(const Case& c, bool backward, std::vector<double>& workspace, cuda::ForwardPath path) {
+  if (!backward && path == cuda::ForwardPath::sm90) {
+    std::printf("  stages of %s (forward): sm90 path, no block-program stages to diff (rerun with "
+                "GLR_FORWARD_PATH=blocks)\n", c.describe().c_str());
+    return;
+  }
   // The plan needs only the sizes, which the host copy of the offsets gives.
   const cuda::DeviceOffsets off{c.call.varlen() ? c.call.cu_seqlens.data() : nullptr, 0};
   const cuda::Problem p = cuda::setup_sizes(c.call, off, backward ? Pass::backward : Pass::forward);
@@ -97,7 +132,7 @@ void print_stages(const Case& c, bool backward, std::vector<double>& workspace) 
 }
 
 struct Row {
-  std::string output, member, shape, dtype;
+  std::string output, member, shape, dtype, path;
   double err, bound;
 };
 
@@ -162,30 +197,32 @@ TEST_F(Gpu, ErrorTableAgainstTheOracleAndDeterminism) {
       for (const auto& [name, pr] : outs) {
         if (pr.second->empty()) continue;
         const DType dt = out_dtype(c, name);
-        const double err = rel_err(*pr.first, *pr.second), bound = error_bound(name, dt);
-        rows.push_back({name, member_name(c.member), shape_label(c), cuda::name_of(dt), err, bound});
+        const cuda::ForwardPath path = backward ? cuda::ForwardPath::blocks : a.path;
+        const double err = rel_err(*pr.first, *pr.second), bound = error_bound(name, dt, path);
+        rows.push_back({name, member_name(c.member), shape_label(c), cuda::name_of(dt), cuda::name_of(path), err, bound});
         const bool ok = err <= bound;
         EXPECT_TRUE(ok) << name << " error " << err << " > bound " << bound << ": " << c.describe();
         bad |= !ok;
       }
-      if (bad) print_stages(c, backward, a.workspace);
+      if (bad) print_stages(c, backward, a.workspace, backward ? cuda::ForwardPath::blocks : a.path);
     }
   }
-  std::printf("\n| output | member | shape | dtype | rel. error | bound | |\n|---|---|---|---|---|---|---|\n");
+  std::printf("\n| output | member | shape | dtype | rel. error | bound | | path |\n|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
-    std::printf("| %s | %s | %s | %s | %.3e | %.3e | %s |\n", r.output.c_str(), r.member.c_str(), r.shape.c_str(),
-                r.dtype.c_str(), r.err, r.bound, r.err <= r.bound ? "ok" : "FAIL");
+    std::printf("| %s | %s | %s | %s | %.3e | %.3e | %s | %s |\n", r.output.c_str(), r.member.c_str(), r.shape.c_str(),
+                r.dtype.c_str(), r.err, r.bound, r.err <= r.bound ? "ok" : "FAIL", r.path.c_str());
   std::printf("\nbitwise determinism: %d of %zu calls differed between two runs\n", nondeterministic, 2 * plan.size());
 }
 
 // One case per member with the full per-stage table, even when everything passes (the diagnosis a
 // failing run would print, and a record of how close each GPU stage is to its CPU twin).
 TEST_F(Gpu, StageTable) {
+  const ScopedEnv blocks("GLR_FORWARD_PATH", "blocks");  // the stages exist on the block programs only
   for (Member m : kMembers) {
     const Case c = make_case(m, gpu_shapes()[2], {DType::bf16}, {}, test_seed(900));
     for (bool backward : {false, true}) {
       GpuRun a = run_gpu(c, backward, stream_, true);
-      print_stages(c, backward, a.workspace);
+      print_stages(c, backward, a.workspace, a.path);
     }
   }
 }
@@ -246,6 +283,143 @@ TEST_F(Gpu, ResultsIndependentOfTheWorkspaceFill) {
       }
 }
 
+// Whether the current device is sm_90 (where the sm90 forward runs).
+bool on_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  cuda_ok(cudaGetDevice(&dev), "device");
+  cuda_ok(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cc");
+  cuda_ok(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cc");
+  return major == 9 && minor == 0;
+}
+
+cuda::ForwardChoice path_of(const Case& c, cudaStream_t s) {
+  DeviceCall call(c, s);
+  return cuda::forward_path(c.call, call.forward(), call.offsets);
+}
+
+// The forward's dispatch: which calls take the sm90 tensor-core forward (every member, grouped value heads,
+// packed sequences, with and without states), which fall back and why; on both paths the outputs against the
+// oracle within each path's bound, the two paths within the sum of their bounds, and the sm90 path
+// deterministic and independent of the workspace's previous contents.
+TEST_F(Gpu, ForwardDispatchSm90AndFallback) {
+  const bool sm90 = on_sm90();
+  const std::vector<Shape> fast_shapes = {
+      {"K128_T130_states", 1, 130, 1, 1, 128, 128, {}, true},
+      {"K128_B2_T1000_HV4H2", 2, 1000, 2, 4, 128, 128, {}, true},
+      {"K128_varlen_HV2", 1, 700, 1, 2, 128, 128, {0, 1, 64, 64, 129, 700}, true},
+      {"K128_T1_no_states", 3, 1, 1, 1, 128, 128, {}, false},
+      {"K64_T300_HV2_states", 2, 300, 1, 2, 64, 64, {}, true},
+      {"K64_varlen", 1, 333, 1, 1, 64, 64, {0, 65, 65, 200, 333}, true},
+  };
+  std::uint64_t salt = 1200;
+  int fast = 0;
+  for (Member m : kMembers)
+    for (const Shape& sh : fast_shapes) {
+      const Case c = make_case(m, sh, {DType::bf16}, {}, test_seed(salt++));
+      const cuda::ForwardChoice choice = path_of(c, stream_);
+      std::printf("forward path %-6s %s: %s\n", cuda::name_of(choice.path), c.describe().c_str(), choice.reason.c_str());
+      EXPECT_EQ(choice.path, sm90 ? cuda::ForwardPath::sm90 : cuda::ForwardPath::blocks) << choice.reason;
+      const Results ref = oracle(c, false);
+      const GpuRun a = run_gpu(c, false, stream_, false);
+      const GpuRun b = run_gpu(c, false, stream_, false, 1 << 20, WsFill::random);
+      EXPECT_EQ(a.path, choice.path);
+      EXPECT_EQ(diff_results(a.got, b.got), "") << "not deterministic / depends on the workspace: " << c.describe();
+      GpuRun blocks;
+      {
+        const ScopedEnv force("GLR_FORWARD_PATH", "blocks");
+        EXPECT_EQ(path_of(c, stream_).path, cuda::ForwardPath::blocks);
+        blocks = run_gpu(c, false, stream_, false);
+      }
+      EXPECT_EQ(blocks.path, cuda::ForwardPath::blocks);
+      for (const char* name : {"o", "ht"}) {
+        const std::vector<double>& got = name[0] == 'o' ? a.got.o : a.got.ht;
+        const std::vector<double>& fb = name[0] == 'o' ? blocks.got.o : blocks.got.ht;
+        const std::vector<double>& r = name[0] == 'o' ? ref.o : ref.ht;
+        if (r.empty()) continue;
+        const DType dt = name[0] == 'o' ? DType::bf16 : DType::f32;
+        const double e_fast = rel_err(got, r), e_blocks = rel_err(fb, r), e_pair = rel_err(got, fb);
+        const double b_fast = error_bound(name, dt, a.path), b_blocks = error_bound(name, dt);
+        std::printf("  %-2s %s err %.3e (bound %.3e), blocks err %.3e (bound %.3e), %s vs blocks %.3e\n", name,
+                    cuda::name_of(a.path), e_fast, b_fast, e_blocks, b_blocks, cuda::name_of(a.path), e_pair);
+        EXPECT_LE(e_fast, b_fast) << name << " " << c.describe();
+        EXPECT_LE(e_blocks, b_blocks) << name << " " << c.describe();
+        EXPECT_LE(e_pair, b_fast + b_blocks) << name << " " << c.describe();
+      }
+      fast += a.path == cuda::ForwardPath::sm90;
+    }
+  std::printf("forward dispatch: %d of %zu calls took the sm90 path (device %s sm_90)\n", fast,
+              std::size(kMembers) * fast_shapes.size(), sm90 ? "is" : "is not");
+
+  // Calls the sm90 forward does not take: each falls back, with a reason naming what ruled it out.
+  struct Fallback {
+    Shape shape;
+    Dtypes dt;
+    Layout layout;
+    const char* reason;  // a substring of the reason
+  };
+  const std::vector<Fallback> fallbacks = {
+      {{"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
+      {{"K64_V128", 1, 130, 1, 1, 64, 128, {}, true}, {DType::bf16}, {}, "K = 64"},
+      {{"K128_f16", 1, 130, 1, 1, 128, 128, {}, true}, {DType::f16}, {}, "bf16"},
+      {{"K128_strided", 1, 130, 1, 1, 128, 128, {}, true}, {DType::bf16}, {true, false}, "dense"},
+      {{"K128_offset", 1, 130, 1, 1, 128, 128, {}, true}, {DType::bf16}, {false, true}, ""},
+  };
+  for (const Fallback& f : fallbacks) {
+    const Case c = make_case(Member::gated_deltanet, f.shape, f.dt, f.layout, test_seed(salt++));
+    const cuda::ForwardChoice choice = path_of(c, stream_);
+    std::printf("forward path %-6s %s: %s\n", cuda::name_of(choice.path), c.describe().c_str(), choice.reason.c_str());
+    EXPECT_EQ(choice.path, cuda::ForwardPath::blocks) << c.describe();
+    if (sm90) {
+      EXPECT_NE(choice.reason.find(f.reason), std::string::npos) << choice.reason;
+    }
+  }
+
+  // The override: "blocks" forces the fallback, "auto" is the default, anything else is refused by name.
+  const Case c = make_case(Member::gated_deltanet, fast_shapes[0], {DType::bf16}, {}, test_seed(salt++));
+  {
+    const ScopedEnv force("GLR_FORWARD_PATH", "blocks");
+    const cuda::ForwardChoice choice = path_of(c, stream_);
+    EXPECT_EQ(choice.path, cuda::ForwardPath::blocks);
+    EXPECT_NE(choice.reason.find("GLR_FORWARD_PATH"), std::string::npos) << choice.reason;
+  }
+  {
+    const ScopedEnv aut("GLR_FORWARD_PATH", "auto");
+    EXPECT_EQ(path_of(c, stream_).path, sm90 ? cuda::ForwardPath::sm90 : cuda::ForwardPath::blocks);
+  }
+  {
+    const ScopedEnv bogus("GLR_FORWARD_PATH", "fast");
+    try {
+      path_of(c, stream_);
+      ADD_FAILURE() << "GLR_FORWARD_PATH=fast was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(e.argument(), "GLR_FORWARD_PATH");
+    }
+  }
+}
+
+// The sm90 forward's workspace is smaller than the block programs' and enough for it; the two-argument
+// query covers either path.
+TEST_F(Gpu, ForwardWorkspaceSizesPerPath) {
+  const Case c = make_case(Member::gated_deltanet, {"K128_T600", 2, 600, 1, 2, 128, 128, {}, true}, {DType::bf16}, {},
+                           test_seed(1300));
+  const std::size_t fast = cuda::forward_workspace_bytes(c.call, {}, cuda::ForwardPath::sm90);
+  const std::size_t slow = cuda::forward_workspace_bytes(c.call, {}, cuda::ForwardPath::blocks);
+  const std::size_t any = cuda::forward_workspace_bytes(c.call, {});
+  std::printf("forward workspace at %s: sm90 %zu B, blocks %zu B\n", c.describe().c_str(), fast, slow);
+  EXPECT_LT(fast, slow);
+  EXPECT_EQ(any, std::max(fast, slow));
+  // Exactly the sm90 size suffices for a call that takes the sm90 path.
+  if (path_of(c, stream_).path == cuda::ForwardPath::sm90) {
+    DeviceCall call(c, stream_);
+    DeviceBuffer ws(fast);
+    cuda::forward(c.call, call.forward(), call.offsets, ws.ptr, fast, stream_);
+    cuda_ok(cudaStreamSynchronize(stream_), "forward with the sm90 workspace");
+    EXPECT_EQ(cuda::workspace_status(ws.ptr, stream_), cuda::kStatusOk);
+    call.download(false, stream_);
+    EXPECT_EQ(diff_results(call.host.read(false), run_gpu(c, false, stream_, false).got), "");
+  }
+}
+
 // The entry point that allocates its own workspace on the stream gives the same bits.
 TEST_F(Gpu, StreamOrderedWorkspace) {
   const Case c = make_case(Member::retnet, gpu_shapes()[0], {DType::bf16}, {}, test_seed(902));
@@ -281,6 +455,27 @@ TEST_F(Gpu, KgateEntryPointsMatchTheApi) {
         d.download(backward, stream_);
         EXPECT_EQ(diff_results(d.host.read(backward), ref.got), "") << lib << " " << c.describe();
       }
+    // Dense bf16 K = V = 128: kgate_run is the API's dispatch (the sm90 forward on sm_90), kgate_run_blocks
+    // the block programs (what the cuda contracts judge).
+    auto run_blocks = reinterpret_cast<kgate_entry_fn>(dlsym(h, "kgate_run_blocks"));
+    ASSERT_TRUE(run_blocks) << path << ": no kgate_run_blocks";
+    for (Member m : {Member::gated_deltanet, Member::mamba2}) {
+      const Case c = make_case(m, gpu_shapes()[4], {DType::bf16}, {}, test_seed(904));
+      for (bool blocks : {false, true}) {
+        GpuRun ref;
+        {
+          const ScopedEnv env("GLR_FORWARD_PATH", blocks ? "blocks" : nullptr);
+          ref = run_gpu(c, backward, stream_, false);
+        }
+        DeviceCall d(c, stream_);
+        KgateCall kc(c, d, backward);
+        kgate_call call = kc.call(stream_);
+        EXPECT_EQ((blocks ? run_blocks : run)(&call), KGATE_OK) << kc.message();
+        d.download(backward, stream_);
+        EXPECT_EQ(diff_results(d.host.read(backward), ref.got), "")
+            << lib << (blocks ? ":kgate_run_blocks " : ":kgate_run ") << c.describe();
+      }
+    }
     dlclose(h);
   }
 }

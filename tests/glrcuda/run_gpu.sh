@@ -6,7 +6,8 @@
 #
 # tests: the gpu-labelled tests (error table against the float64 oracle, determinism, device-only
 #        offsets, per-stage diffs, the kgate entry points); kgate: `kgate verify` of every contract in
-#        glr/contracts/cuda against the kernels, with the CPU reference's float64 oracle; bench: the
+#        glr/contracts/cuda and glr/contracts/sm90 (the tensor-core forward) against the kernels, with the CPU
+#        reference's float64 oracle; bench: the
 #        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
 #        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);
 #        a short summary is printed last.
@@ -40,11 +41,16 @@ fi
 
 if [[ " $phases " == *" kgate "* ]]; then
   echo "== kgate verify (seed ${KGATE_SEED:-1}); logs: kgate_*.log" | tee -a "$summary"
-  for c in glr/contracts/cuda/*.toml; do
+  for c in glr/contracts/cuda/*.toml glr/contracts/sm90/*.toml; do
     name=$(basename "$c" .toml)
+    [[ $c == */sm90/* ]] && name="sm90_$name"
     pass=fwd
     [[ $name == *_bwd ]] && pass=bwd
-    "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so" \
+    # glr/contracts/cuda judge the block programs (kgate_run_blocks); glr/contracts/sm90 what the API
+    # dispatches to (kgate_run: the tensor-core forward for these dense bf16 K = V = 128 calls on sm_90).
+    sym=kgate_run_blocks
+    [[ $c == */sm90/* ]] && sym=kgate_run
+    "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so:$sym" \
       --oracle "$carry/lib/libglr_kgate_$pass.so" --seed "${KGATE_SEED:-1}" --json "$out/kgate_$name.json" \
       > "$out/kgate_$name.log" 2>&1
     rc=$?

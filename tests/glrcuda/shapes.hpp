@@ -42,7 +42,15 @@ inline std::vector<Shape> gpu_shapes() {
 //     cancellation (a per-token dg adds dG over the rest of its chunk, a per-head dg over every token).
 //     Allowed: 1e-4 and 1e-3, 200x what was measured, to cover longer sequences; a real defect (a wrong
 //     index, a missing term) shows as an error of order 1, far above either.
-inline double error_bound(const std::string& output, DType out_dtype) {
+//
+// The sm90 tensor-core forward (cuda::ForwardPath::sm90, taken for bf16 K = V (64, 128) dense calls on an sm_90
+// device) rounds the operands of every tensor-core product to bf16 (T, the state's copy, V_new, P, ...), so
+// its o and ht carry several bf16 roundings: the bound of bench/glr/sm90_fwd_check.cu, 8 u with u = 2^-9
+// (about six roundings on any path to o, each perturbing it by at most u normwise; the delta rule with
+// |k| = 1, 0 < beta < 1, g <= 0 does not amplify them). Measured on the host emulator: 1.3e-3 to 5.5e-3.
+inline double error_bound(const std::string& output, DType out_dtype,
+                          cuda::ForwardPath path = cuda::ForwardPath::blocks) {
+  if (path == cuda::ForwardPath::sm90 && (output == "o" || output == "ht")) return 8 * std::ldexp(1.0, -9);
   const double fp32 = (output == "dg" || output == "dbeta") ? 1e-3 : 1e-4;
   return unit_roundoff(out_dtype) + fp32;
 }

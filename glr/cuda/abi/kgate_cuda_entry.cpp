@@ -32,7 +32,8 @@ class OnDevice {
 extern "C" KGATE_EXPORT int32_t kgate_abi_version(void) { return KGATE_ABI_VERSION; }
 extern "C" KGATE_EXPORT int32_t kgate_device(void) { return kDLCUDA; }
 
-extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
+namespace {
+int32_t run(const kgate_call* call, const cuda::ForwardOptions& options) {
   return abi::guarded_entry(call, [&] {
     const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCUDA);
     const OnDevice on(c.q.t->device.device_id);
@@ -41,6 +42,17 @@ extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
     if (GLR_KGATE_BACKWARD)
       cuda::backward(c.params, abi::backward_tensors(c), off, stream);
     else
-      cuda::forward(c.params, abi::forward_tensors(c), off, stream);
+      cuda::forward(c.params, abi::forward_tensors(c), off, stream, options);
   });
+}
+}  // namespace
+
+// kgate_run: what glr's API does (the forward dispatches bf16 dense K = V calls on sm_90 to the tensor-core
+// forward: glr/contracts/sm90). kgate_run_blocks: the block programs only (glr/contracts/cuda, whose f32
+// bounds are theirs); the backward is the block programs in both.
+extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) { return run(call, {}); }
+extern "C" KGATE_EXPORT int32_t kgate_run_blocks(const kgate_call* call) {
+  cuda::ForwardOptions blocks;
+  blocks.force_blocks = true;
+  return run(call, blocks);
 }

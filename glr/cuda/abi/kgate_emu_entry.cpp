@@ -10,6 +10,11 @@ using namespace glr;
 extern "C" KGATE_EXPORT int32_t kgate_abi_version(void) { return KGATE_ABI_VERSION; }
 extern "C" KGATE_EXPORT int32_t kgate_device(void) { return kDLCPU; }
 
+// The emulation runs the block programs only: kgate_run_blocks (the symbol the cuda contracts name for the
+// GPU library) is the same entry.
+extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call);
+extern "C" KGATE_EXPORT int32_t kgate_run_blocks(const kgate_call* call) { return kgate_run(call); }
+
 extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) {
   return abi::guarded_entry(call, [&] {
     const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCPU);

@@ -1,9 +1,14 @@
 // The public entry points (glr/glr_cuda.hpp): check everything on the host, lay the workspace out, launch.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "../common/setup.hpp"
+#include "../sm90/forward.hpp"
 #include "../common/workspace.hpp"
 #include "glr/glr_cuda.hpp"
 #include "launches.hpp"
@@ -44,10 +49,65 @@ class StreamBuffer {
   cudaStream_t stream_;
 };
 
+// GLR_FORWARD_PATH: "blocks" forces the block programs; unset, empty or "auto" lets forward_path choose.
+bool forced_blocks() {
+  const char* e = std::getenv("GLR_FORWARD_PATH");
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return false;
+  if (std::strcmp(e, "blocks") == 0) return true;
+  throw InvalidArgument("GLR_FORWARD_PATH", std::string("is '") + e + "'; use 'blocks' or 'auto'");
+}
+
+// The current device is sm_90 (the sm90 kernels are built for sm_90a, which runs there only), or why not.
+std::string device_refusal() {
+  int dev = 0, major = 0, minor = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "reading the compute capability");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "reading the compute capability");
+  if (major == 9 && minor == 0) return "";
+  return "device " + std::to_string(dev) + " is sm_" + std::to_string(major) + std::to_string(minor) + ", not sm_90";
+}
+
+// p from setup_forward.
+ForwardChoice choose(const Problem& p, const ForwardOptions& options = {}) {
+  if (forced_blocks()) return {ForwardPath::blocks, "forced by GLR_FORWARD_PATH=blocks"};
+  if (options.force_blocks) return {ForwardPath::blocks, "forced by ForwardOptions::force_blocks"};
+  std::string why = sm90::forward_refusal(p);
+  if (why.empty()) why = device_refusal();
+  if (!why.empty()) return {ForwardPath::blocks, "sm90 forward not taken: " + why};
+  return {ForwardPath::sm90, "sm90 tensor-core forward: bf16, K = V = " + std::to_string(p.K) + ", dense layouts, sm_90 device"};
+}
+
+void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream_t stream,
+                const ForwardOptions& options = {}) {
+  const ForwardChoice c = choose(p, options);
+  if (std::getenv("GLR_FORWARD_LOG") != nullptr) std::fprintf(stderr, "glr forward: %s (%s)\n", name_of(c.path), c.reason.c_str());
+  if (c.path == ForwardPath::sm90) {
+    if (workspace == nullptr) throw InvalidArgument("workspace", "is null");
+    if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlign != 0)
+      throw InvalidArgument("workspace", "must be " + std::to_string(kWorkspaceAlign) + "-byte aligned");
+    sm90::launch_forward(p, workspace, bytes, stream);
+  } else {
+    launch_forward(p, place(p, false, workspace, bytes), stream);
+  }
+}
+
 }  // namespace
 
+const char* name_of(ForwardPath p) { return p == ForwardPath::sm90 ? "sm90" : "blocks"; }
+
+ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets,
+                           const ForwardOptions& options) {
+  return choose(setup_forward(params, t, offsets), options);
+}
+
+std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets, ForwardPath path) {
+  const Problem p = setup_sizes(params, offsets, Pass::forward);
+  return path == ForwardPath::sm90 ? sm90::forward_workspace_bytes(p) : WorkspacePlan<float>(p, false, nullptr).bytes;
+}
+
 std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets) {
-  return WorkspacePlan<float>(setup_sizes(params, offsets, Pass::forward), false, nullptr).bytes;
+  const Problem p = setup_sizes(params, offsets, Pass::forward);
+  return std::max(WorkspacePlan<float>(p, false, nullptr).bytes, sm90::forward_workspace_bytes(p));
 }
 std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets) {
   return WorkspacePlan<float>(setup_sizes(params, offsets, Pass::backward), true, nullptr).bytes;
@@ -56,7 +116,7 @@ std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& 
 void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, void* workspace,
              std::size_t workspace_bytes, cudaStream_t stream) {
   const Problem p = setup_forward(params, t, offsets);
-  launch_forward(p, place(p, false, workspace, workspace_bytes), stream);
+  forward_on(p, workspace, workspace_bytes, stream);
 }
 
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, void* workspace,
@@ -65,11 +125,13 @@ void backward(const Params& params, const BackwardTensors& t, const DeviceOffset
   launch_backward(p, place(p, true, workspace, workspace_bytes), stream);
 }
 
-void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream) {
+void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
+             const ForwardOptions& options) {
   const Problem p = setup_forward(params, t, offsets);  // check before allocating
-  const std::size_t bytes = WorkspacePlan<float>(p, false, nullptr).bytes;
+  const bool fast = choose(p, options).path == ForwardPath::sm90;
+  const std::size_t bytes = fast ? sm90::forward_workspace_bytes(p) : WorkspacePlan<float>(p, false, nullptr).bytes;
   StreamBuffer ws(bytes, stream);
-  launch_forward(p, place(p, false, ws.get(), bytes), stream);
+  forward_on(p, ws.get(), bytes, stream, options);
 }
 
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream) {

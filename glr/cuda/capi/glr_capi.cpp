@@ -51,6 +51,13 @@ Params params_of(const glr_capi_problem& c) {
 
 cuda::DeviceOffsets offsets_of(const glr_capi_problem& c) { return {c.cu_seqlens, c.cu_seqlens ? c.num_seqs : 0}; }
 
+cuda::ForwardTensors forward_tensors(const glr_capi_problem& p, const void* q, const void* k, const void* v,
+                                     const void* g, const void* beta, const void* h0, void* o, void* ht) {
+  const cuda::DType x = dtype(p.x_dtype), gd = dtype(p.gate_dtype), bd = dtype(p.beta_dtype);
+  const cuda::DType f32 = cuda::DType::f32;
+  return cuda::ForwardTensors{{q, x}, {k, x}, {v, x}, {g, gd}, {beta, bd}, {h0, f32}, {o, x}, {ht, f32}};
+}
+
 template <class F>
 int32_t guarded(char* msg, size_t cap, F&& f) {
   try {
@@ -80,11 +87,23 @@ GLR_CAPI_EXPORT int32_t glr_capi_forward(const glr_capi_problem* p, const void* 
                                          size_t cap) {
   return guarded(msg, cap, [&] {
     const Params prm = params_of(*p);
-    const cuda::DType x = dtype(p->x_dtype), gd = dtype(p->gate_dtype), bd = dtype(p->beta_dtype);
-    const cuda::DType f32 = cuda::DType::f32;
-    const cuda::ForwardTensors t{{q, x}, {k, x}, {v, x}, {g, gd}, {beta, bd}, {h0, f32}, {o, x}, {ht, f32}};
-    cuda::forward(prm, t, offsets_of(*p), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
+    cuda::forward(prm, forward_tensors(*p, q, k, v, g, beta, h0, o, ht), offsets_of(*p), workspace, workspace_bytes,
+                  static_cast<cudaStream_t>(stream));
   });
+}
+
+GLR_CAPI_EXPORT int32_t glr_capi_forward_path(const glr_capi_problem* p, const void* q, const void* k, const void* v,
+                                              const void* g, const void* beta, const void* h0, void* o, void* ht,
+                                              int32_t* path, char* msg, size_t cap) {
+  std::string reason;
+  const int32_t r = guarded(msg, cap, [&] {
+    const cuda::ForwardChoice c =
+        cuda::forward_path(params_of(*p), forward_tensors(*p, q, k, v, g, beta, h0, o, ht), offsets_of(*p));
+    *path = static_cast<int32_t>(c.path);
+    reason = c.reason;
+  });
+  if (r == 0) fail(reason, msg, cap);  // not a failure: the reason goes where messages go
+  return r;
 }
 
 GLR_CAPI_EXPORT int32_t glr_capi_backward(const glr_capi_problem* p, const void* q, const void* k, const void* v,

@@ -37,6 +37,13 @@ int32_t glr_capi_forward(const glr_capi_problem* p, const void* q, const void* k
                          const void* beta, const void* h0, void* o, void* ht, void* workspace,
                          size_t workspace_bytes, void* stream, char* msg, size_t msg_capacity);
 
+/* Which kernels glr_capi_forward runs for these arguments on the current device: *path = 0 (the block
+ * programs) or 1 (the sm90 tensor-core forward), and the one-line reason in msg. Returns 0, or 1 with the
+ * error in msg for a call glr_capi_forward would reject. GLR_FORWARD_PATH=blocks in the environment forces 0. */
+int32_t glr_capi_forward_path(const glr_capi_problem* p, const void* q, const void* k, const void* v, const void* g,
+                              const void* beta, const void* h0, void* o, void* ht, int32_t* path, char* msg,
+                              size_t msg_capacity);
+
 int32_t glr_capi_backward(const glr_capi_problem* p, const void* q, const void* k, const void* v, const void* g,
                           const void* beta, const void* h0, const void* dout, const void* dht, void* dq, void* dk,
                           void* dv, void* dg, void* dbeta, void* dh0, void* workspace, size_t workspace_bytes,

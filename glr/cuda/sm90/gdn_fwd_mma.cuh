@@ -1,8 +1,13 @@
-// glr/cuda/sm90/gdn_fwd_mma.cuh: Gated DeltaNet forward on the tensor cores (issue 16 item 1, first slice).
+// glr/cuda/sm90/gdn_fwd_mma.cuh: the gated-linear-recurrence forward on the tensor cores (issue 16).
 //
-// bf16 q, k, v; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32 accumulation
-// (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts, H = HV (no GVA), no
-// cu_seqlens: q, k, v, o (B, T, H, 128) bf16; g, beta (B, T, H) fp32; h0, ht (B, H, K, V) fp32, optional.
+// bf16 q, k, v, o; g (log-decay) and beta in fp32 or bf16; h0, ht fp32; chunk C = 64; fp32 accumulation
+// (mma.sync m16n8k16 bf16 -> fp32, i.e. HMMA; no wgmma/TMA yet). Dense layouts (flash-linear-attention's):
+// q, k (B, T, H, K); v, o (B, T, HV, V); g, beta (B, T, HV) (a per-head g: (HV)); h0, ht (N, HV, K, V).
+// Rung 3 (the default, what glr's API dispatches to: glr/cuda/sm90/forward.cu) takes K = V = 64 or 128, every
+// member of the family (the delta rule on or off: template flag kDelta; the gate none, per token or per head),
+// grouped value heads (HV a multiple of H; value head hv reads q/k head hv / (HV / H)) and packed sequences
+// (cu_seqlens, B = 1: chunks never cross a sequence boundary, the state restarts from h0 at each; the offsets
+// are checked on the device). Rungs 1 and 2 take Gated DeltaNet at K = V = 128, HV = H, dense batches.
 //
 // Two kernels, as in the chunked algorithm of DESIGN.md section 5 (G = in-chunk cumulative log-decay), in
 // three rungs of one ladder (GdnFwdVariant; the check runs all three, rung 3 is the default):
@@ -13,12 +18,12 @@
 //     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
 //     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
 //     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
-//     rung 3: T stored (bf16), nothing else
+//     rung 3: T stored (bf16), nothing else; without the delta rule only G (no K K^T, no T)
 //   state (one block per head and 64 state columns, 4 warps; chunks in order):
-//     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h))
+//     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h)), without delta V_new = V
 //     O = scale e^G . (Q h) + P V_new   (rungs 2, 3: P computed here, kept in registers as A fragments)
 //     h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
-//     h stays in fp32 registers (each warp 32 rows x 64 columns); a bf16 copy in shared memory feeds the
+//     h stays in fp32 registers (each warp K/4 rows x 64 columns); a bf16 copy in shared memory feeds the
 //     K h (W h) and Q h products. Next chunk's tiles arrive by cp.async while this one computes.
 //
 // Every reduction is a fixed sequence of mma/FMA: bitwise deterministic run to run.
@@ -53,52 +58,101 @@ static_assert(VT == C, "the state kernel's column-pair loops serve both the VT s
 struct GdnFwdArgs {
   const __nv_bfloat16* q = nullptr;  // (B, T, H, K)
   const __nv_bfloat16* k = nullptr;  // (B, T, H, K)
-  const __nv_bfloat16* v = nullptr;  // (B, T, H, V)
-  const float* g = nullptr;          // (B, T, H)
-  const float* beta = nullptr;       // (B, T, H)
-  const float* h0 = nullptr;         // (B, H, K, V) or null
-  __nv_bfloat16* o = nullptr;        // (B, T, H, V)
-  float* ht = nullptr;               // (B, H, K, V) or null
+  const __nv_bfloat16* v = nullptr;  // (B, T, HV, V)
+  const void* g = nullptr;           // gate 1: (B, T, HV); gate 2: (HV); gate 0: null. fp32, or bf16 with g_bf16
+  const void* beta = nullptr;        // (B, T, HV), fp32 or bf16 (beta_bf16); null without the delta rule
+  const float* h0 = nullptr;         // (N, HV, K, V) or null
+  __nv_bfloat16* o = nullptr;        // (B, T, HV, V)
+  float* ht = nullptr;               // (N, HV, K, V) or null
   int B = 0, T = 0, H = 0;
+  int D = 128;  // K = V = D, 64 or 128 (rungs 1 and 2: 128 only)
+  int HV = 0;  // value heads, a multiple of H (grouped value heads: value head hv reads q/k head hv / (HV / H))
   float scale = 0.f;
-  // workspace, carved by gdn_fwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
-  __nv_bfloat16* W = nullptr;  // (B, H, Tp, K) (rungs 1, 2)
-  __nv_bfloat16* U = nullptr;  // (B, H, Tp, V) (rungs 1, 2)
-  __nv_bfloat16* P = nullptr;  // (B, H, NT, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
-  float* G = nullptr;          // (B, H, Tp)
-  float* Bc = nullptr;         // (B, H, Tp) beta, padded with 0 (rung 3)
+  // The family member (glr/params.hpp): the delta rule (beta, the triangular solve) on or off; the gate.
+  bool delta = true;
+  int gate = 1;  // 0 none (g = 0), 1 per token and value head, 2 one constant per value head (RetNet)
+  bool g_bf16 = false, beta_bf16 = false;
+  // Packed sequences (B = 1): N + 1 offsets on the device, int64 or int32 (one of them), N >= 1. The chunk
+  // table kernel checks them on the device: if they are not 0 = cu[0] <= ... <= cu[N] = T, the status word
+  // becomes 1 and every output is NaN.
+  const std::int64_t* cu_seqlens = nullptr;
+  const std::int32_t* cu_seqlens32 = nullptr;
+  int N = 0;
+  // workspace, carved by gdn_fwd_workspace_carve. Chunk slots: chunk c of sequence n and value head hv is slot
+  // first_chunk(n) HV + hv nch(n) + c (dense: (b HV + hv) NT + c).
+  std::int32_t* status = nullptr;  // the workspace's first word: 0, or 1 for invalid packed offsets
+  std::int32_t* table = nullptr;   // packed only: [bad, total, first_chunk[N + 1], chunk_seq[slots]]
+  __nv_bfloat16* W = nullptr;  // (slots, C, K) (rungs 1, 2)
+  __nv_bfloat16* U = nullptr;  // (slots, C, V) (rungs 1, 2)
+  __nv_bfloat16* P = nullptr;  // (slots, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
+  float* G = nullptr;          // (slots, C)
+  float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
+
+  __host__ __device__ bool varlen() const { return N > 0; }
+  __host__ __device__ int num_seqs() const { return varlen() ? N : B; }
+  // Chunks per sequence-and-head slot space: dense B NT; packed an upper bound (each sequence adds at most one
+  // partial chunk).
+  __host__ __device__ long long chunk_slots() const {
+    const long long nt = (static_cast<long long>(T) + 63) / 64;
+    return varlen() ? nt + N : nt * B;
+  }
 };
 
 // The rungs: 1 = P through the workspace (wy computes Q K^T), 2 = Q K^T in the state kernel, P in registers,
 // 3 = as 2, and the wy kernel leaves only T: V_new = T (beta V - beta e^G K h) in the state kernel.
+// Rungs 1 and 2 take Gated DeltaNet on dense batches with HV = H only; rung 3 takes every member, grouped value
+// heads and packed sequences.
 enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
 
-// Workspace: P or T (B, H, NT, C, C) bf16, G and beta (B, H, Tp) fp32, then for rungs 1 and 2 W and U
-// (B, H, Tp, 128) bf16. At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block programs'
-// fp32 workspace: 1.48 GB).
-inline std::size_t gdn_fwd_workspace_bytes(int B, int T, int H, GdnFwdVariant variant) {
-  const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
-  const std::size_t bh = static_cast<std::size_t>(B) * H;
-  const std::size_t wu = variant == GdnFwdVariant::t_only ? 0 : gdn::DK * 2 + gdn::DV * 2;
-  return bh * Tp * (gdn::C * 2 + 4 + 4 + wu);
+// Workspace: a 256-byte header (the status word), the chunk table (packed sequences), then per chunk slot
+// P or T (C, C) bf16, G and beta (C) fp32, and for rungs 1 and 2 W and U (C, 128) bf16. At B8 T4096 H16:
+// 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block programs' fp32 workspace: 1.48 GB).
+// Each piece starts 256-byte aligned; the whole needs a 256-byte aligned base.
+namespace gdn_ws {
+inline std::size_t up256(std::size_t x) { return (x + 255) / 256 * 256; }
+struct Plan {
+  std::size_t table = 0, P = 0, G = 0, Bc = 0, W = 0, U = 0, bytes = 0;
+};
+inline Plan plan(const GdnFwdArgs& a, GdnFwdVariant variant) {
+  const std::size_t slots = static_cast<std::size_t>(a.chunk_slots()) * static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H);
+  const std::size_t rows = slots * 64;
+  Plan p;
+  std::size_t o = 256;
+  p.table = o;
+  if (a.varlen()) o += up256(4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
+  p.P = o;
+  o += up256(rows * 64 * 2);
+  p.G = o;
+  o += up256(rows * 4);
+  p.Bc = o;
+  o += up256(rows * 4);
+  if (variant != GdnFwdVariant::t_only) {
+    p.W = o;
+    o += up256(rows * 128 * 2);
+    p.U = o;
+    o += up256(rows * 128 * 2);
+  }
+  p.bytes = o;
+  return p;
 }
-// Fills a.P, a.G, a.Bc (and a.W, a.U, or null for rung 3) from one 256-byte-aligned block of
-// gdn_fwd_workspace_bytes(..., variant). A block carved for rung 1 or 2 serves rung 3 too.
+}  // namespace gdn_ws
+
+// a's sizes (B, T, H, HV, N) must be set.
+inline std::size_t gdn_fwd_workspace_bytes(const GdnFwdArgs& a, GdnFwdVariant variant) {
+  return gdn_ws::plan(a, variant).bytes;
+}
+// Fills the workspace pointers of a (W, U null for rung 3; table null for dense batches) from one 256-byte
+// aligned block of gdn_fwd_workspace_bytes(a, variant). A block carved for rung 1 or 2 serves rung 3 too.
 inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant variant) {
-  const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
-  const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
-  char* p = static_cast<char*>(ws);
-  a.P = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::C * 2;
-  a.G = reinterpret_cast<float*>(p);
-  p += bh * Tp * 4;
-  a.Bc = reinterpret_cast<float*>(p);
-  p += bh * Tp * 4;
-  a.W = a.U = nullptr;
-  if (variant == GdnFwdVariant::t_only) return;
-  a.W = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::DK * 2;
-  a.U = reinterpret_cast<__nv_bfloat16*>(p);
+  const gdn_ws::Plan p = gdn_ws::plan(a, variant);
+  char* base = static_cast<char*>(ws);
+  a.status = reinterpret_cast<std::int32_t*>(base);
+  a.table = a.varlen() ? reinterpret_cast<std::int32_t*>(base + p.table) : nullptr;
+  a.P = reinterpret_cast<__nv_bfloat16*>(base + p.P);
+  a.G = reinterpret_cast<float*>(base + p.G);
+  a.Bc = reinterpret_cast<float*>(base + p.Bc);
+  a.W = variant == GdnFwdVariant::t_only ? nullptr : reinterpret_cast<__nv_bfloat16*>(base + p.W);
+  a.U = variant == GdnFwdVariant::t_only ? nullptr : reinterpret_cast<__nv_bfloat16*>(base + p.U);
 }
 
 namespace gdn {
@@ -129,16 +183,135 @@ struct StateSmem {
   float G[C];
 };
 
-// Copy a (C x 128) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
-// shared tile of row stride LD128. 1024 pieces of 16 bytes, 8 per thread.
+// Copy a (C x kD) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
+// shared tile of row stride kD + 8 (ldmatrix conflict-free). C kD / 8 pieces of 16 bytes.
+template <int kD>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
+                                          int tid) {
+  static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
+  constexpr int kPieces = kD / 8, kShift = kD == 128 ? 4 : 3, kLd = kD + 8;
+#pragma unroll
+  for (int it = 0; it < C * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e >> kShift, cc = e & (kPieces - 1);  // shifts: e is a signed int
+    const bool in = r < valid;
+    cp_async_16(smem_addr(dst + r * kLd + cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
 __device__ __forceinline__ void load_tile128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride,
                                              int valid, int tid) {
-#pragma unroll
-  for (int it = 0; it < C * 16 / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e >> 4, cc = e & 15;
-    const bool in = r < valid;
-    cp_async_16(smem_addr(dst + r * LD128 + cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  load_tile<DK>(dst, src, stride, valid, tid);
+}
+
+// ---- Sequences and chunks (dense batches and packed sequences alike) ----
+// Token t of sequence n sits at flat token index begin + t (dense: begin = n T); its q/k row is
+// (flat H + hv / (HV / H)) K, its v/o row (flat HV + hv) V.
+struct Seq {
+  std::int64_t begin;  // flat token index of its first token
+  int len;             // tokens
+  int first;           // its first chunk in the chunk numbering (dense: n NT)
+  int nch;             // chunks
+};
+// The chunk table of packed sequences (a.table, int32): [0] 1 if the offsets are invalid, [1] total chunks,
+// [kFirst + n] first chunk of sequence n (n = 0..N), [kFirst + N + 1 + j] the sequence of chunk j (or -1).
+inline constexpr int kFirst = 2;
+
+__device__ __forceinline__ std::int64_t seq_offset(const GdnFwdArgs& a, int i) {
+  return a.cu_seqlens ? a.cu_seqlens[i] : static_cast<std::int64_t>(a.cu_seqlens32[i]);
+}
+__device__ __forceinline__ Seq sequence(const GdnFwdArgs& a, int n) {
+  if (!a.varlen()) {
+    const int nt = (a.T + C - 1) / C;
+    return {static_cast<std::int64_t>(n) * a.T, a.T, n * nt, nt};
   }
+  const std::int64_t b = seq_offset(a, n), e = seq_offset(a, n + 1);
+  const int first = a.table[kFirst + n];
+  return {b, static_cast<int>(e - b), first, a.table[kFirst + n + 1] - first};
+}
+// The chunk slot of (sequence, value head, chunk): the row of the per-chunk workspace.
+__device__ __forceinline__ std::int64_t slot(const GdnFwdArgs& a, const Seq& sq, int hv, int c) {
+  return static_cast<std::int64_t>(sq.first) * a.HV + static_cast<std::int64_t>(hv) * sq.nch + c;
+}
+// Block (bx, by) of the wy grid: dense (chunk, b HV + hv); packed (chunk of the whole batch, hv). False for a
+// grid slot past the last chunk (packed: the grid has chunk_slots() columns, an upper bound).
+__device__ __forceinline__ bool wy_chunk(const GdnFwdArgs& a, int bx, int by, Seq& sq, int& hv, int& c) {
+  int n;
+  if (!a.varlen()) {
+    n = by / a.HV;
+    hv = by % a.HV;
+    c = bx;
+  } else {
+    n = a.table[kFirst + a.N + 1 + bx];
+    if (n < 0) return false;
+    hv = by;
+  }
+  sq = sequence(a, n);
+  if (a.varlen()) c = bx - sq.first;
+  return true;
+}
+__device__ __forceinline__ float load_scalar(const void* p, bool bf16, std::int64_t i) {
+  return bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+
+// Packed sequences: check the offsets and build the chunk table (one block of kThreads). Thread t takes the
+// sequences [t per, (t + 1) per); chunk counts are prefix-summed by thread 0 in a fixed order.
+// Dynamic shared memory: table_smem_bytes.
+inline constexpr std::size_t table_smem_bytes = (kThreads + 1) * sizeof(int);
+__global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __grid_constant__ GdnFwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  int* count = reinterpret_cast<int*>(smem_raw);  // (kThreads)
+  int& bad = count[kThreads];
+  const int tid = threadIdx.x, N = a.N;
+  const int per = (N + kThreads - 1) / kThreads, lo = min(N, tid * per), hi = min(N, lo + per);
+  const int slots = static_cast<int>(a.chunk_slots());
+  if (tid == 0) bad = seq_offset(a, 0) != 0 || seq_offset(a, N) != a.T;
+  __syncthreads();
+  int mine = 0;
+  for (int n = lo; n < hi; ++n) {
+    const std::int64_t b = seq_offset(a, n), e = seq_offset(a, n + 1);
+    if (b < 0 || e < b || e > a.T)
+      bad = 1;
+    else
+      mine += static_cast<int>((e - b + C - 1) / C);
+  }
+  count[tid] = mine;
+  __syncthreads();
+  if (tid == 0) {
+    int run = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      const int x = count[t];
+      count[t] = run;
+      run += x;
+    }
+    if (run > slots) bad = 1;  // cannot happen for valid offsets
+    a.table[0] = bad;
+    a.table[1] = bad ? 0 : run;
+    *a.status = bad;
+    if (!bad) a.table[kFirst + N] = run;
+  }
+  __syncthreads();
+  std::int32_t* chunk_seq = a.table + kFirst + N + 1;
+  if (bad) {
+    for (int j = tid; j < slots; j += kThreads) chunk_seq[j] = -1;
+    return;
+  }
+  int at = count[tid];
+  for (int n = lo; n < hi; ++n) {
+    a.table[kFirst + n] = at;
+    const int nch = static_cast<int>((seq_offset(a, n + 1) - seq_offset(a, n) + C - 1) / C);
+    for (int j = 0; j < nch; ++j) chunk_seq[at + j] = n;
+    at += nch;
+  }
+  __syncthreads();
+  for (int j = a.table[1] + tid; j < slots; j += kThreads) chunk_seq[j] = -1;
+}
+
+// Packed sequences with invalid offsets: every output NaN (launched after the state kernel).
+__global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
+  if (a.table[0] == 0) return;
+  const std::int64_t n = static_cast<std::int64_t>(a.T) * a.HV * a.D;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    reinterpret_cast<std::uint16_t*>(a.o)[i] = 0xffffu;
 }
 
 // (I + L)^-1 for a strictly lower triangular 64 x 64 L (fp32 in shared memory, row stride LDL), by blocks of
@@ -234,22 +407,30 @@ __device__ __forceinline__ void invert_unit_lower(float* L, int tid, Store store
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
 // The minimum blocks per multiprocessor match what shared memory allows (62 KB: 3; rung 3's 35 KB: 6); without
 // them ptxas capped rungs 1 and 2 at 128 registers and spilled.
-template <int kMode>
+template <int kMode, bool kDelta = true, int kD = DK>
 __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+  static_assert(kDelta || kMode == 3, "members without the delta rule run on rung 3 only");
+  static_assert(kD == DK || kMode == 3, "head dim 64 runs on rung 3 only");
+  constexpr int kLd = kD + 8;  // row stride of the k tile
   constexpr bool kP = kMode == 1;
   extern __shared__ __align__(16) char smem_raw[];
   WySmem& s = *reinterpret_cast<WySmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int c = blockIdx.x, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
-  const int NT = (a.T + C - 1) / C, Tp = NT * C;
-  const int t0 = c * C, len = min(C, a.T - t0);
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
+  Seq sq;
+  int hv, c;
+  if (!wy_chunk(a, blockIdx.x, blockIdx.y, sq, hv, c)) return;  // the same for the whole block
+  const int hq = hv / (a.HV / a.H);
+  const int t0 = c * C, len = min(C, sq.len - t0);
+  const std::int64_t sl = slot(a, sq, hv, c);
+  const std::int64_t tf0 = sq.begin + t0;  // flat index of the chunk's first token
+  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD, vrow = static_cast<std::int64_t>(a.HV) * DV;
 
-  if constexpr (kP) load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
-  load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
-  if constexpr (kMode != 3) load_tile128(s.v, a.v + tok0 * DV, row_stride, len, tid);
-  cp_async_commit();
+  if constexpr (kDelta) {
+    if constexpr (kP) load_tile128(s.q, a.q + (tf0 * a.H + hq) * DK, qrow, len, tid);
+    load_tile<kD>(s.k, a.k + (tf0 * a.H + hq) * kD, qrow, len, tid);
+    if constexpr (kMode != 3) load_tile128(s.v, a.v + (tf0 * a.HV + hv) * DV, vrow, len, tid);
+    cp_async_commit();
+  }
 
   // G = cumsum(g) over the chunk: warp 0, two tokens per lane, an inclusive shuffle scan (fixed order).
   if (warp == 0) {
@@ -258,8 +439,9 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     for (int u = 0; u < 2; ++u) {
       const int i = 2 * lane + u;
       const bool in = i < len;
-      gg[u] = in ? a.g[tok0 + static_cast<std::int64_t>(i) * a.H] : 0.f;
-      bb[u] = in ? a.beta[tok0 + static_cast<std::int64_t>(i) * a.H] : 0.f;
+      const std::int64_t tk = (tf0 + i) * a.HV + hv;
+      gg[u] = !in || a.gate == 0 ? 0.f : load_scalar(a.g, a.g_bf16, a.gate == 2 ? hv : tk);
+      bb[u] = in && kDelta ? load_scalar(a.beta, a.beta_bf16, tk) : 0.f;
     }
     float incl = gg[0] + gg[1];
 #pragma unroll
@@ -274,11 +456,11 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     s.G[2 * lane + 1] = G1;
     s.beta[2 * lane] = bb[0];
     s.beta[2 * lane + 1] = bb[1];
-    float* Gw = a.G + static_cast<std::int64_t>(bh) * Tp + t0;
-    *reinterpret_cast<float2*>(Gw + 2 * lane) = make_float2(G0, G1);
-    if constexpr (kMode == 3)
-      *reinterpret_cast<float2*>(a.Bc + static_cast<std::int64_t>(bh) * Tp + t0 + 2 * lane) = make_float2(bb[0], bb[1]);
+    *reinterpret_cast<float2*>(a.G + sl * C + 2 * lane) = make_float2(G0, G1);
+    if constexpr (kMode == 3 && kDelta)
+      *reinterpret_cast<float2*>(a.Bc + sl * C + 2 * lane) = make_float2(bb[0], bb[1]);
   }
+  if constexpr (!kDelta) return;  // no delta rule: V_new = V, only G is needed
   cp_async_wait<0>();
   __syncthreads();
 
@@ -291,15 +473,15 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
 #pragma unroll
       for (int e = 0; e < 4; ++e) kk[n][e] = qk[n][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
-      ldsm_a(ak, s.k, LD128, r0, ks * 16, lane);
+      ldsm_a(ak, s.k, kLd, r0, ks * 16, lane);
       if constexpr (kP) ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np <= warp) {
           std::uint32_t bk[4];
-          ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
           mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
           if constexpr (kP) {
@@ -311,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     }
     __syncthreads();  // every warp is done reading q: L takes its place
     float* L = reinterpret_cast<float*>(s.q);
-    __nv_bfloat16* Pg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
+    __nv_bfloat16* Pg = a.P + sl * C * C;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
@@ -336,7 +518,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
 
   // Step 2: T = (I + L)^-1 (invert_unit_lower); meanwhile warps 2, 3 scale k by beta e^G and v by beta in place.
   {
-    __nv_bfloat16* Tg = a.P + (static_cast<std::int64_t>(bh) * NT + c) * C * C;
+    __nv_bfloat16* Tg = a.P + sl * C * C;
     invert_unit_lower(
         reinterpret_cast<float*>(s.q), tid,
         [&](int i, int j, float x) {
@@ -393,7 +575,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
           pack_bf16x2(acc[n][2], acc[n][3]);
     }
     __syncwarp();
-    __nv_bfloat16* dst = (which == 0 ? a.W : a.U) + (static_cast<std::int64_t>(bh) * Tp + t0 + r0) * DK;
+    __nv_bfloat16* dst = (which == 0 ? a.W : a.U) + (sl * C + r0) * DK;
 #pragma unroll
     for (int it = 0; it < 8; ++it) {
       const int e = lane + it * 32, r = e >> 4, cc = e & 15;
@@ -421,6 +603,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
   const int r0 = warp * 16;   // this warp's rows of the (C x VT) tiles
   const int d0 = warp * 32;   // this warp's rows of the state slice (K x VT)
+  if (a.status && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;  // dense batches: always valid
 
   // Group X: the tiles the first half of a chunk reads (W, q, G; with kQK also k, into buffer c % 2).
   // Group Y (without kQK): the second half's (k, P).
@@ -646,6 +829,8 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 //     V_new = T X,  O = scale e^G . (Q h) + P V_new,  h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
 // with P = scale tril(Gamma . Q K^T) in registers as in rung 2. W and U never exist: the workspace traffic is
 // T (8 KB a chunk) instead of W and U (32 KB). Three barriers a chunk (X and V_new each mix rows of all warps).
+// Without the delta rule (kDelta false: Mamba2/SSD, RetNet, linear attention) V_new = V: no K h, no T, one
+// barrier fewer. Grid (V / VT, sequences x HV); block (vt, n HV + hv) walks sequence n's chunks in order.
 struct StateTSmem {
   __nv_bfloat16 q[C * LD128];     // (C, K)
   __nv_bfloat16 k[2][C * LD128];  // (C, K) per buffer (chunk c in buffer c % 2)
@@ -658,62 +843,79 @@ struct StateTSmem {
   float beta[C];
 };
 
+template <bool kDelta = true, int kD = DK>
 __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  constexpr int kLd = kD + 8;  // row stride of the q and k tiles
+  constexpr int MT = kD / 64;  // 16-row tiles of this warp's state rows (kD / 4 rows a warp)
   extern __shared__ __align__(16) char smem_raw[];
   StateTSmem& s = *reinterpret_cast<StateTSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * VT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
-  const int NT = (a.T + C - 1) / C, Tp = NT * C;
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
-  const __nv_bfloat16* Tw = a.P + static_cast<std::int64_t>(bh) * NT * C * C;
-  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
-  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  const int v0 = blockIdx.x * VT, n = blockIdx.y / a.HV, hv = blockIdx.y % a.HV, hq = hv / (a.HV / a.H);
+  const std::int64_t hoff = (static_cast<std::int64_t>(n) * a.HV + hv) * kD * kD + v0;
   const int r0 = warp * 16;  // this warp's rows of the (C x VT) tiles
-  const int d0 = warp * 32;  // this warp's rows of the state slice (K x VT)
+  const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x VT)
+  if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
+  if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
+    if (a.ht)
+      for (int e = tid; e < kD * VT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / VT) * kD + e % VT] = nanf("");
+    return;
+  }
+  const Seq sq = sequence(a, n);
+  const int NT = sq.nch;
+  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t slot0 = slot(a, sq, hv, 0);
+  const __nv_bfloat16* Tw = a.P + slot0 * C * C;
+  const float* Gg = a.G + slot0 * C;
+  const float* Bg = a.Bc + slot0 * C;
+  // token t of the sequence: q/k row (begin + t) H + hq, v/o row (begin + t) HV + hv
+  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
+  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
 
   // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
-  // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1).
+  // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1; without the delta
+  // rule G only, with group Q).
   auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
-    load_tile128(s.q, a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
-    load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    const int t0 = c * C, len = min(C, sq.len - t0);
+    load_tile<kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+    load_tile<kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
   };
   auto load_small = [&](int c) {
-    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+    if constexpr (kDelta) {
+      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
-    for (int it = 0; it < C * 8 / kThreads; ++it) {
-      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
-      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+      for (int it = 0; it < C * 8 / kThreads; ++it) {
+        const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+        cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+      }
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
-    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
 
-  float hs[2][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float hs[MT][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
-        hs[mt][n][half * 2] = x.x;
-        hs[mt][n][half * 2 + 1] = x.y;
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * kD + col);
+        hs[mt][nn][half * 2] = x.x;
+        hs[mt][nn][half * 2 + 1] = x.y;
       }
   auto write_h_bf16 = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
           *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
-              pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+              pack_bf16x2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
   };
   write_h_bf16();
@@ -726,106 +928,121 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
   __syncthreads();
 
   for (int c = 0; c < NT; ++c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
+    const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     // v rows of this warp, straight into accumulator layout (issued first, used after the K h loop).
     std::uint32_t vr[8][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+      const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
-        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+      for (int nn = 0; nn < 8; ++nn)
+        vr[nn][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
     }
 
-    // Phase A: K h, Q h (C x VT, inner K) and Q K^T (causal column tiles), warp rows r0..r0+15.
-    float ax[8][4], ao[8][4], sq[8][4];
+    // Phase A: K h (delta rule only), Q h (C x VT, inner K) and Q K^T (causal column tiles), warp rows
+    // r0..r0+15.
+    float ax[8][4], ao[8][4], sqk[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ax[n][e] = ao[n][e] = sq[n][e] = 0.f;
+      for (int e = 0; e < 4; ++e) ax[nn][e] = ao[nn][e] = sqk[nn][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
-      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
-      ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
+      if constexpr (kDelta) ldsm_a(ak, kc, kLd, r0, ks * 16, lane);
+      ldsm_a(aq, s.q, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < VT / 16; ++np) {
         std::uint32_t bh4[4];
         ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
-        mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
-        mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+        if constexpr (kDelta) {
+          mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
+          mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+        }
         mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
         mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
         if (np <= warp) {  // causal: key tiles j < r0 + 16
           std::uint32_t bk[4];
-          ldsm_b_nk(bk, kc, LD128, np * 16, ks * 16, lane);
-          mma_bf16_16816(sq[2 * np], aq, bk[0], bk[1]);
-          mma_bf16_16816(sq[2 * np + 1], aq, bk[2], bk[3]);
-        }
-      }
-    }
-    std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], bi = s.beta[i], bgi = bi * expf(Gi), eo = a.scale * expf(Gi);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float2 vf = unpack_bf16x2(vr[n][half]);
-        *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + n * 8 + 2 * t4) =
-            pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
-        ao[n][half * 2] *= eo;
-        ao[n][half * 2 + 1] *= eo;
-        float pv[2];
-#pragma unroll
-        for (int u2 = 0; u2 < 2; ++u2) {
-          const int j = n * 8 + 2 * t4 + u2;
-          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sq[n][half * 2 + u2] : 0.f;
-        }
-        pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-      }
-    }
-    __syncthreads();  // X visible; every warp is done with q and h
-    if (c + 1 < NT) load_qk(c + 1);
-    cp_async_commit();
-
-    // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
-    float an[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) an[n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      if (ks <= warp) {
-        std::uint32_t at[4];
-        ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
-#pragma unroll
-        for (int np = 0; np < VT / 16; ++np) {
-          std::uint32_t bx[4];
-          ldsm_b_kn(bx, s.x, LD64, ks * 16, np * 16, lane);
-          mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
-          mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
+          ldsm_b_nk(bk, kc, kLd, np * 16, ks * 16, lane);
+          mma_bf16_16816(sqk[2 * np], aq, bk[0], bk[1]);
+          mma_bf16_16816(sqk[2 * np + 1], aq, bk[2], bk[3]);
         }
       }
     }
     const float GL = s.G[C - 1];
+    std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const float ed = expf(GL - s.G[i]);
+      const float Gi = s.G[i], eo = a.scale * expf(Gi);
+      const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
-        *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
-        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+      for (int nn = 0; nn < 8; ++nn) {
+        if constexpr (kDelta) {
+          const float2 vf = unpack_bf16x2(vr[nn][half]);
+          *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + nn * 8 + 2 * t4) =
+              pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
+        } else {  // V_new = V (exact in bf16)
+          const float2 vf = unpack_bf16x2(vr[nn][half]);
+          *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + nn * 8 + 2 * t4) = vr[nn][half];
+          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + nn * 8 + 2 * t4) = pack_bf16x2(ed * vf.x, ed * vf.y);
+        }
+        ao[nn][half * 2] *= eo;
+        ao[nn][half * 2 + 1] *= eo;
+        float pv[2];
+#pragma unroll
+        for (int u2 = 0; u2 < 2; ++u2) {
+          const int j = nn * 8 + 2 * t4 + u2;
+          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+        }
+        pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
     }
-    __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
-    if (c + 1 < NT) load_small(c + 1);
+    __syncthreads();  // X (or V_new) visible; every warp is done with q and h (and, without delta, G)
+    if (c + 1 < NT) {
+      load_qk(c + 1);
+      if constexpr (!kDelta) load_small(c + 1);
+    }
     cp_async_commit();
+
+    if constexpr (kDelta) {
+      // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
+      float an[8][4];
+#pragma unroll
+      for (int nn = 0; nn < 8; ++nn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        if (ks <= warp) {
+          std::uint32_t at[4];
+          ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+          for (int np = 0; np < VT / 16; ++np) {
+            std::uint32_t bx[4];
+            ldsm_b_kn(bx, s.x, LD64, ks * 16, np * 16, lane);
+            mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
+            mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float ed = expf(GL - s.G[i]);
+#pragma unroll
+        for (int nn = 0; nn < 8; ++nn) {
+          const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
+          *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+        }
+      }
+      __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
+      if (c + 1 < NT) load_small(c + 1);
+      cp_async_commit();
+    }
 
     // Phase C: O += P V_new, O stored; h = e^{G_last} h + K^T (e^{G_last - G} V_new).
 #pragma unroll
@@ -844,30 +1061,30 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       if (i < len) {
-        __nv_bfloat16* orow = a.o + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+        __nv_bfloat16* orow = a.o + vo_at(t0 + i);
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
-          *reinterpret_cast<std::uint32_t*>(orow + n * 8 + 2 * t4) = pack_bf16x2(ao[n][half * 2], ao[n][half * 2 + 1]);
+        for (int nn = 0; nn < 8; ++nn)
+          *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
       }
     }
     const float decay = expf(GL);
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
+        for (int e = 0; e < 4; ++e) hs[mt][nn][e] *= decay;
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
-      std::uint32_t ak[2][4];
+      std::uint32_t ak[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+      for (int mt = 0; mt < MT; ++mt) ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < VT / 16; ++np) {
         std::uint32_t bv[4];
         ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
           mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
           mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
         }
@@ -880,32 +1097,59 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 
   if (a.ht) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * DV + col) =
-              make_float2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+          const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * kD + col) =
+              make_float2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
   }
 }
 
 }  // namespace gdn
 
+// Why gdn_fwd_mma would refuse a (otherwise valid: glr::Params::validate) problem, or null if it takes it.
+// The sizes the grids allow, the pointers' alignment, the workspace, and for rungs 1 and 2 the member and
+// layout they were written for. Shared by gdn_fwd_mma and glr's dispatch (glr/cuda/sm90/forward.cu).
+inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant variant) {
+  auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
+  const bool wu = variant != GdnFwdVariant::t_only;
+  if (a.B < 1 || a.H < 1 || a.HV < a.H || a.HV % a.H != 0 || a.T < 0) return "sizes (B, H >= 1, HV a multiple of H, T >= 0)";
+  if (a.D != 64 && a.D != 128) return "head dim (K = V = 64 or 128)";
+  if (a.varlen() ? (a.B != 1 || a.chunk_slots() > 0x7fffffffLL || (!a.cu_seqlens) == (!a.cu_seqlens32))
+                 : static_cast<long long>(a.B) * a.HV > 65535)
+    return a.varlen() ? "packed sequences need B = 1 and one offset array" : "B HV > 65535";
+  if (static_cast<long long>(a.num_seqs()) * a.HV > 65535) return "sequences x HV > 65535";
+  if (static_cast<long long>(a.T) * (a.varlen() ? 1 : a.B) * a.HV * a.D >= (1LL << 62)) return "too many tokens";
+  if (!a.q || !a.k || !a.v || !a.o || (a.gate != 0 && !a.g) || (a.delta && !a.beta)) return "a null tensor";
+  if (a.gate < 0 || a.gate > 2) return "gate";
+  if (misaligned(a.q, 16) || misaligned(a.k, 16) || misaligned(a.v, 16) || misaligned(a.o, 4) ||
+      misaligned(a.h0, 8) || misaligned(a.ht, 8) || misaligned(a.g, a.g_bf16 ? 2 : 4) ||
+      misaligned(a.beta, a.beta_bf16 ? 2 : 4))
+    return "alignment (q, k, v 16 bytes; o 4; h0, ht 8)";
+  if (!a.status || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || (a.varlen() && !a.table) || misaligned(a.W, 16) ||
+      misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) || misaligned(a.Bc, 16))
+    return "workspace (carve it with gdn_fwd_workspace_carve)";
+  if (wu && (!a.delta || a.gate != 1 || a.HV != a.H || a.varlen() || a.g_bf16 || a.beta_bf16 || a.D != 128))
+    return "rungs 1 and 2 take only Gated DeltaNet, fp32 g and beta, HV = H, dense batches, K = V = 128";
+  return nullptr;
+}
+
 #if defined(__CUDACC__)
-template <int kRung>
+// The kernels of one rung and member, their shared memory, and the launch grids.
+template <int kRung, bool kDelta, int kD>
 inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
-  const int NT = (a.T + gdn::C - 1) / gdn::C;
-  const int BH = a.B * a.H;
-  auto* wy = &gdn::wy_kernel<kRung>;
+  const int HV = a.HV;
+  auto* wy = &gdn::wy_kernel<kRung, kDelta, kD>;
   const std::size_t wy_smem = gdn::wy_smem_bytes(kRung);
-  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel;
+  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel<kDelta, kD>;
   const std::size_t state_smem = kRung == 1   ? sizeof(gdn::StateSmem<false>)
                                  : kRung == 2 ? sizeof(gdn::StateSmem<true>)
                                               : sizeof(gdn::StateTSmem);
-  // Once per process and rung (the current device's), so timed launches carry no attribute calls.
+  // Once per process, rung and member (the current device's), so timed launches carry no attribute calls.
   static const cudaError_t attributes = [&] {
     const cudaError_t e1 = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wy_smem));
     return e1 != cudaSuccess ? e1
@@ -914,33 +1158,42 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   }();
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
-  if (NT > 0) {
-    wy<<<dim3(NT, BH), gdn::kThreads, wy_smem, stream>>>(a);
+  if (a.varlen()) {
+    gdn::chunk_table_kernel<<<1, gdn::kThreads, gdn::table_smem_bytes, stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  const long long wy_cols = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
+  const int wy_rows = a.varlen() ? HV : a.B * HV;
+  if (wy_cols > 0) {
+    wy<<<dim3(static_cast<unsigned>(wy_cols), wy_rows), gdn::kThreads, wy_smem, stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
-  state<<<dim3(gdn::DV / gdn::VT, BH), gdn::kThreads, state_smem, stream>>>(a);
-  return cudaGetLastError();
+  state<<<dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream>>>(a);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if (a.varlen()) {
+    gdn::poison_kernel<<<256, 256, 0, stream>>>(a);
+    e = cudaGetLastError();
+  }
+  return e;
 }
 
-// Launch both kernels on `stream` (`between`, if not null, is recorded between them). Requires a.W/U/P/G/Bc
-// carved (gdn_fwd_workspace_carve) from a 16-byte aligned workspace, T >= 0, B, H >= 1, B H <= 65535,
-// 16-byte aligned q, k, v; 4-byte aligned o; 8-byte aligned h0, ht. Returns cudaErrorInvalidValue when these
-// fail, else the first launch error.
-inline cudaError_t gdn_fwd_mma(const GdnFwdArgs& a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
+// Launch the kernels on `stream` (`between`, if not null, is recorded between the wy and the state kernel).
+// Requires the workspace carved (gdn_fwd_workspace_carve) and gdn_fwd_mma_refusal(a, variant) null; returns
+// cudaErrorInvalidValue otherwise, else the first launch error. a.HV = 0 is taken as H.
+inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
                                cudaEvent_t between = nullptr) {
-  auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
-  const bool wu = variant != GdnFwdVariant::t_only;
-  if (a.B < 1 || a.H < 1 || a.T < 0 || static_cast<long long>(a.B) * a.H > 65535 || !a.q || !a.k || !a.v || !a.g ||
-      !a.beta || !a.o || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || misaligned(a.q, 16) || misaligned(a.k, 16) ||
-      misaligned(a.v, 16) || misaligned(a.o, 4) || misaligned(a.h0, 8) || misaligned(a.ht, 8) ||
-      misaligned(a.W, 16) || misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) ||
-      misaligned(a.Bc, 16))
-    return cudaErrorInvalidValue;
+  if (a.HV == 0) a.HV = a.H;
+  if (gdn_fwd_mma_refusal(a, variant) != nullptr) return cudaErrorInvalidValue;
   switch (variant) {
-    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1>(a, stream, between);
-    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2>(a, stream, between);
-    case GdnFwdVariant::t_only: return gdn_fwd_mma_launch<3>(a, stream, between);
+    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1, true, 128>(a, stream, between);
+    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2, true, 128>(a, stream, between);
+    case GdnFwdVariant::t_only:
+      if (a.D == 64)
+        return a.delta ? gdn_fwd_mma_launch<3, true, 64>(a, stream, between)
+                       : gdn_fwd_mma_launch<3, false, 64>(a, stream, between);
+      return a.delta ? gdn_fwd_mma_launch<3, true, 128>(a, stream, between)
+                     : gdn_fwd_mma_launch<3, false, 128>(a, stream, between);
   }
   return cudaErrorInvalidValue;
 }

@@ -16,6 +16,8 @@
 // DeviceOffsets::num_seqs: the offsets are then checked on the device, and if they are invalid every output
 // is NaN and workspace_status() returns kStatusBadOffsets (no host sync is ever needed to launch).
 //
+// Forward path: see ForwardPath below (the tensor-core forward where it applies, else the block programs).
+//
 // Workspace: forward_workspace_bytes / backward_workspace_bytes say how much (fp32 intermediates; the
 // backward recomputes the forward's, so it needs nothing from the forward call); the overloads without a
 // workspace allocate it with cudaMallocAsync on the caller's stream and free it with cudaFreeAsync.
@@ -69,7 +71,34 @@ class CudaError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Which kernels a forward call runs. sm90: the tensor-core forward (glr/cuda/sm90, rung 3 of
+// gdn_fwd_mma.cuh) on an sm_90 device for bf16 q, k, v, K = V = 64 or 128, dense layouts (every member, grouped
+// value heads, packed sequences, h0/ht); blocks: the block programs (any supported problem, any strides).
+// The backward always runs the block programs. Both are bitwise deterministic; they differ within bf16 bounds.
+// The environment variable GLR_FORWARD_PATH = blocks forces the block programs (for diffing); unset or "auto"
+// lets forward_path choose; any other value is an InvalidArgument naming it. GLR_FORWARD_LOG (set to anything)
+// prints each forward call's path and reason to stderr.
+enum class ForwardPath : std::int32_t { blocks = 0, sm90 = 1 };
+const char* name_of(ForwardPath p);  // "blocks", "sm90"
+struct ForwardChoice {
+  ForwardPath path = ForwardPath::blocks;
+  std::string reason;  // one line: why this path (what made sm90 apply, or what ruled it out)
+};
+// What a caller may ask of the dispatch. force_blocks: the block programs whatever forward_path would say (as
+// GLR_FORWARD_PATH=blocks does, for callers whose environment is not theirs: kgate's isolated workers).
+struct ForwardOptions {
+  bool force_blocks = false;
+};
+
+// The path forward() takes for this call on the current CUDA device; throws what forward() would throw
+// for an invalid call. Reads no tensor data and enqueues nothing.
+ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets,
+                           const ForwardOptions& options = {});
+
+// Enough workspace for either path.
 std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
+// The workspace of one path (the sm90 path needs about 5% of the block programs' at B8 T4096 H16).
+std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets, ForwardPath path);
 std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
 
 // workspace: device memory, 256-byte aligned, at least the queried size.
@@ -79,7 +108,8 @@ void backward(const Params& params, const BackwardTensors& t, const DeviceOffset
               std::size_t workspace_bytes, cudaStream_t stream);
 
 // The same, with the workspace allocated and freed on `stream` (stream-ordered, no sync).
-void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
+void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
+             const ForwardOptions& options = {});
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
 
 // The status word of a workspace after a call (synchronises the stream): kStatusOk, or kStatusBadOffsets

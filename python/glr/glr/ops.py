@@ -8,8 +8,10 @@ value heads); per-token gates [B, T, HV]; states [N, HV, K, V]; packed sequences
     S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,      o_t = scale * S_t^T q_t
 
 On CUDA the kernels take q, k, v in bf16 or fp16 with K, V in {64, 128}; float32 q, k, v are cast to
-bf16 for the kernel and the output back to float32 (the state and the gate stay in fp32). On the CPU
-every dtype runs (float64 exactly, for gradcheck).
+bf16 for the kernel and the output back to float32 (the state and the gate stay in fp32). On an sm_90 GPU
+the forward of bf16 calls with K = V (64 or 128) and dense layouts runs on the tensor cores (forward_path says
+which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs). On the CPU every
+dtype runs (float64 exactly, for gradcheck).
 """
 import math
 from typing import Optional, Tuple
@@ -31,17 +33,37 @@ MEMBERS = {
 _CUDA_KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 
 
+def _kernel_inputs(q, k, v, g, scale):
+    """The gate code, the scale, and q, k, v as the CUDA kernels take them (float32 cast to bf16)."""
+    gate = 0 if g is None else (2 if g.dim() == 1 else 1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if q.is_cuda and q.dtype not in _CUDA_KERNEL_DTYPES:
+        q, k, v = q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16)
+    return q, k, v, gate, scale
+
+
+def forward_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor] = None,
+                 beta: Optional[torch.Tensor] = None, scale: Optional[float] = None,
+                 initial_state: Optional[torch.Tensor] = None, output_final_state: bool = False,
+                 cu_seqlens: Optional[torch.Tensor] = None) -> str:
+    """Which kernels recurrence() runs its forward on for these arguments, and why, in one line:
+    "sm90: ..." (the tensor-core forward: an sm_90 GPU, bf16 q, k, v, K = V = 64 or 128, dense layouts),
+    "blocks: ..." (the CUDA block programs; the reason says what ruled sm90 out, or that the environment
+    variable GLR_FORWARD_PATH=blocks forced them), or "cpu: ..." (CPU tensors). The backward always runs the
+    block programs."""
+    q, k, v, gate, scale = _kernel_inputs(q, k, v, g, scale)
+    return torch.ops.glr.forward_path(q, k, v, g, beta, initial_state, cu_seqlens, scale, beta is not None, gate,
+                                      output_final_state)
+
+
 def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor] = None,
                beta: Optional[torch.Tensor] = None, scale: Optional[float] = None,
                initial_state: Optional[torch.Tensor] = None, output_final_state: bool = False,
                cu_seqlens: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """The whole family in one call: the delta term is on when beta is given; g is None (no decay),
     [B, T, HV] (per token) or [HV] (one constant per value head). Returns (o, final state or None)."""
-    gate = 0 if g is None else (2 if g.dim() == 1 else 1)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     out_dtype = v.dtype
-    if q.is_cuda and q.dtype not in _CUDA_KERNEL_DTYPES:
-        q, k, v = q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16)
+    q, k, v, gate, scale = _kernel_inputs(q, k, v, g, scale)
     o, ht = torch.ops.glr.recurrence(q, k, v, g, beta, initial_state, cu_seqlens, scale, beta is not None, gate,
                                      output_final_state)
     return o.to(out_dtype), (ht if output_final_state else None)

@@ -31,33 +31,51 @@ def load(fw: str) -> list[dict]:
     return out
 
 
-def corpus_lines(controls: list[dict]) -> list[str]:
-    return [json.dumps({"level_id": "control", "task_id": c["name"], "ref_code": c["task"],
+def corpus_lines(controls: list[dict], seed_index: int = 0) -> list[str]:
+    """One corpus row per control; the seed index is the row's level ("s3"), so every (control, seed) pair is
+    its own row with its own key, and so its own seed (derived from the audit's seed and the key)."""
+    return [json.dumps({"level_id": f"s{seed_index}", "task_id": c["name"], "ref_code": c["task"],
                         "custom_code": c["candidate"]}) for c in controls]
 
 
 def run_controls(fw: str = "numpy", seeds_n: int = 3, results: str | None = None, jobs: int = 4,
-                 call_timeout: float = 20.0, quiet: bool = True, records: list | None = None):
-    """The detection matrix (ok, text); `records`, when given, receives every row record."""
+                 call_timeout: float = 20.0, quiet: bool = True, ext_cache: str | None = None,
+                 budget_s: float | None = None, work: str | None = None, records: list | None = None):
+    """Every control over seeds_n seeds, in two audit runs: seed 0 alone (it compiles each control's
+    extension once, into the cache the later runs read), then every further seed in one run, so no job slot
+    idles between seeds. Both runs resume from their results files (RESULTS.seed0.jsonl and
+    RESULTS.seeds.jsonl) and stop within budget_s; the matrix then says how many runs are missing.
+    `records`, when given, receives every row record."""
+    import time
     from ..audit import audit
     from ..results import read_results
+    t0 = time.monotonic()
     controls = load(fw)
-    work = tempfile.mkdtemp(prefix="kgpy-controls-")
-    corpus = os.path.join(work, f"controls-{fw}.jsonl")
-    with open(corpus, "w") as f:
-        f.write("\n".join(corpus_lines(controls)) + "\n")
+    work = work or tempfile.mkdtemp(prefix="kgpy-controls-")
+    os.makedirs(work, exist_ok=True)
+    ext_cache = ext_cache or os.path.join(work, "ext-cache")
+    base = results or os.path.join(work, f"controls-{fw}.jsonl")
     recs = []
-    for s in range(seeds_n):
-        path = (results or os.path.join(work, f"controls-{fw}.jsonl")).replace(".jsonl", f".seed{s}.jsonl")
-        audit(corpus, results_path=path, fw=fw, seed=0xC0DE + s, jobs=jobs, call_timeout=call_timeout,
-              row_timeout=300, quiet=quiet, work_dir=os.path.join(work, f"w{s}"))
-        recs.extend(read_results(path))
+    for part, indices in (("seed0", [0]), ("seeds", list(range(1, seeds_n)))):
+        if not indices:
+            continue
+        corpus = os.path.join(work, f"corpus-{fw}.{part}.jsonl")
+        with open(corpus, "w") as f:
+            f.write("\n".join(line for s in indices for line in corpus_lines(controls, s)) + "\n")
+        path = base.replace(".jsonl", f".{part}.jsonl")
+        left = None if budget_s is None else budget_s - (time.monotonic() - t0)
+        if left is None or left > 30:
+            audit(corpus, results_path=path, fw=fw, seed=0xC0DE, jobs=jobs, call_timeout=call_timeout,
+                  row_timeout=300, quiet=quiet, work_dir=os.path.join(work, f"w-{part}"), ext_cache=ext_cache,
+                  budget_s=left)
+        if os.path.exists(path):
+            recs.extend(read_results(path))
     if records is not None:
         records.extend(recs)
-    return matrix(controls, recs)
+    return matrix(controls, recs, seeds_n)
 
 
-def matrix(controls, recs):
+def matrix(controls, recs, seeds_n: int | None = None):
     by_name = {}
     for r in recs:
         by_name.setdefault(str(r.get("task")), []).append(r)
@@ -91,5 +109,11 @@ def matrix(controls, recs):
     lines.append("")
     lines.append("cells: caught/runs for the intended gate; '.' passed; 'x' also failed (allowed for broken"
                  " controls); '!n' a correct control failed n times")
+    if seeds_n is not None:
+        missing = sum(max(0, seeds_n - len(by_name.get(c["name"], []))) for c in controls)
+        if missing:
+            all_ok = False
+            lines.append(f"incomplete: {missing} of {seeds_n * len(controls)} runs have no record yet "
+                         f"(rerun the same command to resume)")
     lines.append("all controls behave as intended" if all_ok else "SOME CONTROLS DID NOT BEHAVE AS INTENDED")
     return all_ok, "\n".join(lines)

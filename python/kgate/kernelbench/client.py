@@ -145,15 +145,19 @@ class Candidate:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _request(self, msg: dict, timeout: float, *, step_timeout: float | None = None, steps: int = 0) -> dict:
+    def _request(self, msg: dict, timeout: float, *, step_timeout: float | None = None, steps: int = 0,
+                 meanwhile=None) -> dict:
         """Sends one request and waits `timeout` for its reply. With `steps`, the worker may answer with up to
         that many progress messages first ({"progress": what}); after each, the next message is awaited
         `step_timeout`, so a long request made of bounded steps (the public harness: build, then one forward
-        per trial) ends within one step's limit of a hang, not within the whole request's."""
+        per trial) ends within one step's limit of a hang, not within the whole request's. `meanwhile` runs in
+        this process between sending and waiting (the time limit counts from its end)."""
         assert self.conn and self.proc
         what = msg["op"]
         try:
             self.conn.send(msg)
+            if meanwhile is not None:
+                meanwhile()
             limit = timeout
             while True:
                 if not self.conn.poll(limit):
@@ -176,14 +180,16 @@ class Candidate:
         return reply
 
     # -- protocol ----------------------------------------------------------------------------------------
-    def start(self) -> dict:
+    def start(self, meanwhile=None) -> dict:
         """Starts the worker and runs the candidate's source; the reply says ok, import_error or
-        compile_error. Raises WorkerDied if that itself crashes or hangs."""
+        compile_error. Raises WorkerDied if that itself crashes or hangs. `meanwhile` (no arguments, must not
+        raise) runs here while the worker starts: its imports take seconds the driver can use."""
         self._spawn()
         self.init_reply = self._request({"op": "init", "custom_code": self.custom_code, "entry": self.entry,
                                          "ext_cache": extstage.STAGE if self.ext_part else None,
                                          "guard_seed": self.guard_seed,
-                                         "guard_library": self.guard_library}, self.init_timeout)
+                                         "guard_library": self.guard_library}, self.init_timeout,
+                                        meanwhile=meanwhile)
         self.harvest()
         return self.init_reply
 

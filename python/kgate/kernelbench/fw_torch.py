@@ -528,7 +528,11 @@ def host_input(x):
 
 
 def from_host(h, device=None):
-    return torch.from_dlpack(h).clone().to(device or DEVICE)
+    """A HostArray's data as a tensor of its own (the HostArray's memory is the engine's). A copy to the GPU
+    is that copy already (a synchronous copy from pageable memory); on the CPU the tensor is cloned."""
+    d = torch.device(device) if device is not None else DEVICE
+    t = torch.from_dlpack(h)
+    return t.to(d) if d.type != "cpu" else t.clone()
 
 
 def result_to_host(x, want_f64: bool):

@@ -86,9 +86,25 @@ def verify(spec, fw_name):
                      guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=guard_library())
     if not isolation.drops_uid():  # never silent: a worker that keeps the driver's uid is in the record
         rec["isolation_warning"] = cand.isolation_note
+    # The task's side (contract derivation, an oracle probe) is built while the worker imports: both take
+    # seconds, and neither needs the other.
+    side: dict = {}
+
+    def build_frontend():
+        try:
+            fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout)
+            fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
+            side["fe"] = fe
+        except ContractError as e:
+            side["status"], side["message"] = "contract_error", str(e)[:2000]
+        except (TaskError, RuntimeError) as e:
+            side["status"], side["message"] = "oracle_error", str(e)[:2000]
+        except Exception as e:  # noqa: BLE001 - raised again below, as if it had happened there
+            side["raise"] = e
+
     try:
         try:
-            init = cand.start()
+            init = cand.start(meanwhile=build_frontend)
         except WorkerDied as d:
             init = {"status": "import_error" if d.kind == "crash" else "import_timeout", "message": d.detail}
         rec["import_seconds"] = round(init.get("seconds", 0.0), 2)
@@ -99,15 +115,12 @@ def verify(spec, fw_name):
             rec["status"] = init.get("status", "import_error")
             rec["message"] = init.get("message", "")[:2000]
             return rec
-        try:
-            fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout)
-            fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
-        except ContractError as e:
-            rec["status"], rec["message"] = "contract_error", str(e)[:2000]
+        if "raise" in side:
+            raise side["raise"]
+        if "fe" not in side:
+            rec["status"], rec["message"] = side.get("status", "oracle_error"), side.get("message", "")
             return rec
-        except (TaskError, RuntimeError) as e:
-            rec["status"], rec["message"] = "oracle_error", str(e)[:2000]
-            return rec
+        fe = side["fe"]
         rec["contract"] = fe.derived.toml
         target = CandidateTarget(cand, fe, describe=f"ModelNew ({fw_name}, worker)",
                                  device=2 if fw_name == "torch" and getattr(fw, "DEVICE", None) is not None
@@ -141,7 +154,8 @@ def verify(spec, fw_name):
             report = json.loads(_core.verify(fe.derived.toml, f"<derived: {spec['key']}>", target, fe.oracle,
                                              seed=seed, gates=engine_gates,
                                              tolerance_scale=spec.get("tolerance_scale", 1.0), source=Source(fe),
-                                             reference_runs=fe.reference_runs, on_result=on_result))
+                                             reference_runs=fe.reference_runs, label_runs=fe.label_runs,
+                                             on_result=on_result))
             rec["gates"].extend(_gate_record(g) for g in report.get("gates", []) if g.get("gate") != "baseline")
             rec["classification"] = _classification(report)
             rec["broken_reasons"] = report.get("broken_reasons", [])

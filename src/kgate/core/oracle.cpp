@@ -99,8 +99,8 @@ class TargetOracle final : public Oracle {
 
 class FunctionOracle final : public Oracle {
  public:
-  FunctionOracle(std::string name, OracleFn fn, ReferenceFn refs)
-      : name_(std::move(name)), fn_(std::move(fn)), refs_(std::move(refs)) {}
+  FunctionOracle(std::string name, OracleFn fn, ReferenceFn refs, ReferenceFn labels)
+      : name_(std::move(name)), fn_(std::move(fn)), refs_(std::move(refs)), labels_(std::move(labels)) {}
   std::string describe() const override { return name_ + " (in-process)"; }
   std::vector<HostArray> evaluate(const std::vector<HostArray>& inputs, const Bindings& b, const Attrs& attrs) override {
     try {
@@ -123,11 +123,23 @@ class FunctionOracle final : public Oracle {
     }
   }
   bool has_reference_runs() const override { return static_cast<bool>(refs_); }
+  std::vector<ReferenceRun> label_runs(const std::vector<HostArray>& inputs, const Bindings& b,
+                                       const Attrs& attrs) override {
+    if (!refs_ || !labels_) return {};
+    try {
+      return labels_(inputs, b, attrs);
+    } catch (const OracleError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw OracleError(fmt::format("label runs of {} threw at {}: {}", name_, to_string(b), e.what()));
+    }
+  }
 
  private:
   std::string name_;
   OracleFn fn_;
   ReferenceFn refs_;
+  ReferenceFn labels_;
 };
 
 }  // namespace
@@ -137,9 +149,9 @@ std::unique_ptr<Oracle> make_target_oracle(std::unique_ptr<Target> target, const
   return std::make_unique<TargetOracle>(std::move(target), contract);
 }
 
-std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn, ReferenceFn refs) {
+std::unique_ptr<Oracle> make_function_oracle(std::string name, OracleFn fn, ReferenceFn refs, ReferenceFn labels) {
   if (!fn) throw std::invalid_argument("make_function_oracle: empty function");
-  return std::make_unique<FunctionOracle>(std::move(name), std::move(fn), std::move(refs));
+  return std::make_unique<FunctionOracle>(std::move(name), std::move(fn), std::move(refs), std::move(labels));
 }
 
 }  // namespace kgate

@@ -167,7 +167,8 @@ CaseOutcome judge_within(GateContext& ctx, const CaseInfo& info, const std::vect
                              cmp.max_ratio);
       f.finding = to_string(cmp.kind);
       for (std::size_t e = 0; e < kExcuseKinds; ++e) f.excused[e] = o.excused[e];
-      if (cmp.kind != Mismatch::shape) f.precision_label = precision_label(*refs, k, got[k], oracle.refs[k]);
+      if (cmp.kind != Mismatch::shape)
+        f.precision_label = precision_label(*ctx.labelled_references(in, oracle), k, got[k], oracle.refs[k]);
       return f;
     }
   }

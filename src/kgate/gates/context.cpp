@@ -102,6 +102,7 @@ GateContext::GateContext(const Contract& contract, Target& candidate, Oracle& or
   input_cache_.limit = kInputCacheBytes;
   oracle_cache_.limit = kOracleCacheBytes;
   reference_cache_.limit = kOracleCacheBytes;
+  label_cache_.limit = kOracleCacheBytes / 4;
 }
 
 InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d, std::string label) {
@@ -202,6 +203,36 @@ std::string GateContext::out_of_domain(const InputSet& perturbed) {
   return {};
 }
 
+namespace {
+
+// One reference run against the oracle: its error per output and where it is non-finite and the oracle is not.
+ReferenceRunResult judge_reference_run(ReferenceRun& run, const OracleResult& oracle, const Contract& contract,
+                                       std::size_t& bytes) {
+  if (run.outputs.size() != contract.outputs.size())
+    throw OracleError(fmt::format("reference run {} returned {} outputs; contract {} has {}", run.precision,
+                                  run.outputs.size(), contract.name, contract.outputs.size()));
+  ReferenceRunResult r;
+  r.precision = run.precision;
+  for (std::size_t o = 0; o < run.outputs.size(); ++o) {
+    const Reference& ref = oracle.refs.at(o);
+    if (run.outputs[o].shape() != ref.shape)
+      throw OracleError(fmt::format("reference run {} returned output {} with shape {}; the oracle's is {}",
+                                    run.precision, contract.outputs[o].name, shape_string(run.outputs[o].shape()),
+                                    shape_string(ref.shape)));
+    r.error.push_back(reference_error(run.outputs[o], ref));
+    const std::vector<double> v = run.outputs[o].to_f64();
+    std::vector<std::uint8_t> cls(v.size(), 0);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]) && std::isfinite(ref.exact[i])) cls[i] = std::isnan(v[i]) ? 1 : std::signbit(v[i]) ? 3 : 2;
+    r.nonfinite.push_back(std::move(cls));
+    bytes += run.outputs[o].nbytes() + v.size();
+  }
+  r.outputs = std::move(run.outputs);
+  return r;
+}
+
+}  // namespace
+
 ReferenceResultPtr GateContext::references(const InputSet& in, const OracleResult& oracle) {
   static const ReferenceResultPtr none = std::make_shared<ReferenceResult>();
   if (!oracle_.has_reference_runs()) return none;
@@ -209,31 +240,25 @@ ReferenceResultPtr GateContext::references(const InputSet& in, const OracleResul
   if (const ReferenceResultPtr* hit = reference_cache_.find(key)) return *hit;
   auto res = std::make_shared<ReferenceResult>();
   std::size_t bytes = 0;
-  for (ReferenceRun& run : oracle_.reference_runs(in.arrays, in.bindings, attrs_)) {
-    if (run.outputs.size() != contract_.outputs.size())
-      throw OracleError(fmt::format("reference run {} returned {} outputs; contract {} has {}", run.precision,
-                                    run.outputs.size(), contract_.name, contract_.outputs.size()));
-    ReferenceRunResult r;
-    r.precision = run.precision;
-    for (std::size_t o = 0; o < run.outputs.size(); ++o) {
-      const Reference& ref = oracle.refs.at(o);
-      if (run.outputs[o].shape() != ref.shape)
-        throw OracleError(fmt::format("reference run {} returned output {} with shape {}; the oracle's is {}",
-                                      run.precision, contract_.outputs[o].name, shape_string(run.outputs[o].shape()),
-                                      shape_string(ref.shape)));
-      r.error.push_back(reference_error(run.outputs[o], ref));
-      const std::vector<double> v = run.outputs[o].to_f64();
-      std::vector<std::uint8_t> cls(v.size(), 0);
-      for (std::size_t i = 0; i < v.size(); ++i)
-        if (!std::isfinite(v[i]) && std::isfinite(ref.exact[i])) cls[i] = std::isnan(v[i]) ? 1 : std::signbit(v[i]) ? 3 : 2;
-      r.nonfinite.push_back(std::move(cls));
-      bytes += run.outputs[o].nbytes() + v.size();
-    }
-    r.outputs = std::move(run.outputs);
-    res->runs.push_back(std::move(r));
-  }
+  for (ReferenceRun& run : oracle_.reference_runs(in.arrays, in.bindings, attrs_))
+    res->runs.push_back(judge_reference_run(run, oracle, contract_, bytes));
   ReferenceResultPtr ptr = res;
   reference_cache_.put(key, ptr, bytes);
+  return ptr;
+}
+
+ReferenceResultPtr GateContext::labelled_references(const InputSet& in, const OracleResult& oracle) {
+  const ReferenceResultPtr working = references(in, oracle);
+  if (working->runs.empty()) return working;
+  const std::string key = content_key(in, attrs_);
+  if (const ReferenceResultPtr* hit = label_cache_.find(key)) return *hit;
+  std::size_t bytes = 0;
+  std::vector<ReferenceRun> lower = oracle_.label_runs(in.arrays, in.bindings, attrs_);
+  if (lower.empty()) return working;
+  auto res = std::make_shared<ReferenceResult>(*working);
+  for (ReferenceRun& run : lower) res->runs.push_back(judge_reference_run(run, oracle, contract_, bytes));
+  ReferenceResultPtr ptr = res;
+  label_cache_.put(key, ptr, bytes);
   return ptr;
 }
 

@@ -1,0 +1,477 @@
+// bench/glr/sm90_bwd_check.cu: check and time the tensor-core Gated DeltaNet backward
+// (glr/cuda/sm90/gdn_bwd_mma.cuh) against a float64 sequential recurrence backward on the GPU; time the rung-3
+// forward (gdn_fwd_mma.cuh) beside it.
+//
+// Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing.
+// --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, or two
+// runs differ in one bit; --timing never fails on a number.
+//
+// Reference (float64, one block per (b, h), 128 threads): the forward walks the tokens keeping the state at every
+// 64th step (global memory), then the backward walks the blocks of 64 steps last to first, recomputing the states
+// of the block, with the reverse-time step of glr/reference/recurrent.cpp:
+//   P = e^{g} S_{t-1}, r = P^T k, u = beta (v - r), S_t = P + k u^T;  dS += scale q dO^T; dq = scale S_t dO;
+//   du = dS^T k; dk = dS u - beta P du; dv = beta du; dbeta = du . (v - r); dP = dS - beta k du^T;
+//   dg = <P, dP>; dS = e^{g} dP.
+//
+// Bound (bench/glr/sm90_bwd_notes.md, as tests/glr_sm90/emu_bwd_check.cpp): normwise relative error <= 8 u
+// (u = 2^-9, 1.6e-2) for dq, dk, dv, dbeta, dh0 and 16 u (3.1e-2) for dg; the emulator measured 1.5 u to 3 u at
+// T <= 200. A wrong index, mask, sign or decay gives errors of order 0.05 to 1.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
+#include "sm90_bwd_reference.cuh"
+
+namespace {
+
+using glr::cuda::sm90::GdnBwdArgs;
+using glr::cuda::sm90::GdnFwdArgs;
+using glr::sm90_bwd_reference::RefOut;
+constexpr int KD = 128, VD = 128, KV = KD * VD;
+
+#define CK(x)                                                                                          \
+  do {                                                                                                 \
+    cudaError_t e_ = (x);                                                                              \
+    if (e_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
+      std::printf("FAIL: CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);      \
+      std::exit(2);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+// Counter-based normal draws: splitmix64 of (seed, stream, index), Box-Muller.
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ double normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+  const std::uint64_t r = mix(seed ^ mix(stream * 0x1000003ull + i));
+  const double u1 = ((r >> 11) + 1) * (1.0 / 9007199254740993.0);  // (0, 1]
+  const double u2 = (mix(r) >> 11) * (1.0 / 9007199254740992.0);
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+// rows of 128: normal, optionally L2-normalised, to bf16. One warp per row.
+__global__ void fill_rows(__nv_bfloat16* x, std::int64_t rows, std::uint64_t seed, std::uint64_t stream, bool unit) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  double val[4], ss = 0;
+  for (int u = 0; u < 4; ++u) {
+    val[u] = normal(seed, stream, row * 128 + lane + 32 * u);
+    ss += val[u] * val[u];
+  }
+  for (int off = 16; off; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const double f = unit ? 1.0 / sqrt(ss) : 1.0;
+  for (int u = 0; u < 4; ++u) x[row * 128 + lane + 32 * u] = __float2bfloat16_rn(static_cast<float>(val[u] * f));
+}
+// g = logsigmoid(mu + z), beta = sigmoid(z').
+__global__ void fill_scalars(float* g, float* beta, std::int64_t n, std::uint64_t seed, double mu) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  g[i] = static_cast<float>(-log1p(exp(-(mu + normal(seed, 11, i)))));
+  beta[i] = static_cast<float>(1.0 / (1.0 + exp(-normal(seed, 12, i))));
+}
+__global__ void fill_state(float* h, std::int64_t n, std::uint64_t seed, std::uint64_t stream, double s) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) h[i] = static_cast<float>(s * normal(seed, stream, i));
+}
+
+// ---- error measures ----------------------------------------------------------------------------------------
+struct Partial {
+  double d2, r2, dmax, rmax, bad;
+};
+template <class X>
+__device__ __forceinline__ double as_double(X x) {
+  if constexpr (sizeof(X) == 2)
+    return __bfloat162float(x);
+  else
+    return static_cast<double>(x);
+}
+template <class X>
+__global__ void error_partials(const X* x, const double* r, std::int64_t n, Partial* out) {
+  __shared__ Partial sh[256];
+  Partial p{0, 0, 0, 0, 0};
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const double xv = as_double(x[i]), rv = r[i];
+    if (!isfinite(xv)) {
+      p.bad += 1;
+      continue;
+    }
+    const double d = xv - rv;
+    p.d2 += d * d;
+    p.r2 += rv * rv;
+    p.dmax = fmax(p.dmax, fabs(d));
+    p.rmax = fmax(p.rmax, fabs(rv));
+  }
+  sh[threadIdx.x] = p;
+  __syncthreads();
+  for (int s = 128; s; s >>= 1) {
+    if (threadIdx.x < s) {
+      Partial& A = sh[threadIdx.x];
+      const Partial& Bp = sh[threadIdx.x + s];
+      A.d2 += Bp.d2;
+      A.r2 += Bp.r2;
+      A.dmax = fmax(A.dmax, Bp.dmax);
+      A.rmax = fmax(A.rmax, Bp.rmax);
+      A.bad += Bp.bad;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
+}
+__global__ void count_diff(const std::uint32_t* a, const std::uint32_t* b, std::int64_t n, unsigned long long* out) {
+  unsigned long long c = 0;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    c += a[i] != b[i];
+  if (c) atomicAdd(out, c);  // a count of differing words: the order of the additions does not matter
+}
+
+struct Err {
+  double rel2 = 0, relmax = 0, bad = 0;
+};
+template <class X>
+Err error_of(const X* x, const double* r, std::int64_t n) {
+  if (n == 0) return {};
+  const int blocks = 512;
+  Partial* d;
+  CK(cudaMalloc(&d, blocks * sizeof(Partial)));
+  error_partials<X><<<blocks, 256>>>(x, r, n, d);
+  CK(cudaGetLastError());
+  std::vector<Partial> h(blocks);
+  CK(cudaMemcpy(h.data(), d, blocks * sizeof(Partial), cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  Partial t{0, 0, 0, 0, 0};
+  for (const Partial& p : h) {
+    t.d2 += p.d2;
+    t.r2 += p.r2;
+    t.dmax = std::max(t.dmax, p.dmax);
+    t.rmax = std::max(t.rmax, p.rmax);
+    t.bad += p.bad;
+  }
+  // an all-zero reference (dg with no state anywhere, T = 1) needs an exact zero
+  return {t.r2 > 0 ? std::sqrt(t.d2 / t.r2) : (t.d2 > 0 ? INFINITY : 0.0), t.rmax > 0 ? t.dmax / t.rmax : 0.0, t.bad};
+}
+unsigned long long differing_words(const void* a, const void* b, std::size_t bytes) {
+  if (bytes == 0) return 0;
+  unsigned long long* d;
+  CK(cudaMalloc(&d, sizeof(unsigned long long)));
+  CK(cudaMemset(d, 0, sizeof(unsigned long long)));
+  count_diff<<<1024, 256>>>(static_cast<const std::uint32_t*>(a), static_cast<const std::uint32_t*>(b),
+                            static_cast<std::int64_t>(bytes / 4), d);
+  CK(cudaGetLastError());
+  unsigned long long h = 0;
+  CK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  return h;
+}
+
+// ---- problem buffers ---------------------------------------------------------------------------------------
+struct Problem {
+  int B, T, H;
+  bool h0, dht;
+  double mu;  // g = logsigmoid(mu + z): mu -1 and 2 forget the state within a chunk, 4 keep a third, 8 nearly all
+};
+
+template <class T>
+T* dalloc(std::size_t n) {
+  T* p = nullptr;
+  CK(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)));
+  return p;
+}
+
+struct Buffers {
+  GdnBwdArgs a;
+  GdnFwdArgs f;
+  void* ws = nullptr;
+  void* fws = nullptr;
+  std::int64_t tok = 0, hs = 0;
+  Buffers(const Problem& p, std::uint64_t seed) {
+    a.B = p.B;
+    a.T = p.T;
+    a.H = p.H;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
+    tok = static_cast<std::int64_t>(p.B) * p.T * p.H;
+    hs = static_cast<std::int64_t>(p.B) * p.H * KV;
+    auto* q = dalloc<__nv_bfloat16>(tok * KD);
+    auto* k = dalloc<__nv_bfloat16>(tok * KD);
+    auto* v = dalloc<__nv_bfloat16>(tok * VD);
+    auto* dout = dalloc<__nv_bfloat16>(tok * VD);
+    auto* g = dalloc<float>(tok);
+    auto* beta = dalloc<float>(tok);
+    const unsigned rb = static_cast<unsigned>((tok * 32 + 255) / 256);
+    if (tok > 0) {
+      fill_rows<<<rb, 256>>>(q, tok, seed, 1, true);
+      fill_rows<<<rb, 256>>>(k, tok, seed, 2, true);
+      fill_rows<<<rb, 256>>>(v, tok, seed, 3, false);
+      fill_rows<<<rb, 256>>>(dout, tok, seed, 4, false);
+      fill_scalars<<<static_cast<unsigned>((tok + 255) / 256), 256>>>(g, beta, tok, seed, p.mu);
+    }
+    const unsigned hb = static_cast<unsigned>((hs + 255) / 256);
+    if (p.h0) {
+      float* h0 = dalloc<float>(hs);
+      fill_state<<<hb, 256>>>(h0, hs, seed, 13, 0.1);
+      a.h0 = h0;
+      a.dh0 = dalloc<float>(hs);
+    }
+    if (p.dht) {
+      float* dht = dalloc<float>(hs);
+      fill_state<<<hb, 256>>>(dht, hs, seed, 14, 1.0);
+      a.dht = dht;
+    }
+    CK(cudaGetLastError());
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.dout = dout;
+    a.g = g;
+    a.beta = beta;
+    a.dq = dalloc<__nv_bfloat16>(tok * KD);
+    a.dk = dalloc<__nv_bfloat16>(tok * KD);
+    a.dv = dalloc<__nv_bfloat16>(tok * VD);
+    a.dg = dalloc<float>(tok);
+    a.dbeta = dalloc<float>(tok);
+    ws = dalloc<char>(glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H) + 256);
+    glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws);
+    // the forward, for timing: its own output, rung 3's workspace
+    f.q = q;
+    f.k = k;
+    f.v = v;
+    f.g = g;
+    f.beta = beta;
+    f.h0 = a.h0;
+    f.o = dalloc<__nv_bfloat16>(tok * VD);
+    f.B = p.B;
+    f.T = p.T;
+    f.H = p.H;
+    glr::cuda::sm90::gdn_bwd::set_value_heads(f, p.H);
+    f.scale = a.scale;
+    // Room for rung 3's workspace in either layout of gdn_fwd_mma.cuh (per chunk T, G, beta; a later version adds a
+    // 256-byte header and rounds each piece to 256 bytes), so this program does not depend on its size function.
+    const std::size_t rows = static_cast<std::size_t>(p.B) * p.H * ((p.T + 63) / 64) * 64;
+    fws = dalloc<char>(rows * (64 * 2 + 4 + 4) + 4096);
+    glr::cuda::sm90::gdn_fwd_workspace_carve(f, fws, glr::cuda::sm90::GdnFwdVariant::t_only);
+  }
+  ~Buffers() {
+    const void* all[] = {a.q, a.k, a.v, a.dout, a.g, a.beta, a.h0, a.dht, a.dq, a.dk, a.dv, a.dg, a.dbeta, a.dh0, f.o, ws, fws};
+    for (const void* x : all)
+      if (x) cudaFree(const_cast<void*>(x));
+  }
+  // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
+  void run_poisoned(int vt) {
+    CK(cudaMemset(a.dq, 0xFF, tok * KD * 2));
+    CK(cudaMemset(a.dk, 0xFF, tok * KD * 2));
+    CK(cudaMemset(a.dv, 0xFF, tok * VD * 2));
+    CK(cudaMemset(a.dg, 0xFF, tok * 4));
+    CK(cudaMemset(a.dbeta, 0xFF, tok * 4));
+    if (a.dh0) CK(cudaMemset(a.dh0, 0xFF, hs * 4));
+    CK(glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, vt));
+    CK(cudaDeviceSynchronize());
+  }
+};
+
+bool check(const Problem& p, std::uint64_t seed) {
+  Buffers buf(p, seed);
+  const std::int64_t tok = buf.tok, hs = buf.hs;
+  const int NT = (p.T + 63) / 64;
+  RefOut r;
+  r.dq = dalloc<double>(tok * KD);
+  r.dk = dalloc<double>(tok * KD);
+  r.dv = dalloc<double>(tok * VD);
+  r.dg = dalloc<double>(tok);
+  r.dbeta = dalloc<double>(tok);
+  r.dh0 = dalloc<double>(hs);
+  r.ckpt = dalloc<double>(static_cast<std::size_t>(p.B) * p.H * (NT + 1) * KV);
+  r.blk = dalloc<double>(static_cast<std::size_t>(p.B) * p.H * 65 * KV);
+  namespace ref = glr::sm90_bwd_reference;
+  CK(cudaFuncSetAttribute(ref::reference, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ref::kSmemBytes)));
+  ref::reference<<<p.B * p.H, 128, ref::kSmemBytes>>>(buf.a, r);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  bool all = true;
+  std::vector<void*> at64(6, nullptr);  // vt 64's outputs: the other widths should match them bit for bit but dbeta
+  for (int vt : {64, 32, 16}) {  // the state slice widths of the h and dh kernels (the launcher picks one by B H)
+    buf.run_poisoned(vt);
+    const Err e[6] = {error_of(buf.a.dq, r.dq, tok * KD), error_of(buf.a.dk, r.dk, tok * KD),
+                      error_of(buf.a.dv, r.dv, tok * VD), error_of(buf.a.dg, r.dg, tok),
+                      error_of(buf.a.dbeta, r.dbeta, tok), p.h0 ? error_of(buf.a.dh0, r.dh0, hs) : Err{}};
+    // Second run, outputs poisoned again: bitwise equal.
+    const std::size_t bytes[6] = {static_cast<std::size_t>(tok) * KD * 2, static_cast<std::size_t>(tok) * KD * 2,
+                                  static_cast<std::size_t>(tok) * VD * 2, static_cast<std::size_t>(tok) * 4,
+                                  static_cast<std::size_t>(tok) * 4, p.h0 ? static_cast<std::size_t>(hs) * 4 : 0};
+    const void* outs[6] = {buf.a.dq, buf.a.dk, buf.a.dv, buf.a.dg, buf.a.dbeta, buf.a.dh0};
+    std::vector<void*> first(6, nullptr);
+    for (int i = 0; i < 6; ++i) {
+      first[i] = dalloc<char>(bytes[i]);
+      if (bytes[i]) CK(cudaMemcpy(first[i], outs[i], bytes[i], cudaMemcpyDeviceToDevice));
+    }
+    buf.run_poisoned(vt);
+    unsigned long long diff = 0, across = 0;
+    for (int i = 0; i < 6; ++i) {
+      diff += differing_words(first[i], outs[i], bytes[i]);
+      if (vt == 64)
+        at64[i] = first[i];
+      else {
+        if (i != 4) across += differing_words(at64[i], outs[i], bytes[i]);
+        CK(cudaFree(first[i]));
+      }
+    }
+    const double u = std::ldexp(1.0, -9);
+    const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
+    bool pass = diff == 0;
+    std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f vt=%-2d |", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, vt);
+    for (int i = 0; i < 6; ++i) {
+      if (i == 5 && !p.h0) {
+        std::printf(" dh0 -");
+        continue;
+      }
+      const bool ok = e[i].bad == 0 && e[i].rel2 <= bound[i];
+      pass = pass && ok;
+      std::printf(" %s %.2e/%.2e%s", names[i], e[i].rel2, e[i].relmax, ok ? "" : (e[i].bad ? " NONFINITE" : " OVER"));
+    }
+    // Informational: the slice width only regroups dbeta's rowsum(dX . V); every other output should be the same bits.
+    if (vt != 64) std::printf(" | vs vt=64, words differing outside dbeta %llu", across);
+    std::printf(" | run-to-run differing words %llu | %s\n", diff, pass ? "PASS" : "FAIL");
+    std::fflush(stdout);
+    all = all && pass;
+  }
+  for (void* x : at64) CK(cudaFree(x));
+  for (double* x : {r.dq, r.dk, r.dv, r.dg, r.dbeta, r.dh0, r.ckpt, r.blk}) CK(cudaFree(x));
+  return all;
+}
+
+double median(std::vector<float> x) {
+  std::sort(x.begin(), x.end());
+  return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+}
+
+template <int kVT>
+void print_residency(int B, int T, int H) {
+  namespace gb = glr::cuda::sm90::gdn_bwd;
+  int nh = 0, nd = 0, nc = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, sizeof(gb::DhSmem<kVT>)));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel, 128, sizeof(gb::ChunkSmem)));
+  std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
+              "dh %d (%zu B), chunk %d (%zu B); workspace %.1f MB\n",
+              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, sizeof(gb::DhSmem<kVT>), nc,
+              sizeof(gb::ChunkSmem), glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
+}
+
+void timing(int B, int T, int H) {
+  Buffers buf(Problem{B, T, H, false, false, 2.0}, 7);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t ev[6];
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < 3; ++i) {
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.f, st));
+    CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st));
+  }
+  CK(cudaStreamSynchronize(st));
+  const int vt = glr::cuda::sm90::gdn_bwd_slice_width(B * H);
+  if (vt == 64) print_residency<64>(B, T, H);
+  else if (vt == 32) print_residency<32>(B, T, H);
+  else print_residency<16>(B, T, H);
+  std::vector<float> fwd, bwd, wy, hk, dh, ch;
+  for (int i = 0; i < 20; ++i) {
+    CK(cudaEventRecord(ev[0], st));
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.f, st));
+    CK(cudaEventRecord(ev[1], st));
+    CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st, &ev[2]));
+    CK(cudaEventRecord(ev[5], st));
+    CK(cudaEventSynchronize(ev[5]));
+    float x[5];
+    for (int j = 0; j < 5; ++j) CK(cudaEventElapsedTime(&x[j], ev[j], ev[j + 1]));
+    fwd.push_back(x[0]);
+    wy.push_back(x[1]);
+    hk.push_back(x[2]);
+    dh.push_back(x[3]);
+    ch.push_back(x[4]);
+    bwd.push_back(x[1] + x[2] + x[3] + x[4]);
+  }
+  // DESIGN.md's convention, per token and value head: fwd 2 (3 K V + C (3 K + 2 V)), bwd 2 (8 K V + C (9 K + 5 V)
+  // + 2 C^2), C = 64.
+  const double n = static_cast<double>(B) * T * H, C = 64;
+  const double ff = 2.0 * (3.0 * KD * VD + C * (3.0 * KD + 2.0 * VD)) * n;
+  const double fb = 2.0 * (8.0 * KD * VD + C * (9.0 * KD + 5.0 * VD) + 2.0 * C * C) * n;
+  const double mf = median(fwd), mb = median(bwd);
+  std::printf("timing B%d T%d H%d K=V=128 bf16 (median of 20): fwd %.3f ms %.1f TFLOP/s | bwd %.3f ms %.1f TFLOP/s "
+              "(wy %.3f, h %.3f, dh %.3f, chunk %.3f; slices of %d) | fwd+bwd %.3f ms %.1f TFLOP/s\n",
+              B, T, H, mf, ff / (mf * 1e-3) / 1e12, mb, fb / (mb * 1e-3) / 1e12, median(wy), median(hk), median(dh),
+              median(ch), vt, mf + mb, (ff + fb) / ((mf + mb) * 1e-3) / 1e12);
+  std::fflush(stdout);
+  // The other slice widths of the h and dh kernels, for the record (the launcher's choice is the line above).
+  for (int w : {64, 32, 16}) {
+    if (w == vt) continue;
+    std::vector<float> tot, hw, dw;
+    for (int i = 0; i < 20; ++i) {
+      CK(cudaEventRecord(ev[1], st));
+      CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st, &ev[2], w));
+      CK(cudaEventRecord(ev[5], st));
+      CK(cudaEventSynchronize(ev[5]));
+      float x[4];
+      for (int j = 0; j < 4; ++j) CK(cudaEventElapsedTime(&x[j], ev[j + 1], ev[j + 2]));
+      tot.push_back(x[0] + x[1] + x[2] + x[3]);
+      hw.push_back(x[1]);
+      dw.push_back(x[2]);
+    }
+    std::printf("  (bwd B%d T%d H%d with state slices of %d columns instead of %d: %.3f ms; h %.3f, dh %.3f)\n", B, T, H,
+                w, vt, median(tot), median(hw), median(dw));
+    std::fflush(stdout);
+  }
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  CK(cudaStreamDestroy(st));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool do_check = false, do_timing = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--check") == 0) do_check = true;
+    else if (std::strcmp(argv[i], "--timing") == 0) do_timing = true;
+    else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else {
+      std::fprintf(stderr, "usage: %s --check [--quick] | --timing\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!do_check && !do_timing) do_check = do_timing = true;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  bool ok = true;
+  if (do_check) {
+    const Problem shapes[] = {
+        {1, 1, 1, false, false, 2.0},  {1, 33, 1, true, true, 2.0},     {1, 64, 2, false, true, -1.0},
+        {2, 100, 3, true, false, 2.0}, {3, 257, 2, false, true, -1.0},  {2, 1000, 4, true, true, 8.0},
+        {1, 4096, 2, true, true, 8.0}, {2, 4095, 3, false, false, 4.0}, {2, 4096, 4, true, true, 2.0},
+    };
+    int i = 0;
+    for (const Problem& p : shapes) {
+      if (quick && p.T > 300) continue;
+      ok = check(p, 1000 + i++) && ok;
+    }
+    std::printf("%s\n", ok ? "CHECK ALL PASS" : "CHECK SOME FAILED");
+  }
+  if (do_timing) {
+    timing(8, 4096, 16);
+    timing(4, 8192, 32);
+    timing(1, 32768, 16);
+  }
+  return ok ? 0 : 1;
+}

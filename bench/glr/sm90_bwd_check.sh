@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/glr/sm90_bwd_check.sh: build, check and time the tensor-core Gated DeltaNet backward on a Hopper GPU.
+# From the repository root:   bench/glr/sm90_bwd_check.sh    (ends within 235 s: every stage has a timeout, cut to
+#                                                             what is left of 235 s)
+# Stages, logs under $OUT (or build-sm90bwd/):
+#   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
+#      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's wy_kernel<3>) prints FAIL.
+#   2. cuobjdump -sass (sass.txt): HMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA: FAIL.
+#   3. sm90_bwd_check --check (check.txt): 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the
+#      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs.
+#   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
+#      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention. Runs even if stage 3 failed.
+# Exit status: 0 when stages 1-3 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-build-sm90bwd}"
+mkdir -p "$out"
+: >"$out/stages.txt"
+say() { echo "$*" | tee -a "$out/stages.txt"; }
+# Every stage's time limit is its own cap, cut so that the whole script ends within 235 s of starting.
+start=$(date +%s)
+limit() {  # limit CAP: seconds for the next stage (at least 1)
+  local left=$((235 - ($(date +%s) - start)))
+  local t=$(($1 < left ? $1 : left))
+  echo $((t > 1 ? t : 1))
+}
+NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+CUOBJDUMP="${CUOBJDUMP:-$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)}"
+status=0
+echo "== 1. nvcc (sm_90a)"
+if ! timeout "$(limit 100)" "$NVCC" -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -o "$out/sm90_bwd_check" \
+    bench/glr/sm90_bwd_check.cu 2>"$out/ptxas.txt"; then
+  tail -30 "$out/ptxas.txt"
+  echo "FAIL: nvcc"
+  exit 3
+fi
+# one line per gdn kernel: name, registers, stack, spills
+awk '/Compiling entry function/ { match($0, /_ZN3glr4cuda4sm90[^'"'"']*/); name = substr($0, RSTART, RLENGTH); keep = (name != "") }
+     keep && /stack frame/ { stack = $0 }
+     keep && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print name ": " substr($0, RSTART, RLENGTH) " |" stack; keep = 0 }' \
+  "$out/ptxas.txt" | sed 's/ptxas info    ://; s/  */ /g' | tee "$out/ptxas_gdn.txt"
+# the gate covers the backward's kernels and the forward's rung-3 wy kernel it launches; the others are listed only
+if grep -E "gdn_bwd|wy_kernelILi3E" "$out/ptxas_gdn.txt" | grep -E "[1-9][0-9]* bytes (stack frame|spill)" >/dev/null; then
+  say "ptxas: FAIL (a backward kernel has a stack frame or spills)"
+  status=1
+else
+  say "ptxas: PASS (no stack frame, no spills in the backward's kernels)"
+fi
+echo "== 2. SASS"
+if [ -x "$CUOBJDUMP" ]; then
+  timeout "$(limit 30)" "$CUOBJDUMP" -sass "$out/sm90_bwd_check" >"$out/sass.txt"
+  awk '/Function :/ { name = $3 } /HMMA/ { h[name]++ } /LDSM/ { l[name]++ } /LDGSTS/ { c[name]++ } /HGMMA/ { g[name]++ }
+       END { for (n in h) if (n ~ /gdn/) printf "%s: HMMA %d HGMMA %d LDSM %d LDGSTS %d\n", n, h[n], g[n], l[n], c[n] }' \
+    "$out/sass.txt" | sort | tee "$out/sass_counts.txt"
+  say "SASS: $(grep -c HMMA "$out/sass.txt") HMMA, $(grep -c HGMMA "$out/sass.txt") HGMMA in the whole binary"
+  for k in h_kernel dh_kernel chunk_kernel; do
+    if ! grep -E "gdn_bwd[0-9]*${k}.*HMMA [1-9]" "$out/sass_counts.txt" >/dev/null; then
+      say "SASS: FAIL (no HMMA in gdn_bwd::$k)"
+      status=1
+    fi
+  done
+else
+  say "SASS: cuobjdump not found, skipped"
+fi
+echo "== 3. check"
+t_check=$(limit 80)
+timeout "$t_check" "$out/sm90_bwd_check" --check 2>&1 | tee "$out/check.txt"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  say "check: FAIL (exit status $rc; 124 = timed out after $t_check s)"
+  status=1
+fi
+echo "== 4. timing"
+t_timing=$(limit 50)
+timeout "$t_timing" "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" -ne 0 ] && say "timing: exit status $rc (124 = timed out after $t_timing s); timings never fail the script"
+echo "== summary"
+cat "$out/stages.txt"
+grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
+grep -h -E "^timing|resident|^  \(bwd" "$out/timing.txt" || true
+echo "exit status $status ($(($(date +%s) - start)) s)"
+exit $status

@@ -1,0 +1,28 @@
+// glr/cuda/sm90/forward.hpp: the tensor-core forward (gdn_fwd_mma.cuh, rung 3) behind glr's CUDA API, on the
+// Problem that setup_forward has checked. Host code only: callers (blocks/api.cpp) need no CUDA compiler.
+// glr::cuda::forward_path (glr/glr_cuda.hpp) adds the device and the GLR_FORWARD_PATH override to this.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "../common/problem.hpp"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace glr::cuda::sm90 {
+
+// Why the tensor-core forward does not take p (the first reason), or "" if it does: bf16 q, k, v, o;
+// K = V = 64 or 128; g and beta fp32 or bf16; dense row-major layouts (flash-linear-attention's, any size-1 dim's
+// stride ignored); 16-byte aligned q, k, v; the grid's limits. Every member, grouped value heads, packed
+// sequences (host or device-only offsets), h0 and ht are taken. The device is not looked at.
+std::string forward_refusal(const Problem& p);
+
+// Workspace for p (sizes only: setup_sizes is enough), 256-byte aligned base required.
+std::size_t forward_workspace_bytes(const Problem& p);
+
+// Launch on `stream`; the status word (workspace offset 0) is written as by the block programs (0, or 1 for
+// invalid device-only offsets, then every output NaN). Throws CudaError on a launch failure.
+void launch_forward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace glr::cuda::sm90

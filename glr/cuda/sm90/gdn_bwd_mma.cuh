@@ -1,0 +1,1064 @@
+// glr/cuda/sm90/gdn_bwd_mma.cuh: Gated DeltaNet backward on the tensor cores (issue 16 item 1, backward slice).
+//
+// bf16 q, k, v, do; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32
+// accumulation (mma.sync m16n8k16 bf16 -> fp32). Dense layouts as the forward (gdn_fwd_mma.cuh): q, k, v, do,
+// dq, dk, dv (B, T, H, 128) bf16; g, beta, dg, dbeta (B, T, H) fp32; h0, dht, dh0 (B, H, K, V) fp32, optional.
+//
+// Per chunk (G = in-chunk cumsum of g, Gamma_ij = e^{G_i - G_j}, T = (I + L)^-1 as in the forward, h the state
+// entering the chunk, dh' the gradient of the state leaving it), with X = beta V - beta e^G (K h), V_new = T X:
+//   dV_new = P^T dO + e^{G_L - G} . (K dh')          P = scale tril(Gamma . Q K^T)
+//   dX     = T^T dV_new,   dv = beta . dX
+//   dh     = e^{G_L} dh' + Q^T (scale e^G . dO) - K^T (beta e^G . dX)
+//   dL     = -dX V_new^T (strictly lower part)  -- the gradient through T = (I + L)^-1 needs no T
+//   dq     = scale e^G . (dO h^T) + dA K,           dA = scale tril(Gamma . (dO V_new^T))
+//   dk     = -beta e^G . (dX h^T) + e^{G_L - G} . (V_new dh'^T) + E K + E^T K + dA^T Q,   E = beta . Gamma . dL
+//   dbeta  = rowsum(dX . V) - e^G . rowsum(K . (dX h^T)) + rowsum(Gamma . K K^T . dL)
+//   dG     = scale e^G rowsum(Q . dO h^T) - beta e^G rowsum(K . dX h^T) - e^{G_L - G} rowsum(K . V_new dh'^T)
+//            + rowsum(M) - colsum(M),  M = dP . P + dL . L;   dG_L += sum_i e^{G_L - G_i} (...)_i + e^{G_L} <h, dh'>
+//   dg     = reverse cumulative sum of dG within the chunk
+// (derivation: bench/glr/sm90_bwd_notes.md; float64 check: tests/glr_sm90/bwd_formulas_check.py).
+//
+// Four kernels:
+//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace.
+//   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16) to the workspace.
+//   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16) and dX (bf16) to the
+//        workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
+//   chunk (per chunk and head): dq, dk, dg, dbeta.
+// No atomics: every sum is a fixed sequence of mma/FMA, so results are bitwise deterministic run to run.
+#pragma once
+
+#include "gdn_fwd_mma.cuh"
+
+namespace glr::cuda::sm90 {
+
+struct GdnBwdArgs {
+  const __nv_bfloat16* q = nullptr;     // (B, T, H, K)
+  const __nv_bfloat16* k = nullptr;     // (B, T, H, K)
+  const __nv_bfloat16* v = nullptr;     // (B, T, H, V)
+  const float* g = nullptr;             // (B, T, H)
+  const float* beta = nullptr;          // (B, T, H)
+  const float* h0 = nullptr;            // (B, H, K, V) or null
+  const __nv_bfloat16* dout = nullptr;  // (B, T, H, V)
+  const float* dht = nullptr;           // (B, H, K, V) or null
+  __nv_bfloat16* dq = nullptr;          // (B, T, H, K)
+  __nv_bfloat16* dk = nullptr;          // (B, T, H, K)
+  __nv_bfloat16* dv = nullptr;          // (B, T, H, V)
+  float* dg = nullptr;                  // (B, T, H)
+  float* dbeta = nullptr;               // (B, T, H)
+  float* dh0 = nullptr;                 // (B, H, K, V) or null
+  int B = 0, T = 0, H = 0;
+  float scale = 0.f;
+  int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
+  // workspace, carved by gdn_bwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
+  __nv_bfloat16* Tm = nullptr;  // (B, H, NT, C, C) T = (I + L)^-1
+  float* G = nullptr;           // (B, H, Tp)
+  float* Bc = nullptr;          // (B, H, Tp) beta, padded with 0
+  __nv_bfloat16* hc = nullptr;  // (B, H, NT, K, V) state entering chunk c
+  __nv_bfloat16* dhc = nullptr; // (B, H, NT, K, V) gradient of the state leaving chunk c
+  __nv_bfloat16* vn = nullptr;  // (B, H, Tp, V) V_new
+  __nv_bfloat16* dx = nullptr;  // (B, H, Tp, V) dX
+  float* dbv = nullptr;         // (B, H, DV / vt, Tp) rowsum(dX . V) per column slice (room for 8 slices)
+};
+
+// Workspace bytes: at B8 T4096 H16 about 890 MB (T 67, h and dh 268 each, V_new and dX 134 each).
+inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H) {
+  const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
+  const std::size_t NT = Tp / gdn::C;
+  const std::size_t bh = static_cast<std::size_t>(B) * H;
+  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 2 + Tp * gdn::DV * 2 * 2);
+}
+// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes).
+inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
+  const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
+  const std::size_t NT = Tp / gdn::C;
+  const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
+  char* p = static_cast<char*>(ws);
+  a.Tm = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * NT * gdn::C * gdn::C * 2;
+  a.G = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4;
+  a.Bc = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4;
+  a.dbv = reinterpret_cast<float*>(p);
+  p += bh * Tp * 4 * 8;
+  a.hc = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * NT * gdn::DK * gdn::DV * 2;
+  a.dhc = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * NT * gdn::DK * gdn::DV * 2;
+  a.vn = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DV * 2;
+  a.dx = reinterpret_cast<__nv_bfloat16*>(p);
+}
+
+namespace gdn_bwd {
+
+using namespace gdn;
+
+// The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches, HV = H, Gated
+// DeltaNet): its arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the member, packed
+// sequences); those left at their defaults mean Gated DeltaNet on a dense batch, and HV is set where it exists.
+template <class FwdArgs>
+inline void set_value_heads(FwdArgs& f, int H) {
+  if constexpr (requires { f.HV; }) f.HV = H;
+}
+inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
+  GdnFwdArgs f;
+  f.k = a.k;
+  f.g = a.g;
+  f.beta = a.beta;
+  f.B = a.B;
+  f.T = a.T;
+  f.H = a.H;
+  set_value_heads(f, a.H);
+  f.P = a.Tm;
+  f.G = a.G;
+  f.Bc = a.Bc;
+  return f;
+}
+
+// A hint: bring the 128-byte line holding p into L2 (prefetch.global.L2); nothing under the host emulator.
+#if !defined(GLR_SM90_HOST_EMU)
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+#else
+inline void prefetch_l2(const void*) {}
+#endif
+
+// ---------------------------------------------------------------------------------------------------------
+// The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
+// head): narrower slices give more blocks and a shorter chain per chunk where B H is small (B1 T32768 H16: 32
+// blocks at kVT 64, 128 at kVT 16), at the price of loading k (and q, T) once per slice.
+template <int kVT>
+struct Slice {
+  static_assert(kVT == 16 || kVT == 32 || kVT == 64, "state slices of 16, 32 or 64 columns");
+  static constexpr int NN = kVT / 8;   // n-tiles of 8 columns
+  static constexpr int NP = kVT / 16;  // pairs of n-tiles (one ldmatrix.x4 of B)
+  static constexpr int LD = kVT + 8;   // bf16 row stride of (rows x kVT) shared tiles: rows 16-byte aligned, ldmatrix
+                                       // conflict-free (48, 80 or 144 bytes)
+};
+
+// Kernel h: the forward's state recurrence again (as gdn::state_t_kernel, without q, P and o), leaving the
+// state entering every chunk (bf16, the copy the tensor cores read anyway) and V_new (bf16).
+template <int kVT>
+struct HSmem {
+  __nv_bfloat16 k[2][C * LD128];             // (C, K) per buffer (chunk c in buffer c % 2)
+  __nv_bfloat16 T[C * LD64];                 // (C, C) (I + L)^-1
+  __nv_bfloat16 h[DK * Slice<kVT>::LD];      // (K, kVT) bf16 copy of the state slice
+  __nv_bfloat16 x[C * Slice<kVT>::LD];       // (C, kVT) X
+  __nv_bfloat16 vn[C * Slice<kVT>::LD];      // (C, kVT) V_new
+  __nv_bfloat16 vnd[C * Slice<kVT>::LD];     // (C, kVT) e^{G_last - G} V_new
+  float G[C];
+  float beta[C];
+};
+
+// Copy a (kRows x kVT) bf16 shared tile (row stride kVT + 8) to global rows of `stride` elements, 16 bytes a piece.
+template <int kRows, int kVT>
+__device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stride, const __nv_bfloat16* src, int tid) {
+  constexpr int kPieces = kVT / 8, kLd = Slice<kVT>::LD;
+#pragma unroll
+  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+    *reinterpret_cast<uint4*>(dst + r * stride + cc * 8) = *reinterpret_cast<const uint4*>(src + r * kLd + cc * 8);
+  }
+}
+
+template <int kVT>
+__global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
+  using SL = Slice<kVT>;
+  constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
+  extern __shared__ __align__(16) char smem_raw[];
+  HSmem<kVT>& s = *reinterpret_cast<HSmem<kVT>*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const __nv_bfloat16* Tw = a.Tm + static_cast<std::int64_t>(bh) * NT * C * C;
+  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
+  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  __nv_bfloat16* hcg = a.hc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
+  __nv_bfloat16* vng = a.vn + static_cast<std::int64_t>(bh) * Tp * DV + v0;
+  const int r0 = warp * 16, d0 = warp * 32;
+
+  auto load_k = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+  };
+  auto load_small = [&](int c) {
+    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+#pragma unroll
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+    }
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+  };
+
+  float hs[2][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        hs[mt][n][half * 2] = x.x;
+        hs[mt][n][half * 2 + 1] = x.y;
+      }
+  auto write_h_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LDV + col) =
+              pack_bf16x2(hs[mt][n][half * 2], hs[mt][n][half * 2 + 1]);
+        }
+  };
+  write_h_bf16();
+  if (NT > 0) {
+    load_k(0);
+    load_small(0);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  for (int c = 0; c < NT; ++c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* kc = s.k[c & 1];
+    store_tile<DK, kVT>(hcg + static_cast<std::int64_t>(c) * DK * DV, DV, s.h, tid);  // h_c, as the tensor cores read it
+    std::uint32_t vr[NN][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+    }
+
+    // Phase A: K h (C x kVT, inner K), X = beta V - beta e^G (K h).
+    float ax[NN][4];
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ax[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ak[4];
+      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        std::uint32_t bh4[4];
+        ldsm_b_kn(bh4, s.h, LDV, ks * 16, np * 16, lane);
+        mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
+        mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float bi = s.beta[i], bgi = bi * expf(s.G[i]);
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const float2 vf = unpack_bf16x2(vr[n][half]);
+        *reinterpret_cast<std::uint32_t*>(s.x + i * LDV + n * 8 + 2 * t4) =
+            pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
+      }
+    }
+    __syncthreads();  // X visible; every warp is done with h (and its copy out)
+    if (c + 1 < NT) load_k(c + 1);
+    cp_async_commit();
+
+    // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
+    float an[NN][4];
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) an[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks <= warp) {
+        std::uint32_t at[4];
+        ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+          std::uint32_t bx[4];
+          ldsm_b_kn(bx, s.x, LDV, ks * 16, np * 16, lane);
+          mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
+          mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
+        }
+      }
+    }
+    const float GL = s.G[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float ed = expf(GL - s.G[i]);
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+      }
+    }
+    __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
+    if (c + 1 < NT) load_small(c + 1);
+    cp_async_commit();
+    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * DV, DV, s.vn, tid);
+
+    // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new).
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      std::uint32_t ak[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        std::uint32_t bv[4];
+        ldsm_b_kn(bv, s.vnd, LDV, ks * 16, np * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+          mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    write_h_bf16();      // h was last read before the first barrier
+    cp_async_wait<0>();  // chunk c + 1: k, T, G, beta
+    __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel dh: the reverse-state pass, chunks last to first, the state gradient slice (K x kVT) in fp32 registers
+// (each warp 32 rows), a bf16 copy in shared memory. Per chunk, with dh' the gradient leaving the chunk:
+//   dV_new = e^{G_L - G} . (K dh') + P^T dO   (P^T = scale triu(Gamma^T . K Q^T), kept as A fragments)
+//   dX = T^T dV_new;  dv = beta . dX;  dbeta_v = rowsum(dX . V) (this slice)
+//   dh = e^{G_L} dh' + Q^T (scale e^G . dO) + K^T (-beta e^G . dX)
+// Slices of 32 or 16 columns leave room to double-buffer q and k (chunk c in buffer c % 2), so chunk c - 1's
+// arrive while chunk c computes and a barrier goes; at 64 columns that would cost the second block per SM.
+template <int kVT>
+inline constexpr int kDhQkBuffers = kVT <= 32 ? 2 : 1;
+
+template <int kVT>
+struct DhSmem {
+  __nv_bfloat16 q[kDhQkBuffers<kVT>][C * LD128];  // (C, K) per buffer
+  __nv_bfloat16 k[kDhQkBuffers<kVT>][C * LD128];  // (C, K) per buffer
+  __nv_bfloat16 T[C * LD64];               // (C, C)
+  __nv_bfloat16 ds[DK * Slice<kVT>::LD];   // (K, kVT) bf16 copy of dh'
+  __nv_bfloat16 dO[C * Slice<kVT>::LD];    // (C, kVT) dO slice
+  __nv_bfloat16 dvn[C * Slice<kVT>::LD];   // (C, kVT) dV_new
+  __nv_bfloat16 y[C * Slice<kVT>::LD];     // (C, kVT) scale e^G dO
+  __nv_bfloat16 z[C * Slice<kVT>::LD];     // (C, kVT) -beta e^G dX
+  float G[C];
+  float beta[C];
+  float red[C * 4];                        // rowsum(dX . V) partials, one per lane of a row's quad
+};
+
+template <int kVT>
+__global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
+  using SL = Slice<kVT>;
+  constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
+  extern __shared__ __align__(16) char smem_raw[];
+  DhSmem<kVT>& s = *reinterpret_cast<DhSmem<kVT>*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const __nv_bfloat16* Tw = a.Tm + static_cast<std::int64_t>(bh) * NT * C * C;
+  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
+  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
+  __nv_bfloat16* dhg = a.dhc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
+  __nv_bfloat16* dxg = a.dx + static_cast<std::int64_t>(bh) * Tp * DV + v0;
+  float* dbvg = a.dbv + (static_cast<std::int64_t>(bh) * (DV / kVT) + blockIdx.x) * Tp;
+  const int r0 = warp * 16, d0 = warp * 32;
+
+  constexpr bool kDB = kDhQkBuffers<kVT> == 2;
+  auto load_qk = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0), buf = kDB ? (c & 1) : 0;
+    load_tile128(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile128(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+  };
+  auto load_small = [&](int c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+#pragma unroll
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+    }
+    constexpr int kPieces = kVT / 8;
+#pragma unroll
+    for (int it = 0; it < C * kPieces / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+      const bool in = r < len;
+      const __nv_bfloat16* src = a.dout + (tokb + static_cast<std::int64_t>(t0 + r) * a.H) * DV + v0 + cc * 8;
+      cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
+    }
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+  };
+
+  float ds[2][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + hoff + static_cast<std::int64_t>(d) * DV + col);
+        ds[mt][n][half * 2] = x.x;
+        ds[mt][n][half * 2 + 1] = x.y;
+      }
+  auto write_ds_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.ds + d * LDV + col) =
+              pack_bf16x2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
+        }
+  };
+  write_ds_bf16();
+  if (NT > 0) {
+    load_qk(NT - 1);
+    load_small(NT - 1);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  for (int c = NT - 1; c >= 0; --c) {
+    const int t0 = c * C, len = min(C, a.T - t0);
+    const __nv_bfloat16* qc = s.q[kDB ? (c & 1) : 0];
+    const __nv_bfloat16* kc = s.k[kDB ? (c & 1) : 0];
+    if constexpr (kDB) {
+      // chunk c - 1's q and k into the other buffer (last read by chunk c + 1, before the barrier that ended it)
+      if (c > 0) load_qk(c - 1);
+      cp_async_commit();
+    } else if (c > 0) {
+      // q and k of chunk c - 1 can only be loaded once phase C is done with this chunk's; their first touch goes
+      // to L2 now so that the load after phase C is short. 2 x 64 rows of 256 bytes: 2 lines per thread.
+      const int row = tid >> 1;
+      const std::int64_t off = (tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * DK + (tid & 1) * 64;
+      prefetch_l2(a.q + off);
+      prefetch_l2(a.k + off);
+    }
+    store_tile<DK, kVT>(dhg + static_cast<std::int64_t>(c) * DK * DV, DV, s.ds, tid);  // dh_{c+1} as bf16
+    std::uint32_t vr[NN][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+    }
+
+    // Phase A: K dh' (C x kVT, inner K) and K Q^T (C x C, upper column tiles j >= r0), rows r0..r0+15.
+    float acc[NN][4], pt[8][4];
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pt[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ak[4];
+      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        std::uint32_t bd[4];
+        ldsm_b_kn(bd, s.ds, LDV, ks * 16, np * 16, lane);
+        mma_bf16_16816(acc[2 * np], ak, bd[0], bd[1]);
+        mma_bf16_16816(acc[2 * np + 1], ak, bd[2], bd[3]);
+      }
+#pragma unroll
+      for (int np = 0; np < C / 16; ++np) {
+        if (np >= warp) {
+          std::uint32_t bq[4];
+          ldsm_b_nk(bq, qc, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(pt[2 * np], ak, bq[0], bq[1]);
+          mma_bf16_16816(pt[2 * np + 1], ak, bq[2], bq[3]);
+        }
+      }
+    }
+    const float GL = s.G[C - 1];
+    std::uint32_t pa[4][4];  // P^T as A fragments (k-tile kk = n-tiles 2kk, 2kk+1)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], ed = expf(GL - Gi), ey = a.scale * expf(Gi);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float pv[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = n * 8 + 2 * t4 + u;
+          pv[u] = j >= i ? a.scale * expf(s.G[j] - Gi) * pt[n][half * 2 + u] : 0.f;  // P_ji, never exp of a positive
+        }
+        pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+      }
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const int j0 = n * 8 + 2 * t4;
+        acc[n][half * 2] *= ed;
+        acc[n][half * 2 + 1] *= ed;
+        const float2 dof = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.dO + i * LDV + j0));
+        *reinterpret_cast<std::uint32_t*>(s.y + i * LDV + j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks >= warp) {
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+          std::uint32_t bo[4];
+          ldsm_b_kn(bo, s.dO, LDV, ks * 16, np * 16, lane);
+          mma_bf16_16816(acc[2 * np], pa[ks], bo[0], bo[1]);
+          mma_bf16_16816(acc[2 * np + 1], pa[ks], bo[2], bo[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+        *reinterpret_cast<std::uint32_t*>(s.dvn + i * LDV + n * 8 + 2 * t4) =
+            pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
+    }
+    __syncthreads();  // dV_new visible
+
+    // Phase B: dX = T^T dV_new (T^T upper triangular: k tiles >= warp).
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks >= warp) {
+        std::uint32_t at[4];
+        ldsm_a_trans(at, s.T, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+          std::uint32_t bv[4];
+          ldsm_b_kn(bv, s.dvn, LDV, ks * 16, np * 16, lane);
+          mma_bf16_16816(acc[2 * np], at, bv[0], bv[1]);
+          mma_bf16_16816(acc[2 * np + 1], at, bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
+      __nv_bfloat16* dvrow = a.dv + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+      float rs = 0.f;
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const int col = n * 8 + 2 * t4;
+        const float x0 = acc[n][half * 2], x1 = acc[n][half * 2 + 1];
+        const float2 vf = unpack_bf16x2(vr[n][half]);
+        rs = fmaf(x0, vf.x, rs);
+        rs = fmaf(x1, vf.y, rs);
+        if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
+        *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * DV + col) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.z + i * LDV + col) = pack_bf16x2(zi * x0, zi * x1);
+      }
+      s.red[i * 4 + t4] = rs;
+    }
+    __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
+    if (c > 0) load_small(c - 1);
+    cp_async_commit();
+    if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+
+    // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z.
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ds[mt][n][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      std::uint32_t aq[2][4], ak[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        ldsm_a_trans(aq[mt], qc, LD128, d0 + mt * 16, ks * 16, lane);
+        ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+      }
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        std::uint32_t by[4], bz[4];
+        ldsm_b_kn(by, s.y, LDV, ks * 16, np * 16, lane);
+        ldsm_b_kn(bz, s.z, LDV, ks * 16, np * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(ds[mt][2 * np], aq[mt], by[0], by[1]);
+          mma_bf16_16816(ds[mt][2 * np + 1], aq[mt], by[2], by[3]);
+          mma_bf16_16816(ds[mt][2 * np], ak[mt], bz[0], bz[1]);
+          mma_bf16_16816(ds[mt][2 * np + 1], ak[mt], bz[2], bz[3]);
+        }
+      }
+    }
+    write_ds_bf16();  // dh' was last read in phase A
+    if constexpr (!kDB) {
+      __syncthreads();  // every warp is done with q, k
+      if (c > 0) load_qk(c - 1);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
+  }
+
+  if (a.dh0) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.dh0 + hoff + static_cast<std::int64_t>(d) * DV + col) =
+              make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
+        }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel chunk: per (chunk, head), 4 warps, warp w rows 16w..16w+15 of every (C x *) tile.
+//   Phase 1: Q K^T, dO V_new^T -> dA (bf16), dP . P;  K K^T, dX V_new^T -> E (bf16), D, dL . L (causal tiles).
+//   Phase 2, per 64-column half of K: dq = scale e^G (dO h^T) + dA K;
+//            dk = -beta e^G (dX h^T) + e^{G_L - G} (V_new dh'^T) + E K + E^T K + dA^T Q; the row dots for dG.
+//   Phase 3: dG and dbeta per row (fixed-order sums of the partials), dg = reverse cumsum of dG (warp 0, scan).
+struct ChunkSmem {
+  __nv_bfloat16 q[C * LD128];    // (C, K)
+  __nv_bfloat16 k[C * LD128];    // (C, K)
+  __nv_bfloat16 dO[C * LD128];   // (C, V)
+  __nv_bfloat16 vn[C * LD128];   // (C, V) V_new
+  __nv_bfloat16 dx[C * LD128];   // (C, V) dX
+  __nv_bfloat16 h[DK * LD128];   // (K, V) state entering the chunk
+  __nv_bfloat16 dh[DK * LD128];  // (K, V) gradient of the state leaving it
+  __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
+  __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
+  float G[C];
+  float beta[C];
+  float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (DV / vt of them)
+  float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
+  float colp[C][32];    // column partials of M: [column][warp * 8 + row group]
+  float hdot[DK];       // <h, dh'> per row
+  float dG[C];
+  float t3[C];
+};
+
+__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  ChunkSmem& s = *reinterpret_cast<ChunkSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  const int t0 = c * C, len = min(C, a.T - t0);
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
+  const int r0 = warp * 16;
+
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
+  // Group 3: h and dh' (phase 2).
+  load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
+  load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
+  load_tile128(s.dO, a.dout + tok0 * DV, row_stride, len, tid);
+  load_tile128(s.vn, a.vn + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+  {
+    const std::int64_t o = static_cast<std::int64_t>(bh) * Tp + t0;
+    if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
+    else if (tid < 32) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
+  }
+  const int nsl = DV / a.vt;  // 2, 4 or 8 slices of 16 pieces
+  for (int e = tid; e < nsl * 16; e += kThreads) {
+    const int sl = e >> 4, pc = e & 15;
+    cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (static_cast<std::int64_t>(bh) * nsl + sl) * Tp + t0 + pc * 4, true);
+  }
+  cp_async_commit();
+  load_tile128(s.dx, a.dx + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+  cp_async_commit();
+  {
+    const std::int64_t o = (static_cast<std::int64_t>(bh) * NT + c) * DK * DV;
+    load_tile128(s.h, a.hc + o, DV, C, tid);
+    load_tile128(s.h + C * LD128, a.hc + o + C * DV, DV, C, tid);
+    load_tile128(s.dh, a.dhc + o, DV, C, tid);
+    load_tile128(s.dh + C * LD128, a.dhc + o + C * DV, DV, C, tid);
+  }
+  cp_async_commit();
+  cp_async_wait<2>();
+  __syncthreads();
+
+  const float GL = s.G[C - 1];
+  // Phase 1. Row partials (per thread, its two rows) and column partials (its 16 columns, both rows).
+  float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) colM[n][0] = colM[n][1] = 0.f;
+  for (int pass = 0; pass < 2; ++pass) {
+    // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL)
+    if (pass == 1) {
+      cp_async_wait<1>();  // dX
+      __syncthreads();
+    }
+    const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
+    const __nv_bfloat16* ya = pass == 0 ? s.dO : s.dx;
+    float x[8][4], y[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      std::uint32_t ax[4], ay[4];
+      ldsm_a(ax, xa, LD128, r0, ks * 16, lane);
+      ldsm_a(ay, ya, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np <= warp) {  // causal: column tiles j < r0 + 16
+          std::uint32_t bk[4], bv[4];
+          ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bv, s.vn, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(x[2 * np], ax, bk[0], bk[1]);
+          mma_bf16_16816(x[2 * np + 1], ax, bk[2], bk[3]);
+          mma_bf16_16816(y[2 * np], ay, bv[0], bv[1]);
+          mma_bf16_16816(y[2 * np + 1], ay, bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gi = s.G[i], bi = s.beta[i];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float out[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = n * 8 + 2 * t4 + u;
+          const float xv = x[n][half * 2 + u], yv = y[n][half * 2 + u];
+          float o = 0.f, m = 0.f;
+          if (pass == 0) {
+            if (j <= i) {
+              const float sg = a.scale * expf(Gi - s.G[j]);
+              o = sg * yv;       // dA
+              m = yv * sg * xv;  // dP . P
+            }
+          } else if (j < i) {
+            const float gam = expf(Gi - s.G[j]);
+            const float d = -gam * xv * yv;  // Gamma . KK^T . dL
+            o = -bi * gam * yv;              // E
+            m = bi * d;                      // dL . L
+            rowD[half] += d;
+          }
+          out[u] = o;
+          rowM[half] += m;
+          colM[n][u] += m;
+        }
+        *reinterpret_cast<std::uint32_t*>((pass == 0 ? s.dA : s.E) + i * LD64 + n * 8 + 2 * t4) =
+            pack_bf16x2(out[0], out[1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    s.rowp[0][i][t4] = rowM[half];
+    s.rowp[1][i][t4] = rowD[half];
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) s.colp[n * 8 + 2 * t4 + u][warp * 8 + g8] = colM[n][u];
+  cp_async_wait<0>();
+  __syncthreads();  // dA, E, h, dh' visible
+
+  // Phase 2, per 64-column half of K.
+  float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
+  auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < DV / 16; ++ks) {
+      std::uint32_t af[4];
+      ldsm_a(af, A, LD128, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t bf[4];
+        ldsm_b_nk(bf, Bs, LD128, n0 + np * 16, ks * 16, lane);
+        mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
+        mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+  };
+  // acc += (A or A^T) Bm over the C inner index, A a (C x C) shared tile, Bm a (C x K) one; kTrans: A^T.
+  auto cc_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, bool trans, const __nv_bfloat16* Bm, int n0) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (trans ? ks >= warp : ks <= warp) {
+        std::uint32_t af[4];
+        if (trans)
+          ldsm_a_trans(af, A, LD64, r0, ks * 16, lane);
+        else
+          ldsm_a(af, A, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          std::uint32_t bf[4];
+          ldsm_b_kn(bf, Bm, LD128, ks * 16, n0 + np * 16, lane);
+          mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
+          mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
+        }
+      }
+    }
+  };
+  // rd += rowsum(X . acc) over this half's columns.
+  auto row_dot = [&](float (&r)[2], const float (&acc)[8][4], const __nv_bfloat16* X, int n0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(X + i * LD128 + n0 + n * 8 + 2 * t4));
+        r[half] = fmaf(xf.x, acc[n][half * 2], r[half]);
+        r[half] = fmaf(xf.y, acc[n][half * 2 + 1], r[half]);
+      }
+    }
+  };
+  auto store_rows = [&](__nv_bfloat16* dst, const float (&acc)[8][4], int n0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (i < len) {
+        __nv_bfloat16* row = dst + (tok0 + static_cast<std::int64_t>(i) * a.H) * DK + n0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
+      }
+    }
+  };
+  float eg[2], bi[2], el[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    eg[half] = expf(s.G[i]);
+    bi[half] = s.beta[i];
+    el[half] = expf(GL - s.G[i]);
+  }
+#pragma unroll 1
+  for (int kh = 0; kh < 2; ++kh) {
+    const int n0 = kh * 64;
+    float acc[8][4], out[8][4];
+    // dq
+    rows_times(acc, s.dO, s.h, n0);
+    row_dot(rd[0], acc, s.q, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
+    cc_times(out, s.dA, false, s.k, n0);
+    store_rows(a.dq, out, n0);
+    // dk
+    rows_times(acc, s.dx, s.h, n0);
+    row_dot(rd[1], acc, s.k, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = -bi[e >> 1] * eg[e >> 1] * acc[n][e];
+    rows_times(acc, s.vn, s.dh, n0);
+    row_dot(rd[2], acc, s.k, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = fmaf(el[e >> 1], acc[n][e], out[n][e]);
+    cc_times(out, s.E, false, s.k, n0);
+    cc_times(out, s.E, true, s.k, n0);
+    cc_times(out, s.dA, true, s.q, n0);
+    store_rows(a.dk, out, n0);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+#pragma unroll
+    for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][t4] = rd[r][half];
+  }
+  {
+    // <h, dh'>: row tid of both, in column order.
+    float acc = 0.f;
+#pragma unroll 4
+    for (int cc = 0; cc < DV / 8; ++cc) {
+      const uint4 x = *reinterpret_cast<const uint4*>(s.h + tid * LD128 + cc * 8);
+      const uint4 y = *reinterpret_cast<const uint4*>(s.dh + tid * LD128 + cc * 8);
+      const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float2 xf = unpack_bf16x2(xs[w]), yf = unpack_bf16x2(ys[w]);
+        acc = fmaf(xf.x, yf.x, acc);
+        acc = fmaf(xf.y, yf.y, acc);
+      }
+    }
+    s.hdot[tid] = acc;
+  }
+  __syncthreads();
+
+  // Phase 3: per row (threads 0..63), then warp 0: the G_L terms and the reverse cumulative sum, lane l owning rows
+  // 63 - 2l and 62 - 2l, by an inclusive shuffle scan over the lanes (fixed order).
+  if (tid < C) {
+    const int i = tid;
+    auto quad = [&](int r) { return ((s.rowp[r][i][0] + s.rowp[r][i][1]) + s.rowp[r][i][2]) + s.rowp[r][i][3]; };
+    float colsum = 0.f;
+#pragma unroll 8
+    for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
+    const float Gi = s.G[i], egi = expf(Gi), eli = expf(GL - Gi), bt = s.beta[i];
+    const float r2 = quad(3), t3 = eli * quad(4);
+    s.dG[i] = a.scale * egi * quad(2) - bt * egi * r2 - t3 + (quad(0) - colsum);
+    s.t3[i] = t3;
+    float dbv = 0.f;
+    for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
+    if (i < len) a.dbeta[tok0 + static_cast<std::int64_t>(i) * a.H] = quad(1) - egi * r2 + dbv;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // extra = sum_i t3_i + e^{G_L} <h, dh'>: lane partials, then the scan's last lane.
+    float part = s.t3[2 * lane] + s.t3[2 * lane + 1];
+    float hd = ((s.hdot[4 * lane] + s.hdot[4 * lane + 1]) + s.hdot[4 * lane + 2]) + s.hdot[4 * lane + 3];
+    part += expf(GL) * hd;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, part, off);
+      if (lane >= off) part = y + part;
+    }
+    if (lane == 31) s.t3[0] = part;  // every lane has read t3 above (the shuffles are warp-synchronous)
+    __syncwarp();
+    const float extra = s.t3[0];
+    const int i0 = C - 1 - 2 * lane;
+    const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
+    float incl = x0 + x1;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl = y + incl;
+    }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.f;
+    const float s0 = excl + x0, s1 = s0 + x1;
+    if (i0 < len) a.dg[tok0 + static_cast<std::int64_t>(i0) * a.H] = s0;
+    if (i0 - 1 < len) a.dg[tok0 + static_cast<std::int64_t>(i0 - 1) * a.H] = s1;
+  }
+}
+
+}  // namespace gdn_bwd
+
+#if defined(__CUDACC__)
+namespace gdn_bwd {
+// The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
+template <int kVT>
+inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
+  static const cudaError_t attributes = [] {
+    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(sizeof(HSmem<kVT>)));
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(&dh_kernel<kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(DhSmem<kVT>)));
+    return e;
+  }();
+  cudaError_t e = attributes;
+  if (e != cudaSuccess) return e;
+  const int NT = (a.T + C - 1) / C;
+  const dim3 grid(DV / kVT, a.B * a.H);
+  if (NT > 0) {
+    h_kernel<kVT><<<grid, kThreads, sizeof(HSmem<kVT>), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
+  dh_kernel<kVT><<<grid, kThreads, sizeof(DhSmem<kVT>), stream>>>(a);
+  return cudaGetLastError();
+}
+}  // namespace gdn_bwd
+
+// The slice width of the h and dh kernels: the widest (64, 32, 16 columns) that still gives every multiprocessor
+// a block (B H DV / vt >= SMs); 16 below that (B1 T32768 H16: 128 blocks instead of 32).
+inline int gdn_bwd_slice_width(int BH) {
+  static const int sms = [] {
+    int device = 0, n = 132;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      n = 132;
+    return n;
+  }();
+  for (int vt : {64, 32})
+    if (static_cast<long long>(BH) * (gdn::DV / vt) >= sms) return vt;
+  return 16;
+}
+
+// Launch the four kernels on `stream`. Requires the workspace carved (gdn_bwd_workspace_carve) from a
+// 16-byte aligned block of gdn_bwd_workspace_bytes(B, T, H), T >= 0, B, H >= 1, B H <= 65535, 16-byte aligned
+// q, k, v, dout; 4-byte aligned dq, dk, dv; 8-byte aligned h0, dht, dh0. Returns cudaErrorInvalidValue when
+// these fail, else the first launch error. marks, if not null, are 3 events recorded after the wy, h and dh
+// kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 = gdn_bwd_slice_width; the results'
+// bits depend on it only through the order of dbeta's per-slice sums (each width is deterministic run to run).
+inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
+  auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
+  const GdnBwdArgs& a0 = args;
+  if (a0.B < 1 || a0.H < 1 || a0.T < 0 || static_cast<long long>(a0.B) * a0.H > 65535 || !a0.q || !a0.k || !a0.v ||
+      !a0.g || !a0.beta || !a0.dout || !a0.dq || !a0.dk || !a0.dv || !a0.dg || !a0.dbeta || !a0.Tm || !a0.G ||
+      !a0.Bc || !a0.hc || !a0.dhc || !a0.vn || !a0.dx || !a0.dbv || misaligned(a0.q, 16) || misaligned(a0.k, 16) ||
+      misaligned(a0.v, 16) || misaligned(a0.dout, 16) || misaligned(a0.dq, 4) || misaligned(a0.dk, 4) ||
+      misaligned(a0.dv, 4) || misaligned(a0.h0, 8) || misaligned(a0.dht, 8) || misaligned(a0.dh0, 8) ||
+      misaligned(a0.Tm, 16) || misaligned(a0.hc, 16) || (vt != 0 && vt != 16 && vt != 32 && vt != 64))
+    return cudaErrorInvalidValue;
+  GdnBwdArgs a = args;
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.B * a.H);
+  const int NT = (a.T + gdn::C - 1) / gdn::C;
+  const int BH = a.B * a.H;
+  static const cudaError_t attributes = cudaFuncSetAttribute(
+      &gdn_bwd::chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(gdn_bwd::ChunkSmem)));
+  cudaError_t e = attributes;
+  if (e != cudaSuccess) return e;
+  if (NT > 0) {
+    gdn::wy_kernel<3><<<dim3(NT, BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(gdn_bwd::wy_args(a));
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
+  e = a.vt == 64   ? gdn_bwd::launch_state_passes<64>(a, stream, marks)
+      : a.vt == 32 ? gdn_bwd::launch_state_passes<32>(a, stream, marks)
+                   : gdn_bwd::launch_state_passes<16>(a, stream, marks);
+  if (e != cudaSuccess) return e;
+  if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
+  if (NT > 0) {
+    gdn_bwd::chunk_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+#endif  // __CUDACC__
+
+}  // namespace glr::cuda::sm90

@@ -1,0 +1,385 @@
+// tests/glr_sm90/emu_bwd_check.cpp: the sm90 tensor-core Gated DeltaNet backward (gdn_bwd_mma.cuh: the forward's
+// wy kernel, then the h, dh and chunk kernels), run on the host through tests/glr_sm90/emu.hpp, against a float64
+// sequential recurrence and its hand-written reverse-time backward (as glr/reference/recurrent.cpp). Small
+// shapes; build and run: tests/glr_sm90/run_emu_bwd.sh. Exits non-zero on failure.
+//
+// Bound (bench/glr/sm90_bwd_notes.md): every tensor-core operand is rounded to bf16 (u = 2^-9): T, h, dh', V_new,
+// dX, dV_new, X, P, P^T, dA, E, scale e^G dO, beta e^G dX, and dq, dk, dv on output. About ten such roundings lie
+// on the longest path to a gradient; independent roundings add in quadrature (~sqrt(10) u ~ 3 u) and the recurrence
+// (|k| = 1, 0 < beta < 1, g <= 0) does not amplify them. Pass: ||x - ref|| / ||ref|| <= 8 u (1.6e-2) for dq, dk,
+// dv, dbeta, dh0, and 16 u for dg (a reverse cumulative sum of per-token terms that largely cancel). Measured:
+// 1.5 u to 3 u. Every output finite and written (NaN poison before the run). A looser 16 u let a dropped E^T K
+// term in dk pass at fast decay (2.9e-2); see the notes' mutation list.
+#include "emu.hpp"
+// clang-format off
+#include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
+#include "../../bench/glr/sm90_bwd_reference.cuh"
+// clang-format on
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <type_traits>
+
+// The kernels' `extern __shared__` arrays: the forward's wy kernel (namespace gdn) and the backward's own.
+namespace glr::cuda::sm90::gdn {
+alignas(16) char smem_raw[256 * 1024];
+}
+namespace glr::cuda::sm90::gdn_bwd {
+alignas(16) char smem_raw[256 * 1024];
+}
+namespace glr::sm90_bwd_reference {  // the GPU check's float64 reference (bench/glr/sm90_bwd_reference.cuh)
+alignas(16) double ref_smem[kSmemBytes / sizeof(double)];
+}
+
+namespace {
+
+using glr::cuda::sm90::GdnBwdArgs;
+namespace gdn = glr::cuda::sm90::gdn;
+namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
+constexpr int KD = 128, VD = 128;
+
+struct Shape {
+  int B, T, H;
+  bool h0, dht;
+  double mu;
+  int vt;  // state columns per block of the h and dh kernels: 64, 32 or 16
+};
+
+struct Inputs {
+  std::vector<__nv_bfloat16> q, k, v, dout;
+  std::vector<float> g, beta, h0, dht;
+};
+
+struct Grads {
+  std::vector<double> dq, dk, dv, dg, dbeta, dh0;
+};
+
+double f(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
+
+// float64 recurrence: S_t = e^{g_t} S_{t-1} + k_t u_t^T, u_t = beta_t (v_t - e^{g_t} S_{t-1}^T k_t),
+// o_t = scale S_t^T q_t; reverse-time backward with all states kept (T is small here).
+Grads reference(const Shape& p, const Inputs& in, double scale) {
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H;
+  Grads r;
+  r.dq.assign(tok * KD, 0);
+  r.dk.assign(tok * KD, 0);
+  r.dv.assign(tok * VD, 0);
+  r.dg.assign(tok, 0);
+  r.dbeta.assign(tok, 0);
+  r.dh0.assign(static_cast<std::size_t>(p.B) * p.H * KD * VD, 0);
+  const int KV = KD * VD;
+  for (int b = 0; b < p.B; ++b)
+    for (int h = 0; h < p.H; ++h) {
+      const std::size_t bh = static_cast<std::size_t>(b) * p.H + h;
+      auto at = [&](int t) { return (static_cast<std::size_t>(b) * p.T + t) * p.H + h; };
+      std::vector<std::vector<double>> S(p.T + 1, std::vector<double>(KV, 0.0));
+      if (p.h0)
+        for (int i = 0; i < KV; ++i) S[0][i] = in.h0[bh * KV + i];
+      for (int t = 0; t < p.T; ++t) {
+        const std::size_t tk = at(t);
+        const double e = std::exp(static_cast<double>(in.g[tk])), bt = in.beta[tk];
+        for (int c = 0; c < VD; ++c) {
+          double kS = 0;
+          for (int d = 0; d < KD; ++d) kS += f(in.k[tk * KD + d]) * S[t][d * VD + c];
+          const double u = bt * (f(in.v[tk * VD + c]) - e * kS);
+          for (int d = 0; d < KD; ++d) S[t + 1][d * VD + c] = e * S[t][d * VD + c] + f(in.k[tk * KD + d]) * u;
+        }
+      }
+      std::vector<double> dS(KV, 0.0), P(KV), dP(KV), rr(VD), u(VD), du(VD);
+      if (p.dht)
+        for (int i = 0; i < KV; ++i) dS[i] = in.dht[bh * KV + i];
+      for (int t = p.T - 1; t >= 0; --t) {
+        const std::size_t tk = at(t);
+        const double e = std::exp(static_cast<double>(in.g[tk])), bt = in.beta[tk];
+        const __nv_bfloat16 *q = &in.q[tk * KD], *k = &in.k[tk * KD], *v = &in.v[tk * VD], *dO = &in.dout[tk * VD];
+        for (int i = 0; i < KV; ++i) P[i] = e * S[t][i];
+        for (int c = 0; c < VD; ++c) {
+          double acc = 0;
+          for (int d = 0; d < KD; ++d) acc += P[d * VD + c] * f(k[d]);
+          rr[c] = acc;
+          u[c] = bt * (f(v[c]) - acc);
+        }
+        const std::vector<double>& St = S[t + 1];
+        for (int d = 0; d < KD; ++d) {
+          double acc = 0;
+          for (int c = 0; c < VD; ++c) {
+            dS[d * VD + c] += scale * f(q[d]) * f(dO[c]);
+            acc += St[d * VD + c] * f(dO[c]);
+          }
+          r.dq[tk * KD + d] = scale * acc;
+        }
+        for (int d = 0; d < KD; ++d) {
+          double acc = 0;
+          for (int c = 0; c < VD; ++c) acc += dS[d * VD + c] * u[c];
+          r.dk[tk * KD + d] = acc;
+        }
+        for (int c = 0; c < VD; ++c) {
+          double acc = 0;
+          for (int d = 0; d < KD; ++d) acc += dS[d * VD + c] * f(k[d]);
+          du[c] = acc;
+        }
+        dP = dS;
+        double db = 0;
+        for (int c = 0; c < VD; ++c) {
+          r.dv[tk * VD + c] = bt * du[c];
+          db += du[c] * (f(v[c]) - rr[c]);
+        }
+        r.dbeta[tk] = db;
+        for (int d = 0; d < KD; ++d) {
+          double acc = 0;
+          for (int c = 0; c < VD; ++c) {
+            dP[d * VD + c] += f(k[d]) * (-bt * du[c]);
+            acc += P[d * VD + c] * (-bt * du[c]);
+          }
+          r.dk[tk * KD + d] += acc;
+        }
+        double dgt = 0;
+        for (int i = 0; i < KV; ++i) dgt += P[i] * dP[i];
+        r.dg[tk] = dgt;
+        for (int i = 0; i < KV; ++i) dS[i] = e * dP[i];
+      }
+      for (int i = 0; i < KV; ++i) r.dh0[bh * KV + i] = dS[i];
+    }
+  return r;
+}
+
+Inputs make_inputs(const Shape& p, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd;
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
+  Inputs in;
+  in.q.resize(tok * KD);
+  in.k.resize(tok * KD);
+  in.v.resize(tok * VD);
+  in.dout.resize(tok * VD);
+  auto rows = [&](std::vector<__nv_bfloat16>& x, bool unit) {
+    for (std::size_t r = 0; r < tok; ++r) {
+      double val[KD], ss = 0;
+      for (int d = 0; d < KD; ++d) {
+        val[d] = nd(rng);
+        ss += val[d] * val[d];
+      }
+      for (int d = 0; d < KD; ++d)
+        x[r * KD + d] = __float2bfloat16_rn(static_cast<float>(unit ? val[d] / std::sqrt(ss) : val[d]));
+    }
+  };
+  rows(in.q, true);
+  rows(in.k, true);
+  rows(in.v, false);
+  rows(in.dout, false);
+  in.g.resize(tok);
+  in.beta.resize(tok);
+  for (std::size_t i = 0; i < tok; ++i) {
+    in.g[i] = static_cast<float>(-std::log1p(std::exp(-(p.mu + nd(rng)))));
+    in.beta[i] = static_cast<float>(1.0 / (1.0 + std::exp(-nd(rng))));
+  }
+  in.h0.resize(p.h0 ? hs : 0);
+  for (auto& x : in.h0) x = static_cast<float>(0.1 * nd(rng));
+  in.dht.resize(p.dht ? hs : 0);
+  for (auto& x : in.dht) x = static_cast<float>(nd(rng));
+  return in;
+}
+
+struct Outputs {
+  std::vector<__nv_bfloat16> dq, dk, dv;
+  std::vector<float> dg, dbeta, dh0;
+};
+
+Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
+  Outputs o;
+  __nv_bfloat16_raw nan_raw;
+  nan_raw.x = 0xffff;
+  const __nv_bfloat16 nanb(nan_raw);
+  o.dq.assign(tok * KD, nanb);
+  o.dk.assign(tok * KD, nanb);
+  o.dv.assign(tok * VD, nanb);
+  o.dg.assign(tok, std::nanf(""));
+  o.dbeta.assign(tok, std::nanf(""));
+  o.dh0.assign(p.h0 ? hs : 0, std::nanf(""));
+  GdnBwdArgs a;
+  a.q = in.q.data();
+  a.k = in.k.data();
+  a.v = in.v.data();
+  a.g = in.g.data();
+  a.beta = in.beta.data();
+  a.h0 = p.h0 ? in.h0.data() : nullptr;
+  a.dout = in.dout.data();
+  a.dht = p.dht ? in.dht.data() : nullptr;
+  a.dq = o.dq.data();
+  a.dk = o.dk.data();
+  a.dv = o.dv.data();
+  a.dg = o.dg.data();
+  a.dbeta = o.dbeta.data();
+  a.dh0 = p.h0 ? o.dh0.data() : nullptr;
+  a.B = p.B;
+  a.T = p.T;
+  a.H = p.H;
+  a.scale = scale;
+  a.vt = p.vt;
+  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H) + 7) / 8 + 32);
+  std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
+  glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
+
+  const int NT = (p.T + 63) / 64, BH = p.B * p.H;
+  if (NT > 0) {
+    emu::launch(&gdn::wy_kernel<3>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
+  }
+  auto state_passes = [&](auto vt) {
+    constexpr int kVT = decltype(vt)::value;
+    if (NT > 0) emu::launch(&gdn_bwd::h_kernel<kVT>, VD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT>), a);
+    emu::launch(&gdn_bwd::dh_kernel<kVT>, VD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT>), a);
+  };
+  if (p.vt == 64)
+    state_passes(std::integral_constant<int, 64>{});
+  else if (p.vt == 32)
+    state_passes(std::integral_constant<int, 32>{});
+  else
+    state_passes(std::integral_constant<int, 16>{});
+  if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem), a);
+  return o;
+}
+
+struct Err {
+  double rel2 = 0, relmax = 0;
+  bool finite = true;
+};
+template <class Get>
+Err error(Get get, const std::vector<double>& r) {
+  double d2 = 0, r2 = 0, dm = 0, rm = 0;
+  Err e;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double x = get(i);
+    if (!std::isfinite(x)) e.finite = false;
+    d2 += (x - r[i]) * (x - r[i]);
+    r2 += r[i] * r[i];
+    dm = std::max(dm, std::fabs(x - r[i]));
+    rm = std::max(rm, std::fabs(r[i]));
+  }
+  e.rel2 = r.empty() ? 0 : std::sqrt(d2 / std::max(r2, 1e-300));
+  e.relmax = r.empty() ? 0 : dm / std::max(rm, 1e-300);
+  return e;
+}
+
+struct RefArgs {  // emu::launch passes one argument
+  GdnBwdArgs a;
+  glr::sm90_bwd_reference::RefOut r;
+};
+void reference_kernel(RefArgs x) { glr::sm90_bwd_reference::reference(x.a, x.r); }
+
+// The GPU check's reference kernel (bench/glr/sm90_bwd_reference.cuh), emulated, against the host reference:
+// two float64 computations of the same gradients in different orders, so they agree to ~1e-13.
+bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const Grads& r) {
+  namespace ref = glr::sm90_bwd_reference;
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, bh = static_cast<std::size_t>(p.B) * p.H;
+  const int NT = (p.T + 63) / 64;
+  Grads g;
+  g.dq.assign(tok * KD, NAN);
+  g.dk.assign(tok * KD, NAN);
+  g.dv.assign(tok * VD, NAN);
+  g.dg.assign(tok, NAN);
+  g.dbeta.assign(tok, NAN);
+  g.dh0.assign(bh * KD * VD, NAN);
+  std::vector<double> ckpt(bh * (NT + 1) * KD * VD), blk(bh * 65 * KD * VD);
+  ref::RefOut ro{g.dq.data(), g.dk.data(), g.dv.data(), g.dg.data(), g.dbeta.data(), g.dh0.data(), ckpt.data(), blk.data()};
+  GdnBwdArgs a;
+  a.q = in.q.data();
+  a.k = in.k.data();
+  a.v = in.v.data();
+  a.g = in.g.data();
+  a.beta = in.beta.data();
+  a.h0 = p.h0 ? in.h0.data() : nullptr;
+  a.dout = in.dout.data();
+  a.dht = p.dht ? in.dht.data() : nullptr;
+  a.B = p.B;
+  a.T = p.T;
+  a.H = p.H;
+  a.scale = scale;
+  emu::launch(&reference_kernel, static_cast<int>(bh), 1, reinterpret_cast<char*>(ref::ref_smem), ref::kSmemBytes,
+              RefArgs{a, ro});
+  const std::vector<double>* x[6] = {&g.dq, &g.dk, &g.dv, &g.dg, &g.dbeta, &g.dh0};
+  const std::vector<double>* y[6] = {&r.dq, &r.dk, &r.dv, &r.dg, &r.dbeta, &r.dh0};
+  double worst = 0;
+  bool finite = true;
+  for (int i = 0; i < 6; ++i) {
+    double d2 = 0, r2 = 0;
+    for (std::size_t j = 0; j < y[i]->size(); ++j) {
+      finite = finite && std::isfinite((*x[i])[j]);
+      d2 += ((*x[i])[j] - (*y[i])[j]) * ((*x[i])[j] - (*y[i])[j]);
+      r2 += (*y[i])[j] * (*y[i])[j];
+    }
+    worst = std::max(worst, r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
+  }
+  const bool ok = finite && worst <= 1e-10;
+  std::printf("emu GPU reference (bench/glr/sm90_bwd_reference.cuh) vs host reference B%d T%d H%d: worst rel2 %.1e | %s\n",
+              p.B, p.T, p.H, worst, ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
+  const Inputs in = make_inputs(p, seed);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(KD));
+  const Outputs o = run_kernels(p, in, scale);
+  const Grads r = reference(p, in, scale);
+  const bool ref_ok = !check_reference || gpu_reference_agrees(p, in, scale, r);
+  const double u = std::ldexp(1.0, -9);
+  auto bfget = [](const std::vector<__nv_bfloat16>& x) { return [&x](std::size_t i) { return f(x[i]); }; };
+  auto fget = [](const std::vector<float>& x) { return [&x](std::size_t i) { return static_cast<double>(x[i]); }; };
+  const Err e[6] = {error(bfget(o.dq), r.dq),       error(bfget(o.dk), r.dk),       error(bfget(o.dv), r.dv),
+                    error(fget(o.dg), r.dg),         error(fget(o.dbeta), r.dbeta), p.h0 ? error(fget(o.dh0), r.dh0) : Err{}};
+  const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
+  const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
+  bool ok = true;
+  std::string line;
+  char buf[128];
+  for (int i = 0; i < 6; ++i) {
+    if (i == 5 && !p.h0) {
+      line += " dh0 -";
+      continue;
+    }
+    const bool gi = e[i].finite && e[i].rel2 <= bound[i];
+    ok = ok && gi;
+    std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
+    line += buf;
+  }
+  bool same = true;
+  if (twice) {
+    const Outputs o2 = run_kernels(p, in, scale);
+    same = std::memcmp(o.dq.data(), o2.dq.data(), o.dq.size() * 2) == 0 &&
+           std::memcmp(o.dk.data(), o2.dk.data(), o.dk.size() * 2) == 0 &&
+           std::memcmp(o.dv.data(), o2.dv.data(), o.dv.size() * 2) == 0 &&
+           std::memcmp(o.dg.data(), o2.dg.data(), o.dg.size() * 4) == 0 &&
+           std::memcmp(o.dbeta.data(), o2.dbeta.data(), o.dbeta.size() * 4) == 0 &&
+           std::memcmp(o.dh0.data(), o2.dh0.data(), o.dh0.size() * 4) == 0;
+    line += same ? " | bitwise equal over 2 runs" : " | 2 runs DIFFER";
+    ok = ok && same;
+  }
+  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
+              p.dht ? 1 : 0, p.mu, p.vt, line.c_str(), ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok && ref_ok;
+}
+
+}  // namespace
+
+// With arguments B T H h0 dht mu [vt]: that one case only (vt 64 unless given).
+int main(int argc, char** argv) {
+  if (argc == 7 || argc == 8) {
+    const Shape s{std::atoi(argv[1]),       std::atoi(argv[2]), std::atoi(argv[3]),
+                  std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
+                  argc == 8 ? std::atoi(argv[7]) : 64};
+    if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
+    return run(s, 99, false) ? 0 : 1;
+  }
+  const Shape shapes[] = {{1, 1, 1, false, false, 2.0, 64},   {1, 33, 1, true, true, 2.0, 16},
+                          {1, 64, 1, false, true, -1.0, 32},  {1, 100, 2, true, false, 2.0, 64},
+                          {2, 130, 1, false, false, 0.0, 16}, {1, 200, 1, true, true, 8.0, 64},
+                          {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32}};
+  bool ok = true;
+  unsigned seed = 1;
+  for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0 && s.vt == 64)) && ok;
+  std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+  return ok ? 0 : 1;
+}

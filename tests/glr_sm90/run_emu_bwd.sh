@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# tests/glr_sm90/run_emu_bwd.sh: run the sm90 tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh) on the host
+# emulator (no GPU) at 8 small shapes (state slices of 64, 32 and 16 columns) against a float64 recurrence; with arguments
+# B T H h0 dht mu [vt] one case.
+# Exit status non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p build-emu
+g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include -o build-emu/glr_sm90_emu_bwd_check \
+  tests/glr_sm90/emu_bwd_check.cpp -lpthread
+build-emu/glr_sm90_emu_bwd_check "$@"

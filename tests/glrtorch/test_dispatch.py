@@ -1,0 +1,142 @@
+"""The forward's dispatch through the ops: glr.forward_path says which kernels a call's forward runs and why
+("cpu: ...", "sm90: ...", "blocks: ..."). On an sm_90 GPU, bf16 calls with K = V (64 or 128) and dense layouts
+take the tensor-core forward (every member, grouped value heads, packed sequences, states); the outputs match the
+block programs' (GLR_FORWARD_PATH=blocks) and the float64 oracle within bf16 bounds, and the backward (block
+programs) is unchanged. The CPU tests run everywhere; the CUDA ones skip without a GPU."""
+import os
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+import glr
+from conftest import make_problem, op_args, rel
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+# The sm90 forward's bound (bench/glr/sm90_fwd_check.cu, tests/glrcuda/shapes.hpp): 8 u with u = 2^-9.
+SM90_BOUND = 8 * 2.0 ** -9
+
+
+@contextmanager
+def forward_path_env(value):
+    old = os.environ.get("GLR_FORWARD_PATH")
+    if value is None:
+        os.environ.pop("GLR_FORWARD_PATH", None)
+    else:
+        os.environ["GLR_FORWARD_PATH"] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GLR_FORWARD_PATH", None)
+        else:
+            os.environ["GLR_FORWARD_PATH"] = old
+
+
+def kwargs_of(p):
+    return dict(g=p["g"], beta=p["beta"], initial_state=p["initial_state"], output_final_state=True,
+                cu_seqlens=p["cu_seqlens"])
+
+
+def test_cpu_forward_path_names_the_cpu_algorithm(member):
+    p = make_problem(member, 1, 20, 1, 2, 4, 4, initial_state=True)
+    path = glr.forward_path(p["q"], p["k"], p["v"], **kwargs_of(p))
+    assert path.startswith("cpu: "), path
+    assert "float64" in path
+    p32 = make_problem(member, 1, 20, 1, 2, 4, 4, dtype=torch.float32)
+    assert "float32" in glr.forward_path(p32["q"], p32["k"], p32["v"], **kwargs_of(p32))
+
+
+def test_forward_path_checks_its_arguments_as_fwd_does():
+    p = make_problem("gdn", 2, 20, 1, 2, 4, 4)
+    bad_beta = p["beta"][:, :, :1]
+    with pytest.raises(RuntimeError) as fwd:
+        glr.recurrence(p["q"], p["k"], p["v"], p["g"], bad_beta)
+    with pytest.raises(RuntimeError) as path:
+        glr.forward_path(p["q"], p["k"], p["v"], p["g"], bad_beta)
+    # the same one-line message, under the op's own name
+    assert "beta" in str(path.value) and "glr.forward_path" in str(path.value)
+    assert str(fwd.value).split(": ", 1)[1].split("\n")[0] == str(path.value).split(": ", 1)[1].split("\n")[0]
+
+
+def on_sm90():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+def to_cuda_bf16(p):
+    out = {}
+    for n, t in p.items():
+        if t is None:
+            out[n] = None
+        elif n == "cu_seqlens":
+            out[n] = t.cuda()
+        elif n in ("g", "beta", "initial_state"):
+            out[n] = t.float().cuda()
+        else:
+            out[n] = t.to(torch.bfloat16).cuda()
+    return out
+
+
+# (B, T, H, HV, K, V, cu_seqlens): dense with GVA, packed sequences (an empty one, chunk edges), T = 1.
+FAST_SHAPES = [(2, 300, 2, 4, 128, 128, None), (1, 400, 1, 2, 128, 128, [0, 1, 64, 64, 129, 400]),
+               (3, 1, 1, 1, 128, 128, None), (2, 200, 1, 2, 64, 64, None)]
+
+
+@cuda
+@pytest.mark.parametrize("shape", FAST_SHAPES, ids=["gva", "varlen", "T1", "k64"])
+def test_cuda_forward_takes_sm90_and_matches_the_block_programs(member, shape):
+    B, T, H, HV, K, V, cu = shape
+    p = to_cuda_bf16(make_problem(member, B, T, H, HV, K, V, cu, initial_state=True))
+    path = glr.forward_path(p["q"], p["k"], p["v"], **kwargs_of(p))
+    assert path.startswith("sm90: " if on_sm90() else "blocks: "), path
+    o, ht = glr.recurrence(p["q"], p["k"], p["v"], **kwargs_of(p))
+    o2, ht2 = glr.recurrence(p["q"], p["k"], p["v"], **kwargs_of(p))
+    assert torch.equal(o, o2) and torch.equal(ht, ht2), "forward not bitwise deterministic"
+    with forward_path_env("blocks"):
+        forced = glr.forward_path(p["q"], p["k"], p["v"], **kwargs_of(p))
+        assert forced.startswith("blocks: ") and "GLR_FORWARD_PATH" in forced, forced
+        ob, htb = glr.recurrence(p["q"], p["k"], p["v"], **kwargs_of(p))
+    r = {n: (t.double().cpu() if isinstance(t, torch.Tensor) and t.is_floating_point() else
+             (t.cpu() if isinstance(t, torch.Tensor) else t)) for n, t in p.items()}
+    o_ref, ht_ref = torch.ops.glr.oracle_fwd(*op_args(r), True)
+    assert rel(o.cpu(), o_ref) < SM90_BOUND, rel(o.cpu(), o_ref)
+    assert rel(ht.cpu(), ht_ref) < SM90_BOUND, rel(ht.cpu(), ht_ref)
+    assert rel(o, ob) < 2 * SM90_BOUND and rel(ht, htb) < 2 * SM90_BOUND, (rel(o, ob), rel(ht, htb))
+
+
+@cuda
+def test_cuda_backward_after_the_sm90_forward_is_the_block_programs():
+    # The autograd backward recomputes the forward on the block programs: its gradients do not depend on the
+    # forward's path, bit for bit.
+    p = to_cuda_bf16(make_problem("gdn", 2, 200, 1, 2, 128, 128, initial_state=True))
+    leaves = {n: t.clone().requires_grad_(True) for n, t in p.items() if n != "cu_seqlens" and t is not None}
+    grads = []
+    for env in (None, "blocks"):
+        with forward_path_env(env):
+            q = {n: (leaves[n] if n in leaves else p[n]) for n in p}
+            o, ht = glr.recurrence(q["q"], q["k"], q["v"], **kwargs_of(q))
+            grads.append(torch.autograd.grad([o, ht], list(leaves.values()),
+                                             [torch.ones_like(o), torch.ones_like(ht)]))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+@cuda
+def test_cuda_forward_path_fallbacks_say_why():
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 1, 128, 64))
+    path = glr.forward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    assert path.startswith("blocks: "), path
+    if on_sm90():
+        assert "V = 64" in path, path
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 2, 2, 128, 128))
+    q_strided = p["q"].transpose(1, 2).contiguous().transpose(1, 2)  # [B, T, H, K] view of head-major memory
+    path = glr.forward_path(q_strided, p["k"], p["v"], p["g"], p["beta"])
+    assert path.startswith("blocks: "), path
+    if on_sm90():
+        assert "dense" in path, path
+    path = glr.forward_path(p["q"].half(), p["k"].half(), p["v"].half(), p["g"], p["beta"])
+    assert path.startswith("blocks: ") and (not on_sm90() or "bf16" in path), path
+    with forward_path_env("fast"):
+        with pytest.raises(RuntimeError, match="GLR_FORWARD_PATH"):
+            glr.forward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
