@@ -188,7 +188,7 @@ def _inputs(corpora, results) -> list[dict]:
     return out
 
 
-def _up_to_date(out: str, key: bytes | None, inputs: list[dict]) -> dict | None:
+def _up_to_date(out: str, key: bytes | None, inputs: list[dict], newest_wins: bool) -> dict | None:
     """The manifest of a previous merge of exactly these inputs whose output is untouched, else None."""
     mp = manifest_path(out)
     if key is None or not (os.path.isfile(out) and os.path.isfile(mp)):
@@ -198,7 +198,8 @@ def _up_to_date(out: str, key: bytes | None, inputs: list[dict]) -> dict | None:
             man = json.load(f)
     except (OSError, ValueError):
         return None
-    if not isinstance(man, dict) or not verify(man, key) or man.get("inputs") != inputs:
+    if not isinstance(man, dict) or not verify(man, key) or man.get("inputs") != inputs or \
+            man.get("options") != {"newest_wins": bool(newest_wins)}:
         return None
     return man if man.get("output_sha256") == _sha256_file(out) else None
 
@@ -226,7 +227,7 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
     except TrustError as e:
         raise MergeError(f"pooled view {out}: {e}") from None
     if len(inputs) == len(corpora) + len(results):
-        man = _up_to_date(out, out_key, inputs)
+        man = _up_to_date(out, out_key, inputs, newest_wins)
         if man is not None:
             return dict(man, wrote=False)
     rows_of = {}   # key -> (corpus stem, Row)
@@ -252,19 +253,23 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
         for k, rec in recs.items():
             candidates[k].append((p, rec))
     current, missing, stale, duplicated, resolved = {}, [], [], [], []
+    stale_superseded = 0
     for k in order:
         stem, row = rows_of[k]
         found = candidates.get(k, [])
         fresh = [(p, r) for p, r in found if r.get("sha") == row.sha]
-        for p, r in found:
-            if r.get("sha") != row.sha:
-                stale.append({"key": k, "results": os.path.basename(p), "record_sha": r.get("sha"),
-                              "corpus_sha": row.sha})
-        distinct = list({r["mac"]: (p, r) for p, r in fresh}.values())
+        old = [(p, r) for p, r in found if r.get("sha") != row.sha]
+        # One record copied into two files is one record (compared without its MAC: the keys differ).
+        distinct = list({json.dumps({x: v for x, v in r.items() if x != "mac"}, sort_keys=True): (p, r)
+                         for p, r in fresh}.values())
         if not distinct:
-            if not any(s["key"] == k for s in stale):
+            if old:  # made for another version of the line, and nothing newer: the audit runs it again
+                stale += [{"key": k, "results": os.path.basename(p), "record_sha": r.get("sha"),
+                           "corpus_sha": row.sha} for p, r in old]
+            else:
                 missing.append(k)
             continue
+        stale_superseded += len(old)  # a fresh record exists: the old line's record is history
         if len(distinct) > 1:
             where = [{"results": os.path.basename(p), "status": r.get("status"), "written_at": r.get("written_at")}
                      for p, r in distinct]
@@ -293,7 +298,8 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
            "output_sha256": hashlib.sha256(body).hexdigest(), "complete": complete, "per_corpus": per_corpus,
            "rows": len(order), "current": len(current), "missing": missing, "stale": stale,
            "duplicated": duplicated, "resolved_newest_wins": resolved,
-           "superseded_within_files": superseded_in_files}
+           "superseded_within_files": superseded_in_files, "stale_with_a_fresh_record": stale_superseded,
+           "options": {"newest_wins": bool(newest_wins)}}
     man = sign(man, key)
     wrote = _atomic_write(out, body)
     wrote = _atomic_write(manifest_path(out), (json.dumps(man, sort_keys=True, indent=1) + "\n").encode()) or wrote
@@ -396,6 +402,7 @@ def count_row(recs: list[dict], rows: int | None = None) -> dict:
     both = [r for r in aud if producer_code_passed(r) is not None]
     return {
         "rows": rows if rows is not None else len(recs),
+        "records": len(recs),
         "with candidate": sum(1 for r in recs if r.get("status") not in NOT_AUDITED_BY_DESIGN),
         "audited": len(aud),
         "not audited": {s: n for s, n in status.items() if s not in NOT_AUDITED_BY_DESIGN + ("ok",)},
@@ -439,9 +446,11 @@ def pool_text(recs: list[dict], man: dict, pooled_path: str) -> str:
            "remade by `python -m kgate pool`. Classes are the engine's; every number is defined once in "
            "docs/audit.md (\"Pooled results\") and in kgate/pooled.py's DEFINITIONS.", "",
            "## Rows", "",
-           _table(["file", "rows", "no candidate", "bad row", "with candidate", "audited", "not audited (status: rows)"],
+           _table(["file", "rows", "no candidate", "bad row", "with candidate", "audited", "not audited (status: rows)",
+                   "no current record"],
                   [[s, c["rows"], c["no_candidate"], c["bad_row"], c["with candidate"], c["audited"],
-                    ", ".join(f"{k} {v}" for k, v in sorted(c["not audited"].items())) or "-"] for s, c in counted]),
+                    ", ".join(f"{k} {v}" for k, v in sorted(c["not audited"].items())) or "-",
+                    c["rows"] - c["records"]] for s, c in counted]),
            "", "## Classification (percent of audited rows)", "",
            _table(["file", "audited", "broken", "violation or broken", "clean", "judge_attacked"],
                   [[s, c["audited"]] + [f"{c[k]} ({pct(c[k], c['audited'])})" for k in
@@ -482,57 +491,100 @@ def crossgpu(recs: list[dict], permutations: int = 1000, seed: int = 0) -> dict:
     whether their classes match. The permutation test shuffles task labels within each file (`permutations`
     times, random.Random(seed)) and counts how often the same-task mean Jaccard reaches the observed one. Pairs
     whose two candidates are byte-identical are reported apart and left out of both means (they agree by
-    construction, and say nothing about task against generator)."""
+    construction, and say nothing about task against generator).
+
+    Random pairs are counted through the distinct (gate set, class) values of each file rather than pair by
+    pair (five files of 250 rows make 600,000 pairs), then the same-task and identical pairs are taken out."""
+    import numpy as np
     aud = [r for r in audited(recs) if r.get("level") is not None]
     files = sorted({r.get("gpu") for r in aud})
     per_file = {f: [r for r in aud if r.get("gpu") == f] for f in files}
-    same, rand, identical = [], [], 0
     info = {id(r): (failing_gates(r), classification(r), (r["level"], r["task"]), r.get("code_sha")) for r in aud}
+    sets = sorted({v[0] for v in info.values()}, key=lambda x: sorted(x))
+    sid = {x: i for i, x in enumerate(sets)}
+    jac = np.array([[jaccard(a, b) for b in sets] for a in sets]) if sets else np.zeros((0, 0))
+
+    def stats(pairs_weighted):
+        """[(set a, set b, class a == class b, weight)] -> sums of Jaccard, same set, same class, per gate."""
+        out = {"n": 0, "jac": 0.0, "exact": 0, "cls": 0, "both": Counter(), "either": Counter()}
+        for a, b, same_cls, w in pairs_weighted:
+            out["n"] += w
+            out["jac"] += w * float(jac[sid[a], sid[b]])
+            out["exact"] += w * (a == b)
+            out["cls"] += w * same_cls
+            for g in a | b:
+                out["either"][g] += w
+                if g in a and g in b:
+                    out["both"][g] += w
+        return out
+
+    def minus(x, y):
+        return {"n": x["n"] - y["n"], "jac": x["jac"] - y["jac"], "exact": x["exact"] - y["exact"],
+                "cls": x["cls"] - y["cls"], "both": x["both"] - y["both"], "either": x["either"] - y["either"]}
+
+    same_list, ident_list, all_list = [], [], []
+    identical = 0
     for fa, fb in itertools.combinations(files, 2):
+        ca = Counter((info[id(r)][0], info[id(r)][1]) for r in per_file[fa])
+        cb = Counter((info[id(r)][0], info[id(r)][1]) for r in per_file[fb])
+        all_list += [(a, b, c == d, na * nb) for (a, c), na in ca.items() for (b, d), nb in cb.items()]
+        by_task_b = defaultdict(list)
+        by_code_b = defaultdict(list)
+        for r in per_file[fb]:
+            by_task_b[info[id(r)][2]].append(r)
+            if info[id(r)][3]:
+                by_code_b[info[id(r)][3]].append(r)
         for ra in per_file[fa]:
-            ga, ca, ta, sa = info[id(ra)]
-            for rb in per_file[fb]:
-                gb, cb, tb, sb = info[id(rb)]
-                if sa and sa == sb:
-                    identical += ta == tb
-                    continue
-                (same if ta == tb else rand).append((jaccard(ga, gb), ca == cb, ga, gb))
-    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
-    obs = mean([p[0] for p in same])
+            ga, ca_, ta, sa = info[id(ra)]
+            twins = {id(x) for x in by_code_b.get(sa, [])} if sa else set()
+            for rb in by_task_b.get(ta, []):
+                gb, cb_, _, _ = info[id(rb)]
+                if id(rb) in twins:
+                    identical += 1
+                else:
+                    same_list.append((ga, gb, ca_ == cb_, 1))
+            for rb in by_code_b.get(sa, []) if sa else []:  # identical sources: out of both groups
+                gb, cb_, tb, _ = info[id(rb)]
+                ident_list.append((ga, gb, ca_ == cb_, 1))
+    same = stats(same_list)
+    rand = minus(minus(stats(all_list), same), stats(ident_list))
+    mean = lambda total, n: total / n if n else float("nan")  # noqa: E731
+    obs = mean(same["jac"], same["n"])
     # Permutation test over the same pair structure: task labels shuffled within each file.
     rng = random.Random(seed)
-    reach = 0
-    gates_of = {f: [failing_gates(r) for r in per_file[f]] for f in files}
-    tasks_of = {f: [(r["level"], r["task"]) for r in per_file[f]] for f in files}
-    code_of = {f: [r.get("code_sha") for r in per_file[f]] for f in files}
-    done = 0
-    if same:
+    reach = done = 0
+    if same["n"]:
+        ids = {f: np.array([sid[info[id(r)][0]] for r in per_file[f]]) for f in files}
+        codes = {f: [info[id(r)][3] for r in per_file[f]] for f in files}
+        code_id = {c: i for i, c in enumerate(sorted({c for f in files for c in codes[f] if c}))}
+        cid = {f: np.array([code_id[c] if c else -1 - i for i, c in enumerate(codes[f])]) for f in files}
+        slots = []  # (fa, fb, positions in fa, positions in fb) of the tasks both files hold
+        for fa, fb in itertools.combinations(files, 2):
+            pos_b = defaultdict(list)
+            for j, r in enumerate(per_file[fb]):
+                pos_b[info[id(r)][2]].append(j)
+            pa, pb = [], []
+            for i, r in enumerate(per_file[fa]):
+                for j in pos_b.get(info[id(r)][2], []):
+                    pa.append(i)
+                    pb.append(j)
+            slots.append((fa, fb, np.array(pa, dtype=int), np.array(pb, dtype=int)))
         for _ in range(permutations):
-            perm = {f: rng.sample(range(len(gates_of[f])), len(gates_of[f])) for f in files}
-            vals = []
-            for fa, fb in itertools.combinations(files, 2):
-                index_b = {tasks_of[fb][i]: perm[fb][i] for i in range(len(perm[fb]))}
-                for i, t in enumerate(tasks_of[fa]):
-                    j = index_b.get(t)
-                    if j is None:
-                        continue
-                    a_idx = perm[fa][i]
-                    if code_of[fa][a_idx] and code_of[fa][a_idx] == code_of[fb][j]:
-                        continue
-                    vals.append(jaccard(gates_of[fa][a_idx], gates_of[fb][j]))
+            perm = {f: np.array(rng.sample(range(len(ids[f])), len(ids[f])), dtype=int) for f in files}
+            total = n = 0.0
+            for fa, fb, pa, pb in slots:
+                ra, rb = perm[fa][pa], perm[fb][pb]
+                keep = cid[fa][ra] != cid[fb][rb]
+                total += float(jac[ids[fa][ra], ids[fb][rb]][keep].sum())
+                n += int(keep.sum())
             done += 1
-            reach += mean(vals) >= obs - 1e-12
-    per_gate = {}
-    for g in GATES:
-        def both_rate(pairs):
-            either = [p for p in pairs if g in p[2] or g in p[3]]
-            return (sum(1 for p in either if g in p[2] and g in p[3]), len(either))
-        per_gate[g] = {"same": both_rate(same), "random": both_rate(rand)}
-    return {"files": files, "same_pairs": len(same), "random_pairs": len(rand), "identical_pairs": identical,
-            "same_jaccard": obs, "random_jaccard": mean([p[0] for p in rand]),
-            "same_class": mean([float(p[1]) for p in same]), "random_class": mean([float(p[1]) for p in rand]),
-            "same_exact": mean([float(p[2] == p[3]) for p in same]),
-            "random_exact": mean([float(p[2] == p[3]) for p in rand]),
+            reach += int(bool(mean(total, n) >= obs - 1e-12))
+    per_gate = {g: {"same": (same["both"][g], same["either"][g]), "random": (rand["both"][g], rand["either"][g])}
+                for g in GATES}
+    return {"files": files, "same_pairs": same["n"], "random_pairs": rand["n"], "identical_pairs": identical,
+            "same_jaccard": obs, "random_jaccard": mean(rand["jac"], rand["n"]),
+            "same_class": mean(same["cls"], same["n"]), "random_class": mean(rand["cls"], rand["n"]),
+            "same_exact": mean(same["exact"], same["n"]), "random_exact": mean(rand["exact"], rand["n"]),
             "p_value": (reach + 1) / (done + 1) if done else float("nan"), "permutations": done, "seed": seed,
             "per_gate": per_gate}
 
