@@ -98,6 +98,9 @@ def test_shards_merge_into_one_record_per_row_and_a_rerun_changes_nothing(audite
         assert r.returncode == 0, r.stderr
     made = _files(out.parent)
     assert {"pooled.md", "crossgpu.md", "headline.md", "pooled.html"} <= set(made)
+    page = made["pooled.html"].decode()
+    assert page.count("<svg") == 1 and "Threshold sweep" in page and "Cross-GPU" in page and "Headline" in page
+    assert all(f"<td>{f}</td>" in page for f in ("ga", "gb", "gc", "pooled"))
     for cmd in ("pool", "crossgpu", "headline"):
         r = run_cli(cmd, "--pooled", str(out))
         assert r.returncode == 0 and "unchanged" in r.stdout, r.stdout
@@ -159,8 +162,8 @@ def test_missing_duplicated_stale_rows_exit_1_and_say_which(audited, tmp_path):
     # A different record of one row, signed in a second results file: duplicated, left out, exit 1.
     dup = _copy_results(results[0], str(tmp_path / "dup.kgate.jsonl"))
     key = load_key(dup, create=False)
-    recs = read_jsonl(dup)
-    changed = sign(dict(recs[1], written_at=recs[1]["written_at"] + 10, message="run again"), key)
+    t2 = next(x for x in read_jsonl(dup) if x["key"] == "ga/L1/T2")
+    changed = sign(dict(t2, written_at=t2["written_at"] + 10, message="run again"), key)
     with open(dup, "w") as f:
         f.write(json.dumps(changed) + "\n")
     r = _merge(corpora, results + [dup], out)
@@ -176,7 +179,7 @@ def test_missing_duplicated_stale_rows_exit_1_and_say_which(audited, tmp_path):
     # The same record copied into two files is one record, not a duplicate.
     same = _copy_results(results[0], str(tmp_path / "same.kgate.jsonl"))
     r = _merge(corpora, results + [same], out)
-    assert r.returncode == 0 and "duplicated" not in r.stdout, r.stdout
+    assert r.returncode == 0 and "duplicated:" not in r.stdout, r.stdout
 
     # A corpus line changed since its row was audited: that row's record is stale.
     sub = tmp_path / "changed"
@@ -190,6 +193,17 @@ def test_missing_duplicated_stale_rows_exit_1_and_say_which(audited, tmp_path):
     assert r.returncode == 1
     stale = [l for l in r.stdout.splitlines() if l.startswith("stale:")]
     assert len(stale) == 1 and stale[0].startswith("stale: gc/L1/T2 in rc.kgate.jsonl")
+    # A record of the changed line in another results file: the row is done, the old record is history.
+    rerun = _copy_results(results[3], str(tmp_path / "rerun.kgate.jsonl"))
+    old = next(x for x in read_jsonl(rerun) if x["key"] == "gc/L1/T2")
+    new_sha = next(r.sha for r in __import__("kgate.corpus").corpus.read_rows(changed_corpus) if r.key == "gc/L1/T2")
+    with open(rerun, "w") as f:
+        f.write(json.dumps(sign(dict(old, sha=new_sha), load_key(rerun, create=False))) + "\n")
+    r = _merge([corpora[0], corpora[1], changed_corpus], results + [rerun], out)
+    assert r.returncode == 0, r.stdout
+    man = json.load(open(pooled.manifest_path(str(out))))
+    assert man["complete"] and man["stale"] == [] and man["stale_with_a_fresh_record"] == 1
+    assert next(x for x in read_jsonl(out) if x["key"] == "gc/L1/T2")["merged_from"] == "rerun.kgate.jsonl"
 
 
 def test_bad_input_exits_2_with_one_line_each_and_writes_nothing(audited, tmp_path):
@@ -228,7 +242,9 @@ def test_bad_input_exits_2_with_one_line_each_and_writes_nothing(audited, tmp_pa
     # A pooled view edited after the merge: the tables refuse it.
     assert _merge(corpora, results, out).returncode == 0
     assert run_cli("pool", "--pooled", str(out)).returncode == 0
-    open(out, "w").write(open(out).read().replace('"status": "ok"', '"status": "row_timeout"', 1))
+    text = open(out).read()
+    assert '"status": "ok"' in text
+    open(out, "w").write(text.replace('"status": "ok"', '"status": "row_timeout"', 1))
     r = run_cli("pool", "--pooled", str(out))
     assert r.returncode == 2 and "no valid MAC" in r.stderr, r.stderr
 
