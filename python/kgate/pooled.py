@@ -489,7 +489,10 @@ def crossgpu(recs: list[dict], permutations: int = 1000, seed: int = 0) -> dict:
     files whose tasks differ (the baseline: what agreement two kernels have when nothing but the generator
     and the pair of files ties them). Agreement of a pair: the Jaccard index of their failing-gate sets, and
     whether their classes match. The permutation test shuffles task labels within each file (`permutations`
-    times, random.Random(seed)) and counts how often the same-task mean Jaccard reaches the observed one. Pairs
+    times, random.Random(seed)) and counts how often the same-task mean Jaccard reaches the observed one; it
+    keeps the observed pair structure (the (task, file, file) slots the observed mean averages over, so a
+    shuffled mean averages as many pairs, as dependent on each other), and leaves out a shuffled pair whose two
+    sources are identical. Pairs
     whose two candidates are byte-identical are reported apart and left out of both means (they agree by
     construction, and say nothing about task against generator).
 
@@ -566,6 +569,8 @@ def crossgpu(recs: list[dict], permutations: int = 1000, seed: int = 0) -> dict:
             pa, pb = [], []
             for i, r in enumerate(per_file[fa]):
                 for j in pos_b.get(info[id(r)][2], []):
+                    if cid[fa][i] == cid[fb][j]:
+                        continue  # a slot the observed statistic leaves out stays out: the same pair structure
                     pa.append(i)
                     pb.append(j)
             slots.append((fa, fb, np.array(pa, dtype=int), np.array(pb, dtype=int)))
@@ -629,9 +634,14 @@ def crossgpu_text(recs: list[dict], man: dict, permutations: int = 1000, seed: i
                     pct(*v["random"])] for g, v in s["per_gate"].items() if v["same"][1] or v["random"][1]]),
            "", "## Per task", "",
            "Each cell: the gates with a counted failure for the kernel accepted on that GPU (`none`: it passed "
-           "every gate; `*`: broken beyond tolerance; a status in parentheses: not audited; empty: no row).", "",
-           _table(["level", "task"] + files, [[lv, t] + [_cell(tasks[(lv, t)].get(f)) for f in files]
-                                             for lv, t in shared])]
+           "every gate; `*`: broken beyond tolerance; a status in parentheses: not audited; empty: no row). "
+           "Distinct sources: how many different candidate sources the task's rows hold, of its rows with one "
+           "(the producer often kept one kernel for several GPUs).", "",
+           _table(["level", "task"] + files + ["distinct sources"],
+                  [[lv, t] + [_cell(tasks[(lv, t)].get(f)) for f in files] +
+                   [f"{len({r.get('code_sha') for r in tasks[(lv, t)].values() if r.get('code_sha')})} of "
+                    f"{sum(1 for r in tasks[(lv, t)].values() if r.get('code_sha'))}"]
+                   for lv, t in shared])]
     return "\n".join(out) + "\n"
 
 

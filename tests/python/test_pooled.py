@@ -274,6 +274,9 @@ def test_crossgpu_when_failures_follow_the_task():
     recs[6]["code_sha"] = recs[0]["code_sha"]  # b's task 1 = a's task 1
     s2 = pooled.crossgpu(recs, permutations=10)
     assert s2["identical_pairs"] == 1 and s2["same_pairs"] == 17
+    assert s2["random_pairs"] == s["random_pairs"]  # the twins' tasks are the same: no random pair is lost
+    text = pooled.crossgpu_text(recs, {"per_corpus": {"a": {}, "b": {}, "c": {}}}, permutations=5)
+    assert "| 1 | 1 | nan * | nan * | nan * | 2 of 3 |" in text
 
 
 def test_crossgpu_when_failures_follow_the_generator():
@@ -287,7 +290,7 @@ def test_crossgpu_when_failures_follow_the_generator():
     assert s["p_value"] == 1.0  # every shuffle gives the same value: the task carries no information
     # Text: the per-task table and the summary numbers as computed.
     text = pooled.crossgpu_text(recs, {"per_corpus": {"a": {}, "b": {}, "c": {}}}, permutations=20)
-    assert "| 1 | 3 | nan * | oracle | nan * |" in text
+    assert "| 1 | 3 | nan * | oracle | nan * | 3 of 3 |" in text
     assert "| same task | 15 | 0.333 |" in text and "| random (different tasks) | 60 | 0.333 |" in text
     # A task audited on one GPU only is not in the table; one not audited shows its status.
     recs.append(_record("a", 2, 9, set(), "x"))
