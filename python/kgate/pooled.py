@@ -550,7 +550,8 @@ def crossgpu(recs: list[dict], permutations: int = 1000, seed: int = 0) -> dict:
                 gb, cb_, tb, _ = info[id(rb)]
                 ident_list.append((ga, gb, ca_ == cb_, 1))
     same = stats(same_list)
-    rand = minus(minus(stats(all_list), same), stats(ident_list))
+    twins = stats(ident_list)
+    rand = minus(minus(stats(all_list), same), twins)
     mean = lambda total, n: total / n if n else float("nan")  # noqa: E731
     obs = mean(same["jac"], same["n"])
     # Permutation test over the same pair structure: task labels shuffled within each file.
@@ -590,6 +591,8 @@ def crossgpu(recs: list[dict], permutations: int = 1000, seed: int = 0) -> dict:
             "same_jaccard": obs, "random_jaccard": mean(rand["jac"], rand["n"]),
             "same_class": mean(same["cls"], same["n"]), "random_class": mean(rand["cls"], rand["n"]),
             "same_exact": mean(same["exact"], same["n"]), "random_exact": mean(rand["exact"], rand["n"]),
+            "twin_pairs": twins["n"], "twin_jaccard": mean(twins["jac"], twins["n"]),
+            "twin_exact": mean(twins["exact"], twins["n"]), "twin_class": mean(twins["cls"], twins["n"]),
             "p_value": (reach + 1) / (done + 1) if done else float("nan"), "permutations": done, "seed": seed,
             "per_gate": per_gate}
 
@@ -608,6 +611,8 @@ def crossgpu_text(recs: list[dict], man: dict, permutations: int = 1000, seed: i
     files = list(man.get("per_corpus") or sorted({r.get("gpu") for r in recs}))
     shared = sorted(t for t, by in tasks.items() if sum(1 for r in by.values() if r.get("status") == "ok") >= 2)
     s = crossgpu(recs, permutations, seed)
+    multi = [len({r["code_sha"] for r in by.values() if r.get("code_sha")}) for by in tasks.values()
+             if sum(1 for r in by.values() if r.get("code_sha")) >= 2]
     f3 = lambda x: "-" if x != x else f"{x:.3f}"  # noqa: E731
     out = ["# Cross-GPU: the kernels of one task accepted on several GPUs", "",
            f"Remade by `python -m kgate crossgpu` (permutations {s['permutations']}, seed {seed}). "
@@ -624,7 +629,12 @@ def crossgpu_text(recs: list[dict], man: dict, permutations: int = 1000, seed: i
            _table(["pairs", "count", "mean Jaccard", "same gate set", "same class"],
                   [["same task", s["same_pairs"], f3(s["same_jaccard"]), f3(s["same_exact"]), f3(s["same_class"])],
                    ["random (different tasks)", s["random_pairs"], f3(s["random_jaccard"]), f3(s["random_exact"]),
-                    f3(s["random_class"])]]),
+                    f3(s["random_class"])],
+                   ["identical sources (one kernel audited twice, other seeds)", s["twin_pairs"],
+                    f3(s["twin_jaccard"]), f3(s["twin_exact"]), f3(s["twin_class"])]]),
+           "", "The last row is not part of the comparison: it measures how far the audit itself repeats on one "
+           f"kernel. Of the {len(multi)} tasks with a candidate in several files, {sum(1 for n in multi if n == 1)} "
+           f"keep one source on every GPU; the most distinct sources one task has is {max(multi, default=0)}.",
            "", f"permutation p-value (same-task mean Jaccard >= observed): {f3(s['p_value'])}", "",
            "Per gate, among pairs where at least one kernel fails the gate: the share where both do "
            "(same task against random pairs). A gate whose same-task share is far above its random share "

@@ -274,6 +274,7 @@ def test_crossgpu_when_failures_follow_the_task():
     recs[6]["code_sha"] = recs[0]["code_sha"]  # b's task 1 = a's task 1
     s2 = pooled.crossgpu(recs, permutations=10)
     assert s2["identical_pairs"] == 1 and s2["same_pairs"] == 17
+    assert s2["twin_pairs"] == 1 and s2["twin_exact"] == 1.0
     assert s2["random_pairs"] == s["random_pairs"]  # the twins' tasks are the same: no random pair is lost
     text = pooled.crossgpu_text(recs, {"per_corpus": {"a": {}, "b": {}, "c": {}}}, permutations=5)
     assert "| 1 | 1 | nan * | nan * | nan * | 2 of 3 |" in text
