@@ -726,6 +726,21 @@ def _md_table_html(md: str) -> str:
     return "\n".join(out)
 
 
+def _single_report_body(pooled_path: str) -> str:
+    """report.write_html's page for the pooled view (it reads any signed results file): its plots, the four
+    defences' tables and the failures with evidence, without its own head and title."""
+    import tempfile
+    from . import report
+    with tempfile.TemporaryDirectory(prefix="kgate-pooled-") as d:
+        page = os.path.join(d, "report.html")
+        report.write_html([pooled_path], page)
+        text = open(page, encoding="utf-8").read()
+    body = text.split("<body>", 1)[-1].rsplit("</body>", 1)[0]
+    body = body.replace("<h1>kgate audit report</h1>", "", 1)
+    style = text.split("<style>", 1)[-1].split("</style>", 1)[0] if "<style>" in text else ""
+    return (f"<style>{style}</style>" if style else "") + body
+
+
 def write_html(recs: list[dict], man: dict, pooled_path: str, out_path: str, permutations: int = 1000) -> bool:
     """One self-contained page over every file and the pooled set: per-file and pooled tables, a
     classification plot per file, the threshold sweep per file, the headline and the cross-GPU table.
@@ -740,6 +755,10 @@ def write_html(recs: list[dict], man: dict, pooled_path: str, out_path: str, per
            ("clean", [c["clean"] for c in counts])]
     svg = report._svg_bars("classification of audited kernels, per file and pooled", labels, cls,
                            ["#e15759", "#f28e2b", "#59a14f"])
+    palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"]
+    svg_gates = report._svg_bars("audited kernels with a counted failure, per gate, stacked by file", GATES,
+                                 [(lab, [c["per gate"][g] for g in GATES]) for lab, c in zip(labels[:-1], counts[:-1])],
+                                 palette * 4)
     sweep = ["## Threshold sweep (every tolerance multiplied by m; classes are the engine's at x1)", "",
              _table(["file", "tolerance", "kernels failing", "of them broken", "tolerance-gate failures"],
                     [[lab] + row for lab, rs in zip(labels, sets) for row in report.sweep_rows(rs)])]
@@ -748,7 +767,8 @@ def write_html(recs: list[dict], man: dict, pooled_path: str, out_path: str, per
            "collapse;font-size:12px;margin:.5em 0} table.t td,table.t th{border:1px solid #ccc;padding:2px 5px}"
            "</style></head><body>\n<h1>kgate audit: every file and the pooled set</h1>\n"
            + _md_table_html(headline_text(recs, man, pooled_path)) + "\n"
-           + _md_table_html(pool_text(recs, man, pooled_path)) + "\n" + svg + "\n"
+           + _md_table_html(pool_text(recs, man, pooled_path)) + "\n" + svg + "<br>" + svg_gates + "\n"
            + _md_table_html("\n".join(sweep)) + "\n"
-           + _md_table_html(crossgpu_text(recs, man, permutations)) + "\n</body></html>\n")
+           + _md_table_html(crossgpu_text(recs, man, permutations)) + "\n"
+           + "<h1>The pooled set in detail</h1>\n" + _single_report_body(pooled_path) + "\n</body></html>\n")
     return _atomic_write(out_path, doc.encode())

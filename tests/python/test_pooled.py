@@ -99,7 +99,9 @@ def test_shards_merge_into_one_record_per_row_and_a_rerun_changes_nothing(audite
     made = _files(out.parent)
     assert {"pooled.md", "crossgpu.md", "headline.md", "pooled.html"} <= set(made)
     page = made["pooled.html"].decode()
-    assert page.count("<svg") == 1 and "Threshold sweep" in page and "Cross-GPU" in page and "Headline" in page
+    # Two plots over the files, then report.write_html's four for the pooled set, its defences and evidence.
+    assert page.count("<svg") == 2 + 4 and "Threshold sweep" in page and "Cross-GPU" in page and "Headline" in page
+    assert "The pooled set in detail" in page and "Defence 3: agreement" in page and "Failures with evidence" in page
     assert all(f"<td>{f}</td>" in page for f in ("ga", "gb", "gc", "pooled"))
     for cmd in ("pool", "crossgpu", "headline"):
         r = run_cli(cmd, "--pooled", str(out))
