@@ -139,6 +139,10 @@ def _current_records(path: str, corpus_keys: dict, problems: list) -> tuple[dict
             problems.append(f"{where}: record {rec.get('key', '?')} is a superseded record (it belongs in the "
                             "superseded file, not among current records)")
             continue
+        if "merged_from" in rec:
+            problems.append(f"{where}: record {rec.get('key', '?')} comes from a pooled view (merged_from), not "
+                            "from an audit's results")
+            continue
         if rec.get("type", "row") != "row" or not rec.get("key"):
             problems.append(f"{where}: a {rec.get('type') or 'keyless'} record, not a row record (a compile log "
                             "or a journal given as results?)")
@@ -214,6 +218,9 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
     stems = Counter(stem_of(p) for p in corpora)
     problems += [f"corpus stem {s!r} given {n} times: each corpus file once (rows are keyed by file stem)"
                  for s, n in stems.items() if n > 1]
+    if any(os.path.abspath(r) == os.path.abspath(out) for r in results):
+        problems.append(f"results {out} is the pooled view this merge writes (a glob such as results/*.kgate.jsonl "
+                        "takes it in): leave it out")
     if len(set(map(os.path.basename, results))) != len(results):
         problems.append("two results files share a name: the pooled view names each record's file by its name")
     if problems:

@@ -243,6 +243,12 @@ def test_bad_input_exits_2_with_one_line_each_and_writes_nothing(audited, tmp_pa
     assert not out.exists()
     # A pooled view edited after the merge: the tables refuse it.
     assert _merge(corpora, results, out).returncode == 0
+    # The pooled view among the results (a glob took it in), or a copy of it: refused.
+    r = _merge(corpora, results + [str(out)], out)
+    assert r.returncode == 2 and "is the pooled view this merge writes" in r.stderr, r.stderr
+    again = _copy_results(str(out), str(tmp_path / "again.kgate.jsonl"))
+    r = _merge(corpora, results + [again], tmp_path / "other" / "pooled.kgate.jsonl")
+    assert r.returncode == 2 and r.stderr.count("comes from a pooled view") == 9, r.stderr
     assert run_cli("pool", "--pooled", str(out)).returncode == 0
     text = open(out).read()
     assert '"status": "ok"' in text
