@@ -450,7 +450,8 @@ def pool_text(recs: list[dict], man: dict, pooled_path: str) -> str:
     counted.append(("pooled", count_row(recs, man.get("rows"))))
     out = ["# kgate audit: per file and pooled", "",
            f"From `{pooled_path}` ({'complete' if man.get('complete') else 'INCOMPLETE: ' + str(len(man.get('missing', []))) + ' missing, ' + str(len(man.get('stale', []))) + ' stale, ' + str(len(man.get('duplicated', []))) + ' duplicated rows'}); "
-           "remade by `python -m kgate pool`. Classes are the engine's; every number is defined once in "
+           f"remade by `{merge_command(man, pooled_path)}` then `python -m kgate pool --pooled {pooled_path}`. "
+           "Classes are the engine's; every number is defined once in "
            "docs/audit.md (\"Pooled results\") and in kgate/pooled.py's DEFINITIONS.", "",
            "## Rows", "",
            _table(["file", "rows", "no candidate", "bad row", "with candidate", "audited", "not audited (status: rows)",
@@ -675,6 +676,13 @@ PUBLISHED = {
 }
 
 
+def merge_command(man: dict, pooled_path: str) -> str:
+    """The merge that made this pooled view, from its manifest (file names; run it where they lie)."""
+    names = lambda kind: " ".join(i["name"] for i in man.get("inputs", []) if i["kind"] == kind)  # noqa: E731
+    return (f"python -m kgate merge --corpus {names('corpus')} --results {names('results')} --out {pooled_path}"
+            + (" --newest-wins" if (man.get("options") or {}).get("newest_wins") else ""))
+
+
 def headline_text(recs: list[dict], man: dict, pooled_path: str) -> str:
     c = count_row(recs, man.get("rows"))
     n = c["audited"]
@@ -695,9 +703,10 @@ def headline_text(recs: list[dict], man: dict, pooled_path: str) -> str:
     ]
     out = ["# Headline: kgate's pooled audit beside the published figures", "",
            f"Ours: the pooled view `{pooled_path}` ({man.get('rows')} rows, {n} audited"
-           f"{'' if man.get('complete') else ', INCOMPLETE'}). Recompute: `{recompute}` (after "
-           "`python -m kgate merge`). The published figures are those issue 18 quotes for the same kind of audit "
-           "on another corpus: compare shares, not counts.", "",
+           f"{'' if man.get('complete') else ', INCOMPLETE'}). Recompute every number below: "
+           f"`{merge_command(man, pooled_path)}` (the corpus and results files by name, with the results' keys "
+           f"beside them), then `{recompute}`. The published figures are those issue 18 quotes for the same kind "
+           "of audit on another corpus: compare shares, not counts.", "",
            _table(["figure", "published", "kgate (pooled)", "definition"],
                   [[a, b, x, DEFINITIONS[d]] for a, b, x, d in rows])]
     return "\n".join(out) + "\n"

@@ -130,6 +130,8 @@ def test_tables_count_what_the_records_say(audited, tmp_path):
     head = pooled.headline_text(recs, man, str(out))
     assert "| broken beyond any tolerance argument | 39.5% |" in head
     assert f"python -m kgate headline --pooled {out}" in head
+    assert (f"python -m kgate merge --corpus ga.jsonl gb.jsonl gc.jsonl --results ra.kgate.jsonl rb0.kgate.jsonl "
+            f"rb1.kgate.jsonl rc.kgate.jsonl --out {out}") in head
     # Cross-GPU: task 1 is in all three files; each cell names exactly the counted failing gates.
     cg = pooled.crossgpu_text(recs, man, permutations=50)
     row = next(l for l in cg.splitlines() if l.startswith("| 1 | 1 |"))
