@@ -1,6 +1,7 @@
 """Several corpus files audited over many shard runs, merged into one pooled view, and the tables read from it.
 
-    python -m kgate merge --corpus C1.jsonl C2.jsonl ... --results R1.jsonl R2.jsonl ... [--out results/pooled.kgate.jsonl]
+    python -m kgate merge --corpus C1.jsonl C2.jsonl ... --results R1.jsonl R2.jsonl ...
+                          [--out results/pooled.kgate.jsonl] [--newest-wins]
     python -m kgate pool     [--pooled P] [--out pooled.md] [--html pooled.html]   (outputs beside P by default)
     python -m kgate crossgpu [--pooled P] [--out crossgpu.md] [--permutations 1000]
     python -m kgate headline [--pooled P] [--out headline.md]
@@ -74,6 +75,10 @@ DEFINITIONS = {
                 "under each)",
     "percent": "100 x count / audited of the same file (or of the pooled set), one decimal",
 }
+
+
+ACCEPTANCE = "baseline agrees with the producer's acceptance"
+OWN_CODE = "baseline agrees with the producer's own code"
 
 
 class MergeError(Exception):
@@ -418,8 +423,8 @@ def count_row(recs: list[dict], rows: int | None = None) -> dict:
         "judge_attacked": cls["judge_attacked"],
         "baseline accepts, kgate rejects": sum(1 for r in aud if baseline_passed(r) and classification(r) != "clean"),
         "baseline rejects, kgate accepts": sum(1 for r in aud if baseline_failed(r) and classification(r) == "clean"),
-        "baseline agrees with the producer's acceptance": sum(1 for r in aud if baseline_passed(r)),
-        "baseline agrees with the producer's own code": sum(1 for r in both if baseline_passed(r) == producer_code_passed(r)),
+        ACCEPTANCE: sum(1 for r in aud if baseline_passed(r)),
+        OWN_CODE: sum(1 for r in both if baseline_passed(r) == producer_code_passed(r)),
         "both ran": len(both),
         "per gate": Counter(g for r in aud for g in failing_gates(r)),
     }
@@ -444,15 +449,22 @@ def _groups(recs, man):
     return [(s, by.get(s, []), (man.get("per_corpus") or {}).get(s, {}).get("rows")) for s in stems]
 
 
+def _state(man: dict) -> str:
+    if man.get("complete"):
+        return "complete"
+    return (f"INCOMPLETE: {len(man.get('missing', []))} missing, {len(man.get('stale', []))} stale, "
+            f"{len(man.get('duplicated', []))} duplicated rows")
+
+
 def pool_text(recs: list[dict], man: dict, pooled_path: str) -> str:
     groups = _groups(recs, man)
     counted = [(s, count_row(rs, n)) for s, rs, n in groups]
     counted.append(("pooled", count_row(recs, man.get("rows"))))
+    share = lambda c, k, d="audited": f"{c[k]} ({pct(c[k], c[d])})"  # noqa: E731
     out = ["# kgate audit: per file and pooled", "",
-           f"From `{pooled_path}` ({'complete' if man.get('complete') else 'INCOMPLETE: ' + str(len(man.get('missing', []))) + ' missing, ' + str(len(man.get('stale', []))) + ' stale, ' + str(len(man.get('duplicated', []))) + ' duplicated rows'}); "
-           f"remade by `{merge_command(man, pooled_path)}` then `python -m kgate pool --pooled {pooled_path}`. "
-           "Classes are the engine's; every number is defined once in "
-           "docs/audit.md (\"Pooled results\") and in kgate/pooled.py's DEFINITIONS.", "",
+           f"From `{pooled_path}` ({_state(man)}); remade by `{merge_command(man, pooled_path)}` then "
+           f"`python -m kgate pool --pooled {pooled_path}`. Classes are the engine's; every number is defined once "
+           "in docs/audit.md (\"Pooled results\") and in kgate/pooled.py's DEFINITIONS.", "",
            "## Rows", "",
            _table(["file", "rows", "no candidate", "bad row", "with candidate", "audited", "not audited (status: rows)",
                    "no current record"],
@@ -461,16 +473,12 @@ def pool_text(recs: list[dict], man: dict, pooled_path: str) -> str:
                     c["rows"] - c["records"]] for s, c in counted]),
            "", "## Classification (percent of audited rows)", "",
            _table(["file", "audited", "broken", "violation or broken", "clean", "judge_attacked"],
-                  [[s, c["audited"]] + [f"{c[k]} ({pct(c[k], c['audited'])})" for k in
-                                        ("broken", "violation or broken", "clean", "judge_attacked")]
+                  [[s, c["audited"]] + [share(c, k) for k in ("broken", "violation or broken", "clean", "judge_attacked")]
                    for s, c in counted]),
            "", "## Baseline (the producer's test, mirrored) against kgate", "",
-           _table(["file", "baseline accepts, kgate rejects", "baseline rejects, kgate accepts",
-                   "baseline agrees with the producer's acceptance", "baseline agrees with the producer's own code"],
-                  [[s, c["baseline accepts, kgate rejects"], c["baseline rejects, kgate accepts"],
-                    f"{c['baseline agrees with the producer' + chr(39) + 's acceptance']} ({pct(c['baseline agrees with the producer' + chr(39) + 's acceptance'], c['audited'])})",
-                    f"{c['baseline agrees with the producer' + chr(39) + 's own code']} of {c['both ran']} ({pct(c['baseline agrees with the producer' + chr(39) + 's own code'], c['both ran'])})"]
-                   for s, c in counted]),
+           _table(["file", "baseline accepts, kgate rejects", "baseline rejects, kgate accepts", ACCEPTANCE, OWN_CODE],
+                  [[s, c["baseline accepts, kgate rejects"], c["baseline rejects, kgate accepts"], share(c, ACCEPTANCE),
+                    f"{c[OWN_CODE]} of {c['both ran']} ({pct(c[OWN_CODE], c['both ran'])})"] for s, c in counted]),
            "", "## Audited kernels with a counted failure, per gate", "",
            _table(["file"] + GATES, [[s] + [c["per gate"][g] for g in GATES] for s, c in counted])]
     return "\n".join(out) + "\n"
@@ -690,7 +698,8 @@ def headline_text(recs: list[dict], man: dict, pooled_path: str) -> str:
     acc = "baseline agrees with the producer's acceptance"
     own = "baseline agrees with the producer's own code"
     rows = [
-        ["broken beyond any tolerance argument", PUBLISHED["broken"], f"{pct(c['broken'], n)} ({c['broken']} of {n})", "broken"],
+        ["broken beyond any tolerance argument", PUBLISHED["broken"], f"{pct(c['broken'], n)} ({c['broken']} of {n})",
+         "broken"],
         ["at least one violation", PUBLISHED["violation or broken"],
          f"{pct(c['violation or broken'], n)} ({c['violation or broken']} of {n})", "violation or broken"],
         ["accepted by the standard test, rejected by the verifier", PUBLISHED["baseline accepts, kgate rejects"],
