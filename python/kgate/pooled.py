@@ -112,7 +112,7 @@ def _read(path: str, what: str):
 def _current_records(path: str, corpus_keys: dict, problems: list) -> tuple[dict, int]:
     """{key: record} of one results file (MAC-verified, newest per key) and how many older records it held."""
     if not os.path.isfile(path):
-        problems.append(f"results {path}: no such file")
+        problems.append(f"results {path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
         return {}, 0
     try:
         key = load_key(path, create=False)

@@ -228,10 +228,11 @@ def test_bad_input_exits_2_with_one_line_each_and_writes_nothing(audited, tmp_pa
     assert not out.exists()
     # A record of a row in no corpus given (gc left out), a results file without its key, a file that is not there.
     os.unlink(bad.replace(".jsonl", ".key"))
-    r = _merge(corpora[:2], results + [bad, str(tmp_path / "nope.jsonl")], out)
+    r = _merge(corpora[:2], results + [bad, str(tmp_path / "nope.jsonl"), str(tmp_path)], out)
     assert r.returncode == 2
     errs = r.stderr.strip().splitlines()
-    assert len(errs) == 1 + 1 + 2, errs  # nope, bad's key, rc's two rows
+    assert len(errs) == 1 + 1 + 1 + 2, errs  # nope, a folder, bad's key, rc's two rows
+    assert any(f"{tmp_path}: not a regular file" in e for e in errs)
     assert any("nope.jsonl: no such file" in e for e in errs)
     assert any("edited.kgate.jsonl: no key file" in e for e in errs)
     assert sum("is not a row of any corpus given (ga, gb)" in e for e in errs) == 2
