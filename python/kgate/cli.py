@@ -190,6 +190,32 @@ def main(argv=None) -> int:
     c.add_argument("--budget", type=float, default=None, help="seconds; rerun the same command to resume")
     c.add_argument("--work", default=None, help="scratch folder (default: a new temporary one)")
 
+    # Several corpus files over many shard runs: merge, then the tables (kgate/pooled.py).
+    m = sub.add_parser("merge", help="check every row of the corpora has one current record; write the pooled view")
+    m.add_argument("--corpus", nargs="+", required=True, help="the corpus files (JSONL), each once")
+    m.add_argument("--results", nargs="+", required=True, help="results files of any number of shard runs, each "
+                   "with its .key beside it")
+    m.add_argument("--out", default=os.path.join("results", "pooled.kgate.jsonl"),
+                   help="the pooled view (default results/pooled.kgate.jsonl; its manifest and key beside it)")
+    m.add_argument("--newest-wins", action="store_true",
+                   help="a row with different records in two results files takes the newest (default: reported "
+                   "as duplicated, left out, exit status 1)")
+    for name, default_out in (("pool", "pooled.md"), ("crossgpu", "crossgpu.md"), ("headline", "headline.md")):
+        t = sub.add_parser(name, help={"pool": "per-file and pooled tables, and the HTML report of every file",
+                                       "crossgpu": "which gates fail per task on each GPU; task or generator?",
+                                       "headline": "the pooled numbers beside the published figures"}[name])
+        t.add_argument("--pooled", default=os.path.join("results", "pooled.kgate.jsonl"),
+                       help="the pooled view `merge` wrote")
+        t.add_argument("--out", help=f"Markdown written here (default {default_out} beside the pooled view); "
+                       "'-' prints it only")
+        t.set_defaults(default_out=default_out)
+        if name == "pool":
+            t.add_argument("--html", help="the HTML report of every file and the pooled set (default pooled.html "
+                           "beside the pooled view); '-' writes none")
+        if name in ("pool", "crossgpu"):
+            t.add_argument("--permutations", type=_int_in("permutations", 0, 10**6), default=1000,
+                           help="permutations of the cross-GPU test (default 1000)")
+
     args = p.parse_args(argv)
     try:
         return _run(args)
@@ -202,6 +228,8 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
+    if args.cmd in ("merge", "pool", "crossgpu", "headline"):
+        return _run_pooled(args)
     if args.cmd == "audit":
         from .audit import RetryError, audit, default_results
         from .corpus import parse_shard
@@ -294,6 +322,42 @@ def _run(args) -> int:
         print(text)
         return 0 if ok else 1
     return 2
+
+
+def _run_pooled(args) -> int:
+    """merge, pool, crossgpu, headline: bad input is one line per problem and exit status 2; an incomplete
+    merge (rows missing, stale or duplicated) writes what it has and exits 1."""
+    from . import pooled
+    try:
+        if args.cmd == "merge":
+            _writable_file("--out", args.out)
+            man = pooled.merge(args.corpus, args.results, args.out, newest_wins=args.newest_wins)
+            print(pooled.merge_text(man, args.out))
+            return 0 if man["complete"] else 1
+        recs, man = pooled.load_pooled(args.pooled)
+        beside = os.path.dirname(os.path.abspath(args.pooled))
+        args.out = args.out or os.path.join(beside, args.default_out)
+        if args.cmd == "pool":
+            args.html = args.html or os.path.join(beside, "pooled.html")
+        if args.cmd == "pool":
+            text = pooled.pool_text(recs, man, args.pooled)
+        elif args.cmd == "crossgpu":
+            text = pooled.crossgpu_text(recs, man, permutations=args.permutations)
+        else:
+            text = pooled.headline_text(recs, man, args.pooled)
+        print(text, end="")
+        if args.out != "-":
+            _writable_file("--out", args.out)
+            print(f"{'wrote' if pooled._atomic_write(args.out, text.encode()) else 'unchanged'}: {args.out}")
+        if args.cmd == "pool" and args.html != "-":
+            _writable_file("--html", args.html)
+            wrote = pooled.write_html(recs, man, args.pooled, args.html, permutations=args.permutations)
+            print(f"{'wrote' if wrote else 'unchanged'}: {args.html}")
+        return 0
+    except pooled.MergeError as e:
+        for line in e.problems:
+            print(f"python -m kgate {args.cmd}: error: {line}", file=sys.stderr)
+        return 2
 
 
 def argv_is_ours() -> bool:

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -184,6 +185,27 @@ TEST(Isolate, AHostScratchUnderTmpKeepsItsPath) {
   EXPECT_NE(r.out.find("resolved\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("unresolved"), std::string::npos) << "the scratch's name led elsewhere: " << r.out;
   std::filesystem::remove_all(scratch);
+}
+
+// A host scratch anywhere keeps its path, writable, even below a folder the worker's uid may not search (the
+// row job's 0700 folder): ninja stats a torch extension's sources by absolute path. Nothing else of that folder
+// becomes visible.
+TEST(Isolate, AHostScratchBelowAPrivateFolderKeepsItsPath) {
+  const std::string top = std::filesystem::absolute("kgate_security_private_" + std::to_string(getpid())).string();
+  const std::string scratch = top + "/scratch";
+  std::filesystem::create_directories(scratch);
+  std::filesystem::permissions(top, std::filesystem::perms::owner_all);  // 0700: root's alone
+  { std::ofstream(top + "/secret") << "key\n"; }
+  const ProcessRun r = isolate({"--scratch", scratch}, {"/bin/sh", "-c",
+      "d=$(pwd -P); echo x > \"$d/probe\" && echo wrote; echo \"cwd=$d\"; "
+      "if test -e \"$d/probe\" && test -e ./probe; then echo resolved; fi; "
+      "if cat \"$d/../secret\" >/dev/null 2>&1; then echo read-secret; fi; id -u"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("wrote\n"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("cwd=" + scratch + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resolved\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("read-secret"), std::string::npos) << "the private folder's other files showed: " << r.out;
+  std::filesystem::remove_all(top);
 }
 
 TEST(Isolate, OutputIsCappedInTheLog) {

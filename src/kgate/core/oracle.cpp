@@ -103,35 +103,30 @@ class FunctionOracle final : public Oracle {
       : name_(std::move(name)), fn_(std::move(fn)), refs_(std::move(refs)), labels_(std::move(labels)) {}
   std::string describe() const override { return name_ + " (in-process)"; }
   std::vector<HostArray> evaluate(const std::vector<HostArray>& inputs, const Bindings& b, const Attrs& attrs) override {
-    try {
-      return fn_(inputs, b, attrs);
-    } catch (const OracleError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw OracleError(fmt::format("oracle {} threw at {}: {}", name_, to_string(b), e.what()));
-    }
+    return guarded("oracle", b, [&] { return fn_(inputs, b, attrs); });
   }
   std::vector<ReferenceRun> reference_runs(const std::vector<HostArray>& inputs, const Bindings& b,
                                            const Attrs& attrs) override {
     if (!refs_) return {};
-    try {
-      return refs_(inputs, b, attrs);
-    } catch (const OracleError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw OracleError(fmt::format("reference runs of {} threw at {}: {}", name_, to_string(b), e.what()));
-    }
+    return guarded("reference runs of", b, [&] { return refs_(inputs, b, attrs); });
   }
   bool has_reference_runs() const override { return static_cast<bool>(refs_); }
   std::vector<ReferenceRun> label_runs(const std::vector<HostArray>& inputs, const Bindings& b,
                                        const Attrs& attrs) override {
     if (!refs_ || !labels_) return {};
+    return guarded("label runs of", b, [&] { return labels_(inputs, b, attrs); });
+  }
+
+ private:
+  // Runs f; anything it throws but an OracleError becomes one naming this oracle and the bindings.
+  template <class F>
+  auto guarded(const char* what, const Bindings& b, F&& f) const -> decltype(f()) {
     try {
-      return labels_(inputs, b, attrs);
+      return f();
     } catch (const OracleError&) {
       throw;
     } catch (const std::exception& e) {
-      throw OracleError(fmt::format("label runs of {} threw at {}: {}", name_, to_string(b), e.what()));
+      throw OracleError(fmt::format("{} {} threw at {}: {}", what, name_, to_string(b), e.what()));
     }
   }
 

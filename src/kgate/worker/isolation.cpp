@@ -245,7 +245,26 @@ void set_up_program(const IsolationOptions& o, bool real_root, int output_fd) {
     if (access("/dev/shm", F_OK) == 0 &&
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options(o, "1777").c_str()) != 0)
       throw IsolationError(sys_text("mount a private /dev/shm"));
-    if (real_root) open_the_way(reach, o.uid, o.gid);
+    if (real_root && !scratch.empty() && scratch_fd < 0) {
+      // A host scratch elsewhere keeps its path too: its ancestors the uid may not search (the driver's 0700
+      // folders) are covered like any reached path's, which shows the uid nothing but the way to it, and the
+      // scratch is bound back, writable, on top (open_the_way binds what it keeps read-only). Before, torch's
+      // extension builds in a scratch under the audit's work folder failed: ninja stats sources by their
+      // absolute path, and uid 65534 could not search the row job's 0700 folder above it (H200, 2026-12-03).
+      const int fd = open(scratch.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) throw IsolationError(sys_text("open " + scratch));
+      reach.push_back(scratch);
+      open_the_way(reach, o.uid, o.gid);
+      const std::string source = fmt::format("/proc/self/fd/{}", fd);
+      if (mount(source.c_str(), scratch.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        throw IsolationError(sys_text("bind " + scratch));
+      if (mount(nullptr, scratch.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, nullptr) != 0)
+        throw IsolationError(sys_text("remount " + scratch));
+      close(fd);
+      if (chdir(scratch.c_str()) != 0) throw IsolationError(sys_text("chdir " + scratch));
+    } else if (real_root) {
+      open_the_way(reach, o.uid, o.gid);
+    }
     if (scratch.empty()) {
       scratch = o.private_tmp ? "/tmp/kgate-scratch" : "/dev/shm/kgate-scratch";
       if (mkdir(scratch.c_str(), 0700) != 0) throw IsolationError(sys_text("mkdir " + scratch));
