@@ -12,7 +12,8 @@
   (`nonfinite = false`) and integer ones the range of values get_inputs() drew. Non-tensor arguments are
   not in the contract: the call plan passes them as the task computes them at each binding.
 - Outputs: from the Model forward: dtype, shape, and `reduced` = every dim of the inputs absent from that
-  output (a 0-dim output reduces everything).
+  output (a 0-dim output reduces everything), and every dim an input axis is summed along although the output
+  has it too (a square matmul's inner dim), found with one NaN moved along each axis, at small sizes (_reductions_by_nan).
 """
 from __future__ import annotations
 
@@ -164,15 +165,78 @@ def derive(fw, source: str, init_seed: int, *, budget: int = DEFAULT_BUDGET, tim
             args.append(("value", None))
     input_dims = {e for _, _, shape in inputs for e in shape if isinstance(e, str) and e in dims}
     outputs = []
+    summed = _reductions_by_nan(fw, source, inputs, len(base_out), dims, init_seed, notes)
     for j, (dt, shape) in enumerate(base_out):
         entries = [entry(("out", j, d)) for d in range(len(shape))]
         present = {_dim_of(e) for e in entries if isinstance(e, str)}
-        reduced = [d for d in dims if d in input_dims and d not in present]
+        reduced = [d for d in dims if d in input_dims and (d not in present or d in summed[j])]
         outputs.append((f"y{j}", dt, entries, reduced))
     shapes = [item[2] for item in base_in if item[0] == "tensor"] + [o[1] for o in base_out]
     largest = max([math.prod(s) for s in shapes] + [1])
     return Derived(_toml(op_name, dims, inputs, outputs, max(budget, largest), timeout, notes, int_ranges or {}),
                    dims, inputs, outputs, args, consts, notes)
+
+
+def _reductions_by_nan(fw, source, inputs, n_out, dims, init_seed, notes) -> list[set]:
+    """Per output, the dims some input axis is summed along although the output has that dim too (a square
+    matmul's inner N, a softmax's row): found by the float64 Model with one NaN planted. Moving the NaN along a
+    summed axis leaves the set of NaN outputs unchanged (every output it reaches still reads every element of
+    that axis); along any other axis the set moves with it. Run where it is cheap: every variable dim at
+    min(nominal, 8) (at least its min), else at the nominal sizes. An axis of extent 1, a NaN that reaches no
+    output, or a Model that cannot run this way decides nothing (the shapes' rule stands)."""
+    found = [set() for _ in range(n_out)]
+    named = [(k, a, _dim_of(e)) for k, (_, _, shape) in enumerate(inputs) for a, e in enumerate(shape)
+             if isinstance(e, str) and _dim_of(e) in dims]
+    if not named:
+        return found
+    small = {c: max(v["min"], min(v["nominal"], 8)) for c, v in dims.items() if v["min"] < v["nominal"]}
+    why = ""
+    for overrides in ([small, {}] if small else [{}]):
+        try:
+            return _nan_probe(fw, source, overrides, named, n_out, init_seed)
+        except Exception as e:  # noqa: BLE001 - the probe only adds reductions; the shapes' rule stands without it
+            why = f"{type(e).__name__}: {str(e)[:120]}"
+    notes.append(f"reductions: the NaN probe could not run ({why})")
+    return found
+
+
+def _nan_probe(fw, source, overrides, named, n_out, init_seed) -> list[set]:
+    import numpy as np
+    found = [set() for _ in range(n_out)]
+    task = Task(source, overrides)
+    fw.set_seed(init_seed)
+    model = fw.convert(fw.build(task.Model, fw.prepare_init_inputs(list(task.get_init_inputs())), init_seed), "f64")
+    if model is None:
+        raise ValueError("the Model has no float64 form")
+    fw.set_seed(init_seed)
+    xs = list(task.get_inputs())
+    tensors = [i for i, x in enumerate(xs) if fw.is_tensor(x)]
+    hosts = [fw.to_numpy(xs[i]) for i in tensors]
+
+    def nan_sets(k, index):
+        planted = list(xs)
+        a = hosts[k].astype(np.float64)
+        a[index] = np.nan
+        planted[tensors[k]] = fw.from_numpy(a)
+        outs = fw.flatten_outputs(fw.run(model, planted, "f64"))
+        return [frozenset(np.flatnonzero(np.isnan(np.asarray(fw.to_numpy(o), dtype=np.float64)))) for o in outs]
+
+    for k in sorted({k for k, _, _ in named}):
+        if hosts[k].dtype.kind != "f" or hosts[k].ndim == 0:
+            continue
+        shape = hosts[k].shape
+        base = tuple(min(1, e - 1) for e in shape)
+        first = nan_sets(k, base)
+        for kk, a, d in named:
+            if kk != k or shape[a] < 2:
+                continue
+            moved = list(base)
+            moved[a] = shape[a] - 1 if shape[a] - 1 != base[a] else 0
+            second = nan_sets(k, tuple(moved))
+            for j in range(min(n_out, len(first), len(second))):
+                if first[j] and first[j] == second[j]:
+                    found[j].add(d)
+    return found
 
 
 def _moves(fw, source, c, v0, base, init_seed) -> bool:
