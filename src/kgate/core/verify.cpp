@@ -235,6 +235,12 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
         res.original = o.evidence;
         if (!std::isnan(o.error_ratio)) res.error_ratio = worse(o.error_ratio, small.error_ratio);
         o = std::move(small);
+        // The finding and its labels come from the case whose evidence the report shows: the shrunk case
+        // may fail another way than the first-found one (freshness: a stale result at one shape, state
+        // carried between calls at another, as the allocator reuses addresses or not).
+        res.finding = finding_of(o);
+        res.out_of_domain = o.out_of_domain;
+        res.precision_label = o.precision_label;
       }
     }
     if (o.verdict == Verdict::crash || o.verdict == Verdict::timeout) ctx.candidate().reset();
