@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,15 +21,19 @@ std::string shape_text(const Shape& s) {
 
 Shape shape_of(const DLTensor& t) { return Shape(t.shape, t.shape + t.ndim); }
 
-// The attrs of the call, checked: every name known, flags 0 or 1.
+// The attrs of the call, checked: every name known and given once, flags 0 or 1.
 struct Attrs {
-  double scale = NAN;
-  double chunk = kDefaultChunk, delta = NAN, gate = NAN, initial_state = 0, final_state = 0, varlen = 0;
+  std::optional<double> scale, delta, gate;
+  double chunk = kDefaultChunk, initial_state = 0, final_state = 0, varlen = 0;
 
   explicit Attrs(const kgate_call& c) {
+    std::vector<std::string> seen;
     for (int i = 0; i < c.n_attrs; ++i) {
       const std::string name = c.attrs[i].name ? c.attrs[i].name : "";
       const double v = c.attrs[i].value;
+      if (std::find(seen.begin(), seen.end(), name) != seen.end())
+        throw InvalidArgument("attrs", "\"" + name + "\" given twice (attrs[" + std::to_string(i) + "])");
+      seen.push_back(name);
       if (name == "scale") scale = v;
       else if (name == "chunk") chunk = v;
       else if (name == "delta") delta = v;
@@ -39,17 +44,19 @@ struct Attrs {
       else throw InvalidArgument("attrs", "unknown attr \"" + name + "\" (glr takes scale, chunk, delta, gate, "
                                           "initial_state, final_state, varlen)");
     }
-    if (std::isnan(scale)) throw InvalidArgument("attrs.scale", "missing");
-    if (std::isnan(delta)) throw InvalidArgument("attrs.delta", "missing (1: delta term, 0: none)");
-    if (std::isnan(gate)) throw InvalidArgument("attrs.gate", "missing (0 none, 1 per token, 2 per head)");
-    flag("delta", delta);
+    // A given but non-finite scale is Params::validate's to name ("scale: must be finite").
+    if (!scale) throw InvalidArgument("attrs.scale", "missing");
+    if (!delta) throw InvalidArgument("attrs.delta", "missing (1: delta term, 0: none)");
+    if (!gate) throw InvalidArgument("attrs.gate", "missing (0 none, 1 per token, 2 per head)");
+    flag("delta", *delta);
     flag("initial_state", initial_state);
     flag("final_state", final_state);
     flag("varlen", varlen);
-    if (gate != 0 && gate != 1 && gate != 2)
-      throw InvalidArgument("attrs.gate", "must be 0 (none), 1 (per token) or 2 (per head), got " + std::to_string(gate));
-    if (chunk < 1 || chunk != std::floor(chunk))
-      throw InvalidArgument("attrs.chunk", "must be a positive integer, got " + std::to_string(chunk));
+    if (*gate != 0 && *gate != 1 && *gate != 2)
+      throw InvalidArgument("attrs.gate", "must be 0 (none), 1 (per token) or 2 (per head), got " + std::to_string(*gate));
+    // Below 2^31 so the conversion to an integer is exact and defined.
+    if (!(chunk >= 1 && chunk < 2147483648.0) || chunk != std::floor(chunk))
+      throw InvalidArgument("attrs.chunk", "must be a positive integer below 2^31, got " + std::to_string(chunk));
   }
   static void flag(const char* name, double v) {
     if (v != 0 && v != 1) throw InvalidArgument(std::string("attrs.") + name, "must be 0 or 1, got " + std::to_string(v));
@@ -135,18 +142,32 @@ void say(const kgate_call& call, const std::string& text) {
   call.message[n] = '\0';
 }
 
-Bound bind(const kgate_call& call, Pass pass, const BindOptions& options) {
+namespace {
+
+// Every tensor of the call on one device (q's): the kernels run on one, and a CPU call has only one.
+void expect_one_device(const Bound& b) {
+  const DLDevice& d = b.q.t->device;
+  for (auto [name, a] : {std::pair{"k", &b.k}, {"v", &b.v}, {"g", &b.g}, {"beta", &b.beta}, {"h0", &b.h0},
+                         {"dout", &b.dout}, {"dht", &b.dht}, {"cu_seqlens", &b.cu_seqlens}, {"o", &b.o},
+                         {"ht", &b.ht}, {"dq", &b.dq}, {"dk", &b.dk}, {"dv", &b.dv}, {"dg", &b.dg},
+                         {"dbeta", &b.dbeta}, {"dh0", &b.dh0}})
+    if (a->t && a->t->device.device_id != d.device_id)
+      throw Refusal(std::string(name) + ": on device " + std::to_string(a->t->device.device_id) + ", q on device " +
+                    std::to_string(d.device_id) + "; this library takes every tensor on one device");
+}
+
+Bound bind_call(const kgate_call& call, Pass pass, const BindOptions& options) {
   if (call.abi_version != KGATE_ABI_VERSION)
     throw Refusal("caller ABI version " + std::to_string(call.abi_version) + ", library built for " +
                   std::to_string(KGATE_ABI_VERSION));
   const Attrs at(call);
   Bound b;
   Params& p = b.p;
-  p.delta = at.delta == 1;
-  p.gate = at.gate == 0 ? Gate::none : at.gate == 1 ? Gate::per_token : Gate::per_head;
+  p.delta = *at.delta == 1;
+  p.gate = *at.gate == 0 ? Gate::none : *at.gate == 1 ? Gate::per_token : Gate::per_head;
   p.initial_state = at.initial_state == 1;
   p.final_state = at.final_state == 1;
-  p.scale = at.scale;
+  p.scale = *at.scale;
   p.chunk = static_cast<std::int64_t>(at.chunk);
   const bool varlen = at.varlen == 1, has_g = p.gate != Gate::none, per_head = p.gate == Gate::per_head;
 
@@ -176,6 +197,7 @@ Bound bind(const kgate_call& call, Pass pass, const BindOptions& options) {
     b.dh0 = out.take("dh0", p.initial_state);
   }
   out.finish();
+  expect_one_device(b);
 
   // Sizes from q and v; every other tensor must agree with them.
   if (b.q.t->ndim != 4) throw InvalidArgument("q", "must be [B, T, H, K], got rank " + std::to_string(b.q.t->ndim));
@@ -196,8 +218,8 @@ Bound bind(const kgate_call& call, Pass pass, const BindOptions& options) {
       const std::vector<double> offs = gather<double>(*c.t, c.elem);
       p.cu_seqlens.assign(offs.begin(), offs.end());
     } else if (c.t->strides && c.t->strides[0] != 1) {
-      throw InvalidArgument("cu_seqlens", "device offsets must be contiguous, got stride " +
-                                              std::to_string(c.t->strides[0]));
+      // A valid call the kernels do not take (they read the offsets as one array on the device).
+      throw Refusal("cu_seqlens: device offsets must be contiguous, got stride " + std::to_string(c.t->strides[0]));
     }
   }
   const std::int64_t N = varlen ? b.cu_seqlens.t->shape[0] - 1 : p.B;
@@ -243,8 +265,29 @@ Bound bind(const kgate_call& call, Pass pass, const BindOptions& options) {
   fill(s.dq, dense.strides.dq, b.dq), fill(s.dk, dense.strides.dk, b.dk), fill(s.dv, dense.strides.dv, b.dv);
   fill(s.dg, dense.strides.dg, b.dg), fill(s.dbeta, dense.strides.dbeta, b.dbeta);
   fill(s.dht, dense.strides.dht, b.dht), fill(s.dh0, dense.strides.dh0, b.dh0);
-  if (options.host_offsets) p.validate(pass);
+  if (options.host_offsets || !varlen) {
+    p.validate(pass);
+  } else {
+    // The offsets' values stay unread: (0, T, ..., T) stands in for them, so every other check (B = 1,
+    // the states' N, strides) is the same as with host offsets.
+    Params stand_in = p;
+    stand_in.cu_seqlens.assign(static_cast<std::size_t>(N) + 1, p.T);
+    stand_in.cu_seqlens[0] = 0;
+    stand_in.validate(pass);
+  }
   return b;
+}
+
+}  // namespace
+
+Bound bind(const kgate_call& call, Pass pass, const BindOptions& options) {
+  try {
+    return bind_call(call, pass, options);
+  } catch (const BadCall&) {
+    throw;
+  } catch (const InvalidArgument& e) {
+    throw BadCall(e);
+  }
 }
 
 }  // namespace glr::kgate_export

@@ -36,6 +36,14 @@ class Refusal : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A call that is no glr problem at all (arguments missing or extra, shapes that disagree, unknown attrs, a
+// problem Params::validate rejects): what bind() throws for every InvalidArgument, so every entry point
+// returns KGATE_ERROR for it, whatever subset of valid problems its implementation takes.
+class BadCall : public InvalidArgument {
+ public:
+  explicit BadCall(const InvalidArgument& e) : InvalidArgument(e) {}
+};
+
 struct Arg {
   const DLTensor* t = nullptr;  // null when the problem has no such tensor
   Elem elem = Elem::f32;
@@ -45,11 +53,13 @@ struct Arg {
 
 // Where the implementation reads the call's tensors.
 struct BindOptions {
-  DLDeviceType device = kDLCPU;  // every tensor must be on this device type, else Refusal
-  // true: cu_seqlens is readable here; its values go into Params::cu_seqlens and bind() ends with
-  // Params::validate (the CPU algorithms). false: the offsets stay where they are (the kernels read them on
-  // the device); Params::cu_seqlens stays empty, cu_seqlens must be one contiguous array, and the
-  // implementation validates (glr/cuda/common/setup.cpp).
+  // Every tensor must be on this device type, and all on one device (q's device_id), else Refusal.
+  DLDeviceType device = kDLCPU;
+  // true: cu_seqlens is readable here; its values go into Params::cu_seqlens (the CPU algorithms).
+  // false: the offsets stay where they are (the kernels read them on the device and turn an invalid set into
+  // NaN outputs, glr/cuda/common/setup.hpp); Params::cu_seqlens stays empty, and cu_seqlens must be one
+  // contiguous array (else Refusal). Either way bind() ends with Params::validate(pass, Backend::cpu), the
+  // device case with N + 1 stand-in offsets (0, T, ..., T) in place of values it cannot read.
   bool host_offsets = true;
 };
 
@@ -60,8 +70,8 @@ struct Bound {
   Arg o, ht, dq, dk, dv, dg, dbeta, dh0;
 };
 
-// Throws glr::InvalidArgument naming the argument or Refusal. Reads no tensor data except cu_seqlens with
-// host_offsets.
+// Throws BadCall (a glr::InvalidArgument) naming the argument, or Refusal. Reads no tensor data except
+// cu_seqlens with host_offsets.
 Bound bind(const kgate_call& call, Pass pass, const BindOptions& options = {});
 
 // The attrs that describe p, as a caller passes them to bind() (its inverse for the attrs; the names live in
@@ -72,10 +82,11 @@ std::vector<kgate_attr> attrs_of(const Params& p);
 void say(const kgate_call& call, const std::string& text);
 
 // The body of every glr kgate entry point: runs body and maps what it throws to a kgate status, with the
-// reason in call->message. Refusal: KGATE_REFUSED. glr::InvalidArgument: `invalid`, which is KGATE_ERROR
-// for an implementation that takes every valid problem (a bad call is the caller's error) and
+// reason (one line) in call->message. Refusal: KGATE_REFUSED. BadCall (bind() rejected the call):
+// KGATE_ERROR on every entry point. Any other glr::InvalidArgument (the implementation's own checks after
+// bind()): `invalid`, which is KGATE_ERROR for an implementation that takes every valid problem and
 // KGATE_REFUSED for one that takes a subset (the kernels: a valid problem outside their head dims, chunk,
-// dtypes or alignment throws InvalidArgument too). Anything else: KGATE_ERROR.
+// dtypes or alignment). Anything else: KGATE_ERROR.
 template <class F>
 std::int32_t guarded_entry(const kgate_call* call, std::int32_t invalid, F&& body) {
   if (call == nullptr) return KGATE_ERROR;
@@ -85,6 +96,9 @@ std::int32_t guarded_entry(const kgate_call* call, std::int32_t invalid, F&& bod
   } catch (const Refusal& e) {
     say(*call, std::string("glr: ") + e.what());
     return KGATE_REFUSED;
+  } catch (const BadCall& e) {
+    say(*call, e.what());
+    return KGATE_ERROR;
   } catch (const InvalidArgument& e) {
     say(*call, e.what());
     return invalid;

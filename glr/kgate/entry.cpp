@@ -9,7 +9,7 @@
 //                    property of f32 arithmetic on this operator from one of the chunked algorithm
 //
 // Arguments and attrs: glr/kgate/binding.hpp. A bad problem returns KGATE_ERROR with the glr message
-// naming the argument; a tensor off the CPU or a wrong ABI version KGATE_REFUSED. Outputs are written
+// naming the argument; a tensor off the CPU, tensors on two devices or a wrong ABI version KGATE_REFUSED. Outputs are written
 // only after every check passed, and every element of every output is written exactly once.
 #include <type_traits>
 #include <vector>

@@ -1,7 +1,8 @@
 // The CUDA path's kgate entry on the host, loaded with dlopen as kgate loads it: glr_cuda_emu_kgate_* (the
 // kernels' emulation behind kgate_run, the same glr/cuda/abi code as the GPU libraries) gives the bits of
-// cuda::emulate_* on the same tensors, strided and packed calls included, and a bad call is refused
-// (KGATE_REFUSED) with a message naming the argument, outputs untouched. glr/cuda/abi reads its calls
+// cuda::emulate_* on the same tensors, strided and packed calls included; a bad call fails (KGATE_ERROR)
+// and a valid one outside the kernels' sizes is refused (KGATE_REFUSED), each with a message naming the
+// argument, outputs untouched. glr/cuda/abi reads its calls
 // through the binder the CPU libraries use (glr/kgate/binding.hpp), so this and
 // tests/glr/kgate_export_test.cpp cover both of its callers without a GPU.
 #include <dlfcn.h>
@@ -157,26 +158,28 @@ TEST(GlrCudaAbi, EmulationEntryIsTheEmulator) {
     }
 }
 
-// Bad calls: KGATE_REFUSED, a message naming the argument, no output written.
-TEST(GlrCudaAbi, BadCallsAreRefusedAndWriteNothing) {
+// A call that is no glr problem: KGATE_ERROR, as from the CPU libraries (the one binder rejects it); a
+// valid call outside what the kernels take: KGATE_REFUSED. Either way a message naming the argument and no
+// output written. tests/glr_binding compares the two libraries call by call.
+TEST(GlrCudaAbi, BadCallsFailUnsupportedOnesAreRefusedAndNeitherWrites) {
   const Case c = make_case(Member::gated_deltanet, emulation_shapes()[2], {}, {}, test_seed(43));
-  auto expect_refused = [&](auto&& spoil, const std::string& fragment) {
+  auto expect_status = [&](std::int32_t want, auto&& spoil, const std::string& fragment) {
     CallTensors t = make_call(c);
     HostCall hc(c, t, false);
     spoil(hc);
     kgate_call k = hc.call();
-    EXPECT_EQ(emu(false).entry(&k), KGATE_REFUSED) << hc.message();
+    EXPECT_EQ(emu(false).entry(&k), want) << hc.message();
     EXPECT_NE(std::string(hc.message()).find(fragment), std::string::npos) << hc.message();
-    EXPECT_TRUE(untouched(t)) << "an output was written by a refused call: " << fragment;
+    EXPECT_TRUE(untouched(t)) << "an output was written by a failed call: " << fragment;
   };
-  expect_refused([](HostCall& h) { h.inputs().pop_back(); }, "cu_seqlens");
-  expect_refused([](HostCall& h) { h.inputs()[1].shape[3] = 32; }, "k: shape");
-  expect_refused([](HostCall& h) { h.inputs()[0].device.device_type = kDLCUDA; }, "CPU only");
-  expect_refused([](HostCall& h) { h.attrs().push_back({"sclae", 1.0}); }, "unknown attr \"sclae\"");
-  expect_refused([](HostCall& h) { h.attrs()[0] = {"chunk", 64.0}; }, "attrs.scale");
-  expect_refused([](HostCall& h) { h.inputs()[0].dtype = {kDLInt, 8, 1}; }, "q: unsupported dtype");
+  expect_status(KGATE_ERROR, [](HostCall& h) { h.inputs().pop_back(); }, "cu_seqlens");
+  expect_status(KGATE_ERROR, [](HostCall& h) { h.inputs()[1].shape[3] = 32; }, "k: shape");
+  expect_status(KGATE_REFUSED, [](HostCall& h) { h.inputs()[0].device.device_type = kDLCUDA; }, "CPU only");
+  expect_status(KGATE_ERROR, [](HostCall& h) { h.attrs().push_back({"sclae", 1.0}); }, "unknown attr \"sclae\"");
+  expect_status(KGATE_ERROR, [](HostCall& h) { h.attrs().erase(h.attrs().begin()); }, "attrs.scale");
+  expect_status(KGATE_ERROR, [](HostCall& h) { h.inputs()[0].dtype = {kDLInt, 8, 1}; }, "q: unsupported dtype");
   // Valid for the CPU algorithms, outside what the kernels take: refused by the kernels' own checks.
-  expect_refused([](HostCall& h) { h.attrs()[1].value = 16; }, "chunk");
+  expect_status(KGATE_REFUSED, [](HostCall& h) { h.attrs()[1].value = 16; }, "chunk");
 }
 
 }  // namespace

@@ -30,15 +30,17 @@ struct Call {
   cuda::DeviceOffsets offsets;  // where the caller's offsets live (device for kDLCUDA), int64 or int32
 };
 
-// Reads the call (kgate_export::bind, offsets left where they are); throws Refusal or glr::InvalidArgument.
-// device: the DLDeviceType every tensor must have. The API's own setup validates the problem.
+// Reads the call (kgate_export::bind, offsets left where they are); throws Refusal or kgate_export::BadCall.
+// device: the DLDeviceType every tensor must have. The API's own setup then checks what the kernels take.
 Call read_call(const kgate_call& call, bool backward, DLDeviceType device);
 
 cuda::ForwardTensors forward_tensors(const Call& c);
 cuda::BackwardTensors backward_tensors(const Call& c);
 
-// Every glr kgate entry point behind the CUDA API refuses (KGATE_REFUSED) what glr::InvalidArgument
-// rejects: the kernels take a subset of the valid problems (kgate_export::guarded_entry).
+// Every glr kgate entry point behind the CUDA API: a call bind() rejects is KGATE_ERROR, as on the CPU
+// libraries; a valid problem the API's checks reject (glr::InvalidArgument: head dims, chunk, dtypes,
+// alignment) is KGATE_REFUSED, since the kernels take a subset of the valid problems
+// (kgate_export::guarded_entry).
 template <class F>
 std::int32_t guarded_entry(const kgate_call* call, F&& body) {
   return kgate_export::guarded_entry(call, KGATE_REFUSED, static_cast<F&&>(body));
