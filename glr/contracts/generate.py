@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""Writes glr's kgate contracts: one per family member and pass, for each profile in PROFILES (the CPU
-implementations into glr/contracts/, the CUDA kernels into glr/contracts/cuda/), so all of them stay alike.
+"""Writes glr's kgate contracts: one per family member and pass for each profile in PROFILES (the CPU
+implementations into glr/contracts/, the CUDA kernels into glr/contracts/cuda/, the tensor-core path into
+glr/contracts/sm90/), so all of them stay alike.
 
-    python3 glr/contracts/generate.py            rewrite every contract
-    python3 glr/contracts/generate.py --check    exit 1 (listing them) if any written file would change
+    python3 glr/contracts/generate.py              rewrite every contract
+    python3 glr/contracts/generate.py --check      write them into a temporary folder and compare it with the
+                                                   committed files; exit 1 listing every file that differs, is
+                                                   missing, or is a *.toml here that no profile writes
+    python3 glr/contracts/generate.py --out DIR    write them under DIR instead (the same tree)
+    python3 glr/contracts/generate.py --entries    one line per contract: its path, kernel and oracle (lib:symbol)
 
 Run it after changing it. README.md explains the choices; a profile says only what differs between the
-implementations it describes (sizes, dtypes, bounds), next to why."""
+implementations it describes (sizes, dtypes, bounds, entry points, which members and passes), next to why."""
+import math
 import os
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEMBERS = {
@@ -21,6 +28,36 @@ MEMBERS = {
 }
 VARLEN_MEMBERS = ("gated_deltanet", "retnet")
 
+# kgate's unit roundoff of a dtype (include/kgate/dtype.hpp: 2^-(mantissa bits + 1)).
+UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "bf16": 2.0 ** -8, "f16": 2.0 ** -11}
+
+
+def operand_tolerance(operands, roundings, comment):
+    """An output's tolerance line for a path that rounds every product's operands to `operands` and
+    accumulates in f32: kgate's default form (src/kgate/compare/tolerance.cpp: 4 u |ref| + 8 u sqrt(n) rms)
+    with u the operands' unit roundoff in place of the output's and the working precision's, and n the
+    roundings each term carries (`roundings`) in place of the reduction length: the error of such a path
+    does not grow with the length of the sums, the operands' rounding dominates it."""
+    u = UNIT_ROUNDOFF[operands]
+    return "tolerance = { rtol = %r, atol_rms = %r }  # %s\n" % (4 * u, 8 * u * math.sqrt(roundings), comment)
+
+
+STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/generate.py\n"
+
+# A profile: what differs between the implementations it describes. Keys (a pass may override any of them
+# in its entry of `passes`, e.g. another title, implementation text or tolerances for the backward):
+#   folder, title, op, algorithm, written, implementation, notes  where the files go and their header lines
+#   entries         kernel and oracle as lib:symbol ({short} is fwd or bwd): --entries prints them, and the
+#                   header must name the kernel's (tests/glr_contracts checks it)
+#   passes          {"fwd": {...}, "bwd": {...}}: the passes written, each with optional `members` and
+#                   `varlen_members` (default: all five, VARLEN_MEMBERS) and overrides of the keys here
+#   token_dtype     q, k, v, dout, o and their gradients, by varlen (False, True); beta_dtype (default the
+#                   token dtype) for beta and dbeta; g and the states are always f32
+#   gva             grouped value heads (HV a multiple of H); False: HV = H, and the files have no HV dim
+#   T, K, V, scale, chunk, k_delta   sizes, attrs and the delta members' k domain
+#   tolerance       {output name: line} overriding kgate's derived bound (operand_tolerance for a path that
+#                   rounds operands; none: kgate's own bound for the output dtype and working precision f32)
+#   accumulation    the accumulation gate's case; timeout the per-call limit
 PROFILES = {
     # The chunked CPU algorithm and the float64 oracle (glr/kgate, libglr_kgate_{fwd,bwd}.so). Small, so
     # every gate runs in seconds on the CPU.
@@ -34,6 +71,8 @@ PROFILES = {
             "# Argument order and attrs: glr/kgate/binding.hpp. Kernel and oracle: build-glr/glr/libglr_kgate_{short}.so",
             "# (kgate_run: the chunked CPU algorithm in f32; kgate_oracle: the float64 exact recurrence).",
         ],
+        entries=dict(kernel="libglr_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
+        passes={"fwd": {}, "bwd": {}},
         # Fixed-batch contracts are all f32 (the strictest check of the algorithm); packed ones use the
         # user-facing mix (bf16 q, k, v, beta, dout and token gradients; f32 gate, states).
         token_dtype={False: "f32", True: "bf16"},
@@ -45,7 +84,7 @@ PROFILES = {
         chunk=16,
         # k stays inside |k|^2 <= 2 for K <= 32, so I - beta k k^T never expands (beta in [0, 1]).
         k_delta=0.25,
-        state_tolerance=None,
+        tolerance={},
         accumulation=dict(T=160, K=32, V=32, chunks=10, delta_note=("2^-9", ""), k_delta=0.125, beta=2.0 ** -6,
                           h0_delta=1.0),
         timeout=20,
@@ -65,6 +104,10 @@ PROFILES = {
             "# (their host emulation); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
             "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
         ],
+        # kgate_run_blocks: the block programs whatever the device (plain kgate_run may dispatch to sm90).
+        entries=dict(kernel="glr_cuda_kgate_{short}.so:kgate_run_blocks",
+                     emulation="glr_cuda_emu_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
+        passes={"fwd": {}, "bwd": {}},
         # Token tensors (q, k, v, beta, o, dout and their gradients) bf16, the gate and the states f32, as
         # the kernels are used (issue 5: bf16 inputs).
         token_dtype={False: "bf16", True: "bf16"},
@@ -84,7 +127,7 @@ PROFILES = {
         # log-decays and solves a triangular system per chunk, and its fp32 state errors reach 1.0-1.6x that
         # bound at K = 64..128 (measured on the host emulation; the CPU profile's K <= 32 stays under it). A
         # defect shows as an error of order |ref|.
-        state_tolerance="tolerance = { scale = 4 }  # fp32 state: see glr/contracts/generate.py\n",
+        tolerance={"ht": STATE_SCALE_4, "dh0": STATE_SCALE_4},
         # At K = 128, T = 320 (5 chunks), k halved, and for the delta members beta = 2^-10 and h0 = 0.01:
         # with the CPU profile's beta = 2^-6 and h0 = 1 at K = 128, dk picks up negative WY terms
         # (dW = -dV_new S^T) that cancel its positive ones, so some elements are differences of large terms
@@ -113,6 +156,11 @@ PROFILES = {
             "# GLR_FORWARD_PATH=blocks forces the block programs); oracle: libglr_kgate_{short}.so (kgate_oracle).",
             "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
         ],
+        # kgate_run: what glr's API dispatches to (the tensor-core path for these calls on sm_90).
+        entries=dict(kernel="glr_cuda_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
+        # The backward's row (its tolerances, no grouped value heads, f32 beta) is added here with the
+        # tensor-core backward's contract (README.md says how).
+        passes={"fwd": {}},
         token_dtype={False: "bf16", True: "bf16"},
         fixed_note="Fixed batch [B, T], bf16 token tensors, f32 gate and states.",
         T=dict(max=320, nominal={False: 100, True: 100}),
@@ -125,15 +173,14 @@ PROFILES = {
         k_delta=0.125,
         # The tensor-core path rounds every product's operands to bf16 (T, the state's copy, V_new, P; fp32
         # accumulation, the state itself kept in fp32), so o and ht carry a few bf16 roundings of their
-        # terms, not the f32 stages' u_f32 sqrt(N): per element 2^-6 |ref| + 2^-4 rms (bench/glr/
-        # sm90_fwd_check.cu bounds the same kernels at 8 u normwise and 32 u of max |ref| with u = 2^-9; the
-        # host emulator measured 1.3e-3 to 5.5e-3 of max |ref|, about 2.5e-2 rms at worst). A defect shows as
-        # an error of order rms.
-        output_tolerance="tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # bf16 operands: see glr/contracts/generate.py (profile sm90)\n",
-        state_tolerance="tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # bf16 operands: see glr/contracts/generate.py (profile sm90)\n",
+        # terms, not the f32 stages' u_f32 sqrt(N): operand_tolerance("bf16", 4), per element 2^-6 |ref| +
+        # 2^-4 rms (bench/glr/sm90_fwd_check.cu bounds the same kernels at 8 u normwise and 32 u of max |ref|
+        # with u = 2^-9; the host emulator measured 1.3e-3 to 5.5e-3 of max |ref|, about 2.5e-2 rms at worst).
+        # A defect shows as an error of order rms.
+        tolerance={name: operand_tolerance("bf16", 4, "bf16 operands: see glr/contracts/generate.py (profile sm90)")
+                   for name in ("o", "ht")},
         accumulation=dict(T=320, K=128, V=128, chunks=5, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625,
                           beta=2.0 ** -10, h0_delta=0.01),
-        passes=(False,),
         timeout=120,
     ),
 }
@@ -146,7 +193,7 @@ HEADER = """# {title} {member_title}, {pass_}: {what}
 # sum k v^T and its gradient are held at the working precision f32, and a near-max input overflows them in
 # any f32 implementation even where the scaled output would fit. NaN and +-Inf are still planted everywhere.
 {implementation}
-"""
+{notes}"""
 
 
 def dims(prof, varlen):
@@ -157,7 +204,8 @@ def dims(prof, varlen):
         s += "[dims.B]\nmin = 1\nmax = 3\nnominal = 2\n\n"
     s += "[dims.T]\nmin = 1\nmax = %d\nnominal = %d\n\n" % (prof["T"]["max"], prof["T"]["nominal"][varlen])
     s += "[dims.H]\nmin = 1\nmax = 2\nnominal = 1\n\n"
-    s += "[dims.HV]\nmin = 1\nmax = 4\nnominal = 2\nmultiple_of = \"H\"\n\n"
+    if prof.get("gva", True):
+        s += "[dims.HV]\nmin = 1\nmax = 4\nnominal = 2\nmultiple_of = \"H\"\n\n"
     for name in ("K", "V"):
         d = prof[name]
         s += "[dims.%s]\nmin = %d\nmax = %d\nnominal = %d\n" % (name, d["min"], d["max"], d["nominal"])
@@ -183,24 +231,31 @@ def tensor(kind, name, dtype, shape, domain=None, layout="strided", extra=""):
 
 
 def make(prof, member, backward, varlen, filename):
+    """One contract's text. prof: a profile with its pass's overrides applied (resolve)."""
     member_title, delta, gate = MEMBERS[member]
     tok = prof["token_dtype"][varlen]
+    beta_dt = prof.get("beta_dtype", tok)
     state = "f32"
     gdt = "f32"
+    gva = prof.get("gva", True)
+    HV = "HV" if gva else "H"  # the value heads' dim: without grouped value heads there are H of them
     Bdim = 1 if varlen else "B"
     Ndim = "N" if varlen else "B"
     pass_ = "backward" if backward else "forward"
     short = "bwd" if backward else "fwd"
+    tol = prof["tolerance"]
     what = ("dq, dk, dv%s%s, dh0 from dout and dht" % (", dg" if gate else "", ", dbeta" if delta else "")) if backward \
         else "o and the final state ht"
     layout_note = ("Packed sequences (cu_seqlens, B = 1), bf16 token tensors, f32 gate and states." if varlen
                    else prof["fixed_note"])
     s = HEADER.format(title=prof["title"], member_title=member_title, pass_=pass_, what=what,
                       written=prof["written"].format(name=filename), layout_note=layout_note,
-                      implementation="\n".join(prof["implementation"]).format(short=short))
+                      implementation="\n".join(prof["implementation"]).format(short=short),
+                      notes="".join(line + "\n" for line in prof.get("notes", [])))
     s += "[op]\nname = \"%s.%s.%s%s\"\n" % (prof["op"], member, short, ".varlen" if varlen else "")
-    s += "description = \"%s %s, %s, grouped value heads, initial and final state%s\"\n" % (
-        member_title, pass_, prof["algorithm"], ", packed sequences" if varlen else "")
+    s += "description = \"%s %s, %s, %sinitial and final state%s\"\n" % (
+        member_title, pass_, prof["algorithm"], "grouped value heads, " if gva else "",
+        ", packed sequences" if varlen else "")
     s += "working_precision = \"f32\"\ndeterministic = true\n\n"
     s += dims(prof, varlen)
     s += "[attrs]\nscale = %r\nchunk = %d\ndelta = %d\ngate = %d\ninitial_state = 1\nfinal_state = 1\n" % (
@@ -215,36 +270,38 @@ def make(prof, member, backward, varlen, filename):
     kdom = ('{ kind = "uniform", low = -%r, high = %r }' % (prof["k_delta"], prof["k_delta"])) if delta else '"normal"'
     s += tensor("inputs", "q", tok, [Bdim, "T", "H", "K"], '"normal"')
     s += tensor("inputs", "k", tok, [Bdim, "T", "H", "K"], kdom)
-    s += tensor("inputs", "v", tok, [Bdim, "T", "HV", "V"], '"normal"')
+    s += tensor("inputs", "v", tok, [Bdim, "T", HV, "V"], '"normal"')
     if gate == 1:
-        s += tensor("inputs", "g", gdt, [Bdim, "T", "HV"], '{ kind = "uniform", low = -1.0, high = 0.0 }')
+        s += tensor("inputs", "g", gdt, [Bdim, "T", HV], '{ kind = "uniform", low = -1.0, high = 0.0 }')
     if gate == 2:
-        s += tensor("inputs", "g", gdt, ["HV"], '{ kind = "uniform", low = -0.3, high = -0.005 }')
+        s += tensor("inputs", "g", gdt, [HV], '{ kind = "uniform", low = -0.3, high = -0.005 }')
     if delta:
-        s += tensor("inputs", "beta", tok, [Bdim, "T", "HV"], '"probability"')
-    s += tensor("inputs", "h0", state, [Ndim, "HV", "K", "V"], '{ kind = "normal", mean = 0.0, std = 0.5 }')
+        s += tensor("inputs", "beta", beta_dt, [Bdim, "T", HV], '"probability"')
+    s += tensor("inputs", "h0", state, [Ndim, HV, "K", "V"], '{ kind = "normal", mean = 0.0, std = 0.5 }')
     if backward:
-        s += tensor("inputs", "dout", tok, [Bdim, "T", "HV", "V"], '"normal"')
-        s += tensor("inputs", "dht", state, [Ndim, "HV", "K", "V"], '"normal"')
+        s += tensor("inputs", "dout", tok, [Bdim, "T", HV, "V"], '"normal"')
+        s += tensor("inputs", "dht", state, [Ndim, HV, "K", "V"], '"normal"')
     if varlen:
         s += tensor("inputs", "cu_seqlens", "i32", ["N+1"], '{ kind = "offsets", total = "T" }', layout=None)
     # The delta read P^T k is a sum over K inside the recurrence; without it the states sum over T only.
     state_reduced = 'reduced = %s\n' % ('["T", "K"]' if delta else '["T"]')
-    state_extra = state_reduced + (prof["state_tolerance"] or "")
+
+    def output(name, dtype, shape, reduced):
+        return tensor("outputs", name, dtype, shape, extra=reduced + tol.get(name, ""))
     if not backward:
-        s += tensor("outputs", "o", tok, [Bdim, "T", "HV", "V"], extra='reduced = ["T", "K"]\n' + prof.get("output_tolerance", ""))
-        s += tensor("outputs", "ht", state, [Ndim, "HV", "K", "V"], extra=state_extra)
+        s += output("o", tok, [Bdim, "T", HV, "V"], 'reduced = ["T", "K"]\n')
+        s += output("ht", state, [Ndim, HV, "K", "V"], state_reduced)
     else:
-        s += tensor("outputs", "dq", tok, [Bdim, "T", "H", "K"], extra='reduced = ["T", "V"]\n')
-        s += tensor("outputs", "dk", tok, [Bdim, "T", "H", "K"], extra='reduced = ["T", "V"]\n')
-        s += tensor("outputs", "dv", tok, [Bdim, "T", "HV", "V"], extra='reduced = ["T", "K"]\n')
+        s += output("dq", tok, [Bdim, "T", "H", "K"], 'reduced = ["T", "V"]\n')
+        s += output("dk", tok, [Bdim, "T", "H", "K"], 'reduced = ["T", "V"]\n')
+        s += output("dv", tok, [Bdim, "T", HV, "V"], 'reduced = ["T", "K"]\n')
         if gate == 1:
-            s += tensor("outputs", "dg", gdt, [Bdim, "T", "HV"], extra='reduced = ["T", "K", "V"]\n')
+            s += output("dg", gdt, [Bdim, "T", HV], 'reduced = ["T", "K", "V"]\n')
         if gate == 2:
-            s += tensor("outputs", "dg", gdt, ["HV"], extra='reduced = ["T", "K", "V"]\n')
+            s += output("dg", gdt, [HV], 'reduced = ["T", "K", "V"]\n')
         if delta:
-            s += tensor("outputs", "dbeta", tok, [Bdim, "T", "HV"], extra='reduced = ["T", "K", "V"]\n')
-        s += tensor("outputs", "dh0", state, [Ndim, "HV", "K", "V"], extra=state_extra)
+            s += output("dbeta", beta_dt, [Bdim, "T", HV], 'reduced = ["T", "K", "V"]\n')
+        s += output("dh0", state, [Ndim, HV, "K", "V"], state_reduced)
     # Spread (docs/glr-math.md section 7).
     if not backward:
         s += "# A NaN or Inf may fill the rest of its chunk and every later token of its sequence and head (the\n"
@@ -269,8 +326,8 @@ def make(prof, member, backward, varlen, filename):
     s += "# default constant 1 would be growth).%s\n" % (
         (" The delta term subtracts: beta |k|^2 is kept near %s\n# per step%s so the state stays a sum of positive "
          "terms and the gate's positive-sum bound applies." % acc["delta_note"]) if delta else "")
-    s += "[accumulation]\nsizes = { %sT = %d, H = 1, HV = 1, K = %d, V = %d }\n\n" % (
-        "N = 2, " if varlen else "B = 1, ", acc["T"], acc["K"], acc["V"])
+    s += "[accumulation]\nsizes = { %sT = %d, H = 1, %sK = %d, V = %d }\n\n" % (
+        "N = 2, " if varlen else "B = 1, ", acc["T"], "HV = 1, " if gva else "", acc["K"], acc["V"])
     values = [("q", 1.0), ("k", acc["k_delta"] if delta else 1.0), ("v", 1.0)]
     if gate:
         values.append(("g", -0.01))
@@ -286,38 +343,115 @@ def make(prof, member, backward, varlen, filename):
     return s
 
 
-def contracts():
-    """Every contract: {path relative to this folder: text}."""
-    out = {}
-    for prof in PROFILES.values():
-        passes = prof.get("passes", (False, True))
-        cases = [(m, bwd, False) for m in MEMBERS for bwd in passes]
-        cases += [(m, bwd, True) for m in VARLEN_MEMBERS for bwd in passes]
-        for m, bwd, varlen in cases:
-            name = "%s%s_%s.toml" % (m, "_varlen" if varlen else "", "bwd" if bwd else "fwd")
-            out[os.path.join(prof["folder"], name)] = make(prof, m, bwd, varlen, name)
+def resolve(prof, short):
+    """The profile as its pass `short` ("fwd", "bwd") sees it: the pass's overrides applied."""
+    over = prof["passes"][short]
+    return {**{k: v for k, v in prof.items() if k != "passes"}, **over}
+
+
+def cases(profiles=None):
+    """Every contract as (path relative to this folder, resolved profile, member, backward, varlen)."""
+    out = []
+    for prof in (profiles or PROFILES).values():
+        for short in ("fwd", "bwd"):
+            if short not in prof["passes"]:
+                continue
+            p = resolve(prof, short)
+            members = p.get("members", tuple(MEMBERS))
+            varlen_members = p.get("varlen_members", VARLEN_MEMBERS)
+            unknown = [m for m in members + tuple(varlen_members) if m not in MEMBERS]
+            if unknown:
+                raise ValueError("profile %s, %s: unknown members %s" % (p["folder"] or "cpu", short, unknown))
+            for varlen, names in ((False, members), (True, varlen_members)):
+                for m in names:
+                    name = "%s%s_%s.toml" % (m, "_varlen" if varlen else "", short)
+                    out.append((os.path.join(p["folder"], name), p, m, short == "bwd", varlen))
+    out.sort(key=lambda c: c[0])
     return out
 
 
+def contracts(profiles=None):
+    """Every contract: {path relative to this folder: text}."""
+    return {rel: make(p, m, bwd, varlen, os.path.basename(rel)) for rel, p, m, bwd, varlen in cases(profiles)}
+
+
+def entries(profiles=None):
+    """{path relative to this folder: {role: "lib:symbol"}} (roles: kernel, oracle, and emulation where one
+    exists), {short} filled in."""
+    out = {}
+    for rel, p, m, bwd, varlen in cases(profiles):
+        short = "bwd" if bwd else "fwd"
+        out[rel] = {role: e.format(short=short) for role, e in p["entries"].items()}
+    return out
+
+
+def write_tree(root, profiles=None):
+    """Writes every contract under root (the folders as here); returns the paths written, relative."""
+    written = []
+    for rel, text in contracts(profiles).items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path) or root, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        written.append(rel)
+    return written
+
+
+def committed(root=HERE):
+    """Every *.toml under root, relative to it."""
+    found = []
+    for folder, _, files in os.walk(root):
+        found += [os.path.relpath(os.path.join(folder, f), root) for f in files if f.endswith(".toml")]
+    return sorted(found)
+
+
+def compare_trees(generated, here=HERE):
+    """What differs between a freshly written tree and the committed files: a list of lines, empty when
+    they are byte-identical and no committed *.toml lacks a profile that writes it."""
+    problems = []
+    want, have = set(committed(generated)), set(committed(here))
+    for rel in sorted(want | have):
+        if rel not in have:
+            problems.append("%s: missing (generate.py writes it)" % rel)
+        elif rel not in want:
+            problems.append("%s: no profile writes it (add its row to PROFILES, or delete it)" % rel)
+        else:
+            with open(os.path.join(generated, rel), "rb") as a, open(os.path.join(here, rel), "rb") as b:
+                if a.read() != b.read():
+                    problems.append("%s: differs from what generate.py writes" % rel)
+    return problems
+
+
 def main(argv):
-    check = argv[1:] == ["--check"]
-    if argv[1:] and not check:
+    args = argv[1:]
+    if args == ["--check"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            write_tree(tmp)
+            problems = compare_trees(tmp)
+        if problems:
+            sys.exit("glr/contracts: out of date, rerun glr/contracts/generate.py:\n  " + "\n  ".join(problems))
+        return
+    if args == ["--entries"]:
+        for rel, e in entries().items():
+            print(rel, " ".join("%s=%s" % kv for kv in sorted(e.items())))
+        return
+    if len(args) == 2 and args[0] == "--out":
+        for rel in write_tree(args[1]):
+            print("wrote", os.path.join(args[1], rel))
+        return
+    if args:
         sys.exit(__doc__)
-    stale = []
     for rel, text in contracts().items():
         path = os.path.join(HERE, rel)
         old = open(path).read() if os.path.exists(path) else None
         if old == text:
             continue
-        stale.append(rel)
-        if not check:
-            with open(path, "w") as f:
-                f.write(text)
-    if check and stale:
-        sys.exit("glr/contracts: out of date, rerun glr/contracts/generate.py: " + " ".join(stale))
-    if not check:
-        for rel in stale:
-            print("wrote", os.path.join("glr/contracts", rel))
+        with open(path, "w") as f:
+            f.write(text)
+        print("wrote", os.path.join("glr/contracts", rel))
+    orphans = sorted(set(committed()) - set(contracts()))
+    if orphans:
+        sys.exit("glr/contracts: no profile writes " + " ".join(orphans) + " (add its row to PROFILES, or delete it)")
 
 
 if __name__ == "__main__":
