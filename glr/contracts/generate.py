@@ -152,7 +152,7 @@ PROFILES = {
         written=("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
                  "# spread rules of ../{name}, at the tensor-core forward's sizes (K = V = 128, chunk 64)."),
         implementation=[
-            "# Kernel: glr_cuda_kgate_{short}.so on an sm_90 GPU (dense bf16 calls at K = V = 128 run glr/cuda/sm90;",
+            "# Kernel: glr_cuda_kgate_{short}.so:kgate_run on an sm_90 GPU (dense bf16 calls at K = V = 128 run glr/cuda/sm90;",
             "# GLR_FORWARD_PATH=blocks forces the block programs); oracle: libglr_kgate_{short}.so (kgate_oracle).",
             "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
         ],
