@@ -1,0 +1,201 @@
+"""glr/contracts/generate.py: the committed contracts are exactly what its profile table writes (regenerated
+into a temporary folder and compared file by file, so no contract drifts or is added by hand), --check
+catches each kind of drift, every contract agrees with its profile row (sizes, dtypes, tolerances, entry
+points named in its header), and a row can express the sm90 backward (one member, no grouped value heads,
+f32 beta, a bound on every gradient) without touching the other files.
+
+With KGATE (the kgate binary) and GLR_LIBS (the folder of libglr_kgate_{fwd,bwd}.so) set, as the ctest
+does, kgate itself also reads every contract and runs its nominal calls (the baseline gate) against the
+CPU libraries."""
+import copy
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CONTRACTS = os.path.join(ROOT, "glr", "contracts")
+GENERATE = os.path.join(CONTRACTS, "generate.py")
+
+
+def load_generator(path=GENERATE):
+    spec = importlib.util.spec_from_file_location("glr_contracts_generate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = load_generator()
+
+
+def tomls(root):
+    out = {}
+    for folder, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".toml"):
+                path = os.path.join(folder, f)
+                with open(path, "rb") as fh:
+                    out[os.path.relpath(path, root)] = fh.read()
+    return out
+
+
+def test_regenerated_tree_is_the_committed_one(tmp_path):
+    out = tmp_path / "contracts"
+    subprocess.run([sys.executable, GENERATE, "--out", str(out)], check=True, capture_output=True)
+    fresh, committed = tomls(out), tomls(CONTRACTS)
+    assert sorted(fresh) == sorted(committed), "contracts written and committed differ in name"
+    differing = [rel for rel in fresh if fresh[rel] != committed[rel]]
+    assert not differing, "rerun glr/contracts/generate.py; differs: %s" % differing
+    # The three profiles' folders, each written in full.
+    assert {os.path.dirname(rel) for rel in fresh} == {"", "cuda", "sm90"}
+    assert len(fresh) == 35
+
+
+def run_check(folder):
+    return subprocess.run([sys.executable, os.path.join(folder, "generate.py"), "--check"],
+                          capture_output=True, text=True)
+
+
+def test_check_names_every_kind_of_drift(tmp_path):
+    copy_ = tmp_path / "contracts"
+    shutil.copytree(CONTRACTS, copy_, ignore=shutil.ignore_patterns("__pycache__"))
+    assert run_check(copy_).returncode == 0
+    with open(copy_ / "retnet_fwd.toml", "a") as f:
+        f.write("# a hand edit\n")
+    (copy_ / "cuda" / "mamba2_bwd.toml").unlink()
+    shutil.copy(copy_ / "sm90" / "gated_deltanet_fwd.toml", copy_ / "sm90" / "gated_deltanet_bwd.toml")
+    r = run_check(copy_)
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    assert "  retnet_fwd.toml: differs from what generate.py writes" in lines
+    assert "  cuda/mamba2_bwd.toml: missing (generate.py writes it)" in lines
+    assert "  sm90/gated_deltanet_bwd.toml: no profile writes it (add its row to PROFILES, or delete it)" in lines
+
+
+def parsed(profiles=None):
+    texts = gen.contracts(profiles)
+    return {rel: (tomllib.loads(texts[rel]), p, m, bwd, varlen) for rel, p, m, bwd, varlen in gen.cases(profiles)}
+
+
+def tensors(doc):
+    return {t["name"]: t for t in doc.get("inputs", []) + doc.get("outputs", [])}
+
+
+def test_every_contract_follows_its_profile_row():
+    for rel, (doc, p, member, bwd, varlen) in parsed().items():
+        where = rel
+        assert doc["attrs"]["chunk"] == p["chunk"] and doc["attrs"]["scale"] == p["scale"], where
+        for d in ("K", "V"):
+            assert (doc["dims"][d]["min"], doc["dims"][d]["max"]) == (p[d]["min"], p[d]["max"]), where
+        assert doc["dims"]["T"]["max"] == p["T"]["max"], where
+        t = tensors(doc)
+        assert t["q"]["dtype"] == p["token_dtype"][varlen], where
+        for name in ("h0", "ht", "dht", "dh0", "g", "dg"):
+            if name in t:
+                assert t[name]["dtype"] == "f32", where
+        for name, spec in t.items():
+            if name in p["tolerance"]:
+                assert "tolerance" in spec, (where, name)
+            else:
+                assert "tolerance" not in spec, (where, name)
+        assert ("HV" in doc["dims"]) == p.get("gva", True), where
+        assert doc["op"]["name"].startswith(p["op"] + "."), where
+        assert doc["limits"]["timeout"] == p["timeout"], where
+
+
+def test_tolerances_are_those_of_their_precision():
+    # The sm90 line: kgate's default form with the bf16 operands' u = 2^-8 and 4 roundings per term.
+    assert gen.operand_tolerance("bf16", 4, "x") == "tolerance = { rtol = 0.015625, atol_rms = 0.0625 }  # x\n"
+    assert gen.operand_tolerance("f32", 1, "x") == "tolerance = { rtol = %r, atol_rms = %r }  # x\n" % (
+        4 * 2.0 ** -24, 8 * 2.0 ** -24)
+    sm90 = parsed()["sm90/gated_deltanet_fwd.toml"][0]
+    for name in ("o", "ht"):
+        assert tensors(sm90)[name]["tolerance"] == {"rtol": 2.0 ** -6, "atol_rms": 2.0 ** -4}
+    cuda = parsed()["cuda/gated_deltanet_bwd.toml"][0]
+    assert tensors(cuda)["dh0"]["tolerance"] == {"scale": 4}
+    assert "tolerance" not in tensors(cuda)["dq"]
+
+
+def header(text):
+    return text[:text.index("\n[op]\n")]
+
+
+def test_every_header_names_its_kernel_entry():
+    texts = gen.contracts()
+    for rel, roles in gen.entries().items():
+        lib, symbol = roles["kernel"].split(":")
+        head = header(texts[rel])
+        assert lib in head, (rel, lib)
+        assert symbol in head.replace("kgate_oracle", ""), (rel, symbol)
+        if "emulation" in roles:
+            assert roles["emulation"].split(":")[0] in head, rel
+    sym = {rel.split("/")[0] if "/" in rel else "cpu": r["kernel"].split(":")[1] for rel, r in gen.entries().items()}
+    assert sym == {"cpu": "kgate_run", "cuda": "kgate_run_blocks", "sm90": "kgate_run"}
+
+
+def test_entries_print_one_line_per_contract():
+    r = subprocess.run([sys.executable, GENERATE, "--entries"], check=True, capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    assert len(lines) == 35
+    assert "sm90/retnet_fwd.toml kernel=glr_cuda_kgate_fwd.so:kgate_run oracle=libglr_kgate_fwd.so:kgate_oracle" in lines
+
+
+def sm90_backward_row():
+    """A row of the kind hJ's sm90 backward needs (glr/contracts/README.md)."""
+    return dict(
+        members=("gated_deltanet",),
+        varlen_members=(),
+        algorithm="sm90 tensor-core backward (C = 64)",
+        fixed_note="Fixed batch [B, T], bf16 token tensors, f32 gate, beta and states.",
+        gva=False,
+        beta_dtype="f32",
+        tolerance={n: gen.operand_tolerance("bf16", 4, "bf16 operands") for n in ("dq", "dk", "dv", "dg", "dbeta", "dh0")},
+    )
+
+
+def test_a_row_expresses_the_sm90_backward():
+    profiles = copy.deepcopy(gen.PROFILES)
+    profiles["sm90"]["passes"]["bwd"] = sm90_backward_row()
+    before, after = gen.contracts(), gen.contracts(profiles)
+    assert sorted(set(after) - set(before)) == ["sm90/gated_deltanet_bwd.toml"]
+    assert all(after[rel] == before[rel] for rel in before), "a new row changed another file"
+    doc = tomllib.loads(after["sm90/gated_deltanet_bwd.toml"])
+    t = tensors(doc)
+    assert "HV" not in doc["dims"] and (doc["dims"]["K"]["min"], doc["dims"]["V"]["max"]) == (128, 128)
+    assert t["v"]["shape"] == ["B", "T", "H", "V"] and t["h0"]["shape"] == ["B", "H", "K", "V"]
+    assert t["beta"]["dtype"] == t["dbeta"]["dtype"] == "f32" and t["dq"]["dtype"] == "bf16"
+    for name in ("dq", "dk", "dv", "dg", "dbeta", "dh0"):
+        assert t[name]["tolerance"] == {"rtol": 2.0 ** -6, "atol_rms": 2.0 ** -4}, name
+    assert "HV" not in doc["accumulation"]["sizes"]
+    assert "sm90 tensor-core backward" in doc["op"]["description"]
+    assert "grouped value heads" not in doc["op"]["description"]
+
+
+def test_a_row_naming_an_unknown_member_is_refused():
+    profiles = copy.deepcopy(gen.PROFILES)
+    profiles["sm90"]["passes"]["bwd"] = dict(members=("gated_deltanet", "mamba3"))
+    with pytest.raises(ValueError, match="mamba3"):
+        gen.contracts(profiles)
+
+
+KGATE, LIBS = os.environ.get("KGATE"), os.environ.get("GLR_LIBS")
+
+
+@pytest.mark.skipif(not (KGATE and LIBS), reason="KGATE and GLR_LIBS not set (the ctest sets them)")
+def test_kgate_reads_every_contract_and_runs_its_nominal_calls(tmp_path):
+    profiles = copy.deepcopy(gen.PROFILES)
+    profiles["sm90"]["passes"]["bwd"] = sm90_backward_row()  # the row above too: kgate takes what it writes
+    gen.write_tree(str(tmp_path), profiles)
+    failed = []
+    for rel, _, _, bwd, _ in gen.cases(profiles):
+        lib = os.path.join(LIBS, "libglr_kgate_%s.so" % ("bwd" if bwd else "fwd"))
+        r = subprocess.run([KGATE, "verify", "--contract", str(tmp_path / rel), "--kernel", lib, "--gates", "baseline",
+                            "--seed", "1"], capture_output=True, text=True, timeout=300)
+        verdicts = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("baseline ")]
+        if r.returncode != 0 or verdicts != ["PASS"]:
+            failed.append("%s: exit %d %s" % (rel, r.returncode, (r.stdout + r.stderr).strip().splitlines()[-1:]))
+    assert not failed, "\n".join(failed)
