@@ -106,7 +106,8 @@ PROFILES = {
         ],
         # kgate_run_blocks: the block programs whatever the device (plain kgate_run may dispatch to sm90).
         entries=dict(kernel="glr_cuda_kgate_{short}.so:kgate_run_blocks",
-                     emulation="glr_cuda_emu_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
+                     emulation="glr_cuda_emu_kgate_{short}.so:kgate_run",
+                     oracle="libglr_kgate_{short}.so:kgate_oracle"),
         passes={"fwd": {}, "bwd": {}},
         # Token tensors (q, k, v, beta, o, dout and their gradients) bf16, the gate and the states f32, as
         # the kernels are used (issue 5: bf16 inputs).

@@ -53,7 +53,8 @@ struct Attrs {
     flag("final_state", final_state);
     flag("varlen", varlen);
     if (*gate != 0 && *gate != 1 && *gate != 2)
-      throw InvalidArgument("attrs.gate", "must be 0 (none), 1 (per token) or 2 (per head), got " + std::to_string(*gate));
+      throw InvalidArgument("attrs.gate",
+                            "must be 0 (none), 1 (per token) or 2 (per head), got " + std::to_string(*gate));
     // Below 2^31 so the conversion to an integer is exact and defined.
     if (!(chunk >= 1 && chunk < 2147483648.0) || chunk != std::floor(chunk))
       throw InvalidArgument("attrs.chunk", "must be a positive integer below 2^31, got " + std::to_string(chunk));

@@ -90,7 +90,8 @@ class Call {
     const std::int64_t N = s.cu.empty() ? s.B : static_cast<std::int64_t>(s.cu.size()) - 1;
     auto normal = [](std::int64_t i) { return 0.05f * static_cast<float>((i * 37) % 19 - 9); };
     add_in("q", floats({s.B, s.T, s.H, s.K}, s.token, normal));
-    add_in("k", floats({s.B, s.T, s.H, s.K}, s.token, [](std::int64_t i) { return 0.01f * static_cast<float>(i % 7 - 3); }));
+    auto small = [](std::int64_t i) { return 0.01f * static_cast<float>(i % 7 - 3); };
+    add_in("k", floats({s.B, s.T, s.H, s.K}, s.token, small));
     add_in("v", floats({s.B, s.T, s.HV, s.V}, s.token, normal));
     add_in("g", floats({s.B, s.T, s.HV}, kF32, [](std::int64_t i) { return -0.1f * static_cast<float>(i % 3); }));
     add_in("beta", floats({s.B, s.T, s.HV}, s.token, [](std::int64_t) { return 0.5f; }));
