@@ -46,7 +46,8 @@ STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/gene
 
 # A profile: what differs between the implementations it describes. Keys (a pass may override any of them
 # in its entry of `passes`, e.g. another title, implementation text or tolerances for the backward):
-#   folder, title, op, algorithm, written, implementation, notes  where the files go and their header lines
+#   folder, title, op, algorithm, written, fixed_note, implementation, notes: where the files go, their
+#                   header lines and description
 #   entries         kernel and oracle as lib:symbol ({short} is fwd or bwd): --entries prints them, and the
 #                   header must name the kernel's (tests/glr_contracts checks it)
 #   passes          {"fwd": {...}, "bwd": {...}}: the passes written, each with optional `members` and
