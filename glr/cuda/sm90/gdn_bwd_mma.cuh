@@ -680,7 +680,7 @@ struct ChunkSmem {
   float t3[C];
 };
 
-__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
+static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
   extern __shared__ __align__(16) char smem_raw[];
   ChunkSmem& s = *reinterpret_cast<ChunkSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
