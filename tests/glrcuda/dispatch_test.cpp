@@ -5,6 +5,7 @@
 // here reads them. tests/glrcuda/gpu_test.cpp runs the same calls on a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -40,14 +41,17 @@ class ScopedEnv {
 
 const Shape kK128{"K128_T130", 1, 130, 1, 1, 128, 128, {}, true};
 
+// Packed offsets: the host copy stands in for the device one (nothing reads it here).
+cuda::DeviceOffsets offsets(const Case& c) { return {c.call.varlen() ? c.call.cu_seqlens.data() : nullptr, 0}; }
+
 std::string refusal(const Case& c) {
   CallTensors t = make_call(c);
-  return cuda::sm90::backward_refusal(cuda::setup_backward(c.call, t.backward(), {}));
+  return cuda::sm90::backward_refusal(cuda::setup_backward(c.call, t.backward(), offsets(c)));
 }
 
 cuda::BackwardChoice choice(const Case& c, const cuda::BackwardOptions& o = {}) {
   CallTensors t = make_call(c);
-  return cuda::backward_path(c.call, t.backward(), {}, o);
+  return cuda::backward_path(c.call, t.backward(), offsets(c), o);
 }
 
 TEST(BackwardDispatch, Sm90TakesGatedDeltaNetAndDeltaNetBf16K128Dense) {
@@ -86,6 +90,11 @@ TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
   for (const Refused& r : cases) {
     const Case c = make_case(r.member, r.shape, r.dt, r.layout, 8);
     const std::string why = refusal(c);
+    std::printf("%-16s %-9s %-24s -> %s\n", member_name(r.member), r.shape.name.c_str(),
+                (std::string(cuda::name_of(r.dt.x)) + "/" + cuda::name_of(r.dt.gate) + (r.layout.strided ? " strided" : "") +
+                 (r.layout.offset ? " offset" : ""))
+                    .c_str(),
+                why.c_str());
     EXPECT_NE(why.find(r.reason), std::string::npos) << c.describe() << ": '" << why << "'";
     const cuda::BackwardChoice ch = choice(c);
     EXPECT_EQ(ch.path, cuda::BackwardPath::blocks) << c.describe();

@@ -65,7 +65,7 @@ std::string backward_refusal(const Problem& p) {
     return "q, k, v, dout, dq, dk, dv not all bf16";
   if ((p.gate == kGatePerToken && (p.g.dt != DType::f32 || p.dg.dt != DType::f32)) || p.beta.dt != DType::f32 ||
       p.dbeta.dt != DType::f32)
-    return "g, beta, dg, dbeta not all fp32";
+    return p.gate == kGatePerToken ? "g, beta, dg, dbeta not all fp32" : "beta, dbeta not fp32";
   if ((p.h0.p && p.h0.dt != DType::f32) || (p.dht.p && p.dht.dt != DType::f32) || (p.dh0.p && p.dh0.dt != DType::f32))
     return "states not fp32";
   if (p.HV != p.H)
