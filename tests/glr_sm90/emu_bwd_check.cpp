@@ -150,8 +150,8 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
 // GLR_EMU_INPUTS picks the inputs: unset, this check's own (unit q and k rows, g = logsigmoid(mu + z), scale
 // 1/sqrt(128)); "contract": the distributions of glr/contracts/sm90/gated_deltanet_bwd.toml (q, v, dout, dht normal,
 // k uniform in +-1/8, g uniform in [-1, 0], beta uniform in (0, 1), h0 normal with std 1/2, scale 1/8);
-// "accumulation": that contract's accumulation patterns (constants: q 1, k 1/16, v 1, g -0.01, beta 2^-10, h0
-// 0.01, dout 1, dht 1; scale 1/8). With either, each output also prints what kgate's per-element tolerance needs.
+// "accumulation": that contract's accumulation patterns (kgate's "positive" value x: uniform in [x/2, x]; q 1,
+// k 1/16, v 1, beta 2^-10, h0 0.01, dout 1, dht 1; g the constant -0.01; scale 1/8). With either, each output also prints what kgate's per-element tolerance needs.
 enum class InputKind { check, contract, accumulation };
 InputKind inputs_kind() {
   const char* e = std::getenv("GLR_EMU_INPUTS");
@@ -170,23 +170,24 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
     std::uniform_real_distribution<double> un(0.0, 1.0);
     const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
     auto bf = [](double x) { return __float2bfloat16_rn(static_cast<float>(x)); };
+    auto pos = [&](double x) { return x * (0.5 + 0.5 * un(rng)); };  // kgate's "positive" pattern
     Inputs in;
     for (auto* x : {&in.q, &in.v, &in.dout}) {
       x->resize(tok * KD);
-      for (auto& e : *x) e = bf(acc ? 1.0 : nd(rng));
+      for (auto& e : *x) e = bf(acc ? pos(1.0) : nd(rng));
     }
     in.k.resize(tok * KD);
-    for (auto& e : in.k) e = bf(acc ? 0.0625 : -0.125 + 0.25 * un(rng));
+    for (auto& e : in.k) e = bf(acc ? pos(0.0625) : -0.125 + 0.25 * un(rng));
     in.g.resize(tok);
     in.beta.resize(tok);
     for (std::size_t i = 0; i < tok; ++i) {
       in.g[i] = static_cast<float>(p.deltanet() ? 0.0 : acc ? -0.01 : -un(rng));
-      in.beta[i] = static_cast<float>(acc ? 0.0009765625 : un(rng));
+      in.beta[i] = static_cast<float>(acc ? pos(0.0009765625) : un(rng));
     }
     in.h0.resize(p.h0 ? hs : 0);
-    for (auto& x : in.h0) x = static_cast<float>(acc ? 0.01 : 0.5 * nd(rng));
+    for (auto& x : in.h0) x = static_cast<float>(acc ? pos(0.01) : 0.5 * nd(rng));
     in.dht.resize(p.dht ? hs : 0);
-    for (auto& x : in.dht) x = static_cast<float>(acc ? 1.0 : nd(rng));
+    for (auto& x : in.dht) x = static_cast<float>(acc ? pos(1.0) : nd(rng));
     return in;
   }
   std::mt19937_64 rng(seed);

@@ -71,7 +71,8 @@ def backward_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional
     dht = None
     if output_final_state:
         n = q.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
-        dht = torch.empty(n, v.shape[2], q.shape[3], v.shape[3], dtype=torch.float32, device=v.device)
+        state = torch.float64 if q.dtype == torch.float64 else torch.float32  # the final state's dtype, as fwd makes it
+        dht = torch.empty(n, v.shape[2], q.shape[3], v.shape[3], dtype=state, device=v.device)
     return torch.ops.glr.backward_path(q, k, v, g, beta, initial_state, cu_seqlens, dout, dht, scale,
                                        beta is not None, gate)
 
