@@ -7,7 +7,7 @@
 # tests: the gpu-labelled tests (error table against the float64 oracle, determinism, device-only
 #        offsets, per-stage diffs, the forward's and the backward's dispatch to the sm90 tensor-core kernels,
 #        the kgate entry points); kgate: `kgate verify` of every contract in glr/contracts/cuda and
-#        glr/contracts/sm90 (the tensor-core forward, and the tensor-core backward of Gated DeltaNet) against the
+#        glr/contracts/sm90 (the tensor-core forward; the tensor-core backward of Gated DeltaNet and DeltaNet) against the
 #        kernels, with the CPU reference's float64 oracle; bench: the
 #        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
 #        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);
@@ -49,7 +49,7 @@ if [[ " $phases " == *" kgate "* ]]; then
     [[ $name == *_bwd ]] && pass=bwd
     # glr/contracts/cuda judge the block programs (kgate_run_blocks, both passes); glr/contracts/sm90 what the
     # API dispatches to (kgate_run: on sm_90 the tensor-core forward for these dense bf16 K = V = 128 calls, and
-    # the tensor-core backward for gated_deltanet_bwd's HV = H, fp32 beta calls).
+    # the tensor-core backward for the *_bwd contracts' HV = H, fp32 beta calls).
     sym=kgate_run_blocks
     [[ $c == */sm90/* ]] && sym=kgate_run
     "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so:$sym" \
