@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "capi/glr_capi.h"
 #include "case.hpp"
 #include "common/setup.hpp"
 #include "glr/glr_cuda.hpp"
@@ -145,6 +146,50 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   EXPECT_LT(fast * 3, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
+}
+
+// The C entry point's glr_capi_backward_path (what bench/glr loads): the same choice, the reason in msg, a bad
+// GLR_BACKWARD_PATH an error in msg. Dense tensors at fake 256-byte aligned addresses: nothing reads them.
+TEST(BackwardDispatch, CApiBackwardPath) {
+  alignas(256) static char arena[16][256];
+  auto at = [&](int i) { return static_cast<void*>(arena[i]); };
+  glr_capi_problem p{};
+  p.B = 1, p.T = 130, p.H = 1, p.HV = 2, p.K = 128, p.V = 128;
+  p.member = 0;  // gated_deltanet
+  p.x_dtype = 2, p.gate_dtype = 0, p.beta_dtype = 0;
+  p.initial_state = 1, p.final_state = 1;
+  p.scale = 0.125;
+  auto call = [&](std::int32_t* path, char* msg) {
+    const bool delta = p.member <= 1;  // gated_deltanet, deltanet: beta and dbeta
+    return glr_capi_backward_path(&p, at(0), at(1), at(2), at(3), delta ? at(4) : nullptr, at(5), at(6), at(7), at(8),
+                                  at(9), at(10), at(11), delta ? at(12) : nullptr, at(13), path, msg, 256);
+  };
+  char msg[256];
+  std::int32_t path = -1;
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+    ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_NE(std::string(msg).find("sm90 backward not taken: grouped value heads"), std::string::npos) << msg;
+    p.HV = 1;
+    p.member = 2;  // mamba2
+    ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_NE(std::string(msg).find("member mamba2"), std::string::npos) << msg;
+    p.member = 0;
+  }
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", "blocks");
+    path = -1;
+    ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_STREQ(msg, "forced by GLR_BACKWARD_PATH=blocks");
+  }
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", "tensor-cores");
+    EXPECT_EQ(call(&path, msg), 1);
+    EXPECT_NE(std::string(msg).find("GLR_BACKWARD_PATH"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace
