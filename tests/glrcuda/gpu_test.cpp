@@ -537,7 +537,9 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
     }
     EXPECT_EQ(blocks.bpath, cuda::BackwardPath::blocks);
     const Results ref = refs[i].get();
-    if (c.member == Member::deltanet) EXPECT_TRUE(a.got.dg.empty() && ref.dg.empty());
+    if (c.member == Member::deltanet) {
+      EXPECT_TRUE(a.got.dg.empty() && ref.dg.empty());
+    }
     const std::pair<const char*, const std::vector<double> Results::*> outs[] = {
         {"dq", &Results::dq}, {"dk", &Results::dk},       {"dv", &Results::dv},
         {"dg", &Results::dg}, {"dbeta", &Results::dbeta}, {"dh0", &Results::dh0}};
