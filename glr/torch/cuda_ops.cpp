@@ -128,13 +128,21 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
   return {f.o, f.ht};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
-    const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
-    const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
-    bool delta, std::int64_t gate) {
-  const char* op = "glr.bwd";
+// One backward call as glr's CUDA API takes it (as ForwardCall): the problem, the gradients allocated, the
+// tensors and the device offsets. Shared by glr.bwd and glr.backward_path.
+struct BackwardCall {
+  Params p;
+  Tensor dq, dk, dv, dg, dbeta, dh0;
+  cuda::BackwardTensors t;
+  cuda::DeviceOffsets d;
+};
+BackwardCall backward_call(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                           const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
+                           const Tensor& dout, const OptTensor& dht, double scale, bool delta, std::int64_t gate) {
   const Call c{op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate};
-  Params p = describe(c);
+  BackwardCall b;
+  Params& p = b.p;
+  p = describe(c);
   check_backward(c, p, dout, dht);
   p.final_state = present(dht);
   p.set_contiguous_strides();  // the outputs' (dense) strides; the inputs' are set below
@@ -146,36 +154,66 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   if (present(beta)) p.strides.beta = scalar_strides(*beta, Gate::per_token);
   if (present(h0)) p.strides.h0 = state_strides(*h0);
   if (present(dht)) p.strides.dht = state_strides(*dht);
-  const c10::cuda::CUDAGuard guard(q.device());
   const std::int64_t N = present(cu_seqlens) ? cu_seqlens->size(0) - 1 : p.B;
   const auto x = q.options();
-  Tensor dq = at::empty({p.B, p.T, p.H, p.K}, x), dk = at::empty({p.B, p.T, p.H, p.K}, x);
-  Tensor dv = at::empty({p.B, p.T, p.HV, p.V}, x);
-  Tensor dg = present(g) ? at::empty(g->sizes(), g->options()) : at::empty({0}, x);
-  Tensor dbeta = present(beta) ? at::empty(beta->sizes(), beta->options()) : at::empty({0}, x);
-  Tensor dh0 = present(h0) ? at::empty({N, p.HV, p.K, p.V}, x.dtype(at::kFloat)) : at::empty({0}, x);
-  // Outputs are dense: set_contiguous_strides already describes them.
-  const cuda::BackwardTensors t{in(op, "q", q),
-                                in(op, "k", k),
-                                in(op, "v", v),
-                                in(op, "g", g),
-                                in(op, "beta", beta),
-                                in(op, "h0", h0),
-                                in(op, "dout", dout),
-                                in(op, "dht", dht),
-                                out(op, "dq", dq, true),
-                                out(op, "dk", dk, true),
-                                out(op, "dv", dv, true),
-                                out(op, "dg", dg, present(g)),
-                                out(op, "dbeta", dbeta, present(beta)),
-                                out(op, "dh0", dh0, present(h0))};
-  const cuda::DeviceOffsets d = offsets(op, cu_seqlens);
+  // Outputs are dense: set_contiguous_strides already describes them. They are allocated for glr.backward_path
+  // too: the choice depends on their dtypes and alignment.
+  b.dq = at::empty({p.B, p.T, p.H, p.K}, x);
+  b.dk = at::empty({p.B, p.T, p.H, p.K}, x);
+  b.dv = at::empty({p.B, p.T, p.HV, p.V}, x);
+  b.dg = present(g) ? at::empty(g->sizes(), g->options()) : at::empty({0}, x);
+  b.dbeta = present(beta) ? at::empty(beta->sizes(), beta->options()) : at::empty({0}, x);
+  b.dh0 = present(h0) ? at::empty({N, p.HV, p.K, p.V}, x.dtype(at::kFloat)) : at::empty({0}, x);
+  b.t = cuda::BackwardTensors{in(op, "q", q),
+                              in(op, "k", k),
+                              in(op, "v", v),
+                              in(op, "g", g),
+                              in(op, "beta", beta),
+                              in(op, "h0", h0),
+                              in(op, "dout", dout),
+                              in(op, "dht", dht),
+                              out(op, "dq", b.dq, true),
+                              out(op, "dk", b.dk, true),
+                              out(op, "dv", b.dv, true),
+                              out(op, "dg", b.dg, present(g)),
+                              out(op, "dbeta", b.dbeta, present(beta)),
+                              out(op, "dh0", b.dh0, present(h0))};
+  b.d = offsets(op, cu_seqlens);
+  return b;
+}
+
+// Which kernels glr.bwd runs for these arguments, and why: "sm90: ..." or "blocks: ..." (glr_cuda.hpp
+// BackwardPath; GLR_BACKWARD_PATH=blocks forces the block programs).
+std::string backward_path_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                               const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
+                               const Tensor& dout, const OptTensor& dht, double scale, bool delta,
+                               std::int64_t gate) {
+  const char* op = "glr.backward_path";
+  const c10::cuda::CUDAGuard guard(q.device());
+  const BackwardCall b = backward_call(op, q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
+  std::string r;
+  translate_errors(op, [&] {
+    const cuda::BackwardChoice c = cuda::backward_path(b.p, b.t, b.d);
+    r = std::string(cuda::name_of(c.path)) + ": " + c.reason;
+  });
+  return r;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
+    const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
+    const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
+    bool delta, std::int64_t gate) {
+  const char* op = "glr.bwd";
+  const c10::cuda::CUDAGuard guard(q.device());
+  const BackwardCall b = backward_call(op, q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
   translate_errors(op, [&] {
-    Tensor ws = workspace(cuda::backward_workspace_bytes(p, d), q);
-    cuda::backward(p, t, d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream);
+    // The workspace of the path backward() takes (the sm90 path's is about a quarter of the block programs').
+    const cuda::BackwardPath path = cuda::backward_path(b.p, b.t, b.d).path;
+    Tensor ws = workspace(cuda::backward_workspace_bytes(b.p, b.d, path), q);
+    cuda::backward(b.p, b.t, b.d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream);
   });
-  return {dq, dk, dv, dg, dbeta, dh0};
+  return {b.dq, b.dk, b.dv, b.dg, b.dbeta, b.dh0};
 }
 
 }  // namespace
@@ -184,6 +222,7 @@ TORCH_LIBRARY_IMPL(glr, CUDA, m) {
   m.impl("fwd", fwd_cuda);
   m.impl("bwd", bwd_cuda);
   m.impl("forward_path", forward_path_cuda);
+  m.impl("backward_path", backward_path_cuda);
 }
 
 }  // namespace glr::torch_ops

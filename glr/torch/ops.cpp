@@ -296,7 +296,13 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
     const bool final_state = ctx->saved_data["final_state"].toBool();
     Tensor dout = grads[0].defined() ? grads[0] : at::zeros({q.size(0), q.size(1), v.size(2), v.size(3)},
                                                             v.options());
-    const OptTensor dht = final_state && grads[1].defined() ? OptTensor(grads[1]) : OptTensor();
+    OptTensor dht = final_state && grads[1].defined() ? OptTensor(grads[1]) : OptTensor();
+    if (dout.is_cuda()) {
+      // Dense, so the tensor-core backward can take the call: the gradient of o.sum() is an expanded, stride-0
+      // tensor, which only the block programs read in place.
+      dout = dout.contiguous();
+      if (dht.has_value()) dht = dht->contiguous();
+    }
     static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("glr::bwd", "").typed<decltype(bwd_cpu)>();
     // bwd has no derivative of its own (no double backward): it runs below autograd, which also keeps
     // it off PyTorch 1.13's missing Autograd fallbacks (AutogradMeta).
@@ -335,6 +341,15 @@ std::string forward_path_cpu(const Tensor& q, const Tensor& k, const Tensor& v, 
   return std::string("cpu: the chunked CPU algorithm (") + (q.scalar_type() == at::kDouble ? "float64" : "float32") + ")";
 }
 
+// The CPU backward has one path; the arguments are checked as bwd checks them.
+std::string backward_path_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
+                              const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
+                              const Tensor& dout, const OptTensor& dht, double scale, bool delta, std::int64_t gate) {
+  const Call c{"glr.backward_path", q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate};
+  check_backward(c, describe(c), dout, dht);
+  return std::string("cpu: the chunked CPU algorithm (") + (q.scalar_type() == at::kDouble ? "float64" : "float32") + ")";
+}
+
 }  // namespace
 
 TORCH_LIBRARY(glr, m) {
@@ -352,6 +367,10 @@ TORCH_LIBRARY(glr, m) {
   m.def(
       "forward_path(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
       "float scale, bool delta, int gate, bool final_state) -> str");
+  // The same for bwd ("cpu: ...", "sm90: ...", "blocks: ..."; glr/glr_cuda.hpp BackwardPath).
+  m.def(
+      "backward_path(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
+      "Tensor dout, Tensor? dht, float scale, bool delta, int gate) -> str");
   m.def(
       "oracle_fwd(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
       "float scale, bool delta, int gate, bool final_state) -> (Tensor, Tensor)");
@@ -367,6 +386,7 @@ TORCH_LIBRARY_IMPL(glr, CPU, m) {
   m.impl("oracle_fwd", oracle_fwd_cpu);
   m.impl("oracle_bwd", oracle_bwd_cpu);
   m.impl("forward_path", forward_path_cpu);
+  m.impl("backward_path", backward_path_cpu);
 }
 
 TORCH_LIBRARY_IMPL(glr, Meta, m) {

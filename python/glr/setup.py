@@ -54,6 +54,7 @@ CUDA_SOURCES = [
     src("cuda", "blocks", "forward.cu"),
     src("cuda", "blocks", "backward.cu"),
     src("cuda", "sm90", "forward.cu"),  # the tensor-core forward api.cpp dispatches to on sm_90
+    src("cuda", "sm90", "backward.cu"),  # and the tensor-core backward
 ]
 
 cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]

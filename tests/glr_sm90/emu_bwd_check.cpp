@@ -16,6 +16,7 @@
 #include "../../bench/glr/sm90_bwd_reference.cuh"
 // clang-format on
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -43,8 +44,9 @@ constexpr int KD = 128, VD = 128;
 struct Shape {
   int B, T, H;
   bool h0, dht;
-  double mu;
+  double mu;  // +inf: DeltaNet (g = 0: the kernels run with gate 0, read no g and write no dg)
   int vt;  // state columns per block of the h and dh kernels: 64, 32 or 16
+  bool deltanet() const { return std::isinf(mu) && mu > 0; }
 };
 
 struct Inputs {
@@ -145,7 +147,49 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
   return r;
 }
 
+// GLR_EMU_INPUTS picks the inputs: unset, this check's own (unit q and k rows, g = logsigmoid(mu + z), scale
+// 1/sqrt(128)); "contract": the distributions of glr/contracts/sm90/gated_deltanet_bwd.toml (q, v, dout, dht normal,
+// k uniform in +-1/8, g uniform in [-1, 0], beta uniform in (0, 1), h0 normal with std 1/2, scale 1/8);
+// "accumulation": that contract's accumulation patterns (kgate's "positive" value x: uniform in [x/2, x]; q 1,
+// k 1/16, v 1, beta 2^-10, h0 0.01, dout 1, dht 1; g the constant -0.01; scale 1/8). With either, each output also prints what kgate's per-element tolerance needs.
+enum class InputKind { check, contract, accumulation };
+InputKind inputs_kind() {
+  const char* e = std::getenv("GLR_EMU_INPUTS");
+  if (e == nullptr || *e == '\0') return InputKind::check;
+  if (std::string(e) == "contract") return InputKind::contract;
+  if (std::string(e) == "accumulation") return InputKind::accumulation;
+  std::fprintf(stderr, "GLR_EMU_INPUTS=%s: use contract or accumulation\n", e);
+  std::exit(2);
+}
+
 Inputs make_inputs(const Shape& p, unsigned seed) {
+  if (inputs_kind() != InputKind::check) {
+    const bool acc = inputs_kind() == InputKind::accumulation;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> nd;
+    std::uniform_real_distribution<double> un(0.0, 1.0);
+    const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
+    auto bf = [](double x) { return __float2bfloat16_rn(static_cast<float>(x)); };
+    auto pos = [&](double x) { return x * (0.5 + 0.5 * un(rng)); };  // kgate's "positive" pattern
+    Inputs in;
+    for (auto* x : {&in.q, &in.v, &in.dout}) {
+      x->resize(tok * KD);
+      for (auto& e : *x) e = bf(acc ? pos(1.0) : nd(rng));
+    }
+    in.k.resize(tok * KD);
+    for (auto& e : in.k) e = bf(acc ? pos(0.0625) : -0.125 + 0.25 * un(rng));
+    in.g.resize(tok);
+    in.beta.resize(tok);
+    for (std::size_t i = 0; i < tok; ++i) {
+      in.g[i] = static_cast<float>(p.deltanet() ? 0.0 : acc ? -0.01 : -un(rng));
+      in.beta[i] = static_cast<float>(acc ? pos(0.0009765625) : un(rng));
+    }
+    in.h0.resize(p.h0 ? hs : 0);
+    for (auto& x : in.h0) x = static_cast<float>(acc ? pos(0.01) : 0.5 * nd(rng));
+    in.dht.resize(p.dht ? hs : 0);
+    for (auto& x : in.dht) x = static_cast<float>(acc ? pos(1.0) : nd(rng));
+    return in;
+  }
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd;
   const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
@@ -203,7 +247,8 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
   a.q = in.q.data();
   a.k = in.k.data();
   a.v = in.v.data();
-  a.g = in.g.data();
+  a.gate = p.deltanet() ? 0 : 1;
+  a.g = p.deltanet() ? nullptr : in.g.data();
   a.beta = in.beta.data();
   a.h0 = p.h0 ? in.h0.data() : nullptr;
   a.dout = in.dout.data();
@@ -211,7 +256,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
   a.dq = o.dq.data();
   a.dk = o.dk.data();
   a.dv = o.dv.data();
-  a.dg = o.dg.data();
+  a.dg = p.deltanet() ? nullptr : o.dg.data();
   a.dbeta = o.dbeta.data();
   a.dh0 = p.h0 ? o.dh0.data() : nullptr;
   a.B = p.B;
@@ -244,6 +289,9 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale) {
 
 struct Err {
   double rel2 = 0, relmax = 0;
+  double elem = 0;  // max_i |x_i - ref_i| / rms(ref): the per-element measure of kgate's atol_rms (glr/contracts/sm90)
+  double atol_at_rtol = 0;  // max_i (|x_i - ref_i| - 2^-6 |ref_i|) / rms(ref): the atol_rms kgate needs with rtol 2^-6
+  double acc_rel = 0;       // max_i |x_i - ref_i| / |ref_i|: what kgate's accumulation gate bounds (per element)
   bool finite = true;
 };
 template <class Get>
@@ -260,6 +308,13 @@ Err error(Get get, const std::vector<double>& r) {
   }
   e.rel2 = r.empty() ? 0 : std::sqrt(d2 / std::max(r2, 1e-300));
   e.relmax = r.empty() ? 0 : dm / std::max(rm, 1e-300);
+  const double rms = std::max(std::sqrt(r2 / static_cast<double>(std::max<std::size_t>(r.size(), 1))), 1e-300);
+  e.elem = r.empty() ? 0 : dm / rms;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double d = std::fabs(get(i) - r[i]);
+    e.atol_at_rtol = std::max(e.atol_at_rtol, (d - std::ldexp(1.0, -6) * std::fabs(r[i])) / rms);
+    e.acc_rel = std::max(e.acc_rel, d / std::max(std::fabs(r[i]), 1e-300));
+  }
   return e;
 }
 
@@ -320,7 +375,7 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
 
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
   const Inputs in = make_inputs(p, seed);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(KD));
+  const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
   const Outputs o = run_kernels(p, in, scale);
   const Grads r = reference(p, in, scale);
   const bool ref_ok = !check_reference || gpu_reference_agrees(p, in, scale, r);
@@ -335,6 +390,13 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   std::string line;
   char buf[128];
   for (int i = 0; i < 6; ++i) {
+    if (i == 3 && p.deltanet()) {  // no dg: every element must still hold the NaN poison
+      bool untouched = true;
+      for (float x : o.dg) untouched = untouched && std::isnan(x);
+      ok = ok && untouched;
+      line += untouched ? " dg unwritten" : " dg WRITTEN!";
+      continue;
+    }
     if (i == 5 && !p.h0) {
       line += " dh0 -";
       continue;
@@ -342,6 +404,11 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     const bool gi = e[i].finite && e[i].rel2 <= bound[i];
     ok = ok && gi;
     std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
+    if (inputs_kind() == InputKind::contract)
+      std::snprintf(buf + std::strlen(buf), sizeof buf - std::strlen(buf), " (elem %.1e, atol_rms at rtol 2^-6 %.1e)",
+                    e[i].elem, e[i].atol_at_rtol);
+    if (inputs_kind() == InputKind::accumulation)
+      std::snprintf(buf + std::strlen(buf), sizeof buf - std::strlen(buf), " (max rel %.1e)", e[i].acc_rel);
     line += buf;
   }
   bool same = true;
@@ -356,8 +423,8 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += same ? " | bitwise equal over 2 runs" : " | 2 runs DIFFER";
     ok = ok && same;
   }
-  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
-              p.dht ? 1 : 0, p.mu, p.vt, line.c_str(), ok ? "PASS" : "FAIL");
+  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d%s | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
+              p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "", line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok && ref_ok;
 }
@@ -376,7 +443,8 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{1, 1, 1, false, false, 2.0, 64},   {1, 33, 1, true, true, 2.0, 16},
                           {1, 64, 1, false, true, -1.0, 32},  {1, 100, 2, true, false, 2.0, 64},
                           {2, 130, 1, false, false, 0.0, 16}, {1, 200, 1, true, true, 8.0, 64},
-                          {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32}};
+                          {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32},
+                          {1, 130, 1, true, true, INFINITY, 64}};
   bool ok = true;
   unsigned seed = 1;
   for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0 && s.vt == 64)) && ok;

@@ -7,7 +7,10 @@
 //   * device-only offsets: same bits as with the host copy; invalid ones give NaN and the status word;
 //   * the forward's dispatch (cuda::forward_path): bf16 K = V (64, 128) dense calls take the sm90 tensor-core
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
-//     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback.
+//     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
+//   * the backward's dispatch (cuda::backward_path): bf16 K = V = 128 dense Gated DeltaNet and DeltaNet calls with
+//     HV = H take the sm90 tensor-core backward on an sm_90 device; the same checks, T up to 4096, the refusal
+//     reasons, GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
 // When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
 // so one log says which stage broke.
 #include <gtest/gtest.h>
@@ -67,6 +70,7 @@ class ScopedEnv {
 
 struct GpuRun {
   cuda::ForwardPath path = cuda::ForwardPath::blocks;  // the forward's path (forward runs only)
+  cuda::BackwardPath bpath = cuda::BackwardPath::blocks;  // the backward's path (backward runs only)
   Results got;
   std::vector<double> bytes;      // raw output bytes
   std::vector<double> workspace;  // the workspace after the call (when asked for)
@@ -98,6 +102,7 @@ GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace
   fill_workspace(ws.ptr, bytes, fill, s);
   GpuRun r;
   if (!backward) r.path = cuda::forward_path(c.call, call.forward(), call.offsets).path;
+  if (backward) r.bpath = cuda::backward_path(c.call, call.backward(), call.offsets).path;
   if (!backward)
     cuda::forward(c.call, call.forward(), call.offsets, ws.ptr, bytes, s);
   else
@@ -115,11 +120,12 @@ GpuRun run_gpu(const Case& c, bool backward, cudaStream_t s, bool keep_workspace
 }
 
 // The stage table: the GPU workspace, laid out by the same plan, against the CPU chunked stages (the block
-// programs' workspace: the sm90 forward keeps other intermediates, in bf16).
-void print_stages(const Case& c, bool backward, std::vector<double>& workspace, cuda::ForwardPath path) {
-  if (!backward && path == cuda::ForwardPath::sm90) {
-    std::printf("  stages of %s (forward): sm90 path, no block-program stages to diff (rerun with "
-                "GLR_FORWARD_PATH=blocks)\n", c.describe().c_str());
+// programs' workspace: the sm90 kernels keep other intermediates, in bf16).
+void print_stages(const Case& c, bool backward, std::vector<double>& workspace, bool sm90) {
+  if (sm90) {
+    std::printf("  stages of %s (%s): sm90 path, no block-program stages to diff (rerun with %s=blocks)\n",
+                c.describe().c_str(), backward ? "backward" : "forward",
+                backward ? "GLR_BACKWARD_PATH" : "GLR_FORWARD_PATH");
     return;
   }
   // The plan needs only the sizes, which the host copy of the offsets gives.
@@ -197,14 +203,17 @@ TEST_F(Gpu, ErrorTableAgainstTheOracleAndDeterminism) {
       for (const auto& [name, pr] : outs) {
         if (pr.second->empty()) continue;
         const DType dt = out_dtype(c, name);
-        const cuda::ForwardPath path = backward ? cuda::ForwardPath::blocks : a.path;
-        const double err = rel_err(*pr.first, *pr.second), bound = error_bound(name, dt, path);
-        rows.push_back({name, member_name(c.member), shape_label(c), cuda::name_of(dt), cuda::name_of(path), err, bound});
+        const double err = rel_err(*pr.first, *pr.second);
+        const double bound = backward ? error_bound(name, dt, a.bpath) : error_bound(name, dt, a.path);
+        const char* path = backward ? cuda::name_of(a.bpath) : cuda::name_of(a.path);
+        rows.push_back({name, member_name(c.member), shape_label(c), cuda::name_of(dt), path, err, bound});
         const bool ok = err <= bound;
         EXPECT_TRUE(ok) << name << " error " << err << " > bound " << bound << ": " << c.describe();
         bad |= !ok;
       }
-      if (bad) print_stages(c, backward, a.workspace, backward ? cuda::ForwardPath::blocks : a.path);
+      if (bad)
+        print_stages(c, backward, a.workspace,
+                     backward ? a.bpath == cuda::BackwardPath::sm90 : a.path == cuda::ForwardPath::sm90);
     }
   }
   std::printf("\n| output | member | shape | dtype | rel. error | bound | | path |\n|---|---|---|---|---|---|---|---|\n");
@@ -218,11 +227,12 @@ TEST_F(Gpu, ErrorTableAgainstTheOracleAndDeterminism) {
 // failing run would print, and a record of how close each GPU stage is to its CPU twin).
 TEST_F(Gpu, StageTable) {
   const ScopedEnv blocks("GLR_FORWARD_PATH", "blocks");  // the stages exist on the block programs only
+  const ScopedEnv bblocks("GLR_BACKWARD_PATH", "blocks");
   for (Member m : kMembers) {
     const Case c = make_case(m, gpu_shapes()[2], {DType::bf16}, {}, test_seed(900));
     for (bool backward : {false, true}) {
       GpuRun a = run_gpu(c, backward, stream_, true);
-      print_stages(c, backward, a.workspace, a.path);
+      print_stages(c, backward, a.workspace, false);
     }
   }
 }
@@ -455,8 +465,8 @@ TEST_F(Gpu, KgateEntryPointsMatchTheApi) {
         d.download(backward, stream_);
         EXPECT_EQ(diff_results(d.host.read(backward), ref.got), "") << lib << " " << c.describe();
       }
-    // Dense bf16 K = V = 128: kgate_run is the API's dispatch (the sm90 forward on sm_90), kgate_run_blocks
-    // the block programs (what the cuda contracts judge).
+    // Dense bf16 K = V = 128: kgate_run is the API's dispatch (the sm90 forward, and for Gated DeltaNet the sm90
+    // backward, on sm_90), kgate_run_blocks the block programs (what the cuda contracts judge).
     auto run_blocks = reinterpret_cast<kgate_entry_fn>(dlsym(h, "kgate_run_blocks"));
     ASSERT_TRUE(run_blocks) << path << ": no kgate_run_blocks";
     for (Member m : {Member::gated_deltanet, Member::mamba2}) {
@@ -465,6 +475,7 @@ TEST_F(Gpu, KgateEntryPointsMatchTheApi) {
         GpuRun ref;
         {
           const ScopedEnv env("GLR_FORWARD_PATH", blocks ? "blocks" : nullptr);
+          const ScopedEnv benv("GLR_BACKWARD_PATH", blocks ? "blocks" : nullptr);
           ref = run_gpu(c, backward, stream_, false);
         }
         DeviceCall d(c, stream_);
@@ -478,6 +489,180 @@ TEST_F(Gpu, KgateEntryPointsMatchTheApi) {
     }
     dlclose(h);
   }
+}
+
+cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::BackwardOptions& options = {}) {
+  DeviceCall call(c, s);
+  return cuda::backward_path(c.call, call.backward(), call.offsets, options);
+}
+
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV = H take the
+// sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096); every gradient against
+// the float64 oracle within its path's bound, the two paths within the sum of their bounds, the sm90 path bitwise
+// deterministic and independent of the workspace's previous contents. Then the calls it refuses, each with its
+// reason, and the overrides.
+TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
+  const bool sm90 = on_sm90();
+  const std::vector<Shape> fast_shapes = {
+      {"K128_T130_states", 1, 130, 1, 1, 128, 128, {}, true},
+      {"K128_B2_T1000_H2", 2, 1000, 2, 2, 128, 128, {}, true},
+      {"K128_B3_T1_no_states", 3, 1, 1, 1, 128, 128, {}, false},
+      {"K128_T4096_H4_states", 1, 4096, 4, 4, 128, 128, {}, true},
+  };
+  std::vector<Case> cases;
+  std::uint64_t salt = 1400;
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& sh : fast_shapes) cases.push_back(make_case(m, sh, {DType::bf16}, {}, test_seed(salt++)));
+  std::vector<std::future<Results>> refs;
+  for (const Case& c : cases) refs.push_back(std::async(std::launch::async, [&c] { return oracle(c, true); }));
+  int fast = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const cuda::BackwardChoice choice = bpath_of(c, stream_);
+    std::printf("backward path %-6s %s: %s\n", cuda::name_of(choice.path), c.describe().c_str(), choice.reason.c_str());
+    EXPECT_EQ(choice.path, sm90 ? cuda::BackwardPath::sm90 : cuda::BackwardPath::blocks) << choice.reason;
+    {
+      const ScopedEnv fwd("GLR_FORWARD_PATH", "blocks");  // the forward's override leaves the backward alone
+      EXPECT_EQ(bpath_of(c, stream_).path, choice.path);
+    }
+    const GpuRun a = run_gpu(c, true, stream_, false);
+    const GpuRun b = run_gpu(c, true, stream_, false, 1 << 20, WsFill::random);
+    EXPECT_EQ(a.bpath, choice.path);
+    EXPECT_EQ(diff_results(a.got, b.got), "") << "not deterministic / depends on the workspace: " << c.describe();
+    GpuRun blocks;
+    {
+      const ScopedEnv force("GLR_BACKWARD_PATH", "blocks");
+      EXPECT_EQ(bpath_of(c, stream_).path, cuda::BackwardPath::blocks);
+      blocks = run_gpu(c, true, stream_, false);
+    }
+    EXPECT_EQ(blocks.bpath, cuda::BackwardPath::blocks);
+    const Results ref = refs[i].get();
+    if (c.member == Member::deltanet) {
+      EXPECT_TRUE(a.got.dg.empty() && ref.dg.empty());
+    }
+    const std::pair<const char*, const std::vector<double> Results::*> outs[] = {
+        {"dq", &Results::dq}, {"dk", &Results::dk},       {"dv", &Results::dv},
+        {"dg", &Results::dg}, {"dbeta", &Results::dbeta}, {"dh0", &Results::dh0}};
+    for (const auto& [name, field] : outs) {
+      const std::vector<double>& r = ref.*field;
+      if (r.empty()) continue;
+      const DType dt = out_dtype(c, name);
+      const double e_fast = rel_err(a.got.*field, r), e_blocks = rel_err(blocks.got.*field, r);
+      const double e_pair = rel_err(a.got.*field, blocks.got.*field);
+      const double b_fast = error_bound(name, dt, a.bpath), b_blocks = error_bound(name, dt, cuda::BackwardPath::blocks);
+      std::printf("  %-5s %s err %.3e (bound %.3e, %.2f of it), blocks err %.3e (bound %.3e), %s vs blocks %.3e\n", name,
+                  cuda::name_of(a.bpath), e_fast, b_fast, e_fast / b_fast, e_blocks, b_blocks, cuda::name_of(a.bpath),
+                  e_pair);
+      EXPECT_LE(e_fast, b_fast) << name << " " << c.describe();
+      EXPECT_LE(e_blocks, b_blocks) << name << " " << c.describe();
+      EXPECT_LE(e_pair, b_fast + b_blocks) << name << " " << c.describe();
+    }
+    fast += a.bpath == cuda::BackwardPath::sm90;
+  }
+  std::printf("backward dispatch: %d of %zu calls took the sm90 path (device %s sm_90)\n", fast, cases.size(),
+              sm90 ? "is" : "is not");
+
+  // Calls the sm90 backward does not take: each falls back, with a reason naming what ruled it out (the reasons
+  // come before the device is looked at, so they are the same on any device).
+  struct Fallback {
+    Member member;
+    Shape shape;
+    Dtypes dt;
+    Layout layout;
+    const char* reason;  // a substring of the reason
+  };
+  const Shape k128{"K128_T130", 1, 130, 1, 1, 128, 128, {}, true};
+  const std::vector<Fallback> fallbacks = {
+      {Member::mamba2, k128, {DType::bf16}, {}, "member mamba2"},
+      {Member::retnet, k128, {DType::bf16}, {}, "member retnet"},
+      {Member::linear_attention, k128, {DType::bf16}, {}, "member linear_attention"},
+      {Member::gated_deltanet, {"K64", 1, 130, 1, 1, 64, 64, {}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
+      {Member::gated_deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
+      {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},
+      {Member::gated_deltanet, k128, {DType::bf16, DType::bf16, DType::f32}, {}, "fp32"},
+      {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
+      {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
+      {Member::gated_deltanet, {"K128_HV2H", 1, 130, 1, 2, 128, 128, {}, true}, {DType::bf16}, {}, "grouped value heads"},
+      {Member::deltanet, {"K128_varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
+  };
+  for (const Fallback& f : fallbacks) {
+    const Case c = make_case(f.member, f.shape, f.dt, f.layout, test_seed(salt++));
+    const cuda::BackwardChoice choice = bpath_of(c, stream_);
+    std::printf("backward path %-6s %s: %s\n", cuda::name_of(choice.path), c.describe().c_str(), choice.reason.c_str());
+    EXPECT_EQ(choice.path, cuda::BackwardPath::blocks) << c.describe();
+    EXPECT_NE(choice.reason.find("sm90 backward not taken: "), std::string::npos) << choice.reason;
+    EXPECT_NE(choice.reason.find(f.reason), std::string::npos) << choice.reason;
+  }
+
+  // The overrides: GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks force the fallback (the same bits as
+  // each other), "auto" is the default, anything else is refused by name.
+  const Case c = make_case(Member::gated_deltanet, fast_shapes[0], {DType::bf16}, {}, test_seed(salt++));
+  GpuRun by_env;
+  {
+    const ScopedEnv force("GLR_BACKWARD_PATH", "blocks");
+    const cuda::BackwardChoice choice = bpath_of(c, stream_);
+    EXPECT_EQ(choice.path, cuda::BackwardPath::blocks);
+    EXPECT_NE(choice.reason.find("GLR_BACKWARD_PATH"), std::string::npos) << choice.reason;
+    by_env = run_gpu(c, true, stream_, false);
+  }
+  {
+    cuda::BackwardOptions o;
+    o.force_blocks = true;
+    const cuda::BackwardChoice choice = bpath_of(c, stream_, o);
+    EXPECT_EQ(choice.path, cuda::BackwardPath::blocks);
+    EXPECT_NE(choice.reason.find("force_blocks"), std::string::npos) << choice.reason;
+    DeviceCall call(c, stream_);
+    cuda::backward(c.call, call.backward(), call.offsets, stream_, o);
+    call.download(true, stream_);
+    EXPECT_EQ(diff_results(call.host.read(true), by_env.got), "") << "force_blocks vs GLR_BACKWARD_PATH=blocks";
+  }
+  {
+    const ScopedEnv aut("GLR_BACKWARD_PATH", "auto");
+    EXPECT_EQ(bpath_of(c, stream_).path, sm90 ? cuda::BackwardPath::sm90 : cuda::BackwardPath::blocks);
+  }
+  {
+    const ScopedEnv bogus("GLR_BACKWARD_PATH", "fast");
+    try {
+      bpath_of(c, stream_);
+      ADD_FAILURE() << "GLR_BACKWARD_PATH=fast was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(e.argument(), "GLR_BACKWARD_PATH");
+    }
+  }
+}
+
+// The sm90 backward's workspace is smaller than the block programs' and enough for it (the status word reads ok);
+// the two-argument query covers either path; the stream-ordered entry point gives the same bits.
+TEST_F(Gpu, BackwardWorkspaceSizesPerPath) {
+  const Case c = make_case(Member::gated_deltanet, {"K128_B2_T600_H2", 2, 600, 2, 2, 128, 128, {}, true},
+                           {DType::bf16}, {}, test_seed(1500));
+  const std::size_t fast = cuda::backward_workspace_bytes(c.call, {}, cuda::BackwardPath::sm90);
+  const std::size_t slow = cuda::backward_workspace_bytes(c.call, {}, cuda::BackwardPath::blocks);
+  const std::size_t any = cuda::backward_workspace_bytes(c.call, {});
+  std::printf("backward workspace at %s: sm90 %zu B, blocks %zu B\n", c.describe().c_str(), fast, slow);
+  EXPECT_LT(fast, slow);
+  EXPECT_EQ(any, std::max(fast, slow));
+  const GpuRun ref = run_gpu(c, true, stream_, false);
+  if (bpath_of(c, stream_).path == cuda::BackwardPath::sm90) {
+    DeviceCall call(c, stream_);
+    DeviceBuffer ws(fast);
+    cuda_ok(cudaMemsetAsync(ws.ptr, 0xff, fast, stream_), "poison the workspace");
+    cuda::backward(c.call, call.backward(), call.offsets, ws.ptr, fast, stream_);
+    EXPECT_EQ(cuda::workspace_status(ws.ptr, stream_), cuda::kStatusOk);
+    call.download(true, stream_);
+    EXPECT_EQ(diff_results(call.host.read(true), ref.got), "") << "sm90-sized workspace";
+    DeviceCall small(c, stream_);
+    try {
+      cuda::backward(c.call, small.backward(), small.offsets, ws.ptr, fast - 1, stream_);
+      ADD_FAILURE() << "a workspace one byte short was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(e.argument(), "workspace");
+    }
+  }
+  DeviceCall call(c, stream_);
+  cuda::backward(c.call, call.backward(), call.offsets, stream_);
+  call.download(true, stream_);
+  EXPECT_EQ(diff_results(call.host.read(true), ref.got), "") << "stream-ordered workspace";
 }
 
 }  // namespace

@@ -5,9 +5,10 @@
 #     bash tests/glrcuda/run_gpu.sh [tests] [kgate] [bench] [sass]   (default: tests kgate bench)
 #
 # tests: the gpu-labelled tests (error table against the float64 oracle, determinism, device-only
-#        offsets, per-stage diffs, the kgate entry points); kgate: `kgate verify` of every contract in
-#        glr/contracts/cuda and glr/contracts/sm90 (the tensor-core forward) against the kernels, with the CPU
-#        reference's float64 oracle; bench: the
+#        offsets, per-stage diffs, the forward's and the backward's dispatch to the sm90 tensor-core kernels,
+#        the kgate entry points); kgate: `kgate verify` of every contract in glr/contracts/cuda and
+#        glr/contracts/sm90 (the tensor-core forward; the tensor-core backward of Gated DeltaNet and DeltaNet)
+#        against the kernels, with the CPU reference's float64 oracle; bench: the
 #        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
 #        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);
 #        a short summary is printed last.
@@ -30,7 +31,7 @@ if [[ " $phases " == *" tests "* ]]; then
   {
     echo "== gpu tests: exit $rc ($((SECONDS - start)) s); full log and error table: gpu_tests.log"
     sed -n '/^\[==========\] .* ran/,$p' "$out/gpu_tests.log" | grep -vE "^ *$|YOU HAVE"
-    grep -E "^bitwise determinism" "$out/gpu_tests.log"
+    grep -E "^bitwise determinism|^(forward|backward) dispatch:" "$out/gpu_tests.log"
     # the error table: the worst ratio to its bound per output, and every failing row
     grep -E "^\| (o|ht|dq|dk|dv|dg|dbeta|dh0) \|" "$out/gpu_tests.log" |
       awk -F'|' '{r=$6/$7; o=$2; if (r>w[o]) {w[o]=r; at[o]=$3"/"$4"/"$5}} $8 ~ /FAIL/ {print "FAIL:" $0}
@@ -46,8 +47,9 @@ if [[ " $phases " == *" kgate "* ]]; then
     [[ $c == */sm90/* ]] && name="sm90_$name"
     pass=fwd
     [[ $name == *_bwd ]] && pass=bwd
-    # glr/contracts/cuda judge the block programs (kgate_run_blocks); glr/contracts/sm90 what the API
-    # dispatches to (kgate_run: the tensor-core forward for these dense bf16 K = V = 128 calls on sm_90).
+    # glr/contracts/cuda judge the block programs (kgate_run_blocks, both passes); glr/contracts/sm90 what the
+    # API dispatches to (kgate_run: on sm_90 the tensor-core forward for these dense bf16 K = V = 128 calls, and
+    # the tensor-core backward for the *_bwd contracts' HV = H, fp32 beta calls).
     sym=kgate_run_blocks
     [[ $c == */sm90/* ]] && sym=kgate_run
     "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so:$sym" \

@@ -1,8 +1,10 @@
-"""The forward's dispatch through the ops: glr.forward_path says which kernels a call's forward runs and why
-("cpu: ...", "sm90: ...", "blocks: ..."). On an sm_90 GPU, bf16 calls with K = V (64 or 128) and dense layouts
-take the tensor-core forward (every member, grouped value heads, packed sequences, states); the outputs match the
-block programs' (GLR_FORWARD_PATH=blocks) and the float64 oracle within bf16 bounds, and the backward (block
-programs) is unchanged. The CPU tests run everywhere; the CUDA ones skip without a GPU."""
+"""The dispatch through the ops: glr.forward_path and glr.backward_path say which kernels a call's forward and
+backward run and why ("cpu: ...", "sm90: ...", "blocks: ..."). On an sm_90 GPU, bf16 calls with K = V (64 or 128)
+and dense layouts take the tensor-core forward (every member, grouped value heads, packed sequences, states); the
+outputs match the block programs' (GLR_FORWARD_PATH=blocks) and the float64 oracle within bf16 bounds. Gated
+DeltaNet and DeltaNet calls with fp32 g and beta, K = V = 128, HV = H and no cu_seqlens take the tensor-core
+backward; its gradients match the block programs' (GLR_BACKWARD_PATH=blocks) and the float64 oracle within their
+bounds. The CPU tests run everywhere; the CUDA ones skip without a GPU."""
 import os
 from contextlib import contextmanager
 
@@ -18,20 +20,33 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 SM90_BOUND = 8 * 2.0 ** -9
 
 
+# The sm90 backward's bounds (bench/glr/sm90_bwd_notes.md, tests/glrcuda/shapes.hpp): 8 u, and 16 u for dg.
+SM90_BWD_BOUND = {"dq": 8 * 2.0 ** -9, "dk": 8 * 2.0 ** -9, "dv": 8 * 2.0 ** -9, "dg": 16 * 2.0 ** -9,
+                  "dbeta": 8 * 2.0 ** -9, "dh0": 8 * 2.0 ** -9}
+
+
 @contextmanager
-def forward_path_env(value):
-    old = os.environ.get("GLR_FORWARD_PATH")
+def path_env(variable, value):
+    old = os.environ.get(variable)
     if value is None:
-        os.environ.pop("GLR_FORWARD_PATH", None)
+        os.environ.pop(variable, None)
     else:
-        os.environ["GLR_FORWARD_PATH"] = value
+        os.environ[variable] = value
     try:
         yield
     finally:
         if old is None:
-            os.environ.pop("GLR_FORWARD_PATH", None)
+            os.environ.pop(variable, None)
         else:
-            os.environ["GLR_FORWARD_PATH"] = old
+            os.environ[variable] = old
+
+
+def forward_path_env(value):
+    return path_env("GLR_FORWARD_PATH", value)
+
+
+def backward_path_env(value):
+    return path_env("GLR_BACKWARD_PATH", value)
 
 
 def kwargs_of(p):
@@ -140,3 +155,79 @@ def test_cuda_forward_path_fallbacks_say_why():
     with forward_path_env("fast"):
         with pytest.raises(RuntimeError, match="GLR_FORWARD_PATH"):
             glr.forward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+
+
+def test_cpu_backward_path_names_the_cpu_algorithm_and_checks_its_arguments(member):
+    p = make_problem(member, 1, 20, 1, 2, 4, 4, initial_state=True)
+    path = glr.backward_path(p["q"], p["k"], p["v"], **kwargs_of(p))
+    assert path.startswith("cpu: ") and "float64" in path, path
+    if p["beta"] is not None:
+        with pytest.raises(RuntimeError, match="glr.backward_path"):
+            glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"][:, :, :1])
+
+
+# (B, T, H, K): the tensor-core backward's shapes (HV = H, K = V = 128): several chunks with a short last one, T = 1.
+BWD_FAST_SHAPES = [(2, 300, 2, 128), (3, 1, 1, 128), (1, 1000, 1, 128)]
+
+
+@cuda
+@pytest.mark.parametrize("member_name", ["gdn", "deltanet"])
+@pytest.mark.parametrize("shape", BWD_FAST_SHAPES, ids=["B2_T300_H2", "T1", "T1000"])
+def test_cuda_backward_takes_sm90_and_matches_the_block_programs_and_the_oracle(member_name, shape):
+    B, T, H, K = shape
+    p = to_cuda_bf16(make_problem(member_name, B, T, H, H, K, K, initial_state=True, seed=T + H))
+    path = glr.backward_path(p["q"], p["k"], p["v"], **kwargs_of(p))
+    assert path.startswith("sm90: " if on_sm90() else "blocks: "), path
+    leaves = {n: t.clone().requires_grad_(True) for n, t in p.items() if n != "cu_seqlens" and t is not None}
+    gen = torch.Generator(device="cuda").manual_seed(5)
+
+    def grads(env):
+        with backward_path_env(env):
+            q = {n: (leaves[n] if n in leaves else p[n]) for n in p}
+            o, ht = glr.recurrence(q["q"], q["k"], q["v"], **kwargs_of(q))
+            do = torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype)
+            dht = torch.randn(ht.shape, generator=gen, device="cuda")
+            got = torch.autograd.grad([o, ht], list(leaves.values()), [do, dht])
+        return dict(zip(leaves, got)), do, dht
+
+    fast, do, dht = grads(None)
+    gen.manual_seed(5)
+    again, _, _ = grads(None)
+    gen.manual_seed(5)
+    blocks, _, _ = grads("blocks")
+    for n in fast:
+        assert torch.equal(fast[n], again[n]), f"d{n} not bitwise deterministic"
+    r = {n: (t.double().cpu() if isinstance(t, torch.Tensor) and t.is_floating_point() else
+             (t.cpu() if isinstance(t, torch.Tensor) else t)) for n, t in p.items()}
+    args = op_args(r)
+    ref = torch.ops.glr.oracle_bwd(*args[:7], do.double().cpu(), dht.cpu().double(), *args[7:])
+    names = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "beta": "dbeta", "initial_state": "dh0"}
+    for n, want in zip(["q", "k", "v", "g", "beta", "initial_state"], ref):
+        if n not in fast:
+            continue
+        bound = SM90_BWD_BOUND[names[n]] if on_sm90() else 2 ** -8 + 1e-3
+        err, err_blocks = rel(fast[n].cpu(), want), rel(blocks[n].cpu(), want)
+        assert err < bound, (names[n], err, bound)
+        assert err_blocks < 2 ** -8 + 1e-3, (names[n], err_blocks)
+        assert rel(fast[n], blocks[n]) < bound + 2 ** -8 + 1e-3, (names[n], rel(fast[n], blocks[n]))
+
+
+@cuda
+def test_cuda_backward_path_fallbacks_say_why():
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 2, 128, 128))
+    path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    assert path.startswith("blocks: ") and "grouped value heads" in path, path
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 1, 128, 128))
+    path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"].to(torch.bfloat16))
+    assert path.startswith("blocks: ") and "fp32" in path, path
+    path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"], cu_seqlens=torch.tensor([0, 30, 100]).cuda())
+    assert path.startswith("blocks: ") and "packed" in path, path
+    p = to_cuda_bf16(make_problem("mamba2", 1, 100, 1, 1, 128, 128))
+    path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    assert path.startswith("blocks: ") and "member mamba2" in path, path
+    with backward_path_env("blocks"):
+        path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+        assert path.startswith("blocks: ") and "GLR_BACKWARD_PATH" in path, path
+    with backward_path_env("fast"):
+        with pytest.raises(RuntimeError, match="GLR_BACKWARD_PATH"):
+            glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])

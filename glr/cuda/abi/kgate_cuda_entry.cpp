@@ -33,26 +33,28 @@ extern "C" KGATE_EXPORT int32_t kgate_abi_version(void) { return KGATE_ABI_VERSI
 extern "C" KGATE_EXPORT int32_t kgate_device(void) { return kDLCUDA; }
 
 namespace {
-int32_t run(const kgate_call* call, const cuda::ForwardOptions& options) {
+int32_t run(const kgate_call* call, bool force_blocks) {
   return abi::guarded_entry(call, [&] {
     const abi::Call c = abi::read_call(*call, GLR_KGATE_BACKWARD != 0, kDLCUDA);
     const OnDevice on(c.q.t->device.device_id);
     const cuda::DeviceOffsets off = c.offsets;
     const auto stream = static_cast<cudaStream_t>(call->stream);
-    if (GLR_KGATE_BACKWARD)
-      cuda::backward(c.params, abi::backward_tensors(c), off, stream);
-    else
+    if (GLR_KGATE_BACKWARD) {
+      cuda::BackwardOptions options;
+      options.force_blocks = force_blocks;
+      cuda::backward(c.params, abi::backward_tensors(c), off, stream, options);
+    } else {
+      cuda::ForwardOptions options;
+      options.force_blocks = force_blocks;
       cuda::forward(c.params, abi::forward_tensors(c), off, stream, options);
+    }
   });
 }
 }  // namespace
 
-// kgate_run: what glr's API does (the forward dispatches bf16 dense K = V calls on sm_90 to the tensor-core
-// forward: glr/contracts/sm90). kgate_run_blocks: the block programs only (glr/contracts/cuda, whose f32
-// bounds are theirs); the backward is the block programs in both.
-extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) { return run(call, {}); }
-extern "C" KGATE_EXPORT int32_t kgate_run_blocks(const kgate_call* call) {
-  cuda::ForwardOptions blocks;
-  blocks.force_blocks = true;
-  return run(call, blocks);
-}
+// kgate_run: what glr's API does (on sm_90 the forward dispatches bf16 dense K = V calls to the tensor-core
+// forward, the backward bf16 dense K = V = 128 Gated DeltaNet and DeltaNet calls to the tensor-core backward:
+// glr/contracts/sm90). kgate_run_blocks: the block programs only, in both passes (glr/contracts/cuda, whose f32
+// bounds are theirs).
+extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) { return run(call, false); }
+extern "C" KGATE_EXPORT int32_t kgate_run_blocks(const kgate_call* call) { return run(call, true); }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../common/setup.hpp"
+#include "../sm90/backward.hpp"
 #include "../sm90/forward.hpp"
 #include "../common/workspace.hpp"
 #include "glr/glr_cuda.hpp"
@@ -49,12 +50,13 @@ class StreamBuffer {
   cudaStream_t stream_;
 };
 
-// GLR_FORWARD_PATH: "blocks" forces the block programs; unset, empty or "auto" lets forward_path choose.
-bool forced_blocks() {
-  const char* e = std::getenv("GLR_FORWARD_PATH");
+// GLR_FORWARD_PATH / GLR_BACKWARD_PATH: "blocks" forces the block programs; unset, empty or "auto" lets
+// forward_path / backward_path choose.
+bool forced_blocks(const char* variable = "GLR_FORWARD_PATH") {
+  const char* e = std::getenv(variable);
   if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return false;
   if (std::strcmp(e, "blocks") == 0) return true;
-  throw InvalidArgument("GLR_FORWARD_PATH", std::string("is '") + e + "'; use 'blocks' or 'auto'");
+  throw InvalidArgument(variable, std::string("is '") + e + "'; use 'blocks' or 'auto'");
 }
 
 // The current device is sm_90 (the sm90 kernels are built for sm_90a, which runs there only), or why not.
@@ -91,9 +93,50 @@ void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream
   }
 }
 
+void check_workspace_pointer(const void* workspace) {
+  if (workspace == nullptr) throw InvalidArgument("workspace", "is null");
+  if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlign != 0)
+    throw InvalidArgument("workspace", "must be " + std::to_string(kWorkspaceAlign) + "-byte aligned");
+}
+
+// p from setup_backward.
+BackwardChoice choose_backward(const Problem& p, const BackwardOptions& options) {
+  if (forced_blocks("GLR_BACKWARD_PATH")) return {BackwardPath::blocks, "forced by GLR_BACKWARD_PATH=blocks"};
+  if (options.force_blocks) return {BackwardPath::blocks, "forced by BackwardOptions::force_blocks"};
+  std::string why = sm90::backward_refusal(p);
+  if (why.empty()) why = device_refusal();
+  if (!why.empty()) return {BackwardPath::blocks, "sm90 backward not taken: " + why};
+  return {BackwardPath::sm90, std::string("sm90 tensor-core backward: ") +
+                                  (p.gate == kGateNone ? "deltanet (g = 0)" : "gated_deltanet") +
+                                  ", bf16, K = V = 128, HV = H, dense layouts, sm_90 device"};
+}
+
+std::size_t backward_bytes(const Problem& p, BackwardPath path) {
+  return path == BackwardPath::sm90 ? sm90::backward_workspace_bytes(p) : WorkspacePlan<float>(p, true, nullptr).bytes;
+}
+
+void backward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream_t stream,
+                 const BackwardOptions& options) {
+  const BackwardChoice c = choose_backward(p, options);
+  if (std::getenv("GLR_BACKWARD_LOG") != nullptr)
+    std::fprintf(stderr, "glr backward: %s (%s)\n", name_of(c.path), c.reason.c_str());
+  if (c.path == BackwardPath::sm90) {
+    check_workspace_pointer(workspace);
+    sm90::launch_backward(p, workspace, bytes, stream);
+  } else {
+    launch_backward(p, place(p, true, workspace, bytes), stream);
+  }
+}
+
 }  // namespace
 
 const char* name_of(ForwardPath p) { return p == ForwardPath::sm90 ? "sm90" : "blocks"; }
+const char* name_of(BackwardPath p) { return p == BackwardPath::sm90 ? "sm90" : "blocks"; }
+
+BackwardChoice backward_path(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets,
+                             const BackwardOptions& options) {
+  return choose_backward(setup_backward(params, t, offsets), options);
+}
 
 ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets,
                            const ForwardOptions& options) {
@@ -110,7 +153,11 @@ std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& o
   return std::max(WorkspacePlan<float>(p, false, nullptr).bytes, sm90::forward_workspace_bytes(p));
 }
 std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets) {
-  return WorkspacePlan<float>(setup_sizes(params, offsets, Pass::backward), true, nullptr).bytes;
+  const Problem p = setup_sizes(params, offsets, Pass::backward);
+  return std::max(backward_bytes(p, BackwardPath::blocks), backward_bytes(p, BackwardPath::sm90));
+}
+std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets, BackwardPath path) {
+  return backward_bytes(setup_sizes(params, offsets, Pass::backward), path);
 }
 
 void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, void* workspace,
@@ -120,9 +167,8 @@ void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets&
 }
 
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, void* workspace,
-              std::size_t workspace_bytes, cudaStream_t stream) {
-  const Problem p = setup_backward(params, t, offsets);
-  launch_backward(p, place(p, true, workspace, workspace_bytes), stream);
+              std::size_t workspace_bytes, cudaStream_t stream, const BackwardOptions& options) {
+  backward_on(setup_backward(params, t, offsets), workspace, workspace_bytes, stream, options);
 }
 
 void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
@@ -134,11 +180,12 @@ void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets&
   forward_on(p, ws.get(), bytes, stream, options);
 }
 
-void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream) {
-  const Problem p = setup_backward(params, t, offsets);
-  const std::size_t bytes = WorkspacePlan<float>(p, true, nullptr).bytes;
+void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
+              const BackwardOptions& options) {
+  const Problem p = setup_backward(params, t, offsets);  // check before allocating
+  const std::size_t bytes = backward_bytes(p, choose_backward(p, options).path);
   StreamBuffer ws(bytes, stream);
-  launch_backward(p, place(p, true, ws.get(), bytes), stream);
+  backward_on(p, ws.get(), bytes, stream, options);
 }
 
 std::int32_t workspace_status(const void* workspace, cudaStream_t stream) {

@@ -58,6 +58,16 @@ cuda::ForwardTensors forward_tensors(const glr_capi_problem& p, const void* q, c
   return cuda::ForwardTensors{{q, x}, {k, x}, {v, x}, {g, gd}, {beta, bd}, {h0, f32}, {o, x}, {ht, f32}};
 }
 
+cuda::BackwardTensors backward_tensors(const glr_capi_problem& p, const void* q, const void* k, const void* v,
+                                       const void* g, const void* beta, const void* h0, const void* dout,
+                                       const void* dht, void* dq, void* dk, void* dv, void* dg, void* dbeta,
+                                       void* dh0) {
+  const cuda::DType x = dtype(p.x_dtype), gd = dtype(p.gate_dtype), bd = dtype(p.beta_dtype);
+  const cuda::DType f32 = cuda::DType::f32;
+  return cuda::BackwardTensors{{q, x},     {k, x},  {v, x},  {g, gd}, {beta, bd},  {h0, f32}, {dout, x},
+                               {dht, f32}, {dq, x}, {dk, x}, {dv, x}, {dg, gd}, {dbeta, bd}, {dh0, f32}};
+}
+
 template <class F>
 int32_t guarded(char* msg, size_t cap, F&& f) {
   try {
@@ -112,11 +122,22 @@ GLR_CAPI_EXPORT int32_t glr_capi_backward(const glr_capi_problem* p, const void*
                                           void* dh0, void* workspace, size_t workspace_bytes, void* stream,
                                           char* msg, size_t cap) {
   return guarded(msg, cap, [&] {
-    const Params prm = params_of(*p);
-    const cuda::DType x = dtype(p->x_dtype), gd = dtype(p->gate_dtype), bd = dtype(p->beta_dtype);
-    const cuda::DType f32 = cuda::DType::f32;
-    const cuda::BackwardTensors t{{q, x},    {k, x},   {v, x},  {g, gd},  {beta, bd},  {h0, f32}, {dout, x},
-                                  {dht, f32}, {dq, x}, {dk, x}, {dv, x},  {dg, gd},    {dbeta, bd}, {dh0, f32}};
-    cuda::backward(prm, t, offsets_of(*p), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
+    cuda::backward(params_of(*p), backward_tensors(*p, q, k, v, g, beta, h0, dout, dht, dq, dk, dv, dg, dbeta, dh0),
+                   offsets_of(*p), workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   });
+}
+
+GLR_CAPI_EXPORT int32_t glr_capi_backward_path(const glr_capi_problem* p, const void* q, const void* k, const void* v,
+                                               const void* g, const void* beta, const void* h0, const void* dout,
+                                               const void* dht, void* dq, void* dk, void* dv, void* dg, void* dbeta,
+                                               void* dh0, int32_t* path, char* msg, size_t cap) {
+  std::string reason;
+  const int32_t r = guarded(msg, cap, [&] {
+    const cuda::BackwardChoice c = cuda::backward_path(
+        params_of(*p), backward_tensors(*p, q, k, v, g, beta, h0, dout, dht, dq, dk, dv, dg, dbeta, dh0), offsets_of(*p));
+    *path = static_cast<int32_t>(c.path);
+    reason = c.reason;
+  });
+  if (r == 0) fail(reason, msg, cap);  // not a failure: the reason goes where messages go
+  return r;
 }

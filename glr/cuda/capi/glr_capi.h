@@ -44,6 +44,14 @@ int32_t glr_capi_forward_path(const glr_capi_problem* p, const void* q, const vo
                               const void* beta, const void* h0, void* o, void* ht, int32_t* path, char* msg,
                               size_t msg_capacity);
 
+/* Which kernels glr_capi_backward runs for these arguments on the current device: *path = 0 (the block
+ * programs) or 1 (the sm90 tensor-core backward), and the one-line reason in msg. Returns 0, or 1 with the
+ * error in msg for a call glr_capi_backward would reject. GLR_BACKWARD_PATH=blocks in the environment forces 0. */
+int32_t glr_capi_backward_path(const glr_capi_problem* p, const void* q, const void* k, const void* v, const void* g,
+                               const void* beta, const void* h0, const void* dout, const void* dht, void* dq,
+                               void* dk, void* dv, void* dg, void* dbeta, void* dh0, int32_t* path, char* msg,
+                               size_t msg_capacity);
+
 int32_t glr_capi_backward(const glr_capi_problem* p, const void* q, const void* k, const void* v, const void* g,
                           const void* beta, const void* h0, const void* dout, const void* dht, void* dq, void* dk,
                           void* dv, void* dg, void* dbeta, void* dh0, void* workspace, size_t workspace_bytes,

@@ -3,6 +3,7 @@
 // bf16 q, k, v, do; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32
 // accumulation (mma.sync m16n8k16 bf16 -> fp32). Dense layouts as the forward (gdn_fwd_mma.cuh): q, k, v, do,
 // dq, dk, dv (B, T, H, 128) bf16; g, beta, dg, dbeta (B, T, H) fp32; h0, dht, dh0 (B, H, K, V) fp32, optional.
+// DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
 //
 // Per chunk (G = in-chunk cumsum of g, Gamma_ij = e^{G_i - G_j}, T = (I + L)^-1 as in the forward, h the state
 // entering the chunk, dh' the gradient of the state leaving it), with X = beta V - beta e^G (K h), V_new = T X:
@@ -48,6 +49,7 @@ struct GdnBwdArgs {
   float* dh0 = nullptr;                 // (B, H, K, V) or null
   int B = 0, T = 0, H = 0;
   float scale = 0.f;
+  int gate = 1;  // 1: g per token and head (Gated DeltaNet); 0: g = 0 (DeltaNet): g and dg unused, may be null
   int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
   // workspace, carved by gdn_bwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
   __nv_bfloat16* Tm = nullptr;  // (B, H, NT, C, C) T = (I + L)^-1
@@ -104,7 +106,8 @@ inline void set_value_heads(FwdArgs& f, int H) {
 inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   GdnFwdArgs f;
   f.k = a.k;
-  f.g = a.g;
+  f.g = a.gate == 0 ? nullptr : a.g;
+  f.gate = a.gate;  // 0: the wy kernel reads no g and leaves G = 0
   f.beta = a.beta;
   f.B = a.B;
   f.T = a.T;
@@ -677,7 +680,7 @@ struct ChunkSmem {
   float t3[C];
 };
 
-__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
+static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
   extern __shared__ __align__(16) char smem_raw[];
   ChunkSmem& s = *reinterpret_cast<ChunkSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
@@ -971,8 +974,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     float excl = __shfl_up_sync(0xffffffffu, incl, 1);
     if (lane == 0) excl = 0.f;
     const float s0 = excl + x0, s1 = s0 + x1;
-    if (i0 < len) a.dg[tok0 + static_cast<std::int64_t>(i0) * a.H] = s0;
-    if (i0 - 1 < len) a.dg[tok0 + static_cast<std::int64_t>(i0 - 1) * a.H] = s1;
+    if (a.gate != 0) {  // DeltaNet: no g, so no dg (dG is formed and dropped; dbeta does not read it)
+      if (i0 < len) a.dg[tok0 + static_cast<std::int64_t>(i0) * a.H] = s0;
+      if (i0 - 1 < len) a.dg[tok0 + static_cast<std::int64_t>(i0 - 1) * a.H] = s1;
+    }
   }
 }
 
@@ -1019,21 +1024,40 @@ inline int gdn_bwd_slice_width(int BH) {
   return 16;
 }
 
-// Launch the four kernels on `stream`. Requires the workspace carved (gdn_bwd_workspace_carve) from a
-// 16-byte aligned block of gdn_bwd_workspace_bytes(B, T, H), T >= 0, B, H >= 1, B H <= 65535, 16-byte aligned
-// q, k, v, dout; 4-byte aligned dq, dk, dv; 8-byte aligned h0, dht, dh0. Returns cudaErrorInvalidValue when
-// these fail, else the first launch error. marks, if not null, are 3 events recorded after the wy, h and dh
-// kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 = gdn_bwd_slice_width; the results'
-// bits depend on it only through the order of dbeta's per-slice sums (each width is deterministic run to run).
-inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
+#endif  // __CUDACC__
+
+// Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, B H <= 65535, gate 0 or 1, every
+// tensor present that the member reads or writes, 16-byte aligned q, k, v, dout; 4-byte aligned dq, dk, dv, g,
+// beta, dg, dbeta; 8-byte aligned h0, dht, dh0; the workspace carved (gdn_bwd_workspace_carve) from a 16-byte
+// aligned block. Shared by gdn_bwd_mma and glr's dispatch (glr/cuda/sm90/backward.cu).
+inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
-  const GdnBwdArgs& a0 = args;
-  if (a0.B < 1 || a0.H < 1 || a0.T < 0 || static_cast<long long>(a0.B) * a0.H > 65535 || !a0.q || !a0.k || !a0.v ||
-      !a0.g || !a0.beta || !a0.dout || !a0.dq || !a0.dk || !a0.dv || !a0.dg || !a0.dbeta || !a0.Tm || !a0.G ||
-      !a0.Bc || !a0.hc || !a0.dhc || !a0.vn || !a0.dx || !a0.dbv || misaligned(a0.q, 16) || misaligned(a0.k, 16) ||
-      misaligned(a0.v, 16) || misaligned(a0.dout, 16) || misaligned(a0.dq, 4) || misaligned(a0.dk, 4) ||
-      misaligned(a0.dv, 4) || misaligned(a0.h0, 8) || misaligned(a0.dht, 8) || misaligned(a0.dh0, 8) ||
-      misaligned(a0.Tm, 16) || misaligned(a0.hc, 16) || (vt != 0 && vt != 16 && vt != 32 && vt != 64))
+  if (a.B < 1 || a.H < 1 || a.T < 0) return "sizes (B, H >= 1, T >= 0)";
+  if (static_cast<long long>(a.B) * a.H > 65535) return "B H > 65535";
+  if (a.gate != 0 && a.gate != 1) return "gate (0: none, 1: per token)";
+  if (!a.q || !a.k || !a.v || (a.gate == 1 && (!a.g || !a.dg)) || !a.beta || !a.dout || !a.dq || !a.dk || !a.dv ||
+      !a.dbeta)
+    return "a null tensor";
+  if (misaligned(a.q, 16) || misaligned(a.k, 16) || misaligned(a.v, 16) || misaligned(a.dout, 16) ||
+      misaligned(a.dq, 4) || misaligned(a.dk, 4) || misaligned(a.dv, 4) || misaligned(a.g, 4) ||
+      misaligned(a.beta, 4) || misaligned(a.dg, 4) || misaligned(a.dbeta, 4) || misaligned(a.h0, 8) ||
+      misaligned(a.dht, 8) || misaligned(a.dh0, 8))
+    return "alignment (q, k, v, dout 16 bytes; dq, dk, dv, g, beta, dg, dbeta 4; h0, dht, dh0 8)";
+  if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.vn || !a.dx || !a.dbv || misaligned(a.Tm, 16) ||
+      misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.vn, 16) || misaligned(a.dx, 16) ||
+      misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16))
+    return "workspace (carve it with gdn_bwd_workspace_carve)";
+  return nullptr;
+}
+
+#if defined(__CUDACC__)
+// Launch the four kernels on `stream`. Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
+// otherwise (or for a vt other than 0, 16, 32, 64), else the first launch error. marks, if not null, are 3 events
+// recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
+// gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each
+// width is deterministic run to run).
+inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
+  if (gdn_bwd_mma_refusal(args) != nullptr || (vt != 0 && vt != 16 && vt != 32 && vt != 64))
     return cudaErrorInvalidValue;
   GdnBwdArgs a = args;
   a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.B * a.H);

@@ -256,7 +256,8 @@ __device__ __forceinline__ float load_scalar(const void* p, bool bf16, std::int6
 // sequences [t per, (t + 1) per); chunk counts are prefix-summed by thread 0 in a fixed order.
 // Dynamic shared memory: table_smem_bytes.
 inline constexpr std::size_t table_smem_bytes = (kThreads + 1) * sizeof(int);
-__global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __grid_constant__ GdnFwdArgs a) {
+// The kernels that are not templates are static: sm90/forward.cu and sm90/backward.cu both include this header.
+static __global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __grid_constant__ GdnFwdArgs a) {
   extern __shared__ __align__(16) char smem_raw[];
   int* count = reinterpret_cast<int*>(smem_raw);  // (kThreads)
   int& bad = count[kThreads];
@@ -306,7 +307,7 @@ __global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __grid_cons
 }
 
 // Packed sequences with invalid offsets: every output NaN (launched after the state kernel).
-__global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
+static __global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
   if (a.table[0] == 0) return;
   const std::int64_t n = static_cast<std::int64_t>(a.T) * a.HV * a.D;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;

@@ -16,11 +16,12 @@
 // DeviceOffsets::num_seqs: the offsets are then checked on the device, and if they are invalid every output
 // is NaN and workspace_status() returns kStatusBadOffsets (no host sync is ever needed to launch).
 //
-// Forward path: see ForwardPath below (the tensor-core forward where it applies, else the block programs).
+// Paths: see ForwardPath and BackwardPath below (the tensor-core kernels where they apply, else the block
+// programs).
 //
-// Workspace: forward_workspace_bytes / backward_workspace_bytes say how much (fp32 intermediates; the
-// backward recomputes the forward's, so it needs nothing from the forward call); the overloads without a
-// workspace allocate it with cudaMallocAsync on the caller's stream and free it with cudaFreeAsync.
+// Workspace: forward_workspace_bytes / backward_workspace_bytes say how much (the backward recomputes the
+// forward's intermediates, so it needs nothing from the forward call); the overloads without a workspace
+// allocate it with cudaMallocAsync on the caller's stream and free it with cudaFreeAsync.
 #pragma once
 
 #include <cstddef>
@@ -74,7 +75,7 @@ class CudaError : public std::runtime_error {
 // Which kernels a forward call runs. sm90: the tensor-core forward (glr/cuda/sm90, rung 3 of
 // gdn_fwd_mma.cuh) on an sm_90 device for bf16 q, k, v, K = V = 64 or 128, dense layouts (every member, grouped
 // value heads, packed sequences, h0/ht); blocks: the block programs (any supported problem, any strides).
-// The backward always runs the block programs. Both are bitwise deterministic; they differ within bf16 bounds.
+// Both are bitwise deterministic; they differ within bf16 bounds. (The backward's choice: BackwardPath.)
 // The environment variable GLR_FORWARD_PATH = blocks forces the block programs (for diffing); unset or "auto"
 // lets forward_path choose; any other value is an InvalidArgument naming it. GLR_FORWARD_LOG (set to anything)
 // prints each forward call's path and reason to stderr.
@@ -99,18 +100,46 @@ ForwardChoice forward_path(const Params& params, const ForwardTensors& t, const 
 std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
 // The workspace of one path (the sm90 path needs about 5% of the block programs' at B8 T4096 H16).
 std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& offsets, ForwardPath path);
+
+// Which kernels a backward call runs. sm90: the tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90
+// device for Gated DeltaNet and DeltaNet (g = 0: the same kernels with the decay 1), bf16 q, k, v, dout (and dq,
+// dk, dv), fp32 g, beta (and dg, dbeta), K = V = 128, HV = H, no packed sequences, dense layouts; h0, dht, dh0
+// taken. blocks: the block programs (any supported problem, any strides). Both are bitwise deterministic; they
+// differ within bf16 bounds. GLR_BACKWARD_PATH = blocks forces the block programs; unset or "auto" lets
+// backward_path choose; any other value is an InvalidArgument naming it. GLR_BACKWARD_LOG (set to anything)
+// prints each backward call's path and reason to stderr. The backward's path does not depend on the forward's.
+enum class BackwardPath : std::int32_t { blocks = 0, sm90 = 1 };
+const char* name_of(BackwardPath p);  // "blocks", "sm90"
+struct BackwardChoice {
+  BackwardPath path = BackwardPath::blocks;
+  std::string reason;  // one line: why this path (what made sm90 apply, or what ruled it out)
+};
+// force_blocks: the block programs whatever backward_path would say (as GLR_BACKWARD_PATH=blocks does).
+struct BackwardOptions {
+  bool force_blocks = false;
+};
+
+// The path backward() takes for this call on the current CUDA device; throws what backward() would throw
+// for an invalid call. Reads no tensor data and enqueues nothing.
+BackwardChoice backward_path(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets,
+                             const BackwardOptions& options = {});
+
+// Enough workspace for either path.
 std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets = {});
+// The workspace of one path (the sm90 path needs about a quarter of the block programs' at B8 T4096 H16).
+std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets, BackwardPath path);
 
 // workspace: device memory, 256-byte aligned, at least the queried size.
 void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, void* workspace,
              std::size_t workspace_bytes, cudaStream_t stream);
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, void* workspace,
-              std::size_t workspace_bytes, cudaStream_t stream);
+              std::size_t workspace_bytes, cudaStream_t stream, const BackwardOptions& options = {});
 
 // The same, with the workspace allocated and freed on `stream` (stream-ordered, no sync).
 void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
              const ForwardOptions& options = {});
-void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream);
+void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, cudaStream_t stream,
+              const BackwardOptions& options = {});
 
 // The status word of a workspace after a call (synchronises the stream): kStatusOk, or kStatusBadOffsets
 // when device-only offsets were invalid and the outputs were filled with NaN.

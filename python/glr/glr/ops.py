@@ -10,8 +10,9 @@ value heads); per-token gates [B, T, HV]; states [N, HV, K, V]; packed sequences
 On CUDA the kernels take q, k, v in bf16 or fp16 with K, V in {64, 128}; float32 q, k, v are cast to
 bf16 for the kernel and the output back to float32 (the state and the gate stay in fp32). On an sm_90 GPU
 the forward of bf16 calls with K = V (64 or 128) and dense layouts runs on the tensor cores (forward_path says
-which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs). On the CPU every
-dtype runs (float64 exactly, for gradcheck).
+which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs), and so does the backward
+of Gated DeltaNet and DeltaNet calls with bf16 q, k, v, fp32 g and beta, K = V = 128, HV = H, no cu_seqlens
+(backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
 """
 import math
 from typing import Optional, Tuple
@@ -49,11 +50,31 @@ def forward_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional[
     """Which kernels recurrence() runs its forward on for these arguments, and why, in one line:
     "sm90: ..." (the tensor-core forward: an sm_90 GPU, bf16 q, k, v, K = V = 64 or 128, dense layouts),
     "blocks: ..." (the CUDA block programs; the reason says what ruled sm90 out, or that the environment
-    variable GLR_FORWARD_PATH=blocks forced them), or "cpu: ..." (CPU tensors). The backward always runs the
-    block programs."""
+    variable GLR_FORWARD_PATH=blocks forced them), or "cpu: ..." (CPU tensors). backward_path says the same
+    of the backward."""
     q, k, v, gate, scale = _kernel_inputs(q, k, v, g, scale)
     return torch.ops.glr.forward_path(q, k, v, g, beta, initial_state, cu_seqlens, scale, beta is not None, gate,
                                       output_final_state)
+
+
+def backward_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor] = None,
+                  beta: Optional[torch.Tensor] = None, scale: Optional[float] = None,
+                  initial_state: Optional[torch.Tensor] = None, output_final_state: bool = False,
+                  cu_seqlens: Optional[torch.Tensor] = None) -> str:
+    """Which kernels recurrence()'s backward runs on for these arguments (with dense gradients of o and of the
+    final state, as autograd passes them), and why, in one line: "sm90: ..." (the tensor-core backward: an sm_90
+    GPU, Gated DeltaNet or DeltaNet, bf16 q, k, v, fp32 g and beta, K = V = 128, HV = H, no cu_seqlens, dense
+    layouts), "blocks: ..." (the reason says what ruled sm90 out, or that GLR_BACKWARD_PATH=blocks forced the
+    block programs), or "cpu: ..." (CPU tensors). The backward's path does not depend on the forward's."""
+    q, k, v, gate, scale = _kernel_inputs(q, k, v, g, scale)
+    dout = torch.empty(q.shape[0], q.shape[1], v.shape[2], v.shape[3], dtype=v.dtype, device=v.device)
+    dht = None
+    if output_final_state:
+        n = q.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
+        state = torch.float64 if q.dtype == torch.float64 else torch.float32  # the final state's dtype, as fwd makes it
+        dht = torch.empty(n, v.shape[2], q.shape[3], v.shape[3], dtype=state, device=v.device)
+    return torch.ops.glr.backward_path(q, k, v, g, beta, initial_state, cu_seqlens, dout, dht, scale,
+                                       beta is not None, gate)
 
 
 def recurrence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional[torch.Tensor] = None,

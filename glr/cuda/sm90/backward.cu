@@ -1,0 +1,113 @@
+// glr/cuda/sm90/backward.cu: glr's Problem -> GdnBwdArgs, and the launch of the tensor-core backward (see
+// backward.hpp).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backward.hpp"
+#include "gdn_bwd_mma.cuh"
+
+namespace glr::cuda::sm90 {
+namespace {
+
+constexpr std::size_t kHeader = 256;  // the status word, then the kernels' workspace (256-byte aligned)
+
+bool token_dense(const TensorRef& t, std::int64_t B, std::int64_t T, std::int64_t heads, std::int64_t dim) {
+  return t.s[3] == 1 && (heads == 1 || t.s[2] == dim) && (T <= 1 || t.s[1] == heads * dim) &&
+         (B <= 1 || t.s[0] == T * heads * dim);
+}
+bool scalar_dense(const TensorRef& t, std::int64_t B, std::int64_t T, std::int64_t H) {
+  return (H == 1 || t.s[2] == 1) && (T <= 1 || t.s[1] == H) && (B <= 1 || t.s[0] == T * H);
+}
+bool state_dense(const TensorRef& t, std::int64_t B, std::int64_t H, std::int64_t K, std::int64_t V) {
+  return t.s[3] == 1 && t.s[2] == V && (H == 1 || t.s[1] == K * V) && (B <= 1 || t.s[0] == H * K * V);
+}
+
+// Sizes, member and pointers; the workspace is carved separately.
+GdnBwdArgs args_of(const Problem& p) {
+  GdnBwdArgs a;
+  a.q = static_cast<const __nv_bfloat16*>(p.q.p);
+  a.k = static_cast<const __nv_bfloat16*>(p.k.p);
+  a.v = static_cast<const __nv_bfloat16*>(p.v.p);
+  a.gate = p.gate == kGatePerToken ? 1 : 0;
+  a.g = a.gate ? static_cast<const float*>(p.g.p) : nullptr;
+  a.beta = static_cast<const float*>(p.beta.p);
+  a.h0 = static_cast<const float*>(p.h0.p);
+  a.dout = static_cast<const __nv_bfloat16*>(p.dout.p);
+  a.dht = static_cast<const float*>(p.dht.p);
+  a.dq = static_cast<__nv_bfloat16*>(p.dq.p);
+  a.dk = static_cast<__nv_bfloat16*>(p.dk.p);
+  a.dv = static_cast<__nv_bfloat16*>(p.dv.p);
+  a.dg = a.gate ? static_cast<float*>(p.dg.p) : nullptr;
+  a.dbeta = static_cast<float*>(p.dbeta.p);
+  a.dh0 = static_cast<float*>(p.dh0.p);
+  a.B = static_cast<int>(p.B);
+  a.T = static_cast<int>(p.T);
+  a.H = static_cast<int>(p.H);
+  a.scale = static_cast<float>(p.scale);
+  return a;
+}
+
+}  // namespace
+
+std::string backward_refusal(const Problem& p) {
+  if (!p.delta || p.gate == kGatePerHead) {
+    const char* m = p.delta                   ? "the delta rule with a per-head gate"
+                    : p.gate == kGatePerToken ? "mamba2"
+                    : p.gate == kGatePerHead  ? "retnet"
+                                              : "linear_attention";
+    return std::string("member ") + m + " (takes gated_deltanet and deltanet)";
+  }
+  if (p.K != 128 || p.V != 128)
+    return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (takes K = V = 128)";
+  if (p.q.dt != DType::bf16 || p.k.dt != DType::bf16 || p.v.dt != DType::bf16 || p.dout.dt != DType::bf16 ||
+      p.dq.dt != DType::bf16 || p.dk.dt != DType::bf16 || p.dv.dt != DType::bf16)
+    return "q, k, v, dout, dq, dk, dv not all bf16";
+  if ((p.gate == kGatePerToken && (p.g.dt != DType::f32 || p.dg.dt != DType::f32)) || p.beta.dt != DType::f32 ||
+      p.dbeta.dt != DType::f32)
+    return p.gate == kGatePerToken ? "g, beta, dg, dbeta not all fp32" : "beta, dbeta not fp32";
+  if ((p.h0.p && p.h0.dt != DType::f32) || (p.dht.p && p.dht.dt != DType::f32) || (p.dh0.p && p.dh0.dt != DType::f32))
+    return "states not fp32";
+  if (p.HV != p.H)
+    return "grouped value heads (HV = " + std::to_string(p.HV) + ", H = " + std::to_string(p.H) + "; takes HV = H)";
+  if (p.varlen) return "packed sequences (cu_seqlens; takes dense batches)";
+  if (p.T > 0x3fffffff || p.B * p.T > 0x3fffffff) return "more than 2^30 tokens";
+  if (!token_dense(p.q, p.B, p.T, p.H, p.K) || !token_dense(p.k, p.B, p.T, p.H, p.K) ||
+      !token_dense(p.dq, p.B, p.T, p.H, p.K) || !token_dense(p.dk, p.B, p.T, p.H, p.K))
+    return "q, k, dq or dk not dense [B, T, H, K]";
+  if (!token_dense(p.v, p.B, p.T, p.H, p.V) || !token_dense(p.dout, p.B, p.T, p.H, p.V) ||
+      !token_dense(p.dv, p.B, p.T, p.H, p.V))
+    return "v, dout or dv not dense [B, T, H, V]";
+  if (p.gate == kGatePerToken && (!scalar_dense(p.g, p.B, p.T, p.H) || !scalar_dense(p.dg, p.B, p.T, p.H)))
+    return "g or dg not dense [B, T, H]";
+  if (!scalar_dense(p.beta, p.B, p.T, p.H) || !scalar_dense(p.dbeta, p.B, p.T, p.H))
+    return "beta or dbeta not dense [B, T, H]";
+  for (const TensorRef* s : {&p.h0, &p.dht, &p.dh0})
+    if (s->p && !state_dense(*s, p.B, p.H, p.K, p.V)) return "h0, dht or dh0 not dense [B, H, K, V]";
+  GdnBwdArgs a = args_of(p);
+  // The kernels' own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
+  alignas(256) static char stand_in[256];
+  a.Tm = a.hc = a.dhc = a.vn = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
+  a.G = a.Bc = a.dbv = reinterpret_cast<float*>(stand_in);
+  if (const char* why = gdn_bwd_mma_refusal(a)) return why;
+  return "";
+}
+
+std::size_t backward_workspace_bytes(const Problem& p) {
+  return kHeader + gdn_bwd_workspace_bytes(static_cast<int>(p.B), static_cast<int>(p.T), static_cast<int>(p.H));
+}
+
+void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  const std::size_t need = backward_workspace_bytes(p);
+  if (workspace_bytes < need)
+    throw InvalidArgument("workspace", std::to_string(workspace_bytes) + " bytes given, " + std::to_string(need) +
+                                           " needed by the sm90 backward (see backward_workspace_bytes)");
+  GdnBwdArgs a = args_of(p);
+  gdn_bwd_workspace_carve(a, static_cast<char*>(workspace) + kHeader);
+  cudaError_t e = cudaMemsetAsync(workspace, 0, sizeof(std::int32_t), stream);  // status: ok
+  if (e == cudaSuccess) e = gdn_bwd_mma(a, stream);
+  if (e != cudaSuccess)
+    throw CudaError(std::string("glr cuda: sm90 backward: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace glr::cuda::sm90

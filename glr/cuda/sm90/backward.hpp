@@ -1,0 +1,30 @@
+// glr/cuda/sm90/backward.hpp: the tensor-core backward (gdn_bwd_mma.cuh) behind glr's CUDA API, on the Problem
+// that setup_backward has checked. Host code only: callers (blocks/api.cpp) need no CUDA compiler.
+// glr::cuda::backward_path (glr/glr_cuda.hpp) adds the device and the GLR_BACKWARD_PATH override to this.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "../common/problem.hpp"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace glr::cuda::sm90 {
+
+// Why the tensor-core backward does not take p (the first reason), or "" if it does: Gated DeltaNet (g per token)
+// or DeltaNet (g = 0, the same kernels with G = 0); bf16 q, k, v, dout, dq, dk, dv; fp32 g, beta, dg, dbeta and
+// states; K = V = 128; HV = H; no packed sequences; dense row-major layouts (flash-linear-attention's, any size-1
+// dim's stride ignored); the kernels' alignment and grid limits. h0, dht and dh0 are taken. The device is not
+// looked at.
+std::string backward_refusal(const Problem& p);
+
+// Workspace for p (sizes only: setup_sizes is enough): a 256-byte header (the status word) and the kernels' bf16
+// intermediates (gdn_bwd_workspace_bytes); a 256-byte aligned base required.
+std::size_t backward_workspace_bytes(const Problem& p);
+
+// Launch on `stream`; the status word (workspace offset 0) is set to 0 as the block programs leave it for a call
+// without device-only offsets. Throws InvalidArgument for a short workspace, CudaError on a launch failure.
+void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace glr::cuda::sm90

@@ -1,0 +1,196 @@
+// The backward's dispatch logic without a GPU (ctest label glrcuda): which calls the sm90 tensor-core backward
+// takes (sm90::backward_refusal is "" for them; the device is looked at only after it), which it refuses and with
+// what reason (cuda::backward_path reaches its answer before any CUDA call for these), GLR_BACKWARD_PATH and
+// BackwardOptions::force_blocks, and the per-path workspace sizes. The tensors live in host memory: nothing
+// here reads them. tests/glrcuda/gpu_test.cpp runs the same calls on a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "capi/glr_capi.h"
+#include "case.hpp"
+#include "common/setup.hpp"
+#include "glr/glr_cuda.hpp"
+#include "sm90/backward.hpp"
+
+namespace glr::cudatest {
+namespace {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+const Shape kK128{"K128_T130", 1, 130, 1, 1, 128, 128, {}, true};
+
+// Packed offsets: the host copy stands in for the device one (nothing reads it here).
+cuda::DeviceOffsets offsets(const Case& c) { return {c.call.varlen() ? c.call.cu_seqlens.data() : nullptr, 0}; }
+
+std::string refusal(const Case& c) {
+  CallTensors t = make_call(c);
+  return cuda::sm90::backward_refusal(cuda::setup_backward(c.call, t.backward(), offsets(c)));
+}
+
+cuda::BackwardChoice choice(const Case& c, const cuda::BackwardOptions& o = {}) {
+  CallTensors t = make_call(c);
+  return cuda::backward_path(c.call, t.backward(), offsets(c), o);
+}
+
+TEST(BackwardDispatch, Sm90TakesGatedDeltaNetAndDeltaNetBf16K128Dense) {
+  const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& s : {kK128, Shape{"B3_T1_H2_no_states", 3, 1, 2, 2, 128, 128, {}, false},
+                           Shape{"B2_T1000_H4", 2, 1000, 4, 4, 128, 128, {}, true}}) {
+      const Case c = make_case(m, s, {DType::bf16}, {}, 7);
+      EXPECT_EQ(refusal(c), "") << c.describe();
+    }
+}
+
+TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
+  const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+  struct Refused {
+    Member member;
+    Shape shape;
+    Dtypes dt;
+    Layout layout;
+    const char* reason;
+  };
+  const Refused cases[] = {
+      {Member::mamba2, kK128, {DType::bf16}, {}, "member mamba2 (takes gated_deltanet and deltanet)"},
+      {Member::retnet, kK128, {DType::bf16}, {}, "member retnet"},
+      {Member::linear_attention, kK128, {DType::bf16}, {}, "member linear_attention"},
+      {Member::gated_deltanet, {"K64", 1, 130, 1, 1, 64, 64, {}, true}, {DType::bf16}, {}, "K = 64, V = 64 (takes K = V = 128)"},
+      {Member::deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
+      {Member::gated_deltanet, kK128, {DType::f16}, {}, "q, k, v, dout, dq, dk, dv not all bf16"},
+      {Member::gated_deltanet, kK128, {DType::bf16, DType::bf16, DType::f32}, {}, "g, beta, dg, dbeta not all fp32"},
+      {Member::deltanet, kK128, {DType::bf16, DType::bf16, DType::f32}, {}, "fp32"},
+      {Member::gated_deltanet, kK128, {DType::bf16}, {true, false}, "not dense"},
+      {Member::gated_deltanet, kK128, {DType::bf16}, {false, true}, "alignment"},
+      {Member::gated_deltanet, {"HV2H", 1, 130, 1, 2, 128, 128, {}, true}, {DType::bf16}, {}, "grouped value heads (HV = 2, H = 1"},
+      {Member::gated_deltanet, {"varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed sequences"},
+  };
+  for (const Refused& r : cases) {
+    const Case c = make_case(r.member, r.shape, r.dt, r.layout, 8);
+    const std::string why = refusal(c);
+    std::printf("%-16s %-9s %-24s -> %s\n", member_name(r.member), r.shape.name.c_str(),
+                (std::string(cuda::name_of(r.dt.x)) + "/" + cuda::name_of(r.dt.gate) + (r.layout.strided ? " strided" : "") +
+                 (r.layout.offset ? " offset" : ""))
+                    .c_str(),
+                why.c_str());
+    EXPECT_NE(why.find(r.reason), std::string::npos) << c.describe() << ": '" << why << "'";
+    const cuda::BackwardChoice ch = choice(c);
+    EXPECT_EQ(ch.path, cuda::BackwardPath::blocks) << c.describe();
+    EXPECT_EQ(ch.reason, "sm90 backward not taken: " + why);
+    EXPECT_EQ(ch.reason.find('\n'), std::string::npos);
+  }
+}
+
+TEST(BackwardDispatch, OverridesForceTheBlockProgramsBeforeTheDeviceIsAsked) {
+  const Case c = make_case(Member::gated_deltanet, kK128, {DType::bf16}, {}, 9);
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", "blocks");
+    const cuda::BackwardChoice ch = choice(c);
+    EXPECT_EQ(ch.path, cuda::BackwardPath::blocks);
+    EXPECT_EQ(ch.reason, "forced by GLR_BACKWARD_PATH=blocks");
+  }
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+    cuda::BackwardOptions o;
+    o.force_blocks = true;
+    const cuda::BackwardChoice ch = choice(c, o);
+    EXPECT_EQ(ch.path, cuda::BackwardPath::blocks);
+    EXPECT_EQ(ch.reason, "forced by BackwardOptions::force_blocks");
+  }
+  for (const char* bad : {"sm90", "fast", "Blocks"}) {
+    const ScopedEnv env("GLR_BACKWARD_PATH", bad);
+    try {
+      choice(c);
+      ADD_FAILURE() << "GLR_BACKWARD_PATH=" << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(e.argument(), "GLR_BACKWARD_PATH");
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_STREQ(cuda::name_of(cuda::BackwardPath::sm90), "sm90");
+  EXPECT_STREQ(cuda::name_of(cuda::BackwardPath::blocks), "blocks");
+}
+
+TEST(BackwardDispatch, WorkspacePerPath) {
+  // Sizes only: no tensors are drawn at this shape.
+  const Params p = make_params(Member::gated_deltanet, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
+  const std::size_t fast = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::sm90);
+  const std::size_t slow = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::blocks);
+  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, 8 dbeta slices (fp32 per token), h and dh' (bf16 K x V per
+  // chunk), V_new and dX (bf16 per token): 890 MB here, plus the 256-byte status header.
+  const std::size_t bh = 8 * 16, tp = 4096, nt = 64;
+  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 10 + nt * 128 * 128 * 2 * 2 + tp * 128 * 2 * 2));
+  EXPECT_LT(fast * 3, slow);
+  EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
+  std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
+}
+
+// The C entry point's glr_capi_backward_path (what bench/glr loads): the same choice, the reason in msg, a bad
+// GLR_BACKWARD_PATH an error in msg. Dense tensors at fake 256-byte aligned addresses: nothing reads them.
+TEST(BackwardDispatch, CApiBackwardPath) {
+  alignas(256) static char arena[16][256];
+  auto at = [&](int i) { return static_cast<void*>(arena[i]); };
+  glr_capi_problem p{};
+  p.B = 1, p.T = 130, p.H = 1, p.HV = 2, p.K = 128, p.V = 128;
+  p.member = 0;  // gated_deltanet
+  p.x_dtype = 2, p.gate_dtype = 0, p.beta_dtype = 0;
+  p.initial_state = 1, p.final_state = 1;
+  p.scale = 0.125;
+  auto call = [&](std::int32_t* path, char* msg) {
+    const bool delta = p.member <= 1;  // gated_deltanet, deltanet: beta and dbeta
+    return glr_capi_backward_path(&p, at(0), at(1), at(2), at(3), delta ? at(4) : nullptr, at(5), at(6), at(7), at(8),
+                                  at(9), at(10), at(11), delta ? at(12) : nullptr, at(13), path, msg, 256);
+  };
+  char msg[256];
+  std::int32_t path = -1;
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+    ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_NE(std::string(msg).find("sm90 backward not taken: grouped value heads"), std::string::npos) << msg;
+    p.HV = 1;
+    p.member = 2;  // mamba2
+    ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_NE(std::string(msg).find("member mamba2"), std::string::npos) << msg;
+    p.member = 0;
+  }
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", "blocks");
+    path = -1;
+    ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_STREQ(msg, "forced by GLR_BACKWARD_PATH=blocks");
+  }
+  {
+    const ScopedEnv env("GLR_BACKWARD_PATH", "tensor-cores");
+    EXPECT_EQ(call(&path, msg), 1);
+    EXPECT_NE(std::string(msg).find("GLR_BACKWARD_PATH"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace glr::cudatest
