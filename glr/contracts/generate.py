@@ -47,7 +47,8 @@ STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/gene
 # A profile: what differs between the implementations it describes. Keys (a pass may override any of them
 # in its entry of `passes`, e.g. another title, implementation text or tolerances for the backward):
 #   folder, title, op, algorithm, written, fixed_note, implementation, notes: where the files go, their
-#                   header lines and description
+#                   header lines and description; written, fixed_note and notes may be {member: text, "*":
+#                   text} where the members of one pass need different words
 #   entries         kernel and oracle as lib:symbol ({short} is fwd or bwd): --entries prints them, and the
 #                   header must name the kernel's (tests/glr_contracts checks it)
 #   passes          {"fwd": {...}, "bwd": {...}}: the passes written, each with optional `members` and
@@ -160,9 +161,60 @@ PROFILES = {
         ],
         # kgate_run: what glr's API dispatches to (the tensor-core path for these calls on sm_90).
         entries=dict(kernel="glr_cuda_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
-        # The backward's row (its tolerances, no grouped value heads, f32 beta) is added here with the
-        # tensor-core backward's contract (README.md says how).
-        passes={"fwd": {}},
+        passes={
+            "fwd": {},
+            # The tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh): Gated DeltaNet and DeltaNet (g = 0), dense batches, no
+            # grouped value heads (HV = H), beta and dbeta f32.
+            "bwd": dict(
+                members=("gated_deltanet", "deltanet"),
+                varlen_members=(),
+                algorithm="sm90 tensor-core backward (C = 64)",
+                written={"*": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+                         "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+                         "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV = H (v, dout,\n"
+                         "# dv and the scalars use H: no grouped value heads), bf16 token tensors, f32 g, beta (so dg, dbeta) and\n"
+                         "# states, dense batches. The layout gate's strided and offset views fall back to the block programs,\n"
+                         "# which is the dispatch's contract; every other gate's calls run the tensor-core backward."),
+                         "deltanet": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+                                      "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+                                      "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh, Gated DeltaNet's kernels with G = 0: no g read, no\n"
+                                      "# dg written) on an sm_90 device: K = V = 128, HV = H (v, dout, dv and beta use H: no grouped value\n"
+                                      "# heads), bf16 token tensors, f32 beta (so dbeta) and states, dense batches. The layout gate's strided\n"
+                                      "# and offset views fall back to the block programs, which is the dispatch's contract; every other\n"
+                                      "# gate's calls run the tensor-core backward.")},
+                fixed_note={"*": "Fixed batch [B, T], bf16 token tensors, f32 gate, beta and states.",
+                            "deltanet": "Fixed batch [B, T], bf16 token tensors, f32 beta and states."},
+                implementation=[
+                    "# Kernel: glr_cuda_kgate_{short}.so:kgate_run on an sm_90 GPU (GLR_BACKWARD_PATH=blocks forces the block programs,",
+                    "# for diffing); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
+                    "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
+                ],
+                notes={"*": [
+                    "#",
+                    "# Tolerances (every output): per element 2^-6 |ref| + 2^-4 rms(ref), the sm90 forward contracts' bound. The",
+                    "# tensor-core backward rounds every product's operands to bf16 (T, h, dh', V_new, dX, dV_new, X, P, P^T, dA, E,",
+                    "# the scaled dO and dX; fp32 accumulation, the states kept in fp32): bench/glr/sm90_bwd_notes.md bounds it at",
+                    "# 8 u (u = 2^-9) normwise, 16 u for dg. Per element, on the host emulator with this contract's input",
+                    "# distributions (tests/glr_sm90/run_emu_bwd.sh with GLR_EMU_INPUTS=contract; B2 T100 H1, B1 T320 H2, B3 T257 H2,",
+                    "# h0 and dht): the largest atol_rms needed at rtol 2^-6 was 3.6e-2 (dk; dq, dv 2.2e-2 at most, dbeta 2.4e-2, dg",
+                    "# 1.1e-2, dh0 9e-3). A defect shows as an error of order rms. The accumulation case below, emulated (GLR_EMU_INPUTS=",
+                    "# accumulation): at most 7.2e-3 relative per element on the bf16 gradients (the gate's bound: 8 u_bf16 = 3.1e-2",
+                    "# and more), 6.3e-4 on dbeta, 1.6e-4 on dg, 3.6e-4 on dh0 (gamma_N(2^-24): 0.31, 0.31, 2.4e-3).",
+                ], "deltanet": [
+                    "#",
+                    "# Tolerances (every output): per element 2^-6 |ref| + 2^-4 rms(ref), as ./gated_deltanet_bwd.toml (whose header",
+                    "# derives them). Per element, on the host emulator with this contract's input distributions (tests/glr_sm90/",
+                    "# run_emu_bwd.sh 2 100 1 1 1 inf with GLR_EMU_INPUTS=contract: mu = inf runs DeltaNet): the largest atol_rms needed",
+                    "# at rtol 2^-6 was 1.4e-2 (dk; dq, dv 9.6e-3, dbeta 8.2e-3, dh0 2.3e-3). The accumulation case below, emulated",
+                    "# (GLR_EMU_INPUTS=accumulation, B1 T320): at most 7.3e-3 relative per element on the bf16 gradients (the gate's",
+                    "# bound: 8 u_bf16 = 3.1e-2 and more), 8.6e-4 on dbeta, 1.9e-5 on dh0 (gamma_N(2^-24): 0.31, 2.4e-3).",
+                ]},
+                gva=False,
+                beta_dtype="f32",
+                tolerance={name: operand_tolerance("bf16", 4, "bf16 operands: see the header")
+                           for name in ("dq", "dk", "dv", "dg", "dbeta", "dh0")},
+            ),
+        },
         token_dtype={False: "bf16", True: "bf16"},
         fixed_note="Fixed batch [B, T], bf16 token tensors, f32 gate and states.",
         T=dict(max=320, nominal={False: 100, True: 100}),
@@ -248,12 +300,15 @@ def make(prof, member, backward, varlen, filename):
     tol = prof["tolerance"]
     what = ("dq, dk, dv%s%s, dh0 from dout and dht" % (", dg" if gate else "", ", dbeta" if delta else "")) if backward \
         else "o and the final state ht"
+    # fixed_note and notes may be {member: value, "*": value} where members of one pass differ.
+    def per_member(v):
+        return v.get(member, v["*"]) if isinstance(v, dict) else v
     layout_note = ("Packed sequences (cu_seqlens, B = 1), bf16 token tensors, f32 gate and states." if varlen
-                   else prof["fixed_note"])
+                   else per_member(prof["fixed_note"]))
     s = HEADER.format(title=prof["title"], member_title=member_title, pass_=pass_, what=what,
-                      written=prof["written"].format(name=filename), layout_note=layout_note,
+                      written=per_member(prof["written"]).format(name=filename), layout_note=layout_note,
                       implementation="\n".join(prof["implementation"]).format(short=short),
-                      notes="".join(line + "\n" for line in prof.get("notes", [])))
+                      notes="".join(line + "\n" for line in per_member(prof.get("notes", []))))
     s += "[op]\nname = \"%s.%s.%s%s\"\n" % (prof["op"], member, short, ".varlen" if varlen else "")
     s += "description = \"%s %s, %s, %sinitial and final state%s\"\n" % (
         member_title, pass_, prof["algorithm"], "grouped value heads, " if gva else "",
