@@ -138,12 +138,12 @@ needs_source = pytest.mark.skipif(core is None or not hasattr(core, "InputSource
                                   reason="the engine's InputSource seam is not in this extension yet (h1)")
 
 
-def rowjob(fw, task, candidate, gates=None, seed="00000000000000c0", tmp=None):
+def rowjob(fw, task, candidate, gates=None, seed="00000000000000c0", tmp=None, env=None):
     spec = {"mode": "verify", "key": "t/1", "sha": "x", "fw": fw, "seed": seed, "gates": gates,
             "row": {"level_id": "control", "task_id": "t", "ref_code": task, "custom_code": candidate},
             "call_timeout": 20}
     p = subprocess.run([sys.executable, "-m", "kgate.kernelbench.rowjob"], input=json.dumps(spec), text=True,
-                       capture_output=True, timeout=600, cwd=tmp, env=_env())
+                       capture_output=True, timeout=600, cwd=tmp, env=dict(_env(), **(env or {})))
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
     assert lines and lines[-1]["type"] == "row", p.stderr[-3000:]
     return lines
@@ -337,3 +337,25 @@ def test_row_seed_names_one_row(tmp_path):
         p = subprocess.run(base + extra, capture_output=True, text=True, env=_env(), timeout=60)
         assert p.returncode == 2 and "--row-seed is one row's seed" in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+ASKS_THE_ALLOCATOR = CANDIDATE_BASE + '''
+    def forward(self, x):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support cacheInfo. If you need it, ...")
+'''
+
+
+# A candidate failing with what torch says when a pluggable allocator cannot answer (cuDNN's algorithm search
+# asks for cacheInfo): the guard allocator's failure, so the row runs again without it and the record says so.
+# A numpy worker installs no allocator, so the candidate fails the same way twice here: what is tested is that
+# the row ran again and says why, and that no other failure does that.
+@needs_source
+def test_a_failure_the_guard_allocator_causes_runs_the_row_again_without_it(tmp_path):
+    env = {"KGATE_GUARD_ALLOC": str(tmp_path / "libkgate_guard_alloc.so")}
+    row = rowjob("numpy", TASKS["softmax"], ASKS_THE_ALLOCATOR, gates=["oracle"], tmp=tmp_path, env=env)[-1]
+    note = row["guard_allocator"]
+    assert note.startswith("off: ") and "run again on torch's caching allocator" in note, note
+    raises = LOGSUMEXP_SOFTMAX.replace("return np.exp", "raise RuntimeError('x'); return np.exp")
+    plain = rowjob("numpy", TASKS["softmax"], raises, gates=["oracle"], tmp=tmp_path, env=env)[-1]
+    assert not str(plain.get("guard_allocator", "")).startswith("off"), plain.get("guard_allocator")
+    assert [g["verdict"] for g in plain["gates"]] != ["PASS"]
