@@ -1,7 +1,7 @@
 // kgate's guard allocator: a CUDA allocator for torch.cuda.memory.CUDAPluggableAllocator that puts every
 // allocation of the candidate's worker between two guard zones of seeded bytes, fills fresh memory with the
-// current poison, and checks the guards when memory is freed and whenever the worker asks (after every
-// call). It is how the bounds gate sees writes past the end of memory the candidate allocated itself
+// current poison, and checks the guards of live memory and of memory freed since, whenever the worker asks
+// (after every call). It is how the bounds gate sees writes past the end of memory the candidate allocated itself
 // (outputs, scratch) and how the coverage gate sees output elements the candidate never wrote.
 //
 // Layout of one allocation: [front guard | payload (size bytes) | back guard]. The payload starts kAlign-
@@ -95,51 +95,113 @@ void check_block(const Block& b, std::vector<Violation>& out) {
     }
 }
 
-// Fills n bytes at p with the poison repeated: one copy from the host, then doubling device copies, all on
-// `stream` (the stream the allocation is for; the caller synchronizes it).
-void fill_poison(char* p, std::size_t n, cudaStream_t stream, std::vector<unsigned char>& host) {
-  if (poison.empty() || n == 0) return;
-  if (std::all_of(poison.begin(), poison.end(), [](unsigned char c) { return c == poison[0]; })) {
-    cudaMemsetAsync(p, poison[0], n, stream);
-    return;
+// Pinned host slots for the bytes a fresh allocation starts with (its guards and the poison's first copy).
+// A copy from pageable memory would synchronize the stream it is issued on, and a page-locked allocation
+// synchronizes the device: either would make the candidate's allocation wait for the work the caller had
+// queued on its stream, which is the very race the stream gate stages (inputs written by a long kernel on
+// the caller's stream just before the call) and would hide. Slots are taken at the first allocation and
+// reused once the copy that read one has run (its event); more are made only when all are in flight.
+constexpr std::size_t kSlotBytes = 2 * kGuard + 4096;
+constexpr int kSlotsAtOnce = 64;
+struct Slot {
+  unsigned char* host = nullptr;
+  cudaEvent_t done = nullptr;
+};
+std::vector<Slot> slots;
+
+Slot* free_slot() {
+  for (Slot& s : slots)
+    if (cudaEventQuery(s.done) == cudaSuccess) return &s;
+  const std::size_t before = slots.size();
+  for (int k = 0; k < kSlotsAtOnce; ++k) {
+    Slot s;
+    if (cudaHostAlloc(reinterpret_cast<void**>(&s.host), kSlotBytes, cudaHostAllocDefault) != cudaSuccess) break;
+    if (cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming) != cudaSuccess) {
+      cudaFreeHost(s.host);
+      break;
+    }
+    slots.push_back(s);
   }
-  const std::size_t first = std::min<std::size_t>(n, 4096 / poison.size() * poison.size());
-  host.resize(first);
-  for (std::size_t i = 0; i < first; ++i) host[i] = poison[i % poison.size()];
-  cudaMemcpyAsync(p, host.data(), first, cudaMemcpyHostToDevice, stream);
-  for (std::size_t done = first; done < n;) {
-    const std::size_t k = std::min(done, n - done);
-    cudaMemcpyAsync(p + done, p, k, cudaMemcpyDeviceToDevice, stream);
-    done += k;
+  return slots.size() > before ? &slots[before] : nullptr;
+}
+
+// Writes a fresh block's guards and fills its payload with the poison repeated (one copy from a pinned slot,
+// then doubling device copies), all queued on `stream`, the stream the allocation is for: work the caller
+// queues there after the allocation sees them written, and nothing waits here. false: no slot.
+bool initialise(const Block& b, cudaStream_t stream) {
+  Slot* s = free_slot();
+  if (s == nullptr) return false;
+  const std::vector<unsigned char> p = pattern(b.number);
+  std::memcpy(s->host, p.data(), p.size());
+  char* payload = b.base + kGuard;
+  cudaMemcpyAsync(b.base, s->host, kGuard, cudaMemcpyHostToDevice, stream);
+  cudaMemcpyAsync(payload + b.size, s->host + kGuard, kGuard, cudaMemcpyHostToDevice, stream);
+  const std::size_t n = b.size;
+  if (!poison.empty() && n > 0) {
+    if (std::all_of(poison.begin(), poison.end(), [](unsigned char c) { return c == poison[0]; })) {
+      cudaMemsetAsync(payload, poison[0], n, stream);
+    } else {
+      unsigned char* first_copy = s->host + 2 * kGuard;
+      const std::size_t first = std::min<std::size_t>(n, 4096 / poison.size() * poison.size());
+      for (std::size_t i = 0; i < first; ++i) first_copy[i] = poison[i % poison.size()];
+      cudaMemcpyAsync(payload, first_copy, first, cudaMemcpyHostToDevice, stream);
+      for (std::size_t done = first; done < n;) {
+        const std::size_t k = std::min(done, n - done);
+        cudaMemcpyAsync(payload + done, payload, k, cudaMemcpyDeviceToDevice, stream);
+        done += k;
+      }
+    }
   }
+  return cudaEventRecord(s->done, stream) == cudaSuccess;
+}
+
+// Freed blocks wait here until the next check (or until memory runs short): checking and releasing one at
+// free time meant synchronizing the device, which also made the candidate wait for its caller's queued work.
+std::vector<Block> freed;
+
+// Checks and releases every block in `freed`; the device has been synchronized by the caller.
+void release_freed() {
+  for (const Block& b : freed) {
+    if (b.candidate) check_block(b, pending);
+    cudaFree(b.base);
+  }
+  freed.clear();
 }
 
 }  // namespace
 
 extern "C" {
 
-// The guards and the poison are written on the allocation's stream and waited for before the memory is
-// handed out: written with plain cudaMemset/cudaMemcpy they went on the legacy default stream, which a
-// candidate's non-blocking stream does not wait for, and on the H200 the poison landed over outputs that
-// correct torch kernels had written on a side stream (the stream gate failed every correct control).
+// The guards and the poison are written on the allocation's stream, and nothing waits for them: work on that
+// stream (how torch orders an allocation's use) sees them written. Written with plain cudaMemset/cudaMemcpy
+// they went on the legacy default stream, which a candidate's non-blocking stream does not wait for, and on
+// the H200 the poison landed over outputs that correct torch kernels had written on a side stream (the
+// stream gate failed every correct control). Waiting for the stream instead (cudaStreamSynchronize, and a
+// device synchronization at free) hid from the stream gate a kernel on the legacy stream that reads its
+// inputs before the caller's stream has written them: a control of that kind passed in 1 of 10 H200 runs.
 void* kgate_guard_malloc(ssize_t size, int device, cudaStream_t stream) {
   (void)device;
   std::lock_guard<std::mutex> lock(mu);
   const std::size_t n = static_cast<std::size_t>(size < 0 ? 0 : size);
   const std::size_t total = kGuard + ((n + kAlign - 1) / kAlign) * kAlign + kGuard;
   void* base = nullptr;
-  if (cudaMalloc(&base, total) != cudaSuccess) return nullptr;
+  if (cudaMalloc(&base, total) != cudaSuccess) {
+    // Short of memory: release what was freed since the last check (the device synchronized first) and
+    // try once more.
+    cudaGetLastError();
+    cudaDeviceSynchronize();
+    release_freed();
+    if (cudaMalloc(&base, total) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+  }
   Block b{static_cast<char*>(base), n, next_number++, owner_candidate};
-  const std::vector<unsigned char> p = pattern(b.number);
-  char* payload = b.base + kGuard;
-  std::vector<unsigned char> host;  // the poison's first copy, alive until the stream is synchronized
-  cudaMemcpyAsync(b.base, p.data(), kGuard, cudaMemcpyHostToDevice, stream);
-  cudaMemcpyAsync(payload + n, p.data() + kGuard, kGuard, cudaMemcpyHostToDevice, stream);
-  fill_poison(payload, n, stream, host);
-  if (cudaStreamSynchronize(stream) != cudaSuccess) {
+  if (!initialise(b, stream)) {
     cudaFree(base);
     return nullptr;
   }
+  char* payload = b.base + kGuard;
   live[payload] = b;
   return payload;
 }
@@ -149,9 +211,7 @@ void kgate_guard_free(void* ptr, ssize_t size, int device, cudaStream_t stream) 
   std::lock_guard<std::mutex> lock(mu);
   auto it = live.find(ptr);
   if (it == live.end()) return;
-  cudaDeviceSynchronize();  // every kernel that may still write it has finished
-  if (it->second.candidate) check_block(it->second, pending);
-  cudaFree(it->second.base);
+  freed.push_back(it->second);  // checked and released at the next check, after every kernel has finished
   live.erase(it);
 }
 
@@ -173,6 +233,7 @@ void kgate_guard_set_owner(int candidate) {
 int kgate_guard_check(char* out, std::size_t cap) {
   std::lock_guard<std::mutex> lock(mu);
   cudaDeviceSynchronize();
+  release_freed();
   std::vector<Violation> found;
   found.swap(pending);
   for (const auto& [ptr, b] : live)
