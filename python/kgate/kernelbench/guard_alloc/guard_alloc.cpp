@@ -102,7 +102,7 @@ void check_block(const Block& b, std::vector<Violation>& out) {
 // the caller's stream just before the call) and would hide. Slots are taken at the first allocation and
 // reused once the copy that read one has run (its event); more are made only when all are in flight.
 constexpr std::size_t kSlotBytes = 2 * kGuard + 4096;
-constexpr int kSlotsAtOnce = 64;
+constexpr int kSlotsAtOnce = 512;  // 2 MiB pinned: a staged call seldom has more allocations in flight
 struct Slot {
   unsigned char* host = nullptr;
   cudaEvent_t done = nullptr;
