@@ -15,7 +15,7 @@ import os
 import sys
 
 # Row statuses a retry can run again (compile failures are kept in the compile file and are not retried).
-RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error",
+RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error", "contract_error",
              "candidate_init_error", "candidate_init_timeout", "candidate_init_crash", "row_timeout",
              "driver_crash", "judge_attacked")
 # The gates --gates may name, when the KernelBench gates cannot be imported to ask them.

@@ -359,3 +359,24 @@ def test_a_failure_the_guard_allocator_causes_runs_the_row_again_without_it(tmp_
     plain = rowjob("numpy", TASKS["softmax"], raises, gates=["oracle"], tmp=tmp_path, env=env)[-1]
     assert not str(plain.get("guard_allocator", "")).startswith("off"), plain.get("guard_allocator")
     assert [g["verdict"] for g in plain["gates"]] != ["PASS"]
+
+
+# The engine refusing a derived contract before any gate (h100 L1/T59: a conv3d whose nominal case needs more
+# memory than one case may take) is the row's contract_error with the engine's reason, not a crashed driver.
+@needs_source
+def test_a_contract_the_engine_refuses_is_a_status_not_a_crash(tmp_path, monkeypatch):
+    from kgate.kernelbench import rowjob as rj
+
+    def refuse(toml, where, *a, **k):
+        raise RuntimeError(where + ":49:21: field 'limits.max_case_elements': the largest case needs more than "
+                           "8589934592 bytes")
+    monkeypatch.setattr(core, "verify", refuse)
+    monkeypatch.setattr(rj, "_out_fd", os.open(os.devnull, os.O_WRONLY))
+    monkeypatch.chdir(tmp_path)
+    spec = {"mode": "verify", "key": "t/1", "sha": "x", "fw": "numpy", "seed": "00000000000000c0",
+            "gates": ["oracle"], "call_timeout": 20,
+            "row": {"level_id": "control", "task_id": "t", "ref_code": TASKS["softmax"],
+                    "custom_code": LOGSUMEXP_SOFTMAX}}
+    rec = rj.verify(spec, "numpy")
+    assert rec["status"] == "contract_error" and "largest case needs more than" in rec["message"], rec
+    assert rec["message"].startswith("<derived: t/1>")

@@ -173,11 +173,21 @@ def _verify_once(spec, fw_name, library):
                 if nxt < len(order):
                     emit({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
 
-            report = json.loads(_core.verify(fe.derived.toml, f"<derived: {spec['key']}>", target, fe.oracle,
-                                             seed=seed, gates=engine_gates,
-                                             tolerance_scale=spec.get("tolerance_scale", 1.0), source=Source(fe),
-                                             reference_runs=fe.reference_runs, label_runs=fe.label_runs,
-                                             on_result=on_result))
+            where = f"<derived: {spec['key']}>"
+            try:
+                report = json.loads(_core.verify(fe.derived.toml, where, target, fe.oracle,
+                                                 seed=seed, gates=engine_gates,
+                                                 tolerance_scale=spec.get("tolerance_scale", 1.0),
+                                                 source=Source(fe), reference_runs=fe.reference_runs,
+                                                 label_runs=fe.label_runs, on_result=on_result))
+            except RuntimeError as e:
+                # The engine refused the derived contract before any gate ran (e.g. its nominal case needs more
+                # memory than the judge allows one case): a status with the engine's reason, never a verdict
+                # and never a crash of the driver.
+                if not str(e).startswith(where):
+                    raise
+                rec["status"], rec["message"] = "contract_error", str(e)[:2000]
+                return rec
             rec["gates"].extend(_gate_record(g) for g in report.get("gates", []) if g.get("gate") != "baseline")
             rec["classification"] = _classification(report)
             rec["broken_reasons"] = report.get("broken_reasons", [])
