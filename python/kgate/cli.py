@@ -189,6 +189,8 @@ def main(argv=None) -> int:
     c.add_argument("--ext-cache", default=None, help="compiled extensions kept here between runs")
     c.add_argument("--budget", type=float, default=None, help="seconds; rerun the same command to resume")
     c.add_argument("--work", default=None, help="scratch folder (default: a new temporary one)")
+    c.add_argument("--matrix-only", action="store_true",
+                   help="run nothing: print the matrix of the records already in --results' files")
 
     # Several corpus files over many shard runs: merge, then the tables (kgate/pooled.py).
     m = sub.add_parser("merge", help="check every row of the corpora has one current record; write the pooled view")
@@ -318,7 +320,8 @@ def _run(args) -> int:
     if args.cmd == "controls":
         from .controls import run_controls
         ok, text = run_controls(fw=args.fw, seeds_n=args.seeds, results=args.results, jobs=args.jobs,
-                                ext_cache=args.ext_cache, budget_s=args.budget, work=args.work)
+                                ext_cache=args.ext_cache, budget_s=args.budget, work=args.work,
+                                run=not args.matrix_only)
         print(text)
         return 0 if ok else 1
     return 2

@@ -40,12 +40,14 @@ def corpus_lines(controls: list[dict], seed_index: int = 0) -> list[str]:
 
 def run_controls(fw: str = "numpy", seeds_n: int = 3, results: str | None = None, jobs: int = 4,
                  call_timeout: float = 20.0, quiet: bool = True, ext_cache: str | None = None,
-                 budget_s: float | None = None, work: str | None = None, records: list | None = None):
+                 budget_s: float | None = None, work: str | None = None, records: list | None = None,
+                 run: bool = True):
     """Every control over seeds_n seeds, in two audit runs: seed 0 alone (it compiles each control's
     extension once, into the cache the later runs read), then every further seed in one run, so no job slot
     idles between seeds. Both runs resume from their results files (RESULTS.seed0.jsonl and
     RESULTS.seeds.jsonl) and stop within budget_s; the matrix then says how many runs are missing.
-    `records`, when given, receives every row record."""
+    `records`, when given, receives every row record. run=False runs nothing: the matrix of the records
+    already in the results files (a committed run's matrix, recomputed)."""
     import time
     from ..audit import audit
     from ..results import read_results
@@ -64,7 +66,7 @@ def run_controls(fw: str = "numpy", seeds_n: int = 3, results: str | None = None
             f.write("\n".join(line for s in indices for line in corpus_lines(controls, s)) + "\n")
         path = base.replace(".jsonl", f".{part}.jsonl")
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
-        if left is None or left > 30:
+        if run and (left is None or left > 30):
             audit(corpus, results_path=path, fw=fw, seed=0xC0DE, jobs=jobs, call_timeout=call_timeout,
                   row_timeout=300, quiet=quiet, work_dir=os.path.join(work, f"w-{part}"), ext_cache=ext_cache,
                   budget_s=left)
