@@ -380,3 +380,14 @@ def test_a_contract_the_engine_refuses_is_a_status_not_a_crash(tmp_path, monkeyp
     rec = rj.verify(spec, "numpy")
     assert rec["status"] == "contract_error" and "largest case needs more than" in rec["message"], rec
     assert rec["message"].startswith("<derived: t/1>")
+
+
+def test_controls_matrix_only_runs_nothing(tmp_path):
+    base = tmp_path / "controls-numpy.jsonl"
+    p = subprocess.run([sys.executable, "-m", "kgate", "controls", "--fw", "numpy", "--seeds", "2",
+                        "--results", str(base), "--work", str(tmp_path / "w"), "--matrix-only"],
+                       text=True, capture_output=True, timeout=120, env=_env())
+    assert p.returncode == 1, p.stderr[-2000:]
+    n = len(load("numpy"))
+    assert f"incomplete: {2 * n} of {2 * n} runs have no record yet" in p.stdout
+    assert not any(tmp_path.glob("controls-numpy.*.jsonl"))  # no audit ran, so no results file was made
