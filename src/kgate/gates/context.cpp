@@ -219,8 +219,8 @@ ReferenceRunResult judge_reference_run(ReferenceRun& run, const OracleResult& or
       throw OracleError(fmt::format("reference run {} returned output {} with shape {}; the oracle's is {}",
                                     run.precision, contract.outputs[o].name, shape_string(run.outputs[o].shape()),
                                     shape_string(ref.shape)));
-    r.error.push_back(reference_error(run.outputs[o], ref));
     const std::vector<double> v = run.outputs[o].to_f64();
+    r.error.push_back(reference_error(v, ref));
     std::vector<std::uint8_t> cls(v.size(), 0);
     for (std::size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]) && std::isfinite(ref.exact[i])) cls[i] = std::isnan(v[i]) ? 1 : std::signbit(v[i]) ? 3 : 2;
