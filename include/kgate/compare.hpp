@@ -72,6 +72,8 @@ inline constexpr double kRefFactor = 10.0;   // K_REF
 inline constexpr double kRefFloorUlps = 16.0;
 // The largest |run - exact| over elements where both are finite (0 if none); run any dtype, same shape.
 double reference_error(const HostArray& run, const Reference& ref);
+// The same over a run output already decoded to double (callers that need the values anyway decode once).
+double reference_error(std::span<const double> run_values, const Reference& ref);
 double reference_term(double e_ref, const Reference& ref);
 
 // The product of the dims the output names in `reduced` (1 if none).

@@ -228,6 +228,7 @@ class GateContext {
     std::list<std::string> order;  // most recent first
     std::size_t bytes = 0;
     std::size_t limit = 0;
+    std::size_t keep = 1;  // the most recent entries kept whatever their size (see kgate::memo_keep)
     const V* find(const std::string& key);
     void put(const std::string& key, V value, std::size_t bytes);
   };

@@ -86,6 +86,19 @@ std::int64_t element_offset(const CpuArray& a, std::int64_t flat) {
   return off * static_cast<std::int64_t>(a.itemsize());
 }
 
+// Whether a view's elements lie densely in row-major order (strides in elements; extent-1 dims are free), so
+// it can be read with one memcpy instead of an offset computation per element.
+bool is_row_major_dense(const CpuArray& a) {
+  std::int64_t want = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    const std::int64_t extent = static_cast<std::int64_t>(a.shape(d));
+    if (extent == 0) return true;
+    if (extent != 1 && a.stride(d) != want) return false;
+    want *= extent;
+  }
+  return true;
+}
+
 std::int64_t element_count(const CpuArray& a) {
   std::int64_t n = 1;
   for (size_t d = 0; d < a.ndim(); ++d) n *= static_cast<std::int64_t>(a.shape(d));
@@ -101,6 +114,13 @@ std::int64_t first_bitwise_difference(const CpuArray& a, const CpuArray& b) {
   const auto* pa = static_cast<const unsigned char*>(a.data());
   const auto* pb = static_cast<const unsigned char*>(b.data());
   const std::int64_t n = element_count(a);
+  if (is_row_major_dense(a) && is_row_major_dense(b)) {
+    const size_t es = a.itemsize();
+    if (n == 0 || std::memcmp(pa, pb, static_cast<size_t>(n) * es) == 0) return -1;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (std::memcmp(pa + i * es, pb + i * es, es) != 0) return i;
+    return -1;
+  }
   for (std::int64_t i = 0; i < n; ++i)
     if (std::memcmp(pa + element_offset(a, i), pb + element_offset(b, i), a.itemsize()) != 0) return i;
   return -1;
@@ -126,6 +146,10 @@ HostArray host_from_array(const CpuArray& a) {
   for (size_t d = 0; d < a.ndim(); ++d) shape.push_back(static_cast<std::int64_t>(a.shape(d)));
   HostArray out(t, shape);
   const auto* p = static_cast<const std::byte*>(a.data());
+  if (is_row_major_dense(a)) {
+    if (out.nbytes() > 0) std::memcpy(out.data(), p, out.nbytes());
+    return out;
+  }
   for (std::int64_t i = 0; i < out.numel(); ++i)
     std::memcpy(out.data() + i * size_of(t), p + element_offset(a, i), size_of(t));
   return out;
@@ -180,7 +204,9 @@ class PyTarget : public Target {
   }
   CallResult call(const CallRequest& request) override {
     KGATE_PY_CALL("call", request);
-    return nb::cast<CallResult>(kgate_result);
+    CallResult& r = nb::cast<CallResult&>(kgate_result);
+    if (Py_REFCNT(kgate_result.ptr()) == 1) return std::move(r);  // a fresh result only we hold: take its outputs
+    return r;
   }
   void reset() override { KGATE_PY_CALL("reset"); }
   bool healthy() const override {
@@ -195,7 +221,13 @@ std::vector<HostArray> to_host_arrays(nb::handle list, const char* what) {
   std::vector<HostArray> out;
   for (nb::handle item : list) {
     if (nb::isinstance<HostArray>(item)) {
-      out.push_back(nb::cast<const HostArray&>(item));
+      HostArray& a = nb::cast<HostArray&>(item);
+      // A list only this call holds, of arrays only that list holds (a front-end's fresh results): nothing in
+      // Python can see them again, so their bytes are moved rather than copied.
+      if (Py_REFCNT(list.ptr()) == 1 && Py_REFCNT(item.ptr()) == 1)
+        out.push_back(std::move(a));
+      else
+        out.push_back(a);
     } else {
       CpuArray a;
       if (!nb::try_cast<CpuArray>(item, a))
@@ -382,7 +414,21 @@ NB_MODULE(_core, m) {
       .def(nb::init<>())
       .def_rw("status", &InvocationResult::status)
       .def_rw("message", &InvocationResult::message)
-      .def_rw("outputs", &InvocationResult::outputs);
+      .def_rw("outputs", &InvocationResult::outputs)
+      .def(
+          "add_output",
+          [](InvocationResult& r, DType t, const Shape& shape, nb::bytes data) {
+            HostArray a(t, shape);
+            if (data.size() != 0) {
+              if (data.size() != a.nbytes())
+                throw std::invalid_argument("add_output: " + std::to_string(data.size()) + " bytes for " +
+                                            std::to_string(a.nbytes()) + " bytes of " + std::string(name_of(t)));
+              std::memcpy(a.data(), data.c_str(), a.nbytes());
+            }
+            r.outputs.push_back(std::move(a));
+          },
+          "dtype"_a, "shape"_a, "data"_a,
+          "appends an output holding `data` (dense bytes of dtype; empty: zeros) with one copy");
   nb::class_<CallResult>(m, "CallResult")
       .def(nb::init<>())
       .def_rw("outcome", &CallResult::outcome)

@@ -33,7 +33,7 @@ def host_array(dtype: str, shape, data: bytes):
         import torch
         t = torch.frombuffer(bytearray(data), dtype=torch.bfloat16) if data else torch.empty(0, dtype=torch.bfloat16)
         return _core.HostArray.from_array(t.reshape(shape))
-    return _core.HostArray.from_array(np.frombuffer(data, _NP[dtype]).reshape(shape).copy() if data
+    return _core.HostArray.from_array(np.frombuffer(data, _NP[dtype]).reshape(shape) if data
                                       else np.zeros(shape, _NP[dtype]))
 
 
@@ -140,8 +140,8 @@ class CandidateTarget(_core.Target if _core else object):
         for r, inv in zip(reply["results"], request.invocations):
             ir = _core.InvocationResult()
             ir.status, ir.message = int(r["status"]), r["message"]
-            ir.outputs = [host_array(_core.dtype_name(a.layout.dtype), a.layout.shape, data)
-                          for a, data in zip(inv.outputs, r["outputs"])]
+            for a, data in zip(inv.outputs, r["outputs"]):  # straight into the engine's arrays: one copy
+                ir.add_output(a.layout.dtype, [int(x) for x in a.layout.shape], bytes(data))
             if hasattr(ir, "started"):
                 ir.started, ir.finished = float(r["started"]), float(r["finished"])
             out.append(ir)

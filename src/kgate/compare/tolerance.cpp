@@ -41,7 +41,13 @@ double reference_error(const HostArray& run, const Reference& ref) {
   if (run.shape() != ref.shape)
     throw std::invalid_argument(fmt::format("reference run output has shape {}; the oracle's is {}",
                                             shape_string(run.shape()), shape_string(ref.shape)));
-  const std::vector<double> v = run.to_f64();
+  return reference_error(run.to_f64(), ref);
+}
+
+double reference_error(std::span<const double> v, const Reference& ref) {
+  if (v.size() != ref.exact.size())
+    throw std::invalid_argument(fmt::format("reference run output has {} elements; the oracle's has {}", v.size(),
+                                            ref.exact.size()));
   double worst = 0.0;
   for (std::size_t i = 0; i < v.size(); ++i)
     if (std::isfinite(v[i]) && std::isfinite(ref.exact[i])) worst = std::max(worst, std::fabs(v[i] - ref.exact[i]));

@@ -1,4 +1,5 @@
 #include "kgate/tensor.hpp"
+#include "kgate/compare.hpp"
 
 #include <cstring>
 #include <stdexcept>
@@ -78,7 +79,7 @@ std::uint64_t HostArray::bits(std::int64_t flat) const {
 
 std::vector<double> HostArray::to_f64() const {
   std::vector<double> out(static_cast<std::size_t>(numel_));
-  for (std::int64_t i = 0; i < numel_; ++i) out[static_cast<std::size_t>(i)] = get(i);
+  decode_elements(dtype_, bytes_.data(), numel_, out.data());  // one dtype switch per array, not per element
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The context gates share: memoised input sets and oracle outputs, bounds, and tensor placement.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -50,6 +51,20 @@ std::string content_key(const InputSet& s, const Attrs& attrs) {
   return fmt::format("{}|{:016x}{:016x}", to_string(s.bindings), h.a, h.b);
 }
 
+// How many of the most recent entries a memo keeps even past its byte limit. One entry of a large task (an
+// oracle output and its two float64 references) can pass the limit alone; keeping only the newest made the
+// oracle gate's sweep evaluate the unscaled set's oracle and reference runs again for every factor (it
+// alternates between the unscaled and the scaled set). Two keeps the set a gate returns to. KGATE_MEMO_KEEP
+// (>= 1) trades that back for memory: 12 rows at once each hold up to this many entries per memo.
+std::size_t memo_keep() {
+  static const std::size_t keep = [] {
+    const char* env = std::getenv("KGATE_MEMO_KEEP");
+    const long v = env && *env ? std::strtol(env, nullptr, 10) : 2;
+    return static_cast<std::size_t>(std::max(v, 1L));
+  }();
+  return keep;
+}
+
 std::size_t bytes_of(const std::vector<HostArray>& v) {
   std::size_t n = 0;
   for (const HostArray& a : v) n += a.nbytes();
@@ -82,7 +97,7 @@ void GateContext::Cache<V>::put(const std::string& key, V value, std::size_t siz
   items.emplace(key, std::make_pair(std::move(value), size));
   order.push_front(key);
   bytes += size;
-  while (bytes > limit && order.size() > 1) {
+  while (bytes > limit && order.size() > keep) {
     const std::string victim = order.back();
     order.pop_back();
     bytes -= items[victim].second;
@@ -103,6 +118,7 @@ GateContext::GateContext(const Contract& contract, Target& candidate, Oracle& or
   oracle_cache_.limit = kOracleCacheBytes;
   reference_cache_.limit = kOracleCacheBytes;
   label_cache_.limit = kOracleCacheBytes / 4;
+  input_cache_.keep = oracle_cache_.keep = reference_cache_.keep = memo_keep();
 }
 
 InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d, std::string label) {
@@ -219,8 +235,8 @@ ReferenceRunResult judge_reference_run(ReferenceRun& run, const OracleResult& or
       throw OracleError(fmt::format("reference run {} returned output {} with shape {}; the oracle's is {}",
                                     run.precision, contract.outputs[o].name, shape_string(run.outputs[o].shape()),
                                     shape_string(ref.shape)));
-    r.error.push_back(reference_error(run.outputs[o], ref));
     const std::vector<double> v = run.outputs[o].to_f64();
+    r.error.push_back(reference_error(v, ref));
     std::vector<std::uint8_t> cls(v.size(), 0);
     for (std::size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]) && std::isfinite(ref.exact[i])) cls[i] = std::isnan(v[i]) ? 1 : std::signbit(v[i]) ? 3 : 2;
