@@ -14,31 +14,11 @@
 #include "case.hpp"
 #include "common/setup.hpp"
 #include "glr/glr_cuda.hpp"
+#include "scoped_env.hpp"
 #include "sm90/backward.hpp"
 
 namespace glr::cudatest {
 namespace {
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 const Shape kK128{"K128_T130", 1, 130, 1, 1, 128, 128, {}, true};
 

@@ -29,6 +29,7 @@
 #include "device.hpp"
 #include "glr/glr_cuda.hpp"
 #include "kgate_call.hpp"
+#include "scoped_env.hpp"
 #include "shapes.hpp"
 
 namespace glr::cudatest {
@@ -44,28 +45,6 @@ class Gpu : public testing::Test {
     if (stream_) cudaStreamDestroy(stream_);
   }
   cudaStream_t stream_ = nullptr;
-};
-
-// Sets an environment variable for the scope (GLR_FORWARD_PATH), restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
 };
 
 struct GpuRun {
