@@ -191,6 +191,15 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
     for (auto& x : in.h0) x = static_cast<float>(acc ? pos(0.01) : 0.5 * nd(rng));
     in.dht.resize(p.dht ? hs : 0);
     for (auto& x : in.dht) x = static_cast<float>(acc ? pos(1.0) : nd(rng));
+    // GLR_EMU_SCALE=s (contract inputs): kgate's oracle-gate sweep, the draw's normal-domain inputs (q, v, dout,
+    // h0, dht) times s; k, g and beta keep their bounded domains.
+    if (const char* sc = std::getenv("GLR_EMU_SCALE"); sc != nullptr && !acc) {
+      const double f = std::atof(sc);
+      for (auto* x : {&in.q, &in.v, &in.dout})
+        for (auto& e : *x) e = bf(f * static_cast<double>(__bfloat162float(e)));
+      for (auto* x : {&in.h0, &in.dht})
+        for (auto& e : *x) e = static_cast<float>(f * e);
+    }
     return in;
   }
   std::mt19937_64 rng(seed);
