@@ -268,7 +268,6 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
       }
     }
-#pragma unroll
     bool bad = false;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
