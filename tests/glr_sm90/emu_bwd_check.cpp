@@ -48,7 +48,8 @@ struct Shape {
   int vt;  // state columns per block of the h and dh kernels: 64, 32 or 16
   int plant = 0;  // 1: NaN, 2: +-Inf in v at the last token of every sequence (kgate's nan and inf gates, shrunk):
                   // the exact dg, dv and dh0 stay finite (the state before a token does not hold its v); only
-                  // those are checked
+                  // those are checked. 3: g = -Inf (a legal decay, the state reset) at token T / 2 of every
+                  // sequence: every output stays finite, all are checked
   bool deltanet() const { return std::isinf(mu) && mu > 0; }
 };
 
@@ -387,7 +388,9 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
 
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
   Inputs in = make_inputs(p, seed);
-  if (p.plant != 0)
+  if (p.plant == 3)
+    for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.H] = -INFINITY;
+  if (p.plant == 1 || p.plant == 2)
     for (int b = 0; b < p.B; ++b) {
       const std::size_t row = ((static_cast<std::size_t>(b) * p.T + p.T - 1) * p.H) * VD;  // (b, T - 1, head 0)
       const float x = p.plant == 1 ? NAN : INFINITY;
@@ -416,7 +419,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
       line += untouched ? " dg unwritten" : " dg WRITTEN!";
       continue;
     }
-    if (p.plant != 0 && (i == 0 || i == 1 || i == 4)) {  // non-finite in the exact backward too
+    if ((p.plant == 1 || p.plant == 2) && (i == 0 || i == 1 || i == 4)) {  // non-finite in the exact backward too
       line += std::string(" ") + names[i] + " -";
       continue;
     }
@@ -448,7 +451,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   }
   std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
               p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "",
-              p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : "", line.c_str(), ok ? "PASS" : "FAIL");
+              p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok && ref_ok;
 }
@@ -477,7 +480,8 @@ int main(int argc, char** argv) {
     unsigned pseed = 500;
     for (const Shape& s : {Shape{2, 1, 1, true, true, 2.0, 64, 1}, Shape{2, 1, 1, true, true, 2.0, 64, 2},
                            Shape{1, 64, 1, true, true, 2.0, 32, 1}, Shape{1, 100, 1, false, true, 4.0, 16, 2},
-                           Shape{1, 130, 1, true, true, 2.0, 64, 1}})
+                           Shape{1, 130, 1, true, true, 2.0, 64, 1}, Shape{2, 1, 1, true, true, 2.0, 64, 3},
+                           Shape{1, 100, 1, true, true, 2.0, 32, 3}})
       ok = run(s, pseed++, false) && ok;
     if (planted_only) {
       std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
