@@ -46,6 +46,10 @@ struct Shape {
   bool h0, dht;
   double mu;  // +inf: DeltaNet (g = 0: the kernels run with gate 0, read no g and write no dg)
   int vt;  // state columns per block of the h and dh kernels: 64, 32 or 16
+  int plant = 0;  // 1: NaN, 2: +-Inf in v at the last token of every sequence (kgate's nan and inf gates, shrunk):
+                  // the exact dg, dv and dh0 stay finite (the state before a token does not hold its v); only
+                  // those are checked. 3: g = -Inf (a legal decay, the state reset) at token T / 2 of every
+                  // sequence: every output stays finite, all are checked
   bool deltanet() const { return std::isinf(mu) && mu > 0; }
 };
 
@@ -188,6 +192,15 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
     for (auto& x : in.h0) x = static_cast<float>(acc ? pos(0.01) : 0.5 * nd(rng));
     in.dht.resize(p.dht ? hs : 0);
     for (auto& x : in.dht) x = static_cast<float>(acc ? pos(1.0) : nd(rng));
+    // GLR_EMU_SCALE=s (contract inputs): kgate's oracle-gate sweep, the draw's normal-domain inputs (q, v, dout,
+    // h0, dht) times s; k, g and beta keep their bounded domains.
+    if (const char* sc = std::getenv("GLR_EMU_SCALE"); sc != nullptr && !acc) {
+      const double f = std::atof(sc);
+      for (auto* x : {&in.q, &in.v, &in.dout})
+        for (auto& e : *x) e = bf(f * static_cast<double>(__bfloat162float(e)));
+      for (auto* x : {&in.h0, &in.dht})
+        for (auto& e : *x) e = static_cast<float>(f * e);
+    }
     return in;
   }
   std::mt19937_64 rng(seed);
@@ -374,7 +387,16 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
 }
 
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
-  const Inputs in = make_inputs(p, seed);
+  Inputs in = make_inputs(p, seed);
+  if (p.plant == 3)
+    for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.H] = -INFINITY;
+  if (p.plant == 1 || p.plant == 2)
+    for (int b = 0; b < p.B; ++b) {
+      const std::size_t row = ((static_cast<std::size_t>(b) * p.T + p.T - 1) * p.H) * VD;  // (b, T - 1, head 0)
+      const float x = p.plant == 1 ? NAN : INFINITY;
+      in.v[row + (b == 0 ? 0 : 127)] = __float2bfloat16_rn(x);
+      in.v[row + 55] = __float2bfloat16_rn(b == 0 ? x : -x);
+    }
   const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
   const Outputs o = run_kernels(p, in, scale);
   const Grads r = reference(p, in, scale);
@@ -395,6 +417,10 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
       for (float x : o.dg) untouched = untouched && std::isnan(x);
       ok = ok && untouched;
       line += untouched ? " dg unwritten" : " dg WRITTEN!";
+      continue;
+    }
+    if ((p.plant == 1 || p.plant == 2) && (i == 0 || i == 1 || i == 4)) {  // non-finite in the exact backward too
+      line += std::string(" ") + names[i] + " -";
       continue;
     }
     if (i == 5 && !p.h0) {
@@ -423,8 +449,9 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += same ? " | bitwise equal over 2 runs" : " | 2 runs DIFFER";
     ok = ok && same;
   }
-  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d%s | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
-              p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "", line.c_str(), ok ? "PASS" : "FAIL");
+  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
+              p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "",
+              p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok && ref_ok;
 }
@@ -446,6 +473,21 @@ int main(int argc, char** argv) {
                           {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32},
                           {1, 130, 1, true, true, INFINITY, 64}};
   bool ok = true;
+  // "planted": NaN or +-Inf in v at each sequence's last token; T = 1 (kgate's shrunk case), a chunk's last
+  // row, a short last chunk. Also in the default run.
+  const bool planted_only = argc == 2 && std::string(argv[1]) == "planted";
+  if (argc == 1 || planted_only) {
+    unsigned pseed = 500;
+    for (const Shape& s : {Shape{2, 1, 1, true, true, 2.0, 64, 1}, Shape{2, 1, 1, true, true, 2.0, 64, 2},
+                           Shape{1, 64, 1, true, true, 2.0, 32, 1}, Shape{1, 100, 1, false, true, 4.0, 16, 2},
+                           Shape{1, 130, 1, true, true, 2.0, 64, 1}, Shape{2, 1, 1, true, true, 2.0, 64, 3},
+                           Shape{1, 100, 1, true, true, 2.0, 32, 3}})
+      ok = run(s, pseed++, false) && ok;
+    if (planted_only) {
+      std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+      return ok ? 0 : 1;
+    }
+  }
   unsigned seed = 1;
   for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0 && s.vt == 64)) && ok;
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");

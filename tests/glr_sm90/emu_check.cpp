@@ -45,6 +45,8 @@ struct Case {
                              // sequence's o and ht must keep their bits, and so must this one's before the token's chunk
   int D = 128;               // K = V
   bool accumulation = false;  // kgate's accumulation case of glr/contracts/sm90 (constant positive inputs)
+  std::vector<int> ninf;      // tokens (flat index; a per-head gate: value heads) whose g is -Inf, a legal
+                              // decay (exp(-Inf) = 0: the state is reset), as kgate's inf gate plants it
 };
 constexpr bool member_delta(int m) { return m <= 1; }
 constexpr int member_gate(int m) { return m == 0 || m == 2 ? 1 : m == 3 ? 2 : 0; }
@@ -118,6 +120,8 @@ bool run(const Case& p, unsigned seed, int variant) {
     if (p.beta_bf16) x = round_bf16(x);
   }
   for (auto& x : h0) x = static_cast<float>(0.1 * nd(rng));
+  for (int t : p.ninf)  // every value head of token t (per-head gate: head t)
+    for (int hv = 0; hv < (gate == 2 ? 1 : p.HV); ++hv) g[gate == 2 ? t : static_cast<std::size_t>(t) * p.HV + hv] = -INFINITY;
   if (p.accumulation) {  // glr/contracts/generate.py's accumulation values (sm90 profile)
     const bool dl = member_delta(p.member);
     for (auto& x : q) x = __float2bfloat16_rn(1.0f);
@@ -204,10 +208,12 @@ bool run(const Case& p, unsigned seed, int variant) {
     return ok;
   }
 
-  char label[200];
-  std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s", variant,
+  char label[240];
+  std::string ninf;
+  for (int t : p.ninf) ninf += (ninf.empty() ? " g=-Inf at " : ",") + std::to_string(t);
+  std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s%s", variant,
                 member_name(p.member), p.D, a.B, T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, varlen ? (p.i32 ? " varlen32" : " varlen64") : "",
-                p.g_bf16 ? " g=bf16" : "", p.beta_bf16 ? " beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "");
+                p.g_bf16 ? " g=bf16" : "", p.beta_bf16 ? " beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "", ninf.c_str());
   if (p.bad_offsets) {
     std::size_t finite = 0;
     for (auto x : o) finite += std::isfinite(__bfloat162float(x));
@@ -364,6 +370,48 @@ int main(int argc, char** argv) {
       c.accumulation = true;
       ok = run(c, seed++, 3) && ok;
     }
+  }
+  // "inf" (also in the default run): g = -Inf at some tokens, a legal decay that resets the state (kgate's
+  // inf gate on glr/contracts/sm90: the shrunk case is B = 1, T = 1, g_0 = -Inf, and was NaN in o). Tokens
+  // first in a chunk, inside one, last in one, two in one chunk; every member with a gate, every rung,
+  // h0 or not, bf16 g, packed sequences, K = V = 64.
+  if (only.empty() || only == "inf") {
+    std::vector<std::pair<Case, int>> cases;  // (case, rung)
+    for (int variant = 1; variant <= 3; ++variant) {
+      Case c{1, 1, 1, 1, false, 2.0};
+      c.ninf = {0};
+      cases.push_back({c, variant});
+      c = Case{1, 150, 1, 1, true, 4.0};
+      c.ninf = {0, 37, 63, 64, 100, 101};
+      cases.push_back({c, variant});
+    }
+    for (int m : {0, 2}) {
+      Case c{2, 130, 1, 2, true, 4.0, m};
+      c.ninf = {5, 64, 129, 200};
+      cases.push_back({c, 3});
+      c = Case{1, 1, 1, 1, true, 2.0, m};
+      c.ninf = {0};
+      c.g_bf16 = true;
+      cases.push_back({c, 3});
+      c = Case{1, 0, 1, 2, true, 4.0, m};
+      c.lens = {70, 1, 90};
+      c.ninf = {0, 64, 70, 71, 100};
+      cases.push_back({c, 3});
+    }
+    {
+      Case c{1, 100, 1, 4, true, 1.0, 3};  // RetNet: the per-head gate of head 2 is -Inf
+      c.ninf = {2};
+      cases.push_back({c, 3});
+      c = Case{1, 1, 1, 1, false, 1.0, 3};
+      c.ninf = {0};
+      cases.push_back({c, 3});
+      c = Case{1, 130, 1, 1, true, 4.0};
+      c.D = 64;
+      c.ninf = {3, 64};
+      cases.push_back({c, 3});
+    }
+    unsigned iseed = 1000;  // its own seeds: the feature cases keep theirs
+    for (const auto& [c, variant] : cases) ok = run(c, iseed++, variant) && ok;
   }
   if (only.empty() || only == "features") {
     std::vector<Case> cases;

@@ -16,7 +16,9 @@
 //   dbeta  = rowsum(dX . V) - e^G . rowsum(K . (dX h^T)) + rowsum(Gamma . K K^T . dL)
 //   dG     = scale e^G rowsum(Q . dO h^T) - beta e^G rowsum(K . dX h^T) - e^{G_L - G} rowsum(K . V_new dh'^T)
 //            + rowsum(M) - colsum(M),  M = dP . P + dL . L;   dG_L += sum_i e^{G_L - G_i} (...)_i + e^{G_L} <h, dh'>
-//   dg     = reverse cumulative sum of dG within the chunk
+//   dg     = reverse cumulative sum of dG within the chunk; formed without the pairs that cancel exactly (M's
+//            diagonal; t3_i = e^{G_L - G_i} (...)_i, which reaches dg_j only for j > i: dg_j = revcumsum of the
+//            rest + t3_0 + ... + t3_{j-1}), so a NaN or Inf of v_i stays out of dg_j, j <= i, as in the exact dg
 // (derivation: bench/glr/sm90_bwd_notes.md; float64 check: tests/glr_sm90/bwd_formulas_check.py).
 //
 // Four kernels:
@@ -151,6 +153,7 @@ struct HSmem {
   __nv_bfloat16 vnd[C * Slice<kVT>::LD];     // (C, kVT) e^{G_last - G} V_new
   float G[C];
   float beta[C];
+  int nonfinite;  // this chunk's X holds a NaN or Inf (phase B then forms its diagonal tile without 0 * NaN)
 };
 
 // Copy a (kRows x kVT) bf16 shared tile (row stride kVT + 8) to global rows of `stride` elements, 16 bytes a piece.
@@ -230,6 +233,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     cp_async_commit();
     cp_async_wait<0>();
   }
+  if (tid == 0) s.nonfinite = 0;
   __syncthreads();
 
   for (int c = 0; c < NT; ++c) {
@@ -264,6 +268,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
       }
     }
+    bool bad = false;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
@@ -271,10 +276,12 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float2 vf = unpack_bf16x2(vr[n][half]);
-        *reinterpret_cast<std::uint32_t*>(s.x + i * LDV + n * 8 + 2 * t4) =
-            pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
+        const std::uint32_t xp = pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
+        bad = bad || (xp & 0x7f80u) == 0x7f80u || (xp & 0x7f800000u) == 0x7f800000u;  // a bf16 NaN or Inf (after rounding)
+        *reinterpret_cast<std::uint32_t*>(s.x + i * LDV + n * 8 + 2 * t4) = xp;
       }
     }
+    if (bad) s.nonfinite = 1;  // every writer writes 1: the value does not depend on the order
     __syncthreads();  // X visible; every warp is done with h (and its copy out)
     if (c + 1 < NT) load_k(c + 1);
     cp_async_commit();
@@ -285,9 +292,14 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) an[n][e] = 0.f;
+    // A NaN or Inf in X_m (from v_m) must stay out of V_new_i, i < m, where T_im = 0: the exact V_new_i, and so
+    // the exact dg of every token up to m, does not depend on v_m. The diagonal tile's mma would form 0 * NaN,
+    // so in a chunk whose X is not finite that tile is summed over m <= i alone, in FMAs (m ascending).
+    // Tiles left of the diagonal have m < i throughout. Finite chunks (every other) keep the mma.
+    const bool scalar_diag = s.nonfinite != 0;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      if (ks <= warp) {
+      if (ks < warp || (ks == warp && !scalar_diag)) {
         std::uint32_t at[4];
         ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
 #pragma unroll
@@ -296,6 +308,21 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
           ldsm_b_kn(bx, s.x, LDV, ks * 16, np * 16, lane);
           mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
           mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
+        }
+      }
+    }
+    if (scalar_diag) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        for (int m = r0; m <= i; ++m) {
+          const float tim = __bfloat162float(s.T[i * LD64 + m]);
+#pragma unroll
+          for (int n = 0; n < NN; ++n) {
+            const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.x + m * LDV + n * 8 + 2 * t4));
+            an[n][half * 2] = fmaf(tim, xf.x, an[n][half * 2]);
+            an[n][half * 2 + 1] = fmaf(tim, xf.y, an[n][half * 2 + 1]);
+          }
         }
       }
     }
@@ -312,6 +339,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       }
     }
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
+    if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
     if (c + 1 < NT) load_small(c + 1);
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * DV, DV, s.vn, tid);
@@ -768,14 +796,19 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
         for (int u = 0; u < 2; ++u) {
           const int j = n * 8 + 2 * t4 + u;
           const float xv = x[n][half * 2 + u], yv = y[n][half * 2 + u];
+          // Rows past the chunk's tokens (i >= len) are zero in exact arithmetic (q, k, dO, beta padded with
+          // 0) but not in the products: dO_i V_new_j^T is 0 * NaN when V_new_j holds a NaN or Inf of v, and
+          // that NaN would reach every dg_j through the reverse cumulative sum; they are skipped. So is M's
+          // diagonal (dP_ii P_ii), which adds to dG_i and subtracts from it again (Gamma_ii = 1): the
+          // difference is 0 exactly, but NaN - NaN for a non-finite V_new_i, which the exact dg_i does not see.
           float o = 0.f, m = 0.f;
-          if (pass == 0) {
+          if (i < len && pass == 0) {
             if (j <= i) {
               const float sg = a.scale * expf(Gi - s.G[j]);
-              o = sg * yv;       // dA
-              m = yv * sg * xv;  // dP . P
+              o = sg * yv;                     // dA
+              m = j < i ? yv * sg * xv : 0.f;  // dP . P, off the diagonal
             }
-          } else if (j < i) {
+          } else if (i < len && j < i) {
             const float gam = expf(Gi - s.G[j]);
             const float d = -gam * xv * yv;  // Gamma . KK^T . dL
             o = -bi * gam * yv;              // E
@@ -943,26 +976,40 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
     const float Gi = s.G[i], egi = expf(Gi), eli = expf(GL - Gi), bt = s.beta[i];
     const float r2 = quad(3), t3 = eli * quad(4);
-    s.dG[i] = a.scale * egi * quad(2) - bt * egi * r2 - t3 + (quad(0) - colsum);
-    s.t3[i] = t3;
+    // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
+    // j <= i, so t3_i is kept out of dG and added to dg_j for j > i only (an exclusive prefix sum below).
+    // Exact either way, but NaN - NaN at j <= i for a non-finite V_new_i (a NaN or Inf in v_i), where the
+    // exact dg_j does not depend on v_i (the state before token j does not contain it).
+    s.dG[i] = i < len ? a.scale * egi * quad(2) - bt * egi * r2 + (quad(0) - colsum) : 0.f;
+    s.t3[i] = i < len ? t3 : 0.f;
     float dbv = 0.f;
     for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
     if (i < len) a.dbeta[tok0 + static_cast<std::int64_t>(i) * a.H] = quad(1) - egi * r2 + dbv;
   }
   __syncthreads();
   if (warp == 0) {
-    // extra = sum_i t3_i + e^{G_L} <h, dh'>: lane partials, then the scan's last lane.
-    float part = s.t3[2 * lane] + s.t3[2 * lane + 1];
-    float hd = ((s.hdot[4 * lane] + s.hdot[4 * lane + 1]) + s.hdot[4 * lane + 2]) + s.hdot[4 * lane + 3];
-    part += expf(GL) * hd;
+    // extra = e^{G_L} <h, dh'> (lane partials, then the scan's last lane), added to dG_L; and the exclusive
+    // prefix sums of t3 (lane l rows 2l, 2l + 1), written over t3: s.t3[j] = t3_0 + ... + t3_{j-1}.
+    const float ta = s.t3[2 * lane], tb = s.t3[2 * lane + 1];
+    float tp = ta + tb;
+    float part = ((s.hdot[4 * lane] + s.hdot[4 * lane + 1]) + s.hdot[4 * lane + 2]) + s.hdot[4 * lane + 3];
+    part *= expf(GL);
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, part, off);
-      if (lane >= off) part = y + part;
+      const float y = __shfl_up_sync(0xffffffffu, part, off), z = __shfl_up_sync(0xffffffffu, tp, off);
+      if (lane >= off) {
+        part = y + part;
+        tp = z + tp;
+      }
     }
-    if (lane == 31) s.t3[0] = part;  // every lane has read t3 above (the shuffles are warp-synchronous)
+    float texcl = __shfl_up_sync(0xffffffffu, tp, 1);
+    if (lane == 0) texcl = 0.f;
+    // every lane has read its t3 and hdot above (the shuffles are warp-synchronous)
+    s.t3[2 * lane] = texcl;
+    s.t3[2 * lane + 1] = texcl + ta;
+    if (lane == 31) s.hdot[0] = part;
     __syncwarp();
-    const float extra = s.t3[0];
+    const float extra = s.hdot[0];
     const int i0 = C - 1 - 2 * lane;
     const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
     float incl = x0 + x1;
@@ -973,7 +1020,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     }
     float excl = __shfl_up_sync(0xffffffffu, incl, 1);
     if (lane == 0) excl = 0.f;
-    const float s0 = excl + x0, s1 = s0 + x1;
+    const float s0 = excl + x0 + s.t3[i0], s1 = excl + x0 + x1 + s.t3[i0 - 1];
     if (a.gate != 0) {  // DeltaNet: no g, so no dg (dG is formed and dropped; dbeta does not read it)
       if (i0 < len) a.dg[tok0 + static_cast<std::int64_t>(i0) * a.H] = s0;
       if (i0 - 1 < len) a.dg[tok0 + static_cast<std::int64_t>(i0 - 1) * a.H] = s1;

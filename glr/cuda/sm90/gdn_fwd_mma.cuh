@@ -13,7 +13,7 @@
 // three rungs of one ladder (GdnFwdVariant; the check runs all three, rung 3 is the default):
 //
 //   wy (one block per chunk and head, 4 warps):
-//     G = cumsum(g);  K K^T on the tensor cores;
+//     G = cumsum(g), each g clamped below at -128 (clamp_log_decay);  K K^T on the tensor cores;
 //     L = strictly_lower(diag(beta) (K K^T . Gamma)),  Gamma_ij = exp(G_i - G_j);
 //     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
 //     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
@@ -252,6 +252,14 @@ __device__ __forceinline__ float load_scalar(const void* p, bool bf16, std::int6
   return bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]) : static_cast<const float*>(p)[i];
 }
 
+// Each g is clamped below at -128, the CPU reference's float log_decay_floor (glr/reference, and the block
+// programs' stages/cumsum.hpp), where exp is already 0 in fp32 (e^-128 < 2^-149): no decay changes, but
+// g = -Inf (a legal decay, the state reset) no longer makes G = -Inf and the chunk-relative decays
+// exp(G_i - G_j) = exp(-Inf + Inf) = NaN; even Gamma_ii was NaN. After a clamped g, G_i - G_j of two later
+// tokens is a difference of values near -128 k: an absolute error of about ulp(128 k) <= k 2^-16, far under the
+// bf16 operands' 2^-9. `g < floor ? floor : g` keeps a NaN g NaN (fmaxf would drop it).
+__device__ __forceinline__ float clamp_log_decay(float g) { return g < -128.f ? -128.f : g; }
+
 // Packed sequences: check the offsets and build the chunk table (one block of kThreads). Thread t takes the
 // sequences [t per, (t + 1) per); chunk counts are prefix-summed by thread 0 in a fixed order.
 // Dynamic shared memory: table_smem_bytes.
@@ -441,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
       const int i = 2 * lane + u;
       const bool in = i < len;
       const std::int64_t tk = (tf0 + i) * a.HV + hv;
-      gg[u] = !in || a.gate == 0 ? 0.f : load_scalar(a.g, a.g_bf16, a.gate == 2 ? hv : tk);
+      gg[u] = !in || a.gate == 0 ? 0.f : clamp_log_decay(load_scalar(a.g, a.g_bf16, a.gate == 2 ? hv : tk));
       bb[u] = in && kDelta ? load_scalar(a.beta, a.beta_bf16, tk) : 0.f;
     }
     float incl = gg[0] + gg[1];
