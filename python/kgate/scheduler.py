@@ -373,6 +373,19 @@ def sweep_strays(known: set[int]) -> list[int]:
     return killed
 
 
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def host_threads(at_once: int) -> int:
+    """The host threads one job's libraries may use when `at_once` jobs share this machine's CPUs (the ones
+    this process may run on): at least one."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // max(1, at_once))
+
+
 def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: float | None = None,
              work_dir: str, env: dict | None = None, progress: Progress | None = None,
              python: str = sys.executable, start_margin_s: float = 20.0, on_start=None, harden: bool = False,
@@ -398,6 +411,14 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     job_env["PYTHONPATH"] = pkg_root + (os.pathsep + job_env["PYTHONPATH"] if job_env.get("PYTHONPATH") else "")
     job_env["PYTHONUNBUFFERED"] = "1"
     job_env["KGATE_FILE_LIMIT"] = str(file_limit)
+    # Host threads per job: the CPUs shared out among the jobs that run at once. Left to themselves, torch's
+    # OpenMP pool, MKL and OpenBLAS each take every CPU in every row job and in every worker, and a dozen jobs
+    # then spin on hundreds of threads over a few cores (a row whose gates took 3 s took 116 s so on the H200).
+    # A value the caller set is kept.
+    at_once = max(1, min(limits.get("total", 10**6), max(limits.get("verify", 1), limits.get("compile", 1))))
+    threads = str(host_threads(at_once))
+    for var in THREAD_VARS:
+        job_env.setdefault(var, threads)
     last_sweep = 0.0
     server: ForkServer | None = None
     server_failures = 0

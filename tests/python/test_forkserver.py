@@ -16,12 +16,16 @@ def _gates(rec):
     return {g["gate"]: (g.get("verdict"), g.get("summary")) for g in rec.get("gates", [])}
 
 
-def _audit(workdir, monkeypatch, name, env_value):
+def _audit(workdir, monkeypatch, name, env_value, threads=None):
     # The same corpus file name in both runs: a row's key (hence its seed) starts with the file's stem.
     d = workdir / name
     d.mkdir()
     corpus = write_corpus(d / "c.jsonl", control_rows(["modifies_input", "correct_softmax", "crashes"]))
     monkeypatch.setenv("KGATE_FORKSERVER", env_value)
+    if threads is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
     r = run_cli("audit", corpus, "--results", str(d / "out.jsonl"), *FAST)
     assert r.returncode == 0, r.stderr
     return {x["task"]: x for x in read_jsonl(d / "out.jsonl")}, r.stderr
@@ -29,7 +33,7 @@ def _audit(workdir, monkeypatch, name, env_value):
 
 def test_forked_row_jobs_give_the_records_plain_processes_give(workdir, monkeypatch):
     forked, err_f = _audit(workdir, monkeypatch, "forked", "1")
-    plain, err_p = _audit(workdir, monkeypatch, "plain", "0")
+    plain, err_p = _audit(workdir, monkeypatch, "plain", "0", threads="3")
     assert "'row_jobs'" in err_f and "'forkserver'" in err_f and "'ok': True" in err_f, err_f[-2000:]
     assert "'row_jobs'" not in err_p
     assert set(forked) == set(plain) and len(forked) == 3
@@ -40,6 +44,28 @@ def test_forked_row_jobs_give_the_records_plain_processes_give(workdir, monkeypa
         assert _gates(a) == _gates(b), task
     assert any(r["classification"] == "clean" for r in forked.values())
     assert any(r["classification"] == "broken" for r in forked.values())
+    # Each record places its time (phases, wall seconds) and says how many host threads its libraries had:
+    # the scheduler's share of the CPUs when the caller set none, the caller's value when it did.
+    from kgate.scheduler import host_threads
+    cpus = len(os.sched_getaffinity(0))
+    timed = [r for r in list(forked.values()) + list(plain.values()) if r.get("status") == "ok"]
+    assert len(timed) >= 4, [r.get("status") for r in timed]
+    for r in timed:
+        assert {"start", "build", "engine", "close"} <= set(r["phases"]), r["phases"]
+        assert all(v >= 0 for v in r["phases"].values())
+        assert sum(r["phases"].values()) <= r["seconds"] + 0.5, (r["phases"], r["seconds"])
+    assert all(1 <= int(r["host_threads"]) <= cpus for r in forked.values() if "host_threads" in r)
+    assert all(r["host_threads"] == "3" for r in plain.values() if "host_threads" in r)
+    assert any("host_threads" in r for r in plain.values())
+
+
+def test_host_threads_share_out_the_cpus():
+    from kgate.scheduler import host_threads
+    cpus = len(os.sched_getaffinity(0))
+    assert host_threads(1) == cpus
+    assert host_threads(0) == cpus  # no jobs counts as one
+    assert host_threads(cpus) == 1 and host_threads(10 * cpus + 7) == 1
+    assert host_threads(2) == max(1, cpus // 2)
 
 
 def test_a_server_that_cannot_start_falls_back_to_plain_processes(workdir):

@@ -111,8 +111,17 @@ def _verify_once(spec, fw_name, library):
     # The task's side (contract derivation, an oracle probe) is built while the worker imports: both take
     # seconds, and neither needs the other.
     side: dict = {}
+    # Wall seconds of the row's phases (host_threads: what each job's libraries may use), so a row's time
+    # that its gates do not account for is placed.
+    phases: dict = {}
+    rec["phases"] = phases
+    rec["host_threads"] = os.environ.get("OMP_NUM_THREADS", "")
+
+    def mark(name, since):
+        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - since, 3)
 
     def build_frontend():
+        tf = time.monotonic()
         try:
             fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout)
             fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
@@ -123,12 +132,16 @@ def _verify_once(spec, fw_name, library):
             side["status"], side["message"] = "oracle_error", str(e)[:2000]
         except Exception as e:  # noqa: BLE001 - raised again below, as if it had happened there
             side["raise"] = e
+        finally:
+            mark("frontend", tf)
 
     try:
+        tp = time.monotonic()
         try:
             init = cand.start(meanwhile=build_frontend)
         except WorkerDied as d:
             init = {"status": "import_error" if d.kind == "crash" else "import_timeout", "message": d.detail}
+        mark("start", tp)  # the worker's start, the frontend's build inside it
         rec["import_seconds"] = round(init.get("seconds", 0.0), 2)
         rec["compile_seconds"] = round(init.get("compile_seconds", 0.0), 2)
         if init.get("guard"):
@@ -147,7 +160,9 @@ def _verify_once(spec, fw_name, library):
         target = CandidateTarget(cand, fe, describe=f"ModelNew ({fw_name}, worker)",
                                  device=2 if fw_name == "torch" and getattr(fw, "DEVICE", None) is not None
                                  and fw.DEVICE.type == "cuda" else 1)
+        tp = time.monotonic()
         built = cand.build_with(fe.slot(fe.nominal), fe.build_request(fe.nominal))
+        mark("build", tp)
         if built.get("status") != "ok":
             rec["status"] = "candidate_init_error"
             rec["message"] = built.get("message", "")[:2000]
@@ -157,7 +172,9 @@ def _verify_once(spec, fw_name, library):
         ctx = Context(fw, row, seed, cand, fe)
         if not wanted or "baseline" in wanted:
             emit({"type": "gate_start", "key": spec["key"], "gate": "baseline"})
+            tp = time.monotonic()
             r = _run_python_gate(get("baseline"), ctx, "baseline", cand)
+            mark("baseline", tp)
             rec["gates"].append(r)
             emit({"type": "gate", "key": spec["key"], **r})
         engine_gates = [g for g in _core.list_gates() if not wanted or g in wanted]
@@ -174,6 +191,7 @@ def _verify_once(spec, fw_name, library):
                     emit({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
 
             where = f"<derived: {spec['key']}>"
+            tp = time.monotonic()
             try:
                 report = json.loads(_core.verify(fe.derived.toml, where, target, fe.oracle,
                                                  seed=seed, gates=engine_gates,
@@ -188,19 +206,25 @@ def _verify_once(spec, fw_name, library):
                     raise
                 rec["status"], rec["message"] = "contract_error", str(e)[:2000]
                 return rec
+            finally:
+                mark("engine", tp)
             rec["gates"].extend(_gate_record(g) for g in report.get("gates", []) if g.get("gate") != "baseline")
             rec["classification"] = _classification(report)
             rec["broken_reasons"] = report.get("broken_reasons", [])
             rec["engine"] = {k: report.get(k) for k in ("schema", "kgate_version", "exit_code", "seed_str")}
         if not wanted or "public_harness" in wanted:
             emit({"type": "gate_start", "key": spec["key"], "gate": "public_harness"})
+            tp = time.monotonic()
             r = _run_python_gate(get("public_harness"), ctx, "public_harness", cand)
+            mark("public_harness", tp)
             rec["gates"].append(r)
             emit({"type": "gate", "key": spec["key"], **r})
         rec["worker_restarts"] = cand.restarts
         rec["calls"] = target.calls
     finally:
+        tp = time.monotonic()
         cand.close()
+        mark("close", tp)
         rec["seconds"] = round(time.monotonic() - t0, 2)
     return rec
 
