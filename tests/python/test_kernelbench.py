@@ -359,6 +359,12 @@ def test_a_failure_the_guard_allocator_causes_runs_the_row_again_without_it(tmp_
     plain = rowjob("numpy", TASKS["softmax"], raises, gates=["oracle"], tmp=tmp_path, env=env)[-1]
     assert not str(plain.get("guard_allocator", "")).startswith("off"), plain.get("guard_allocator")
     assert [g["verdict"] for g in plain["gates"]] != ["PASS"]
+    # With the baseline gate first, the first run stops as soon as the baseline's calls show the allocator's
+    # failure: the engine's gates start once, in the run that counts.
+    lines = rowjob("numpy", TASKS["softmax"], ASKS_THE_ALLOCATOR, gates=["baseline", "oracle"], tmp=tmp_path, env=env)
+    starts = [x["gate"] for x in lines if x["type"] == "gate_start"]
+    assert starts == ["baseline", "baseline", "oracle"], starts
+    assert lines[-1]["guard_allocator"].startswith("off: ") and lines[-1]["first_run_seconds"] >= 0
 
 
 # The engine refusing a derived contract before any gate (h100 L1/T59: a conv3d whose nominal case needs more
