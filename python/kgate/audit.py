@@ -23,6 +23,7 @@ from .results import Journal, ResultsFile, TrustError, load_key, stem as results
 from .scheduler import Job, Progress, Watchdog, become_subreaper, run_jobs
 
 JUDGE_ATTACKED = "judge_attacked"
+GPU_OOM_STATUS = "gpu_out_of_memory"  # kernelbench/rowjob.py: ran out of GPU memory beside other rows
 # Signals a row job dies of by itself (a fault in its own code); any other signal was sent to it.
 _SELF_INFLICTED = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGXFSZ,
                    signal.SIGXCPU, signal.SIGSYS, signal.SIGPIPE}
@@ -151,11 +152,14 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         else:
             res.put(rec)
 
-    todo, suspects = [], set()
+    todo, suspects, alone_later = [], set(), set()
     for r in rows:
         if res.done(r.key, r.sha):
             if retry and (res.records[r.key].get("status") in retry or r.key in retry_keys):
                 because[r.key] = "retried"
+            elif res.records[r.key].get("status") == GPU_OOM_STATUS:
+                because[r.key] = "retried"  # never a final status: the row still has to run alone
+                alone_later.add(r.key)
             else:
                 continue
         elif r.key in res.records:
@@ -193,7 +197,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if k in row_seeds:
             row_seeds[k] = int(row_seed)
 
-    def make_jobs(rs) -> tuple[list[Job], dict]:
+    def make_jobs(rs, alone=False) -> tuple[list[Job], dict]:
         job_list, verify_jobs = [], {}
         for r in rs:
             base = {"key": r.key, "sha": r.sha, "row": r.data, "fw": fw, "ext_cache": ext_cache, "file": file}
@@ -208,7 +212,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 put(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
                 continue
             v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seeds[r.key]:016x}", "gates": gates,
-                                       "call_timeout": call_timeout, "needs_compile": needs}, row_timeout, after=after)
+                                       "call_timeout": call_timeout, "needs_compile": needs, "alone": alone},
+                    row_timeout, after=after)
             verify_jobs[r.key] = v
             job_list.append(v)
         # Compile jobs first in the queue: they occupy the CPUs while the GPU verifies PyTorch-level rows.
@@ -291,6 +296,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             if final.get("status") == "ok":
                 final["classification"] = JUDGE_ATTACKED
         final["row_seconds"] = round(time.monotonic() - job.started, 2)
+        if final.get("status") == GPU_OOM_STATUS:
+            alone_later.add(job.key)
+            because[job.key] = "run again alone: the GPU ran out of memory while other rows shared it"
         if job.log_dropped:
             final["log_note"] = f"the row's output passed the log limit: {job.log_dropped} bytes dropped"
         put(final)
@@ -317,7 +325,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if left is not None and left <= 0:
             counts["not_started"] += len(rs)
             return []
-        job_list, by_key = make_jobs(rs)
+        job_list, by_key = make_jobs(rs, alone=solo)
         c = run_jobs(job_list, solo_limits if solo else limits, on_finish, on_start=on_start, budget_s=left,
                      work_dir=work_dir, progress=progress, harden=harden, solo=solo, watchdog=watchdog,
                      notes=notes, preload=fw, **extra)
@@ -337,8 +345,12 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     try:
         first = [r for r in todo if r.key in suspects]
         phase(first, True)  # rows in flight when a driver died: alone, so a second death names its row
-        again = phase([r for r in todo if r.key not in suspects], False)
+        again = phase([r for r in todo if r.key not in suspects and r.key not in alone_later], False)
         phase([by_row[k] for k in again if not res.done(k, by_row[k].sha)], True)
+        # Rows that ran out of GPU memory beside others, alone now (their gpu_out_of_memory record stays where
+        # the budget ends first, and the next call runs them).
+        phase([r for r in todo if r.key in alone_later and
+               res.records.get(r.key, {}).get("status") == GPU_OOM_STATUS], True)
     finally:
         if watchdog is not None:
             watchdog.close()

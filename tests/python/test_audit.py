@@ -249,3 +249,44 @@ def test_candidates_run_as_registered_modules(workdir):
     assert rec["status"] == "ok" and rec["classification"] == "clean", rec
     by_gate = {g["gate"]: g for g in rec["gates"]}
     assert by_gate["baseline"]["verdict"] == "PASS" and by_gate["public_harness"]["verdict"] == "PASS", by_gate
+
+
+OUT_OF_MEMORY = '''
+import numpy as np
+
+class ModelNew:
+    def __init__(self, *args):
+        pass
+
+    def forward(self, x):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 962.00 MiB. GPU 0 has a total capacity of 1 GiB")
+
+    __call__ = forward
+'''
+
+
+def test_a_row_out_of_gpu_memory_beside_others_runs_again_alone(workdir):
+    """Rows share one GPU, so a row can run out of memory because of its neighbours: beside others that is a
+    status (gpu_out_of_memory), never a verdict, and the audit runs the row again alone, where an
+    out-of-memory is the candidate's own and its record counts. The shared run's record is kept as
+    superseded."""
+    from kgate.controls.numpy import TASKS
+    from kgate.kernelbench.rowjob import gpu_out_of_memory
+    rows = control_rows(["correct_softmax"]) + [{"level_id": 1, "task_id": 9, "ref_code": TASKS["softmax"],
+                                                 "custom_code": OUT_OF_MEMORY}]
+    corpus = write_corpus(workdir / "c.jsonl", rows)
+    r = run_cli("audit", corpus, "--results", str(workdir / "out.jsonl"), "--gates", "oracle", *FAST)
+    assert r.returncode == 0, r.stderr[-3000:]
+    by_task = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    assert by_task[1]["status"] == "ok" and "retry_of" not in by_task[1]
+    alone = by_task[9]
+    assert alone["status"] == "ok" and alone["classification"] == "broken", alone
+    assert gpu_out_of_memory(alone), alone["gates"]
+    old = read_jsonl(workdir / "out.superseded.jsonl")
+    assert [x["status"] for x in old] == ["gpu_out_of_memory"] and old[0]["task"] == 9, old
+    assert "while other rows shared it" in old[0]["message"] and old[0]["evidence_shared_gpu"]["where"]
+    # A pass that merely mentions memory, or a failure of another kind, is not an out-of-memory.
+    assert gpu_out_of_memory({"gates": [{"gate": "oracle", "verdict": "PASS", "summary": "CUDA out of memory"}]}) \
+        is None
+    assert gpu_out_of_memory({"status": "oracle_error", "message": "ValueError: shapes differ"}) is None
+    assert gpu_out_of_memory({"status": "oracle_error", "message": "AcceleratorError: CUDA error: out of memory"})

@@ -69,6 +69,37 @@ def guard_library() -> str | None:
 ALLOCATOR_UNSUPPORTED = "CUDAPluggableAllocator does not yet support"
 
 
+# What torch and the CUDA runtime say when the GPU has no memory left. Twelve rows share one GPU, and each
+# process's caching allocator keeps what it once held: a row can run out because of its neighbours.
+GPU_OOM = ("CUDA out of memory", "CUDA error: out of memory", "cudaErrorMemoryAllocation", "OutOfMemoryError")
+
+
+def gpu_out_of_memory(rec) -> str | None:
+    """The first place (the row's message, or a gate that did not pass) where the GPU ran out of memory."""
+    if any(m in str(rec.get("message", "")) for m in GPU_OOM):
+        return "the row's " + str(rec.get("status"))
+    for g in rec.get("gates", []):
+        if g.get("verdict") not in ("PASS", "SKIP") and \
+                any(m in str(g.get("summary", "")) + str(g.get("output", "")) for m in GPU_OOM):
+            return f"gate {g.get('gate')} ({g.get('verdict')})"
+    return None
+
+
+def shared_gpu_status(rec, spec) -> dict:
+    """A row that ran beside others and ran out of GPU memory gets the status gpu_out_of_memory, not a
+    verdict: the audit runs it again alone, and only then is an out-of-memory the candidate's own (a kernel
+    that leaks or asks for too much fails the same way alone, and that record counts)."""
+    where = None if spec.get("alone") else gpu_out_of_memory(rec)
+    if where:
+        rec["evidence_shared_gpu"] = {"status": rec.get("status"), "message": str(rec.get("message", ""))[:1000],
+                                      "where": where}
+        from ..audit import GPU_OOM_STATUS
+        rec["status"] = GPU_OOM_STATUS
+        rec["message"] = (f"the GPU ran out of memory in {where} while other rows shared it; not a verdict: "
+                          "the row runs again alone")
+    return rec
+
+
 def verify(spec, fw_name):
     """One row. Where the candidate needs what the guard allocator cannot give (ALLOCATOR_UNSUPPORTED in
     any gate's evidence; the first run stops as soon as its build or baseline calls show it), the row runs
@@ -262,7 +293,7 @@ def main():
     if spec["mode"] == "compile":
         compile_only(spec, fw_name)
         return
-    rec = verify(spec, fw_name)
+    rec = shared_gpu_status(verify(spec, fw_name), spec)
     if rec["status"] != "ok":
         rec["classification"] = rec["status"]
     elif "classification" not in rec:  # no engine gate was asked for: baseline alone classifies nothing
