@@ -129,6 +129,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     work_dir = os.path.abspath(work_dir or os.path.join("build-py", "audit-work", stem_of(corpus)))
     rows = [r for r in read_rows(corpus) if in_shard(r, shard)]
     if keys:
+        missing = sorted(set(keys) - {r.key for r in rows})
+        if missing:
+            raise RetryError(f"--only: no row {', '.join(map(repr, missing))} in {corpus}"
+                             f"{' (shard %d/%d)' % shard if shard != (0, 1) else ''}")
         rows = [r for r in rows if r.key in keys]
     retry_keys = {x for x in retry or () if "/" in x}
     unknown = sorted(retry_keys - {r.key for r in rows})

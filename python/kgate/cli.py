@@ -17,7 +17,7 @@ import sys
 # Row statuses a retry can run again (compile failures are kept in the compile file and are not retried).
 RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error", "contract_error",
              "candidate_init_error", "candidate_init_timeout", "candidate_init_crash", "row_timeout",
-             "driver_crash", "judge_attacked")
+             "driver_crash", "judge_attacked", "gpu_out_of_memory")
 # The gates --gates may name, when the KernelBench gates cannot be imported to ask them.
 KNOWN_GATES = ("baseline", "oracle", "nan", "inf", "determinism", "immutability", "coverage", "freshness", "stream",
                "accumulation", "shapes", "layout", "bounds", "public_harness")
@@ -156,6 +156,8 @@ def main(argv=None) -> int:
     a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error) or row keys "
                    "(e.g. h100/L2/T34, after a fix that concerns them): those rows run again and each new record "
                    "replaces the old one, kept in <results>.superseded.jsonl")
+    a.add_argument("--only", help="comma-separated row keys (e.g. h100/L1/T65): audit these rows of the corpus and no "
+                   "other (with --retry KEY --row-seed SEED: one row again with the cases it drew)")
     a.add_argument("--log-limit", type=_int_in("log-limit", 4096, 1 << 34), default=None,
                    help="bytes of a row's output kept in its log, 4096..16 GiB (default 4 MiB)")
     a.add_argument("--file-limit", type=_int_in("file-limit", 1 << 20, 1 << 40), default=None,
@@ -173,6 +175,8 @@ def main(argv=None) -> int:
             s.add_argument("--html", help="write the HTML report here")
         if name == "sample":
             s.add_argument("--out", help="write the sample (Markdown) here")
+            s.add_argument("--corpus", help="the corpus path its reproduce commands name (default: the row's file "
+                           "under ../shared/corpus/cuda-l1/)")
             s.add_argument("--per-cell", type=_int_in("per-cell", 1, 10**6), default=2)
             s.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
 
@@ -247,6 +251,7 @@ def _run(args) -> int:
         except ValueError as e:
             raise BadArgument(str(e)) from None
         retry = _statuses(args.retry)
+        only = [x.strip() for x in (args.only or "").split(",") if x.strip()] or None
         if args.row_seed is not None and len([x for x in retry or () if "/" in x]) != 1:
             raise BadArgument("--row-seed is one row's seed: name that row, and only it, with --retry KEY")
         _regular_file("corpus", args.corpus)
@@ -261,7 +266,7 @@ def _run(args) -> int:
                            jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw, seed=args.seed,
                            row_seed=args.row_seed,
                            gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
-                           ext_cache=args.ext_cache, limit=args.limit, retry=retry, quiet=args.quiet,
+                           ext_cache=args.ext_cache, limit=args.limit, keys=only, retry=retry, quiet=args.quiet,
                            harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
                            file_limit=args.file_limit)
         except (RetryError, TrustError) as e:
@@ -309,7 +314,7 @@ def _run(args) -> int:
     if args.cmd == "sample":
         if args.out:
             _writable_file("--out", args.out)
-        text = report.sample_text(args.results, per_cell=args.per_cell, seed=args.seed)
+        text = report.sample_text(args.results, per_cell=args.per_cell, seed=args.seed, corpus=args.corpus)
         if args.out:
             with open(args.out, "w") as f:
                 f.write(text)

@@ -8,7 +8,7 @@ import random
 from collections import Counter, defaultdict
 
 from .classify import FAILING, GATES as KGATE_GATES, classification, counted_failure, fails_at_scale
-from .results import key_path, read_results
+from .results import read_results
 
 SCALES = (1, 10, 100, 1000)
 
@@ -189,20 +189,19 @@ def sample_cases(recs, per_cell=2, seed=0):
     return cells, picked
 
 
-def reproduce_command(r: dict, gate_name: str, corpus: str | None = None, results: str | None = None) -> str:
-    """A command `python -m kgate audit` accepts that runs this row's gate again with the row's own seed, on
-    a copy of the results file and its MAC key (the copy's records must verify) so the original record is
-    left alone: --retry KEY reruns only that row, --row-seed gives it the seed it had; its new record replaces
-    the copy's."""
-    corpus = corpus or f".carry/corpus/{r.get('file') or 'CORPUS.jsonl'}"  # where docs/audit.md puts it
-    results = results or f"results/{(r.get('file') or 'CORPUS.jsonl').replace('.jsonl', '')}.kgate.jsonl"
-    copy = "/tmp/kgate-reproduce.jsonl"
+def reproduce_command(r: dict, gate_name: str, corpus: str | None = None) -> str:
+    """A command `python -m kgate audit` accepts that runs this row's gate again with the row's own seed, so it
+    draws the very cases the record reports: --only KEY audits that row and no other, --retry KEY runs it
+    even where the scratch results file already holds it, --row-seed gives it the seed it had. It needs the
+    corpus only (no results file, no MAC key)."""
+    corpus = corpus or f"../shared/corpus/cuda-l1/{r.get('file') or 'CORPUS.jsonl'}"  # beside a checkout
+    scratch = "/tmp/kgate-reproduce-" + "".join(c if c.isalnum() else "_" for c in r["key"]) + ".jsonl"
     seed = f" --row-seed {r['seed']}" if r.get("seed") else ""
-    return (f"cp {results} {copy} && cp {key_path(results)} {key_path(copy)} && python -m kgate audit {corpus} "
-            f"--results {copy} --retry {r['key']}{seed} --gates {gate_name} --fw {r.get('fw') or 'torch'}")
+    return (f"python -m kgate audit {corpus} --results {scratch} --only {r['key']} --retry {r['key']}{seed} "
+            f"--gates {gate_name} --fw {r.get('fw') or 'torch'}")
 
 
-def sample_text(paths, per_cell=2, seed=0) -> str:
+def sample_text(paths, per_cell=2, seed=0, corpus: str | None = None) -> str:
     recs = load(paths)
     cells, picked = sample_cases(recs, per_cell, seed)
     out = ["# Stratified sample of kgate failures, for checking by hand", "",
@@ -217,7 +216,7 @@ def sample_text(paths, per_cell=2, seed=0) -> str:
         out.append(f"- verdict: {g['verdict']}: {g.get('summary', '')}")
         if g.get("error_ratio") is not None:
             out.append(f"- error ratio: {g['error_ratio']}")
-        out.append(f"- row seed: {r.get('seed')}; reproduce: `{reproduce_command(r, gname)}`")
+        out.append(f"- row seed: {r.get('seed')}; reproduce: `{reproduce_command(r, gname, corpus)}`")
         for k in ("case", "variant", "bindings", "tensor", "index", "expected", "got", "detail"):
             if ev.get(k) not in (None, "", []):
                 out.append(f"- {k}: {ev[k]}")

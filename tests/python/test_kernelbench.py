@@ -304,28 +304,36 @@ def test_report_reads_the_engine_classification():
 
 @needs_source
 def test_sample_reproduce_command_is_accepted_by_the_cli(tmp_path):
+    """The sample's reproduce command needs the corpus only (no results file, no MAC key: neither is
+    published), audits that one row with the seed it had, and draws the very cases the record reports."""
     from kgate.report import reproduce_command
-    c = next(c for c in load("numpy") if c["name"] == "nan_masked")
+    cs = {c["name"]: c for c in load("numpy")}
     corpus = tmp_path / "ctl.jsonl"
-    corpus.write_text(json.dumps({"level_id": "control", "task_id": "nan_masked", "ref_code": c["task"],
-                                  "custom_code": c["candidate"]}) + "\n")
+    corpus.write_text("".join(json.dumps({"level_id": "control", "task_id": n, "ref_code": cs[n]["task"],
+                                          "custom_code": cs[n]["candidate"]}) + "\n"
+                              for n in ("correct_softmax", "nan_masked")))
     results = tmp_path / "ctl.kgate.jsonl"
     env = _env()
     run = lambda cmd: subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,  # noqa: E731
                                      timeout=600)
     p = run(f"{sys.executable} -m kgate audit {corpus} --fw numpy --results {results} --gates nan --jobs 1 --quiet")
     assert p.returncode in (0, 1), p.stderr[-2000:]
-    rec = json.loads(results.read_text().splitlines()[-1])
-    cmd = reproduce_command(rec, "nan", corpus=str(corpus), results=str(results))
-    assert "--keys" not in cmd
-    copy = re.search(r"--results (\S+)", cmd).group(1)
-    p = run(cmd.replace("python -m", f"{sys.executable} -m") + " --quiet")
-    assert p.returncode in (0, 1), p.stderr[-2000:]
-    again = [json.loads(x) for x in open(copy).read().splitlines()]
-    assert again[-1]["key"] == rec["key"] and again[-1].get("retry_of") is not None
-    assert again[-1]["seed"] == rec["seed"]  # the row's own seed: the very cases it drew
-    nan = lambda r: next(g for g in r["gates"] if g["gate"] == "nan")  # noqa: E731
-    assert nan(again[-1])["verdict"] == "FAIL" and nan(again[-1])["evidence"] == nan(rec)["evidence"]
+    rec = next(json.loads(x) for x in results.read_text().splitlines() if '"nan_masked"' in x)
+    cmd = reproduce_command(rec, "nan", corpus=str(corpus))
+    assert "--keys" not in cmd and "cp " not in cmd and str(results) not in cmd
+    scratch = re.search(r"--results (\S+)", cmd).group(1)
+    for attempt in (1, 2):  # the second time over the first's scratch file: --retry runs it again
+        p = run(cmd.replace("python -m", f"{sys.executable} -m") + " --quiet")
+        assert p.returncode in (0, 1), p.stderr[-2000:]
+        again = [json.loads(x) for x in open(scratch).read().splitlines()]
+        assert [r["key"] for r in again] == [rec["key"]]  # that row and no other
+        assert again[-1]["seed"] == rec["seed"]  # the row's own seed: the very cases it drew
+        nan = lambda r: next(g for g in r["gates"] if g["gate"] == "nan")  # noqa: E731
+        assert nan(again[-1])["verdict"] == "FAIL" and nan(again[-1])["evidence"] == nan(rec)["evidence"]
+        assert (attempt == 2) == ("retry_of" in again[-1])
+    # --only names rows of the corpus, and says which it does not know
+    p = run(f"{sys.executable} -m kgate audit {corpus} --fw numpy --results {tmp_path / 'x.jsonl'} --only ctl/no/such")
+    assert p.returncode == 2 and "--only: no row 'ctl/no/such'" in p.stderr, p.stderr
 
 
 def test_row_seed_names_one_row(tmp_path):
