@@ -23,9 +23,10 @@
 //
 // Four kernels:
 //   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace.
-//   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16) to the workspace.
-//   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16) and dX (bf16) to the
-//        workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
+//   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
+//        residual) to the workspace.
+//   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
+//        and dX (bf16) to the workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
 //   chunk (per chunk and head): dq, dk, dg, dbeta.
 // No atomics: every sum is a fixed sequence of mma/FMA, so results are bitwise deterministic run to run.
 #pragma once
