@@ -13,6 +13,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -143,7 +144,33 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint
   }
   w.bar.arrive_and_wait();
   const int g = l / 4, t = l % 4;
+  // Default: the exact sum of the 16 products and the accumulator, rounded once to fp32. GLR_EMU_MMA_TRUNC=1: a
+  // pessimistic model of the tensor cores' fp32 accumulation (products exact; every addend aligned to the largest
+  // one's fp32 ulp with its lower bits truncated, no guard bits; the sum normalised toward zero), to see how much
+  // a long positive sum loses on hardware (tests/glr_sm90/emu_check.cpp accumulation).
+  static const bool trunc = [] {
+    const char* e = std::getenv("GLR_EMU_MMA_TRUNC");
+    return e != nullptr && *e == '1';
+  }();
   auto dot = [&](int i, int j) {
+    if (trunc) {
+      double term[17];
+      int emax = -100000;
+      for (int k = 0; k < 16; ++k) term[k] = static_cast<double>(A[i][k]) * B[k][j];
+      term[16] = Cm[i][j];
+      for (double x : term)
+        if (x != 0 && std::isfinite(x)) emax = std::max(emax, std::ilogb(x));
+      double s = 0;
+      if (emax == -100000) {
+        for (double x : term) s += x;
+        return static_cast<float>(s);
+      }
+      const double q = std::ldexp(1.0, emax - 23);  // the fp32 ulp of the largest addend's binade
+      for (double x : term) s += std::isfinite(x) ? std::trunc(x / q) * q : x;
+      float f = static_cast<float>(s);
+      if (std::isfinite(f) && std::fabs(static_cast<double>(f)) > std::fabs(s)) f = std::nextafter(f, 0.0f);
+      return f;
+    }
     double s = 0;
     for (int k = 0; k < 16; ++k) s += static_cast<double>(A[i][k]) * B[k][j];
     return static_cast<float>(s + Cm[i][j]);

@@ -16,6 +16,7 @@
 #include "../../bench/glr/sm90_bwd_reference.cuh"
 // clang-format on
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -427,7 +428,10 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
       line += " dh0 -";
       continue;
     }
-    const bool gi = e[i].finite && e[i].rel2 <= bound[i];
+    // With the contract's inputs also kgate's per-element bound (glr/contracts/sm90/gated_deltanet_bwd.toml):
+    // |x - ref| <= 2^-6 |ref| + 2^-4 rms(ref).
+    const bool gi = e[i].finite && e[i].rel2 <= bound[i] &&
+                    (inputs_kind() != InputKind::contract || e[i].atol_at_rtol <= 0.0625);
     ok = ok && gi;
     std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
     if (inputs_kind() == InputKind::contract)
@@ -436,6 +440,20 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     if (inputs_kind() == InputKind::accumulation)
       std::snprintf(buf + std::strlen(buf), sizeof buf - std::strlen(buf), " (max rel %.1e)", e[i].acc_rel);
     line += buf;
+  }
+  if (std::getenv("GLR_EMU_WORST") != nullptr) {  // debugging aid: where dk's largest errors (relative to rms) sit
+    const std::vector<double>& rk = r.dk;
+    double r2 = 0;
+    for (double x : rk) r2 += x * x;
+    const double rms = std::sqrt(r2 / static_cast<double>(rk.size()));
+    std::vector<std::pair<double, std::size_t>> w;
+    for (std::size_t i = 0; i < rk.size(); ++i) w.push_back({std::fabs(f(o.dk[i]) - rk[i]) / rms, i});
+    std::sort(w.begin(), w.end(), [](auto& x, auto& y) { return x.first > y.first; });
+    for (int j = 0; j < 8; ++j) {
+      const std::size_t i = w[j].second, d = i % KD, tk = i / KD;
+      std::printf("  dk worst %d: err/rms %.3e at b %zu t %zu h %zu d %zu: got %.4e ref %.4e\n", j, w[j].first,
+                  tk / (p.T * p.H), (tk / p.H) % p.T, tk % p.H, d, f(o.dk[i]), rk[i]);
+    }
   }
   bool same = true;
   if (twice) {
@@ -465,7 +483,8 @@ int main(int argc, char** argv) {
                   std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
                   argc == 8 ? std::atoi(argv[7]) : 64};
     if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
-    return run(s, 99, false) ? 0 : 1;
+    const char* sd = std::getenv("GLR_EMU_SEED");  // the single case's seed (99 unless given)
+    return run(s, sd ? static_cast<unsigned>(std::atoi(sd)) : 99u, false) ? 0 : 1;
   }
   const Shape shapes[] = {{1, 1, 1, false, false, 2.0, 64},   {1, 33, 1, true, true, 2.0, 16},
                           {1, 64, 1, false, true, -1.0, 32},  {1, 100, 2, true, false, 2.0, 64},
@@ -484,6 +503,29 @@ int main(int argc, char** argv) {
                            Shape{1, 100, 1, true, true, 2.0, 32, 3}})
       ok = run(s, pseed++, false) && ok;
     if (planted_only) {
+      std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+      return ok ? 0 : 1;
+    }
+  }
+  // "sweep": kgate's oracle gate on glr/contracts/sm90/gated_deltanet_bwd.toml at its nominal shape (B2 T100 H1, h0,
+  // dht), the contract's inputs at scale 1 and scaled by 1e-3 (q, v, dout, h0, dht; the sweep that failed on the
+  // H200 at ecef461: dk 1.02x the bound at the last token), seeds 21, 25, 26 (at 1e-3 dk needed 0.079-0.088 there
+  // before the fix, over the contract's 0.0625), every gradient within the contract's per-element bound. Also in
+  // the default run.
+  const bool sweep_only = argc == 2 && std::string(argv[1]) == "sweep";
+  if (argc == 1 || sweep_only) {
+    const char* old_kind = std::getenv("GLR_EMU_INPUTS");
+    const char* old_scale = std::getenv("GLR_EMU_SCALE");
+    const std::string keep_kind = old_kind ? old_kind : "", keep_scale = old_scale ? old_scale : "";
+    setenv("GLR_EMU_INPUTS", "contract", 1);
+    for (const char* sc : {"1", "1e-3"}) {
+      setenv("GLR_EMU_SCALE", sc, 1);
+      std::printf("contract inputs x %s:\n", sc);
+      for (unsigned sd : {21u, 25u, 26u}) ok = run(Shape{2, 100, 1, true, true, 0.0, 64}, sd, false) && ok;
+    }
+    if (old_kind) setenv("GLR_EMU_INPUTS", keep_kind.c_str(), 1); else unsetenv("GLR_EMU_INPUTS");
+    if (old_scale) setenv("GLR_EMU_SCALE", keep_scale.c_str(), 1); else unsetenv("GLR_EMU_SCALE");
+    if (sweep_only) {
       std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
       return ok ? 0 : 1;
     }

@@ -123,13 +123,18 @@ bool run(const Case& p, unsigned seed, int variant) {
   for (int t : p.ninf)  // every value head of token t (per-head gate: head t)
     for (int hv = 0; hv < (gate == 2 ? 1 : p.HV); ++hv) g[gate == 2 ? t : static_cast<std::size_t>(t) * p.HV + hv] = -INFINITY;
   if (p.accumulation) {  // glr/contracts/generate.py's accumulation values (sm90 profile)
+    // kgate's patterns (src/kgate/inputs/accumulation.cpp): "positive" value v draws v (0.5 + 0.5 U[0, 1)) per
+    // element, rounded to the tensor's dtype (random mantissa bits: e^{G_L - G} v is then not exact in bf16,
+    // unlike the constant 1 of an earlier version of this case); "constant" is g.
     const bool dl = member_delta(p.member);
-    for (auto& x : q) x = __float2bfloat16_rn(1.0f);
-    for (auto& x : k) x = __float2bfloat16_rn(dl ? 0.0625f : 1.0f);
-    for (auto& x : v) x = __float2bfloat16_rn(1.0f);
+    std::uniform_real_distribution<double> ud(0.0, 1.0);
+    auto pos = [&](double val) { return static_cast<float>(val * (0.5 + 0.5 * ud(rng))); };
+    for (auto& x : q) x = __float2bfloat16_rn(pos(1.0));
+    for (auto& x : k) x = __float2bfloat16_rn(pos(dl ? 0.0625 : 1.0));
+    for (auto& x : v) x = __float2bfloat16_rn(pos(1.0));
     for (auto& x : g) x = -0.01f;
-    for (auto& x : beta) x = round_bf16(1.0f / 1024);
-    for (auto& x : h0) x = dl ? 0.01f : 1.0f;
+    for (auto& x : beta) x = round_bf16(pos(1.0 / 1024));
+    for (auto& x : h0) x = pos(dl ? 0.01 : 1.0);
   }
   std::vector<__nv_bfloat16> gb(g.size()), bb(beta.size());
   for (std::size_t i = 0; i < g.size(); ++i) gb[i] = __float2bfloat16_rn(g[i]);
@@ -364,12 +369,20 @@ int main(int argc, char** argv) {
   }
   // "accumulation": kgate's accumulation case of the sm90 contracts, each member, against kgate's f32 bound
   // (not in the default run: it measures whether the contracts' working-precision claim holds on the kernels).
-  if (only == "accumulation") {
-    for (int m = 0; m <= 4; ++m) {
-      Case c{1, 320, 1, 1, true, 0.0, m};
-      c.accumulation = true;
-      ok = run(c, seed++, 3) && ok;
-    }
+  // T = 320 is the contract's size; T = 2 is where kgate shrank the Mamba2 and RetNet failure of ecef461 on the
+  // H200 (ht 7.6e-4 relative against a bound of 14 u_f32 = 8.3e-7: e^{G_L - G} V rounded to bf16 before the
+  // state update's mma). T = 2 for the members without the delta rule only: kgate runs T = 320 and shrinks
+  // only a failure, and with the delta rule ht carries V_new = T X rounded to bf16 (Gated DeltaNet and DeltaNet
+  // measure 4.8e-5 and 3.7e-5 here at T = 2, over that size's 1.6e-5; 6.5e-4 and 2.6e-4 at T = 320, within
+  // 2.45e-3). The emulator's mma sums exactly; the tensor cores' fp32 accumulation truncates, a few u_f32 more.
+  // Also in the default run.
+  if (only.empty() || only == "accumulation") {
+    for (int T : {2, 320})
+      for (int m = T == 2 ? 2 : 0; m <= 4; ++m) {
+        Case c{1, T, 1, 1, true, 0.0, m};
+        c.accumulation = true;
+        ok = run(c, seed++, 3) && ok;
+      }
   }
   // "inf" (also in the default run): g = -Inf at some tokens, a legal decay that resets the state (kgate's
   // inf gate on glr/contracts/sm90: the shrunk case is B = 1, T = 1, g_0 = -Inf, and was NaN in o). Tokens

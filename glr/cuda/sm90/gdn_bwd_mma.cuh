@@ -23,9 +23,10 @@
 //
 // Four kernels:
 //   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace.
-//   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16) to the workspace.
-//   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16) and dX (bf16) to the
-//        workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
+//   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
+//        residual) to the workspace.
+//   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
+//        and dX (bf16) to the workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
 //   chunk (per chunk and head): dq, dk, dg, dbeta.
 // No atomics: every sum is a fixed sequence of mma/FMA, so results are bitwise deterministic run to run.
 #pragma once
@@ -59,17 +60,20 @@ struct GdnBwdArgs {
   float* Bc = nullptr;          // (B, H, Tp) beta, padded with 0
   __nv_bfloat16* hc = nullptr;  // (B, H, NT, K, V) state entering chunk c
   __nv_bfloat16* dhc = nullptr; // (B, H, NT, K, V) gradient of the state leaving chunk c
+  __nv_bfloat16* dhcl = nullptr;// (B, H, NT, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
   __nv_bfloat16* vn = nullptr;  // (B, H, Tp, V) V_new
+  __nv_bfloat16* vnl = nullptr; // (B, H, Tp, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
   __nv_bfloat16* dx = nullptr;  // (B, H, Tp, V) dX
   float* dbv = nullptr;         // (B, H, DV / vt, Tp) rowsum(dX . V) per column slice (room for 8 slices)
 };
 
-// Workspace bytes: at B8 T4096 H16 about 890 MB (T 67, h and dh 268 each, V_new and dX 134 each).
+// Workspace bytes: at B8 T4096 H16 about 1300 MB (T 67; h, dh' and dh''s residual 268 each; V_new, its residual and dX
+// 134 each).
 inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H) {
   const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t NT = Tp / gdn::C;
   const std::size_t bh = static_cast<std::size_t>(B) * H;
-  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 2 + Tp * gdn::DV * 2 * 2);
+  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 3 + Tp * gdn::DV * 2 * 3);
 }
 // Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes).
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
@@ -92,6 +96,10 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.vn = reinterpret_cast<__nv_bfloat16*>(p);
   p += bh * Tp * gdn::DV * 2;
   a.dx = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DV * 2;
+  a.vnl = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * Tp * gdn::DV * 2;
+  a.dhcl = reinterpret_cast<__nv_bfloat16*>(p);
 }
 
 namespace gdn_bwd {
@@ -128,6 +136,14 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 inline void prefetch_l2(const void*) {}
 #endif
 
+// The bf16 residual pair (x0 - bf16(x0), x1 - bf16(x1)) of hi = pack_bf16x2(x0, x1): hi + residual equals the pair
+// to 2^-16 relative. 0 where hi is not finite (x - hi would be NaN; hi carries the NaN or Inf alone).
+__device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std::uint32_t hi) {
+  const float2 h = unpack_bf16x2(hi);
+  const bool f0 = (hi & 0x7f80u) != 0x7f80u, f1 = (hi & 0x7f800000u) != 0x7f800000u;
+  return pack_bf16x2(f0 ? x0 - h.x : 0.f, f1 ? x1 - h.y : 0.f);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
 // head): narrower slices give more blocks and a shorter chain per chunk where B H is small (B1 T32768 H16: 32
@@ -149,7 +165,9 @@ struct HSmem {
   __nv_bfloat16 T[C * LD64];                 // (C, C) (I + L)^-1
   __nv_bfloat16 h[DK * Slice<kVT>::LD];      // (K, kVT) bf16 copy of the state slice
   __nv_bfloat16 x[C * Slice<kVT>::LD];       // (C, kVT) X
+  __nv_bfloat16 xl[C * Slice<kVT>::LD];      // (C, kVT) X - bf16(X)
   __nv_bfloat16 vn[C * Slice<kVT>::LD];      // (C, kVT) V_new
+  __nv_bfloat16 vnl[C * Slice<kVT>::LD];     // (C, kVT) V_new - bf16(V_new)
   __nv_bfloat16 vnd[C * Slice<kVT>::LD];     // (C, kVT) e^{G_last - G} V_new
   float G[C];
   float beta[C];
@@ -184,6 +202,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
   __nv_bfloat16* hcg = a.hc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
   __nv_bfloat16* vng = a.vn + static_cast<std::int64_t>(bh) * Tp * DV + v0;
+  __nv_bfloat16* vnlg = a.vnl + static_cast<std::int64_t>(bh) * Tp * DV + v0;
   const int r0 = warp * 16, d0 = warp * 32;
 
   auto load_k = [&](int c) {
@@ -276,9 +295,11 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float2 vf = unpack_bf16x2(vr[n][half]);
-        const std::uint32_t xp = pack_bf16x2(bi * vf.x - bgi * ax[n][half * 2], bi * vf.y - bgi * ax[n][half * 2 + 1]);
+        const float x0 = bi * vf.x - bgi * ax[n][half * 2], x1 = bi * vf.y - bgi * ax[n][half * 2 + 1];
+        const std::uint32_t xp = pack_bf16x2(x0, x1);
         bad = bad || (xp & 0x7f80u) == 0x7f80u || (xp & 0x7f800000u) == 0x7f800000u;  // a bf16 NaN or Inf (after rounding)
         *reinterpret_cast<std::uint32_t*>(s.x + i * LDV + n * 8 + 2 * t4) = xp;
+        *reinterpret_cast<std::uint32_t*>(s.xl + i * LDV + n * 8 + 2 * t4) = bf16x2_residual(x0, x1, xp);
       }
     }
     if (bad) s.nonfinite = 1;  // every writer writes 1: the value does not depend on the order
@@ -286,7 +307,14 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     if (c + 1 < NT) load_k(c + 1);
     cp_async_commit();
 
-    // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
+    // Phase B: V_new = T X (T lower triangular: k tiles <= warp), X in two bf16 pieces (X and its residual) and
+    // V_new stored in two (V_new and its residual), and the dh kernel stores dh' in two: the chunk kernel's
+    // V_new dh'^T term of dk (three products: V_new dh'^T, residual(V_new) dh'^T, V_new residual(dh')^T) then
+    // carries none of the three roundings. Near a sequence's end that term (with dht) is most of dk, and each of the two bf16 roundings cost
+    // about u of those rows' size: with q, v, dout, h0, dht scaled by 1e-3 (kgate's oracle sweep; k, g, beta not
+    // scaled) dk concentrates in the last tokens (the other terms scale as 1e-9 there, not 1e-6), and at
+    // ecef461 the H200 needed 1.02x the contract's 2^-4 rms(dk) there. Cost: one more m16n8k16 per T X tile,
+    // two more (C x K x V) products in the chunk kernel, the residuals of V_new and dh' in the workspace (bench notes).
     float an[NN][4];
 #pragma unroll
     for (int n = 0; n < NN; ++n)
@@ -305,6 +333,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
         for (int np = 0; np < NP; ++np) {
           std::uint32_t bx[4];
+          ldsm_b_kn(bx, s.xl, LDV, ks * 16, np * 16, lane);
+          mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
+          mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
           ldsm_b_kn(bx, s.x, LDV, ks * 16, np * 16, lane);
           mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
           mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
@@ -320,8 +351,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
           for (int n = 0; n < NN; ++n) {
             const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.x + m * LDV + n * 8 + 2 * t4));
-            an[n][half * 2] = fmaf(tim, xf.x, an[n][half * 2]);
-            an[n][half * 2 + 1] = fmaf(tim, xf.y, an[n][half * 2 + 1]);
+            const float2 xr = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.xl + m * LDV + n * 8 + 2 * t4));
+            an[n][half * 2] = fmaf(tim, xf.x, fmaf(tim, xr.x, an[n][half * 2]));
+            an[n][half * 2 + 1] = fmaf(tim, xf.y, fmaf(tim, xr.y, an[n][half * 2 + 1]));
           }
         }
       }
@@ -334,7 +366,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
-        *reinterpret_cast<std::uint32_t*>(s.vn + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+        const std::uint32_t hi = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(s.vn + i * LDV + n * 8 + 2 * t4) = hi;
+        *reinterpret_cast<std::uint32_t*>(s.vnl + i * LDV + n * 8 + 2 * t4) = bf16x2_residual(x0, x1, hi);
         *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
       }
     }
@@ -343,6 +377,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     if (c + 1 < NT) load_small(c + 1);
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * DV, DV, s.vn, tid);
+    store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * DV, DV, s.vnl, tid);
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new).
     const float decay = expf(GL);
@@ -416,6 +451,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
   __nv_bfloat16* dhg = a.dhc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
+  __nv_bfloat16* dhlg = a.dhcl + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
   __nv_bfloat16* dxg = a.dx + static_cast<std::int64_t>(bh) * Tp * DV + v0;
   float* dbvg = a.dbv + (static_cast<std::int64_t>(bh) * (DV / kVT) + blockIdx.x) * Tp;
   const int r0 = warp * 16, d0 = warp * 32;
@@ -497,6 +533,18 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       prefetch_l2(a.k + off);
     }
     store_tile<DK, kVT>(dhg + static_cast<std::int64_t>(c) * DK * DV, DV, s.ds, tid);  // dh_{c+1} as bf16
+    // and its bf16 residual, from the registers s.ds was written from (4-byte stores; no tile to stage it in)
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
+          const float x0 = ds[mt][n][half * 2], x1 = ds[mt][n][half * 2 + 1];
+          *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * DK * DV + d * DV + col) =
+              bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
+        }
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -693,9 +741,11 @@ struct ChunkSmem {
   __nv_bfloat16 k[C * LD128];    // (C, K)
   __nv_bfloat16 dO[C * LD128];   // (C, V)
   __nv_bfloat16 vn[C * LD128];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * LD128];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T)
   __nv_bfloat16 dx[C * LD128];   // (C, V) dX
   __nv_bfloat16 h[DK * LD128];   // (K, V) state entering the chunk
   __nv_bfloat16 dh[DK * LD128];  // (K, V) gradient of the state leaving it
+  __nv_bfloat16 dhl[C * LD128];  // (K / 2, V) dh''s bf16 residual, rows of one half of K at a time (phase 2)
   __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
   __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
   float G[C];
@@ -707,6 +757,8 @@ struct ChunkSmem {
   float dG[C];
   float t3[C];
 };
+
+static_assert(sizeof(ChunkSmem) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
 
 static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
   extern __shared__ __align__(16) char smem_raw[];
@@ -720,7 +772,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   const int r0 = warp * 16;
 
   // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
-  // Group 3: h and dh' (phase 2).
+  // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
   load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
   load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
   load_tile128(s.dO, a.dout + tok0 * DV, row_stride, len, tid);
@@ -744,6 +796,8 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     load_tile128(s.h + C * LD128, a.hc + o + C * DV, DV, C, tid);
     load_tile128(s.dh, a.dhc + o, DV, C, tid);
     load_tile128(s.dh + C * LD128, a.dhc + o + C * DV, DV, C, tid);
+    load_tile128(s.vnl, a.vnl + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+    load_tile128(s.dhl, a.dhcl + o, DV, C, tid);  // rows 0..63; 64..127 once phase 2's first half is done with them
   }
   cp_async_commit();
   cp_async_wait<2>();
@@ -839,19 +893,30 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 
   // Phase 2, per 64-column half of K.
   float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
-  auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0) {
+  // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
+  auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
+                        const __nv_bfloat16* A2 = nullptr, const __nv_bfloat16* B2 = nullptr) {
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < DV / 16; ++ks) {
-      std::uint32_t af[4];
+      std::uint32_t af[4], af2[4];
       ldsm_a(af, A, LD128, r0, ks * 16, lane);
+      if (A2) ldsm_a(af2, A2, LD128, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         std::uint32_t bf[4];
         ldsm_b_nk(bf, Bs, LD128, n0 + np * 16, ks * 16, lane);
+        if (A2) {
+          mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
+          mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
+          std::uint32_t bl[4];
+          ldsm_b_nk(bl, B2, LD128, np * 16, ks * 16, lane);
+          mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
+          mma_bf16_16816(acc[2 * np + 1], af, bl[2], bl[3]);
+        }
         mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
         mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
       }
@@ -914,6 +979,32 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   for (int kh = 0; kh < 2; ++kh) {
     const int n0 = kh * 64;
     float acc[8][4], out[8][4];
+    if (kh == 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // dh''s residual, rows 64..127, visible
+    }
+    // dk, its V_new dh'^T term first (three pieces: h_kernel's phase B says why), which frees s.dhl for the next half
+    rows_times(acc, s.vn, s.dh, n0, s.vnl, s.dhl);
+    row_dot(rd[2], acc, s.k, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
+    if (kh == 0) {
+      __syncthreads();  // every warp is done with rows 0..63 of the residual
+      load_tile128(s.dhl, a.dhcl + (static_cast<std::int64_t>(bh) * NT + c) * DK * DV + C * DV, DV, C, tid);
+      cp_async_commit();
+    }
+    rows_times(acc, s.dx, s.h, n0);
+    row_dot(rd[1], acc, s.k, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
+    cc_times(out, s.E, false, s.k, n0);
+    cc_times(out, s.E, true, s.k, n0);
+    cc_times(out, s.dA, true, s.q, n0);
+    store_rows(a.dk, out, n0);
     // dq
     rows_times(acc, s.dO, s.h, n0);
     row_dot(rd[0], acc, s.q, n0);
@@ -923,23 +1014,6 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
       for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
     cc_times(out, s.dA, false, s.k, n0);
     store_rows(a.dq, out, n0);
-    // dk
-    rows_times(acc, s.dx, s.h, n0);
-    row_dot(rd[1], acc, s.k, n0);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) out[n][e] = -bi[e >> 1] * eg[e >> 1] * acc[n][e];
-    rows_times(acc, s.vn, s.dh, n0);
-    row_dot(rd[2], acc, s.k, n0);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) out[n][e] = fmaf(el[e >> 1], acc[n][e], out[n][e]);
-    cc_times(out, s.E, false, s.k, n0);
-    cc_times(out, s.E, true, s.k, n0);
-    cc_times(out, s.dA, true, s.q, n0);
-    store_rows(a.dk, out, n0);
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -1090,8 +1164,8 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.beta, 4) || misaligned(a.dg, 4) || misaligned(a.dbeta, 4) || misaligned(a.h0, 8) ||
       misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv, g, beta, dg, dbeta 4; h0, dht, dh0 8)";
-  if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.vn || !a.dx || !a.dbv || misaligned(a.Tm, 16) ||
-      misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.vn, 16) || misaligned(a.dx, 16) ||
+  if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
+      misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16))
     return "workspace (carve it with gdn_bwd_workspace_carve)";
   return nullptr;

@@ -981,6 +981,13 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
       }
     }
     const float GL = s.G[C - 1];
+    // Without the delta rule ht is a sum over T alone of exact bf16 products k v, and kgate's accumulation gate
+    // holds it to (T + 4) u_f32 + 8 u_f32 per element (8.3e-7 at T = 2): e^{G_L - G} V rounded once to bf16
+    // (2^-9 relative) missed that by 1500x on the H200 (ecef461, Mamba2 and RetNet). So with a gate the
+    // update's B operand goes in three bf16 pieces hi + mid + lo, equal to the fp32 product e^{G_L - G} v to
+    // 2^-24 relative, and the update is three mma where it was one. Without a gate (linear attention) e^0 v = v
+    // is exact: one piece. With the delta rule V_new = T X is itself rounded to bf16 (ht reduces over K too): one.
+    const bool split = !kDelta && a.gate != 0;
     std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -993,10 +1000,20 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
           const float2 vf = unpack_bf16x2(vr[nn][half]);
           *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + nn * 8 + 2 * t4) =
               pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
-        } else {  // V_new = V (exact in bf16)
+        } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
           const float2 vf = unpack_bf16x2(vr[nn][half]);
-          *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + nn * 8 + 2 * t4) = vr[nn][half];
-          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + nn * 8 + 2 * t4) = pack_bf16x2(ed * vf.x, ed * vf.y);
+          const int at = i * LD64 + nn * 8 + 2 * t4;
+          *reinterpret_cast<std::uint32_t*>(s.vn + at) = vr[nn][half];
+          const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
+          *reinterpret_cast<std::uint32_t*>(s.vnd + at) = hi;
+          if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
+            const float2 hf = unpack_bf16x2(hi);
+            const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
+            const std::uint32_t mid = pack_bf16x2(e0, e1);
+            const float2 mf = unpack_bf16x2(mid);
+            *reinterpret_cast<std::uint32_t*>(s.x + at) = mid;
+            *reinterpret_cast<std::uint32_t*>(s.T + at) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
+          }
         }
         ao[nn][half * 2] *= eo;
         ao[nn][half * 2 + 1] *= eo;
@@ -1091,6 +1108,20 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 #pragma unroll
       for (int np = 0; np < VT / 16; ++np) {
         std::uint32_t bv[4];
+        if (!kDelta && split) {  // the small pieces first: lo, then mid (s.T and s.x are free without the delta rule)
+          ldsm_b_kn(bv, s.T, LD64, ks * 16, np * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+            mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+          }
+          ldsm_b_kn(bv, s.x, LD64, ks * 16, np * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
+            mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
+          }
+        }
         ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
