@@ -53,7 +53,7 @@ struct ReferenceRunResult {
   std::vector<HostArray> outputs;   // contract order, as the run returned them
   std::vector<double> error;        // per output: reference_error against the oracle
   // Per output, one byte per element: 0 where the run is finite or the oracle is non-finite, else the run's
-  // class there (1 NaN, 2 +Inf, 3 -Inf).
+  // class there (1 NaN, 2 +Inf, 3 -Inf); empty where every element is 0.
   std::vector<std::vector<std::uint8_t>> nonfinite;
 };
 struct ReferenceResult {
