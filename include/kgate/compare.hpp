@@ -31,7 +31,12 @@ struct Reference {
   std::vector<double> exact;    // the oracle, f64
   std::vector<double> rounded;  // round_to(exact, dtype)
   double rms = 0.0;
+  // The largest finite |exact|, computed once by make_reference (the reference term of every comparison
+  // against this oracle needs it); < 0 in a Reference built otherwise, where it is computed when asked.
+  double max_abs = -1.0;
 };
+// The largest finite |exact| of a reference (0 if none is finite).
+double largest_finite_magnitude(const Reference& ref);
 // oracle_output holds f64 values (integer outputs in their own dtype); output_dtype is the kernel's.
 Reference make_reference(const HostArray& oracle_output, DType output_dtype);
 

@@ -38,6 +38,20 @@ struct InputSet {
   std::uint64_t seed = 0;     // the stream the values came from
   std::string label;          // "nominal set 0", "wide inputs"
   std::vector<HostArray> arrays;  // contract order
+  // The memo key of these values (GateContext: a hash of every byte), computed at the first lookup: the
+  // oracle, reference and label memos each look a set up, often several times per case, and hashing a large
+  // task's set costs a pass over hundreds of MB. A set is never changed once published (InputSetPtr is
+  // const); a copy starts without it, so a copy that is changed is hashed again.
+  struct KeyCache {
+    mutable bool known = false;
+    mutable std::uint64_t a = 0, b = 0;  // the hash's state after the arrays
+    KeyCache() = default;
+    KeyCache(const KeyCache&) {}
+    KeyCache& operator=(const KeyCache&) {
+      known = false;
+      return *this;
+    }
+  } content_key;
 };
 using InputSetPtr = std::shared_ptr<const InputSet>;
 
@@ -53,7 +67,7 @@ struct ReferenceRunResult {
   std::vector<HostArray> outputs;   // contract order, as the run returned them
   std::vector<double> error;        // per output: reference_error against the oracle
   // Per output, one byte per element: 0 where the run is finite or the oracle is non-finite, else the run's
-  // class there (1 NaN, 2 +Inf, 3 -Inf).
+  // class there (1 NaN, 2 +Inf, 3 -Inf); empty where every element is 0.
   std::vector<std::vector<std::uint8_t>> nonfinite;
 };
 struct ReferenceResult {

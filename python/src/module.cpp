@@ -157,11 +157,22 @@ HostArray host_from_array(const CpuArray& a) {
 
 // ---- Target trampoline ---------------------------------------------------------------------------------
 
+// Any bytes-like object (bytes, bytearray, a contiguous numpy array, a memoryview), copied once.
 std::vector<std::byte> to_bytes(nb::handle obj) {
-  nb::bytes b = nb::isinstance<nb::bytes>(obj) ? nb::borrow<nb::bytes>(obj)
-                                               : nb::borrow<nb::bytes>(nb::module_::import_("builtins").attr("bytes")(obj));
-  const auto* p = static_cast<const std::byte*>(static_cast<const void*>(b.c_str()));
-  return std::vector<std::byte>(p, p + b.size());
+  if (nb::isinstance<nb::bytes>(obj)) {
+    nb::bytes b = nb::borrow<nb::bytes>(obj);
+    const auto* p = static_cast<const std::byte*>(static_cast<const void*>(b.c_str()));
+    return std::vector<std::byte>(p, p + b.size());
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+    PyErr_Clear();  // not a contiguous buffer: whatever bytes() makes of it
+    return to_bytes(nb::module_::import_("builtins").attr("bytes")(obj));
+  }
+  const auto* p = static_cast<const std::byte*>(view.buf);
+  std::vector<std::byte> out(p, p + view.len);
+  PyBuffer_Release(&view);
+  return out;
 }
 
 nb::bytes from_bytes(std::span<const std::byte> data) { return nb::bytes(data.data(), data.size()); }
@@ -216,15 +227,14 @@ class PyTarget : public Target {
 };
 
 // A Python list of arrays (HostArray, or any CPU DLPack array such as numpy's) as HostArrays. Call with the
-// GIL held.
-std::vector<HostArray> to_host_arrays(nb::handle list, const char* what) {
+// GIL held. `list_owned`: the caller knows nothing in Python can reach the list but this call (by default:
+// its only reference is the caller's).
+std::vector<HostArray> to_host_arrays(nb::handle list, const char* what, std::optional<bool> list_owned = {}) {
   std::vector<HostArray> out;
-  for (nb::handle item : list) {
+  auto take = [&](nb::handle item, bool movable) {
     if (nb::isinstance<HostArray>(item)) {
       HostArray& a = nb::cast<HostArray&>(item);
-      // A list only this call holds, of arrays only that list holds (a front-end's fresh results): nothing in
-      // Python can see them again, so their bytes are moved rather than copied.
-      if (Py_REFCNT(list.ptr()) == 1 && Py_REFCNT(item.ptr()) == 1)
+      if (movable)
         out.push_back(std::move(a));
       else
         out.push_back(a);
@@ -234,9 +244,45 @@ std::vector<HostArray> to_host_arrays(nb::handle list, const char* what) {
         throw std::invalid_argument(std::string(what) + ": an item is neither a HostArray nor a CPU DLPack array");
       out.push_back(host_from_array(a));
     }
+  };
+  if (PyList_CheckExact(list.ptr())) {
+    // A list only this call holds, of arrays only that list holds (a front-end's fresh results): nothing in
+    // Python can see them again, so their bytes are moved rather than copied. Read by index: the items are
+    // borrowed, so a count of 1 is the list's own reference (an iterator would hold a second one).
+    const bool owned = list_owned.value_or(Py_REFCNT(list.ptr()) == 1);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list.ptr()); ++k) {
+      nb::handle item(PyList_GET_ITEM(list.ptr(), k));
+      take(item, owned && Py_REFCNT(item.ptr()) == 1);
+    }
+    return out;
   }
+  for (nb::handle item : list) take(item, false);
   return out;
 }
+
+// The engine's arrays lent to a Python callback for the length of one call, without copying them (an input
+// set of a large task is hundreds of MB, and the oracle and reference runs see every set): a list of
+// HostArray objects that refer to the engine's own. The callback reads them (DLPack, numpy()) and must not
+// keep them or write to them; check_unkept() after the call enforces the first, since the engine frees them.
+class LentArrays {
+ public:
+  explicit LentArrays(const std::vector<HostArray>& arrays) {
+    for (const HostArray& a : arrays) list_.append(nb::cast(const_cast<HostArray*>(&a), nb::rv_policy::reference));
+  }
+  const nb::list& list() const { return list_; }
+  // Throws where the callback kept the list or one of its arrays (a reference that would outlive the
+  // engine's array).
+  void check_unkept(const char* what) const {
+    bool kept = Py_REFCNT(list_.ptr()) != 1;
+    for (nb::handle item : list_) kept = kept || Py_REFCNT(item.ptr()) != 1;
+    if (kept)
+      throw OracleError(std::string(what) + " kept a reference to its input arrays past the call; they are the "
+                        "engine's, lent for the call only: copy what must be kept");
+  }
+
+ private:
+  nb::list list_;
+};
 
 nb::dict bindings_dict(const Bindings& b) {
   nb::dict d;
@@ -428,7 +474,13 @@ NB_MODULE(_core, m) {
             r.outputs.push_back(std::move(a));
           },
           "dtype"_a, "shape"_a, "data"_a,
-          "appends an output holding `data` (dense bytes of dtype; empty: zeros) with one copy");
+          "appends an output holding `data` (dense bytes of dtype; empty: zeros) with one copy")
+      .def(
+          "take_output",
+          [](InvocationResult& r, HostArray& a) { r.outputs.push_back(std::move(a)); },
+          "array"_a,
+          "appends `array` as an output without copying: its bytes move into the result and the HostArray is "
+          "left empty (a target fills a fresh HostArray in place, e.g. straight from its transport)");
   nb::class_<CallResult>(m, "CallResult")
       .def(nb::init<>())
       .def_rw("outcome", &CallResult::outcome)
@@ -450,7 +502,7 @@ NB_MODULE(_core, m) {
       .def("device", [](const Target& t) { return static_cast<int>(t.device()); })
       .def("alloc", &Target::alloc)
       .def("release", &Target::release)
-      .def("write", [](Target& t, BufferId id, std::size_t off, nb::bytes b) {
+      .def("write", [](Target& t, BufferId id, std::size_t off, nb::handle b) {  // any bytes-like
         const auto v = to_bytes(b);
         t.write(id, off, v);
       })
@@ -515,7 +567,10 @@ NB_MODULE(_core, m) {
         OracleFn fn = [oracle](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
           nb::gil_scoped_acquire gil;
           try {
-            return to_host_arrays(oracle(in, bindings_dict(b), a), "oracle");
+            const LentArrays lent(in);
+            std::vector<HostArray> out = to_host_arrays(oracle(lent.list(), bindings_dict(b), a), "oracle");
+            lent.check_unkept("the oracle");
+            return out;
           } catch (const nb::python_error& e) {
             throw OracleError(e.what());
           }
@@ -527,10 +582,29 @@ NB_MODULE(_core, m) {
             nb::gil_scoped_acquire gil;
             try {
               std::vector<ReferenceRun> out;
-              for (nb::handle item : rr(in, bindings_dict(b), a)) {
-                nb::object t = nb::borrow(item);
+              const LentArrays lent(in);
+              nb::object runs = rr(lent.list(), bindings_dict(b), a);
+              lent.check_unkept(what);
+              // A fresh list of fresh (precision, outputs) tuples, as the front-ends return: the outputs' bytes
+              // are moved, not copied (to_host_arrays); anything Python may still reach is copied.
+              const bool runs_owned = PyList_CheckExact(runs.ptr()) && Py_REFCNT(runs.ptr()) == 1;
+              auto one = [&](nb::handle t, bool tuple_owned) {
                 if (nb::len(t) != 2) throw OracleError(std::string(what) + ": each item must be (precision, outputs)");
-                out.push_back({nb::cast<std::string>(t[0]), to_host_arrays(t[1], what)});
+                std::string precision = nb::cast<std::string>(t[0]);
+                if (tuple_owned) {  // borrowed straight out of the tuple: no reference of ours on the list
+                  nb::handle arrays(PyTuple_GET_ITEM(t.ptr(), 1));
+                  out.push_back({std::move(precision), to_host_arrays(arrays, what, Py_REFCNT(arrays.ptr()) == 1)});
+                } else {
+                  out.push_back({std::move(precision), to_host_arrays(t[1], what, false)});
+                }
+              };
+              if (runs_owned) {
+                for (Py_ssize_t k = 0; k < PyList_GET_SIZE(runs.ptr()); ++k) {
+                  nb::handle t(PyList_GET_ITEM(runs.ptr(), k));
+                  one(t, PyTuple_CheckExact(t.ptr()) && Py_REFCNT(t.ptr()) == 1);
+                }
+              } else {
+                for (nb::handle t : runs) one(t, false);
               }
               return out;
             } catch (const nb::python_error& e) {

@@ -344,5 +344,16 @@ TEST(Decode, EveryDtype) {
   }
 }
 
+TEST(Reference, ItsLargestFiniteMagnitudeIsComputedOnceAndMatchesAScan) {
+  const Reference r = ref_of({3, -7.5, kNan, kInf, -kInf, 2}, DType::f32);
+  EXPECT_EQ(r.max_abs, 7.5);
+  EXPECT_EQ(largest_finite_magnitude(r), 7.5);
+  Reference by_hand;  // built without make_reference: scanned when asked
+  by_hand.dtype = DType::f32;
+  by_hand.exact = {-1, kNan, 4, -kInf};
+  EXPECT_EQ(largest_finite_magnitude(by_hand), 4.0);
+  EXPECT_EQ(reference_term(0.5, r) , reference_term(0.5, [&] { Reference c = r; c.max_abs = -1; return c; }()));
+}
+
 }  // namespace
 }  // namespace kgate

@@ -2,6 +2,7 @@
 // turned into an OracleError that names it.
 #include <gtest/gtest.h>
 
+#include "kgate/gate.hpp"
 #include "kit.hpp"
 
 namespace kgate::test {
@@ -88,4 +89,18 @@ TEST(FunctionOracle, ExceptionsBecomeOracleErrors) {
 }
 
 }  // namespace
+// The memo key an input set caches (GateContext hashes a set's bytes once): a copy starts without it, so a
+// copy that is then changed can never be looked up under the original's values.
+TEST(InputSetKey, ACopyDoesNotInheritTheCachedKey) {
+  InputSet a;
+  a.content_key.known = true;
+  a.content_key.a = 1;
+  InputSet b = a;
+  EXPECT_FALSE(b.content_key.known);
+  b.content_key.known = true;
+  b = a;
+  EXPECT_FALSE(b.content_key.known);
+  EXPECT_TRUE(a.content_key.known);
+}
+
 }  // namespace kgate::test

@@ -1,5 +1,7 @@
 """The nanobind module: tensors cross by DLPack without copies both ways; the Target trampoline lets C++
 drive a Python target; seeds agree with the C++ derivation bit for bit."""
+import os
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,8 @@ def test_inprocess_cpu_backend_poisons_and_guards():
 
 
 SRC = """
+import os
+
 import numpy as np
 def kernel(xs, ys):
     ys[0][...] = xs[0] * 2
@@ -156,3 +160,32 @@ def test_worker_target_crash_and_hang_cost_one_call():
     t = WorkerTarget(SRC, "hang", timeout=1.0)
     r = core.drive_target(t, [a], [(core.DType.f32, [2])])
     assert r.call.outcome == core.CallOutcome.timed_out
+
+
+def test_take_output_moves_the_bytes():
+    h = core.HostArray(core.DType.f32, [3])
+    h.numpy()[:] = [1, 2, 3]
+    ir = core.InvocationResult()
+    ir.take_output(h)
+    assert h.nbytes == 0 and list(np.from_dlpack(ir.outputs[0])) == [1, 2, 3]
+
+
+def test_wire_raw_buffers_cross_uncopied_into_the_sink():
+    import socket
+    from multiprocessing.connection import Connection
+    from kgate.kernelbench import wire
+    a, b = socket.socketpair()
+    ca, cb = Connection(os.dup(a.fileno())), Connection(os.dup(b.fileno()))
+    a.close(), b.close()
+    payload = np.arange(1 << 18, dtype=np.float32)
+    import threading
+    t = threading.Thread(target=wire.send, args=(ca, {"op": "x", wire.RAW: [payload, b"", bytearray(b"ab")]}))
+    t.start()
+    into = np.zeros(1 << 18, np.float32)
+    msg = wire.recv(cb, lambda k, n: into.view(np.uint8) if k == 0 else None)
+    t.join()
+    assert msg["op"] == "x" and wire.SIZES not in msg
+    assert msg[wire.RAW][0] is not None and np.array_equal(into, payload)
+    assert bytes(msg[wire.RAW][1]) == b"" and bytes(msg[wire.RAW][2]) == b"ab"
+    ca.send({"plain": 1})  # messages without raw buffers are untouched
+    assert wire.recv(cb) == {"plain": 1}

@@ -71,3 +71,20 @@ def test_engine_gates_pass_a_correct_python_candidate():
 def test_engine_nan_gate_catches_a_python_candidate():
     v = verdicts(run("relu_masks_nan", ["nan"]))
     assert v.get("nan") == "FAIL", v
+
+
+def test_an_oracle_that_keeps_its_lent_inputs_is_an_error():
+    """The engine lends its input arrays to the oracle for the call (no copy); one kept past the call would
+    outlive the engine's array, so keeping it is the oracle's error, never a silent read of freed memory."""
+    from kgate.target import WorkerTarget
+    kept = []
+
+    def keeping(inputs, bindings, attrs):
+        kept.append(inputs[0])
+        return oracle(inputs, bindings, attrs)
+
+    t = WorkerTarget(SRC, "relu")
+    text = core.verify(CONTRACT, "relu.toml", t, keeping, seed=7, gates=["oracle"])
+    assert "kept a reference to its input arrays" in text
+    v = verdicts(json.loads(text))
+    assert v.get("oracle") not in ("PASS", None), v

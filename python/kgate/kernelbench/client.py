@@ -15,7 +15,7 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 
-from . import extstage
+from . import extstage, wire
 
 
 class WorkerDied(Exception):
@@ -146,16 +146,17 @@ class Candidate:
         return self.proc is not None and self.proc.poll() is None
 
     def _request(self, msg: dict, timeout: float, *, step_timeout: float | None = None, steps: int = 0,
-                 meanwhile=None) -> dict:
+                 meanwhile=None, sink=None) -> dict:
         """Sends one request and waits `timeout` for its reply. With `steps`, the worker may answer with up to
         that many progress messages first ({"progress": what}); after each, the next message is awaited
         `step_timeout`, so a long request made of bounded steps (the public harness: build, then one forward
         per trial) ends within one step's limit of a hang, not within the whole request's. `meanwhile` runs in
-        this process between sending and waiting (the time limit counts from its end)."""
+        this process between sending and waiting (the time limit counts from its end). Buffers under "_raw"
+        travel raw both ways (wire.py); `sink` places the reply's."""
         assert self.conn and self.proc
         what = msg["op"]
         try:
-            self.conn.send(msg)
+            wire.send(self.conn, msg)
             if meanwhile is not None:
                 meanwhile()
             limit = timeout
@@ -163,7 +164,7 @@ class Candidate:
                 if not self.conn.poll(limit):
                     self.kill()
                     raise WorkerDied("timeout", f"no answer to {what} within {limit:.0f} s", self.output_tail())
-                reply = self.conn.recv()
+                reply = wire.recv(self.conn, sink)
                 if steps > 0 and isinstance(reply, dict) and set(reply) == {"progress"}:
                     steps -= 1
                     what = f"{msg['op']} after {str(reply['progress'])[:80]}"
@@ -219,12 +220,12 @@ class Candidate:
             self.builds[slot] = req
         return reply
 
-    def request(self, msg: dict, timeout: float | None = None) -> dict:
+    def request(self, msg: dict, timeout: float | None = None, sink=None) -> dict:
         """One request of the engine's protocol (alloc, write, read, guards, release, ecall); the worker
         must be alive (a dead one is restarted by ensure(), which the target calls in reset())."""
         if not self.alive():
             raise WorkerDied("crash", "the worker is not running", self.output_tail())
-        return self._request(msg, timeout or self.call_timeout)
+        return self._request(msg, timeout or self.call_timeout, sink=sink)
 
     def call(self, slot: str, inputs: list, **opts) -> dict:
         self.ensure()

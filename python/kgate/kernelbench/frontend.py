@@ -8,6 +8,8 @@ again with those constants rewritten (task.rebind), so constants derived from th
 """
 from __future__ import annotations
 
+import ctypes
+import os
 from collections import OrderedDict
 
 from .. import _core, seeds
@@ -16,10 +18,38 @@ from .task import Task, TaskError
 
 KEEP_MODELS = 4   # (binding, precision) models kept at once: float64 copies of large models are large
 
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4   # glibc's mallopt parameters (malloc.h)
+_host_memory_kept = False
+
+
+def keep_freed_host_memory() -> bool:
+    """The row job's large host arrays (inputs, oracle outputs and their float64 references, tens to
+    hundreds of MB each) are allocated and freed again for every case. glibc serves blocks above 32 MB with
+    a fresh mmap and unmaps them on free (its mmap threshold cannot be raised past 32 MB), so every such
+    array costs a page fault per 4 KB page and the kernel zeroing it: on the CPU bench row
+    (bench/kgate/rows) 40% of the row's time was system time. Served from the heap instead (no mmap, no trim
+    of freed memory) a freed block is reused as it is. Values are unchanged: every array is written before
+    it is read. The price is a higher resident set (freed blocks stay with the process until it ends, and
+    heap fragments: +30% peak on the bench row); KGATE_HOST_MMAP=1 keeps glibc's defaults. Process-wide
+    and for the driver only (the row job exits after its row); never in the worker, whose memory is the
+    candidate's. Returns whether it took effect (glibc only)."""
+    global _host_memory_kept
+    if _host_memory_kept or os.environ.get("KGATE_HOST_MMAP") == "1":
+        return _host_memory_kept
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    _host_memory_kept = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    return _host_memory_kept
+
 
 class Frontend:
     def __init__(self, fw, ref_code: str, seed: int, *, call_timeout: float = 60.0):
         self.fw, self.ref_code, self.seed = fw, ref_code, seed
+        self.host_memory_kept = keep_freed_host_memory()
         self.init_seed = seeds.torch_seed(seeds.derive(seed, "init")) % (2**32)
         self._tasks: OrderedDict = OrderedDict()
         self._models: OrderedDict = OrderedDict()
@@ -97,7 +127,7 @@ class Frontend:
         model = self.model(bindings, precision)
         if model is None:
             raise TaskError(f"the task's Model has no {precision} form in {fw.NAME}")
-        xs = self.arguments([fw.from_host(h) for h in inputs], bindings)
+        xs = self.arguments([fw.from_host(h, precision=precision) for h in inputs], bindings)
         return fw.flatten_outputs(fw.run(model, xs, precision))
 
     def oracle(self, inputs, bindings, attrs) -> list:

@@ -232,10 +232,11 @@ class Buffers:
         g = L.GUARD_BYTES
         buf[g + off:g + off + len(data)] = np.frombuffer(data, np.uint8)
 
-    def read(self, bid: int, off: int, k: int) -> bytes:
+    def read(self, bid: int, off: int, k: int):
+        """The bytes as a view of the buffer (sent before anything can write it again)."""
         buf, _, n = self.bufs[bid]
         g = L.GUARD_BYTES
-        return buf[g + off:g + off + k].tobytes()
+        return buf[g + off:g + off + k]
 
     def guards(self, bid: int):
         buf, pat, n = self.bufs[bid]
@@ -255,7 +256,11 @@ class Buffers:
             v[...] = np.frombuffer(one, dtype=v.dtype)[0]
 
     def dense_bytes(self, arg) -> bytes:
-        return np.ascontiguousarray(self.view(*arg)).tobytes()
+        return self.dense_array(arg).tobytes()
+
+    def dense_array(self, arg) -> np.ndarray:
+        """The argument's elements dense, as uint8 (a view of the buffer where the layout is dense already)."""
+        return np.ascontiguousarray(self.view(*arg)).reshape(-1).view(np.uint8)
 
 
 def store_output(view, got) -> str | None:
@@ -317,7 +322,7 @@ def host_input(x):
     return _core.HostArray.from_array(np.array(x, order="C", copy=True))  # keeps 0-dim arrays 0-dim
 
 
-def from_host(h):
+def from_host(h, device=None, precision=None):
     return np.array(np.from_dlpack(h), copy=True)
 
 

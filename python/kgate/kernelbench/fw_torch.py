@@ -173,7 +173,7 @@ def precision_mode(precision: str):
 
 
 def run(model, inputs, precision: str):
-    cast = {"f64": torch.float64, "f16": torch.float16}.get(precision)
+    cast = _CASTS.get(precision)
     xs = []
     for x in inputs:
         if isinstance(x, np.ndarray):
@@ -343,16 +343,19 @@ class Buffers:
         if off + len(data) > n:
             raise IndexError(f"write of {len(data)} bytes at {off} past the end of buffer {bid} ({n} bytes)")
         g = L.GUARD_BYTES
-        if data:
-            src = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        if len(data):
+            # a writable buffer (what the wire delivers) is wrapped as it is; anything else is copied once
+            writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
+            src = torch.frombuffer(data if writable else bytearray(data), dtype=torch.uint8)
             buf[g + off:g + off + len(data)].copy_(src)
         sync()
 
-    def read(self, bid: int, off: int, k: int) -> bytes:
+    def read(self, bid: int, off: int, k: int):
+        """The bytes as a host array (on the CPU a view of the buffer, sent before anything writes it again)."""
         buf, _, n = self.bufs[bid]
         g = L.GUARD_BYTES
         sync()
-        return buf[g + off:g + off + k].cpu().numpy().tobytes()
+        return buf[g + off:g + off + k].cpu().numpy()
 
     def guards(self, bid: int):
         buf, pat, n = self.bufs[bid]
@@ -376,9 +379,14 @@ class Buffers:
             v.fill_(value)
 
     def dense_bytes(self, arg) -> bytes:
+        return self.dense_array(arg).tobytes()
+
+    def dense_array(self, arg) -> np.ndarray:
+        """The argument's elements dense, as a uint8 host array (on the CPU a view of the buffer where the
+        layout is dense already; sent before anything writes it again)."""
         v = self.view(*arg).contiguous()
         sync()
-        return v.reshape(-1).view(torch.uint8).cpu().numpy().tobytes() if v.numel() else b""
+        return v.reshape(-1).view(torch.uint8).cpu().numpy() if v.numel() else np.empty(0, np.uint8)
 
 
 def store_output(view, got) -> str | None:
@@ -527,17 +535,36 @@ def host_input(x):
     return _core.HostArray.from_array(x.detach().contiguous().cpu())
 
 
-def from_host(h, device=None):
-    """A HostArray's data as a tensor of its own (the HostArray's memory is the engine's). A copy to the GPU
-    is that copy already (a synchronous copy from pageable memory); on the CPU the tensor is cloned."""
+def from_host(h, device=None, precision: str | None = None):
+    """A HostArray's data as a tensor of its own (the HostArray's memory is the engine's, lent for the call),
+    floating data already in the dtype `run(..., precision)` casts to. A copy to the GPU is that copy already
+    (a synchronous copy from pageable memory); on the CPU the cast is the copy, or the tensor is cloned."""
     d = torch.device(device) if device is not None else DEVICE
     t = torch.from_dlpack(h)
-    return t.to(d) if d.type != "cpu" else t.clone()
+    if d.type != "cpu":
+        return t.to(d)
+    cast = _CASTS.get(precision)
+    if cast is not None and t.is_floating_point() and t.dtype != cast:
+        return t.to(cast)  # a new tensor: the cast that run() would make next, made from the engine's memory
+    return t.clone()
+
+
+_CASTS = {"f64": torch.float64, "f16": torch.float16}
+# Output dtypes a HostArray receives straight from torch through DLPack (bool stays on the copying path).
+_DIRECT = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
 
 
 def result_to_host(x, want_f64: bool):
+    """A result as a HostArray (float64 where asked), copied (and converted) once, straight into the
+    HostArray's memory."""
     from .. import _core
     t = x.detach()
-    if want_f64 and t.is_floating_point():
-        t = t.double()
-    return _core.HostArray.from_array(t.contiguous().cpu())
+    dt = torch.float64 if want_f64 and t.is_floating_point() else t.dtype
+    if dt not in _DIRECT:
+        if dt != t.dtype:
+            t = t.to(dt)
+        return _core.HostArray.from_array(t.contiguous().cpu())
+    h = _core.HostArray(_core.parse_dtype(_NAMES[dt]), [int(s) for s in t.shape])
+    if t.numel():
+        torch.from_dlpack(h).copy_(t)
+    return h

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
+from . import wire
 from .client import Candidate, WorkerDied
 
 CODES = {"ok": int(_core.KGATE_OK), "refused": int(_core.KGATE_REFUSED), "error": int(_core.KGATE_ERROR)} \
@@ -57,6 +58,32 @@ class FunctionPlan:
         return "fn", {"function": self.entry, "convention": self.convention}, None
 
 
+class OutputSink:
+    """wire.recv's sink for an ecall's outputs: the k-th raw buffer is read straight into a fresh HostArray
+    of the k-th output's layout (dense), where numpy can view it and the size is the layout's."""
+
+    def __init__(self, layouts):
+        self.layouts = list(layouts)
+        self.arrays: list = [None] * len(self.layouts)
+
+    def __call__(self, k: int, nbytes: int):
+        if k >= len(self.layouts):
+            return None
+        lay = self.layouts[k]
+        name = _core.dtype_name(lay.dtype)
+        if name not in _NP:
+            return None
+        h = _core.HostArray(lay.dtype, [int(x) for x in lay.shape])
+        if h.nbytes != nbytes or nbytes == 0:
+            return None
+        try:
+            view = h.numpy().reshape(-1).view(np.uint8)
+        except Exception:  # noqa: BLE001 - no numpy view of this dtype: the copying path
+            return None
+        self.arrays[k] = h
+        return view
+
+
 class CandidateTarget(_core.Target if _core else object):
     def __init__(self, cand: Candidate, planner, *, describe: str = "", device: int = 1):
         super().__init__()
@@ -89,10 +116,11 @@ class CandidateTarget(_core.Target if _core else object):
             self._req({"op": "release", "id": int(bid)})
 
     def write(self, bid, offset, data):
-        self._req({"op": "write", "id": int(bid), "offset": int(offset), "data": bytes(data)})
+        # `data` (any bytes-like, the engine's lent memoryview included) goes out raw, uncopied (wire.py)
+        self._req({"op": "write", "id": int(bid), "offset": int(offset), wire.RAW: [data]})
 
     def read(self, bid, offset, nbytes):
-        return self._req({"op": "read", "id": int(bid), "offset": int(offset), "bytes": int(nbytes)})["data"]
+        return self._req({"op": "read", "id": int(bid), "offset": int(offset), "bytes": int(nbytes)})[wire.RAW][0]
 
     def check_guards(self, bid):
         v = self._req({"op": "guards", "id": int(bid)})["violation"]
@@ -122,9 +150,11 @@ class CandidateTarget(_core.Target if _core else object):
                              "outputs": [arg_spec(a) for a in inv.outputs], "args": args})
             start = self.cand.output_size()
             self.calls += 1
+            # Each output arrives raw, in order, straight into a fresh HostArray of its layout (OutputSink)
+            sink = OutputSink([a.layout for inv in request.invocations for a in inv.outputs])
             reply = self.cand.request({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
                                        "poison": bytes(request.poison), "stream": _enum_name(request.stream),
-                                       "eval": True})
+                                       "eval": True}, sink=sink)
         except WorkerDied as d:
             result.outcome = _core.CallOutcome.timed_out if d.kind == "timeout" else _core.CallOutcome.crashed
             result.detail = d.detail
@@ -137,11 +167,15 @@ class CandidateTarget(_core.Target if _core else object):
             return result
         result.seconds = float(reply.get("seconds", 0.0))
         out = []
+        raw = iter(zip(sink.arrays, reply.get(wire.RAW, [])))
         for r, inv in zip(reply["results"], request.invocations):
             ir = _core.InvocationResult()
             ir.status, ir.message = int(r["status"]), r["message"]
-            for a, data in zip(inv.outputs, r["outputs"]):  # straight into the engine's arrays: one copy
-                ir.add_output(a.layout.dtype, [int(x) for x in a.layout.shape], bytes(data))
+            for a, (h, data) in zip(inv.outputs, raw):
+                if h is not None and data is not None:
+                    ir.take_output(h)  # the bytes were read into h itself: no copy
+                else:  # bf16 (numpy has no view of it) or an unexpected size: copied, and checked there
+                    ir.add_output(a.layout.dtype, [int(x) for x in a.layout.shape], bytes(data))
             if hasattr(ir, "started"):
                 ir.started, ir.finished = float(r["started"]), float(r["finished"])
             out.append(ir)

@@ -18,6 +18,7 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from . import wire
 from .task import exec_module
 
 _COMPILE_HINTS = ("Error building extension", "ninja", "nvcc", "CalledProcessError", "compilation terminated",
@@ -115,11 +116,11 @@ class Worker:
         return {"status": "ok"}
 
     def write(self, msg):
-        self.buffers.write(int(msg["id"]), int(msg["offset"]), msg["data"])
+        self.buffers.write(int(msg["id"]), int(msg["offset"]), msg[wire.RAW][0])
         return {"status": "ok"}
 
     def read(self, msg):
-        return {"status": "ok", "data": self.buffers.read(int(msg["id"]), int(msg["offset"]), int(msg["bytes"]))}
+        return {"status": "ok", wire.RAW: [self.buffers.read(int(msg["id"]), int(msg["offset"]), int(msg["bytes"]))]}
 
     def guards(self, msg):
         return {"status": "ok", "violation": self.buffers.guards(int(msg["id"]))}
@@ -186,8 +187,9 @@ class Worker:
             fw.sync()
         except BaseException as e:  # noqa: BLE001 - the process's device state is gone: a crash
             return {"status": "cuda_error", "message": f"{type(e).__name__}: {e}"[:2000], "fatal": True}
-        for inv, r in zip(invs, results):
-            r["outputs"] = [bufs.dense_bytes(a) for a in inv["outputs"]]
+        # Each output's dense bytes travel raw after the reply, in order (wire.py): the driver reads them
+        # straight into the engine's arrays.
+        raw = [bufs.dense_array(a) for inv in invs for a in inv["outputs"]]
         touched = dict.fromkeys(a[0] for inv in invs for a in inv["inputs"] + inv["outputs"])
         guards = []
         for bid in touched:  # the first violation of every buffer the call touched (CallResult::guards)
@@ -195,7 +197,7 @@ class Worker:
             if v:
                 guards.append({"buffer": bid, **v})
         return {"status": "ok", "results": results, "seconds": time.monotonic() - t0, "guards": guards,
-                "allocator_guards": fw.allocator_violations()}
+                "allocator_guards": fw.allocator_violations(), wire.RAW: raw}
 
     def harness(self, msg):
         from . import harness
@@ -220,15 +222,32 @@ def _from_wire(fw, values):
     return out
 
 
+class Staging:
+    """wire.recv's sink in the worker: a write's payload is read into one buffer kept for the worker's life
+    (grown when a larger one comes) and copied from there into the engine's buffer before the next message.
+    A fresh buffer per write of a large input (hundreds of MB, every case) cost a page fault per page."""
+
+    def __init__(self):
+        self.buf = bytearray(0)
+
+    def __call__(self, k: int, n: int):
+        if k != 0:
+            return None
+        if len(self.buf) < n:
+            self.buf = bytearray(n)  # a new one: the last message may still hold a view of the old
+        return memoryview(self.buf)[:n]
+
+
 def main():
     fd = int(sys.argv[1])
     conn = Connection(fd)
     fw = importlib.import_module(f"kgate.kernelbench.fw_{os.environ.get('KGATE_FW', 'numpy')}")
     w = Worker(fw)
     w.progress = lambda what: conn.send({"progress": what})
+    staging = Staging()
     while True:
         try:
-            msg = conn.recv()
+            msg = wire.recv(conn, staging)
         except EOFError:
             return
         op = msg.get("op")
@@ -239,7 +258,7 @@ def main():
             reply = getattr(w, op)(msg)
         except BaseException as e:  # noqa: BLE001 - a worker-side failure is reported, never silent
             reply = {"status": "error", "message": f"{type(e).__name__}: {e}"[:2000], "traceback": _short_tb()}
-        conn.send(reply)
+        wire.send(conn, reply)
         if reply.get("fatal"):
             sys.stdout.flush()
             os._exit(3)  # the CUDA context is gone: the driver restarts a fresh worker

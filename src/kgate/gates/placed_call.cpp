@@ -27,8 +27,14 @@ PlacedCall::PlacedCall(Target& t, const std::vector<HostArray>& inputs, const st
         throw std::invalid_argument(fmt::format("placement of input {}: {} {} does not match its layout {} {}", i,
                                                 name_of(inputs[i].dtype()), shape_string(inputs[i].shape()),
                                                 name_of(l.dtype), shape_string(l.shape)));
-      std::vector<std::byte> payload(payload_bytes(l), in[i].gap_fill);
-      inputs[i].scatter(payload, l);
+      std::vector<std::byte> payload;
+      if (l.offset == 0 && inputs[i].nbytes() > 0 && l.strides == contiguous_strides(l.shape)) {
+        // Dense at offset 0: no gaps to fill, the payload is the array's bytes (one copy, not a fill and a copy).
+        payload.assign(inputs[i].bytes().begin(), inputs[i].bytes().end());
+      } else {
+        payload.assign(payload_bytes(l), in[i].gap_fill);
+        inputs[i].scatter(payload, l);
+      }
       const BufferId id = target_.alloc(payload.size());
       inv_.inputs.push_back({id, l});
       target_.write(id, 0, payload);
