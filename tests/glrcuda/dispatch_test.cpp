@@ -119,11 +119,12 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const Params p = make_params(Member::gated_deltanet, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t fast = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::sm90);
   const std::size_t slow = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::blocks);
-  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, 8 dbeta slices (fp32 per token), h and dh' (bf16 K x V per
-  // chunk), V_new and dX (bf16 per token): 890 MB here, plus the 256-byte status header.
+  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, 8 dbeta slices (fp32 per token), h, dh' and dh''s bf16
+  // residual (bf16 K x V per chunk), V_new, its bf16 residual and dX (bf16 per token): 1296 MB here, plus the
+  // 256-byte status header. The residuals (2026-12-04) keep dk within the oracle gate's bound at small magnitudes.
   const std::size_t bh = 8 * 16, tp = 4096, nt = 64;
-  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 10 + nt * 128 * 128 * 2 * 2 + tp * 128 * 2 * 2));
-  EXPECT_LT(fast * 3, slow);
+  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 10 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * 3));
+  EXPECT_LT(fast * 2.5, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
 }

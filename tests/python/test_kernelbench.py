@@ -1,6 +1,7 @@
 """The KernelBench front-end over the engine: the contract derived from a task, the worker Target's
 returning convention, a row job driving the C++ gates (numpy controls), the report reading the engine's
 classification, and a sample reproduce command the CLI accepts."""
+import glob
 import json
 import os
 import re
@@ -322,6 +323,8 @@ def test_sample_reproduce_command_is_accepted_by_the_cli(tmp_path):
     cmd = reproduce_command(rec, "nan", corpus=str(corpus))
     assert "--keys" not in cmd and "cp " not in cmd and str(results) not in cmd
     scratch = re.search(r"--results (\S+)", cmd).group(1)
+    for old in glob.glob(scratch[:-len(".jsonl")] + ".*"):  # an earlier run's scratch file, key and journals
+        os.remove(old)
     for attempt in (1, 2):  # the second time over the first's scratch file: --retry runs it again
         p = run(cmd.replace("python -m", f"{sys.executable} -m") + " --quiet")
         assert p.returncode in (0, 1), p.stderr[-2000:]
