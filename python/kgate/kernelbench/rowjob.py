@@ -6,6 +6,7 @@ task's and kgate's own prints are moved to stderr, so nothing can forge a record
 each gate runs, and a final "row" (verify) or "compile" record."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -69,6 +70,11 @@ def guard_library() -> str | None:
 ALLOCATOR_UNSUPPORTED = "CUDAPluggableAllocator does not yet support"
 
 
+def _allocator_unsupported(evidence) -> bool:
+    """Whether a message, a gate record or a list of them shows ALLOCATOR_UNSUPPORTED."""
+    return ALLOCATOR_UNSUPPORTED in json.dumps(evidence, default=str)
+
+
 # What torch and the CUDA runtime say when the GPU has no memory left. Twelve rows share one GPU, and each
 # process's caching allocator keeps what it once held: a row can run out because of its neighbours.
 GPU_OOM = ("CUDA out of memory", "CUDA error: out of memory", "cudaErrorMemoryAllocation", "OutOfMemoryError")
@@ -109,7 +115,7 @@ def verify(spec, fw_name):
     library = guard_library()
     rec = _verify_once(spec, fw_name, library)
     if library and (rec.get("allocator_unsupported") or
-                    ALLOCATOR_UNSUPPORTED in json.dumps(rec.get("gates", [])) + str(rec.get("message", ""))):
+                    _allocator_unsupported([rec.get("gates", []), rec.get("message", "")])):
         first = rec.get("guard_allocator", "guard allocator")
         t_first = rec.get("seconds")
         rec = _verify_once(spec, fw_name, None)
@@ -152,11 +158,19 @@ def _verify_once(spec, fw_name, library):
     rec["phases"] = phases
     rec["host_threads"] = os.environ.get("OMP_NUM_THREADS", "")
 
-    def mark(name, since):
-        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - since, 3)
+    @contextlib.contextmanager
+    def timed(name):
+        since = time.monotonic()
+        try:
+            yield
+        finally:
+            phases[name] = round(phases.get(name, 0.0) + time.monotonic() - since, 3)
 
     def build_frontend():
-        tf = time.monotonic()
+        with timed("frontend"):
+            _build_frontend()
+
+    def _build_frontend():
         try:
             fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout)
             fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
@@ -167,16 +181,13 @@ def _verify_once(spec, fw_name, library):
             side["status"], side["message"] = "oracle_error", str(e)[:2000]
         except Exception as e:  # noqa: BLE001 - raised again below, as if it had happened there
             side["raise"] = e
-        finally:
-            mark("frontend", tf)
 
     try:
-        tp = time.monotonic()
-        try:
-            init = cand.start(meanwhile=build_frontend)
-        except WorkerDied as d:
-            init = {"status": "import_error" if d.kind == "crash" else "import_timeout", "message": d.detail}
-        mark("start", tp)  # the worker's start, the frontend's build inside it
+        with timed("start"):  # the worker's start, the frontend's build inside it
+            try:
+                init = cand.start(meanwhile=build_frontend)
+            except WorkerDied as d:
+                init = {"status": "import_error" if d.kind == "crash" else "import_timeout", "message": d.detail}
         rec["import_seconds"] = round(init.get("seconds", 0.0), 2)
         rec["compile_seconds"] = round(init.get("compile_seconds", 0.0), 2)
         if init.get("guard"):
@@ -195,10 +206,9 @@ def _verify_once(spec, fw_name, library):
         target = CandidateTarget(cand, fe, describe=f"ModelNew ({fw_name}, worker)",
                                  device=2 if fw_name == "torch" and getattr(fw, "DEVICE", None) is not None
                                  and fw.DEVICE.type == "cuda" else 1)
-        tp = time.monotonic()
-        built = cand.build_with(fe.slot(fe.nominal), fe.build_request(fe.nominal))
-        mark("build", tp)
-        if library and ALLOCATOR_UNSUPPORTED in str(built.get("message", "")):
+        with timed("build"):
+            built = cand.build_with(fe.slot(fe.nominal), fe.build_request(fe.nominal))
+        if library and _allocator_unsupported(built.get("message", "")):
             rec["allocator_unsupported"] = "build"  # verify() runs the row again without it
             return rec
         if built.get("status") != "ok":
@@ -210,12 +220,11 @@ def _verify_once(spec, fw_name, library):
         ctx = Context(fw, row, seed, cand, fe)
         if not wanted or "baseline" in wanted:
             emit({"type": "gate_start", "key": spec["key"], "gate": "baseline"})
-            tp = time.monotonic()
-            r = _run_python_gate(get("baseline"), ctx, "baseline", cand)
-            mark("baseline", tp)
+            with timed("baseline"):
+                r = _run_python_gate(get("baseline"), ctx, "baseline", cand)
             rec["gates"].append(r)
             emit({"type": "gate", "key": spec["key"], **r})
-            if library and ALLOCATOR_UNSUPPORTED in json.dumps(r):
+            if library and _allocator_unsupported(r):
                 # The first calls already show it: the rest of this run would only be thrown away.
                 rec["allocator_unsupported"] = "baseline"
                 return rec
@@ -233,13 +242,13 @@ def _verify_once(spec, fw_name, library):
                     emit({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
 
             where = f"<derived: {spec['key']}>"
-            tp = time.monotonic()
             try:
-                report = json.loads(_core.verify(fe.derived.toml, where, target, fe.oracle,
-                                                 seed=seed, gates=engine_gates,
-                                                 tolerance_scale=spec.get("tolerance_scale", 1.0),
-                                                 source=Source(fe), reference_runs=fe.reference_runs,
-                                                 label_runs=fe.label_runs, on_result=on_result))
+                with timed("engine"):
+                    report = json.loads(_core.verify(fe.derived.toml, where, target, fe.oracle,
+                                                     seed=seed, gates=engine_gates,
+                                                     tolerance_scale=spec.get("tolerance_scale", 1.0),
+                                                     source=Source(fe), reference_runs=fe.reference_runs,
+                                                     label_runs=fe.label_runs, on_result=on_result))
             except RuntimeError as e:
                 # The engine refused the derived contract before any gate ran (e.g. its nominal case needs more
                 # memory than the judge allows one case): a status with the engine's reason, never a verdict
@@ -248,25 +257,21 @@ def _verify_once(spec, fw_name, library):
                     raise
                 rec["status"], rec["message"] = "contract_error", str(e)[:2000]
                 return rec
-            finally:
-                mark("engine", tp)
             rec["gates"].extend(_gate_record(g) for g in report.get("gates", []) if g.get("gate") != "baseline")
             rec["classification"] = _classification(report)
             rec["broken_reasons"] = report.get("broken_reasons", [])
             rec["engine"] = {k: report.get(k) for k in ("schema", "kgate_version", "exit_code", "seed_str")}
         if not wanted or "public_harness" in wanted:
             emit({"type": "gate_start", "key": spec["key"], "gate": "public_harness"})
-            tp = time.monotonic()
-            r = _run_python_gate(get("public_harness"), ctx, "public_harness", cand)
-            mark("public_harness", tp)
+            with timed("public_harness"):
+                r = _run_python_gate(get("public_harness"), ctx, "public_harness", cand)
             rec["gates"].append(r)
             emit({"type": "gate", "key": spec["key"], **r})
         rec["worker_restarts"] = cand.restarts
         rec["calls"] = target.calls
     finally:
-        tp = time.monotonic()
-        cand.close()
-        mark("close", tp)
+        with timed("close"):
+            cand.close()
         rec["seconds"] = round(time.monotonic() - t0, 2)
     return rec
 
