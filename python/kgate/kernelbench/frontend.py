@@ -133,14 +133,24 @@ class Frontend:
     def oracle(self, inputs, bindings, attrs) -> list:
         """The task's Model in float64 (default dtype float64, parameters and buffers converted)."""
         try:
-            outs = self.run(inputs, bindings, "f64")
+            return self.run_to_host(inputs, bindings, "f64", True)
         except Exception as e:  # noqa: BLE001 - the reference's failure, reported as the oracle's
             raise RuntimeError(f"the float64 oracle (the task's Model) cannot run: {type(e).__name__}: {e}") from e
-        return [self.fw.result_to_host(o, True) for o in outs]
+
+    def run_to_host(self, inputs, bindings, precision: str, exact: bool) -> list:
+        """One run of the Model, its outputs copied to the host; the device memory the run took goes back to
+        the device (fw.release_cache), not to this process's cache: rows run side by side on one GPU, and a
+        float64 oracle's peak kept cached in every row job is what ran the neighbours out of memory."""
+        outs = self.run(inputs, bindings, precision)
+        try:
+            return [self.fw.result_to_host(o, exact) for o in outs]
+        finally:
+            del outs
+            self.fw.release_cache()
 
     def reference_runs(self, inputs, bindings, attrs) -> list:
         """Model in fp32 with TF32 off: the working precision, whose error widens every bound."""
-        return [("fp32", [self.fw.result_to_host(o, False) for o in self.run(inputs, bindings, "f32")])]
+        return [("fp32", self.run_to_host(inputs, bindings, "f32", False))]
 
     def label_runs(self, inputs, bindings, attrs) -> list:
         """TF32 and fp16, where the framework has them: asked for by the engine only when a failure needs its
@@ -151,7 +161,7 @@ class Frontend:
             if precision == "tf32" and not self.fw.CAPABILITIES.get("tf32"):
                 continue
             try:
-                runs.append((label, [self.fw.result_to_host(o, False) for o in self.run(inputs, bindings, precision)]))
+                runs.append((label, self.run_to_host(inputs, bindings, precision, False)))
             except Exception:  # noqa: BLE001 - a model without a half form only loses that label
                 continue
         return runs
