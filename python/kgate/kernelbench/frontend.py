@@ -46,11 +46,26 @@ def keep_freed_host_memory() -> bool:
     return _host_memory_kept
 
 
+def init_seed(seed: int) -> int:
+    """The seed ModelNew and the task's Model are built under: the row seed's "init" stream, as torch takes it."""
+    return seeds.torch_seed(seeds.derive(seed, "init")) % (2**32)
+
+
+def build_request(fw, task: Task, seed: int) -> dict:
+    """The worker's build request for ModelNew: the task's get_init_inputs() drawn under `seed` (init_seed),
+    tensors as host arrays. The row job's verification and its compile job (rowjob.compile_only) both ask
+    for ModelNew this way."""
+    fw.set_seed(seed)
+    init = list(task.get_init_inputs())
+    wire = [{"__tensor__": True, "array": fw.to_numpy(x)} if fw.is_tensor(x) else x for x in init]
+    return {"init_inputs": wire, "seed": seed, "eval": True}
+
+
 class Frontend:
     def __init__(self, fw, ref_code: str, seed: int, *, call_timeout: float = 60.0):
         self.fw, self.ref_code, self.seed = fw, ref_code, seed
         self.host_memory_kept = keep_freed_host_memory()
-        self.init_seed = seeds.torch_seed(seeds.derive(seed, "init")) % (2**32)
+        self.init_seed = init_seed(seed)
         self._tasks: OrderedDict = OrderedDict()
         self._models: OrderedDict = OrderedDict()
         self._values: dict = {}
@@ -190,12 +205,7 @@ class Frontend:
         return "kgate:" + ",".join(f"{k}={v}" for k, v in sorted(self.overrides(bindings).items()))
 
     def build_request(self, bindings) -> dict:
-        task = self.task(bindings)
-        fw = self.fw
-        fw.set_seed(self.init_seed)
-        init = list(task.get_init_inputs())
-        wire = [{"__tensor__": True, "array": fw.to_numpy(x)} if fw.is_tensor(x) else x for x in init]
-        return {"init_inputs": wire, "seed": self.init_seed, "eval": True}
+        return build_request(self.fw, self.task(bindings), self.init_seed)
 
     def plan(self, inputs, outputs):
         b = self.bindings_of(inputs, outputs)
