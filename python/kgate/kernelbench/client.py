@@ -57,6 +57,9 @@ class Candidate:
         self.log_path = os.path.join(self.dir, "output.log")
         self.restarts = 0
         self.init_reply: dict | None = None
+        # Seconds this candidate's workers spent compiling extensions (extcache.py), as their init and build
+        # replies say: at import, and in ModelNew.__init__ (where many candidates call load_inline).
+        self.compile_seconds = 0.0
         base = dict(os.environ if env is None else env)
         # The worker gets no kgate secrets and no results path: only what running the candidate needs.
         self.env = {k: v for k, v in base.items() if not k.startswith("KGATE_")}
@@ -192,6 +195,7 @@ class Candidate:
                                          "guard_library": self.guard_library}, self.init_timeout,
                                         meanwhile=meanwhile)
         self.harvest()
+        self.compile_seconds += self.init_reply.get("compile_seconds", 0.0)
         return self.init_reply
 
     def ensure(self):
@@ -202,7 +206,8 @@ class Candidate:
         if reply.get("status") != "ok":
             raise WorkerDied("crash", f"restart failed: {reply.get('message')}", self.output_tail())
         for b in self.builds.values():
-            self._request(b, max(self.call_timeout, self.init_timeout))
+            self.compile_seconds += self._request(b, max(self.call_timeout, self.init_timeout)).get(
+                "compile_seconds", 0.0)
 
     def build(self, slot: str, init_inputs: list, seed: int, eval_mode: bool = True) -> dict:
         return self.build_with(slot, {"init_inputs": init_inputs, "seed": seed, "eval": eval_mode})
@@ -213,9 +218,11 @@ class Candidate:
         req = {"op": "build", "slot": slot, **fields}
         self.ensure()
         # The init timeout, not the call timeout: many candidates compile their extension in ModelNew's
-        # __init__ (load_inline there), which the compile phase cannot reach without the task's init inputs.
+        # __init__ (load_inline there); the compile job builds ModelNew once to fill the cache, but a build
+        # at another binding, or after that one failed, may still compile here.
         reply = self._request(req, max(self.call_timeout, self.init_timeout))
         self.harvest()
+        self.compile_seconds += reply.get("compile_seconds", 0.0)
         if reply.get("status") == "ok":
             self.builds[slot] = req
         return reply

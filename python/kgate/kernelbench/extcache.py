@@ -63,8 +63,10 @@ def install(cache_dir: str):
         os.makedirs(build, exist_ok=True)
         a["build_directory"] = build
         t0 = time.monotonic()
-        mod = real(**a)
-        stats["compile_seconds"] += time.monotonic() - t0
+        try:
+            mod = real(**a)
+        finally:  # a build that fails (a compile error) spent its seconds compiling too
+            stats["compile_seconds"] += time.monotonic() - t0
         stats["builds"] += 1
         built = os.path.join(build, f"{name}.so")
         if os.path.exists(built):
