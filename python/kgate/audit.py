@@ -208,8 +208,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             needs = r.needs_compile()
             after = None
             if needs and not compiled.done(r.key, r.sha):
-                job_list.append(Job(r.key, "compile", {**base, "mode": "compile", "compile_timeout": compile_timeout},
-                                    compile_timeout + 60))
+                job_list.append(Job(r.key, "compile", {**base, "mode": "compile", "compile_timeout": compile_timeout,
+                                                       "seed": f"{row_seeds[r.key]:016x}"}, compile_timeout + 60))
                 after = r.key
             elif needs and compiled.records[r.key].get("status") != "ok":
                 c = compiled.records[r.key]

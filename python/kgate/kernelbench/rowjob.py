@@ -24,19 +24,55 @@ def emit(rec: dict):
 
 
 def compile_only(spec, fw_name):
+    """The row's compile job: the candidate's module imported in a worker, then ModelNew built there once as
+    verification builds it (many candidates call load_inline in ModelNew.__init__, not at import), so what
+    either compiles is in the cache before the row's verification starts. The build is there for its
+    compilation only: whatever else it does (it raises, hangs, crashes) is a note on the record
+    (init_build), never the record's status; verification builds ModelNew again and judges that."""
     from .client import Candidate, WorkerDied
-    cand = Candidate(fw_name, spec["row"]["custom_code"], ext_cache=spec.get("ext_cache"),
-                     init_timeout=spec.get("compile_timeout", 600))
+    limit = spec.get("compile_timeout", 600)
+    cand = Candidate(fw_name, spec["row"]["custom_code"], ext_cache=spec.get("ext_cache"), init_timeout=limit)
     t0 = time.monotonic()
+    init_build = None
     try:
         reply = cand.start()
+        if reply.get("status") == "ok":
+            init_build = _init_build(cand, spec, fw_name, t0 + limit)
     except WorkerDied as d:
         reply = {"status": d.kind, "message": d.detail, "output": d.output[-2000:]}
     finally:
         cand.close()
-    emit({"type": "compile", "key": spec["key"], "sha": spec["sha"], "status": reply.get("status"),
-          "message": reply.get("message", "")[:2000], "seconds": round(time.monotonic() - t0, 2),
-          "compile_seconds": round(reply.get("compile_seconds", 0.0), 2)})
+    rec = {"type": "compile", "key": spec["key"], "sha": spec["sha"], "status": reply.get("status"),
+           "message": reply.get("message", "")[:2000], "seconds": round(time.monotonic() - t0, 2),
+           "compile_seconds": round(cand.compile_seconds, 2)}
+    if init_build is not None:
+        rec["init_build"] = init_build
+    emit(rec)
+
+
+def _init_build(cand, spec, fw_name, deadline: float) -> str:
+    """ModelNew built in the compile job's worker with the task's init inputs, drawn as verification draws
+    them (frontend.build_request under the row seed's init seed), within what is left of the compile
+    timeout. Returns how it went, in words: "ok", or why not."""
+    from .client import WorkerDied
+    from .frontend import build_request, init_seed
+    from .task import Task
+    try:
+        fw = importlib.import_module(f"kgate.kernelbench.fw_{fw_name}")
+        req = build_request(fw, Task(spec["row"]["ref_code"]), init_seed(int(spec.get("seed", "0"), 16)))
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the task's failure is verification's to report
+        return f"not run: the task's init inputs: {type(e).__name__}: {e}"[:1000]
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return "not run: the import took the whole compile timeout"
+    cand.call_timeout = cand.init_timeout = left
+    try:
+        built = cand.build_with("kgate:", req)
+    except WorkerDied as d:
+        return f"{d.kind}: {d.detail}"[:1000]
+    if built.get("status") == "ok":
+        return "ok"
+    return f"failed ({built.get('status')}): {built.get('message', '')}"[:1000]
 
 
 def _gate_record(g: dict) -> dict:
@@ -189,7 +225,6 @@ def _verify_once(spec, fw_name, library):
             except WorkerDied as d:
                 init = {"status": "import_error" if d.kind == "crash" else "import_timeout", "message": d.detail}
         rec["import_seconds"] = round(init.get("seconds", 0.0), 2)
-        rec["compile_seconds"] = round(init.get("compile_seconds", 0.0), 2)
         if init.get("guard"):
             rec["guard_allocator"] = init["guard"]
         if init.get("status") != "ok":
@@ -273,6 +308,9 @@ def _verify_once(spec, fw_name, library):
         with timed("close"):
             cand.close()
         rec["seconds"] = round(time.monotonic() - t0, 2)
+        # What the row's workers compiled (a cache miss: at import, or in a ModelNew build), inside the
+        # row's seconds, not apart from them.
+        rec["compile_seconds"] = round(cand.compile_seconds, 2)
     return rec
 
 
