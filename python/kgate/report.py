@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import random
 from collections import Counter, defaultdict
 
 from .classify import FAILING, GATES as KGATE_GATES, classification, counted_failure, fails_at_scale
-from .results import read_results
+from .results import read_results, stem
 
 SCALES = (1, 10, 100, 1000)
 
@@ -18,6 +19,16 @@ def load(paths) -> list[dict]:
     for p in paths:
         recs.extend(read_results(p))
     return recs
+
+
+def compile_records(paths) -> list[dict]:
+    """The compile jobs' records kept beside each results file (<stem>.compile.jsonl), where there are some."""
+    out = []
+    for p in paths:
+        c = stem(p) + ".compile.jsonl"
+        if os.path.exists(c):
+            out.extend(read_results(c))
+    return out
 
 
 def audited(recs):
@@ -64,7 +75,9 @@ def summary(recs) -> dict:
     counted = Counter(g["gate"] for r in aud for g in r.get("gates", []) if counted_failure(g))
     downgrades.pop(None, None)
     secs = [r.get("row_seconds", r.get("seconds", 0)) or 0 for r in aud]
-    comp = [r.get("compile_seconds", 0) or 0 for r in recs]
+    # compile_seconds of a verification record: what its own workers compiled (a cache miss), inside its
+    # row-seconds; compilation apart from them is in the compile jobs' records (compile_records).
+    comp = [r.get("compile_seconds", 0) or 0 for r in aud]
     return {"rows": len(recs), "audited": len(aud), "status": status, "classes": classes,
             "base_accept_kgate_reject": sum(1 for r in base_pass if kg_reject(r)),
             "base_reject_kgate_accept": sum(1 for r in base_fail if not kg_reject(r)),
@@ -104,8 +117,13 @@ def summary_text(paths) -> str:
         out.append(table(["oracle failures matching a lower precision", "kernels"], list(s["downgrades"].items())))
     out.append("")
     rate = n / (s["row_seconds"] / 60) if s["row_seconds"] else float("nan")
+    comp = compile_records(paths)
+    apart = (f"compile jobs apart: {len(comp)}, {sum(r.get('seconds', 0) or 0 for r in comp):.0f} s, of which "
+             f"{sum(r.get('compile_seconds', 0) or 0 for r in comp):.0f} s building extensions" if comp
+             else "no compile records beside the results")
     out.append(f"time: {s['row_seconds']:.0f} row-seconds for {n} audited rows ({rate:.2f} rows per row-minute; "
-               f"divide by the parallelism for wall time); compile {s['compile_seconds']:.0f} s apart")
+               f"divide by the parallelism for wall time), of which {s['compile_seconds']:.0f} s compiling in "
+               f"the rows' own workers; {apart}")
     return "\n".join(out)
 
 
