@@ -180,6 +180,14 @@ def test_report_renders_from_results_alone(workdir):
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=PKG_ROOT))
     assert r.returncode == 0, r.stderr
     assert "broken beyond tolerance" in r.stdout and "baseline accepts, kgate rejects" in r.stdout
+    # Throughput, from the attempts journal beside the results: one run, every row finished in it.
+    recs = read_jsonl(workdir / "out.jsonl")
+    assert "throughput (out.attempts.jsonl" in r.stdout, r.stdout
+    runs = [line.split() for line in r.stdout.splitlines() if line[:4].isdigit() and line[4:5] == "-"]
+    total = next(line.split() for line in r.stdout.splitlines() if line.startswith("all "))
+    assert len(runs) == 1 and runs[0][3:5] == total[2:4] == [str(len(names)), str(sum(x["status"] == "ok" for x in recs))]
+    secs, rate = float(total[1]), float(total[4])  # seconds printed rounded to 1 s, the rate to 0.1
+    assert 60 * len(names) / (secs + 0.5) - 0.05 <= rate <= 60 * len(names) / max(secs - 0.5, 1e-3) + 0.05
     page = (workdir / "r.html").read_text()
     assert page.count("<svg") == 4 and "threshold sweep" in page
     for cmd in ("sweep", "agreement", "sample"):
