@@ -92,6 +92,22 @@ def _static_record(row, status, message, file):
             "gates": []}
 
 
+def spread_levels(rows: list) -> list:
+    """The rows in an order that spreads each level evenly over the run (a row's place is its rank within its
+    level over that level's size; file order within a level). The levels differ in what a row takes: level 1
+    has inputs of up to 67M elements (host memory and time), level 3 whole networks whose float64 oracles take
+    tens of GB of device memory each; in file order a dozen level-3 rows start together and run the GPU out
+    of memory. Which rows run, and each row's seed, do not depend on the order."""
+    by_level: dict = {}
+    for r in rows:
+        by_level.setdefault(str(r.level), []).append(r)
+    place = {}
+    for group in by_level.values():
+        for i, r in enumerate(group):
+            place[r.key] = (i + 0.5) / len(group)
+    return sorted(rows, key=lambda r: place[r.key])  # stable: ties keep file order
+
+
 def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, ResultsFile]:
     """The driver's key and results file. A results file holding records but no key file (written before
     records were signed) is refused unless adopt: then its records are signed as they stand."""
@@ -192,6 +208,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             todo.append(r)
     if limit is not None:
         todo = todo[:limit]
+    todo = spread_levels(todo)
     by_row = {r.key: r for r in todo}
     row_seeds = {r.key: seeds.derive(seed, r.key) if seed is not None else seeds.fresh_seed() for r in todo}
     if row_seed is not None:
