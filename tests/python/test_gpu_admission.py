@@ -184,3 +184,26 @@ def test_a_good_gpu_headroom_is_taken(workdir):
                     "--call-timeout", "4", "--seed", "9", timeout=300, cwd=str(workdir))
         assert r.returncode == 0, r.stderr[-2000:]
         assert "'gpu_" not in r.stderr  # numpy: no probe, so nothing about GPU memory in the counts
+
+
+def test_the_audit_counts_say_what_admission_did(workdir, monkeypatch):
+    # The audit's wiring, with a fake probe standing in for NVML (numpy rows, so no GPU): rows held for memory,
+    # the least free memory in GiB; a probe that cannot read is named in the counts and changes nothing.
+    from kgate import audit as audit_mod, scheduler
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_softmax", "crashes", "modifies_input"]))
+    monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: lambda: (100 * GiB, 3 * GiB))
+    counts = audit_mod.audit(corpus, results_path=str(workdir / "low.jsonl"), fw="numpy", jobs=3, seed=5,
+                             call_timeout=4, quiet=True, work_dir=str(workdir / "w1"), ext_cache=str(workdir / "ext"))
+    assert counts["finished_total"] == 3 and counts["gpu_held"] == 2 and counts["gpu_free_min_gib"] == 3.0, counts
+
+    class Unknown:
+        why = "libnvidia-ml.so.1: cannot open shared object file"
+
+        def __call__(self):
+            return None
+
+    monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: Unknown())
+    counts = audit_mod.audit(corpus, results_path=str(workdir / "unk.jsonl"), fw="numpy", jobs=3, seed=5,
+                             call_timeout=4, quiet=True, work_dir=str(workdir / "w2"), ext_cache=str(workdir / "ext"))
+    assert counts["finished_total"] == 3 and counts["gpu_probe"].startswith("unknown: libnvidia-ml"), counts
+    assert "gpu_held" not in counts and "gpu_free_min_gib" not in counts, counts
