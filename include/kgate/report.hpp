@@ -78,8 +78,8 @@ struct Report {
 // a counted CRASH, or a counted FAIL of oracle, shapes or accumulation with error_ratio >= 100 or with no
 // bound behind it (a wrong shape, an error status, a refused nominal shape); violation: any other counted
 // FAIL, CRASH or TIMEOUT; clean otherwise. TIMEOUT is a status: never broken.
-enum class Classification { clean, violation, broken };
-const char* to_string(Classification c);  // "clean", "violation", "broken"
+enum class Classification { clean, incomplete, violation, broken };
+const char* to_string(Classification c);  // "clean", "incomplete", "violation", "broken"
 Classification classify(const Report& r);
 // One line per gate result that makes the report broken ("nan: FAIL, tolerance-free gate"); empty unless
 // classify(r) is broken.

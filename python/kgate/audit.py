@@ -17,10 +17,10 @@ import signal
 import sys
 import time
 
-from . import seeds
+from . import scheduler, seeds
 from .corpus import in_shard, read_rows, stem_of
 from .results import Journal, ResultsFile, TrustError, load_key, stem as results_stem
-from .scheduler import Job, Progress, Watchdog, become_subreaper, run_jobs
+from .scheduler import DEFAULT_GPU_HEADROOM, Job, Progress, Watchdog, become_subreaper, run_jobs
 
 JUDGE_ATTACKED = "judge_attacked"
 GPU_OOM_STATUS = "gpu_out_of_memory"  # kernelbench/rowjob.py: ran out of GPU memory beside other rows
@@ -92,6 +92,22 @@ def _static_record(row, status, message, file):
             "gates": []}
 
 
+def spread_levels(rows: list) -> list:
+    """The rows in an order that spreads each level evenly over the run (a row's place is its rank within its
+    level over that level's size; file order within a level). The levels differ in what a row takes: level 1
+    has inputs of up to 67M elements (host memory and time), level 3 whole networks whose float64 oracles take
+    tens of GB of device memory each; in file order a dozen level-3 rows start together and run the GPU out
+    of memory. Which rows run, and each row's seed, do not depend on the order."""
+    by_level: dict = {}
+    for r in rows:
+        by_level.setdefault(str(r.level), []).append(r)
+    place = {}
+    for group in by_level.values():
+        for i, r in enumerate(group):
+            place[r.key] = (i + 0.5) / len(group)
+    return sorted(rows, key=lambda r: place[r.key])  # stable: ties keep file order
+
+
 def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, ResultsFile]:
     """The driver's key and results file. A results file holding records but no key file (written before
     records were signed) is refused unless adopt: then its records are signed as they stand."""
@@ -113,13 +129,16 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
           quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
-          log_limit: int | None = None, file_limit: int | None = None) -> dict:
+          log_limit: int | None = None, file_limit: int | None = None,
+          gpu_headroom: float = DEFAULT_GPU_HEADROOM) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
     row_seed: the exact seed of the one row key `retry` names (a record's `seed`), so its rerun draws the very
     cases it drew; every other row's seed comes from `seed` (or is fresh).
     harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
-    (the CLI sets it; off for in-process callers, whose other children it would take for strays)."""
+    (the CLI sets it; off for in-process callers, whose other children it would take for strays).
+    gpu_headroom: the fraction of the GPU's memory that must be free for a row to start beside other rows
+    (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits)."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     key, res = open_results(results_path, adopt_unsigned)
@@ -192,6 +211,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             todo.append(r)
     if limit is not None:
         todo = todo[:limit]
+    todo = spread_levels(todo)
     by_row = {r.key: r for r in todo}
     row_seeds = {r.key: seeds.derive(seed, r.key) if seed is not None else seeds.fresh_seed() for r in todo}
     if row_seed is not None:
@@ -320,6 +340,12 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         become_subreaper()
         watchdog = Watchdog(sys.executable, env)
     extra = {k: v for k, v in (("log_limit", log_limit), ("file_limit", file_limit)) if v is not None}
+    # Rows start only while the GPU has memory to spare (run_jobs); the probe is made once, in the driver, and
+    # reads NVML (no CUDA context here). numpy audits never probe.
+    gpu_probe = scheduler.gpu_probe_for(fw) if gpu_headroom > 0 else None
+    if gpu_probe is not None and getattr(gpu_probe, "why", None):
+        counts["gpu_probe"] = f"unknown: {gpu_probe.why}"
+    gpu_free_min = []
 
     def phase(rs, solo):
         nonlocal by_key
@@ -332,7 +358,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         job_list, by_key = make_jobs(rs, alone=solo)
         c = run_jobs(job_list, solo_limits if solo else limits, on_finish, on_start=on_start, budget_s=left,
                      work_dir=work_dir, progress=progress, harden=harden, solo=solo, watchdog=watchdog,
-                     notes=notes, preload=fw, **extra)
+                     notes=notes, preload=fw, gpu_probe=gpu_probe, gpu_headroom=gpu_headroom, **extra)
         for j in c.pop("cut"):
             journal.end(j.attempt, "cut by the budget")
         out = []
@@ -342,6 +368,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 attacked_alone(j, "the audit driver was stopped (SIGSTOP; its watchdog continued it)")
             elif j.key not in out:
                 out.append(j.key)
+        if "gpu_free_min" in c:
+            gpu_free_min.append(c.pop("gpu_free_min"))
         for k, v in c.items():
             counts[k] = counts.get(k, 0) + v
         return out
@@ -358,6 +386,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     finally:
         if watchdog is not None:
             watchdog.close()
+    if gpu_free_min:
+        counts["gpu_free_min_gib"] = round(min(gpu_free_min) / 2**30, 1)
     counts["rows_in_shard"] = len(rows)
     counts["finished_total"] = sum(1 for r in rows if res.done(r.key, r.sha))
     counts["remaining"] = len(rows) - counts["finished_total"]

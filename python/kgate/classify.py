@@ -1,5 +1,5 @@
-"""Reading the engine's classification out of row records. The definition of *broken*, *violation* and
-*clean* lives in C++ only (kgate::classify, docs/report.md): each row record carries the engine's
+"""Reading the engine's classification out of row records. The definition of *broken*, *violation*,
+*incomplete* and *clean* lives in C++ only (kgate::classify, docs/report.md): each row record carries the engine's
 `classification` and `broken_reasons`, and each gate record the engine's `counted`, `attributed_to`,
 `out_of_domain` and `precision_label`. Nothing here decides a class; it reads one, and says which gate
 records still fail when every tolerance is multiplied by m (the threshold sweep reads a ratio, it does not
@@ -13,7 +13,7 @@ import math
 GATES = ["oracle", "nan", "inf", "determinism", "shapes", "accumulation", "immutability", "coverage", "bounds",
          "freshness", "stream", "layout"]
 FAILING = ("FAIL", "CRASH", "TIMEOUT")
-CLASSES = ("broken", "violation", "clean")
+CLASSES = ("broken", "violation", "incomplete", "clean")
 
 
 def classification(rec: dict) -> str:

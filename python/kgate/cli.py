@@ -71,6 +71,19 @@ def _seconds_in(name, lo, hi):
     return parse
 
 
+def _fraction_in(name, lo, hi):
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"wants a fraction, got {text!r}") from None
+        if not math.isfinite(v) or not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text} is outside [{lo:g}, {hi:g}]")
+        return v
+    parse.__name__ = name
+    return parse
+
+
 def _seed(text):
     t = text.strip().lower()
     t = t[2:] if t.startswith("0x") else t
@@ -128,6 +141,7 @@ DAY = 86400.0
 
 
 def main(argv=None) -> int:
+    from .scheduler import DEFAULT_GPU_HEADROOM
     p = Parser(prog="python -m kgate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
 
@@ -142,6 +156,9 @@ def main(argv=None) -> int:
     a.add_argument("--compile-jobs", type=_int_in("compile-jobs", 1, 256), default=8,
                    help="candidates compiled at once, 1..256")
     a.add_argument("--fw", default="torch", choices=["torch", "numpy"])
+    a.add_argument("--gpu-headroom", type=_fraction_in("gpu-headroom", 0, 0.9), default=DEFAULT_GPU_HEADROOM,
+                   help="fraction of the GPU's memory, 0..0.9, that must be free for a row to start beside other "
+                   f"rows (torch; read through NVML; default {DEFAULT_GPU_HEADROOM:g}; 0: start rows regardless)")
     a.add_argument("--seed", type=_seed, help="1 to 16 hex digits: fix every row's seed (default: a secret seed "
                    "per row, recorded). It is wiped from this process's command line once read")
     a.add_argument("--row-seed", type=_seed, help="1 to 16 hex digits: the exact seed of the one row --retry KEY "
@@ -268,7 +285,7 @@ def _run(args) -> int:
                            gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
                            ext_cache=args.ext_cache, limit=args.limit, keys=only, retry=retry, quiet=args.quiet,
                            harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
-                           file_limit=args.file_limit)
+                           file_limit=args.file_limit, gpu_headroom=args.gpu_headroom)
         except (RetryError, TrustError) as e:
             raise BadArgument(str(e)) from None
         from . import report

@@ -44,6 +44,7 @@ from .corpus import read_rows, stem_of
 from .results import TrustError, key_path, load_key, sign, verify, _parse_lines
 
 NOT_AUDITED_BY_DESIGN = ("no_candidate", "bad_row")
+REJECTS = ("broken", "violation", "judge_attacked")   # the engine's classes that reject a kernel
 
 # One definition per number. Every table below says "(see DEFINITIONS)" by name and computes it through
 # count_row() alone.
@@ -60,10 +61,12 @@ DEFINITIONS = {
               "oracle/shapes/accumulation failed with an error at least 100x its bound; kgate::classify)",
     "violation or broken": "audited rows the engine classifies broken or violation: at least one counted gate "
                            "failure (attributed and out-of-domain findings are not counted)",
+    "incomplete": "audited rows the engine classifies incomplete: nothing counted failed, but a counted gate "
+                  "could not run (ERROR); neither held against the kernel nor shown clean",
     "clean": "audited rows the engine classifies clean",
     "judge_attacked": "audited rows whose candidate attacked its judge (classification judge_attacked)",
     "baseline accepts, kgate rejects": "audited rows whose baseline (the producer's test, mirrored) passed and "
-                                       "whose engine classification is not clean",
+                                       "whose engine classification is broken, violation or judge_attacked",
     "baseline rejects, kgate accepts": "audited rows whose baseline failed (FAIL, CRASH or TIMEOUT) and whose "
                                        "engine classification is clean",
     "baseline agrees with the producer's acceptance": "audited rows whose baseline passed: the producer "
@@ -420,8 +423,8 @@ def count_row(recs: list[dict], rows: int | None = None) -> dict:
         "not audited": {s: n for s, n in status.items() if s not in NOT_AUDITED_BY_DESIGN + ("ok",)},
         "no_candidate": status.get("no_candidate", 0), "bad_row": status.get("bad_row", 0),
         "broken": cls["broken"], "violation or broken": cls["broken"] + cls["violation"], "clean": cls["clean"],
-        "judge_attacked": cls["judge_attacked"],
-        "baseline accepts, kgate rejects": sum(1 for r in aud if baseline_passed(r) and classification(r) != "clean"),
+        "incomplete": cls["incomplete"], "judge_attacked": cls["judge_attacked"],
+        "baseline accepts, kgate rejects": sum(1 for r in aud if baseline_passed(r) and classification(r) in REJECTS),
         "baseline rejects, kgate accepts": sum(1 for r in aud if baseline_failed(r) and classification(r) == "clean"),
         ACCEPTANCE: sum(1 for r in aud if baseline_passed(r)),
         OWN_CODE: sum(1 for r in both if baseline_passed(r) == producer_code_passed(r)),

@@ -3,9 +3,11 @@ matplotlib: plots are inline SVG written here), so the report renders on any mac
 from __future__ import annotations
 
 import html
+import json
 import math
 import os
 import random
+import time
 from collections import Counter, defaultdict
 
 from .classify import FAILING, GATES as KGATE_GATES, classification, counted_failure, fails_at_scale
@@ -58,7 +60,7 @@ def summary(recs) -> dict:
     status = Counter(r.get("status") for r in recs)
     base_pass = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") == "PASS"]
     base_fail = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") in FAILING]
-    kg_reject = lambda r: classification(r) != "clean"  # noqa: E731
+    kg_reject = lambda r: classification(r) in ("broken", "violation")  # noqa: E731
     per_gate = {}
     for g in KGATE_GATES + ["baseline", "public_harness"]:
         c = Counter((gate(r, g) or {}).get("verdict", "-") for r in aud)
@@ -80,7 +82,7 @@ def summary(recs) -> dict:
     comp = [r.get("compile_seconds", 0) or 0 for r in aud]
     return {"rows": len(recs), "audited": len(aud), "status": status, "classes": classes,
             "base_accept_kgate_reject": sum(1 for r in base_pass if kg_reject(r)),
-            "base_reject_kgate_accept": sum(1 for r in base_fail if not kg_reject(r)),
+            "base_reject_kgate_accept": sum(1 for r in base_fail if classification(r) == "clean"),
             "base_pass": len(base_pass), "base_fail": len(base_fail), "per_gate": per_gate, "per_level": per_level,
             "downgrades": downgrades, "not_counted": not_counted, "counted": counted, "row_seconds": sum(secs), "compile_seconds": sum(comp)}
 
@@ -96,6 +98,7 @@ def summary_text(paths) -> str:
     out.append(table(["classification (audited rows)", "kernels", "share"], [
         ["broken beyond tolerance", c["broken"], pct(c["broken"], n)],
         ["at least one violation (incl. broken)", c["broken"] + c["violation"], pct(c["broken"] + c["violation"], n)],
+        ["incomplete (nothing failed, a gate could not run)", c["incomplete"], pct(c["incomplete"], n)],
         ["clean", c["clean"], pct(c["clean"], n)]]))
     out.append("")
     out.append(table(["baseline vs kgate", "kernels"], [
@@ -110,8 +113,9 @@ def summary_text(paths) -> str:
     out.append(table(["gate", "its own findings", "PASS", "FAIL", "CRASH", "TIMEOUT", "REFUSED", "SKIP", "ERROR",
                       "not counted (attributed or out of domain)"], rows))
     out.append("")
-    out.append(table(["level", "audited", "broken", "violation", "clean"],
-                     [[lv, c["audited"], c["broken"], c["violation"], c["clean"]] for lv, c in sorted(s["per_level"].items())]))
+    out.append(table(["level", "audited", "broken", "violation", "incomplete", "clean"],
+                     [[lv, c["audited"], c["broken"], c["violation"], c["incomplete"], c["clean"]]
+                      for lv, c in sorted(s["per_level"].items())]))
     if s["downgrades"]:
         out.append("")
         out.append(table(["oracle failures matching a lower precision", "kernels"], list(s["downgrades"].items())))
@@ -124,7 +128,61 @@ def summary_text(paths) -> str:
     out.append(f"time: {s['row_seconds']:.0f} row-seconds for {n} audited rows ({rate:.2f} rows per row-minute; "
                f"divide by the parallelism for wall time), of which {s['compile_seconds']:.0f} s compiling in "
                f"the rows' own workers; {apart}")
+    for p in paths:
+        spans = throughput(p, recs)
+        if spans:
+            out.append("")
+            out.append(throughput_text(p, spans))
     return "\n".join(out)
+
+
+# ---- throughput ----------------------------------------------------------------------------------------------
+# The one definition of the audit's throughput (docs/perf.md uses it): per driver run (one `kgate audit` call,
+# told apart by its pid in the attempts journal `<stem>.attempts.jsonl`), the wall seconds from its first
+# attempt's start to its last attempt's end, and the rows whose current record it wrote in that span
+# (record `written_at` inside it): rows finished (any status; a row without a candidate gets its record
+# before the first attempt and is not counted), and of them audited (status ok). Rates are per wall minute of that span; "all" sums the spans and the rows.
+
+def throughput(results_path: str, recs: list[dict]) -> list[dict]:
+    journal = stem(results_path) + ".attempts.jsonl"
+    if not os.path.exists(journal):
+        return []
+    runs: dict = {}
+    pid_of: dict = {}
+    with open(journal) as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(e, dict) or not isinstance(e.get("t"), (int, float)):
+                continue
+            if e.get("event") == "start":
+                pid_of[e.get("id")] = e.get("pid")
+            pid = e.get("pid") if e.get("event") == "start" else pid_of.get(e.get("id"))
+            if pid is None:
+                continue
+            lo, hi = runs.get(pid, (e["t"], e["t"]))
+            runs[pid] = (min(lo, e["t"]), max(hi, e["t"]))
+    mine = [r for r in recs if isinstance(r.get("written_at"), (int, float))]
+    out = []
+    for pid, (lo, hi) in sorted(runs.items(), key=lambda kv: kv[1][0]):
+        done = [r for r in mine if lo <= r["written_at"] <= hi + 1.0]
+        out.append({"pid": pid, "start": lo, "seconds": hi - lo, "rows": len(done),
+                    "audited": sum(1 for r in done if r.get("status") == "ok")})
+    return out
+
+
+def throughput_text(path: str, spans: list[dict]) -> str:
+    def rate(n, secs):
+        return f"{60.0 * n / secs:.1f}" if secs > 0 else "-"
+    rows = [[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s["start"])), f"{s['seconds']:.0f}", s["rows"],
+             s["audited"], rate(s["rows"], s["seconds"]), rate(s["audited"], s["seconds"])] for s in spans]
+    secs, n, a = sum(s["seconds"] for s in spans), sum(s["rows"] for s in spans), sum(s["audited"] for s in spans)
+    rows.append(["all", f"{secs:.0f}", n, a, rate(n, secs), rate(a, secs)])
+    return (f"throughput ({os.path.basename(stem(path))}.attempts.jsonl: each audit run from its first attempt to "
+            f"its last, the rows whose record it wrote)\n"
+            + table(["run (UTC)", "wall s", "rows finished", "audited", "rows/min", "audited/min"], rows))
 
 
 def sweep_rows(recs):

@@ -6,6 +6,9 @@ which hardens the process first) fed a JSON spec on stdin; it answers with JSON 
 its whole process group (the candidate's worker included) and costs that one row; what it reported before is
 kept. When the overall budget runs out, running jobs are killed and *not* recorded, so a rerun redoes them.
 
+With a GPU memory probe (torch audits: NVML, see `NvmlProbe`), a verify job starts only while the GPU has a
+headroom of free memory (`gpu_admits`); with no probe, or one that cannot read, jobs start as they always did.
+
 Against a candidate that attacks its judge (docs/security.md):
 - every row job makes itself non-dumpable (prctl PR_SET_DUMPABLE 0: its /proc/PID/mem, environ and fds are
   closed to processes of the same uid without CAP_SYS_PTRACE), writes no core file, and may write no file
@@ -373,6 +376,83 @@ def sweep_strays(known: set[int]) -> list[int]:
     return killed
 
 
+DEFAULT_GPU_HEADROOM = 0.15       # fraction of the GPU's memory that must be free to start a verify job
+DEFAULT_GPU_SETTLE_S = 10.0        # seconds a just-started verify job may take to allocate what it will
+
+
+class _NvmlMemory(ctypes.Structure):
+    """NVML's nvmlMemory_t (v1, what nvmlDeviceGetMemoryInfo fills): bytes, total = free + used."""
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def _visible_gpu() -> int | str | None:
+    """The GPU the row jobs' `cuda:0` is, as NVML names it: an index (NVML counts in PCI bus order, as CUDA does
+    with CUDA_DEVICE_ORDER=PCI_BUS_ID or on a host of one kind of GPU), a UUID, or None where no GPU is visible."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    if first.isdigit():
+        return int(first)
+    if first.startswith(("GPU-", "MIG-")):
+        return first
+    return None
+
+
+class NvmlProbe:
+    """The free and total memory of the row jobs' GPU, read through NVML (libnvidia-ml.so.1, loaded with ctypes):
+    NVML creates no CUDA context, so the driver stays free of CUDA. Calling it gives (total, free) in bytes, or
+    None where NVML cannot load or answer (`why` says why); the scheduler then admits jobs as it always did."""
+
+    def __init__(self, lib: str = "libnvidia-ml.so.1"):
+        self.why: str | None = None
+        self._lib = None
+        self._handle = ctypes.c_void_p()
+        try:
+            nvml = ctypes.CDLL(lib)
+            nvml.nvmlErrorString.restype = ctypes.c_char_p
+            err = lambda rc: nvml.nvmlErrorString(rc).decode(errors="replace")  # noqa: E731
+            rc = nvml.nvmlInit_v2()
+            if rc != 0:
+                raise OSError(f"nvmlInit_v2: {err(rc)}")
+            dev = _visible_gpu()
+            if dev is None:
+                raise OSError(f"no GPU named in CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
+            if isinstance(dev, int):
+                rc = nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(dev), ctypes.byref(self._handle))
+            else:
+                rc = nvml.nvmlDeviceGetHandleByUUID(dev.encode(), ctypes.byref(self._handle))
+            if rc != 0:
+                raise OSError(f"no NVML handle for GPU {dev}: {err(rc)}")
+            self._lib = nvml
+            if self() is None:
+                raise OSError(f"nvmlDeviceGetMemoryInfo: {self.why}")
+        except (OSError, AttributeError) as e:
+            self._lib, self.why = None, str(e)
+
+    def __call__(self) -> tuple[int, int] | None:
+        if self._lib is None:
+            return None
+        mem = _NvmlMemory()
+        rc = self._lib.nvmlDeviceGetMemoryInfo(self._handle, ctypes.byref(mem))
+        if rc != 0:
+            self.why = self._lib.nvmlErrorString(rc).decode(errors="replace")
+            return None
+        return int(mem.total), int(mem.free)
+
+
+def gpu_probe_for(fw: str):
+    """The memory probe an audit of framework `fw` admits its verify jobs with: NVML for torch (rows on the
+    GPU), None for numpy (never probed). Tests replace this function."""
+    return NvmlProbe() if fw == "torch" else None
+
+
+def gpu_admits(total: int, free: int, headroom: float, unsettled: int) -> bool:
+    """Whether a verify job may start beside running ones. The rule: free memory must stay at least
+    `headroom` x total after each verify job started in the last settle seconds (`unsettled`: its context,
+    model and oracle are not yet allocated, so the probe does not show them) is charged one headroom more:
+    free >= (unsettled + 1) x headroom x total. So with memory plentiful many start at once; near the floor
+    one starts and the next waits until it settled; below it none (the caller always lets one run)."""
+    return free >= (unsettled + 1) * headroom * total
+
+
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -390,13 +470,19 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
              work_dir: str, env: dict | None = None, progress: Progress | None = None,
              python: str = sys.executable, start_margin_s: float = 20.0, on_start=None, harden: bool = False,
              log_limit: int = DEFAULT_LOG_LIMIT, file_limit: int = DEFAULT_FILE_LIMIT, solo: bool = False,
-             watchdog: Watchdog | None = None, notes: list | None = None, preload: str | None = None) -> dict:
+             watchdog: Watchdog | None = None, notes: list | None = None, preload: str | None = None,
+             gpu_probe=None, gpu_headroom: float = DEFAULT_GPU_HEADROOM,
+             gpu_settle_s: float = DEFAULT_GPU_SETTLE_S) -> dict:
     """Runs jobs; calls on_start(job) just before one starts and on_finish(job, final_record_or_None, status,
     lines, log_tail) for each one that ends (status "ok", "crash", "timeout", "stopped"). Jobs cut by the
     budget are not reported. When the watchdog says the driver was stopped, the jobs then running are killed
     and returned in counts["suspects"] (not reported). With `preload` (a framework name), row jobs are forked
     from a fork server that imported it once (forkserver.py); without, or where the server cannot run, each
-    is a fresh process. Returns counts."""
+    is a fresh process. With `gpu_probe` (a callable giving (total, free) bytes, or None when it cannot tell) and
+    `gpu_headroom` > 0, a verify job starts beside other verify jobs only when `gpu_admits`; when none runs, it
+    starts regardless, so a row larger than the headroom never blocks the queue. counts then say how many verify
+    jobs were held back for memory (`gpu_held`) and the least free memory seen (`gpu_free_min`, bytes). Returns
+    counts."""
     os.makedirs(work_dir, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + budget_s if budget_s else None
@@ -450,16 +536,44 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
         return sum(1 for r in running if r.kind == job.kind) < limits.get(job.kind, 1) and \
             len(running) < limits.get("total", 10**6)
 
+    gpu = {"held": set(), "free_min": None, "noted": False}
+
+    def gpu_allows(job: Job, now: float, probed: dict) -> bool:
+        """Memory admission of one verify job (probed: this pass's reading, taken at most once a pass)."""
+        verifying = [r for r in running if r.kind == "verify"]
+        if gpu_probe is None or gpu_headroom <= 0 or job.kind != "verify" or not verifying:
+            return True
+        if "m" not in probed:
+            probed["m"] = gpu_probe()
+        if probed["m"] is None:
+            return True
+        total, free = probed["m"]
+        gpu["free_min"] = free if gpu["free_min"] is None else min(gpu["free_min"], free)
+        if not gpu["noted"] and notes is not None:
+            notes.append({"event": "gpu_admission", "total": total, "headroom": gpu_headroom,
+                          "settle_s": gpu_settle_s})
+        gpu["noted"] = True
+        unsettled = sum(1 for r in verifying if now - r.started < gpu_settle_s)
+        if gpu_admits(total, free, gpu_headroom, unsettled):
+            return True
+        gpu["held"].add((job.kind, job.key))
+        return False
+
     while pending or running:
         now = time.monotonic()
         # Start what fits, in order, skipping jobs still waiting on their compile step.
         # No new job in the last `start_margin_s` of the budget: it would only be cut.
         if deadline is None or now < deadline - start_margin_s:
+            probed: dict = {}
+            gpu_wait = False  # a verify job is held for memory: the ones behind it wait too (queue order)
             for job in list(pending):
                 if job.cancelled:
                     pending.remove(job)
                     continue
-                if can_start(job):
+                if can_start(job) and not (job.kind == "verify" and gpu_wait):
+                    if not gpu_allows(job, now, probed):
+                        gpu_wait = True
+                        continue
                     pending.remove(job)
                     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
                     job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
@@ -552,6 +666,9 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     if harden:
         known = {watchdog.proc.pid} if watchdog is not None else set()
         counts["strays_killed"] += len(sweep_strays(known))
+    if gpu["free_min"] is not None:
+        counts["gpu_held"] = len(gpu["held"])
+        counts["gpu_free_min"] = gpu["free_min"]
     return counts
 
 

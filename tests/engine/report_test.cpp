@@ -46,6 +46,23 @@ TEST(Classify, BrokenViolationClean) {
   EXPECT_EQ(classify(with({result("baseline", Verdict::fail, 1e9)})), Classification::clean);
 }
 
+TEST(Classify, ErrorMakesIncompleteNeverClean) {
+  // A gate that could not run is not held against the candidate, and the kernel is not shown clean either.
+  EXPECT_EQ(classify(with({result("oracle", Verdict::pass), result("coverage", Verdict::error)})),
+            Classification::incomplete);
+  EXPECT_STREQ(to_string(Classification::incomplete), "incomplete");
+  // Any counted violation outranks it, whichever comes first.
+  EXPECT_EQ(classify(with({result("coverage", Verdict::error), result("oracle", Verdict::fail, 3.0)})),
+            Classification::violation);
+  EXPECT_EQ(classify(with({result("coverage", Verdict::error), result("nan", Verdict::fail)})),
+            Classification::broken);
+  // Only gates that count: the baseline's error, or one out of the task's domain, leaves a clean kernel clean.
+  GateResult ood = result("shapes", Verdict::error);
+  ood.out_of_domain = true;
+  EXPECT_EQ(classify(with({result("oracle", Verdict::pass), ood, result("baseline", Verdict::error)})),
+            Classification::clean);
+}
+
 GateResult finding(std::string gate, double ratio, std::string kind) {
   GateResult g = result(std::move(gate), Verdict::fail, ratio);
   g.finding = std::move(kind);

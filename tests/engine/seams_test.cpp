@@ -109,7 +109,9 @@ TEST(Source, AFailingSourceIsAnErrorNeverAVerdict) {
   const Report r = run_with(elementwise(), elementwise_kernel, &src, {"oracle"});
   EXPECT_EQ(find(r, "oracle")->verdict, Verdict::error);
   EXPECT_NE(find(r, "oracle")->summary.find("no draw today"), std::string::npos) << find(r, "oracle")->summary;
-  EXPECT_EQ(classify(r), Classification::clean);
+  // Not held against the kernel (no violation, exit status 2), and not shown clean either.
+  EXPECT_EQ(classify(r), Classification::incomplete);
+  EXPECT_EQ(r.exit_code(), 2);
 }
 
 // Skips the store where x is exactly zero, relying on a zeroed output.

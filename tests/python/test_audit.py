@@ -180,6 +180,14 @@ def test_report_renders_from_results_alone(workdir):
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=PKG_ROOT))
     assert r.returncode == 0, r.stderr
     assert "broken beyond tolerance" in r.stdout and "baseline accepts, kgate rejects" in r.stdout
+    # Throughput, from the attempts journal beside the results: one run, every row finished in it.
+    recs = read_jsonl(workdir / "out.jsonl")
+    assert "throughput (out.attempts.jsonl" in r.stdout, r.stdout
+    runs = [line.split() for line in r.stdout.splitlines() if line[:4].isdigit() and line[4:5] == "-"]
+    total = next(line.split() for line in r.stdout.splitlines() if line.startswith("all "))
+    assert len(runs) == 1 and runs[0][3:5] == total[2:4] == [str(len(names)), str(sum(x["status"] == "ok" for x in recs))]
+    secs, rate = float(total[1]), float(total[4])  # seconds printed rounded to 1 s, the rate to 0.1
+    assert 60 * len(names) / (secs + 0.5) - 0.05 <= rate <= 60 * len(names) / max(secs - 0.5, 1e-3) + 0.05
     page = (workdir / "r.html").read_text()
     assert page.count("<svg") == 4 and "threshold sweep" in page
     for cmd in ("sweep", "agreement", "sample"):
@@ -290,3 +298,22 @@ def test_a_row_out_of_gpu_memory_beside_others_runs_again_alone(workdir):
         is None
     assert gpu_out_of_memory({"status": "oracle_error", "message": "ValueError: shapes differ"}) is None
     assert gpu_out_of_memory({"status": "oracle_error", "message": "AcceleratorError: CUDA error: out of memory"})
+
+
+def test_rows_run_with_their_levels_spread_over_the_run():
+    # A corpus in file order: 60 level-1 rows, then 40 level-2, then 20 level-3 (whose float64 oracles are
+    # what filled the GPU when a dozen of them started together).
+    from kgate.audit import spread_levels
+    from kgate.corpus import Row
+    rows = [Row(index=i, key=f"c/L{lv}/T{i}", sha="", data={"level_id": lv})
+            for i, lv in enumerate([1] * 60 + [2] * 40 + [3] * 20)]
+    order = spread_levels(rows)
+    assert sorted(r.key for r in order) == sorted(r.key for r in rows)  # the same rows
+    for lv in (1, 2, 3):  # file order within a level
+        assert [r.index for r in order if r.level == lv] == [r.index for r in rows if r.level == lv]
+    # Any 12 consecutive rows (the jobs at once) hold each level's share of the whole, within one row.
+    for start in range(len(order) - 12):
+        window = order[start:start + 12]
+        for lv, share in ((1, 0.5), (2, 1 / 3), (3, 1 / 6)):
+            assert abs(sum(r.level == lv for r in window) - 12 * share) <= 1.5, (start, lv)
+    assert spread_levels([]) == []

@@ -34,6 +34,7 @@ const char* to_string(Verdict v) {
 const char* to_string(Classification c) {
   switch (c) {
     case Classification::clean: return "clean";
+    case Classification::incomplete: return "incomplete";
     case Classification::violation: return "violation";
     case Classification::broken: return "broken";
   }
@@ -98,6 +99,9 @@ int Report::exit_code() const {
 Classification classify(const Report& r) {
   Classification c = Classification::clean;
   for (const GateResult& g : r.gates) {
+    // A gate that could not run (ERROR) is never held against the candidate, but nor can the kernel be
+    // called clean without it: the class says so, below any violation.
+    if (counts(g) && g.verdict == Verdict::error && c == Classification::clean) c = Classification::incomplete;
     if (!counts(g) || !is_violation(g.verdict)) continue;
     if (!broken_reason(g).empty()) return Classification::broken;
     c = Classification::violation;

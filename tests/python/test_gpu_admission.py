@@ -1,0 +1,209 @@
+"""GPU-memory-aware admission of verify jobs (scheduler.run_jobs with a gpu_probe): a verify job starts beside
+others only while the probe shows a headroom of free memory; one always runs; a probe that cannot tell (or
+none: numpy audits) leaves order and concurrency exactly as without it. The jobs here are a stand-in row job
+(a script given as run_jobs' python) that sleeps, so the tests need neither torch nor a GPU."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import control_rows, run_cli, write_corpus
+
+GiB = 1 << 30
+
+FAKE_ROWJOB = f"""#!{sys.executable}
+import json, sys, time
+spec = json.loads(sys.stdin.read())
+time.sleep(spec.get("sleep", 0.3))
+print(json.dumps({{"type": "row", "key": spec["key"], "status": "ok"}}), flush=True)
+"""
+
+
+@pytest.fixture
+def fake_python(workdir):
+    path = workdir / "fake-rowjob"
+    path.write_text(FAKE_ROWJOB)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _run(workdir, fake_python, n, limit, probe, sleep=0.3, **kw):
+    """Runs n verify jobs; returns (counts, starts [(key, t, running verify jobs then)], max concurrency)."""
+    from kgate.scheduler import Job, run_jobs
+    jobs = [Job(f"r{i}", "verify", {"key": f"r{i}", "sleep": sleep}, 60) for i in range(n)]
+    live, starts, peak = set(), [], [0]
+
+    def on_start(job):
+        live.add(job.key)
+        starts.append((job.key, time.monotonic(), len(live) - 1))
+        peak[0] = max(peak[0], len(live))
+
+    def on_finish(job, final, status, lines, tail):
+        live.discard(job.key)
+        assert status == "ok" and final["status"] == "ok", (status, final, tail)
+
+    counts = run_jobs(jobs, {"verify": limit, "total": limit}, on_finish, on_start=on_start,
+                      work_dir=str(workdir / "w"), python=fake_python, gpu_probe=probe, **kw)
+    assert counts["ok"] == n, counts
+    return counts, starts, peak[0]
+
+
+def test_the_admission_rule():
+    from kgate.scheduler import gpu_admits
+    total = 100 * GiB
+    assert gpu_admits(total, 20 * GiB, 0.15, 0)          # 20 >= 15
+    assert not gpu_admits(total, 10 * GiB, 0.15, 0)      # below the headroom
+    assert not gpu_admits(total, 20 * GiB, 0.15, 1)      # one still settling counts one headroom more: 20 < 30
+    assert gpu_admits(total, 90 * GiB, 0.15, 5)          # plenty: 90 >= 6 x 15
+    assert not gpu_admits(total, 90 * GiB, 0.15, 6)
+
+
+def test_jobs_are_held_while_memory_is_low_and_released_when_it_rises(workdir, fake_python):
+    # 5% free, headroom 15%: beside a running verify job nothing starts; with nothing running one starts anyway.
+    state = {"free": 5 * GiB, "calls": 0}
+
+    def probe():
+        state["calls"] += 1
+        if state["calls"] == 15:  # memory comes back while the first rows run
+            state["free"] = 95 * GiB
+        return 100 * GiB, state["free"]
+
+    notes = []
+    counts, starts, peak = _run(workdir, fake_python, 6, 6, probe, sleep=1.0, gpu_headroom=0.15, gpu_settle_s=0,
+                                notes=notes)
+    assert [k for k, _, _ in starts] == [f"r{i}" for i in range(6)]  # queue order kept
+    assert starts[0][2] == 0 and starts[1][1] - starts[0][1] > 0.5, starts  # r1 waited for memory
+    assert peak > 1, starts  # once memory rose, several ran at once
+    assert counts["gpu_held"] >= 1 and counts["gpu_free_min"] == 5 * GiB, counts
+    assert any(n.get("event") == "gpu_admission" and n["total"] == 100 * GiB for n in notes), notes
+
+
+def test_one_job_always_runs_when_memory_never_suffices(workdir, fake_python):
+    counts, starts, peak = _run(workdir, fake_python, 3, 3, lambda: (100 * GiB, 1 * GiB), sleep=0.2,
+                                gpu_headroom=0.15, gpu_settle_s=0)
+    assert peak == 1 and [k for k, _, _ in starts] == ["r0", "r1", "r2"], starts
+    assert all(n == 0 for _, _, n in starts)
+    assert counts["gpu_held"] == 2 and counts["gpu_free_min"] == 1 * GiB, counts
+
+
+def test_just_started_jobs_count_a_headroom_each_until_they_settle(workdir, fake_python):
+    # 50 of 100 free, headroom 15%: r0 starts (none runs), r1 and r2 beside it (50 >= 2 x 15, 50 >= 3 x 15), r3
+    # waits (50 < 4 x 15) until the three have run settle seconds and the probe shows what they really hold.
+    settle = 1.5
+    counts, starts, peak = _run(workdir, fake_python, 4, 4, lambda: (100 * GiB, 50 * GiB), sleep=4.0,
+                                gpu_headroom=0.15, gpu_settle_s=settle)
+    t0 = starts[0][1]
+    assert all(t - t0 < settle for _, t, _ in starts[:3]), starts
+    assert starts[3][1] - t0 >= settle - 0.1 and starts[3][2] == 3, starts
+    assert counts["gpu_held"] == 1, counts
+
+
+def test_an_unknown_probe_changes_nothing(workdir, fake_python):
+    calls = []
+
+    def unknown():
+        calls.append(1)
+        return None
+
+    base, s0, p0 = _run(workdir, fake_python, 5, 2, None)
+    same, s1, p1 = _run(workdir, fake_python, 5, 2, unknown)
+    assert calls, "the probe was asked"
+    assert [k for k, _, _ in s0] == [k for k, _, _ in s1] and p0 == p1 == 2
+    # r0 and r1 start together in both runs (which later start finds how many still running is a race of the
+    # reaper, so it is not compared)
+    assert s0[1][2] == s1[1][2] == 1 and s1[1][1] - s1[0][1] < 0.25, (s0, s1)
+    assert set(base) == set(same) and "gpu_held" not in same and "gpu_free_min" not in same, same
+
+
+def test_the_nvml_probe_says_unknown_where_nvml_cannot_load():
+    from kgate.scheduler import NvmlProbe, gpu_probe_for
+    p = NvmlProbe("libnvidia-ml-no-such.so.1")
+    assert p() is None and "libnvidia-ml-no-such" in p.why
+    assert gpu_probe_for("numpy") is None
+
+
+FAKE_NVML = r"""
+typedef struct { unsigned long long total, free, used; } mem_t;
+static int inited;
+int nvmlInit_v2(void) { inited = 1; return 0; }
+const char *nvmlErrorString(int rc) { return rc == 999 ? "Unknown Error" : "error"; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned idx, void **h) { if (!inited || idx != 3) return 2; *h = (void *)0x1234; return 0; }
+int nvmlDeviceGetHandleByUUID(const char *u, void **h) { return 999; }
+int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) {
+  if (h != (void *)0x1234) return 2;
+  m->total = 150000000000ULL; m->free = 12345678901ULL; m->used = m->total - m->free; return 0; }
+"""
+
+
+def test_the_nvml_probe_reads_memory_info_through_ctypes(workdir, monkeypatch):
+    # A stand-in libnvidia-ml with NVML's signatures (nvml.h): the probe's calls and struct layout, no GPU.
+    cc = next((c for c in ("cc", "gcc") if subprocess.run(["which", c], capture_output=True).returncode == 0), None)
+    if cc is None:
+        pytest.skip("no C compiler")
+    src, lib = workdir / "nvml.c", workdir / "libfake-nvml.so"
+    src.write_text(FAKE_NVML)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    from kgate.scheduler import NvmlProbe
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    p = NvmlProbe(str(lib))
+    assert p.why is None and p() == (150000000000, 12345678901)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8d1e")
+    q = NvmlProbe(str(lib))
+    assert q() is None and "Unknown Error" in q.why and "GPU-8d1e" in q.why
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert NvmlProbe(str(lib))() is None
+
+
+def test_a_numpy_audit_never_probes(workdir, monkeypatch):
+    from kgate import audit as audit_mod, scheduler
+    asked = []
+    monkeypatch.setattr(scheduler, "NvmlProbe", lambda *a: asked.append(a))  # NVML never even loaded
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_softmax", "crashes"]))
+    counts = audit_mod.audit(corpus, results_path=str(workdir / "out.jsonl"), fw="numpy", jobs=2, seed=5,
+                             call_timeout=4, quiet=True, work_dir=str(workdir / "w"),
+                             ext_cache=str(workdir / "ext"))
+    assert asked == [] and counts["finished_total"] == 2, counts
+    assert not any(k.startswith("gpu") for k in counts), counts
+
+
+@pytest.mark.parametrize("value", ["-0.1", "0.95", "nan", "inf", "x", ""])
+def test_a_bad_gpu_headroom_is_one_line_and_exit_2(workdir, value):
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_linear"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", "--fw", "numpy", "--gpu-headroom", value, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "--gpu-headroom" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_good_gpu_headroom_is_taken(workdir):
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_linear"]))
+    for value in ("0", "0.3"):
+        r = run_cli("audit", corpus, "--results", f"out{value}.jsonl", "--fw", "numpy", "--gpu-headroom", value,
+                    "--call-timeout", "4", "--seed", "9", timeout=300, cwd=str(workdir))
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "'gpu_" not in r.stderr  # numpy: no probe, so nothing about GPU memory in the counts
+
+
+def test_the_audit_counts_say_what_admission_did(workdir, monkeypatch):
+    # The audit's wiring, with a fake probe standing in for NVML (numpy rows, so no GPU): rows held for memory,
+    # the least free memory in GiB; a probe that cannot read is named in the counts and changes nothing.
+    from kgate import audit as audit_mod, scheduler
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_softmax", "crashes", "modifies_input"]))
+    monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: lambda: (100 * GiB, 3 * GiB))
+    counts = audit_mod.audit(corpus, results_path=str(workdir / "low.jsonl"), fw="numpy", jobs=3, seed=5,
+                             call_timeout=4, quiet=True, work_dir=str(workdir / "w1"), ext_cache=str(workdir / "ext"))
+    assert counts["finished_total"] == 3 and counts["gpu_held"] == 2 and counts["gpu_free_min_gib"] == 3.0, counts
+
+    class Unknown:
+        why = "libnvidia-ml.so.1: cannot open shared object file"
+
+        def __call__(self):
+            return None
+
+    monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: Unknown())
+    counts = audit_mod.audit(corpus, results_path=str(workdir / "unk.jsonl"), fw="numpy", jobs=3, seed=5,
+                             call_timeout=4, quiet=True, work_dir=str(workdir / "w2"), ext_cache=str(workdir / "ext"))
+    assert counts["finished_total"] == 3 and counts["gpu_probe"].startswith("unknown: libnvidia-ml"), counts
+    assert "gpu_held" not in counts and "gpu_free_min_gib" not in counts, counts
