@@ -108,10 +108,13 @@ def spread_levels(rows: list) -> list:
     return sorted(rows, key=lambda r: place[r.key])  # stable: ties keep file order
 
 
-def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, ResultsFile]:
-    """The driver's key and results file. A results file holding records but no key file (written before
-    records were signed) is refused unless adopt: then its records are signed as they stand."""
+def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, ResultsFile, bool]:
+    """The driver's key, its results file, and whether the file's records were adopted under a new key. A
+    results file holding records but no key file (written before records were signed, or committed without
+    the key of the run that wrote it) is refused unless adopt: then its records, signed or not, are signed
+    as they stand with a new key. With a key file, adopt signs only records with no MAC at all."""
     key = load_key(results_path, create=False)
+    fresh = False
     if key is None:
         has_records = os.path.exists(results_path) and os.path.getsize(results_path) > 0
         if has_records and not adopt:
@@ -119,7 +122,8 @@ def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, Results
                              f"{results_stem(results_path)}.key to check them: pass --adopt-unsigned to vouch for "
                              f"them (they are signed as they stand), or start a new results file")
         key = load_key(results_path, create=True)
-    return key, ResultsFile(results_path, key, adopt=adopt)
+        fresh = True
+    return key, ResultsFile(results_path, key, adopt=adopt, adopt_foreign=fresh), fresh
 
 
 def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_s: float | None = None,
@@ -141,8 +145,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits)."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
-    key, res = open_results(results_path, adopt_unsigned)
-    compiled = ResultsFile(results_stem(results_path) + ".compile.jsonl", key, adopt=adopt_unsigned)
+    key, res, fresh_key = open_results(results_path, adopt_unsigned)
+    compiled = ResultsFile(results_stem(results_path) + ".compile.jsonl", key, adopt=adopt_unsigned,
+                           adopt_foreign=fresh_key)
     journal = Journal(results_stem(results_path) + ".attempts.jsonl", key)
     ext_cache = os.path.abspath(ext_cache or os.path.join("build-py", "ext-cache"))
     work_dir = os.path.abspath(work_dir or os.path.join("build-py", "audit-work", stem_of(corpus)))

@@ -181,7 +181,9 @@ def main(argv=None) -> int:
                    help="largest file, in bytes, a row job or the candidate's worker may write (its output log "
                    "included), 1 MiB..1 TiB (default 1 GiB); a writer past it ends with SIGXFSZ")
     a.add_argument("--adopt-unsigned", action="store_true",
-                   help="a results file from before records were signed: vouch for its records (signs them)")
+                   help="a results file without its key file (from before records were signed, or committed "
+                   "without the key of the run that wrote it): vouch for its records, which are signed as they "
+                   "stand with a new key; with a key file, only records without a MAC are signed")
     a.add_argument("--html", help="also write the HTML report here when done")
     a.add_argument("--quiet", action="store_true")
 

@@ -147,9 +147,12 @@ def _newest(a: tuple, b: tuple) -> bool:
 
 class ResultsFile:
     """One trusted record per key. adopt: sign records that carry no MAC (a file from before records were
-    signed, vouched for by the user with --adopt-unsigned) instead of rejecting them."""
+    signed, vouched for by the user with --adopt-unsigned) instead of rejecting them; adopt_foreign as well:
+    records signed under a key that is not here (a committed results file, whose key stayed with the run
+    that wrote it). The caller allows adopt_foreign only with a key it has just created: a driver's own key
+    never lets a line it cannot verify in."""
 
-    def __init__(self, path: str, key: bytes, *, adopt: bool = False):
+    def __init__(self, path: str, key: bytes, *, adopt: bool = False, adopt_foreign: bool = False):
         self.path = path
         self.key = key
         self.records: dict[str, dict] = {}
@@ -159,17 +162,18 @@ class ResultsFile:
         os.makedirs(d, exist_ok=True)
         self.history_path = stem(path) + ".superseded.jsonl"
         self.rejected_path = stem(path) + ".rejected.jsonl"
-        self._load(adopt)
+        self._load(adopt, adopt and adopt_foreign)
         _append_line_probe(path)
 
-    def _load(self, adopt: bool):
+    def _load(self, adopt: bool, adopt_foreign: bool = False):
         if not os.path.exists(self.path):
             return
         best: dict[str, tuple] = {}
         older: list[dict] = []
         changed = False
         for pos, rec, text in _parse_lines(self.path):
-            if rec is not None and "mac" not in rec and adopt and rec.get("key"):
+            if rec is not None and adopt and rec.get("key") and (
+                    "mac" not in rec or (adopt_foreign and not verify(rec, self.key))):
                 rec = sign(rec, self.key)
                 changed = True
             # A record moved to the superseded file carries superseded_because: replayed here it is not current.

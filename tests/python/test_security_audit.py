@@ -363,6 +363,31 @@ def test_key_file_readable_by_others_or_unsigned_results_are_refused(workdir):
     assert {k: v for k, v in rec.items() if k != "mac"} == legacy[0] and len(rec["mac"]) == 64
 
 
+def test_a_committed_results_file_without_its_key_resumes_only_when_vouched_for(workdir):
+    # A results file committed by one session resumes in the next, whose machine never had the key.
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_linear", "nan_masked"]))
+    assert run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle,nan").returncode == 0
+    before = read_jsonl(workdir / "out.jsonl")
+    os.rename(workdir / "out.key", workdir / "lost.key")
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle,nan")
+    assert r.returncode == 2 and "--adopt-unsigned" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle,nan", "--adopt-unsigned")
+    assert r.returncode == 0, r.stderr
+    assert "'ok': 0" in r.stderr  # nothing recomputed: every record was adopted
+    after = read_jsonl(workdir / "out.jsonl")
+    strip = lambda recs: [{k: v for k, v in x.items() if k != "mac"} for x in recs]  # noqa: E731
+    assert strip(after) == strip(before) and all(a["mac"] != b["mac"] for a, b in zip(after, before))
+    assert (workdir / "out.key").exists()
+    # With its key file present, the flag never lets in a line signed under another key (a forged one).
+    forged = dict(strip(before)[0], classification="clean", task=99, key="c/L9/T99")
+    with open(workdir / "out.jsonl", "a") as f:
+        f.write(json.dumps(dict(forged, mac="0" * 64)) + "\n")
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle,nan", "--adopt-unsigned")
+    assert r.returncode == 0, r.stderr
+    assert all(x["key"] != "c/L9/T99" for x in read_jsonl(workdir / "out.jsonl"))
+    assert any("c/L9/T99" in line for line in open(workdir / "out.rejected.jsonl"))
+
+
 # ---- floods and escapes ------------------------------------------------------------------------------------
 
 def test_output_flood_costs_a_capped_log_not_the_disk(workdir):
