@@ -214,6 +214,9 @@ Err error_of(const X* x, const double* r, std::int64_t n) {
   return {std::sqrt(t.d2 / std::max(t.r2, 1e-300)), t.dmax / std::max(t.rmax, 1e-300), t.bad};
 }
 
+// Rung 3's state slice width: 0 = the launcher's rule (gdn_fwd_slice_width), or 16, 32, 64 (--vt).
+int g_vt = 0;
+
 unsigned long long differing_words(const void* a, const void* b, std::size_t bytes) {
   unsigned long long* d;
   CK(cudaMalloc(&d, sizeof(unsigned long long)));
@@ -367,11 +370,12 @@ struct Buffers {
     cudaFree(ws);
   }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
-  void run_poisoned(GdnFwdVariant var) {
+  // vt: rung 3's slice width (-1: g_vt).
+  void run_poisoned(GdnFwdVariant var, int vt = -1) {
     glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, var);  // rung 3: W = U = null (it must not need them)
     CK(cudaMemset(a.o, 0xFF, o_bytes));
     CK(cudaMemset(a.ht, 0xFF, h_bytes));
-    CK(glr::cuda::sm90::gdn_fwd_mma(a, nullptr, var));
+    CK(glr::cuda::sm90::gdn_fwd_mma(a, nullptr, var, nullptr, var == GdnFwdVariant::t_only ? (vt < 0 ? g_vt : vt) : 0));
     CK(cudaDeviceSynchronize());
   }
   std::int32_t status() const {
@@ -425,16 +429,25 @@ bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVarian
     buf.run_poisoned(var);
     const unsigned long long diff =
         differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
+    // Rung 3 at each slice width of the state kernel (16, 32, 64 columns), outputs poisoned again: bitwise
+    // equal to the first run (the width is the launcher's choice; no output may depend on it).
+    unsigned long long wdiff = 0;
+    if (var == GdnFwdVariant::t_only)
+      for (int vt : {16, 32, 64}) {
+        buf.run_poisoned(var, vt);
+        wdiff += differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
+      }
     CK(cudaFree(o1));
     CK(cudaFree(h1));
 
     const double u = std::ldexp(1.0, -9), tol2 = 8 * u, tolmax = 32 * u;
     const bool pass = eo.bad == 0 && eh.bad == 0 && eo.rel2 <= tol2 && eh.rel2 <= tol2 && eo.relmax <= tolmax &&
-                      eh.relmax <= tolmax && diff == 0 && st == 0;
+                      eh.relmax <= tolmax && diff == 0 && wdiff == 0 && st == 0;
     std::printf("v%d %s | o: rel2 %.2e relmax %.2e nonfinite %.0f | ht: rel2 %.2e relmax %.2e nonfinite %.0f | "
-                "run-to-run differing words %llu | status %d | %s\n",
+                "run-to-run differing words %llu%s%s | status %d | %s\n",
                 static_cast<int>(var), describe(p).c_str(), eo.rel2, eo.relmax, eo.bad, eh.rel2, eh.relmax, eh.bad,
-                diff, st, pass ? "PASS" : "FAIL");
+                diff, var == GdnFwdVariant::t_only ? ", vt 16/32/64 differing words " : "",
+                var == GdnFwdVariant::t_only ? std::to_string(wdiff).c_str() : "", st, pass ? "PASS" : "FAIL");
     ok = ok && pass;
   }
   CK(cudaFree(ro));
@@ -452,30 +465,39 @@ void timing(const Problem& pr, GdnFwdVariant var) {
   CK(cudaEventCreate(&e1));
   CK(cudaEventCreate(&e2));
   glr::cuda::sm90::gdn_fwd_workspace_carve(buf.a, buf.ws, var);
-  for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var));
+  // Rung 3's slice width: forced (--vt) or the launcher's rule.
+  const int vt = var != GdnFwdVariant::t_only ? 64
+                 : g_vt != 0                  ? g_vt
+                                              : glr::cuda::sm90::gdn_fwd_slice_width(buf.a, glr::cuda::sm90::state_slice_sms());
+  const int vt_arg = var == GdnFwdVariant::t_only ? vt : 0;
+  for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, nullptr, vt_arg));
   CK(cudaStreamSynchronize(st));
   {
     namespace gdn = glr::cuda::sm90::gdn;
     const int r = static_cast<int>(var);
     void (*wyk)(GdnFwdArgs) = r == 1 ? gdn::wy_kernel<1> : r == 2 ? gdn::wy_kernel<2> : gdn::wy_kernel<3>;
     void (*stk)(GdnFwdArgs) = r == 1 ? gdn::state_kernel<false> : r == 2 ? gdn::state_kernel<true> : gdn::state_t_kernel<true>;
-    if (r == 3 && p.D == 64) {
-      wyk = gdn::wy_kernel<3, true, 64>;
-      stk = gdn::state_t_kernel<true, 64>;
+    if (r == 3) {
+      if (p.D == 64) wyk = gdn::wy_kernel<3, true, 64>;
+      stk = p.D == 64 ? (vt == 64 ? gdn::state_t_kernel<true, 64, 64> : vt == 32 ? gdn::state_t_kernel<true, 64, 32> : gdn::state_t_kernel<true, 64, 16>)
+                      : (vt == 64 ? gdn::state_t_kernel<true, 128, 64> : vt == 32 ? gdn::state_t_kernel<true, 128, 32> : gdn::state_t_kernel<true, 128, 16>);
     }
     const std::size_t st_smem = r == 1   ? sizeof(gdn::StateSmem<false>)
                                 : r == 2 ? sizeof(gdn::StateSmem<true>)
-                                         : sizeof(gdn::StateTSmem);
+                                : vt == 64 ? sizeof(gdn::StateTSmem<64>)
+                                : vt == 32 ? sizeof(gdn::StateTSmem<32>)
+                                           : sizeof(gdn::StateTSmem<16>);
     int wy = 0, state = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wy, wyk, 128, gdn::wy_smem_bytes(r)));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
-    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared); workspace %.1f MB\n", r, wy,
-                gdn::wy_smem_bytes(r), state, st_smem, glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
+    std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared, %d columns a block, %lld "
+                "blocks); workspace %.1f MB\n", r, wy, gdn::wy_smem_bytes(r), state, st_smem, vt,
+                static_cast<long long>(p.D / vt) * buf.a.num_seqs() * p.HV, glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(e0, st));
-    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, e1));  // e1 between the wy and the state kernel
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, e1, vt_arg));  // e1 between the wy and the state kernel
     CK(cudaEventRecord(e2, st));
     CK(cudaEventSynchronize(e2));
     float a = 0, b = 0;
@@ -487,7 +509,7 @@ void timing(const Problem& pr, GdnFwdVariant var) {
   std::vector<float> whole;
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(e0, st));
-    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var));
+    CK(glr::cuda::sm90::gdn_fwd_mma(buf.a, st, var, nullptr, vt_arg));
     CK(cudaEventRecord(e1, st));
     CK(cudaEventSynchronize(e1));
     float a = 0;
@@ -502,9 +524,9 @@ void timing(const Problem& pr, GdnFwdVariant var) {
   const double KD = p.D, VD = p.D;
   const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * p.B * static_cast<double>(p.T) * p.HV;
   const double ms = med(whole);
-  std::printf("timing v%d %s bf16: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
+  std::printf("timing v%d %s bf16 vt %d: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
               "%.1f effective TFLOP/s\n",
-              static_cast<int>(var), describe(p).c_str(), ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
+              static_cast<int>(var), describe(p).c_str(), vt, ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
@@ -527,7 +549,9 @@ std::vector<int> mixed_lengths(int total) {
 
 }  // namespace
 
-// Usage: sm90_fwd_check [--quick] [--rung 1|2|3] [--features]. Default: the three rungs' Gated DeltaNet shapes,
+// Usage: sm90_fwd_check [--quick] [--rung 1|2|3] [--features] [--vt 16|32|64]. --vt: rung 3's state slice width
+// for the checks' first runs and the timings (default: the launcher's rule; every rung 3 check also compares all
+// three widths bit for bit). Default: the three rungs' Gated DeltaNet shapes,
 // then (unless --rung excludes 3) rung 3's features, then timings. --quick: small shapes, no timing. --rung N:
 // rung N's checks and timings only (the script runs each rung in its own process, so a fault in one leaves the
 // others' results). --features: rung 3's feature checks and timings only.
@@ -542,8 +566,11 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[a], "--rung") == 0 && a + 1 < argc && std::atoi(argv[a + 1]) >= 1 &&
                std::atoi(argv[a + 1]) <= 3) {
       rungs.push_back(static_cast<GdnFwdVariant>(std::atoi(argv[++a])));
+    } else if (std::strcmp(argv[a], "--vt") == 0 && a + 1 < argc &&
+               (std::atoi(argv[a + 1]) == 16 || std::atoi(argv[a + 1]) == 32 || std::atoi(argv[a + 1]) == 64)) {
+      g_vt = std::atoi(argv[++a]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3] [--features]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3] [--features] [--vt 16|32|64]\n", argv[0]);
       return 2;
     }
   }

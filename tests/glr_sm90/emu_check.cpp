@@ -57,19 +57,31 @@ const char* member_name(int m) {
 
 float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-// The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator.
-template <int kD>
+// The slice widths rung 3's state kernel runs at (--widths; 64 first, the reference of the bitwise comparison),
+// and the comparisons' totals.
+std::vector<int> g_widths{64};
+std::size_t g_slice_compares = 0, g_slice_words = 0;
+
+// The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
+// gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
+template <int kD, int kVT>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
   if (a.delta) {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, true, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    emu::launch(&gdn::state_t_kernel<true, kD>, kD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
+    emu::launch(&gdn::state_t_kernel<true, kD, kVT>, kD / kVT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
   } else {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    emu::launch(&gdn::state_t_kernel<false, kD>, kD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem), a);
+    emu::launch(&gdn::state_t_kernel<false, kD, kVT>, kD / kVT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
   }
 }
+template <int kD>
+void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows, int vt) {
+  if (vt == 64) launch_rung3<kD, 64>(a, wy_cols, wy_rows, st_rows);
+  else if (vt == 32) launch_rung3<kD, 32>(a, wy_cols, wy_rows, st_rows);
+  else launch_rung3<kD, 16>(a, wy_cols, wy_rows, st_rows);
+}
 
-void launch(const GdnFwdArgs& a, int variant) {
+void launch(const GdnFwdArgs& a, int variant, int vt = 64) {
   const int VD = a.D;
   const long long wy_cols = a.varlen() ? a.chunk_slots() : (a.T + 63) / 64;
   const int wy_rows = a.varlen() ? a.HV : a.B * a.HV, st_rows = a.num_seqs() * a.HV;
@@ -81,9 +93,9 @@ void launch(const GdnFwdArgs& a, int variant) {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<2>, static_cast<int>(wy_cols), wy_rows, gdn::smem_raw, sizeof(gdn::WySmem), a);
     emu::launch(&gdn::state_kernel<true>, VD / gdn::VT, st_rows, gdn::smem_raw, sizeof(gdn::StateSmem<true>), a);
   } else if (a.D == 64) {
-    launch_rung3<64>(a, static_cast<int>(wy_cols), wy_rows, st_rows);
+    launch_rung3<64>(a, static_cast<int>(wy_cols), wy_rows, st_rows, vt);
   } else {
-    launch_rung3<128>(a, static_cast<int>(wy_cols), wy_rows, st_rows);
+    launch_rung3<128>(a, static_cast<int>(wy_cols), wy_rows, st_rows, vt);
   }
   if (a.varlen()) emu::launch(&gdn::poison_kernel, 2, 1, gdn::smem_raw, 16, a);
 }
@@ -185,16 +197,40 @@ bool run(const Case& p, unsigned seed, int variant) {
     std::printf("emu v%d refused after carving: %s | FAIL\n", variant, glr::cuda::sm90::gdn_fwd_mma_refusal(a, var));
     return false;
   }
-  launch(a, variant);
+  // Rung 3 at every width of g_widths (64 first): each other width's o, ht and status word must equal 64's bit for
+  // bit ("differing words"); o and ht are then 64's, checked below (and so, being the same bits, every width's).
+  std::size_t slice_diff = 0;
+  auto launch_all = [&]() {
+    const std::vector<int> widths = variant == 3 ? g_widths : std::vector<int>{64};
+    std::vector<__nv_bfloat16> o64;
+    std::vector<float> ht64;
+    int st64 = 0;
+    for (std::size_t w = 0; w < widths.size(); ++w) {
+      for (auto& x : o) std::memcpy(&x, &nan16, 2);
+      for (auto& x : ht) x = std::nanf("");
+      launch(a, variant, widths[w]);
+      if (w == 0) {
+        if (widths.size() > 1) o64 = o, ht64 = ht, st64 = *a.status;
+        continue;
+      }
+      std::size_t d = *a.status != st64;
+      for (std::size_t i = 0; i < o.size(); ++i) d += std::memcmp(&o[i], &o64[i], 2) != 0;
+      for (std::size_t i = 0; i < ht.size(); ++i) d += std::memcmp(&ht[i], &ht64[i], 4) != 0;
+      std::printf("  vt %d vs vt 64: differing words %zu (of %zu)\n", widths[w], d, o.size() + ht.size() + 1);
+      slice_diff += d;
+      g_slice_words += d;
+      ++g_slice_compares;
+    }
+    if (widths.size() > 1) o = o64, ht = ht64;
+  };
+  launch_all();
   if (p.nan_seq >= 0) {  // containment: rerun with one NaN planted, compare bits with the clean run
     const std::vector<__nv_bfloat16> o_clean = o;
     const std::vector<float> ht_clean = ht;
     const int n = p.nan_seq, len = p.lens[n], t = static_cast<int>(cu64[n]) + len / 2;
     v[(static_cast<std::size_t>(t) * p.HV) * VD] = __float2bfloat16_rn(std::nanf(""));  // the state kernel's input
     k[static_cast<std::size_t>(t) * p.H * KD] = __float2bfloat16_rn(std::nanf(""));    // both kernels' (K K^T, K h)
-    for (auto& x : o) std::memcpy(&x, &nan16, 2);
-    for (auto& x : ht) x = std::nanf("");
-    launch(a, variant);
+    launch_all();
     std::size_t changed = 0, planted = 0;
     const int chunk0 = static_cast<int>(cu64[n]) + (len / 2) / 64 * 64;  // first token of the NaN's chunk
     for (int m = 0; m < N; ++m)
@@ -207,7 +243,7 @@ bool run(const Case& p, unsigned seed, int variant) {
           if (!hit || tt < chunk0)
             changed += std::memcmp(&o[(tt * p.HV + hv) * VD], &o_clean[(tt * p.HV + hv) * VD], VD * 2) != 0;
       }
-    const bool ok = changed == 0 && planted == 0;
+    const bool ok = changed == 0 && planted == 0 && slice_diff == 0;
     std::printf("emu v%d %-8s K=V=%d T%-4d HV%d varlen NaN in sequence %d | rows or states changed elsewhere %zu, "
                 "the hit state NaN %d | %s\n", variant, member_name(p.member), p.D, T, p.HV, n, changed, planted == 0, ok ? "PASS" : "FAIL");
     return ok;
@@ -223,7 +259,7 @@ bool run(const Case& p, unsigned seed, int variant) {
     std::size_t finite = 0;
     for (auto x : o) finite += std::isfinite(__bfloat162float(x));
     for (auto x : ht) finite += std::isfinite(x);
-    const bool ok = finite == 0 && *a.status == 1;
+    const bool ok = finite == 0 && *a.status == 1 && slice_diff == 0;
     std::printf("%s | finite outputs %zu, status %d | %s\n", label, finite, *a.status, ok ? "PASS" : "FAIL");
     return ok;
   }
@@ -293,12 +329,12 @@ bool run(const Case& p, unsigned seed, int variant) {
     const double bo = no * uf / (1 - no * uf) + 8 * ub, bh = nh * uf / (1 - nh * uf) + 8 * uf;
     const double wo = worst([&](std::size_t i) { return static_cast<double>(__bfloat162float(o[i])); }, ro);
     const double wh = worst([&](std::size_t i) { return static_cast<double>(ht[i]); }, rh);
-    const bool pass = wo <= bo && wh <= bh;
+    const bool pass = wo <= bo && wh <= bh && slice_diff == 0;
     std::printf("%s accumulation | o worst rel %.2e (kgate bound %.2e) | ht worst rel %.2e (kgate bound %.2e) | %s\n",
                 label, wo, bo, wh, bh, pass ? "PASS" : "FAIL");
     return pass;
   }
-  const bool ok = fo && fh && o2 <= 8 * u && h2 <= 8 * u && om <= 32 * u && hm <= 32 * u && *a.status == 0;
+  const bool ok = fo && fh && o2 <= 8 * u && h2 <= 8 * u && om <= 32 * u && hm <= 32 * u && *a.status == 0 && slice_diff == 0;
   std::printf("%s | o rel2 %.2e relmax %.2e finite %d | ht rel2 %.2e relmax %.2e finite %d | %s\n", label, o2, om,
               fo ? 1 : 0, h2, hm, fh ? 1 : 0, ok ? "PASS" : "FAIL");
   return ok;
@@ -345,9 +381,47 @@ bool inverse_check(unsigned seed) {
   return ok;
 }
 
-// Arguments: none (every case), "rungs" (the three rungs on Gated DeltaNet), "features [I ...]" (rung 3's
-// features, or only cases I ...), or VARIANT B T H HV h0 mu [member] (that one dense case).
+// The slice width rule (gdn_fwd_slice_width, the backward's state_slice_width) on an H200's 132 SMs.
+bool slice_rule_check() {
+  struct Row {
+    int B, T, H, HV, D, N, want;
+  };
+  const Row rows[] = {{1, 32768, 16, 16, 128, 0, 16}, {2, 8192, 16, 16, 128, 0, 16}, {4, 4096, 16, 16, 128, 0, 32},
+                      {8, 4096, 16, 16, 128, 0, 64}, {1, 4096, 16, 48, 128, 0, 32}, {1, 4096, 16, 16, 64, 0, 16},
+                      {8, 4096, 16, 16, 64, 0, 32}, {1, 8192, 8, 16, 128, 8, 64}, {1, 8192, 16, 16, 128, 2, 16}, {1, 8192, 16, 16, 128, 3, 32}};
+  bool ok = true;
+  for (const Row& r : rows) {
+    GdnFwdArgs a;
+    a.B = r.B, a.T = r.T, a.H = r.H, a.HV = r.HV, a.D = r.D, a.N = r.N;
+    const int vt = glr::cuda::sm90::gdn_fwd_slice_width(a, 132);
+    ok = ok && vt == r.want;
+    if (vt != r.want) std::printf("slice rule: B%d T%d H%d HV%d K=V=%d N%d: %d, want %d | FAIL\n", r.B, r.T, r.H, r.HV, r.D, r.N, vt, r.want);
+  }
+  std::printf("slice rule (132 SMs): %zu shapes | %s\n", sizeof rows / sizeof rows[0], ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+// Arguments: [--widths W,W,...] then none (every case), "rungs" (the three rungs on Gated DeltaNet), "features
+// [I ...]" (rung 3's features, or only cases I ...), "inf", "accumulation", "slices" (the "inf" and "features"
+// cases: the subset ctest glr_sm90_emu_slices runs at every width), or VARIANT B T H HV h0 mu [member] (that one
+// dense case). --widths: rung 3's state kernel at 64 and each width listed (16, 32, 64), every other width's o,
+// ht and status compared bit for bit with 64's (rungs 1 and 2: 64 only).
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--widths") {
+    std::string list = argv[2];
+    for (std::size_t at = 0; at < list.size();) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      const int w = std::atoi(list.substr(at, comma - at).c_str());
+      if (w != 16 && w != 32 && w != 64) {
+        std::fprintf(stderr, "--widths: 16, 32 or 64, not %s\n", list.substr(at, comma - at).c_str());
+        return 2;
+      }
+      if (std::find(g_widths.begin(), g_widths.end(), w) == g_widths.end()) g_widths.push_back(w);
+      at = comma + 1;
+    }
+    argv += 2;
+    argc -= 2;
+  }
   if (argc >= 8 && std::isdigit(static_cast<unsigned char>(argv[1][0]))) {
     Case c{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]) != 0,
            std::atof(argv[7])};
@@ -355,7 +429,7 @@ int main(int argc, char** argv) {
     return run(c, 99, std::atoi(argv[1])) ? 0 : 1;
   }
   const std::string only = argc >= 2 ? argv[1] : "";
-  bool ok = true;
+  bool ok = slice_rule_check();
   unsigned seed = 1;
   if (only.empty() || only == "rungs") {
     const Case shapes[] = {{1, 1, 1, 1, false, 2.0}, {1, 33, 1, 1, true, 2.0},   {1, 64, 1, 1, false, -1.0},
@@ -388,7 +462,7 @@ int main(int argc, char** argv) {
   // inf gate on glr/contracts/sm90: the shrunk case is B = 1, T = 1, g_0 = -Inf, and was NaN in o). Tokens
   // first in a chunk, inside one, last in one, two in one chunk; every member with a gate, every rung,
   // h0 or not, bf16 g, packed sequences, K = V = 64.
-  if (only.empty() || only == "inf") {
+  if (only.empty() || only == "inf" || only == "slices") {
     std::vector<std::pair<Case, int>> cases;  // (case, rung)
     for (int variant = 1; variant <= 3; ++variant) {
       Case c{1, 1, 1, 1, false, 2.0};
@@ -426,7 +500,7 @@ int main(int argc, char** argv) {
     unsigned iseed = 1000;  // its own seeds: the feature cases keep theirs
     for (const auto& [c, variant] : cases) ok = run(c, iseed++, variant) && ok;
   }
-  if (only.empty() || only == "features") {
+  if (only.empty() || only == "features" || only == "slices") {
     std::vector<Case> cases;
     // grouped value heads (HV = 2 H, 4 H), with and without h0, slow and fast decay
     cases.push_back({1, 100, 1, 2, true, 8.0});
@@ -500,6 +574,11 @@ int main(int argc, char** argv) {
       if (pick.empty() || std::find(pick.begin(), pick.end(), static_cast<int>(i)) != pick.end())
         ok = run(cases[i], seed, 3) && ok;
   }
+  if (g_widths.size() > 1)
+    std::printf("slice widths 64 (reference)%s%s: %zu comparisons, differing words %zu\n",
+                std::find(g_widths.begin(), g_widths.end(), 32) != g_widths.end() ? ", 32" : "",
+                std::find(g_widths.begin(), g_widths.end(), 16) != g_widths.end() ? ", 16" : "", g_slice_compares,
+                g_slice_words);
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;
 }

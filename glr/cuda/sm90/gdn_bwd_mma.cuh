@@ -148,14 +148,7 @@ __device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std
 // The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
 // head): narrower slices give more blocks and a shorter chain per chunk where B H is small (B1 T32768 H16: 32
 // blocks at kVT 64, 128 at kVT 16), at the price of loading k (and q, T) once per slice.
-template <int kVT>
-struct Slice {
-  static_assert(kVT == 16 || kVT == 32 || kVT == 64, "state slices of 16, 32 or 64 columns");
-  static constexpr int NN = kVT / 8;   // n-tiles of 8 columns
-  static constexpr int NP = kVT / 16;  // pairs of n-tiles (one ldmatrix.x4 of B)
-  static constexpr int LD = kVT + 8;   // bf16 row stride of (rows x kVT) shared tiles: rows 16-byte aligned, ldmatrix
-                                       // conflict-free (48, 80 or 144 bytes)
-};
+// (Slice<kVT>: glr/cuda/sm90/state_slice.cuh, shared with the forward's state kernel.)
 
 // Kernel h: the forward's state recurrence again (as gdn::state_t_kernel, without q, P and o), leaving the
 // state entering every chunk (bf16, the copy the tensor cores read anyway) and V_new (bf16).
@@ -1132,18 +1125,9 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
 }  // namespace gdn_bwd
 
 // The slice width of the h and dh kernels: the widest (64, 32, 16 columns) that still gives every multiprocessor
-// a block (B H DV / vt >= SMs); 16 below that (B1 T32768 H16: 128 blocks instead of 32).
-inline int gdn_bwd_slice_width(int BH) {
-  static const int sms = [] {
-    int device = 0, n = 132;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      n = 132;
-    return n;
-  }();
-  for (int vt : {64, 32})
-    if (static_cast<long long>(BH) * (gdn::DV / vt) >= sms) return vt;
-  return 16;
-}
+// a block (B H DV / vt >= SMs); 16 below that (B1 T32768 H16: 128 blocks instead of 32). The rule is the
+// forward's too: state_slice_width (state_slice.cuh).
+inline int gdn_bwd_slice_width(int BH) { return state_slice_width(BH, gdn::DV); }
 
 #endif  // __CUDACC__
 

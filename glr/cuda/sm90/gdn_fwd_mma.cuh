@@ -19,7 +19,8 @@
 //     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
 //     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
 //     rung 3: T stored (bf16), nothing else; without the delta rule only G (no K K^T, no T)
-//   state (one block per head and 64 state columns, 4 warps; chunks in order):
+//   state (one block per head and 64 state columns, 4 warps; chunks in order; rung 3: 64, 32 or 16 columns,
+//   the backward's rule, see gdn_fwd_slice_width):
 //     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h)), without delta V_new = V
 //     O = scale e^G . (Q h) + P V_new   (rungs 2, 3: P computed here, kept in registers as A fragments)
 //     h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
@@ -38,6 +39,7 @@
 #include <cstdint>
 
 #include "mma_sync.cuh"
+#include "state_slice.cuh"
 
 namespace glr::cuda::sm90 {
 
@@ -45,7 +47,7 @@ namespace gdn {
 inline constexpr int C = 64;         // chunk
 inline constexpr int DK = 128;       // K
 inline constexpr int DV = 128;       // V
-inline constexpr int VT = 64;        // state columns per block of the state kernel
+inline constexpr int VT = 64;        // state columns per block of rungs 1 and 2's state kernel (rung 3: Slice<kVT>)
 inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared tiles: 272 B, ldmatrix conflict-free
 inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
 inline constexpr int LDL = C + 4;    // fp32 row stride of L
@@ -839,35 +841,47 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 // with P = scale tril(Gamma . Q K^T) in registers as in rung 2. W and U never exist: the workspace traffic is
 // T (8 KB a chunk) instead of W and U (32 KB). Three barriers a chunk (X and V_new each mix rows of all warps).
 // Without the delta rule (kDelta false: Mamba2/SSD, RetNet, linear attention) V_new = V: no K h, no T, one
-// barrier fewer. Grid (V / VT, sequences x HV); block (vt, n HV + hv) walks sequence n's chunks in order.
+// barrier fewer. Grid (V / kVT, sequences x HV); block (vt, n HV + hv) walks sequence n's chunks in order.
+// kVT: the slice width (Slice<kVT>, state_slice.cuh: 64, 32 or 16 value columns a block; the launcher picks it
+// with state_slice_width, the backward's rule). Each block loads the whole q, k and T tiles of its chunks; only
+// the value columns it owns change with kVT, and each output column's arithmetic (the same mma and FMA in the
+// same order, reductions over K or the chunk only) does not: o and ht are bitwise the same at every width.
+template <int kVT = 64>
 struct StateTSmem {
   __nv_bfloat16 q[C * LD128];     // (C, K)
   __nv_bfloat16 k[2][C * LD128];  // (C, K) per buffer (chunk c in buffer c % 2)
-  __nv_bfloat16 T[C * LD64];      // (C, C) (I + L)^-1
-  __nv_bfloat16 h[DK * LD64];     // (K, VT) bf16 copy of the state slice
-  __nv_bfloat16 x[C * LD64];      // (C, VT) X
-  __nv_bfloat16 vn[C * LD64];     // (C, VT) V_new
-  __nv_bfloat16 vnd[C * LD64];    // (C, VT) e^{G_last - G} V_new
+  __nv_bfloat16 T[C * LD64];      // (C, C) (I + L)^-1; without the delta rule the (C, kVT) lo piece, row stride LD
+  __nv_bfloat16 h[DK * Slice<kVT>::LD];   // (K, kVT) bf16 copy of the state slice
+  __nv_bfloat16 x[C * Slice<kVT>::LD];    // (C, kVT) X; without the delta rule the mid piece of e^{G_last - G} V
+  __nv_bfloat16 vn[C * Slice<kVT>::LD];   // (C, kVT) V_new
+  __nv_bfloat16 vnd[C * Slice<kVT>::LD];  // (C, kVT) e^{G_last - G} V_new
   float G[C];
   float beta[C];
 };
 
-template <bool kDelta = true, int kD = DK>
-__global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
+// Launch bounds: at 32 and 16 columns ptxas (CUDA 13.0), left to itself, aims at an occupancy step (128 or 168
+// registers) and spills 4 or 8 bytes to reach it (<false, 64, 32>, <true, 128, 32>); a minimum of 1 block per SM
+// lets it take the registers it needs (no spill at any width). 64 keeps today's bounds (0: none, the same
+// registers and code as before the width was a parameter).
+template <bool kDelta = true, int kD = DK, int kVT = 64>
+__global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  using SL = Slice<kVT>;
+  constexpr int NN = SL::NN, NP = SL::NP, LDS = SL::LD;  // the slice's n-tiles, n-tile pairs, tile row stride
+  static_assert(kD % kVT == 0, "the slices split V evenly; Q K^T keeps its C / 8 = 8 key tiles whatever kVT");
   constexpr int kLd = kD + 8;  // row stride of the q and k tiles
   constexpr int MT = kD / 64;  // 16-row tiles of this warp's state rows (kD / 4 rows a warp)
   extern __shared__ __align__(16) char smem_raw[];
-  StateTSmem& s = *reinterpret_cast<StateTSmem*>(smem_raw);
+  StateTSmem<kVT>& s = *reinterpret_cast<StateTSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * VT, n = blockIdx.y / a.HV, hv = blockIdx.y % a.HV, hq = hv / (a.HV / a.H);
+  const int v0 = blockIdx.x * kVT, n = blockIdx.y / a.HV, hv = blockIdx.y % a.HV, hq = hv / (a.HV / a.H);
   const std::int64_t hoff = (static_cast<std::int64_t>(n) * a.HV + hv) * kD * kD + v0;
-  const int r0 = warp * 16;  // this warp's rows of the (C x VT) tiles
-  const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x VT)
+  const int r0 = warp * 16;  // this warp's rows of the (C x kVT) tiles
+  const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x kVT)
   if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
   if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
     if (a.ht)
-      for (int e = tid; e < kD * VT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / VT) * kD + e % VT] = nanf("");
+      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
     return;
   }
   const Seq sq = sequence(a, n);
@@ -902,11 +916,11 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
     else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
 
-  float hs[MT][8][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nn = 0; nn < 8; ++nn)
+    for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
@@ -919,11 +933,11 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nn = 0; nn < 8; ++nn)
+      for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
-          *reinterpret_cast<std::uint32_t*>(s.h + d * LD64 + col) =
+          *reinterpret_cast<std::uint32_t*>(s.h + d * LDS + col) =
               pack_bf16x2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
   };
@@ -940,38 +954,44 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
     const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     // v rows of this warp, straight into accumulator layout (issued first, used after the K h loop).
-    std::uint32_t vr[8][2];
+    std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
 #pragma unroll
-      for (int nn = 0; nn < 8; ++nn)
+      for (int nn = 0; nn < NN; ++nn)
         vr[nn][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
     }
 
-    // Phase A: K h (delta rule only), Q h (C x VT, inner K) and Q K^T (causal column tiles), warp rows
-    // r0..r0+15.
-    float ax[8][4], ao[8][4], sqk[8][4];
+    // Phase A: K h (delta rule only), Q h (C x kVT, inner K) and Q K^T (causal column tiles), warp rows
+    // r0..r0+15. The pair loop runs over the C / 16 = 4 key tile pairs of Q K^T; the first NP of them are the
+    // slice's column pairs too (all four at kVT = 64).
+    float ax[NN][4], ao[NN][4], sqk[8][4];
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ax[nn][e] = ao[nn][e] = sqk[nn][e] = 0.f;
+      for (int e = 0; e < 4; ++e) {
+        if (nn < NN) ax[nn][e] = ao[nn][e] = 0.f;
+        sqk[nn][e] = 0.f;
+      }
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
       if constexpr (kDelta) ldsm_a(ak, kc, kLd, r0, ks * 16, lane);
       ldsm_a(aq, s.q, kLd, r0, ks * 16, lane);
 #pragma unroll
-      for (int np = 0; np < VT / 16; ++np) {
-        std::uint32_t bh4[4];
-        ldsm_b_kn(bh4, s.h, LD64, ks * 16, np * 16, lane);
-        if constexpr (kDelta) {
-          mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
-          mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+      for (int np = 0; np < C / 16; ++np) {
+        if (np < NP) {
+          std::uint32_t bh4[4];
+          ldsm_b_kn(bh4, s.h, LDS, ks * 16, np * 16, lane);
+          if constexpr (kDelta) {
+            mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
+            mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
+          }
+          mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
+          mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
         }
-        mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
-        mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
         if (np <= warp) {  // causal: key tiles j < r0 + 16
           std::uint32_t bk[4];
           ldsm_b_nk(bk, kc, kLd, np * 16, ks * 16, lane);
@@ -995,28 +1015,30 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
       const float Gi = s.G[i], eo = a.scale * expf(Gi);
       const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
 #pragma unroll
-      for (int nn = 0; nn < 8; ++nn) {
-        if constexpr (kDelta) {
-          const float2 vf = unpack_bf16x2(vr[nn][half]);
-          *reinterpret_cast<std::uint32_t*>(s.x + i * LD64 + nn * 8 + 2 * t4) =
-              pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
-        } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
-          const float2 vf = unpack_bf16x2(vr[nn][half]);
-          const int at = i * LD64 + nn * 8 + 2 * t4;
-          *reinterpret_cast<std::uint32_t*>(s.vn + at) = vr[nn][half];
-          const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
-          *reinterpret_cast<std::uint32_t*>(s.vnd + at) = hi;
-          if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
-            const float2 hf = unpack_bf16x2(hi);
-            const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
-            const std::uint32_t mid = pack_bf16x2(e0, e1);
-            const float2 mf = unpack_bf16x2(mid);
-            *reinterpret_cast<std::uint32_t*>(s.x + at) = mid;
-            *reinterpret_cast<std::uint32_t*>(s.T + at) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
+      for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
+        if (nn < NN) {
+          if constexpr (kDelta) {
+            const float2 vf = unpack_bf16x2(vr[nn][half]);
+            *reinterpret_cast<std::uint32_t*>(s.x + i * LDS + nn * 8 + 2 * t4) =
+                pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
+          } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
+            const float2 vf = unpack_bf16x2(vr[nn][half]);
+            const int at = i * LDS + nn * 8 + 2 * t4;
+            *reinterpret_cast<std::uint32_t*>(s.vn + at) = vr[nn][half];
+            const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
+            *reinterpret_cast<std::uint32_t*>(s.vnd + at) = hi;
+            if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
+              const float2 hf = unpack_bf16x2(hi);
+              const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
+              const std::uint32_t mid = pack_bf16x2(e0, e1);
+              const float2 mf = unpack_bf16x2(mid);
+              *reinterpret_cast<std::uint32_t*>(s.x + at) = mid;
+              *reinterpret_cast<std::uint32_t*>(s.T + at) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
+            }
           }
+          ao[nn][half * 2] *= eo;
+          ao[nn][half * 2 + 1] *= eo;
         }
-        ao[nn][half * 2] *= eo;
-        ao[nn][half * 2 + 1] *= eo;
         float pv[2];
 #pragma unroll
         for (int u2 = 0; u2 < 2; ++u2) {
@@ -1035,9 +1057,9 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 
     if constexpr (kDelta) {
       // Phase B: V_new = T X (T lower triangular: k tiles <= warp).
-      float an[8][4];
+      float an[NN][4];
 #pragma unroll
-      for (int nn = 0; nn < 8; ++nn)
+      for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
         for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
 #pragma unroll
@@ -1046,9 +1068,9 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
           std::uint32_t at[4];
           ldsm_a(at, s.T, LD64, r0, ks * 16, lane);
 #pragma unroll
-          for (int np = 0; np < VT / 16; ++np) {
+          for (int np = 0; np < NP; ++np) {
             std::uint32_t bx[4];
-            ldsm_b_kn(bx, s.x, LD64, ks * 16, np * 16, lane);
+            ldsm_b_kn(bx, s.x, LDS, ks * 16, np * 16, lane);
             mma_bf16_16816(an[2 * np], at, bx[0], bx[1]);
             mma_bf16_16816(an[2 * np + 1], at, bx[2], bx[3]);
           }
@@ -1059,10 +1081,10 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
         const int i = r0 + g8 + half * 8;
         const float ed = expf(GL - s.G[i]);
 #pragma unroll
-        for (int nn = 0; nn < 8; ++nn) {
+        for (int nn = 0; nn < NN; ++nn) {
           const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
-          *reinterpret_cast<std::uint32_t*>(s.vn + i * LD64 + nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
-          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LD64 + nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+          *reinterpret_cast<std::uint32_t*>(s.vn + i * LDS + nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDS + nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
         }
       }
       __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
@@ -1075,9 +1097,9 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
     for (int ks = 0; ks < 4; ++ks) {
       if (ks <= warp) {
 #pragma unroll
-        for (int np = 0; np < VT / 16; ++np) {
+        for (int np = 0; np < NP; ++np) {
           std::uint32_t bv[4];
-          ldsm_b_kn(bv, s.vn, LD64, ks * 16, np * 16, lane);
+          ldsm_b_kn(bv, s.vn, LDS, ks * 16, np * 16, lane);
           mma_bf16_16816(ao[2 * np], pa[ks], bv[0], bv[1]);
           mma_bf16_16816(ao[2 * np + 1], pa[ks], bv[2], bv[3]);
         }
@@ -1089,7 +1111,7 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
       if (i < len) {
         __nv_bfloat16* orow = a.o + vo_at(t0 + i);
 #pragma unroll
-        for (int nn = 0; nn < 8; ++nn)
+        for (int nn = 0; nn < NN; ++nn)
           *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
       }
     }
@@ -1097,7 +1119,7 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nn = 0; nn < 8; ++nn)
+      for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
         for (int e = 0; e < 4; ++e) hs[mt][nn][e] *= decay;
 #pragma unroll
@@ -1106,23 +1128,23 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
 #pragma unroll
-      for (int np = 0; np < VT / 16; ++np) {
+      for (int np = 0; np < NP; ++np) {
         std::uint32_t bv[4];
         if (!kDelta && split) {  // the small pieces first: lo, then mid (s.T and s.x are free without the delta rule)
-          ldsm_b_kn(bv, s.T, LD64, ks * 16, np * 16, lane);
+          ldsm_b_kn(bv, s.T, LDS, ks * 16, np * 16, lane);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
             mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
           }
-          ldsm_b_kn(bv, s.x, LD64, ks * 16, np * 16, lane);
+          ldsm_b_kn(bv, s.x, LDS, ks * 16, np * 16, lane);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
             mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
           }
         }
-        ldsm_b_kn(bv, s.vnd, LD64, ks * 16, np * 16, lane);
+        ldsm_b_kn(bv, s.vnd, LDS, ks * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
@@ -1139,7 +1161,7 @@ __global__ void __launch_bounds__(kThreads) state_t_kernel(const __grid_constant
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nn = 0; nn < 8; ++nn)
+      for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
@@ -1178,23 +1200,43 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
   return nullptr;
 }
 
+// The slice width of rung 3's state kernel: the backward's rule (state_slice_width, state_slice.cuh) on its grid
+// rows, sequences x HV, with V = K = a.D: the widest of 64 and 32 columns that still gives each of `sms`
+// multiprocessors a block, else 16 (B1 T32768 H16 K128: 16, 128 blocks where 64 gave 32). Rungs 1 and 2 stay at 64.
+inline int gdn_fwd_slice_width(const GdnFwdArgs& a, int sms) {
+  return state_slice_width(static_cast<long long>(a.num_seqs()) * (a.HV > 0 ? a.HV : a.H), a.D, sms);
+}
+
 #if defined(__CUDACC__)
-// The kernels of one rung and member, their shared memory, and the launch grids.
+namespace gdn {
+// Rung 3's state kernel at one slice width; its shared memory set once per process and instantiation (the
+// current device's), so timed launches carry no attribute calls.
+template <bool kDelta, int kD, int kVT>
+inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
+  static const cudaError_t attributes = cudaFuncSetAttribute(
+      &state_t_kernel<kDelta, kD, kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(StateTSmem<kVT>)));
+  if (attributes != cudaSuccess) return attributes;
+  state_t_kernel<kDelta, kD, kVT><<<dim3(kD / kVT, a.num_seqs() * a.HV), kThreads, sizeof(StateTSmem<kVT>), stream>>>(a);
+  return cudaGetLastError();
+}
+}  // namespace gdn
+
+// The kernels of one rung and member, their shared memory, and the launch grids. vt: rung 3's slice width
+// (64, 32 or 16, chosen by gdn_fwd_mma); rungs 1 and 2 take 64 only.
 template <int kRung, bool kDelta, int kD>
-inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between) {
+inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, cudaEvent_t between, int vt) {
   const int HV = a.HV;
   auto* wy = &gdn::wy_kernel<kRung, kDelta, kD>;
   const std::size_t wy_smem = gdn::wy_smem_bytes(kRung);
-  auto* state = kRung == 1 ? &gdn::state_kernel<false> : kRung == 2 ? &gdn::state_kernel<true> : &gdn::state_t_kernel<kDelta, kD>;
-  const std::size_t state_smem = kRung == 1   ? sizeof(gdn::StateSmem<false>)
-                                 : kRung == 2 ? sizeof(gdn::StateSmem<true>)
-                                              : sizeof(gdn::StateTSmem);
-  // Once per process, rung and member (the current device's), so timed launches carry no attribute calls.
+  auto* state = kRung == 1 ? &gdn::state_kernel<false> : &gdn::state_kernel<true>;  // rungs 1, 2
+  const std::size_t state_smem = kRung == 1 ? sizeof(gdn::StateSmem<false>) : sizeof(gdn::StateSmem<true>);
+  // Once per process, rung and member (the current device's), so timed launches carry no attribute calls. Rung
+  // 3's state kernel: gdn::launch_state_t, once per slice width.
   static const cudaError_t attributes = [&] {
     const cudaError_t e1 = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wy_smem));
-    return e1 != cudaSuccess ? e1
-                             : cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    static_cast<int>(state_smem));
+    return e1 != cudaSuccess || kRung == 3 ? e1
+                                           : cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                  static_cast<int>(state_smem));
   }();
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
@@ -1209,8 +1251,15 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
-  state<<<dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream>>>(a);
-  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if constexpr (kRung == 3) {
+    e = vt == 64   ? gdn::launch_state_t<kDelta, kD, 64>(a, stream)
+        : vt == 32 ? gdn::launch_state_t<kDelta, kD, 32>(a, stream)
+                   : gdn::launch_state_t<kDelta, kD, 16>(a, stream);
+  } else {
+    state<<<dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream>>>(a);
+    e = cudaGetLastError();
+  }
+  if (e != cudaSuccess) return e;
   if (a.varlen()) {
     gdn::poison_kernel<<<256, 256, 0, stream>>>(a);
     e = cudaGetLastError();
@@ -1220,20 +1269,25 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
 
 // Launch the kernels on `stream` (`between`, if not null, is recorded between the wy and the state kernel).
 // Requires the workspace carved (gdn_fwd_workspace_carve) and gdn_fwd_mma_refusal(a, variant) null; returns
-// cudaErrorInvalidValue otherwise, else the first launch error. a.HV = 0 is taken as H.
+// cudaErrorInvalidValue otherwise (or for a vt other than 0, 16, 32, 64; rungs 1 and 2: other than 0, 64), else
+// the first launch error. a.HV = 0 is taken as H. vt: rung 3's state slice width, 0 = gdn_fwd_slice_width with
+// the device's multiprocessor count; o and ht are bitwise the same at every width.
 inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
-                               cudaEvent_t between = nullptr) {
+                               cudaEvent_t between = nullptr, int vt = 0) {
   if (a.HV == 0) a.HV = a.H;
   if (gdn_fwd_mma_refusal(a, variant) != nullptr) return cudaErrorInvalidValue;
+  if (vt != 0 && vt != 16 && vt != 32 && vt != 64) return cudaErrorInvalidValue;
+  if (variant != GdnFwdVariant::t_only && vt != 0 && vt != 64) return cudaErrorInvalidValue;
+  if (vt == 0) vt = variant == GdnFwdVariant::t_only ? gdn_fwd_slice_width(a, state_slice_sms()) : 64;
   switch (variant) {
-    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1, true, 128>(a, stream, between);
-    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2, true, 128>(a, stream, between);
+    case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1, true, 128>(a, stream, between, vt);
+    case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2, true, 128>(a, stream, between, vt);
     case GdnFwdVariant::t_only:
       if (a.D == 64)
-        return a.delta ? gdn_fwd_mma_launch<3, true, 64>(a, stream, between)
-                       : gdn_fwd_mma_launch<3, false, 64>(a, stream, between);
-      return a.delta ? gdn_fwd_mma_launch<3, true, 128>(a, stream, between)
-                     : gdn_fwd_mma_launch<3, false, 128>(a, stream, between);
+        return a.delta ? gdn_fwd_mma_launch<3, true, 64>(a, stream, between, vt)
+                       : gdn_fwd_mma_launch<3, false, 64>(a, stream, between, vt);
+      return a.delta ? gdn_fwd_mma_launch<3, true, 128>(a, stream, between, vt)
+                     : gdn_fwd_mma_launch<3, false, 128>(a, stream, between, vt);
   }
   return cudaErrorInvalidValue;
 }
