@@ -58,30 +58,26 @@ def _int_in(name, lo, hi):
     return parse
 
 
-def _seconds_in(name, lo, hi):
+def _float_in(name, lo, hi, *, wants, unit="", open_below=False):
+    """A parser of a finite number in [lo, hi] ((lo, hi] when open_below), its errors naming `wants`."""
     def parse(text):
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
-        if not math.isfinite(v) or not lo < v <= hi:
-            raise argparse.ArgumentTypeError(f"{text} is outside ({lo:g}, {hi:g}] seconds")
+            raise argparse.ArgumentTypeError(f"wants {wants}, got {text!r}") from None
+        if not math.isfinite(v) or not (lo < v if open_below else lo <= v) or not v <= hi:
+            raise argparse.ArgumentTypeError(f"{text} is outside {'(' if open_below else '['}{lo:g}, {hi:g}]{unit}")
         return v
     parse.__name__ = name
     return parse
+
+
+def _seconds_in(name, lo, hi):
+    return _float_in(name, lo, hi, wants="seconds", unit=" seconds", open_below=True)
 
 
 def _fraction_in(name, lo, hi):
-    def parse(text):
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"wants a fraction, got {text!r}") from None
-        if not math.isfinite(v) or not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{text} is outside [{lo:g}, {hi:g}]")
-        return v
-    parse.__name__ = name
-    return parse
+    return _float_in(name, lo, hi, wants="a fraction")
 
 
 def _seed(text):
