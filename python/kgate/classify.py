@@ -14,6 +14,7 @@ GATES = ["oracle", "nan", "inf", "determinism", "shapes", "accumulation", "immut
          "freshness", "stream", "layout"]
 FAILING = ("FAIL", "CRASH", "TIMEOUT")
 CLASSES = ("broken", "violation", "incomplete", "clean")
+REJECTS = ("broken", "violation", "judge_attacked")  # the classes that reject a kernel (incomplete does not)
 
 
 def classification(rec: dict) -> str:

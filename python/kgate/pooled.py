@@ -39,12 +39,11 @@ import os
 import random
 from collections import Counter, defaultdict
 
-from .classify import CLASSES, FAILING, GATES, classification, counted_failure
+from .classify import CLASSES, FAILING, GATES, REJECTS, classification, counted_failure
 from .corpus import read_rows, stem_of
 from .results import TrustError, key_path, load_key, sign, verify, _parse_lines
 
 NOT_AUDITED_BY_DESIGN = ("no_candidate", "bad_row")
-REJECTS = ("broken", "violation", "judge_attacked")   # the engine's classes that reject a kernel
 
 # One definition per number. Every table below says "(see DEFINITIONS)" by name and computes it through
 # count_row() alone.

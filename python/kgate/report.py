@@ -3,15 +3,14 @@ matplotlib: plots are inline SVG written here), so the report renders on any mac
 from __future__ import annotations
 
 import html
-import json
 import math
 import os
 import random
 import time
 from collections import Counter, defaultdict
 
-from .classify import FAILING, GATES as KGATE_GATES, classification, counted_failure, fails_at_scale
-from .results import read_results, stem
+from .classify import FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, fails_at_scale
+from .results import _parse_lines, read_results, stem
 
 SCALES = (1, 10, 100, 1000)
 
@@ -60,7 +59,7 @@ def summary(recs) -> dict:
     status = Counter(r.get("status") for r in recs)
     base_pass = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") == "PASS"]
     base_fail = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") in FAILING]
-    kg_reject = lambda r: classification(r) in ("broken", "violation")  # noqa: E731
+    kg_reject = lambda r: classification(r) in REJECTS  # noqa: E731
     per_gate = {}
     for g in KGATE_GATES + ["baseline", "public_harness"]:
         c = Counter((gate(r, g) or {}).get("verdict", "-") for r in aud)
@@ -88,7 +87,8 @@ def summary(recs) -> dict:
 
 
 def summary_text(paths) -> str:
-    recs = load(paths)
+    per_path = {p: read_results(p) for p in paths}
+    recs = [r for p in paths for r in per_path[p]]
     s = summary(recs)
     n = s["audited"]
     out = [f"kgate audit of {', '.join(paths)}: {s['rows']} rows, {n} audited", ""]
@@ -129,7 +129,7 @@ def summary_text(paths) -> str:
                f"divide by the parallelism for wall time), of which {s['compile_seconds']:.0f} s compiling in "
                f"the rows' own workers; {apart}")
     for p in paths:
-        spans = throughput(p, recs)
+        spans = throughput(p, per_path[p])
         if spans:
             out.append("")
             out.append(throughput_text(p, spans))
@@ -141,29 +141,26 @@ def summary_text(paths) -> str:
 # told apart by its pid in the attempts journal `<stem>.attempts.jsonl`), the wall seconds from its first
 # attempt's start to its last attempt's end, and the rows whose current record it wrote in that span
 # (record `written_at` inside it): rows finished (any status; a row without a candidate gets its record
-# before the first attempt and is not counted), and of them audited (status ok). Rates are per wall minute of that span; "all" sums the spans and the rows.
+# before the first attempt and is not counted), and of them audited (status ok). Rates are per wall minute
+# of that span; "all" sums the spans and the rows.
 
 def throughput(results_path: str, recs: list[dict]) -> list[dict]:
+    """The spans of the runs that wrote results_path's records `recs` (see above)."""
     journal = stem(results_path) + ".attempts.jsonl"
     if not os.path.exists(journal):
         return []
     runs: dict = {}
     pid_of: dict = {}
-    with open(journal) as f:
-        for line in f:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(e, dict) or not isinstance(e.get("t"), (int, float)):
-                continue
-            if e.get("event") == "start":
-                pid_of[e.get("id")] = e.get("pid")
-            pid = e.get("pid") if e.get("event") == "start" else pid_of.get(e.get("id"))
-            if pid is None:
-                continue
-            lo, hi = runs.get(pid, (e["t"], e["t"]))
-            runs[pid] = (min(lo, e["t"]), max(hi, e["t"]))
+    for _, e, _ in _parse_lines(journal):
+        if e is None or not isinstance(e.get("t"), (int, float)):
+            continue
+        if e.get("event") == "start":
+            pid_of[e.get("id")] = e.get("pid")
+        pid = e.get("pid") if e.get("event") == "start" else pid_of.get(e.get("id"))
+        if pid is None:
+            continue
+        lo, hi = runs.get(pid, (e["t"], e["t"]))
+        runs[pid] = (min(lo, e["t"]), max(hi, e["t"]))
     mine = [r for r in recs if isinstance(r.get("written_at"), (int, float))]
     out = []
     for pid, (lo, hi) in sorted(runs.items(), key=lambda kv: kv[1][0]):
