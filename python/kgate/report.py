@@ -83,7 +83,9 @@ def summary(recs) -> dict:
             "base_accept_kgate_reject": sum(1 for r in base_pass if kg_reject(r)),
             "base_reject_kgate_accept": sum(1 for r in base_fail if classification(r) == "clean"),
             "base_pass": len(base_pass), "base_fail": len(base_fail), "per_gate": per_gate, "per_level": per_level,
-            "downgrades": downgrades, "not_counted": not_counted, "counted": counted, "row_seconds": sum(secs), "compile_seconds": sum(comp)}
+            "downgrades": downgrades, "not_counted": not_counted, "counted": counted, "row_seconds": sum(secs), "compile_seconds": sum(comp),
+            # rows whose candidate's own extension failed to build: what ran, and was judged, is its fallback
+            "ext_failed": Counter(classification(r) for r in aud if r.get("extension_build_failed"))}
 
 
 def summary_text(paths) -> str:
@@ -119,6 +121,11 @@ def summary_text(paths) -> str:
     if s["downgrades"]:
         out.append("")
         out.append(table(["oracle failures matching a lower precision", "kernels"], list(s["downgrades"].items())))
+    ef = s["ext_failed"]
+    if ef:
+        out.append("")
+        out.append(f"audited rows whose candidate's CUDA extension failed to build here, so that its fallback was "
+                   f"judged: {sum(ef.values())} of {n} (" + ", ".join(f"{k} {v}" for k, v in sorted(ef.items())) + ")")
     out.append("")
     rate = n / (s["row_seconds"] / 60) if s["row_seconds"] else float("nan")
     comp = compile_records(paths)

@@ -51,6 +51,20 @@ class ModelNew(torch.nn.Module):
     def forward(self, x):
         return x * 2
 '''
+# Its extension cannot build (functions named, nothing declares them: what most CUDA-L1 candidates do with
+# cpp_sources=""), and it falls back to torch, as those candidates do.
+FAILS_TO_BUILD_IN_INIT = '''import torch
+from torch.utils.cpp_extension import load_inline
+class ModelNew(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        try:
+            self.ext = load_inline(name="kgate_test_undeclared", cpp_sources="", functions=["twice"])
+        except Exception:
+            self.ext = None
+    def forward(self, x):
+        return x * 2
+'''
 HANGS_IN_INIT = RAISES_IN_INIT.replace('raise ValueError("no kernel for n=%d" % n)',
                                        'import time; time.sleep(3600)')
 
@@ -95,6 +109,19 @@ def test_the_compile_job_builds_what_init_compiles_and_verification_hits_the_cac
     row = _rowjob("verify", COMPILES_IN_INIT, cache, tmp_path)
     assert row["status"] == "ok", row.get("message")
     assert row["compile_seconds"] == 0.0, row   # its build found the extension in the cache
+
+
+def test_a_failed_build_is_compiled_once_and_the_record_says_the_fallback_ran(tmp_path):
+    _needs_torch_extension_build()
+    cache = tmp_path / "ext"
+    compiled = _rowjob("compile", FAILS_TO_BUILD_IN_INIT, cache, tmp_path)
+    assert compiled["status"] == "ok" and compiled["init_build"] == "ok", compiled
+    assert compiled["compile_seconds"] > 0 and compiled["extension_build_failed"] == ["kgate_test_undeclared"]
+    assert sorted(f for _, _, fs in os.walk(cache) for f in fs) == ["kgate_test_undeclared.failed"]
+    row = _rowjob("verify", FAILS_TO_BUILD_IN_INIT, cache, tmp_path)
+    assert row["status"] == "ok", row.get("message")
+    assert row["compile_seconds"] == 0.0, row   # the remembered failure, raised again without compiling
+    assert row["extension_build_failed"] == ["kgate_test_undeclared"]
 
 
 def test_a_build_that_compiles_in_verification_is_counted_as_compilation(tmp_path):
@@ -144,3 +171,16 @@ def test_report_counts_compilation_apart_from_the_compile_records(tmp_path):
     line = next(l for l in report.summary_text([str(tmp_path / "out.jsonl")]).splitlines() if l.startswith("time:"))
     assert "60 row-seconds for 2 audited rows" in line and "of which 5 s compiling in the rows' own workers" in line
     assert "compile jobs apart: 2, 42 s, of which 35 s building extensions" in line
+
+
+def test_report_says_how_many_audited_rows_ran_a_fallback_because_their_extension_did_not_build(tmp_path):
+    rows = [{"type": "row", "key": k, "status": "ok", "classification": c, "gates": [], "seconds": 1,
+             "row_seconds": 1, **({"extension_build_failed": ["ext"]} if failed else {})}
+            for k, c, failed in (("a", "clean", True), ("b", "broken", True), ("c", "clean", True),
+                                 ("d", "clean", False))]
+    (tmp_path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = report.summary_text([str(tmp_path / "out.jsonl")])
+    line = next(l for l in text.splitlines() if "failed to build" in l)
+    assert line.endswith("judged: 3 of 4 (broken 1, clean 2)"), line
+    (tmp_path / "none.jsonl").write_text(json.dumps(rows[3]) + "\n")
+    assert "failed to build" not in report.summary_text([str(tmp_path / "none.jsonl")])

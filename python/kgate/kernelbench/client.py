@@ -60,6 +60,9 @@ class Candidate:
         # Seconds this candidate's workers spent compiling extensions (extcache.py), as their init and build
         # replies say: at import, and in ModelNew.__init__ (where many candidates call load_inline).
         self.compile_seconds = 0.0
+        # Extensions whose build failed in any of this candidate's workers (their replies' ext_failed): the
+        # candidate ran whatever it falls back to, not the kernel it meant to build.
+        self.ext_failed: list[str] = []
         base = dict(os.environ if env is None else env)
         # The worker gets no kgate secrets and no results path: only what running the candidate needs.
         self.env = {k: v for k, v in base.items() if not k.startswith("KGATE_")}
@@ -196,7 +199,13 @@ class Candidate:
                                         meanwhile=meanwhile)
         self.harvest()
         self.compile_seconds += self.init_reply.get("compile_seconds", 0.0)
+        self._note_failed(self.init_reply)
         return self.init_reply
+
+    def _note_failed(self, reply: dict):
+        for name in reply.get("ext_failed") or []:
+            if isinstance(name, str) and name not in self.ext_failed and len(self.ext_failed) < 20:
+                self.ext_failed.append(name[:200])
 
     def ensure(self):
         if self.alive():
@@ -206,8 +215,9 @@ class Candidate:
         if reply.get("status") != "ok":
             raise WorkerDied("crash", f"restart failed: {reply.get('message')}", self.output_tail())
         for b in self.builds.values():
-            self.compile_seconds += self._request(b, max(self.call_timeout, self.init_timeout)).get(
-                "compile_seconds", 0.0)
+            reply = self._request(b, max(self.call_timeout, self.init_timeout))
+            self.compile_seconds += reply.get("compile_seconds", 0.0)
+            self._note_failed(reply)
 
     def build(self, slot: str, init_inputs: list, seed: int, eval_mode: bool = True) -> dict:
         return self.build_with(slot, {"init_inputs": init_inputs, "seed": seed, "eval": eval_mode})
@@ -223,6 +233,7 @@ class Candidate:
         reply = self._request(req, max(self.call_timeout, self.init_timeout))
         self.harvest()
         self.compile_seconds += reply.get("compile_seconds", 0.0)
+        self._note_failed(reply)
         if reply.get("status") == "ok":
             self.builds[slot] = req
         return reply

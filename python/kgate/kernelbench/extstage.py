@@ -19,7 +19,8 @@ import stat
 STAGE = "ext-cache"                 # the staged copy, relative to the worker's scratch (its cwd)
 MAX_FILE = 1 << 30                  # bytes of one cached extension
 _KEY = re.compile(r"^[0-9a-f]{24}$")  # extcache.py's key: 24 hex digits of a hash
-_NAME = re.compile(r"^[A-Za-z0-9_]{1,200}\.so$")
+_NAME = re.compile(r"^[A-Za-z0-9_]{1,200}\.(so|failed)$")  # a built extension, or a remembered failed build
+MAX_FAILED = 1 << 20                # bytes of a remembered failure (extcache.py keeps 64 K characters)
 
 
 def private_root(cache: str) -> str:
@@ -57,14 +58,15 @@ def _entries(root: str):
 
 
 def _copy_regular(src: str, dst: str, mode: int) -> bool:
-    """Copies src (a regular file, not a link, at most MAX_FILE bytes) to dst atomically."""
+    """Copies src (a regular file, not a link, at most MAX_FILE bytes, MAX_FAILED for a .failed) to dst
+    atomically."""
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > (MAX_FAILED if src.endswith(".failed") else MAX_FILE):
             return False
         tmp = f"{dst}.tmp{os.getpid()}"
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode), "wb") as out:

@@ -45,6 +45,8 @@ def compile_only(spec, fw_name):
     rec = {"type": "compile", "key": spec["key"], "sha": spec["sha"], "status": reply.get("status"),
            "message": reply.get("message", "")[:2000], "seconds": round(time.monotonic() - t0, 2),
            "compile_seconds": round(cand.compile_seconds, 2)}
+    if cand.ext_failed:
+        rec["extension_build_failed"] = cand.ext_failed
     if init_build is not None:
         rec["init_build"] = init_build
     emit(rec)
@@ -311,6 +313,8 @@ def _verify_once(spec, fw_name, library):
         # What the row's workers compiled (a cache miss: at import, or in a ModelNew build), inside the
         # row's seconds, not apart from them.
         rec["compile_seconds"] = round(cand.compile_seconds, 2)
+        if cand.ext_failed:  # the verdict is on the candidate's fallback, not on the kernel it meant to build
+            rec["extension_build_failed"] = cand.ext_failed
     return rec
 
 

@@ -63,7 +63,7 @@ class Worker:
             return {"status": "import_error", "message": f"the candidate defines no callable {entry}"}
         self.ns = ns
         return {"status": "ok", "seconds": seconds, "compile_seconds": _compile_seconds(self.fw),
-                "guard": guard_note}
+                "guard": guard_note, "ext_failed": _ext_failed(self.fw)}
 
     def build(self, msg):
         if msg.get("function"):  # a plain function, called as it is (kgate.target.WorkerTarget)
@@ -80,8 +80,8 @@ class Worker:
                                                      eval_mode=msg.get("eval", True))
         except BaseException as e:  # noqa: BLE001
             return {"status": "raised", "message": f"{type(e).__name__}: {e}"[:2000], "traceback": _short_tb(),
-                    "compile_seconds": _compile_seconds(self.fw) - since}
-        return {"status": "ok", "compile_seconds": _compile_seconds(self.fw) - since}
+                    "compile_seconds": _compile_seconds(self.fw) - since, "ext_failed": _ext_failed(self.fw)}
+        return {"status": "ok", "compile_seconds": _compile_seconds(self.fw) - since, "ext_failed": _ext_failed(self.fw)}
 
     def call(self, msg):
         """baseline's call: the inputs in guarded buffers, the candidate's outputs back as host arrays."""
@@ -204,6 +204,14 @@ class Worker:
         from . import harness
         return harness.run_in_process(self.fw, msg["ref_code"], msg["custom_code"], msg["mode"],
                                       msg.get("trials", 5), progress=self.progress if msg.get("progress") else None)
+
+
+def _ext_failed(fw) -> list:
+    """Names of the extensions whose build failed in this worker so far (extcache.py; torch only)."""
+    if fw.NAME != "torch":
+        return []
+    from . import extcache
+    return list(extcache.stats["failed"])[:20]
 
 
 def _compile_seconds(fw) -> float:
