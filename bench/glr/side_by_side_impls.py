@@ -167,7 +167,8 @@ def load_impls(args, notes):
         try:
             t0 = time.perf_counter()
             import importlib.util
-            for mod, wheel in (("z3", "z3-solver, part 2"), ("tilelang", "part 1"), ("flash_qla", "part 2")):
+            for mod, wheel in (("z3", "z3-solver, part 1"), ("tilelang", "split across parts 1 and 2, installed with part 2"),
+                               ("flash_qla", "part 2")):
                 if importlib.util.find_spec(mod) is None:  # before importing tilelang's native libraries at all
                     raise ModuleNotFoundError(f"{mod} is not installed ({wheel} of bench/glr/anchors)")
             import flash_qla

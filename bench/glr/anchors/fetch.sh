@@ -5,11 +5,14 @@
 #
 #     bench/glr/anchors/fetch.sh
 #
-# wheels.txt beside this script names every wheel, its part and why it is there. After downloading, the script
-# prints each wheel's Requires-Dist (extras left out) and fails if a requirement is neither in wheels.txt nor in
-# the device image's package list (IMAGE_HAS below, from the device's KINDS.md), or if a part plus the tracked
+# wheels.txt beside this script names every wheel, its part (1, 2, or split) and why it is there. A split
+# wheel is downloaded into .carry/anchors-whole and cut in two pieces (<wheel>.piece1 in part 1, .piece2 in
+# part 2) sized so that the two parts are about equal; each part's SPLIT file names the whole wheel, its
+# SHA-256 and size, which install.sh checks after joining the pieces. After downloading, the script prints
+# each wheel's Requires-Dist (extras left out) and fails if a requirement is neither in wheels.txt nor in the
+# device image's package list (IMAGE_HAS below, from the device's KINDS.md), or if a part plus the tracked
 # working tree (which every device call carries too) exceeds the 64 MiB a call carries, less 1 MiB of margin.
-# A wheel in a part's folder that wheels.txt no longer puts there is removed.
+# Whatever a part's folder holds that wheels.txt no longer puts there is removed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -24,11 +27,13 @@ platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 norm() { echo "$1" | tr 'A-Z_.' 'a-z--'; }
 
 declare -A want=()
+whole="$root/.carry/anchors-whole"
+mkdir -p "$root/.carry/anchors1" "$root/.carry/anchors2" "$whole"
 while read -r part spec _; do
   [[ -z "$part" || "$part" == \#* ]] && continue
   want[$(norm "${spec%%==*}")]=$part
   dest="$root/.carry/anchors$part"
-  mkdir -p "$dest"
+  [[ "$part" == split ]] && dest=$whole
   if ls "$dest"/*.whl 2>/dev/null | grep -qi "/$(echo "${spec%%==*}" | tr '-' '_')-${spec##*==}-"; then
     echo "have $spec"
     continue
@@ -38,16 +43,41 @@ while read -r part spec _; do
   echo "got  $spec"
 done < "$here/wheels.txt"
 
+wheel_name() { norm "$(basename "$1" | cut -d- -f1)"; }
 status=0
+# Drop what wheels.txt no longer puts where it is, and the old pieces (cut again below).
+for part in 1 2; do
+  dest="$root/.carry/anchors$part"
+  rm -f "$dest"/*.piece[12] "$dest/SPLIT"
+  for w in "$dest"/*.whl; do
+    [[ -e "$w" ]] || continue
+    [[ "${want[$(wheel_name "$w")]:-}" == "$part" ]] ||
+      { echo "   removed $(basename "$w"): wheels.txt puts it in part ${want[$(wheel_name "$w")]:-none}"; rm -f "$w"; }
+  done
+done
+for w in "$whole"/*.whl; do
+  [[ -e "$w" ]] || continue
+  [[ "${want[$(wheel_name "$w")]:-}" == split ]] || { rm -f "$w"; continue; }
+  s1=$(cat "$root/.carry/anchors1"/*.whl 2>/dev/null | wc -c)
+  s2=$(cat "$root/.carry/anchors2"/*.whl 2>/dev/null | wc -c)
+  size=$(stat -c %s "$w")
+  first=$(( (s1 + s2 + size) / 2 - s1 ))
+  (( first < 0 )) && first=0
+  (( first > size )) && first=$size
+  b=$(basename "$w")
+  head -c "$first" "$w" > "$root/.carry/anchors1/$b.piece1"
+  tail -c +"$((first + 1))" "$w" > "$root/.carry/anchors2/$b.piece2"
+  for part in 1 2; do echo "$b $(sha256sum "$w" | cut -d' ' -f1) $size" >> "$root/.carry/anchors$part/SPLIT"; done
+  echo "split $b ($size bytes): $first bytes into part 1, $((size - first)) into part 2"
+done
+
 for part in 1 2; do
   dest="$root/.carry/anchors$part"
   echo "== .carry/anchors$part"
-  for w in "$dest"/*.whl; do  # wheels.txt moved this one to the other part (or dropped it)
-    name=$(norm "$(basename "$w" | cut -d- -f1)")
-    [[ "${want[$name]:-}" == "$part" ]] || { echo "   removed $(basename "$w"): wheels.txt puts it in part ${want[$name]:-none}"; rm -f "$w"; }
-  done
-  for w in "$dest"/*.whl; do
-    printf '%10d  %s\n' "$(stat -c %s "$w")" "$(basename "$w")"
+  for w in "$dest"/*.whl "$whole"/*.whl; do
+    [[ -e "$w" ]] || continue
+    [[ "$w" == "$whole"/* && "$part" == 2 ]] && continue  # a split wheel's requirements, printed once
+    printf '%10d  %s\n' "$(stat -c %s "$w")" "$(basename "$w")$([[ "$w" == "$whole"/* ]] && echo ' (split)')"
     # Requires-Dist without extras and without markers that exclude Linux / Python 3.12
     while read -r req; do
       [[ -z "$req" ]] && continue
@@ -64,8 +94,8 @@ for part in 1 2; do
       echo "            requires $req  ->  $where"
     done < <(unzip -p "$w" '*.dist-info/METADATA' | sed -n 's/^Requires-Dist: //p' | tr -d '\r')
   done
-  (cd "$dest" && sha256sum ./*.whl > SHA256SUMS)
-  total=$(du -cb "$dest"/*.whl | tail -1 | cut -f1)
+  (cd "$dest" && ls ./*.whl ./*.piece[12] 2>/dev/null | xargs -r sha256sum > SHA256SUMS)
+  total=$(cat "$dest"/*.whl "$dest"/*.piece[12] 2>/dev/null | wc -c)
   echo "   part $part: $total bytes ($((total / 1048576)) MiB; limit $limit_bytes bytes: 63 MiB less the tracked tree's $tree_bytes)"
   if (( total > limit_bytes )); then echo "   part $part is over the limit" >&2; status=1; fi
 done
