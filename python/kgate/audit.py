@@ -134,7 +134,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
           quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
           log_limit: int | None = None, file_limit: int | None = None,
-          gpu_headroom: float = DEFAULT_GPU_HEADROOM) -> dict:
+          gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
     row_seed: the exact seed of the one row key `retry` names (a record's `seed`), so its rerun draws the very
@@ -142,7 +142,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
     (the CLI sets it; off for in-process callers, whose other children it would take for strays).
     gpu_headroom: the fraction of the GPU's memory that must be free for a row to start beside other rows
-    (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits)."""
+    (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits).
+    compile_only: run the compile jobs of the rows that need one and nothing else (the extension cache and the
+    compile records are filled; no row is verified), so that a later run verifies with compilation apart."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     key, res, fresh_key = open_results(results_path, adopt_unsigned)
@@ -240,6 +242,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 c = compiled.records[r.key]
                 put(_static_record(r, c.get("status", "compile_error"), c.get("message", ""), file))
                 continue
+            if compile_only:
+                continue
             v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seeds[r.key]:016x}", "gates": gates,
                                        "call_timeout": call_timeout, "needs_compile": needs, "alone": alone},
                     row_timeout, after=after)
@@ -249,8 +253,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         job_list.sort(key=lambda j: 0 if j.kind == "compile" else 1)
         return job_list, verify_jobs
 
-    progress = None if quiet else Progress(sum(2 if r.needs_compile() and not compiled.done(r.key, r.sha) else 1
-                                               for r in todo), os.path.basename(corpus))
+    n_compile = sum(1 for r in todo if r.needs_compile() and not compiled.done(r.key, r.sha))
+    progress = None if quiet else Progress(n_compile if compile_only else n_compile + len(todo),
+                                           os.path.basename(corpus))
     by_key: dict[str, Job] = {}
 
     def on_start(job):
@@ -394,6 +399,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     if gpu_free_min:
         counts["gpu_free_min_gib"] = round(min(gpu_free_min) / 2**30, 1)
     counts["rows_in_shard"] = len(rows)
+    if compile_only:
+        counts["compile_only"] = True
+        counts["compiled_total"] = sum(1 for r in rows if r.needs_compile() and compiled.done(r.key, r.sha))
+        counts["to_compile"] = sum(1 for r in rows if r.has_candidate() and r.needs_compile())
     counts["finished_total"] = sum(1 for r in rows if res.done(r.key, r.sha))
     counts["remaining"] = len(rows) - counts["finished_total"]
     counts["seconds"] = round(time.monotonic() - t_start, 1)

@@ -151,6 +151,9 @@ def main(argv=None) -> int:
     a.add_argument("--jobs", type=_int_in("jobs", 1, 256), default=4, help="rows verified at once, 1..256")
     a.add_argument("--compile-jobs", type=_int_in("compile-jobs", 1, 256), default=8,
                    help="candidates compiled at once, 1..256")
+    a.add_argument("--compile-only", action="store_true",
+                   help="only compile: fill the extension cache and the compile records, verify nothing (a later "
+                   "run then verifies with compilation apart)")
     a.add_argument("--fw", default="torch", choices=["torch", "numpy"])
     a.add_argument("--gpu-headroom", type=_fraction_in("gpu-headroom", 0, 0.9), default=DEFAULT_GPU_HEADROOM,
                    help="fraction of the GPU's memory, 0..0.9, that must be free for a row to start beside other "
@@ -283,7 +286,8 @@ def _run(args) -> int:
                            gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
                            ext_cache=args.ext_cache, limit=args.limit, keys=only, retry=retry, quiet=args.quiet,
                            harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
-                           file_limit=args.file_limit, gpu_headroom=args.gpu_headroom)
+                           file_limit=args.file_limit, gpu_headroom=args.gpu_headroom,
+                           compile_only=args.compile_only)
         except (RetryError, TrustError) as e:
             raise BadArgument(str(e)) from None
         from . import report

@@ -148,8 +148,10 @@ def summary_text(paths) -> str:
 # told apart by its pid in the attempts journal `<stem>.attempts.jsonl`), the wall seconds from its first
 # attempt's start to its last attempt's end, and the rows whose current record it wrote in that span
 # (record `written_at` inside it): rows finished (any status; a row without a candidate gets its record
-# before the first attempt and is not counted), and of them audited (status ok). Rates are per wall minute
-# of that span; "all" sums the spans and the rows.
+# before the first attempt and is not counted), and of them audited (status ok); and the compile and verify
+# attempts it started. Rates are per wall minute of that span; "all" sums the spans and the rows. A run that
+# started no verify attempt is a compile-only run (`kgate audit --compile-only`); where there is one, the line
+# "verifying runs" sums the others: the rate with compilation apart.
 
 def throughput(results_path: str, recs: list[dict]) -> list[dict]:
     """The spans of the runs that wrote results_path's records `recs` (see above)."""
@@ -158,11 +160,13 @@ def throughput(results_path: str, recs: list[dict]) -> list[dict]:
         return []
     runs: dict = {}
     pid_of: dict = {}
+    kinds: dict = defaultdict(Counter)
     for _, e, _ in _parse_lines(journal):
         if e is None or not isinstance(e.get("t"), (int, float)):
             continue
         if e.get("event") == "start":
             pid_of[e.get("id")] = e.get("pid")
+            kinds[e.get("pid")][e.get("kind")] += 1
         pid = e.get("pid") if e.get("event") == "start" else pid_of.get(e.get("id"))
         if pid is None:
             continue
@@ -173,20 +177,28 @@ def throughput(results_path: str, recs: list[dict]) -> list[dict]:
     for pid, (lo, hi) in sorted(runs.items(), key=lambda kv: kv[1][0]):
         done = [r for r in mine if lo <= r["written_at"] <= hi + 1.0]
         out.append({"pid": pid, "start": lo, "seconds": hi - lo, "rows": len(done),
-                    "audited": sum(1 for r in done if r.get("status") == "ok")})
+                    "audited": sum(1 for r in done if r.get("status") == "ok"),
+                    "compile": kinds[pid]["compile"], "verify": kinds[pid]["verify"]})
     return out
 
 
 def throughput_text(path: str, spans: list[dict]) -> str:
     def rate(n, secs):
         return f"{60.0 * n / secs:.1f}" if secs > 0 else "-"
-    rows = [[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s["start"])), f"{s['seconds']:.0f}", s["rows"],
-             s["audited"], rate(s["rows"], s["seconds"]), rate(s["audited"], s["seconds"])] for s in spans]
-    secs, n, a = sum(s["seconds"] for s in spans), sum(s["rows"] for s in spans), sum(s["audited"] for s in spans)
-    rows.append(["all", f"{secs:.0f}", n, a, rate(n, secs), rate(a, secs)])
+    def line(name, group):
+        secs, n, a = (sum(s[k] for s in group) for k in ("seconds", "rows", "audited"))
+        return [name, f"{secs:.0f}", sum(s.get("compile", 0) for s in group), sum(s.get("verify", 0) for s in group),
+                n, a, rate(n, secs), rate(a, secs)]
+    rows = [line(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s["start"]))
+                 + (" compile only" if s.get("compile") and not s.get("verify") else ""), [s]) for s in spans]
+    rows.append(line("all", spans))
+    verifying = [s for s in spans if s.get("verify") or not s.get("compile")]
+    if len(verifying) < len(spans):
+        rows.append(line("verifying runs", verifying))
     return (f"throughput ({os.path.basename(stem(path))}.attempts.jsonl: each audit run from its first attempt to "
             f"its last, the rows whose record it wrote)\n"
-            + table(["run (UTC)", "wall s", "rows finished", "audited", "rows/min", "audited/min"], rows))
+            + table(["run (UTC)", "wall s", "compile jobs", "verify jobs", "rows finished", "audited", "rows/min",
+                     "audited/min"], rows))
 
 
 def sweep_rows(recs):

@@ -185,8 +185,10 @@ def test_report_renders_from_results_alone(workdir):
     assert "throughput (out.attempts.jsonl" in r.stdout, r.stdout
     runs = [line.split() for line in r.stdout.splitlines() if line[:4].isdigit() and line[4:5] == "-"]
     total = next(line.split() for line in r.stdout.splitlines() if line.startswith("all "))
-    assert len(runs) == 1 and runs[0][3:5] == total[2:4] == [str(len(names)), str(sum(x["status"] == "ok" for x in recs))]
-    secs, rate = float(total[1]), float(total[4])  # seconds printed rounded to 1 s, the rate to 0.1
+    # columns: run (date time) | wall s | compile jobs | verify jobs | rows finished | audited | rows/min | audited/min
+    assert len(runs) == 1 and runs[0][5:7] == total[4:6] == [str(len(names)), str(sum(x["status"] == "ok" for x in recs))]
+    assert runs[0][3:5] == total[2:4] == ["0", str(len(names))]
+    secs, rate = float(total[1]), float(total[6])  # seconds printed rounded to 1 s, the rate to 0.1
     assert 60 * len(names) / (secs + 0.5) - 0.05 <= rate <= 60 * len(names) / max(secs - 0.5, 1e-3) + 0.05
     page = (workdir / "r.html").read_text()
     assert page.count("<svg") == 4 and "threshold sweep" in page
@@ -317,3 +319,26 @@ def test_rows_run_with_their_levels_spread_over_the_run():
         for lv, share in ((1, 0.5), (2, 1 / 3), (3, 1 / 6)):
             assert abs(sum(r.level == lv for r in window) - 12 * share) <= 1.5, (start, lv)
     assert spread_levels([]) == []
+
+
+def test_compile_only_compiles_and_verifies_nothing_then_the_audit_verifies_with_compilation_apart(workdir):
+    rows = control_rows(["correct_tanh_scale", "correct_softmax"])
+    # marked for the compile phase (the marker in a comment is enough); the other row needs no compile job
+    rows[0] = dict(rows[0], custom_code="# load_inline\n" + rows[0]["custom_code"])
+    corpus = write_corpus(workdir / "c.jsonl", rows)
+    r = run_cli("audit", corpus, "--results", "out.jsonl", "--compile-only", *FAST)
+    assert r.returncode == 0, r.stderr
+    assert not (workdir / "out.jsonl").exists() or read_jsonl(workdir / "out.jsonl") == []
+    comp = read_jsonl(workdir / "out.compile.jsonl")
+    assert [c["key"] for c in comp] == ["c/L1/T1"] and comp[0]["status"] == "ok", comp
+    assert "'compile_only': True" in r.stderr and "'compiled_total': 1" in r.stderr, r.stderr[-2000:]
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST)
+    assert r.returncode == 0, r.stderr
+    assert sorted(x["key"] for x in read_jsonl(workdir / "out.jsonl")) == ["c/L1/T1", "c/L2/T2"]
+    assert len(read_jsonl(workdir / "out.compile.jsonl")) == 1   # not compiled again
+    lines = r.stdout.splitlines()
+    first = next(l.split() for l in lines if l[:4].isdigit() and "compile only" in l)
+    second = next(l.split() for l in lines if l[:4].isdigit() and "compile only" not in l)
+    assert first[5:7] == ["1", "0"] and second[3:5] == ["0", "2"], lines   # compile/verify jobs of each run
+    verifying = next(l.split() for l in lines if l.startswith("verifying runs"))
+    assert verifying[3:8] == ["0", "2", "2", "2", second[7]], verifying
