@@ -527,6 +527,13 @@ def main(argv=None):
                 if inp is None:
                     inp = make_inputs(s, args.seed)  # the same tensors for every implementation
                 r = measure(impls[name], s, inp, args)
+                try:
+                    path = impls[name].describe(inp)
+                except Exception as e:  # noqa: BLE001 - a note, never the row's result
+                    path = f"path unknown: {one_line(e)}"
+                if path:
+                    r["path"] = path
+                    log(f"{s['name']} {name}: {path}")
                 rows.append(rep.result(s["name"], name, **r))
                 log(f"{s['name']} {name}: fwd {r['fwd_ms']:.3f} ms, fwd+bwd {r['fwdbwd_ms']:.3f} ms, saved "
                     f"{r['saved_bytes'] / 2**20:.0f} MiB, first calls {r['first_fwd_s']:.1f} / "

@@ -61,8 +61,10 @@ def bypass_fla_hopper_guard():
 
 
 class Impl:
-    def __init__(self, name, fn, version, limits=None):
+    def __init__(self, name, fn, version, limits=None, describe=None):
         self.name, self.fn, self.version, self.limits = name, fn, version, limits or (lambda s: None)
+        # describe(inputs): which kernels it runs on for these inputs, in words, or None (unknown)
+        self.describe = describe or (lambda inp: None)
 
 
 def glr_source_stamp():
@@ -136,8 +138,13 @@ def load_glr(args, notes, build=None):
         raise RuntimeError(note)
     sys.path.insert(0, args.glr_site)
     import glr
+
+    def paths(inp):  # glr's own answer to which kernels each pass runs, and why (its sm90 path or the blocks)
+        a = dict(g=inp["g"], beta=inp["beta"], scale=inp["scale"], cu_seqlens=inp["cu"])
+        return (f"glr fwd: {glr.forward_path(inp['q'], inp['k'], inp['v'], **a)}; "
+                f"bwd: {glr.backward_path(inp['q'], inp['k'], inp['v'], **a)}")
     return Impl("glr", lambda q, k, v, g, b, scale, cu: glr.chunk_gated_delta_rule(
-        q, k, v, g, b, scale=scale, cu_seqlens=cu)[0], f"glr ({glr.__file__})")
+        q, k, v, g, b, scale=scale, cu_seqlens=cu)[0], f"glr ({glr.__file__})", describe=paths)
 
 
 def load_impls(args, notes):

@@ -131,7 +131,8 @@ def markdown_tables(rows, shapes, peak_tflops):
            "fwd+bwd x FlashQLA | first call s (fwd / fwd+bwd) | note |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        note = f"{r['status']}: {r['reason']}" if r["status"] != "ok" else r.get("warning", "")
+        note = f"{r['status']}: {r['reason']}" if r["status"] != "ok" else \
+            "; ".join(x for x in (r.get("warning"), r.get("path")) if x)
         first = "-"
         if r.get("first_fwd_s") is not None or r.get("first_fwdbwd_s") is not None:
             first = f"{_num(r.get('first_fwd_s'), '.1f')} / {_num(r.get('first_fwdbwd_s'), '.1f')}"

@@ -295,3 +295,12 @@ def test_the_report_says_which_fla_backend_took_calls():
     meta["fla_backend_log"] = ["[FLA Backend] gated_delta_rule.chunk_gated_delta_rule -> flash_qla"] * 2
     md = rep.report(meta, [], [], rep.SHAPES)
     assert md.count("-> flash_qla") == 1 and "own Triton functions ran" not in md
+
+
+def test_the_kernels_a_timed_row_ran_on_reach_the_table():
+    rows = [rep.result(B8["name"], "glr", fwd_ms=1.0, fwdbwd_ms=50.0, warning="non-finite values in the output",
+                       path="glr fwd: sm90: bf16; bwd: blocks: sm90 backward not taken: beta, dbeta not fp32")]
+    md = rep.markdown_tables(rows, [B8], 800.0)
+    line = next(l for l in md.splitlines() if l.startswith(f"| {B8['name']} | glr"))
+    assert line.rstrip(" |").endswith("non-finite values in the output; glr fwd: sm90: bf16; bwd: blocks: sm90 "
+                                      "backward not taken: beta, dbeta not fp32"), line
