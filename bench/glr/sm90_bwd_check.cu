@@ -305,8 +305,8 @@ bool check(const Problem& p, std::uint64_t seed) {
   for (int vt : {64, 32, 16}) {  // the state slice widths of the h and dh kernels (the launcher picks one by B H)
     buf.run_poisoned(vt);
     const Err e[6] = {error_of(buf.a.dq, r.dq, tok * KD), error_of(buf.a.dk, r.dk, tok * KD),
-                      error_of(buf.a.dv, r.dv, tok * VD), error_of(buf.a.dg, r.dg, tok),
-                      error_of(buf.a.dbeta, r.dbeta, tok), p.h0 ? error_of(buf.a.dh0, r.dh0, hs) : Err{}};
+                      error_of(buf.a.dv, r.dv, tok * VD), error_of(static_cast<const float*>(buf.a.dg), r.dg, tok),
+                      error_of(static_cast<const float*>(buf.a.dbeta), r.dbeta, tok), p.h0 ? error_of(buf.a.dh0, r.dh0, hs) : Err{}};
     // Second run, outputs poisoned again: bitwise equal.
     const std::size_t bytes[6] = {static_cast<std::size_t>(tok) * KD * 2, static_cast<std::size_t>(tok) * KD * 2,
                                   static_cast<std::size_t>(tok) * VD * 2, static_cast<std::size_t>(tok) * 4,

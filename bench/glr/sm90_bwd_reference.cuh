@@ -25,6 +25,10 @@ struct RefOut {
 };
 
 __device__ __forceinline__ double bfd(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
+// g or beta at token i, fp32 or bf16 as the arguments say (GdnBwdArgs::g_bf16, beta_bf16).
+__device__ __forceinline__ double scal(const void* p, bool bf16, std::int64_t i) {
+  return bf16 ? bfd(static_cast<const __nv_bfloat16*>(p)[i]) : static_cast<double>(static_cast<const float*>(p)[i]);
+}
 
 // One forward step on column c: S_t[:, c] from S_{t-1}[:, c] (in and out may alias).
 __device__ __forceinline__ void ref_step(const double* Sin, double* Sout, const double* ks, double e, double bt,
@@ -68,7 +72,7 @@ __global__ void __launch_bounds__(128) reference(GdnBwdArgs a, RefOut r) {
     // within a block, step in place in the next checkpoint slot (its column c is this thread's alone)
     if (t % 64 == 0)
       for (int d = 0; d < KD; ++d) Sout[d * VD + c] = Sin[d * VD + c];
-    ref_step(Sout, Sout, ks, exp(static_cast<double>(a.g[tok(t)])), a.beta[tok(t)], vs[c], c);
+    ref_step(Sout, Sout, ks, exp(scal(a.g, a.g_bf16, tok(t))), scal(a.beta, a.beta_bf16, tok(t)), vs[c], c);
   }
   for (int d = 0; d < KD; ++d)
     dS[d * LDS + c] = a.dht ? static_cast<double>(a.dht[static_cast<std::int64_t>(bh) * KV + d * VD + c]) : 0.0;
@@ -78,12 +82,12 @@ __global__ void __launch_bounds__(128) reference(GdnBwdArgs a, RefOut r) {
     for (int t = b0; t < b1; ++t) {
       load_tok(t);
       ref_step(bl + static_cast<std::int64_t>(t - b0) * KV, bl + static_cast<std::int64_t>(t - b0 + 1) * KV, ks,
-               exp(static_cast<double>(a.g[tok(t)])), a.beta[tok(t)], vs[c], c);
+               exp(scal(a.g, a.g_bf16, tok(t))), scal(a.beta, a.beta_bf16, tok(t)), vs[c], c);
     }
     for (int t = b1 - 1; t >= b0; --t) {
       load_tok(t);
       const std::int64_t tk = tok(t);
-      const double e = exp(static_cast<double>(a.g[tk])), bt = a.beta[tk];
+      const double e = exp(scal(a.g, a.g_bf16, tk)), bt = scal(a.beta, a.beta_bf16, tk);
       const double* Sp = bl + static_cast<std::int64_t>(t - b0) * KV;      // S_{t-1}
       const double* St = bl + static_cast<std::int64_t>(t - b0 + 1) * KV;  // S_t
       // thread = column c

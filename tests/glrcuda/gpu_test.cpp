@@ -9,7 +9,7 @@
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
 //     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
 //   * the backward's dispatch (cuda::backward_path): bf16 K = V = 128 dense Gated DeltaNet and DeltaNet calls with
-//     HV = H take the sm90 tensor-core backward on an sm_90 device; the same checks, T up to 4096, the refusal
+//     HV = H (g and beta fp32 or bf16) take the sm90 tensor-core backward on an sm_90 device; the same checks, T up to 4096, the refusal
 //     reasons, GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
 // When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
 // so one log says which stage broke.
@@ -476,7 +476,8 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
 }
 
 // The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV = H take the
-// sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096); every gradient against
+// sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
+// and bf16 at two shapes: the sm90 backward takes either since 2026-12-04); every gradient against
 // the float64 oracle within its path's bound, the two paths within the sum of their bounds, the sm90 path bitwise
 // deterministic and independent of the workspace's previous contents. Then the calls it refuses, each with its
 // reason, and the overrides.
@@ -492,6 +493,12 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
   std::uint64_t salt = 1400;
   for (Member m : {Member::gated_deltanet, Member::deltanet})
     for (const Shape& sh : fast_shapes) cases.push_back(make_case(m, sh, {DType::bf16}, {}, test_seed(salt++)));
+  // bf16 g, beta, dg, dbeta (Dtypes::gate sets all four; the emulator check tests/glr_sm90/emu_bwd_check.cpp and
+  // glrcuda_dispatch_tests cover g and beta in different dtypes). Their own seeds: the cases below keep theirs.
+  std::uint64_t salt_bf16 = 1450;
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape* sh : {&fast_shapes[0], &fast_shapes[1]})
+      cases.push_back(make_case(m, *sh, {DType::bf16, DType::bf16}, {}, test_seed(salt_bf16++)));
   std::vector<std::future<Results>> refs;
   for (const Case& c : cases) refs.push_back(std::async(std::launch::async, [&c] { return oracle(c, true); }));
   int fast = 0;
@@ -558,7 +565,6 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {Member::gated_deltanet, {"K64", 1, 130, 1, 1, 64, 64, {}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
       {Member::gated_deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
       {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},
-      {Member::gated_deltanet, k128, {DType::bf16, DType::bf16, DType::f32}, {}, "fp32"},
       {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
       {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
       {Member::gated_deltanet, {"K128_HV2H", 1, 130, 1, 2, 128, 128, {}, true}, {DType::bf16}, {}, "grouped value heads"},

@@ -30,16 +30,18 @@ GdnBwdArgs args_of(const Problem& p) {
   a.k = static_cast<const __nv_bfloat16*>(p.k.p);
   a.v = static_cast<const __nv_bfloat16*>(p.v.p);
   a.gate = p.gate == kGatePerToken ? 1 : 0;
-  a.g = a.gate ? static_cast<const float*>(p.g.p) : nullptr;
-  a.beta = static_cast<const float*>(p.beta.p);
+  a.g = a.gate ? p.g.p : nullptr;
+  a.g_bf16 = a.gate && p.g.dt == DType::bf16;  // dg in g's dtype (backward_refusal checks it)
+  a.beta = p.beta.p;
+  a.beta_bf16 = p.beta.dt == DType::bf16;
   a.h0 = static_cast<const float*>(p.h0.p);
   a.dout = static_cast<const __nv_bfloat16*>(p.dout.p);
   a.dht = static_cast<const float*>(p.dht.p);
   a.dq = static_cast<__nv_bfloat16*>(p.dq.p);
   a.dk = static_cast<__nv_bfloat16*>(p.dk.p);
   a.dv = static_cast<__nv_bfloat16*>(p.dv.p);
-  a.dg = a.gate ? static_cast<float*>(p.dg.p) : nullptr;
-  a.dbeta = static_cast<float*>(p.dbeta.p);
+  a.dg = a.gate ? p.dg.p : nullptr;
+  a.dbeta = p.dbeta.p;
   a.dh0 = static_cast<float*>(p.dh0.p);
   a.B = static_cast<int>(p.B);
   a.T = static_cast<int>(p.T);
@@ -63,9 +65,14 @@ std::string backward_refusal(const Problem& p) {
   if (p.q.dt != DType::bf16 || p.k.dt != DType::bf16 || p.v.dt != DType::bf16 || p.dout.dt != DType::bf16 ||
       p.dq.dt != DType::bf16 || p.dk.dt != DType::bf16 || p.dv.dt != DType::bf16)
     return "q, k, v, dout, dq, dk, dv not all bf16";
-  if ((p.gate == kGatePerToken && (p.g.dt != DType::f32 || p.dg.dt != DType::f32)) || p.beta.dt != DType::f32 ||
-      p.dbeta.dt != DType::f32)
-    return p.gate == kGatePerToken ? "g, beta, dg, dbeta not all fp32" : "beta, dbeta not fp32";
+  // g and beta each fp32 or bf16, dg and dbeta in their dtypes (setup_backward's rule; f16 needs f16 q, refused
+  // above; f64 only in the emulator's wide dtypes).
+  auto f32_or_bf16 = [](DType t) { return t == DType::f32 || t == DType::bf16; };
+  if (p.gate == kGatePerToken && (!f32_or_bf16(p.g.dt) || p.dg.dt != p.g.dt))
+    return std::string("g ") + name_of(p.g.dt) + ", dg " + name_of(p.dg.dt) + " (takes fp32 or bf16 g, dg in g's dtype)";
+  if (!f32_or_bf16(p.beta.dt) || p.dbeta.dt != p.beta.dt)
+    return std::string("beta ") + name_of(p.beta.dt) + ", dbeta " + name_of(p.dbeta.dt) +
+           " (takes fp32 or bf16 beta, dbeta in beta's dtype)";
   if ((p.h0.p && p.h0.dt != DType::f32) || (p.dht.p && p.dht.dt != DType::f32) || (p.dh0.p && p.dh0.dt != DType::f32))
     return "states not fp32";
   if (p.HV != p.H)

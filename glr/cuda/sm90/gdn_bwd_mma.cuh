@@ -1,8 +1,12 @@
 // glr/cuda/sm90/gdn_bwd_mma.cuh: Gated DeltaNet backward on the tensor cores (issue 16 item 1, backward slice).
 //
-// bf16 q, k, v, do; fp32 g (log-decay per token and head) and beta; K = V = 128; chunk C = 64; fp32
-// accumulation (mma.sync m16n8k16 bf16 -> fp32). Dense layouts as the forward (gdn_fwd_mma.cuh): q, k, v, do,
-// dq, dk, dv (B, T, H, 128) bf16; g, beta, dg, dbeta (B, T, H) fp32; h0, dht, dh0 (B, H, K, V) fp32, optional.
+// bf16 q, k, v, do; g (log-decay per token and head) and beta fp32 or bf16, each on its own (g_bf16, beta_bf16:
+// flash-linear-attention passes bf16 beta with fp32 g); K = V = 128; chunk C = 64; fp32 accumulation (mma.sync
+// m16n8k16 bf16 -> fp32). Dense layouts as the forward (gdn_fwd_mma.cuh): q, k, v, do, dq, dk, dv (B, T, H, 128)
+// bf16; g, beta, dg, dbeta (B, T, H), dg in g's dtype and dbeta in beta's (the bf16 ones rounded once, to nearest
+// even, from the fp32 result); h0, dht, dh0 (B, H, K, V) fp32, optional. Only the wy kernel reads g and beta (into
+// the fp32 G and Bc of the workspace) and only the chunk kernel's phase 3 writes dg and dbeta: the dtypes change
+// nothing else, so dq, dk, dv, dh0 of bf16 g / beta equal bit for bit those of fp32 g / beta holding the same values.
 // DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
 //
 // Per chunk (G = in-chunk cumsum of g, Gamma_ij = e^{G_i - G_j}, T = (I + L)^-1 as in the forward, h the state
@@ -39,20 +43,22 @@ struct GdnBwdArgs {
   const __nv_bfloat16* q = nullptr;     // (B, T, H, K)
   const __nv_bfloat16* k = nullptr;     // (B, T, H, K)
   const __nv_bfloat16* v = nullptr;     // (B, T, H, V)
-  const float* g = nullptr;             // (B, T, H)
-  const float* beta = nullptr;          // (B, T, H)
+  const void* g = nullptr;              // (B, T, H) fp32, or bf16 with g_bf16
+  const void* beta = nullptr;           // (B, T, H) fp32, or bf16 with beta_bf16
   const float* h0 = nullptr;            // (B, H, K, V) or null
   const __nv_bfloat16* dout = nullptr;  // (B, T, H, V)
   const float* dht = nullptr;           // (B, H, K, V) or null
   __nv_bfloat16* dq = nullptr;          // (B, T, H, K)
   __nv_bfloat16* dk = nullptr;          // (B, T, H, K)
   __nv_bfloat16* dv = nullptr;          // (B, T, H, V)
-  float* dg = nullptr;                  // (B, T, H)
-  float* dbeta = nullptr;               // (B, T, H)
+  void* dg = nullptr;                   // (B, T, H) in g's dtype
+  void* dbeta = nullptr;                // (B, T, H) in beta's dtype
   float* dh0 = nullptr;                 // (B, H, K, V) or null
   int B = 0, T = 0, H = 0;
   float scale = 0.f;
   int gate = 1;  // 1: g per token and head (Gated DeltaNet); 0: g = 0 (DeltaNet): g and dg unused, may be null
+  bool g_bf16 = false;     // g and dg bf16 (else fp32)
+  bool beta_bf16 = false;  // beta and dbeta bf16 (else fp32)
   int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
   // workspace, carved by gdn_bwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
   __nv_bfloat16* Tm = nullptr;  // (B, H, NT, C, C) T = (I + L)^-1
@@ -119,6 +125,8 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.g = a.gate == 0 ? nullptr : a.g;
   f.gate = a.gate;  // 0: the wy kernel reads no g and leaves G = 0
   f.beta = a.beta;
+  f.g_bf16 = a.g_bf16;  // the wy kernel widens bf16 g and beta to the fp32 G and Bc (load_scalar)
+  f.beta_bf16 = a.beta_bf16;
   f.B = a.B;
   f.T = a.T;
   f.H = a.H;
@@ -127,6 +135,14 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.G = a.G;
   f.Bc = a.Bc;
   return f;
+}
+
+// Store x at p[i]: fp32, or with bf16 rounded once to nearest even (dg and dbeta in their inputs' dtype).
+__device__ __forceinline__ void store_scalar(void* p, bool bf16, std::int64_t i, float x) {
+  if (bf16)
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+  else
+    static_cast<float*>(p)[i] = x;
 }
 
 // A hint: bring the 128-byte line holding p into L2 (prefetch.global.L2); nothing under the host emulator.
@@ -1051,7 +1067,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     s.t3[i] = i < len ? t3 : 0.f;
     float dbv = 0.f;
     for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
-    if (i < len) a.dbeta[tok0 + static_cast<std::int64_t>(i) * a.H] = quad(1) - egi * r2 + dbv;
+    if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * a.H, quad(1) - egi * r2 + dbv);
   }
   __syncthreads();
   if (warp == 0) {
@@ -1089,8 +1105,8 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     if (lane == 0) excl = 0.f;
     const float s0 = excl + x0 + s.t3[i0], s1 = excl + x0 + x1 + s.t3[i0 - 1];
     if (a.gate != 0) {  // DeltaNet: no g, so no dg (dG is formed and dropped; dbeta does not read it)
-      if (i0 < len) a.dg[tok0 + static_cast<std::int64_t>(i0) * a.H] = s0;
-      if (i0 - 1 < len) a.dg[tok0 + static_cast<std::int64_t>(i0 - 1) * a.H] = s1;
+      if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * a.H, s0);
+      if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * a.H, s1);
     }
   }
 }
@@ -1132,8 +1148,8 @@ inline int gdn_bwd_slice_width(int BH) { return state_slice_width(BH, gdn::DV); 
 #endif  // __CUDACC__
 
 // Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, B H <= 65535, gate 0 or 1, every
-// tensor present that the member reads or writes, 16-byte aligned q, k, v, dout; 4-byte aligned dq, dk, dv, g,
-// beta, dg, dbeta; 8-byte aligned h0, dht, dh0; the workspace carved (gdn_bwd_workspace_carve) from a 16-byte
+// tensor present that the member reads or writes, 16-byte aligned q, k, v, dout; 4-byte aligned dq, dk, dv; g,
+// beta, dg, dbeta aligned to their elements (4 bytes fp32, 2 bf16); 8-byte aligned h0, dht, dh0; the workspace carved (gdn_bwd_workspace_carve) from a 16-byte
 // aligned block. Shared by gdn_bwd_mma and glr's dispatch (glr/cuda/sm90/backward.cu).
 inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
@@ -1144,10 +1160,10 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       !a.dbeta)
     return "a null tensor";
   if (misaligned(a.q, 16) || misaligned(a.k, 16) || misaligned(a.v, 16) || misaligned(a.dout, 16) ||
-      misaligned(a.dq, 4) || misaligned(a.dk, 4) || misaligned(a.dv, 4) || misaligned(a.g, 4) ||
-      misaligned(a.beta, 4) || misaligned(a.dg, 4) || misaligned(a.dbeta, 4) || misaligned(a.h0, 8) ||
-      misaligned(a.dht, 8) || misaligned(a.dh0, 8))
-    return "alignment (q, k, v, dout 16 bytes; dq, dk, dv, g, beta, dg, dbeta 4; h0, dht, dh0 8)";
+      misaligned(a.dq, 4) || misaligned(a.dk, 4) || misaligned(a.dv, 4) || misaligned(a.g, a.g_bf16 ? 2 : 4) ||
+      misaligned(a.beta, a.beta_bf16 ? 2 : 4) || misaligned(a.dg, a.g_bf16 ? 2 : 4) ||
+      misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
+    return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
   if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16))
