@@ -475,7 +475,7 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV = H take the
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls (HV a multiple of H) take the
 // sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096); every gradient against
 // the float64 oracle within its path's bound, the two paths within the sum of their bounds, the sm90 path bitwise
 // deterministic and independent of the workspace's previous contents. Then the calls it refuses, each with its
@@ -487,6 +487,8 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {"K128_B2_T1000_H2", 2, 1000, 2, 2, 128, 128, {}, true},
       {"K128_B3_T1_no_states", 3, 1, 1, 1, 128, 128, {}, false},
       {"K128_T4096_H4_states", 1, 4096, 4, 4, 128, 128, {}, true},
+      {"K128_B2_T1000_H2_HV4_states", 2, 1000, 2, 4, 128, 128, {}, true},  // grouped value heads (HV = 2H)
+      {"K128_T300_H1_HV4_no_states", 1, 300, 1, 4, 128, 128, {}, false},   // HV = 4H
   };
   std::vector<Case> cases;
   std::uint64_t salt = 1400;
@@ -561,7 +563,7 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {Member::gated_deltanet, k128, {DType::bf16, DType::bf16, DType::f32}, {}, "fp32"},
       {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
       {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"K128_HV2H", 1, 130, 1, 2, 128, 128, {}, true}, {DType::bf16}, {}, "grouped value heads"},
+      {Member::gated_deltanet, {"K128_varlen_HV2H", 1, 130, 1, 2, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
       {Member::deltanet, {"K128_varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
   };
   for (const Fallback& f : fallbacks) {
