@@ -39,8 +39,18 @@ TEST(BackwardDispatch, Sm90TakesGatedDeltaNetAndDeltaNetBf16K128Dense) {
   const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
   for (Member m : {Member::gated_deltanet, Member::deltanet})
     for (const Shape& s : {kK128, Shape{"B3_T1_H2_no_states", 3, 1, 2, 2, 128, 128, {}, false},
-                           Shape{"B2_T1000_H4", 2, 1000, 4, 4, 128, 128, {}, true},
-                           Shape{"HV2H", 1, 130, 1, 2, 128, 128, {}, true},  // grouped value heads
+                           Shape{"B2_T1000_H4", 2, 1000, 4, 4, 128, 128, {}, true}}) {
+      const Case c = make_case(m, s, {DType::bf16}, {}, 7);
+      EXPECT_EQ(refusal(c), "") << c.describe();
+    }
+}
+
+// Grouped value heads (HV a multiple of H) on dense batches: value head hv reads q/k head hv / (HV / H), and a
+// group kernel sums dq, dk over each group in a fixed order. Packed sequences stay refused (below).
+TEST(BackwardDispatch, Sm90TakesGroupedValueHeadsDense) {
+  const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& s : {Shape{"HV2H", 1, 130, 1, 2, 128, 128, {}, true},
                            Shape{"B2_T100_H2_HV8", 2, 100, 2, 8, 128, 128, {}, false}}) {
       const Case c = make_case(m, s, {DType::bf16}, {}, 7);
       EXPECT_EQ(refusal(c), "") << c.describe();

@@ -475,7 +475,7 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls (HV a multiple of H) take the
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV = H take the
 // sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096); every gradient against
 // the float64 oracle within its path's bound, the two paths within the sum of their bounds, the sm90 path bitwise
 // deterministic and independent of the workspace's previous contents. Then the calls it refuses, each with its
