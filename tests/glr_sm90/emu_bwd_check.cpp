@@ -57,7 +57,9 @@ struct Shape {
                   // the exact dg, dv and dh0 stay finite (the state before a token does not hold its v); only
                   // those are checked. 3: g = -Inf (a legal decay, the state reset) at token T / 2 of every
                   // sequence: every output stays finite, all are checked
+  int HV = 0;  // value heads (grouped value heads: a multiple of H, value head hv reads q/k head hv / (HV / H)); 0: H
   bool deltanet() const { return std::isinf(mu) && mu > 0; }
+  int hv() const { return HV > 0 ? HV : H; }
 };
 
 struct Inputs {
@@ -73,40 +75,44 @@ double f(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
 
 // float64 recurrence: S_t = e^{g_t} S_{t-1} + k_t u_t^T, u_t = beta_t (v_t - e^{g_t} S_{t-1}^T k_t),
 // o_t = scale S_t^T q_t; reverse-time backward with all states kept (T is small here).
+// Grouped value heads: value head hv runs this recurrence on q/k head hv / (HV / H); dq and dk of a q/k head are
+// the sums over its group's value heads.
 Grads reference(const Shape& p, const Inputs& in, double scale) {
-  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H;
+  const int HV = p.hv(), grp = HV / p.H;
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, vtok = static_cast<std::size_t>(p.B) * p.T * HV;
   Grads r;
   r.dq.assign(tok * KD, 0);
   r.dk.assign(tok * KD, 0);
-  r.dv.assign(tok * VD, 0);
-  r.dg.assign(tok, 0);
-  r.dbeta.assign(tok, 0);
-  r.dh0.assign(static_cast<std::size_t>(p.B) * p.H * KD * VD, 0);
+  r.dv.assign(vtok * VD, 0);
+  r.dg.assign(vtok, 0);
+  r.dbeta.assign(vtok, 0);
+  r.dh0.assign(static_cast<std::size_t>(p.B) * HV * KD * VD, 0);
   const int KV = KD * VD;
   for (int b = 0; b < p.B; ++b)
-    for (int h = 0; h < p.H; ++h) {
-      const std::size_t bh = static_cast<std::size_t>(b) * p.H + h;
-      auto at = [&](int t) { return (static_cast<std::size_t>(b) * p.T + t) * p.H + h; };
+    for (int h = 0; h < HV; ++h) {
+      const std::size_t bh = static_cast<std::size_t>(b) * HV + h;
+      auto at = [&](int t) { return (static_cast<std::size_t>(b) * p.T + t) * HV + h; };
+      auto qat = [&](int t) { return (static_cast<std::size_t>(b) * p.T + t) * p.H + h / grp; };
       std::vector<std::vector<double>> S(p.T + 1, std::vector<double>(KV, 0.0));
       if (p.h0)
         for (int i = 0; i < KV; ++i) S[0][i] = in.h0[bh * KV + i];
       for (int t = 0; t < p.T; ++t) {
-        const std::size_t tk = at(t);
+        const std::size_t tk = at(t), tq = qat(t);
         const double e = std::exp(static_cast<double>(in.g[tk])), bt = in.beta[tk];
         for (int c = 0; c < VD; ++c) {
           double kS = 0;
-          for (int d = 0; d < KD; ++d) kS += f(in.k[tk * KD + d]) * S[t][d * VD + c];
+          for (int d = 0; d < KD; ++d) kS += f(in.k[tq * KD + d]) * S[t][d * VD + c];
           const double u = bt * (f(in.v[tk * VD + c]) - e * kS);
-          for (int d = 0; d < KD; ++d) S[t + 1][d * VD + c] = e * S[t][d * VD + c] + f(in.k[tk * KD + d]) * u;
+          for (int d = 0; d < KD; ++d) S[t + 1][d * VD + c] = e * S[t][d * VD + c] + f(in.k[tq * KD + d]) * u;
         }
       }
       std::vector<double> dS(KV, 0.0), P(KV), dP(KV), rr(VD), u(VD), du(VD);
       if (p.dht)
         for (int i = 0; i < KV; ++i) dS[i] = in.dht[bh * KV + i];
       for (int t = p.T - 1; t >= 0; --t) {
-        const std::size_t tk = at(t);
+        const std::size_t tk = at(t), tq = qat(t);
         const double e = std::exp(static_cast<double>(in.g[tk])), bt = in.beta[tk];
-        const __nv_bfloat16 *q = &in.q[tk * KD], *k = &in.k[tk * KD], *v = &in.v[tk * VD], *dO = &in.dout[tk * VD];
+        const __nv_bfloat16 *q = &in.q[tq * KD], *k = &in.k[tq * KD], *v = &in.v[tk * VD], *dO = &in.dout[tk * VD];
         for (int i = 0; i < KV; ++i) P[i] = e * S[t][i];
         for (int c = 0; c < VD; ++c) {
           double acc = 0;
@@ -121,12 +127,12 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
             dS[d * VD + c] += scale * f(q[d]) * f(dO[c]);
             acc += St[d * VD + c] * f(dO[c]);
           }
-          r.dq[tk * KD + d] = scale * acc;
+          r.dq[tq * KD + d] += scale * acc;
         }
         for (int d = 0; d < KD; ++d) {
           double acc = 0;
           for (int c = 0; c < VD; ++c) acc += dS[d * VD + c] * u[c];
-          r.dk[tk * KD + d] = acc;
+          r.dk[tq * KD + d] += acc;
         }
         for (int c = 0; c < VD; ++c) {
           double acc = 0;
@@ -146,7 +152,7 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
             dP[d * VD + c] += f(k[d]) * (-bt * du[c]);
             acc += P[d * VD + c] * (-bt * du[c]);
           }
-          r.dk[tk * KD + d] += acc;
+          r.dk[tq * KD + d] += acc;
         }
         double dgt = 0;
         for (int i = 0; i < KV; ++i) dgt += P[i] * dP[i];
@@ -179,19 +185,20 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> nd;
     std::uniform_real_distribution<double> un(0.0, 1.0);
-    const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
+    const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.hv() * KD * VD;
+    const std::size_t vtok = static_cast<std::size_t>(p.B) * p.T * p.hv();
     auto bf = [](double x) { return __float2bfloat16_rn(static_cast<float>(x)); };
     auto pos = [&](double x) { return x * (0.5 + 0.5 * un(rng)); };  // kgate's "positive" pattern
     Inputs in;
     for (auto* x : {&in.q, &in.v, &in.dout}) {
-      x->resize(tok * KD);
+      x->resize((x == &in.q ? tok : vtok) * KD);
       for (auto& e : *x) e = bf(acc ? pos(1.0) : nd(rng));
     }
     in.k.resize(tok * KD);
     for (auto& e : in.k) e = bf(acc ? pos(0.0625) : -0.125 + 0.25 * un(rng));
-    in.g.resize(tok);
-    in.beta.resize(tok);
-    for (std::size_t i = 0; i < tok; ++i) {
+    in.g.resize(vtok);
+    in.beta.resize(vtok);
+    for (std::size_t i = 0; i < vtok; ++i) {
       in.g[i] = static_cast<float>(p.deltanet() ? 0.0 : acc ? -0.01 : -un(rng));
       in.beta[i] = static_cast<float>(acc ? pos(0.0009765625) : un(rng));
     }
@@ -212,14 +219,15 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
   }
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd;
-  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.hv() * KD * VD;
+  const std::size_t vtok = static_cast<std::size_t>(p.B) * p.T * p.hv();
   Inputs in;
   in.q.resize(tok * KD);
   in.k.resize(tok * KD);
-  in.v.resize(tok * VD);
-  in.dout.resize(tok * VD);
+  in.v.resize(vtok * VD);
+  in.dout.resize(vtok * VD);
   auto rows = [&](std::vector<__nv_bfloat16>& x, bool unit) {
-    for (std::size_t r = 0; r < tok; ++r) {
+    for (std::size_t r = 0; r < x.size() / KD; ++r) {
       double val[KD], ss = 0;
       for (int d = 0; d < KD; ++d) {
         val[d] = nd(rng);
@@ -233,9 +241,9 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
   rows(in.k, true);
   rows(in.v, false);
   rows(in.dout, false);
-  in.g.resize(tok);
-  in.beta.resize(tok);
-  for (std::size_t i = 0; i < tok; ++i) {
+  in.g.resize(vtok);
+  in.beta.resize(vtok);
+  for (std::size_t i = 0; i < vtok; ++i) {
     in.g[i] = static_cast<float>(-std::log1p(std::exp(-(p.mu + nd(rng)))));
     in.beta[i] = static_cast<float>(1.0 / (1.0 + std::exp(-nd(rng))));
   }
@@ -255,22 +263,23 @@ struct Outputs {
 // g16, b16: pass g, beta as bf16 (their values must be bf16-representable: they are converted, and the fp32 run
 // of the same values is the comparison), dg, dbeta then come back in bf16.
 Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = false, bool b16 = false) {
-  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.H * KD * VD;
+  const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.hv() * KD * VD;
+  const std::size_t vtok = static_cast<std::size_t>(p.B) * p.T * p.hv();
   Outputs o;
   __nv_bfloat16_raw nan_raw;
   nan_raw.x = 0xffff;
   const __nv_bfloat16 nanb(nan_raw);
   o.dq.assign(tok * KD, nanb);
   o.dk.assign(tok * KD, nanb);
-  o.dv.assign(tok * VD, nanb);
-  o.dg.assign(tok, std::nanf(""));
-  o.dbeta.assign(tok, std::nanf(""));
+  o.dv.assign(vtok * VD, nanb);
+  o.dg.assign(vtok, std::nanf(""));
+  o.dbeta.assign(vtok, std::nanf(""));
   o.dh0.assign(p.h0 ? hs : 0, std::nanf(""));
-  std::vector<__nv_bfloat16> g_bf(g16 ? tok : 0), beta_bf(b16 ? tok : 0);
+  std::vector<__nv_bfloat16> g_bf(g16 ? vtok : 0), beta_bf(b16 ? vtok : 0);
   for (std::size_t i = 0; i < g_bf.size(); ++i) g_bf[i] = __float2bfloat16_rn(in.g[i]);
   for (std::size_t i = 0; i < beta_bf.size(); ++i) beta_bf[i] = __float2bfloat16_rn(in.beta[i]);
-  o.dg16.assign(g16 ? tok : 0, nanb);
-  o.dbeta16.assign(b16 ? tok : 0, nanb);
+  o.dg16.assign(g16 ? vtok : 0, nanb);
+  o.dbeta16.assign(b16 ? vtok : 0, nanb);
   GdnBwdArgs a;
   a.q = in.q.data();
   a.k = in.k.data();
@@ -294,11 +303,12 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.H = p.H;
   a.scale = scale;
   a.vt = p.vt;
-  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H) + 7) / 8 + 32);
+  a.HV = p.hv();
+  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, p.hv()) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
 
-  const int NT = (p.T + 63) / 64, BH = p.B * p.H;
+  const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
   if (NT > 0) {
     emu::launch(&gdn::wy_kernel<3>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
   }
@@ -314,6 +324,10 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   else
     state_passes(std::integral_constant<int, 16>{});
   if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem), a);
+  if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
+    const int blocks = std::min(3, static_cast<int>((tok * (KD / 4) + 127) / 128));
+    emu::launch(&gdn_bwd::group_kernel, blocks, 1, gdn_bwd::smem_raw, 0, a);
+  }
   return o;
 }
 
@@ -406,10 +420,10 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
   Inputs in = make_inputs(p, seed);
   if (p.plant == 3)
-    for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.H] = -INFINITY;
+    for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.hv()] = -INFINITY;
   if (p.plant == 1 || p.plant == 2)
     for (int b = 0; b < p.B; ++b) {
-      const std::size_t row = ((static_cast<std::size_t>(b) * p.T + p.T - 1) * p.H) * VD;  // (b, T - 1, head 0)
+      const std::size_t row = ((static_cast<std::size_t>(b) * p.T + p.T - 1) * p.hv()) * VD;  // (b, T - 1, head 0)
       const float x = p.plant == 1 ? NAN : INFINITY;
       in.v[row + (b == 0 ? 0 : 127)] = __float2bfloat16_rn(x);
       in.v[row + 55] = __float2bfloat16_rn(b == 0 ? x : -x);
@@ -483,7 +497,49 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += same ? " | bitwise equal over 2 runs" : " | 2 runs DIFFER";
     ok = ok && same;
   }
-  std::printf("emu bwd B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", p.B, p.T, p.H, p.h0 ? 1 : 0,
+  if (p.hv() > p.H) {
+    // GVA against HV = H: the same problem with H = HV and each value head's q/k rows copied from its group's head
+    // runs the same per-value-head arithmetic, so dv, dg, dbeta and dh0 must agree bit for bit (dq and dk differ:
+    // summed over the group in fp32 before the one rounding).
+    Shape p2 = p;
+    p2.H = p.hv();
+    p2.HV = 0;
+    Inputs in2 = in;
+    const int grp = p.hv() / p.H;
+    const std::size_t bt = static_cast<std::size_t>(p.B) * p.T;
+    in2.q.resize(bt * p.hv() * KD);
+    in2.k.resize(bt * p.hv() * KD);
+    for (std::size_t r = 0; r < bt; ++r)
+      for (int hv = 0; hv < p.hv(); ++hv)
+        for (int d = 0; d < KD; ++d) {
+          in2.q[(r * p.hv() + hv) * KD + d] = in.q[(r * p.H + hv / grp) * KD + d];
+          in2.k[(r * p.hv() + hv) * KD + d] = in.k[(r * p.H + hv / grp) * KD + d];
+        }
+    const Outputs o2 = run_kernels(p2, in2, scale);
+    const bool rep = std::memcmp(o.dv.data(), o2.dv.data(), o.dv.size() * 2) == 0 &&
+                     std::memcmp(o.dg.data(), o2.dg.data(), o.dg.size() * 4) == 0 &&
+                     std::memcmp(o.dbeta.data(), o2.dbeta.data(), o.dbeta.size() * 4) == 0 &&
+                     std::memcmp(o.dh0.data(), o2.dh0.data(), o.dh0.size() * 4) == 0;
+    line += rep ? " | dv dg dbeta dh0 = HV=H run bitwise" : " | dv dg dbeta dh0 DIFFER from the HV=H run";
+    ok = ok && rep;
+  }
+  if (std::getenv("GLR_EMU_DIGEST") != nullptr) {  // a digest of every output's bytes, to compare two builds bit for bit
+    std::uint64_t d = 1469598103934665603ull;
+    auto mix = [&d](const void* x, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) d = (d ^ static_cast<const unsigned char*>(x)[i]) * 1099511628211ull;
+    };
+    mix(o.dq.data(), o.dq.size() * 2);
+    mix(o.dk.data(), o.dk.size() * 2);
+    mix(o.dv.data(), o.dv.size() * 2);
+    mix(o.dg.data(), o.dg.size() * 4);
+    mix(o.dbeta.data(), o.dbeta.size() * 4);
+    mix(o.dh0.data(), o.dh0.size() * 4);
+    std::snprintf(buf, sizeof buf, " | digest %016llx", static_cast<unsigned long long>(d));
+    line += buf;
+  }
+  char hvs[24] = "";
+  if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
+  std::printf("emu bwd B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", p.B, p.T, p.H, hvs, p.h0 ? 1 : 0,
               p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "",
               p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -577,13 +633,16 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
 
 }  // namespace
 
-// With arguments B T H h0 dht mu [vt]: that one case only (vt 64 unless given).
+// With arguments B T H h0 dht mu [vt [HV]]: that one case only (vt 64 unless given, HV = H unless given).
+// "gva": the grouped-value-head cases only.
 int main(int argc, char** argv) {
-  if (argc == 7 || argc == 8) {
-    const Shape s{std::atoi(argv[1]),       std::atoi(argv[2]), std::atoi(argv[3]),
-                  std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
-                  argc == 8 ? std::atoi(argv[7]) : 64};
+  if (argc >= 7 && argc <= 9) {
+    Shape s{std::atoi(argv[1]),       std::atoi(argv[2]), std::atoi(argv[3]),
+            std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
+            argc >= 8 ? std::atoi(argv[7]) : 64};
+    s.HV = argc == 9 ? std::atoi(argv[8]) : 0;
     if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
+    if (s.hv() < s.H || s.hv() % s.H != 0) return 2;
     const char* sd = std::getenv("GLR_EMU_SEED");  // the single case's seed (99 unless given)
     return run(s, sd ? static_cast<unsigned>(std::atoi(sd)) : 99u, false) ? 0 : 1;
   }
@@ -592,7 +651,19 @@ int main(int argc, char** argv) {
                           {2, 130, 1, false, false, 0.0, 16}, {1, 200, 1, true, true, 8.0, 64},
                           {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32},
                           {1, 130, 1, true, true, INFINITY, 64}};
+  // Grouped value heads (HV = 2H and 4H): value head hv reads q/k head hv / (HV / H); dq and dk the group kernel's
+  // fixed-order sums of the value heads' fp32 shares. Fresh inputs (seeds 301 on), with and without h0/dht, every
+  // slice width, DeltaNet; two of them run twice (bitwise equal).
+  const Shape gva[] = {{1, 100, 1, true, true, 2.0, 64, 0, 2},   {1, 130, 2, false, false, 0.0, 16, 0, 8},
+                       {2, 70, 1, true, false, -1.0, 32, 0, 4},  {1, 64, 2, false, true, INFINITY, 64, 0, 4},
+                       {2, 33, 2, true, true, 4.0, 32, 0, 4}};
   bool ok = true;
+  if (argc == 2 && std::string(argv[1]) == "gva") {
+    unsigned gseed = 301;
+    for (const Shape& s : gva) ok = run(s, gseed++, s.T == 130 || s.T == 33) && ok;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   // "planted": NaN or +-Inf in v at each sequence's last token; T = 1 (kgate's shrunk case), a chunk's last
   // row, a short last chunk. Also in the default run.
   const bool planted_only = argc == 2 && std::string(argv[1]) == "planted";
@@ -653,6 +724,8 @@ int main(int argc, char** argv) {
   }
   unsigned seed = 1;
   for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0 && s.vt == 64)) && ok;
+  unsigned gseed = 301;
+  for (const Shape& s : gva) ok = run(s, gseed++, s.T == 130 || s.T == 33) && ok;
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;
 }

@@ -77,6 +77,18 @@ TEST(BackwardDispatch, Sm90GateAndBetaDtypes) {
   EXPECT_EQ(cuda::sm90::backward_refusal(p), "g fp16, dg fp16 (takes fp32 or bf16 g, dg in g's dtype)");
 }
 
+// Grouped value heads (HV a multiple of H) on dense batches: value head hv reads q/k head hv / (HV / H), and a
+// group kernel sums dq, dk over each group in a fixed order. Packed sequences stay refused (below).
+TEST(BackwardDispatch, Sm90TakesGroupedValueHeadsDense) {
+  const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& s : {Shape{"HV2H", 1, 130, 1, 2, 128, 128, {}, true},
+                           Shape{"B2_T100_H2_HV8", 2, 100, 2, 8, 128, 128, {}, false}}) {
+      const Case c = make_case(m, s, {DType::bf16}, {}, 7);
+      EXPECT_EQ(refusal(c), "") << c.describe();
+    }
+}
+
 TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
   const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
   struct Refused {
@@ -95,7 +107,7 @@ TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
       {Member::gated_deltanet, kK128, {DType::f16}, {}, "q, k, v, dout, dq, dk, dv not all bf16"},
       {Member::gated_deltanet, kK128, {DType::bf16}, {true, false}, "not dense"},
       {Member::gated_deltanet, kK128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"HV2H", 1, 130, 1, 2, 128, 128, {}, true}, {DType::bf16}, {}, "grouped value heads (HV = 2, H = 1"},
+      {Member::gated_deltanet, {"HV2H_varlen", 1, 130, 1, 2, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed sequences"},
       {Member::gated_deltanet, {"varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed sequences"},
   };
   for (const Refused& r : cases) {
@@ -157,6 +169,15 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   EXPECT_LT(fast * 2.5, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
+  // Grouped value heads: everything per value head, and dq, dk of each value head in fp32 (B T HV K 4 bytes each)
+  // for the group kernel's fixed-order sums. B1 T32768 H16 HV32: 3666 MB.
+  const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
+  const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
+  const std::size_t gbh = 32, gtp = 32768, gnt = 512;
+  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 10 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
+                       2 * gbh * gtp * 128 * 4);
+  std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
+              cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
 }
 
 // The C entry point's glr_capi_backward_path (what bench/glr loads): the same choice, the reason in msg, a bad
@@ -165,7 +186,7 @@ TEST(BackwardDispatch, CApiBackwardPath) {
   alignas(256) static char arena[16][256];
   auto at = [&](int i) { return static_cast<void*>(arena[i]); };
   glr_capi_problem p{};
-  p.B = 1, p.T = 130, p.H = 1, p.HV = 2, p.K = 128, p.V = 128;
+  p.B = 1, p.T = 130, p.H = 1, p.HV = 2, p.K = 64, p.V = 64;
   p.member = 0;  // gated_deltanet
   p.x_dtype = 2, p.gate_dtype = 0, p.beta_dtype = 0;
   p.initial_state = 1, p.final_state = 1;
@@ -181,17 +202,17 @@ TEST(BackwardDispatch, CApiBackwardPath) {
     const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
     ASSERT_EQ(call(&path, msg), 0) << msg;
     EXPECT_EQ(path, 0);
-    EXPECT_NE(std::string(msg).find("sm90 backward not taken: grouped value heads"), std::string::npos) << msg;
+    EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64"), std::string::npos) << msg;
     // g and beta each fp32 or bf16 (flash-linear-attention's fp32 g with bf16 beta first): the dtypes pass, so the
-    // reason is still the next check's, grouped value heads.
+    // reason is still the next check's (K = 64: grouped value heads are taken).
     for (const auto& [gd, bd] : {std::pair{0, 2}, std::pair{2, 0}, std::pair{2, 2}}) {
       p.gate_dtype = gd, p.beta_dtype = bd;
       ASSERT_EQ(call(&path, msg), 0) << msg;
       EXPECT_EQ(path, 0);
-      EXPECT_NE(std::string(msg).find("sm90 backward not taken: grouped value heads"), std::string::npos) << msg;
+      EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64"), std::string::npos) << msg;
     }
     p.gate_dtype = 0, p.beta_dtype = 0;
-    p.HV = 1;
+    p.HV = 1, p.K = 128, p.V = 128;
     p.member = 2;  // mamba2
     ASSERT_EQ(call(&path, msg), 0) << msg;
     EXPECT_EQ(path, 0);

@@ -488,6 +488,8 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {"K128_B2_T1000_H2", 2, 1000, 2, 2, 128, 128, {}, true},
       {"K128_B3_T1_no_states", 3, 1, 1, 1, 128, 128, {}, false},
       {"K128_T4096_H4_states", 1, 4096, 4, 4, 128, 128, {}, true},
+      {"K128_B2_T1000_H2_HV4_states", 2, 1000, 2, 4, 128, 128, {}, true},  // grouped value heads (HV = 2H)
+      {"K128_T300_H1_HV4_no_states", 1, 300, 1, 4, 128, 128, {}, false},   // HV = 4H
   };
   std::vector<Case> cases;
   std::uint64_t salt = 1400;
@@ -567,7 +569,7 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},
       {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
       {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"K128_HV2H", 1, 130, 1, 2, 128, 128, {}, true}, {DType::bf16}, {}, "grouped value heads"},
+      {Member::gated_deltanet, {"K128_varlen_HV2H", 1, 130, 1, 2, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
       {Member::deltanet, {"K128_varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
   };
   for (const Fallback& f : fallbacks) {

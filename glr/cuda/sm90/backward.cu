@@ -46,6 +46,7 @@ GdnBwdArgs args_of(const Problem& p) {
   a.B = static_cast<int>(p.B);
   a.T = static_cast<int>(p.T);
   a.H = static_cast<int>(p.H);
+  a.HV = static_cast<int>(p.HV);  // grouped value heads: HV a multiple of H
   a.scale = static_cast<float>(p.scale);
   return a;
 }
@@ -75,33 +76,34 @@ std::string backward_refusal(const Problem& p) {
            " (takes fp32 or bf16 beta, dbeta in beta's dtype)";
   if ((p.h0.p && p.h0.dt != DType::f32) || (p.dht.p && p.dht.dt != DType::f32) || (p.dh0.p && p.dh0.dt != DType::f32))
     return "states not fp32";
-  if (p.HV != p.H)
-    return "grouped value heads (HV = " + std::to_string(p.HV) + ", H = " + std::to_string(p.H) + "; takes HV = H)";
+  if (p.HV < p.H || p.HV % p.H != 0)
+    return "value heads (HV = " + std::to_string(p.HV) + ", H = " + std::to_string(p.H) + "; takes HV a multiple of H)";
   if (p.varlen) return "packed sequences (cu_seqlens; takes dense batches)";
   if (p.T > 0x3fffffff || p.B * p.T > 0x3fffffff) return "more than 2^30 tokens";
   if (!token_dense(p.q, p.B, p.T, p.H, p.K) || !token_dense(p.k, p.B, p.T, p.H, p.K) ||
       !token_dense(p.dq, p.B, p.T, p.H, p.K) || !token_dense(p.dk, p.B, p.T, p.H, p.K))
     return "q, k, dq or dk not dense [B, T, H, K]";
-  if (!token_dense(p.v, p.B, p.T, p.H, p.V) || !token_dense(p.dout, p.B, p.T, p.H, p.V) ||
-      !token_dense(p.dv, p.B, p.T, p.H, p.V))
-    return "v, dout or dv not dense [B, T, H, V]";
-  if (p.gate == kGatePerToken && (!scalar_dense(p.g, p.B, p.T, p.H) || !scalar_dense(p.dg, p.B, p.T, p.H)))
-    return "g or dg not dense [B, T, H]";
-  if (!scalar_dense(p.beta, p.B, p.T, p.H) || !scalar_dense(p.dbeta, p.B, p.T, p.H))
-    return "beta or dbeta not dense [B, T, H]";
+  if (!token_dense(p.v, p.B, p.T, p.HV, p.V) || !token_dense(p.dout, p.B, p.T, p.HV, p.V) ||
+      !token_dense(p.dv, p.B, p.T, p.HV, p.V))
+    return "v, dout or dv not dense [B, T, HV, V]";
+  if (p.gate == kGatePerToken && (!scalar_dense(p.g, p.B, p.T, p.HV) || !scalar_dense(p.dg, p.B, p.T, p.HV)))
+    return "g or dg not dense [B, T, HV]";
+  if (!scalar_dense(p.beta, p.B, p.T, p.HV) || !scalar_dense(p.dbeta, p.B, p.T, p.HV))
+    return "beta or dbeta not dense [B, T, HV]";
   for (const TensorRef* s : {&p.h0, &p.dht, &p.dh0})
-    if (s->p && !state_dense(*s, p.B, p.H, p.K, p.V)) return "h0, dht or dh0 not dense [B, H, K, V]";
+    if (s->p && !state_dense(*s, p.B, p.HV, p.K, p.V)) return "h0, dht or dh0 not dense [B, HV, K, V]";
   GdnBwdArgs a = args_of(p);
   // The kernels' own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
   alignas(256) static char stand_in[256];
   a.Tm = a.hc = a.dhc = a.dhcl = a.vn = a.vnl = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
-  a.G = a.Bc = a.dbv = reinterpret_cast<float*>(stand_in);
+  a.G = a.Bc = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
   if (const char* why = gdn_bwd_mma_refusal(a)) return why;
   return "";
 }
 
 std::size_t backward_workspace_bytes(const Problem& p) {
-  return kHeader + gdn_bwd_workspace_bytes(static_cast<int>(p.B), static_cast<int>(p.T), static_cast<int>(p.H));
+  return kHeader + gdn_bwd_workspace_bytes(static_cast<int>(p.B), static_cast<int>(p.T), static_cast<int>(p.H),
+                                           static_cast<int>(p.HV));
 }
 
 void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {

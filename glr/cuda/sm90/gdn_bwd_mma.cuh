@@ -8,6 +8,11 @@
 // the fp32 G and Bc of the workspace) and only the chunk kernel's phase 3 writes dg and dbeta: the dtypes change
 // nothing else, so dq, dk, dv, dh0 of bf16 g / beta equal bit for bit those of fp32 g / beta holding the same values.
 // DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
+// Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
+// per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, 128); g, beta, dg, dbeta (B, T, HV); the
+// states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
+// dk in fp32 (dqp, dkp) and the group kernel sums a group's HV / H of them in ascending value-head order, as the
+// block programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16. HV = H: unchanged.
 //
 // Per chunk (G = in-chunk cumsum of g, Gamma_ij = e^{G_i - G_j}, T = (I + L)^-1 as in the forward, h the state
 // entering the chunk, dh' the gradient of the state leaving it), with X = beta V - beta e^G (K h), V_new = T X:
@@ -60,6 +65,8 @@ struct GdnBwdArgs {
   bool g_bf16 = false;     // g and dg bf16 (else fp32)
   bool beta_bf16 = false;  // beta and dbeta bf16 (else fp32)
   int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
+  int HV = 0;   // value heads (GVA, see above), a multiple of H; 0 means H
+  __host__ __device__ int value_heads() const { return HV > 0 ? HV : H; }
   // workspace, carved by gdn_bwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
   __nv_bfloat16* Tm = nullptr;  // (B, H, NT, C, C) T = (I + L)^-1
   float* G = nullptr;           // (B, H, Tp)
@@ -71,21 +78,26 @@ struct GdnBwdArgs {
   __nv_bfloat16* vnl = nullptr; // (B, H, Tp, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
   __nv_bfloat16* dx = nullptr;  // (B, H, Tp, V) dX
   float* dbv = nullptr;         // (B, H, DV / vt, Tp) rowsum(dX . V) per column slice (room for 8 slices)
+  float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
+  float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
 };
 
 // Workspace bytes: at B8 T4096 H16 about 1300 MB (T 67; h, dh' and dh''s residual 268 each; V_new, its residual and dX
-// 134 each).
-inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H) {
+// 134 each), all per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV K 4 bytes:
+// at B1 T32768 H16 HV32 1074 MB of the 3665 MB). HV = 0 means H.
+inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0) {
   const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t NT = Tp / gdn::C;
-  const std::size_t bh = static_cast<std::size_t>(B) * H;
-  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 3 + Tp * gdn::DV * 2 * 3);
+  const std::size_t bh = static_cast<std::size_t>(B) * (HV > 0 ? HV : H);
+  const std::size_t partials = HV > H ? bh * static_cast<std::size_t>(T) * gdn::DK * 4 * 2 : 0;
+  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 3 + Tp * gdn::DV * 2 * 3) +
+         partials;
 }
 // Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes).
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
   const std::size_t NT = Tp / gdn::C;
-  const std::size_t bh = static_cast<std::size_t>(a.B) * a.H;
+  const std::size_t bh = static_cast<std::size_t>(a.B) * a.value_heads();
   char* p = static_cast<char*>(ws);
   a.Tm = reinterpret_cast<__nv_bfloat16*>(p);
   p += bh * NT * gdn::C * gdn::C * 2;
@@ -106,14 +118,19 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.vnl = reinterpret_cast<__nv_bfloat16*>(p);
   p += bh * Tp * gdn::DV * 2;
   a.dhcl = reinterpret_cast<__nv_bfloat16*>(p);
+  p += bh * NT * gdn::DK * gdn::DV * 2;
+  const bool gva = a.value_heads() > a.H;  // the fp32 dq and dk of each value head, for the group kernel
+  a.dqp = gva ? reinterpret_cast<float*>(p) : nullptr;
+  p += gva ? bh * static_cast<std::size_t>(a.T) * gdn::DK * 4 : 0;
+  a.dkp = gva ? reinterpret_cast<float*>(p) : nullptr;
 }
 
 namespace gdn_bwd {
 
 using namespace gdn;
 
-// The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches, HV = H, Gated
-// DeltaNet): its arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the member, packed
+// The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches, HV value heads,
+// Gated DeltaNet or DeltaNet): its arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the member, packed
 // sequences); those left at their defaults mean Gated DeltaNet on a dense batch, and HV is set where it exists.
 template <class FwdArgs>
 inline void set_value_heads(FwdArgs& f, int H) {
@@ -130,7 +147,7 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.B = a.B;
   f.T = a.T;
   f.H = a.H;
-  set_value_heads(f, a.H);
+  set_value_heads(f, a.value_heads());
   f.P = a.Tm;
   f.G = a.G;
   f.Bc = a.Bc;
@@ -201,10 +218,12 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   extern __shared__ __align__(16) char smem_raw[];
   HSmem<kVT>& s = *reinterpret_cast<HSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int HV = a.value_heads();
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
   const int NT = (a.T + C - 1) / C, Tp = NT * C;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;     // q/k token (b, 0, h)
+  const std::int64_t vtokb = static_cast<std::int64_t>(b) * a.T * HV + hv;    // v/do/dv token (b, 0, hv)
   const __nv_bfloat16* Tw = a.Tm + static_cast<std::int64_t>(bh) * NT * C * C;
   const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
   const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
@@ -272,7 +291,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * DV + v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -451,10 +470,12 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   extern __shared__ __align__(16) char smem_raw[];
   DhSmem<kVT>& s = *reinterpret_cast<DhSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int HV = a.value_heads();
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
   const int NT = (a.T + C - 1) / C, Tp = NT * C;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;  // token (b, 0, h)
+  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;     // q/k token (b, 0, h)
+  const std::int64_t vtokb = static_cast<std::int64_t>(b) * a.T * HV + hv;    // v/do/dv token (b, 0, hv)
   const __nv_bfloat16* Tw = a.Tm + static_cast<std::int64_t>(bh) * NT * C * C;
   const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
   const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
@@ -484,7 +505,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int it = 0; it < C * kPieces / kThreads; ++it) {
       const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
       const bool in = r < len;
-      const __nv_bfloat16* src = a.dout + (tokb + static_cast<std::int64_t>(t0 + r) * a.H) * DV + v0 + cc * 8;
+      const __nv_bfloat16* src = a.dout + (vtokb + static_cast<std::int64_t>(t0 + r) * HV) * DV + v0 + cc * 8;
       cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
@@ -558,7 +579,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * DV + v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -665,7 +686,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-      __nv_bfloat16* dvrow = a.dv + (tokb + static_cast<std::int64_t>(t0 + i) * a.H) * DV + v0;
+      __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * DV + v0;
       float rs = 0.f;
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
@@ -773,18 +794,20 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   extern __shared__ __align__(16) char smem_raw[];
   ChunkSmem& s = *reinterpret_cast<ChunkSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int c = blockIdx.x, bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int HV = a.value_heads();
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
   const int NT = (a.T + C - 1) / C, Tp = NT * C;
   const int t0 = c * C, len = min(C, a.T - t0);
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // token (b, t0, h)
+  const std::int64_t qtok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // q/k token (b, t0, h)
+  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * HV + hv;   // do/dg/dbeta token (b, t0, hv)
   const int r0 = warp * 16;
 
   // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
   // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
-  load_tile128(s.q, a.q + tok0 * DK, row_stride, len, tid);
-  load_tile128(s.k, a.k + tok0 * DK, row_stride, len, tid);
-  load_tile128(s.dO, a.dout + tok0 * DV, row_stride, len, tid);
+  load_tile128(s.q, a.q + qtok0 * DK, row_stride, len, tid);
+  load_tile128(s.k, a.k + qtok0 * DK, row_stride, len, tid);
+  load_tile128(s.dO, a.dout + tok0 * DV, static_cast<std::int64_t>(HV) * DV, len, tid);
   load_tile128(s.vn, a.vn + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
   {
     const std::int64_t o = static_cast<std::int64_t>(bh) * Tp + t0;
@@ -964,15 +987,22 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
       }
     }
   };
-  auto store_rows = [&](__nv_bfloat16* dst, const float (&acc)[8][4], int n0) {
+  // HV = H: bf16 to dst (B, T, H, K). HV > H: fp32 to dst32 (B, T, HV, K), this value head's share, which the
+  // group kernel sums over the group and rounds.
+  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[8][4], int n0) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      if (i < len) {
-        __nv_bfloat16* row = dst + (tok0 + static_cast<std::int64_t>(i) * a.H) * DK + n0;
+      if (i < len && HV == a.H) {
+        __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * DK + n0;
 #pragma unroll
         for (int n = 0; n < 8; ++n)
           *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
+      } else if (i < len) {
+        float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * DK + n0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(acc[n][half * 2], acc[n][half * 2 + 1]);
       }
     }
   };
@@ -1013,7 +1043,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     cc_times(out, s.E, false, s.k, n0);
     cc_times(out, s.E, true, s.k, n0);
     cc_times(out, s.dA, true, s.q, n0);
-    store_rows(a.dk, out, n0);
+    store_rows(a.dk, a.dkp, out, n0);
     // dq
     rows_times(acc, s.dO, s.h, n0);
     row_dot(rd[0], acc, s.q, n0);
@@ -1022,7 +1052,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 #pragma unroll
       for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
     cc_times(out, s.dA, false, s.k, n0);
-    store_rows(a.dq, out, n0);
+    store_rows(a.dq, a.dqp, out, n0);
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -1067,7 +1097,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     s.t3[i] = i < len ? t3 : 0.f;
     float dbv = 0.f;
     for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
-    if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * a.H, quad(1) - egi * r2 + dbv);
+    if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * HV, quad(1) - egi * r2 + dbv);
   }
   __syncthreads();
   if (warp == 0) {
@@ -1105,9 +1135,37 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     if (lane == 0) excl = 0.f;
     const float s0 = excl + x0 + s.t3[i0], s1 = excl + x0 + x1 + s.t3[i0 - 1];
     if (a.gate != 0) {  // DeltaNet: no g, so no dg (dG is formed and dropped; dbeta does not read it)
-      if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * a.H, s0);
-      if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * a.H, s1);
+      if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * HV, s0);
+      if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * HV, s1);
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel group (HV > H only): dq and dk of q/k head h are the sums of the fp32 shares of its value heads
+// h G .. h G + G - 1 (G = HV / H), added in ascending value-head order, then rounded once to bf16: the block
+// programs' group_reduce, whose sum starts at 0 (the same value; only a -0 sum there reads +0). No atomics.
+// 4 consecutive elements of K a thread, a grid-stride loop.
+static __global__ void __launch_bounds__(kThreads) group_kernel(const __grid_constant__ GdnBwdArgs a) {
+  const int HV = a.value_heads(), G = HV / a.H;
+  const std::int64_t n4 = static_cast<std::int64_t>(a.B) * a.T * a.H * (DK / 4);
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; e < n4;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t rh = e / (DK / 4), d = (e % (DK / 4)) * 4;  // rh = (b T + t) H + h
+    const std::int64_t src = ((rh / a.H) * HV + (rh % a.H) * G) * DK + d;
+    float4 q = *reinterpret_cast<const float4*>(a.dqp + src), k = *reinterpret_cast<const float4*>(a.dkp + src);
+    for (int gi = 1; gi < G; ++gi) {
+      const float4 x = *reinterpret_cast<const float4*>(a.dqp + src + static_cast<std::int64_t>(gi) * DK);
+      const float4 y = *reinterpret_cast<const float4*>(a.dkp + src + static_cast<std::int64_t>(gi) * DK);
+      q = make_float4(q.x + x.x, q.y + x.y, q.z + x.z, q.w + x.w);
+      k = make_float4(k.x + y.x, k.y + y.y, k.z + y.z, k.w + y.w);
+    }
+    std::uint32_t* dq = reinterpret_cast<std::uint32_t*>(a.dq + rh * DK + d);
+    std::uint32_t* dk = reinterpret_cast<std::uint32_t*>(a.dk + rh * DK + d);
+    dq[0] = pack_bf16x2(q.x, q.y);
+    dq[1] = pack_bf16x2(q.z, q.w);
+    dk[0] = pack_bf16x2(k.x, k.y);
+    dk[1] = pack_bf16x2(k.z, k.w);
   }
 }
 
@@ -1129,7 +1187,7 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   const int NT = (a.T + C - 1) / C;
-  const dim3 grid(DV / kVT, a.B * a.H);
+  const dim3 grid(DV / kVT, a.B * a.value_heads());
   if (NT > 0) {
     h_kernel<kVT><<<grid, kThreads, sizeof(HSmem<kVT>), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
@@ -1154,7 +1212,8 @@ inline int gdn_bwd_slice_width(int BH) { return state_slice_width(BH, gdn::DV); 
 inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   if (a.B < 1 || a.H < 1 || a.T < 0) return "sizes (B, H >= 1, T >= 0)";
-  if (static_cast<long long>(a.B) * a.H > 65535) return "B H > 65535";
+  if (a.HV != 0 && (a.HV < a.H || a.HV % a.H != 0)) return "HV a multiple of H (or 0: H)";
+  if (static_cast<long long>(a.B) * a.value_heads() > 65535) return "B HV > 65535";
   if (a.gate != 0 && a.gate != 1) return "gate (0: none, 1: per token)";
   if (!a.q || !a.k || !a.v || (a.gate == 1 && (!a.g || !a.dg)) || !a.beta || !a.dout || !a.dq || !a.dk || !a.dv ||
       !a.dbeta)
@@ -1166,7 +1225,8 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
   if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
-      misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16))
+      misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16) ||
+      (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))))
     return "workspace (carve it with gdn_bwd_workspace_carve)";
   return nullptr;
 }
@@ -1181,9 +1241,10 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
   if (gdn_bwd_mma_refusal(args) != nullptr || (vt != 0 && vt != 16 && vt != 32 && vt != 64))
     return cudaErrorInvalidValue;
   GdnBwdArgs a = args;
-  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.B * a.H);
+  a.HV = a.value_heads();
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.B * a.HV);
   const int NT = (a.T + gdn::C - 1) / gdn::C;
-  const int BH = a.B * a.H;
+  const int BH = a.B * a.HV;
   static const cudaError_t attributes = cudaFuncSetAttribute(
       &gdn_bwd::chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(gdn_bwd::ChunkSmem)));
   cudaError_t e = attributes;
@@ -1200,6 +1261,13 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
     gdn_bwd::chunk_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (NT > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk
+    const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (gdn::DK / 4);
+    const long long need = (n4 + gdn::kThreads - 1) / gdn::kThreads;
+    const int blocks = static_cast<int>(need < (1 << 20) ? need : (1 << 20));
+    gdn_bwd::group_kernel<<<blocks, gdn::kThreads, 0, stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   return cudaSuccess;
