@@ -9,8 +9,8 @@
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
 //     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
 //   * the backward's dispatch (cuda::backward_path): bf16 K = V = 128 dense Gated DeltaNet and DeltaNet calls with
-//     HV = H (g and beta fp32 or bf16) take the sm90 tensor-core backward on an sm_90 device; the same checks, T up to 4096, the refusal
-//     reasons, GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
+//     HV a multiple of H (g and beta fp32 or bf16) take the sm90 tensor-core backward on an sm_90 device; the same
+//     checks, T up to 4096, the refusal reasons, GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
 // When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
 // so one log says which stage broke.
 #include <gtest/gtest.h>
@@ -475,8 +475,8 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV = H take the
-// sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV a multiple of H
+// take the sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
 // and bf16 at two shapes: the sm90 backward takes either since 2026-12-04); every gradient against
 // the float64 oracle within its path's bound, the two paths within the sum of their bounds, the sm90 path bitwise
 // deterministic and independent of the workspace's previous contents. Then the calls it refuses, each with its

@@ -12,11 +12,11 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace glr::cuda::sm90 {
 
-// Why the tensor-core backward does not take p (the first reason), or "" if it does: Gated DeltaNet (g per token)
-// or DeltaNet (g = 0, the same kernels with G = 0); bf16 q, k, v, dout, dq, dk, dv; g and beta each fp32 or bf16,
-// dg and dbeta in their dtypes; fp32 states; K = V = 128; HV = H; no packed sequences; dense row-major layouts (flash-linear-attention's, any size-1
-// dim's stride ignored); the kernels' alignment and grid limits. h0, dht and dh0 are taken. The device is not
-// looked at.
+// Why the tensor-core backward does not take p (the first reason), or "" if it does: Gated DeltaNet (g per token) or
+// DeltaNet (g = 0, the same kernels with G = 0); bf16 q, k, v, dout, dq, dk, dv; g and beta each fp32 or bf16, dg and
+// dbeta in their dtypes; fp32 states; K = V = 128; HV a multiple of H; no packed sequences; dense row-major layouts
+// (flash-linear-attention's, any size-1 dim's stride ignored); the kernels' alignment and grid limits. h0, dht and
+// dh0 are taken. The device is not looked at.
 std::string backward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough): a 256-byte header (the status word) and the kernels' bf16

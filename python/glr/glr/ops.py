@@ -11,8 +11,8 @@ On CUDA the kernels take q, k, v in bf16 or fp16 with K, V in {64, 128}; float32
 bf16 for the kernel and the output back to float32 (the state and the gate stay in fp32). On an sm_90 GPU
 the forward of bf16 calls with K = V (64 or 128) and dense layouts runs on the tensor cores (forward_path says
 which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs), and so does the backward
-of Gated DeltaNet and DeltaNet calls with bf16 q, k, v, fp32 or bf16 g and beta, K = V = 128, HV = H, no cu_seqlens
-(backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
+of Gated DeltaNet and DeltaNet calls with bf16 q, k, v, fp32 or bf16 g and beta, K = V = 128, HV a multiple of H,
+no cu_seqlens (backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
 """
 import math
 from typing import Optional, Tuple
@@ -63,8 +63,8 @@ def backward_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: Optional
                   cu_seqlens: Optional[torch.Tensor] = None) -> str:
     """Which kernels recurrence()'s backward runs on for these arguments (with dense gradients of o and of the
     final state, as autograd passes them), and why, in one line: "sm90: ..." (the tensor-core backward: an sm_90
-    GPU, Gated DeltaNet or DeltaNet, bf16 q, k, v, fp32 g and beta, K = V = 128, HV = H, no cu_seqlens, dense
-    layouts), "blocks: ..." (the reason says what ruled sm90 out, or that GLR_BACKWARD_PATH=blocks forced the
+    GPU, Gated DeltaNet or DeltaNet, bf16 q, k, v, fp32 or bf16 g and beta, K = V = 128, HV a multiple of H, no
+    cu_seqlens, dense layouts), "blocks: ..." (the reason says what ruled sm90 out, or that GLR_BACKWARD_PATH=blocks forced the
     block programs), or "cpu: ..." (CPU tensors). The backward's path does not depend on the forward's."""
     q, k, v, gate, scale = _kernel_inputs(q, k, v, g, scale)
     dout = torch.empty(q.shape[0], q.shape[1], v.shape[2], v.shape[3], dtype=v.dtype, device=v.device)
