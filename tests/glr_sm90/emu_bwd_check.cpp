@@ -623,8 +623,8 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
     std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
     line += buf;
   }
-  std::printf("emu bwd bf16 %s%s B%d T%-4d H%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s%s | %s\n", g16 ? "g" : "",
-              g16 && b16 ? "+beta" : b16 ? "beta" : "", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt,
+  std::printf("emu bwd bf16 %s%s B%d T%-4d H%d HV%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s%s | %s\n", g16 ? "g" : "",
+              g16 && b16 ? "+beta" : b16 ? "beta" : "", p.B, p.T, p.H, p.hv(), p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt,
               p.deltanet() ? " deltanet (gate 0)" : "", p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(),
               ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -714,7 +714,9 @@ int main(int argc, char** argv) {
         {{1, 100, 2, true, true, 2.0, 64}, false, true},  {{1, 100, 2, true, true, 2.0, 64}, true, false},
         {{1, 100, 2, true, true, 2.0, 64}, true, true},   {{2, 130, 1, false, true, 0.0, 16}, false, true},
         {{1, 64, 1, true, false, -1.0, 32}, true, true},  {{1, 33, 1, true, true, 4.0, 32}, true, false},
-        {{1, 130, 1, true, true, INFINITY, 64}, false, true}, {{1, 100, 1, true, true, 2.0, 16, 3}, true, true}};
+        {{1, 130, 1, true, true, INFINITY, 64}, false, true}, {{1, 100, 1, true, true, 2.0, 16, 3}, true, true},
+        // with grouped value heads (HV = 2H, 4H): fla's bf16 beta on the shapes glr's benchmark times with HV32
+        {{1, 100, 2, true, true, 2.0, 64, 0, 4}, false, true}, {{2, 70, 1, true, false, -1.0, 32, 0, 4}, true, true}};
     unsigned bseed = 700;
     for (const Bf16Case& c : bf16_cases) ok = run_bf16(c.s, bseed++, c.g16, c.b16) && ok;
     if (bf16_only) {
