@@ -42,6 +42,16 @@ def operand_tolerance(operands, roundings, comment):
     return "tolerance = { rtol = %r, atol_rms = %r }  # %s\n" % (4 * u, 8 * u * math.sqrt(roundings), comment)
 
 
+def stored_tolerance(operands, roundings, stored, comment):
+    """operand_tolerance's line for an output the path computes in f32 and then stores rounded once to `stored`
+    (the sm90 backward's bf16 dg and dbeta): round to nearest moves the f32 result x by at most u |x| (u the
+    stored dtype's unit roundoff), so rtol grows by that u and the atol_rms term stays (|x| <= |ref| + the f32
+    bound: the rest is second order)."""
+    u = UNIT_ROUNDOFF[operands]
+    return "tolerance = { rtol = %r, atol_rms = %r }  # %s\n" % (4 * u + UNIT_ROUNDOFF[stored], 8 * u * math.sqrt(roundings),
+                                                                 comment)
+
+
 STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/generate.py\n"
 
 # A profile: what differs between the implementations it describes. Keys (a pass may override any of them
@@ -54,12 +64,15 @@ STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/gene
 #   passes          {"fwd": {...}, "bwd": {...}}: the passes written, each with optional `members` and
 #                   `varlen_members` (default: all five, VARLEN_MEMBERS) and overrides of the keys here
 #   token_dtype     q, k, v, dout, o and their gradients, by varlen (False, True); beta_dtype (default the
-#                   token dtype) for beta and dbeta; g and the states are always f32
+#                   token dtype) for beta and dbeta; g_dtype (default f32) for g and dg; the states are always f32
 #   gva             grouped value heads (HV a multiple of H); False: HV = H, and the files have no HV dim
 #   T, K, V, scale, chunk, k_delta   sizes, attrs and the delta members' k domain
 #   tolerance       {output name: line} overriding kgate's derived bound (operand_tolerance for a path that
 #                   rounds operands; none: kgate's own bound for the output dtype and working precision f32)
 #   accumulation    the accumulation gate's case; timeout the per-call limit
+#   variants        in a pass's entry: {tag: overrides} for more contracts of that pass, each applied on top of the
+#                   pass (its members, dtypes, text, tolerances); they go to {member}_{tag}_{short}.toml with op
+#                   name ...{short}.{tag} (the sm90 backward's bf16g_f32beta: the dtypes its main files leave out)
 PROFILES = {
     # The chunked CPU algorithm and the float64 oracle (glr/kgate, libglr_kgate_{fwd,bwd}.so). Small, so
     # every gate runs in seconds on the CPU.
@@ -290,7 +303,7 @@ def make(prof, member, backward, varlen, filename):
     tok = prof["token_dtype"][varlen]
     beta_dt = prof.get("beta_dtype", tok)
     state = "f32"
-    gdt = "f32"
+    gdt = prof.get("g_dtype", "f32")
     gva = prof.get("gva", True)
     HV = "HV" if gva else "H"  # the value heads' dim: without grouped value heads there are H of them
     Bdim = 1 if varlen else "B"
@@ -309,7 +322,8 @@ def make(prof, member, backward, varlen, filename):
                       written=per_member(prof["written"]).format(name=filename), layout_note=layout_note,
                       implementation="\n".join(prof["implementation"]).format(short=short),
                       notes="".join(line + "\n" for line in per_member(prof.get("notes", []))))
-    s += "[op]\nname = \"%s.%s.%s%s\"\n" % (prof["op"], member, short, ".varlen" if varlen else "")
+    s += "[op]\nname = \"%s.%s.%s%s%s\"\n" % (prof["op"], member, short, ".varlen" if varlen else "",
+                                            "." + prof["variant"] if prof.get("variant") else "")
     s += "description = \"%s %s, %s, %sinitial and final state%s\"\n" % (
         member_title, pass_, prof["algorithm"], "grouped value heads, " if gva else "",
         ", packed sequences" if varlen else "")
@@ -406,6 +420,17 @@ def resolve(prof, short):
     return {**{k: v for k, v in prof.items() if k != "passes"}, **over}
 
 
+def resolve_variant(pass_, tag):
+    """A pass's variant `tag` (its entry in the pass's `variants`) applied on top of the resolved pass."""
+    return {**{k: v for k, v in pass_.items() if k != "variants"}, **pass_["variants"][tag], "variant": tag}
+
+
+def base_name(member, backward, varlen):
+    """The file name a contract's header points at in the cpu profile's folder (../{name}): a variant has none of
+    its own, the operator and tensors are its member's."""
+    return "%s%s_%s.toml" % (member, "_varlen" if varlen else "", "bwd" if backward else "fwd")
+
+
 def cases(profiles=None):
     """Every contract as (path relative to this folder, resolved profile, member, backward, varlen)."""
     out = []
@@ -413,23 +438,24 @@ def cases(profiles=None):
         for short in ("fwd", "bwd"):
             if short not in prof["passes"]:
                 continue
-            p = resolve(prof, short)
-            members = p.get("members", tuple(MEMBERS))
-            varlen_members = p.get("varlen_members", VARLEN_MEMBERS)
-            unknown = [m for m in members + tuple(varlen_members) if m not in MEMBERS]
-            if unknown:
-                raise ValueError("profile %s, %s: unknown members %s" % (p["folder"] or "cpu", short, unknown))
-            for varlen, names in ((False, members), (True, varlen_members)):
-                for m in names:
-                    name = "%s%s_%s.toml" % (m, "_varlen" if varlen else "", short)
-                    out.append((os.path.join(p["folder"], name), p, m, short == "bwd", varlen))
+            base = resolve(prof, short)
+            for tag, p in [(None, base)] + [(tag, resolve_variant(base, tag)) for tag in base.get("variants", {})]:
+                members = p.get("members", tuple(MEMBERS))
+                varlen_members = p.get("varlen_members", VARLEN_MEMBERS)
+                unknown = [m for m in members + tuple(varlen_members) if m not in MEMBERS]
+                if unknown:
+                    raise ValueError("profile %s, %s: unknown members %s" % (p["folder"] or "cpu", short, unknown))
+                for varlen, names in ((False, members), (True, varlen_members)):
+                    for m in names:
+                        name = "%s%s%s_%s.toml" % (m, "_varlen" if varlen else "", "_" + tag if tag else "", short)
+                        out.append((os.path.join(p["folder"], name), p, m, short == "bwd", varlen))
     out.sort(key=lambda c: c[0])
     return out
 
 
 def contracts(profiles=None):
     """Every contract: {path relative to this folder: text}."""
-    return {rel: make(p, m, bwd, varlen, os.path.basename(rel)) for rel, p, m, bwd, varlen in cases(profiles)}
+    return {rel: make(p, m, bwd, varlen, base_name(m, bwd, varlen)) for rel, p, m, bwd, varlen in cases(profiles)}
 
 
 def entries(profiles=None):

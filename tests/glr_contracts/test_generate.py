@@ -94,9 +94,15 @@ def test_every_contract_follows_its_profile_row():
         assert doc["dims"]["T"]["max"] == p["T"]["max"], where
         t = tensors(doc)
         assert t["q"]["dtype"] == p["token_dtype"][varlen], where
-        for name in ("h0", "ht", "dht", "dh0", "g", "dg"):
+        for name in ("h0", "ht", "dht", "dh0"):
             if name in t:
                 assert t[name]["dtype"] == "f32", where
+        for name in ("g", "dg"):
+            if name in t:
+                assert t[name]["dtype"] == p.get("g_dtype", "f32"), where
+        for name in ("beta", "dbeta"):
+            if name in t:
+                assert t[name]["dtype"] == p.get("beta_dtype", p["token_dtype"][varlen]), where
         for name, spec in t.items():
             if name in p["tolerance"]:
                 assert "tolerance" in spec, (where, name)
@@ -175,6 +181,24 @@ def test_a_row_expresses_the_sm90_backward():
     assert "HV" not in doc["accumulation"]["sizes"]
     assert "sm90 tensor-core backward" in doc["op"]["description"]
     assert "grouped value heads" not in doc["op"]["description"]
+
+
+def test_a_variant_writes_a_file_of_its_own():
+    # A pass's `variants` entry adds files of that pass ({member}_{tag}_{short}.toml) and changes no other.
+    base = copy.deepcopy(gen.PROFILES)
+    base["sm90"]["passes"]["bwd"] = sm90_backward_row()
+    profiles = copy.deepcopy(base)
+    profiles["sm90"]["passes"]["bwd"]["variants"] = {"bf16g": dict(g_dtype="bf16", beta_dtype="bf16")}
+    before, after = gen.contracts(base), gen.contracts(profiles)
+    assert sorted(set(after) - set(before)) == ["sm90/gated_deltanet_bf16g_bwd.toml"]
+    assert all(after[rel] == before[rel] for rel in before), "a variant changed another file"
+    text = after["sm90/gated_deltanet_bf16g_bwd.toml"]
+    doc, t = tomllib.loads(text), tensors(tomllib.loads(text))
+    assert doc["op"]["name"] == "glr.sm90.gated_deltanet.bwd.bf16g"
+    assert (t["g"]["dtype"], t["dg"]["dtype"], t["beta"]["dtype"], t["dbeta"]["dtype"]) == ("bf16",) * 4
+    assert t["q"]["dtype"] == "bf16" and t["h0"]["dtype"] == "f32"
+    assert "spread rules of ../gated_deltanet_bwd.toml" in header(text)
+    assert gen.entries(profiles)["sm90/gated_deltanet_bf16g_bwd.toml"]["kernel"] == "glr_cuda_kgate_bwd.so:kgate_run"
 
 
 def test_a_row_naming_an_unknown_member_is_refused():
