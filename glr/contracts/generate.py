@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import tempfile
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEMBERS = {
@@ -53,6 +54,96 @@ def stored_tolerance(operands, roundings, stored, comment):
 
 
 STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/generate.py\n"
+
+# The sm90 backward's tolerance notes (profile sm90, pass bwd). The first paragraph was measured on the HV = H, f32
+# beta path (the one contract shape before 2026-12-04); sm90_bwd_new_paths_notes adds bf16 beta and grouped value heads
+# with SM90_BWD_MEASURED: the host emulator (tests/glr_sm90/emu_bwd_check.cpp, single cases "B T H 1 1 mu 64 HV" with
+# GLR_EMU_INPUTS=contract, GLR_EMU_SEED 11, 12, 13), per output the largest atol_rms needed at rtol 2^-6 and the largest
+# |x - ref| / rms(ref) ("elem"), at f32 g and beta; Gated DeltaNet at B2 T100 H1 HV2, B2 T100 H1 HV4, B1 T320 H2 HV4,
+# B3 T257 H1 HV4, B3 T257 H2 HV4 (15 runs), DeltaNet (mu = inf) at B2 T100 H1 HV2, B1 T320 H2 HV4 (6 runs), h0 and dht.
+# The same at the oracle gate's input scale 1e-3 (GLR_EMU_SCALE=1e-3: q, v, dout, h0, dht times 1e-3), B2 T100 H1 HV2.
+SM90_BWD_SMALL_SCALE = {
+    "gated_deltanet": ("B2 T100 H1 HV2, seeds 21, 25, 26",
+                       "at most 4.2e-2 (dv), 1.7e-2 (dq), 1.2e-2 (dh0), 1.1e-2 (dbeta, and the bf16 one), 1.6e-3 (dk), "
+                       "2.3e-5 (dg)"),
+    "deltanet": ("B2 T100 H1 HV2, seed 21", "at most 9.8e-3 (dv), 6.8e-3 (dk), 6.4e-3 (dq), 4.8e-3 (dbeta), 3.6e-3 (dh0)"),
+}
+SM90_BWD_MEASURED = {
+    "gated_deltanet": dict(dq=2.3e-2, dk=1.9e-2, dv=3.6e-2, dg=1.8e-2, dbeta=1.5e-2, dh0=1.5e-2, elem_dg=6.2e-2,
+                           elem_dbeta=3.6e-2),
+    "deltanet": dict(dq=9.7e-3, dk=1.2e-2, dv=1.2e-2, dbeta=8.4e-3, dh0=4.6e-3, elem_dbeta=1.3e-2),
+}
+
+
+def bf16_store_need(member, name):
+    """The atol_rms a bf16-stored gradient needs at rtol 2^-6 + 2^-8, at most: the f32 one's at rtol 2^-6 plus 2^-8 of
+    its largest |x - ref| / rms (SM90_BWD_MEASURED)."""
+    m = SM90_BWD_MEASURED[member]
+    return m[name] + 2.0 ** -8 * m["elem_" + name]
+
+
+SM90_BWD_TOLERANCE_NOTES = [
+    "#",
+    "# Tolerances: per element 2^-6 |ref| + 2^-4 rms(ref), the sm90 forward contracts' bound, on every output (dbeta,",
+    "# stored bf16, adds 2^-8 |ref|: below). The tensor-core backward rounds every product's operands to bf16 (T, h, dh',",
+    "# V_new, dX, dV_new, X, P, P^T, dA, E, the scaled dO and dX; fp32 accumulation, the states kept in fp32):",
+    "# bench/glr/sm90_bwd_notes.md bounds it at 8 u (u = 2^-9) normwise, 16 u for dg. Per element, on the host emulator",
+    "# with this contract's input distributions at HV = H and f32 beta (tests/glr_sm90/run_emu_bwd.sh with",
+    "# GLR_EMU_INPUTS=contract; B2 T100 H1, B1 T320 H2, B3 T257 H2, h0 and dht): the largest atol_rms needed at rtol 2^-6",
+    "# was 3.6e-2 (dk; dq, dv 2.2e-2 at most, dbeta 2.4e-2, dg 1.1e-2, dh0 9e-3). A defect shows as an error of order rms.",
+    "# The accumulation case below, emulated (GLR_EMU_INPUTS=accumulation): at most 7.2e-3 relative per element on the",
+    "# bf16 gradients (the gate's bound: 8 u_bf16 = 3.1e-2 and more), 6.3e-4 on dbeta, 1.6e-4 on dg, 3.6e-4 on dh0",
+    "# (gamma_N(2^-24): 0.31, 0.31, 2.4e-3).",
+]
+SM90_BWD_DELTANET_NOTES = [
+    "#",
+    "# Tolerances: per element 2^-6 |ref| + 2^-4 rms(ref) on every output (dbeta, stored bf16, adds 2^-8 |ref|: below),",
+    "# as ./gated_deltanet_bwd.toml (whose header derives them). Per element, on the host emulator with this contract's",
+    "# input distributions at HV = H and f32 beta (tests/glr_sm90/run_emu_bwd.sh 2 100 1 1 1 inf with",
+    "# GLR_EMU_INPUTS=contract: mu = inf runs DeltaNet): the largest atol_rms needed at rtol 2^-6 was 1.4e-2 (dk; dq, dv",
+    "# 9.6e-3, dbeta 8.2e-3, dh0 2.3e-3). The accumulation case below, emulated (GLR_EMU_INPUTS=accumulation, B1 T320):",
+    "# at most 7.3e-3 relative per element on the bf16 gradients (the gate's bound: 8 u_bf16 = 3.1e-2 and more), 8.6e-4",
+    "# on dbeta, 1.9e-5 on dh0 (gamma_N(2^-24): 0.31, 2.4e-3).",
+]
+
+
+def e1(x):
+    """A measured number as the notes write it: 2.3e-2."""
+    return ("%.1e" % x).replace("e-0", "e-")
+
+
+def comment_lines(text, width=118):
+    """text as '# ' lines of at most width characters, after a '#' line."""
+    return ["#"] + ["# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False)]
+
+
+def sm90_bwd_new_paths_notes(member):
+    """The sm90 backward's bf16 beta and grouped value heads (2026-12-04) in a main file's header."""
+    m, dn = SM90_BWD_MEASURED[member], member == "deltanet"
+    shapes = ("B2 T100 H1 HV2, B1 T320 H2 HV4" if dn
+              else "B2 T100 H1 HV2 and HV4, B1 T320 H2 HV4, B3 T257 H1 and H2 HV4")
+    return comment_lines(
+        "bf16 beta and grouped value heads (new in the kernels on 2026-12-04; run only on the host emulator so far, not "
+        "yet on a GPU). beta is read widened exactly to f32 (load_scalar), so the oracle and the kernels see the same "
+        "beta; dbeta is the f32 path's dbeta rounded once to nearest bf16 on store (the emulator: bit for bit rn(the "
+        "f32 run's dbeta), every other gradient bit for bit the f32 run's on the same beta; run_emu_bwd.sh bf16, also "
+        "with GLR_EMU_INPUTS=contract), which moves it by at most u_bf16 |x| (kgate's u_bf16 = 2^-8): dbeta's rtol is "
+        "2^-6 + 2^-8 and its atol_rms term is kept (where the f32 dbeta needs atol a at rtol 2^-6, the bf16 one needs at "
+        "most a + 2^-8 max|x - ref| / rms at rtol 2^-6 + 2^-8). With HV = G H each value head's arithmetic is the "
+        "HV = H path's (dv, %sdbeta, dh0 bit for bit the HV = H run's with q, k copied per value head; run_emu_bwd.sh "
+        "gva); dq and dk are the fixed-order fp32 sums of the G value heads' fp32 partials, each carrying the HV = H "
+        "path's operand roundings, rounded to bf16 once as before: the fp32 sum adds at most (G - 1) 2^-24 of "
+        "sum |partial|, and the partials' errors come from independent v, dout%s, beta per value head, so they grow "
+        "with G as the reference's rms does and the bound relative to rms(ref) carries over (an argument, not a proof: "
+        "where the partials cancel, the atol_rms term holds it). Measured on the emulator with this contract's "
+        "distributions (GLR_EMU_INPUTS=contract, f32 beta, seeds 11 to 13; %s; h0 and dht): the atol_rms needed at "
+        "rtol 2^-6 at most %s (dq), %s (dk), %s (dv), %s%s (dbeta), %s (dh0); the bf16 dbeta then needs at most %s at "
+        "rtol 2^-6 + 2^-8 (its largest |x - ref| / rms: %s). At the oracle gate's input scale 1e-3 (GLR_EMU_SCALE=1e-3, "
+        "%s): %s."
+        % ("" if dn else "dg, ", "" if dn else ", g", shapes, e1(m["dq"]), e1(m["dk"]), e1(m["dv"]),
+           "" if dn else e1(m["dg"]) + " (dg), ", e1(m["dbeta"]), e1(m["dh0"]), e1(bf16_store_need(member, "dbeta")),
+           e1(m["elem_dbeta"]), SM90_BWD_SMALL_SCALE[member][0], SM90_BWD_SMALL_SCALE[member][1]))
+
 
 # A profile: what differs between the implementations it describes. Keys (a pass may override any of them
 # in its entry of `passes`, e.g. another title, implementation text or tolerances for the backward):
@@ -156,10 +247,11 @@ PROFILES = {
     ),
     # The tensor-core forward (glr/cuda/sm90, rung 3): the same library as the cuda profile
     # (glr_cuda_kgate_fwd.so), at the sizes where glr's CUDA API dispatches to it on an sm_90 device: K = V = 128
-    # (its only head dims so far), bf16 token tensors, f32 gate, bf16 beta, states f32. Forward only: the
-    # backward runs the block programs (the cuda profile covers it). The layout gate's strided views fall back
-    # to the block programs, which is the dispatch's contract; every other gate's calls are dense and run the
-    # tensor-core kernels. GLR_FORWARD_PATH=blocks runs the same contracts on the block programs, for diffing.
+    # (its only head dims so far), bf16 token tensors, f32 gate, bf16 beta, states f32; and the tensor-core backward
+    # of Gated DeltaNet and DeltaNet (the "bwd" pass below; every other member's backward runs the block programs,
+    # which the cuda profile covers). The layout gate's strided views fall back to the block programs, which is the
+    # dispatch's contract; every other gate's calls are dense and run the tensor-core kernels.
+    # GLR_FORWARD_PATH=blocks (GLR_BACKWARD_PATH=blocks) runs the same contracts on the block programs, for diffing.
     "sm90": dict(
         folder="sm90",
         title="glr sm90",
@@ -176,56 +268,81 @@ PROFILES = {
         entries=dict(kernel="glr_cuda_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
         passes={
             "fwd": {},
-            # The tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh): Gated DeltaNet and DeltaNet (g = 0), dense batches, no
-            # grouped value heads (HV = H), beta and dbeta f32.
+            # The tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh): Gated DeltaNet and DeltaNet (g = 0), dense
+            # batches, HV a multiple of H (grouped value heads), g and beta each f32 or bf16 with dg and dbeta in
+            # their dtype. The main contracts call it as flash-linear-attention's callers do (bf16 beta, f32 g) with
+            # grouped value heads on (nominal HV = 2H; the shapes gate also reaches HV = H and 4H); the variant
+            # bf16g_f32beta keeps the other dtype of each scalar covered (bf16 g, f32 beta). The kernels read and
+            # write g and beta through two independent run-time flags (g_bf16, beta_bf16: load_scalar and
+            # store_scalar), so the two Gated DeltaNet files together run both branches of each. The bf16 and GVA
+            # paths have run only on the host emulator so far, not on a GPU (2026-12-04).
             "bwd": dict(
                 members=("gated_deltanet", "deltanet"),
                 varlen_members=(),
                 algorithm="sm90 tensor-core backward (C = 64)",
                 written={"*": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
                          "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
-                         "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV = H (v, dout,\n"
-                         "# dv and the scalars use H: no grouped value heads), bf16 token tensors, f32 g, beta (so dg, dbeta) and\n"
-                         "# states, dense batches. The layout gate's strided and offset views fall back to the block programs,\n"
-                         "# which is the dispatch's contract; every other gate's calls run the tensor-core backward."),
+                         "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV a multiple of\n"
+                         "# H (grouped value heads: v, dout, dv, the scalars and the states use HV, q, k, dq, dk use H; value\n"
+                         "# head hv reads q/k head hv / (HV / H)), bf16 token tensors and beta (so dbeta), f32 g (so dg) and\n"
+                         "# states, dense batches: what flash-linear-attention's callers pass. The layout gate's strided and\n"
+                         "# offset views fall back to the block programs, which is the dispatch's contract; every other gate's\n"
+                         "# calls run the tensor-core backward. ./gated_deltanet_bf16g_f32beta_bwd.toml covers bf16 g and f32 beta."),
                          "deltanet": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
                                       "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
                                       "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh, Gated DeltaNet's kernels with G = 0: no g read, no\n"
-                                      "# dg written) on an sm_90 device: K = V = 128, HV = H (v, dout, dv and beta use H: no grouped value\n"
-                                      "# heads), bf16 token tensors, f32 beta (so dbeta) and states, dense batches. The layout gate's strided\n"
-                                      "# and offset views fall back to the block programs, which is the dispatch's contract; every other\n"
-                                      "# gate's calls run the tensor-core backward.")},
-                fixed_note={"*": "Fixed batch [B, T], bf16 token tensors, f32 gate, beta and states.",
-                            "deltanet": "Fixed batch [B, T], bf16 token tensors, f32 beta and states."},
+                                      "# dg written) on an sm_90 device: K = V = 128, HV a multiple of H (grouped value heads: v, dout, dv,\n"
+                                      "# beta and the states use HV, q, k, dq, dk use H), bf16 token tensors and beta (so dbeta), f32\n"
+                                      "# states, dense batches. The layout gate's strided and offset views fall back to the block programs,\n"
+                                      "# which is the dispatch's contract; every other gate's calls run the tensor-core backward.")},
+                fixed_note={"*": "Fixed batch [B, T], bf16 token tensors and beta, f32 gate and states.",
+                            "deltanet": "Fixed batch [B, T], bf16 token tensors and beta, f32 states."},
                 implementation=[
                     "# Kernel: glr_cuda_kgate_{short}.so:kgate_run on an sm_90 GPU (GLR_BACKWARD_PATH=blocks forces the block programs,",
                     "# for diffing); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
                     "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
                 ],
-                notes={"*": [
-                    "#",
-                    "# Tolerances (every output): per element 2^-6 |ref| + 2^-4 rms(ref), the sm90 forward contracts' bound. The",
-                    "# tensor-core backward rounds every product's operands to bf16 (T, h, dh', V_new, dX, dV_new, X, P, P^T, dA, E,",
-                    "# the scaled dO and dX; fp32 accumulation, the states kept in fp32): bench/glr/sm90_bwd_notes.md bounds it at",
-                    "# 8 u (u = 2^-9) normwise, 16 u for dg. Per element, on the host emulator with this contract's input",
-                    "# distributions (tests/glr_sm90/run_emu_bwd.sh with GLR_EMU_INPUTS=contract; B2 T100 H1, B1 T320 H2, B3 T257 H2,",
-                    "# h0 and dht): the largest atol_rms needed at rtol 2^-6 was 3.6e-2 (dk; dq, dv 2.2e-2 at most, dbeta 2.4e-2, dg",
-                    "# 1.1e-2, dh0 9e-3). A defect shows as an error of order rms. The accumulation case below, emulated (GLR_EMU_INPUTS=",
-                    "# accumulation): at most 7.2e-3 relative per element on the bf16 gradients (the gate's bound: 8 u_bf16 = 3.1e-2",
-                    "# and more), 6.3e-4 on dbeta, 1.6e-4 on dg, 3.6e-4 on dh0 (gamma_N(2^-24): 0.31, 0.31, 2.4e-3).",
-                ], "deltanet": [
-                    "#",
-                    "# Tolerances (every output): per element 2^-6 |ref| + 2^-4 rms(ref), as ./gated_deltanet_bwd.toml (whose header",
-                    "# derives them). Per element, on the host emulator with this contract's input distributions (tests/glr_sm90/",
-                    "# run_emu_bwd.sh 2 100 1 1 1 inf with GLR_EMU_INPUTS=contract: mu = inf runs DeltaNet): the largest atol_rms needed",
-                    "# at rtol 2^-6 was 1.4e-2 (dk; dq, dv 9.6e-3, dbeta 8.2e-3, dh0 2.3e-3). The accumulation case below, emulated",
-                    "# (GLR_EMU_INPUTS=accumulation, B1 T320): at most 7.3e-3 relative per element on the bf16 gradients (the gate's",
-                    "# bound: 8 u_bf16 = 3.1e-2 and more), 8.6e-4 on dbeta, 1.9e-5 on dh0 (gamma_N(2^-24): 0.31, 2.4e-3).",
-                ]},
-                gva=False,
-                beta_dtype="f32",
-                tolerance={name: operand_tolerance("bf16", 4, "bf16 operands: see the header")
-                           for name in ("dq", "dk", "dv", "dg", "dbeta", "dh0")},
+                notes={"*": SM90_BWD_TOLERANCE_NOTES + sm90_bwd_new_paths_notes("gated_deltanet"),
+                       "deltanet": SM90_BWD_DELTANET_NOTES + sm90_bwd_new_paths_notes("deltanet")},
+                gva=True,
+                beta_dtype="bf16",
+                g_dtype="f32",
+                tolerance={**{name: operand_tolerance("bf16", 4, "bf16 operands: see the header")
+                              for name in ("dq", "dk", "dv", "dg", "dh0")},
+                           "dbeta": stored_tolerance("bf16", 4, "bf16", "bf16 operands, stored bf16: see the header")},
+                # The other dtype of each scalar: bf16 g (so dg), f32 beta (so dbeta), grouped value heads on.
+                variants={"bf16g_f32beta": dict(
+                    members=("gated_deltanet",),
+                    algorithm="sm90 tensor-core backward (C = 64), bf16 g, f32 beta",
+                    written=("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+                             "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+                             "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device, as ./gated_deltanet_bwd.toml\n"
+                             "# (K = V = 128, HV a multiple of H, bf16 token tensors, f32 states, dense batches) with the other dtype of\n"
+                             "# each scalar: bf16 g (so dg) and f32 beta (so dbeta). The layout gate's strided and offset views fall\n"
+                             "# back to the block programs, which is the dispatch's contract; every other gate's calls run the\n"
+                             "# tensor-core backward."),
+                    fixed_note="Fixed batch [B, T], bf16 token tensors and g, f32 beta and states.",
+                    notes=comment_lines(
+                        "Tolerances: per element 2^-6 |ref| + 2^-4 rms(ref) (the sm90 forward contracts' bound) on dq, dk, dv, "
+                        "dbeta, dh0, derived and measured in ./gated_deltanet_bwd.toml's header (f32 beta is the path measured "
+                        "there at HV = H, and its grouped value heads are measured there too). bf16 g (new in the kernels on "
+                        "2026-12-04; run only on the host emulator so far, not yet on a GPU) is read widened exactly to f32 "
+                        "(load_scalar), so the oracle and the kernels see the same g and only dg's store adds a rounding: dg is "
+                        "the f32 path's dg rounded once to nearest bf16 (the emulator: bit for bit rn(the f32 run's dg), dq, dk, "
+                        "dv, dbeta, dh0 bit for bit the f32 run's on the same g; tests/glr_sm90/run_emu_bwd.sh bf16), which "
+                        "moves it by at most u_bf16 |x| (kgate's u_bf16 = 2^-8): dg's rtol is 2^-6 + 2^-8 and its atol_rms term "
+                        "is kept (where the f32 dg needs atol a at rtol 2^-6, the bf16 one needs at most a + 2^-8 "
+                        "max|x - ref| / rms at rtol 2^-6 + 2^-8). Measured on the emulator with the contract's distributions at "
+                        "f32 g (./gated_deltanet_bwd.toml's runs): the f32 dg needs at most %s at rtol 2^-6 (largest "
+                        "|x - ref| / rms %s), so the bf16 dg at most %s."
+                        % (e1(SM90_BWD_MEASURED["gated_deltanet"]["dg"]), e1(SM90_BWD_MEASURED["gated_deltanet"]["elem_dg"]),
+                           e1(bf16_store_need("gated_deltanet", "dg")))),
+                    g_dtype="bf16",
+                    beta_dtype="f32",
+                    tolerance={**{name: operand_tolerance("bf16", 4, "bf16 operands: see the header")
+                                  for name in ("dq", "dk", "dv", "dbeta", "dh0")},
+                               "dg": stored_tolerance("bf16", 4, "bf16", "bf16 operands, stored bf16: see the header")},
+                )},
             ),
         },
         token_dtype={False: "bf16", True: "bf16"},

@@ -183,6 +183,36 @@ def test_a_row_expresses_the_sm90_backward():
     assert "grouped value heads" not in doc["op"]["description"]
 
 
+def test_the_sm90_backward_contracts_cover_its_paths():
+    # The tensor-core backward takes g and beta each f32 or bf16 (dg, dbeta in their dtype) and grouped value heads:
+    # some sm90 backward contract runs each dtype of each scalar, every one with HV a multiple of H, Gated DeltaNet's
+    # main file with what flash-linear-attention passes (bf16 beta, f32 g), at K = V = 128 on dense batches only.
+    docs = {rel: doc for rel, (doc, _, _, bwd, _) in parsed().items() if bwd and rel.startswith("sm90/")}
+    assert sorted(docs) == ["sm90/deltanet_bwd.toml", "sm90/gated_deltanet_bf16g_f32beta_bwd.toml",
+                            "sm90/gated_deltanet_bwd.toml"]
+    seen = set()
+    for rel, doc in docs.items():
+        t = tensors(doc)
+        assert doc["dims"]["HV"]["multiple_of"] == "H" and doc["dims"]["HV"]["nominal"] > doc["dims"]["H"]["nominal"], rel
+        assert t["v"]["shape"] == ["B", "T", "HV", "V"] and t["q"]["shape"] == ["B", "T", "H", "K"], rel
+        assert t["dq"]["shape"] == ["B", "T", "H", "K"] and t["beta"]["shape"] == ["B", "T", "HV"], rel
+        assert (doc["dims"]["K"]["min"], doc["dims"]["K"]["max"], doc["dims"]["V"]["min"], doc["dims"]["V"]["max"]) == (128,) * 4
+        assert "cu_seqlens" not in t and doc["attrs"].get("varlen", 0) == 0, rel
+        for name in ("g", "beta"):
+            if name in t:
+                assert t[name]["dtype"] == t["d" + name]["dtype"], rel
+                seen.add((name, t[name]["dtype"]))
+                # a bf16 gradient is the f32 one rounded once more: rtol 2^-6 + 2^-8, the f32 outputs' 2^-6 otherwise
+                rtol = 2.0 ** -6 + (2.0 ** -8 if t[name]["dtype"] == "bf16" else 0)
+                assert t["d" + name]["tolerance"] == {"rtol": rtol, "atol_rms": 2.0 ** -4}, (rel, name)
+    assert seen == {("g", "f32"), ("g", "bf16"), ("beta", "f32"), ("beta", "bf16")}
+    fla = tensors(docs["sm90/gated_deltanet_bwd.toml"])
+    assert (fla["beta"]["dtype"], fla["g"]["dtype"]) == ("bf16", "f32")
+    variant = docs["sm90/gated_deltanet_bf16g_f32beta_bwd.toml"]
+    assert variant["op"]["name"] == "glr.sm90.gated_deltanet.bwd.bf16g_f32beta"
+    assert "../gated_deltanet_bwd.toml" in header(gen.contracts()["sm90/gated_deltanet_bf16g_f32beta_bwd.toml"])
+
+
 def test_a_variant_writes_a_file_of_its_own():
     # A pass's `variants` entry adds files of that pass ({member}_{tag}_{short}.toml) and changes no other.
     base = copy.deepcopy(gen.PROFILES)
