@@ -49,7 +49,8 @@ if [[ " $phases " == *" kgate "* ]]; then
     [[ $name == *_bwd ]] && pass=bwd
     # glr/contracts/cuda judge the block programs (kgate_run_blocks, both passes); glr/contracts/sm90 what the
     # API dispatches to (kgate_run: on sm_90 the tensor-core forward for these dense bf16 K = V = 128 calls, and
-    # the tensor-core backward for the *_bwd contracts' HV = H, fp32 beta calls).
+    # the tensor-core backward for the *_bwd contracts' calls: HV a multiple of H, bf16 beta with f32 g, and in
+    # gated_deltanet_bf16g_f32beta_bwd bf16 g with f32 beta).
     sym=kgate_run_blocks
     [[ $c == */sm90/* ]] && sym=kgate_run
     "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so:$sym" \
@@ -58,7 +59,7 @@ if [[ " $phases " == *" kgate "* ]]; then
     rc=$?
     bad=$(sed -n '/^gate/,/^result/p' "$out/kgate_$name.log" | awk 'NR>1 && $2!="PASS" && $1!="result:" && NF>1 {printf "%s=%s ", $1, $2}')
     if ! grep -q "^gate " "$out/kgate_$name.log"; then bad=$(grep -m1 -iE "error" "$out/kgate_$name.log" | cut -c1-150); fi
-    printf "  %-28s exit %d  %s\n" "$name" "$rc" "${bad:-all PASS}" | tee -a "$summary"
+    printf "  %-38s exit %d  %s\n" "$name" "$rc" "${bad:-all PASS}" | tee -a "$summary"
   done
 fi
 
