@@ -11,7 +11,7 @@
 #        against the kernels, with the CPU reference's float64 oracle; bench: the
 #        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
 #        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);
-#        a short summary is printed last.
+#        a short summary is printed last; the logs end up in $OUT/logs.tgz beside summary.txt (GLRCUDA_PACK=0: loose).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 carry=${CARRY:-build-glrcuda/carry}
@@ -77,5 +77,12 @@ if [[ " $phases " == *" sass "* ]]; then
   awk '/Function :/ {f=$3; n[f]=0} /LDL|STL/ {l[f]++} /BAR/ {b[f]++} /HMMA|HGMMA/ {m[f]++}
        END {for (k in n) printf "  %-70s %4d %4d %4d\n", substr(k, 1, 70), l[k], b[k], m[k]}' "$out/sass.txt" |
     sort | tee -a "$summary"
+fi
+# A device call returns at most 8 files of $OUT: every log goes into one logs.tgz beside summary.txt (set
+# GLRCUDA_PACK=0 to keep them loose).
+if [ "${GLRCUDA_PACK:-1}" != 0 ]; then
+  (cd "$out" && find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tgz ! -name .packed -printf '%f\n' | sort > .packed &&
+    tar -czf logs.tgz -T .packed && xargs -a .packed rm -f && rm -f .packed)
+  echo "== logs packed into $out/logs.tgz" | tee -a "$summary"
 fi
 echo "== summary in $summary"
