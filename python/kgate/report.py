@@ -189,10 +189,12 @@ def throughput_text(path: str, spans: list[dict]) -> str:
         secs, n, a = (sum(s[k] for s in group) for k in ("seconds", "rows", "audited"))
         return [name, f"{secs:.0f}", sum(s.get("compile", 0) for s in group), sum(s.get("verify", 0) for s in group),
                 n, a, rate(n, secs), rate(a, secs)]
+    def compile_only(s):  # a run that started compile jobs and no verify job
+        return bool(s.get("compile")) and not s.get("verify")
     rows = [line(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s["start"]))
-                 + (" compile only" if s.get("compile") and not s.get("verify") else ""), [s]) for s in spans]
+                 + (" compile only" if compile_only(s) else ""), [s]) for s in spans]
     rows.append(line("all", spans))
-    verifying = [s for s in spans if s.get("verify") or not s.get("compile")]
+    verifying = [s for s in spans if not compile_only(s)]
     if len(verifying) < len(spans):
         rows.append(line("verifying runs", verifying))
     return (f"throughput ({os.path.basename(stem(path))}.attempts.jsonl: each audit run from its first attempt to "

@@ -62,8 +62,7 @@ class Worker:
         if entry not in ns or not callable(ns[entry]):
             return {"status": "import_error", "message": f"the candidate defines no callable {entry}"}
         self.ns = ns
-        return {"status": "ok", "seconds": seconds, "compile_seconds": _compile_seconds(self.fw),
-                "guard": guard_note, "ext_failed": _ext_failed(self.fw)}
+        return {"status": "ok", "seconds": seconds, "guard": guard_note, **_ext_stats(self.fw)}
 
     def build(self, msg):
         if msg.get("function"):  # a plain function, called as it is (kgate.target.WorkerTarget)
@@ -74,14 +73,14 @@ class Worker:
         init = self.fw.prepare_init_inputs(_from_wire(self.fw, msg["init_inputs"]))
         # Many candidates compile their extension in ModelNew.__init__: the reply says how long that took
         # (extcache's builds during this request), so the row's record counts it as compilation.
-        since = _compile_seconds(self.fw)
+        since = _ext_stats(self.fw)["compile_seconds"]
         try:
             self.models[msg["slot"]] = self.fw.build(self.ns["ModelNew"], init, msg["seed"],
                                                      eval_mode=msg.get("eval", True))
         except BaseException as e:  # noqa: BLE001
             return {"status": "raised", "message": f"{type(e).__name__}: {e}"[:2000], "traceback": _short_tb(),
-                    "compile_seconds": _compile_seconds(self.fw) - since, "ext_failed": _ext_failed(self.fw)}
-        return {"status": "ok", "compile_seconds": _compile_seconds(self.fw) - since, "ext_failed": _ext_failed(self.fw)}
+                    **_ext_stats(self.fw, since)}
+        return {"status": "ok", **_ext_stats(self.fw, since)}
 
     def call(self, msg):
         """baseline's call: the inputs in guarded buffers, the candidate's outputs back as host arrays."""
@@ -206,20 +205,15 @@ class Worker:
                                       msg.get("trials", 5), progress=self.progress if msg.get("progress") else None)
 
 
-def _ext_failed(fw) -> list:
-    """Names of the extensions whose build failed in this worker so far (extcache.py; torch only)."""
+def _ext_stats(fw, since: float = 0.0) -> dict:
+    """What a reply says of this worker's extension builds (extcache.py; torch only): the seconds spent
+    compiling after `since` (a request's start, 0: since the worker began), and the names of the extensions
+    whose build failed so far."""
     if fw.NAME != "torch":
-        return []
+        return {"compile_seconds": 0.0, "ext_failed": []}
     from . import extcache
-    return list(extcache.stats["failed"])[:20]
-
-
-def _compile_seconds(fw) -> float:
-    """Seconds this worker has spent compiling extensions so far (extcache.py; torch only)."""
-    if fw.NAME != "torch":
-        return 0.0
-    from . import extcache
-    return extcache.stats["compile_seconds"]
+    return {"compile_seconds": extcache.stats["compile_seconds"] - since,
+            "ext_failed": list(extcache.stats["failed"])[:20]}
 
 
 def _nbytes(fw, arg) -> int:
