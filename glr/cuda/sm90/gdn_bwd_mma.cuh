@@ -73,7 +73,7 @@ struct GdnBwdArgs {
   int HV = 0;   // value heads (GVA, see above), a multiple of H; 0 means H
   __host__ __device__ int value_heads() const { return HV > 0 ? HV : H; }
   // Packed sequences (B = 1), as the forward's GdnFwdArgs: N + 1 offsets on the device, int64 or int32 (one of
-  // them), N >= 1; h0, dht, dh0 then (N, H, K, V). The forward's chunk table kernel checks them on the device and
+  // them), N >= 1; h0, dht, dh0 then (N, HV, K, V). The forward's chunk table kernel checks them on the device and
   // builds the table: invalid offsets make status 1 and every output NaN (the poison kernel).
   const std::int64_t* cu_seqlens = nullptr;
   const std::int32_t* cu_seqlens32 = nullptr;
