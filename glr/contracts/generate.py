@@ -145,11 +145,24 @@ def sm90_bwd_new_paths_notes(member):
            e1(m["elem_dbeta"]), SM90_BWD_SMALL_SCALE[member][0], SM90_BWD_SMALL_SCALE[member][1]))
 
 
+# Packed sequences in the sm90 backward (gated_deltanet_varlen_bwd.toml): why the dense file's tolerances carry over.
+SM90_BWD_VARLEN_NOTES = comment_lines(
+    "Packed sequences (new in the kernels on 2026-12-04; run only on the host emulator so far, not yet on a GPU): the "
+    "kernels index every chunk through the forward's chunk table (chunks never cross a sequence; the state and its "
+    "gradient restart from each sequence's h0 and dht), so each sequence runs the same mma and FMA sequence on the same "
+    "operands as that sequence alone in a dense B = 1 batch at the same state slice width (the width changes only the "
+    "order of dbeta's per-slice sums): tests/glr_sm90/run_emu_bwd.sh varlen finds every packed output bit for bit "
+    "that of each sequence alone (lengths 0, 1, 33, 37, 63, 64, 65, 98, 130, 200; HV = H, 2H; bf16 g and beta) and "
+    "within the dense bounds of the float64 recurrence. The dense file's tolerances and measurements therefore hold "
+    "per sequence. Offsets are checked on the device: invalid ones make every output NaN, as the block programs.")
+
+
 # A profile: what differs between the implementations it describes. Keys (a pass may override any of them
 # in its entry of `passes`, e.g. another title, implementation text or tolerances for the backward):
-#   folder, title, op, algorithm, written, fixed_note, implementation, notes: where the files go, their
-#                   header lines and description; written, fixed_note and notes may be {member: text, "*":
-#                   text} where the members of one pass need different words
+#   folder, title, op, algorithm, written, fixed_note, varlen_note, implementation, notes: where the files go,
+#                   their header lines and description; written, fixed_note, varlen_note and notes may be
+#                   {member: text, "*": text} where the members of one pass need different words, with
+#                   {member + "_varlen": text} for a member's packed-sequence file
 #   entries         kernel and oracle as lib:symbol ({short} is fwd or bwd): --entries prints them, and the
 #                   header must name the kernel's (tests/glr_contracts checks it)
 #   passes          {"fwd": {...}, "bwd": {...}}: the passes written, each with optional `members` and
@@ -275,10 +288,12 @@ PROFILES = {
             # bf16g_f32beta keeps the other dtype of each scalar covered (bf16 g, f32 beta). The kernels read and
             # write g and beta through two independent run-time flags (g_bf16, beta_bf16: load_scalar and
             # store_scalar), so the two Gated DeltaNet files together run both branches of each. The bf16 and GVA
-            # paths have run only on the host emulator so far, not on a GPU (2026-12-04).
+            # paths have run only on the host emulator so far, not on a GPU (2026-12-04). Packed sequences
+            # (cu_seqlens, since 2026-12-04: each sequence's chunks through the forward's chunk table) in
+            # gated_deltanet_varlen_bwd.toml, with the main file's dtypes and grouped value heads.
             "bwd": dict(
                 members=("gated_deltanet", "deltanet"),
-                varlen_members=(),
+                varlen_members=("gated_deltanet",),
                 algorithm="sm90 tensor-core backward (C = 64)",
                 written={"*": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
                          "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
@@ -294,7 +309,16 @@ PROFILES = {
                                       "# dg written) on an sm_90 device: K = V = 128, HV a multiple of H (grouped value heads: v, dout, dv,\n"
                                       "# beta and the states use HV, q, k, dq, dk use H), bf16 token tensors and beta (so dbeta), f32\n"
                                       "# states, dense batches. The layout gate's strided and offset views fall back to the block programs,\n"
-                                      "# which is the dispatch's contract; every other gate's calls run the tensor-core backward.")},
+                                      "# which is the dispatch's contract; every other gate's calls run the tensor-core backward."),
+                         "gated_deltanet_varlen": (
+                             "# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+                             "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+                             "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV a multiple of\n"
+                             "# H (grouped value heads), bf16 token tensors and beta (so dbeta), f32 g (so dg) and states, packed\n"
+                             "# sequences (cu_seqlens, B = 1; h0, dht, dh0 per sequence): as ./gated_deltanet_bwd.toml on dense\n"
+                             "# batches. The layout gate's strided and offset views fall back to the block programs, which is the\n"
+                             "# dispatch's contract; every other gate's calls run the tensor-core backward.")},
+                varlen_note="Packed sequences (cu_seqlens, B = 1), bf16 token tensors and beta, f32 gate and states.",
                 fixed_note={"*": "Fixed batch [B, T], bf16 token tensors and beta, f32 gate and states.",
                             "deltanet": "Fixed batch [B, T], bf16 token tensors and beta, f32 states."},
                 implementation=[
@@ -303,7 +327,9 @@ PROFILES = {
                     "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
                 ],
                 notes={"*": SM90_BWD_TOLERANCE_NOTES + sm90_bwd_new_paths_notes("gated_deltanet"),
-                       "deltanet": SM90_BWD_DELTANET_NOTES + sm90_bwd_new_paths_notes("deltanet")},
+                       "deltanet": SM90_BWD_DELTANET_NOTES + sm90_bwd_new_paths_notes("deltanet"),
+                       "gated_deltanet_varlen": SM90_BWD_TOLERANCE_NOTES + sm90_bwd_new_paths_notes("gated_deltanet")
+                       + SM90_BWD_VARLEN_NOTES},
                 gva=True,
                 beta_dtype="bf16",
                 g_dtype="f32",
@@ -313,6 +339,7 @@ PROFILES = {
                 # The other dtype of each scalar: bf16 g (so dg), f32 beta (so dbeta), grouped value heads on.
                 variants={"bf16g_f32beta": dict(
                     members=("gated_deltanet",),
+                    varlen_members=(),  # the dtypes' paths do not meet the chunk indexing: the dense file covers them
                     algorithm="sm90 tensor-core backward (C = 64), bf16 g, f32 beta",
                     written=("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
                              "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
@@ -430,10 +457,16 @@ def make(prof, member, backward, varlen, filename):
     tol = prof["tolerance"]
     what = ("dq, dk, dv%s%s, dh0 from dout and dht" % (", dg" if gate else "", ", dbeta" if delta else "")) if backward \
         else "o and the final state ht"
-    # fixed_note and notes may be {member: value, "*": value} where members of one pass differ.
+    # fixed_note and notes may be {member: value, "*": value} where members of one pass differ, and
+    # {member + "_varlen": value} where a member's packed-sequence file needs its own words.
     def per_member(v):
-        return v.get(member, v["*"]) if isinstance(v, dict) else v
-    layout_note = ("Packed sequences (cu_seqlens, B = 1), bf16 token tensors, f32 gate and states." if varlen
+        if not isinstance(v, dict):
+            return v
+        if varlen and member + "_varlen" in v:
+            return v[member + "_varlen"]
+        return v.get(member, v["*"])
+    layout_note = (per_member(prof.get("varlen_note", "Packed sequences (cu_seqlens, B = 1), bf16 token tensors, f32 gate "
+                                                      "and states.")) if varlen
                    else per_member(prof["fixed_note"]))
     s = HEADER.format(title=prof["title"], member_title=member_title, pass_=pass_, what=what,
                       written=per_member(prof["written"]).format(name=filename), layout_note=layout_note,

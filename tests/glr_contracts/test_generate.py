@@ -186,18 +186,28 @@ def test_a_row_expresses_the_sm90_backward():
 def test_the_sm90_backward_contracts_cover_its_paths():
     # The tensor-core backward takes g and beta each f32 or bf16 (dg, dbeta in their dtype) and grouped value heads:
     # some sm90 backward contract runs each dtype of each scalar, every one with HV a multiple of H, Gated DeltaNet's
-    # main file with what flash-linear-attention passes (bf16 beta, f32 g), at K = V = 128 on dense batches only.
+    # main file with what flash-linear-attention passes (bf16 beta, f32 g), at K = V = 128; dense batches, and since
+    # 2026-12-04 packed sequences (Gated DeltaNet, the main file's dtypes: cu_seqlens, B = 1, states per sequence).
     docs = {rel: doc for rel, (doc, _, _, bwd, _) in parsed().items() if bwd and rel.startswith("sm90/")}
     assert sorted(docs) == ["sm90/deltanet_bwd.toml", "sm90/gated_deltanet_bf16g_f32beta_bwd.toml",
-                            "sm90/gated_deltanet_bwd.toml"]
+                            "sm90/gated_deltanet_bwd.toml", "sm90/gated_deltanet_varlen_bwd.toml"]
     seen = set()
     for rel, doc in docs.items():
         t = tensors(doc)
+        varlen = rel == "sm90/gated_deltanet_varlen_bwd.toml"
+        b, n = (1, "N") if varlen else ("B", "B")
         assert doc["dims"]["HV"]["multiple_of"] == "H" and doc["dims"]["HV"]["nominal"] > doc["dims"]["H"]["nominal"], rel
-        assert t["v"]["shape"] == ["B", "T", "HV", "V"] and t["q"]["shape"] == ["B", "T", "H", "K"], rel
-        assert t["dq"]["shape"] == ["B", "T", "H", "K"] and t["beta"]["shape"] == ["B", "T", "HV"], rel
+        assert t["v"]["shape"] == [b, "T", "HV", "V"] and t["q"]["shape"] == [b, "T", "H", "K"], rel
+        assert t["dq"]["shape"] == [b, "T", "H", "K"] and t["beta"]["shape"] == [b, "T", "HV"], rel
+        assert t["h0"]["shape"] == [n, "HV", "K", "V"] and t["dh0"]["shape"] == [n, "HV", "K", "V"], rel
         assert (doc["dims"]["K"]["min"], doc["dims"]["K"]["max"], doc["dims"]["V"]["min"], doc["dims"]["V"]["max"]) == (128,) * 4
-        assert "cu_seqlens" not in t and doc["attrs"].get("varlen", 0) == 0, rel
+        if varlen:
+            assert t["cu_seqlens"]["domain"] == {"kind": "offsets", "total": "T"} and doc["attrs"]["varlen"] == 1, rel
+            assert doc["op"]["name"] == "glr.sm90.gated_deltanet.bwd.varlen" and doc["nonfinite"]["segments"] == "cu_seqlens"
+            assert (t["beta"]["dtype"], t["g"]["dtype"]) == ("bf16", "f32"), rel  # the main file's: fla's
+            assert t["dq"]["tolerance"] == tensors(docs["sm90/gated_deltanet_bwd.toml"])["dq"]["tolerance"], rel
+        else:
+            assert "cu_seqlens" not in t and doc["attrs"].get("varlen", 0) == 0, rel
         for name in ("g", "beta"):
             if name in t:
                 assert t[name]["dtype"] == t["d" + name]["dtype"], rel

@@ -631,6 +631,8 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
   return ok;
 }
 
+#include "emu_bwd_varlen.inc"  // packed sequences: run_varlen_cases ("varlen")
+
 }  // namespace
 
 // With arguments B T H h0 dht mu [vt [HV]]: that one case only (vt 64 unless given, HV = H unless given).
@@ -658,6 +660,11 @@ int main(int argc, char** argv) {
                        {2, 70, 1, true, false, -1.0, 32, 0, 4},  {1, 64, 2, false, true, INFINITY, 64, 0, 4},
                        {2, 33, 2, true, true, 4.0, 32, 0, 4}};
   bool ok = true;
+  if (argc == 2 && std::string(argv[1]) == "varlen") {  // packed sequences (emu_bwd_varlen.inc)
+    ok = run_varlen_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   if (argc == 2 && std::string(argv[1]) == "gva") {
     unsigned gseed = 301;
     for (const Shape& s : gva) ok = run(s, gseed++, s.T == 130 || s.T == 33) && ok;

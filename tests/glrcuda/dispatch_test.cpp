@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "capi/glr_capi.h"
 #include "case.hpp"
@@ -78,7 +79,7 @@ TEST(BackwardDispatch, Sm90GateAndBetaDtypes) {
 }
 
 // Grouped value heads (HV a multiple of H) on dense batches: value head hv reads q/k head hv / (HV / H), and a
-// group kernel sums dq, dk over each group in a fixed order. Packed sequences stay refused (below).
+// group kernel sums dq, dk over each group in a fixed order. Packed sequences: Sm90TakesPackedSequences.
 TEST(BackwardDispatch, Sm90TakesGroupedValueHeadsDense) {
   const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
   for (Member m : {Member::gated_deltanet, Member::deltanet})
@@ -87,6 +88,25 @@ TEST(BackwardDispatch, Sm90TakesGroupedValueHeadsDense) {
       const Case c = make_case(m, s, {DType::bf16}, {}, 7);
       EXPECT_EQ(refusal(c), "") << c.describe();
     }
+}
+
+// Packed sequences (cu_seqlens, B = 1): every length (0, 1, a chunk's 64 and around it), h0/dht per sequence or
+// none, grouped value heads, both members, fp32 and bf16 g/beta; the backward indexes each sequence's chunks through
+// the forward's chunk table (gdn_bwd_mma.cuh). Strided packed tensors are still refused by layout.
+TEST(BackwardDispatch, Sm90TakesPackedSequences) {
+  const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& s : {Shape{"varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true},
+                           Shape{"varlen_HV2H", 1, 130, 1, 2, 128, 128, {0, 64, 130}, true},
+                           Shape{"varlen_0_1_63_65_empty_last", 1, 129, 2, 4, 128, 128, {0, 0, 1, 64, 129, 129}, false},
+                           Shape{"varlen_one_token", 1, 1, 1, 1, 128, 128, {0, 1}, true}})
+      for (DType gate : {DType::f32, DType::bf16}) {
+        const Case c = make_case(m, s, {DType::bf16, gate}, {}, 7);
+        EXPECT_EQ(refusal(c), "") << c.describe();
+      }
+  const Case strided = make_case(Member::gated_deltanet, {"varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true},
+                                 {DType::bf16}, {true, false}, 7);
+  EXPECT_NE(refusal(strided).find("not dense"), std::string::npos) << refusal(strided);
 }
 
 TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
@@ -107,8 +127,7 @@ TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
       {Member::gated_deltanet, kK128, {DType::f16}, {}, "q, k, v, dout, dq, dk, dv not all bf16"},
       {Member::gated_deltanet, kK128, {DType::bf16}, {true, false}, "not dense"},
       {Member::gated_deltanet, kK128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"HV2H_varlen", 1, 130, 1, 2, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed sequences"},
-      {Member::gated_deltanet, {"varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed sequences"},
+      {Member::gated_deltanet, {"K64_varlen", 1, 130, 1, 1, 64, 64, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
   };
   for (const Refused& r : cases) {
     const Case c = make_case(r.member, r.shape, r.dt, r.layout, 8);
@@ -178,6 +197,20 @@ TEST(BackwardDispatch, WorkspacePerPath) {
                        2 * gbh * gtp * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
+  // Packed sequences (the benchmark's varlen rows: mixed lengths summing to 32k, HV32): the per-chunk pieces for
+  // ceil(T / 64) + N chunk slots per value head (each sequence adds at most one partial chunk), the per-token fp32
+  // dq, dk of each value head, and the chunk table (int32: bad, total, N + 1 first chunks, one sequence per slot).
+  std::vector<std::int64_t> cu = {0};
+  for (std::int64_t len : {1, 63, 64, 65, 0, 4000, 7000, 9000, 12575}) cu.push_back(cu.back() + len);
+  ASSERT_EQ(cu.back(), 32768);
+  const Params v = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, cu, true, true, kDefaultChunk);
+  const cuda::DeviceOffsets voff{v.cu_seqlens.data(), 0};  // the host copy stands in (sizes only: nothing reads it)
+  const std::size_t vfast = cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::sm90);
+  const std::size_t vN = cu.size() - 1, vslots = (512 + vN) * 32, vtable = (4 * (2 + vN + 1 + 512 + vN) + 255) / 256 * 256;
+  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 10 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
+                       2 * 32 * std::size_t{32768} * 128 * 4 + vtable);
+  std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
+              vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);
 }
 
 // The C entry point's glr_capi_backward_path (what bench/glr loads): the same choice, the reason in msg, a bad

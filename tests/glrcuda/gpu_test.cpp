@@ -8,9 +8,10 @@
 //   * the forward's dispatch (cuda::forward_path): bf16 K = V (64, 128) dense calls take the sm90 tensor-core
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
 //     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
-//   * the backward's dispatch (cuda::backward_path): bf16 K = V = 128 dense Gated DeltaNet and DeltaNet calls with
-//     HV a multiple of H (g and beta fp32 or bf16) take the sm90 tensor-core backward on an sm_90 device; the same
-//     checks, T up to 4096, the refusal reasons, GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
+//   * the backward's dispatch (cuda::backward_path): bf16 K = V = 128 Gated DeltaNet and DeltaNet calls with
+//     HV a multiple of H (g and beta fp32 or bf16), dense batches or packed sequences, take the sm90 tensor-core
+//     backward on an sm_90 device; the same checks, T up to 4096, invalid packed offsets, the refusal reasons,
+//     GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
 // When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
 // so one log says which stage broke.
 #include <gtest/gtest.h>
@@ -475,9 +476,10 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 dense calls with HV a multiple of H
-// take the sm90 tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
-// and bf16 at two shapes: the sm90 backward takes either since 2026-12-04); every gradient against
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 calls with HV a multiple of H, dense
+// batches and packed sequences (lengths 0, 1, 63, 64, 65 and long ones; h0/dht per sequence), take the sm90
+// tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
+// and bf16 at two shapes and a packed one: the sm90 backward takes either since 2026-12-04); every gradient against
 // the float64 oracle within its path's bound, the two paths within the sum of their bounds, the sm90 path bitwise
 // deterministic and independent of the workspace's previous contents. Then the calls it refuses, each with its
 // reason, and the overrides.
@@ -501,6 +503,19 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
   for (Member m : {Member::gated_deltanet, Member::deltanet})
     for (const Shape* sh : {&fast_shapes[0], &fast_shapes[1]})
       cases.push_back(make_case(m, *sh, {DType::bf16, DType::bf16}, {}, test_seed(salt_bf16++)));
+  // Packed sequences (cu_seqlens, B = 1; since 2026-12-04 on the tensor cores: each sequence's chunks through the
+  // forward's chunk table): empty, single-token, chunk-boundary and long sequences, odd totals, states per sequence or
+  // none, grouped value heads, bf16 g and beta on one. Their own seeds (1470 on).
+  const std::vector<Shape> packed_shapes = {
+      {"K128_varlen_states", 1, 700, 1, 1, 128, 128, {0, 1, 64, 64, 129, 700}, true},           // 1, 63, 0, 65, 571
+      {"K128_varlen_H2_HV4_no_states", 1, 515, 2, 4, 128, 128, {0, 64, 128, 515, 515}, false},  // 64, 64, 387, 0
+      {"K128_varlen_HV2_states", 1, 2049, 1, 2, 128, 128, {0, 0, 1000, 1001, 2049}, true},      // 0, 1000, 1, 1048
+  };
+  std::uint64_t salt_packed = 1470;
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& sh : packed_shapes) cases.push_back(make_case(m, sh, {DType::bf16}, {}, test_seed(salt_packed++)));
+  cases.push_back(make_case(Member::gated_deltanet, packed_shapes[2], {DType::bf16, DType::bf16}, {},
+                            test_seed(salt_packed++)));
   std::vector<std::future<Results>> refs;
   for (const Case& c : cases) refs.push_back(std::async(std::launch::async, [&c] { return oracle(c, true); }));
   int fast = 0;
@@ -569,8 +584,7 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},
       {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
       {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"K128_varlen_HV2H", 1, 130, 1, 2, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
-      {Member::deltanet, {"K128_varlen", 1, 130, 1, 1, 128, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "packed"},
+      {Member::gated_deltanet, {"K64_varlen", 1, 130, 1, 1, 64, 64, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
   };
   for (const Fallback& f : fallbacks) {
     const Case c = make_case(f.member, f.shape, f.dt, f.layout, test_seed(salt++));
@@ -614,6 +628,51 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       ADD_FAILURE() << "GLR_BACKWARD_PATH=fast was accepted";
     } catch (const InvalidArgument& e) {
       EXPECT_EQ(e.argument(), "GLR_BACKWARD_PATH");
+    }
+  }
+}
+
+// Packed sequences on the sm90 backward with device-only offsets (the chunk table kernel reads them on the device):
+// valid ones give the bits of the host-offset call, on the sm90 path on an sm_90 device; invalid ones (decreasing;
+// the last one short of T) set the status word and make every output NaN (the poison kernel), as the block programs.
+TEST_F(Gpu, BackwardPackedDeviceOffsetsSm90) {
+  const Shape s{"K128_varlen_HV2_states", 1, 300, 1, 2, 128, 128, {0, 1, 65, 65, 300}, true};
+  const Case c = make_case(Member::gated_deltanet, s, {DType::bf16}, {}, test_seed(1490));
+  Params device_only = c.call;
+  device_only.cu_seqlens.clear();
+  const GpuRun ref = run_gpu(c, true, stream_, false);
+  EXPECT_EQ(ref.bpath, on_sm90() ? cuda::BackwardPath::sm90 : cuda::BackwardPath::blocks);
+  for (int variant : {0, 1, 2}) {  // 0 valid, 1 decreasing, 2 cu[N] != T
+    DeviceCall call(c, stream_);
+    std::vector<std::int64_t> cu = s.cu_seqlens;
+    if (variant == 1) cu[2] = cu[1] - 1;
+    if (variant == 2) cu.back() = s.T - 1;
+    DeviceBuffer dcu(cu.size() * sizeof(std::int64_t));
+    cuda_ok(cudaMemcpy(dcu.ptr, cu.data(), cu.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cu");
+    const cuda::DeviceOffsets off{static_cast<const std::int64_t*>(dcu.ptr), static_cast<std::int64_t>(cu.size()) - 1};
+    EXPECT_EQ(cuda::backward_path(device_only, call.backward(), off).path, ref.bpath);
+    const std::size_t bytes = cuda::backward_workspace_bytes(device_only, off);
+    DeviceBuffer ws(bytes);
+    cuda_ok(cudaMemsetAsync(ws.ptr, 0, bytes, stream_), "zero the workspace");
+    // outputs zeroed (DeviceCall uploads NaN-poisoned ones): every NaN below is then the backward's own
+    for (const DeviceTensor* t : {&call.dq, &call.dk, &call.dv, &call.dg, &call.dbeta, &call.dh0})
+      if (t->buf) cuda_ok(cudaMemsetAsync(t->buf->ptr, 0, t->buf->bytes, stream_), "zero the outputs");
+    cuda::backward(device_only, call.backward(), off, ws.ptr, bytes, stream_);
+    const std::int32_t status = cuda::workspace_status(ws.ptr, stream_);
+    call.download(true, stream_);
+    const Results r = call.host.read(true);
+    if (variant == 0) {
+      EXPECT_EQ(status, cuda::kStatusOk);
+      EXPECT_EQ(diff_results(r, ref.got), "") << "device-only offsets changed the result";
+    } else {
+      EXPECT_EQ(status, cuda::kStatusBadOffsets) << "variant " << variant;
+      std::size_t n = 0;
+      for (const auto* out : {&r.dq, &r.dk, &r.dv, &r.dg, &r.dbeta, &r.dh0})
+        for (double x : *out) {
+          ++n;
+          ASSERT_TRUE(std::isnan(x)) << "an output was not poisoned (variant " << variant << ")";
+        }
+      EXPECT_GT(n, 0u);
     }
   }
 }

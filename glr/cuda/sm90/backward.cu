@@ -48,6 +48,13 @@ GdnBwdArgs args_of(const Problem& p) {
   a.H = static_cast<int>(p.H);
   a.HV = static_cast<int>(p.HV);  // grouped value heads: HV a multiple of H
   a.scale = static_cast<float>(p.scale);
+  if (p.varlen) {  // packed sequences (B = 1): the offsets as the forward takes them (forward.cu)
+    a.N = static_cast<int>(p.N);
+    if (p.cu32)
+      a.cu_seqlens32 = static_cast<const std::int32_t*>(p.cu);
+    else
+      a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
+  }
   return a;
 }
 
@@ -78,8 +85,7 @@ std::string backward_refusal(const Problem& p) {
     return "states not fp32";
   if (p.HV < p.H || p.HV % p.H != 0)
     return "value heads (HV = " + std::to_string(p.HV) + ", H = " + std::to_string(p.H) + "; takes HV a multiple of H)";
-  if (p.varlen) return "packed sequences (cu_seqlens; takes dense batches)";
-  if (p.T > 0x3fffffff || p.B * p.T > 0x3fffffff) return "more than 2^30 tokens";
+  if (p.T > 0x3fffffff || p.B * p.T > 0x3fffffff || p.N > 0x3fffffff) return "more than 2^30 tokens or sequences";
   if (!token_dense(p.q, p.B, p.T, p.H, p.K) || !token_dense(p.k, p.B, p.T, p.H, p.K) ||
       !token_dense(p.dq, p.B, p.T, p.H, p.K) || !token_dense(p.dk, p.B, p.T, p.H, p.K))
     return "q, k, dq or dk not dense [B, T, H, K]";
@@ -91,19 +97,20 @@ std::string backward_refusal(const Problem& p) {
   if (!scalar_dense(p.beta, p.B, p.T, p.HV) || !scalar_dense(p.dbeta, p.B, p.T, p.HV))
     return "beta or dbeta not dense [B, T, HV]";
   for (const TensorRef* s : {&p.h0, &p.dht, &p.dh0})
-    if (s->p && !state_dense(*s, p.B, p.HV, p.K, p.V)) return "h0, dht or dh0 not dense [B, HV, K, V]";
+    if (s->p && !state_dense(*s, p.N, p.HV, p.K, p.V)) return "h0, dht or dh0 not dense [N, HV, K, V]";
   GdnBwdArgs a = args_of(p);
   // The kernels' own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
   alignas(256) static char stand_in[256];
   a.Tm = a.hc = a.dhc = a.dhcl = a.vn = a.vnl = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
   a.G = a.Bc = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
+  a.status = a.table = reinterpret_cast<std::int32_t*>(stand_in);
   if (const char* why = gdn_bwd_mma_refusal(a)) return why;
   return "";
 }
 
 std::size_t backward_workspace_bytes(const Problem& p) {
   return kHeader + gdn_bwd_workspace_bytes(static_cast<int>(p.B), static_cast<int>(p.T), static_cast<int>(p.H),
-                                           static_cast<int>(p.HV));
+                                           static_cast<int>(p.HV), p.varlen ? static_cast<int>(p.N) : 0);
 }
 
 void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
@@ -113,6 +120,7 @@ void launch_backward(const Problem& p, void* workspace, std::size_t workspace_by
                                            " needed by the sm90 backward (see backward_workspace_bytes)");
   GdnBwdArgs a = args_of(p);
   gdn_bwd_workspace_carve(a, static_cast<char*>(workspace) + kHeader);
+  a.status = static_cast<std::int32_t*>(workspace);  // packed sequences: the chunk table kernel's verdict (0 or 1)
   cudaError_t e = cudaMemsetAsync(workspace, 0, sizeof(std::int32_t), stream);  // status: ok
   if (e == cudaSuccess) e = gdn_bwd_mma(a, stream);
   if (e != cudaSuccess)

@@ -14,17 +14,20 @@ namespace glr::cuda::sm90 {
 
 // Why the tensor-core backward does not take p (the first reason), or "" if it does: Gated DeltaNet (g per token) or
 // DeltaNet (g = 0, the same kernels with G = 0); bf16 q, k, v, dout, dq, dk, dv; g and beta each fp32 or bf16, dg and
-// dbeta in their dtypes; fp32 states; K = V = 128; HV a multiple of H; no packed sequences; dense row-major layouts
-// (flash-linear-attention's, any size-1 dim's stride ignored); the kernels' alignment and grid limits. h0, dht and
-// dh0 are taken. The device is not looked at.
+// dbeta in their dtypes; fp32 states; K = V = 128; HV a multiple of H; dense batches or packed sequences (cu_seqlens,
+// B = 1, any lengths, 0 included; h0, dht, dh0 per sequence); dense row-major layouts (flash-linear-attention's, any
+// size-1 dim's stride ignored); the kernels' alignment and grid limits. h0, dht and dh0 are taken. The device is not
+// looked at.
 std::string backward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough): a 256-byte header (the status word) and the kernels' bf16
-// intermediates (gdn_bwd_workspace_bytes); a 256-byte aligned base required.
+// intermediates (gdn_bwd_workspace_bytes; packed sequences: per chunk slot, and the chunk table); a 256-byte aligned
+// base required.
 std::size_t backward_workspace_bytes(const Problem& p);
 
-// Launch on `stream`; the status word (workspace offset 0) is set to 0 as the block programs leave it for a call
-// without device-only offsets. Throws InvalidArgument for a short workspace, CudaError on a launch failure.
+// Launch on `stream`; the status word (workspace offset 0) is written as by the block programs: 0, or 1 for invalid
+// packed offsets (checked on the device; then every output NaN). Throws InvalidArgument for a short workspace,
+// CudaError on a launch failure.
 void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace glr::cuda::sm90

@@ -13,6 +13,11 @@
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
 // dk in fp32 (dqp, dkp) and the group kernel sums a group's HV / H of them in ascending value-head order, as the
 // block programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16. HV = H: unchanged.
+// Packed sequences (cu_seqlens, B = 1, N sequences of any length, 0 included; h0, dht, dh0 (N, HV, K, V)): the
+// forward's chunk table and chunk-slot numbering (gdn::sequence, gdn::slot), so chunks never cross a sequence, the
+// h and dh kernels walk each sequence's chunks (grid rows sequences x HV) and every packed sequence's outputs are
+// bit for bit those of the same sequence run alone as a dense B = 1 batch at the same slice width (vt); invalid
+// offsets: every output NaN.
 //
 // Per chunk (G = in-chunk cumsum of g, Gamma_ij = e^{G_i - G_j}, T = (I + L)^-1 as in the forward, h the state
 // entering the chunk, dh' the gradient of the state leaving it), with X = beta V - beta e^G (K h), V_new = T X:
@@ -67,71 +72,97 @@ struct GdnBwdArgs {
   int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
   int HV = 0;   // value heads (GVA, see above), a multiple of H; 0 means H
   __host__ __device__ int value_heads() const { return HV > 0 ? HV : H; }
-  // workspace, carved by gdn_bwd_workspace_carve (Tp = 64 ceil(T / 64), NT = Tp / 64)
-  __nv_bfloat16* Tm = nullptr;  // (B, H, NT, C, C) T = (I + L)^-1
-  float* G = nullptr;           // (B, H, Tp)
-  float* Bc = nullptr;          // (B, H, Tp) beta, padded with 0
-  __nv_bfloat16* hc = nullptr;  // (B, H, NT, K, V) state entering chunk c
-  __nv_bfloat16* dhc = nullptr; // (B, H, NT, K, V) gradient of the state leaving chunk c
-  __nv_bfloat16* dhcl = nullptr;// (B, H, NT, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
-  __nv_bfloat16* vn = nullptr;  // (B, H, Tp, V) V_new
-  __nv_bfloat16* vnl = nullptr; // (B, H, Tp, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
-  __nv_bfloat16* dx = nullptr;  // (B, H, Tp, V) dX
-  float* dbv = nullptr;         // (B, H, DV / vt, Tp) rowsum(dX . V) per column slice (room for 8 slices)
+  // Packed sequences (B = 1), as the forward's GdnFwdArgs: N + 1 offsets on the device, int64 or int32 (one of
+  // them), N >= 1; h0, dht, dh0 then (N, HV, K, V). The forward's chunk table kernel checks them on the device and
+  // builds the table: invalid offsets make status 1 and every output NaN (the poison kernel).
+  const std::int64_t* cu_seqlens = nullptr;
+  const std::int32_t* cu_seqlens32 = nullptr;
+  int N = 0;
+  __host__ __device__ bool varlen() const { return N > 0; }
+  __host__ __device__ int num_seqs() const { return varlen() ? N : B; }
+  // Chunks per value head: dense B NT; packed ceil(T / 64) + N, an upper bound (each sequence adds at most one
+  // partial chunk), the forward's chunk_slots.
+  __host__ __device__ long long chunk_slots() const {
+    const long long nt = (static_cast<long long>(T) + 63) / 64;
+    return varlen() ? nt + N : nt * B;
+  }
+  std::int32_t* status = nullptr;  // packed only: the status word the chunk table kernel writes (0, or 1: invalid)
+  std::int32_t* table = nullptr;   // packed only: the forward's chunk table (gdn::kFirst), carved with the workspace
+  // workspace, carved by gdn_bwd_workspace_carve. Per chunk slot (the forward's numbering, gdn::slot: chunk c of
+  // sequence n and value head hv is slot first_chunk(n) HV + hv nch(n) + c; dense (b HV + hv) NT + c), S slots in
+  // all (chunk_slots() HV); a sequence-and-head's chunks are consecutive slots.
+  __nv_bfloat16* Tm = nullptr;  // (S, C, C) T = (I + L)^-1
+  float* G = nullptr;           // (S, C)
+  float* Bc = nullptr;          // (S, C) beta, padded with 0
+  __nv_bfloat16* hc = nullptr;  // (S, K, V) state entering chunk c
+  __nv_bfloat16* dhc = nullptr; // (S, K, V) gradient of the state leaving chunk c
+  __nv_bfloat16* dhcl = nullptr;// (S, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
+  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new
+  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
+  __nv_bfloat16* dx = nullptr;  // (S, C, V) dX
+  float* dbv = nullptr;         // rowsum(dX . V) per column slice (room for 8 slices): a sequence-and-head's
+                                // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp))
   float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
 };
 
 // Workspace bytes: at B8 T4096 H16 about 1300 MB (T 67; h, dh' and dh''s residual 268 each; V_new, its residual and dX
 // 134 each), all per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV K 4 bytes:
-// at B1 T32768 H16 HV32 1074 MB of the 3665 MB). HV = 0 means H.
-inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0) {
-  const std::size_t Tp = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C) * gdn::C;
-  const std::size_t NT = Tp / gdn::C;
-  const std::size_t bh = static_cast<std::size_t>(B) * (HV > 0 ? HV : H);
-  const std::size_t partials = HV > H ? bh * static_cast<std::size_t>(T) * gdn::DK * 4 * 2 : 0;
-  return bh * (NT * gdn::C * gdn::C * 2 + Tp * 4 * (2 + 8) + NT * gdn::DK * gdn::DV * 2 * 3 + Tp * gdn::DV * 2 * 3) +
-         partials;
+// at B1 T32768 H16 HV32 1074 MB of the 3665 MB). HV = 0 means H. Packed sequences (N > 0, B = 1): the per-chunk
+// pieces for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
+inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0) {
+  const std::size_t nt = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C);
+  const std::size_t chunks = N > 0 ? nt + static_cast<std::size_t>(N) : nt * static_cast<std::size_t>(B);
+  const std::size_t S = chunks * static_cast<std::size_t>(HV > 0 ? HV : H);  // chunk slots
+  const std::size_t rows = static_cast<std::size_t>(B) * T * (HV > 0 ? HV : H);  // token rows of the value heads
+  const std::size_t partials = HV > H ? rows * gdn::DK * 4 * 2 : 0;
+  const std::size_t table = N > 0 ? (4 * (2 + static_cast<std::size_t>(N) + 1 + chunks) + 255) / 256 * 256 : 0;
+  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (2 + 8) + gdn::DK * gdn::DV * 2 * 3 + gdn::C * gdn::DV * 2 * 3) +
+         partials + table;
 }
-// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes).
+// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes). a's sizes (B, T, H, HV, N)
+// must be set.
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
-  const std::size_t Tp = static_cast<std::size_t>((a.T + gdn::C - 1) / gdn::C) * gdn::C;
-  const std::size_t NT = Tp / gdn::C;
-  const std::size_t bh = static_cast<std::size_t>(a.B) * a.value_heads();
+  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();
+  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();
   char* p = static_cast<char*>(ws);
   a.Tm = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * NT * gdn::C * gdn::C * 2;
+  p += S * gdn::C * gdn::C * 2;
   a.G = reinterpret_cast<float*>(p);
-  p += bh * Tp * 4;
+  p += S * gdn::C * 4;
   a.Bc = reinterpret_cast<float*>(p);
-  p += bh * Tp * 4;
+  p += S * gdn::C * 4;
   a.dbv = reinterpret_cast<float*>(p);
-  p += bh * Tp * 4 * 8;
+  p += S * gdn::C * 4 * 8;
   a.hc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * NT * gdn::DK * gdn::DV * 2;
+  p += S * gdn::DK * gdn::DV * 2;
   a.dhc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * NT * gdn::DK * gdn::DV * 2;
+  p += S * gdn::DK * gdn::DV * 2;
   a.vn = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::DV * 2;
+  p += S * gdn::C * gdn::DV * 2;
   a.dx = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::DV * 2;
+  p += S * gdn::C * gdn::DV * 2;
   a.vnl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * Tp * gdn::DV * 2;
+  p += S * gdn::C * gdn::DV * 2;
   a.dhcl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += bh * NT * gdn::DK * gdn::DV * 2;
+  p += S * gdn::DK * gdn::DV * 2;
   const bool gva = a.value_heads() > a.H;  // the fp32 dq and dk of each value head, for the group kernel
   a.dqp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? bh * static_cast<std::size_t>(a.T) * gdn::DK * 4 : 0;
+  p += gva ? rows * gdn::DK * 4 : 0;
   a.dkp = gva ? reinterpret_cast<float*>(p) : nullptr;
+  p += gva ? rows * gdn::DK * 4 : 0;
+  a.table = a.varlen() ? reinterpret_cast<std::int32_t*>(p) : nullptr;  // the chunk table (packed sequences)
 }
 
 namespace gdn_bwd {
 
 using namespace gdn;
 
-// The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches, HV value heads,
-// Gated DeltaNet or DeltaNet): its arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the member, packed
-// sequences); those left at their defaults mean Gated DeltaNet on a dense batch, and HV is set where it exists.
+// The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches or packed
+// sequences, HV value heads, Gated DeltaNet or DeltaNet), and for packed sequences its chunk table kernel checks the
+// offsets and builds the table: their arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the
+// member, packed sequences); those left at their defaults mean Gated DeltaNet on a dense batch, and HV is set where
+// it exists.
 template <class FwdArgs>
 inline void set_value_heads(FwdArgs& f, int H) {
   if constexpr (requires { f.HV; }) f.HV = H;
@@ -148,10 +179,55 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.T = a.T;
   f.H = a.H;
   set_value_heads(f, a.value_heads());
+  f.cu_seqlens = a.cu_seqlens;  // packed sequences: the same offsets, table and status word (the chunk slots of
+  f.cu_seqlens32 = a.cu_seqlens32;  // f and a are one numbering)
+  f.N = a.N;
+  f.status = a.status;
+  f.table = a.table;
   f.P = a.Tm;
   f.G = a.G;
   f.Bc = a.Bc;
   return f;
+}
+
+// Sequences and chunk slots, as the forward's gdn::sequence, gdn::slot and gdn::wy_chunk (one numbering: the wy kernel
+// writes T, G and beta by it): sequence n holds flat tokens begin .. begin + len - 1 and chunks first .. first +
+// nch - 1 (dense: n T, T, n NT, NT; packed: cu_seqlens and the chunk table); value head hv's chunks of it are the
+// consecutive slots from first HV + hv nch (dense (n HV + hv) NT). Every kernel indexes its tokens and workspace rows
+// through these, so a packed sequence's chunks see the same tokens, padding and slot-relative rows as the same
+// sequence alone in a dense B = 1 batch.
+__device__ __forceinline__ Seq sequence(const GdnBwdArgs& a, int n) {
+  if (!a.varlen()) {
+    const int nt = (a.T + C - 1) / C;
+    return {static_cast<std::int64_t>(n) * a.T, a.T, n * nt, nt};
+  }
+  auto off = [&](int i) { return a.cu_seqlens ? a.cu_seqlens[i] : static_cast<std::int64_t>(a.cu_seqlens32[i]); };
+  const std::int64_t b = off(n), e = off(n + 1);
+  const int first = a.table[kFirst + n];
+  return {b, static_cast<int>(e - b), first, a.table[kFirst + n + 1] - first};
+}
+__device__ __forceinline__ std::int64_t first_slot(const GdnBwdArgs& a, const Seq& sq, int hv) {
+  return static_cast<std::int64_t>(sq.first) * a.value_heads() + static_cast<std::int64_t>(hv) * sq.nch;
+}
+// The packed offsets were found invalid (the chunk table kernel's verdict): the kernels do nothing, the poison
+// kernel writes NaN to every output. Dense batches: never.
+__device__ __forceinline__ bool bad_offsets(const GdnBwdArgs& a) { return a.varlen() && a.table[0] != 0; }
+// Block (bx, by) of the chunk kernel's grid: dense (chunk, n HV + hv); packed (chunk of the whole batch, hv), as
+// the wy kernel's. False for a grid slot past the last chunk (packed: chunk_slots() columns, an upper bound) and
+// for invalid offsets (every chunk_seq entry -1).
+__device__ __forceinline__ bool chunk_of(const GdnBwdArgs& a, int bx, int by, Seq& sq, int& hv, int& c) {
+  int n;
+  if (!a.varlen()) {
+    n = by / a.value_heads();
+    hv = by % a.value_heads();
+  } else {
+    n = a.table[kFirst + a.N + 1 + bx];
+    if (n < 0) return false;
+    hv = by;
+  }
+  sq = sequence(a, n);
+  c = a.varlen() ? bx - sq.first : bx;
+  return true;
 }
 
 // Store x at p[i]: fp32, or with bf16 rounded once to nearest even (dg and dbeta in their inputs' dtype).
@@ -219,22 +295,26 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   HSmem<kVT>& s = *reinterpret_cast<HSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int HV = a.value_heads();
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, n = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
+  if (bad_offsets(a)) return;  // the poison kernel writes every output
+  const Seq sq = sequence(a, n);
+  const int NT = sq.nch;
+  const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;     // q/k token (b, 0, h)
-  const std::int64_t vtokb = static_cast<std::int64_t>(b) * a.T * HV + hv;    // v/do/dv token (b, 0, hv)
-  const __nv_bfloat16* Tw = a.Tm + static_cast<std::int64_t>(bh) * NT * C * C;
-  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
-  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
-  __nv_bfloat16* hcg = a.hc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
-  __nv_bfloat16* vng = a.vn + static_cast<std::int64_t>(bh) * Tp * DV + v0;
-  __nv_bfloat16* vnlg = a.vnl + static_cast<std::int64_t>(bh) * Tp * DV + v0;
+  const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
+  const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
+  const __nv_bfloat16* Tw = a.Tm + R * C * C;
+  const float* Gg = a.G + R * C;
+  const float* Bg = a.Bc + R * C;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;  // h0, dht, dh0 (sequence n, hv)
+  __nv_bfloat16* hcg = a.hc + R * DK * DV + v0;
+  __nv_bfloat16* vng = a.vn + R * C * DV + v0;
+  __nv_bfloat16* vnlg = a.vnl + R * C * DV + v0;
   const int r0 = warp * 16, d0 = warp * 32;
 
   auto load_k = [&](int c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
+    const int t0 = c * C, len = min(C, sq.len - t0);
     load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
   };
   auto load_small = [&](int c) {
@@ -284,7 +364,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   __syncthreads();
 
   for (int c = 0; c < NT; ++c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
+    const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     store_tile<DK, kVT>(hcg + static_cast<std::int64_t>(c) * DK * DV, DV, s.h, tid);  // h_c, as the tensor cores read it
     std::uint32_t vr[NN][2];
@@ -471,29 +551,33 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   DhSmem<kVT>& s = *reinterpret_cast<DhSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int HV = a.value_heads();
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, b = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  const int NT = (a.T + C - 1) / C, Tp = NT * C;
+  // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
+  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, n = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
+  if (bad_offsets(a)) return;  // the poison kernel writes every output
+  const Seq sq = sequence(a, n);
+  const int NT = sq.nch;
+  const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t tokb = static_cast<std::int64_t>(b) * a.T * a.H + h;     // q/k token (b, 0, h)
-  const std::int64_t vtokb = static_cast<std::int64_t>(b) * a.T * HV + hv;    // v/do/dv token (b, 0, hv)
-  const __nv_bfloat16* Tw = a.Tm + static_cast<std::int64_t>(bh) * NT * C * C;
-  const float* Gg = a.G + static_cast<std::int64_t>(bh) * Tp;
-  const float* Bg = a.Bc + static_cast<std::int64_t>(bh) * Tp;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;
-  __nv_bfloat16* dhg = a.dhc + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
-  __nv_bfloat16* dhlg = a.dhcl + static_cast<std::int64_t>(bh) * NT * DK * DV + v0;
-  __nv_bfloat16* dxg = a.dx + static_cast<std::int64_t>(bh) * Tp * DV + v0;
-  float* dbvg = a.dbv + (static_cast<std::int64_t>(bh) * (DV / kVT) + blockIdx.x) * Tp;
+  const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
+  const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
+  const __nv_bfloat16* Tw = a.Tm + R * C * C;
+  const float* Gg = a.G + R * C;
+  const float* Bg = a.Bc + R * C;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;  // h0, dht, dh0 (sequence n, hv)
+  __nv_bfloat16* dhg = a.dhc + R * DK * DV + v0;
+  __nv_bfloat16* dhlg = a.dhcl + R * DK * DV + v0;
+  __nv_bfloat16* dxg = a.dx + R * C * DV + v0;
+  float* dbvg = a.dbv + (R * (DV / kVT) + static_cast<std::int64_t>(blockIdx.x) * NT) * C;  // this slice's nch C
   const int r0 = warp * 16, d0 = warp * 32;
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, a.T - t0), buf = kDB ? (c & 1) : 0;
+    const int t0 = c * C, len = min(C, sq.len - t0), buf = kDB ? (c & 1) : 0;
     load_tile128(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
     load_tile128(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
   };
   auto load_small = [&](int c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
+    const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
     for (int it = 0; it < C * 8 / kThreads; ++it) {
@@ -547,7 +631,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   __syncthreads();
 
   for (int c = NT - 1; c >= 0; --c) {
-    const int t0 = c * C, len = min(C, a.T - t0);
+    const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* qc = s.q[kDB ? (c & 1) : 0];
     const __nv_bfloat16* kc = s.k[kDB ? (c & 1) : 0];
     if constexpr (kDB) {
@@ -795,12 +879,15 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   ChunkSmem& s = *reinterpret_cast<ChunkSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int HV = a.value_heads();
-  const int c = blockIdx.x, bh = blockIdx.y, b = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  const int NT = (a.T + C - 1) / C, Tp = NT * C;
-  const int t0 = c * C, len = min(C, a.T - t0);
+  Seq sq;
+  int hv, c;
+  if (!chunk_of(a, blockIdx.x, blockIdx.y, sq, hv, c)) return;  // the same for the whole block
+  const int h = hv / (HV / a.H), NT = sq.nch;
+  const std::int64_t R = first_slot(a, sq, hv), sl0 = R + c;  // the slots of the sequence's chunk 0 and of chunk c
+  const int t0 = c * C, len = min(C, sq.len - t0);
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
-  const std::int64_t qtok0 = (static_cast<std::int64_t>(b) * a.T + t0) * a.H + h;  // q/k token (b, t0, h)
-  const std::int64_t tok0 = (static_cast<std::int64_t>(b) * a.T + t0) * HV + hv;   // do/dg/dbeta token (b, t0, hv)
+  const std::int64_t qtok0 = (sq.begin + t0) * a.H + h;  // q/k token (begin + t0, h)
+  const std::int64_t tok0 = (sq.begin + t0) * HV + hv;   // do/dg/dbeta token (begin + t0, hv)
   const int r0 = warp * 16;
 
   // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
@@ -808,27 +895,27 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   load_tile128(s.q, a.q + qtok0 * DK, row_stride, len, tid);
   load_tile128(s.k, a.k + qtok0 * DK, row_stride, len, tid);
   load_tile128(s.dO, a.dout + tok0 * DV, static_cast<std::int64_t>(HV) * DV, len, tid);
-  load_tile128(s.vn, a.vn + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+  load_tile128(s.vn, a.vn + sl0 * C * DV, DV, C, tid);
   {
-    const std::int64_t o = static_cast<std::int64_t>(bh) * Tp + t0;
+    const std::int64_t o = sl0 * C;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
     else if (tid < 32) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
   }
   const int nsl = DV / a.vt;  // 2, 4 or 8 slices of 16 pieces
   for (int e = tid; e < nsl * 16; e += kThreads) {
     const int sl = e >> 4, pc = e & 15;
-    cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (static_cast<std::int64_t>(bh) * nsl + sl) * Tp + t0 + pc * 4, true);
+    cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
   }
   cp_async_commit();
-  load_tile128(s.dx, a.dx + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+  load_tile128(s.dx, a.dx + sl0 * C * DV, DV, C, tid);
   cp_async_commit();
   {
-    const std::int64_t o = (static_cast<std::int64_t>(bh) * NT + c) * DK * DV;
+    const std::int64_t o = sl0 * DK * DV;
     load_tile128(s.h, a.hc + o, DV, C, tid);
     load_tile128(s.h + C * LD128, a.hc + o + C * DV, DV, C, tid);
     load_tile128(s.dh, a.dhc + o, DV, C, tid);
     load_tile128(s.dh + C * LD128, a.dhc + o + C * DV, DV, C, tid);
-    load_tile128(s.vnl, a.vnl + (static_cast<std::int64_t>(bh) * Tp + t0) * DV, DV, C, tid);
+    load_tile128(s.vnl, a.vnl + sl0 * C * DV, DV, C, tid);
     load_tile128(s.dhl, a.dhcl + o, DV, C, tid);  // rows 0..63; 64..127 once phase 2's first half is done with them
   }
   cp_async_commit();
@@ -1031,7 +1118,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
       for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
     if (kh == 0) {
       __syncthreads();  // every warp is done with rows 0..63 of the residual
-      load_tile128(s.dhl, a.dhcl + (static_cast<std::int64_t>(bh) * NT + c) * DK * DV + C * DV, DV, C, tid);
+      load_tile128(s.dhl, a.dhcl + sl0 * DK * DV + C * DV, DV, C, tid);
       cp_async_commit();
     }
     rows_times(acc, s.dx, s.h, n0);
@@ -1169,6 +1256,32 @@ static __global__ void __launch_bounds__(kThreads) group_kernel(const __grid_con
   }
 }
 
+// Packed sequences whose offsets the chunk table kernel found invalid (table[0] = 1): every element of every output
+// NaN (dq, dk, dv, dg, dbeta, dh0), as the block programs' poison stage; nothing else ran. Launched last; does
+// nothing for valid offsets.
+static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_constant__ GdnBwdArgs a) {
+  if (a.table[0] == 0) return;
+  const int HV = a.value_heads();
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  auto fill = [&](void* p, bool bf16, std::int64_t n) {
+    if (p == nullptr) return;
+    for (std::int64_t i = i0; i < n; i += stride) {
+      if (bf16)
+        static_cast<std::uint16_t*>(p)[i] = 0xffffu;
+      else
+        static_cast<std::uint32_t*>(p)[i] = 0xffffffffu;
+    }
+  };
+  const std::int64_t T = a.T;
+  fill(a.dq, true, T * a.H * DK);
+  fill(a.dk, true, T * a.H * DK);
+  fill(a.dv, true, T * HV * DV);
+  if (a.gate != 0) fill(a.dg, a.g_bf16, T * HV);
+  fill(a.dbeta, a.beta_bf16, T * HV);
+  fill(a.dh0, false, static_cast<std::int64_t>(a.N) * HV * DK * DV);
+}
+
 }  // namespace gdn_bwd
 
 #if defined(__CUDACC__)
@@ -1187,7 +1300,7 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   const int NT = (a.T + C - 1) / C;
-  const dim3 grid(DV / kVT, a.B * a.value_heads());
+  const dim3 grid(DV / kVT, a.num_seqs() * a.value_heads());  // (slice, sequence x value head)
   if (NT > 0) {
     h_kernel<kVT><<<grid, kThreads, sizeof(HSmem<kVT>), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
@@ -1199,13 +1312,14 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
 }  // namespace gdn_bwd
 
 // The slice width of the h and dh kernels: the widest (64, 32, 16 columns) that still gives every multiprocessor
-// a block (B H DV / vt >= SMs); 16 below that (B1 T32768 H16: 128 blocks instead of 32). The rule is the
-// forward's too: state_slice_width (state_slice.cuh).
+// a block (BH DV / vt >= SMs, BH the sequences x value heads); 16 below that (B1 T32768 H16: 128 blocks instead of
+// 32). The rule is the forward's too: state_slice_width (state_slice.cuh).
 inline int gdn_bwd_slice_width(int BH) { return state_slice_width(BH, gdn::DV); }
 
 #endif  // __CUDACC__
 
-// Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, B H <= 65535, gate 0 or 1, every
+// Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, B H <= 65535 (packed: B = 1, one offset
+// array, N HV <= 65535), gate 0 or 1, every
 // tensor present that the member reads or writes, 16-byte aligned q, k, v, dout; 4-byte aligned dq, dk, dv; g,
 // beta, dg, dbeta aligned to their elements (4 bytes fp32, 2 bf16); 8-byte aligned h0, dht, dh0; the workspace carved (gdn_bwd_workspace_carve) from a 16-byte
 // aligned block. Shared by gdn_bwd_mma and glr's dispatch (glr/cuda/sm90/backward.cu).
@@ -1213,7 +1327,10 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   if (a.B < 1 || a.H < 1 || a.T < 0) return "sizes (B, H >= 1, T >= 0)";
   if (a.HV != 0 && (a.HV < a.H || a.HV % a.H != 0)) return "HV a multiple of H (or 0: H)";
-  if (static_cast<long long>(a.B) * a.value_heads() > 65535) return "B HV > 65535";
+  if (a.varlen() && (a.B != 1 || (!a.cu_seqlens) == (!a.cu_seqlens32) || a.chunk_slots() > 0x7fffffffLL))
+    return "packed sequences need B = 1 and one offset array";
+  if (static_cast<long long>(a.num_seqs()) * a.value_heads() > 65535)
+    return a.varlen() ? "sequences x HV > 65535" : "B HV > 65535";
   if (a.gate != 0 && a.gate != 1) return "gate (0: none, 1: per token)";
   if (!a.q || !a.k || !a.v || (a.gate == 1 && (!a.g || !a.dg)) || !a.beta || !a.dout || !a.dq || !a.dk || !a.dv ||
       !a.dbeta)
@@ -1226,13 +1343,15 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16) ||
-      (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))))
+      (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
+      (a.varlen() && (!a.table || !a.status || misaligned(a.table, 16))))
     return "workspace (carve it with gdn_bwd_workspace_carve)";
   return nullptr;
 }
 
 #if defined(__CUDACC__)
-// Launch the four kernels on `stream`. Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
+// Launch the four kernels on `stream` (packed sequences: the forward's chunk table kernel first, the poison kernel
+// last; the status word a.status then 0, or 1 for invalid offsets). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
 // otherwise (or for a vt other than 0, 16, 32, 64), else the first launch error. marks, if not null, are 3 events
 // recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
 // gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each
@@ -1242,15 +1361,20 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
     return cudaErrorInvalidValue;
   GdnBwdArgs a = args;
   a.HV = a.value_heads();
-  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.B * a.HV);
-  const int NT = (a.T + gdn::C - 1) / gdn::C;
-  const int BH = a.B * a.HV;
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV);
+  // the wy and chunk kernels' grid: dense (chunk, b HV + hv); packed (chunk slot of the whole batch, hv)
+  const long long NT = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
+  const int BH = a.varlen() ? a.HV : a.B * a.HV;
   static const cudaError_t attributes = cudaFuncSetAttribute(
       &gdn_bwd::chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(gdn_bwd::ChunkSmem)));
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
+  if (a.varlen()) {
+    gdn::chunk_table_kernel<<<1, gdn::kThreads, gdn::table_smem_bytes, stream>>>(gdn_bwd::wy_args(a));
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
   if (NT > 0) {
-    gdn::wy_kernel<3><<<dim3(NT, BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(gdn_bwd::wy_args(a));
+    gdn::wy_kernel<3><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(gdn_bwd::wy_args(a));
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
@@ -1260,14 +1384,18 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
-    gdn_bwd::chunk_kernel<<<dim3(NT, BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
+    gdn_bwd::chunk_kernel<<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
-  if (NT > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk
+  if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk
     const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (gdn::DK / 4);
     const long long need = (n4 + gdn::kThreads - 1) / gdn::kThreads;
     const int blocks = static_cast<int>(need < (1 << 20) ? need : (1 << 20));
     gdn_bwd::group_kernel<<<blocks, gdn::kThreads, 0, stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (a.varlen()) {
+    gdn_bwd::poison_kernel<<<256, gdn::kThreads, 0, stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -12,7 +12,7 @@ bf16 for the kernel and the output back to float32 (the state and the gate stay 
 the forward of bf16 calls with K = V (64 or 128) and dense layouts runs on the tensor cores (forward_path says
 which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs), and so does the backward
 of Gated DeltaNet and DeltaNet calls with bf16 q, k, v, fp32 or bf16 g and beta, K = V = 128, HV a multiple of H,
-no cu_seqlens (backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
+with or without cu_seqlens (backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
 """
 import math
 from typing import Optional, Tuple
