@@ -2,6 +2,7 @@
 others only while the probe shows a headroom of free memory; one always runs; a probe that cannot tell (or
 none: numpy audits) leaves order and concurrency exactly as without it. The jobs here are a stand-in row job
 (a script given as run_jobs' python) that sleeps, so the tests need neither torch nor a GPU."""
+import json
 import os
 import subprocess
 import sys
@@ -414,3 +415,133 @@ def test_the_nvml_probe_reads_each_processs_memory_through_ctypes(workdir, monke
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib2), str(src2)], check=True)
     assert NvmlProbe(str(lib2)).processes() is None
     assert NvmlProbe("libnvidia-ml-no-such.so.1").processes() is None
+
+
+# ---- the audit's estimates (gpumem) and their wiring ----
+
+TASK = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, idx):
+        return x[idx]
+
+batch_size = 16
+features = 64
+dim1 = 256
+dim2 = dim1 * 2
+shape = (batch_size, features)
+
+def get_inputs():
+    x = torch.randn(batch_size, features, dim1, dim2)
+    h = torch.rand(shape, dtype=torch.float16)
+    idx = torch.randint(0, 10, (batch_size,))
+    y = torch.randn(size=(4, dim1), dtype=torch.float64)
+    return [x, h, idx, y, torch.randn(n_unknown)]
+
+def get_init_inputs():
+    return [torch.randn(999999)]
+'''
+
+
+def test_the_nominal_inputs_are_read_from_the_tasks_source_without_running_it():
+    from kgate import gpumem
+    want = 16 * 64 * 256 * 512 * 4 + 16 * 64 * 2 + 16 * 8 + 4 * 256 * 8  # the unknown size is left out
+    assert gpumem.input_bytes_from_source(TASK) == want
+    assert gpumem.input_bytes_from_source("def get_inputs():\n    return [make()]\n") is None
+    assert gpumem.input_bytes_from_source("this is not python(") is None
+    assert gpumem.input_bytes_from_source("x = 1\n") is None  # no get_inputs
+
+
+def test_the_nominal_inputs_are_read_from_a_derived_contract():
+    from kgate import gpumem
+    toml = '''
+[dims.batch_size]
+nominal = 16
+min = 1
+max = 16
+[dims.h]
+nominal = 32
+min = 1
+max = 32
+[[inputs]]
+name = "x0"
+dtype = "f32"
+shape = ["batch_size", 3, "h+2", "h*4"]
+[[inputs]]
+name = "x1"
+dtype = "f64"
+shape = ["h-1"]
+'''
+    assert gpumem.input_bytes_from_contract(toml) == 16 * 3 * 34 * 128 * 4 + 31 * 8
+    assert gpumem.input_bytes_from_contract("not [toml") is None
+
+
+def test_the_estimate_prefers_an_observed_peak_and_treats_an_out_of_memory_peak_as_a_floor():
+    from kgate import gpumem
+    GiB_ = gpumem.GiB
+    src, _ = gpumem.estimate(1, TASK)
+    assert gpumem.estimate(1, TASK) == (gpumem.predict(1, gpumem.input_bytes_from_source(TASK)), "source")
+    assert gpumem.estimate(3, "") == (gpumem.LEVEL_DEFAULT["3"], "level")
+    assert gpumem.predict(3, 0) - gpumem.predict(2, 0) == gpumem.LEVEL3_EXTRA
+    ok = {"status": "ok", "gpu": {"peak_bytes": 10 * GiB_}}
+    assert gpumem.estimate(1, TASK, earlier=ok) == (int(10 * GiB_ * gpumem.OBSERVED_MARGIN), "observed")
+    # A cut attempt's peak from the journal, larger than the record's: the larger one.
+    assert gpumem.estimate(1, TASK, earlier=ok, earlier_peak=20 * GiB_)[0] == int(20 * GiB_ * gpumem.OBSERVED_MARGIN)
+    # Out of memory beside others at 1 GiB: the prediction (larger) is kept; at 100 GiB the peak is.
+    oom = {"status": "gpu_out_of_memory", "gpu": {"peak_bytes": 1 * GiB_}}
+    assert gpumem.estimate(1, TASK, earlier=oom, oom_floor=True) == (src, "source")
+    oom["gpu"]["peak_bytes"] = 100 * GiB_
+    assert gpumem.estimate(1, TASK, earlier=oom, oom_floor=True)[1] == "observed"
+    # An earlier record's contract is read before the source.
+    rec = {"contract": '[dims.n]\nnominal = 1024\nmin = 1\nmax = 2048\n[[inputs]]\nname = "x0"\ndtype = "f32"\n'
+                       'shape = ["n", "n"]\n'}
+    assert gpumem.estimate(2, TASK, earlier=rec) == (gpumem.predict(2, 1024 * 1024 * 4), "contract")
+
+
+def _descendants(pid):
+    from kgate.scheduler import _children
+    out, todo = [], [pid]
+    while todo:
+        for c in _children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class DescendantsProbe:
+    """Every descendant of the test process holds 1 GiB of a 100 GiB card (the fork server included, which is no
+    row: it counts as memory no row holds)."""
+
+    def __call__(self):
+        return 100 * GiB, 100 * GiB - len(_descendants(os.getpid())) * GiB
+
+    def processes(self):
+        return {p: 1 * GiB for p in _descendants(os.getpid())}
+
+
+def test_the_audit_gives_each_row_an_estimate_and_records_its_peak_for_the_next_attempt(workdir, monkeypatch):
+    from kgate import audit as audit_mod, gpumem, scheduler
+    from kgate.results import read_results
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_softmax", "crashes"]))
+    monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: DescendantsProbe())
+    out = str(workdir / "out.jsonl")
+    counts = audit_mod.audit(corpus, results_path=out, fw="numpy", jobs=2, seed=5, call_timeout=4, quiet=True,
+                             work_dir=str(workdir / "w"), ext_cache=str(workdir / "ext"))
+    assert counts["finished_total"] == 2 and counts["gpu_per_process"] is True, counts
+    first = {r["key"]: r for r in read_results(out)}
+    for r in first.values():
+        g = r["gpu"]
+        assert g["estimate_from"] in ("source", "level") and g["estimate_bytes"] >= gpumem.PER_ROW, r
+        assert g["peak_bytes"] >= 2 * GiB, r  # the row job and its worker, 1 GiB each
+    # Run one row again: its estimate is now its observed peak (with the sampling margin); the attempts
+    # journal holds the peak too.
+    key = sorted(first)[0]
+    audit_mod.audit(corpus, results_path=out, fw="numpy", jobs=2, seed=5, call_timeout=4, quiet=True,
+                    work_dir=str(workdir / "w"), ext_cache=str(workdir / "ext"), retry=[key])
+    again = {r["key"]: r for r in read_results(out)}[key]["gpu"]
+    assert again["estimate_from"] == "observed", again
+    assert again["estimate_bytes"] == int(first[key]["gpu"]["peak_bytes"] * gpumem.OBSERVED_MARGIN), again
+    ends = [json.loads(l) for l in open(str(workdir / "out.attempts.jsonl")) if '"end"' in l]
+    assert any(e.get("gpu_peak", 0) >= 2 * GiB for e in ends), ends
