@@ -410,6 +410,7 @@ def sweep_strays(known: set[int]) -> list[int]:
 DEFAULT_GPU_HEADROOM = 0.15       # fraction of the GPU's memory that must be free to start a verify job
 DEFAULT_GPU_SETTLE_S = 10.0        # seconds a just-started verify job may take to allocate what it will
 DEFAULT_GPU_SAMPLE_S = 0.5         # how often the driver reads what each job's processes hold (NVML)
+DEFAULT_GPU_BACKFILL_S = 60.0      # how long smaller rows may start past a row held for memory (then none)
 
 
 class _NvmlProcess(ctypes.Structure):
@@ -567,7 +568,8 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
              log_limit: int = DEFAULT_LOG_LIMIT, file_limit: int = DEFAULT_FILE_LIMIT, solo: bool = False,
              watchdog: Watchdog | None = None, notes: list | None = None, preload: str | None = None,
              gpu_probe=None, gpu_headroom: float = DEFAULT_GPU_HEADROOM,
-             gpu_settle_s: float = DEFAULT_GPU_SETTLE_S, gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S) -> dict:
+             gpu_settle_s: float = DEFAULT_GPU_SETTLE_S, gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S,
+             gpu_backfill_s: float = DEFAULT_GPU_BACKFILL_S) -> dict:
     """Runs jobs; calls on_start(job) just before one starts and on_finish(job, final_record_or_None, status,
     lines, log_tail) for each one that ends (status "ok", "crash", "timeout", "stopped"). Jobs cut by the
     budget are not reported. When the watchdog says the driver was stopped, the jobs then running are killed
@@ -587,7 +589,10 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     row job and its descendants: the worker, the baseline's), and keeps each job's peak in job.gpu_peak; each
     job's admission (estimate, what was charged beside it, how long it waited) is in job.gpu when on_finish
     sees it. counts then say how many were admitted beside others (`gpu_admitted_beside`), how many started
-    alone after waiting (`gpu_started_alone`), whether per-process readings worked (`gpu_per_process`)."""
+    alone after waiting (`gpu_started_alone`), whether per-process readings worked (`gpu_per_process`).
+    A verify job held for memory holds the queue behind it, except that for its first `gpu_backfill_s` jobs
+    with smaller estimates may start past it where they fit (`gpu_backfilled`); jobs without an estimate never
+    pass one. So a large row waits at most that long before the card drains for it."""
     os.makedirs(work_dir, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + budget_s if budget_s else None
@@ -642,7 +647,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
             len(running) < limits.get("total", 10**6)
 
     gpu = {"held": set(), "free_min": None, "noted": False, "procs_ok": None, "last_sample": None,
-           "held_since": {}, "beside": 0, "alone": 0}
+           "held_since": {}, "beside": 0, "alone": 0, "backfilled": 0}
     processes = getattr(gpu_probe, "processes", None) if gpu_probe is not None else None
 
     def gpu_sample(now: float, force: bool = False):
@@ -673,6 +678,13 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
             job.gpu.setdefault("estimate_from", job.gpu_estimate_from)
         if job.gpu_peak is not None:
             job.gpu["peak_bytes"] = job.gpu_peak
+
+    def may_backfill(job: Job, held: Job, now: float) -> bool:
+        """Whether `job` may start past `held` (a verify job held for memory): both have estimates, job's is
+        the smaller, and held has waited less than gpu_backfill_s."""
+        return (job.gpu_estimate is not None and held.gpu_estimate is not None
+                and job.gpu_estimate < held.gpu_estimate
+                and now - gpu["held_since"].get(held.key, now) < gpu_backfill_s)
 
     def gpu_allows(job: Job, now: float, probed: dict) -> bool:
         """Memory admission of one verify job (probed: this pass's reading, taken at most once a pass)."""
@@ -718,15 +730,20 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
         # No new job in the last `start_margin_s` of the budget: it would only be cut.
         if deadline is None or now < deadline - start_margin_s:
             probed: dict = {}
-            gpu_wait = False  # a verify job is held for memory: the ones behind it wait too (queue order)
+            gpu_wait = None  # the first verify job held for memory: the ones behind it wait too (queue order)
             for job in list(pending):
                 if job.cancelled:
                     pending.remove(job)
                     continue
-                if can_start(job) and not (job.kind == "verify" and gpu_wait):
+                if can_start(job) and not (job.kind == "verify" and gpu_wait is not None
+                                           and not may_backfill(job, gpu_wait, now)):
                     if not gpu_allows(job, now, probed):
-                        gpu_wait = True
+                        if gpu_wait is None:
+                            gpu_wait = job
                         continue
+                    if job.kind == "verify" and gpu_wait is not None:
+                        gpu["backfilled"] += 1
+                        job.gpu["passed"] = gpu_wait.key
                     pending.remove(job)
                     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
                     job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
@@ -827,6 +844,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
         counts["gpu_free_min"] = gpu["free_min"]
         counts["gpu_admitted_beside"] = gpu["beside"]
         counts["gpu_started_alone"] = gpu["alone"]
+        counts["gpu_backfilled"] = gpu["backfilled"]
         counts["gpu_per_process"] = gpu["procs_ok"] is True
     return counts
 
