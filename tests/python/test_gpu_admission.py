@@ -546,6 +546,9 @@ def test_the_audit_gives_each_row_an_estimate_and_records_its_peak_for_the_next_
     assert again["estimate_bytes"] == int(first[key]["gpu"]["peak_bytes"] * gpumem.OBSERVED_MARGIN), again
     ends = [json.loads(l) for l in open(str(workdir / "out.attempts.jsonl")) if '"end"' in l]
     assert any(e.get("gpu_peak", 0) >= 2 * GiB for e in ends), ends
+    from kgate.report import summary_text
+    text = summary_text([out])
+    assert "GPU memory admission: 2 rows with an estimate" in text and "observed" in text, text
 
 
 def _backfill_jobs(estimates, sleeps, late_key=None, late_after_s=1.5):
@@ -596,3 +599,19 @@ def test_smaller_rows_start_past_a_held_one_for_a_while_then_the_card_drains_for
     counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(
         [40 * GiB, 80 * GiB, 80 * GiB], [2.0, 0.3, 0.3]), "w3", 10.0)
     assert starts["r2"] >= ends["r0"] - 0.01 and counts["gpu_backfilled"] == 0, (starts, ends, counts)
+
+
+def test_the_report_says_how_estimates_matched_the_peaks():
+    from kgate.report import gpu_memory_rows, gpu_memory_text
+    g = lambda est, peak, src, **kw: {"gpu": {"estimate_bytes": est * GiB, "estimate_from": src,  # noqa: E731
+                                              **({"peak_bytes": peak * GiB} if peak is not None else {}), **kw}}
+    recs = [g(10, 5, "source", beside=3) | {"status": "ok"}, g(10, 20, "source", waited_s=4.0, alone=True),
+            g(4, 2, "level") | {"status": "gpu_out_of_memory"}, g(8, None, "observed"), {"status": "ok"}]
+    rows = {r[0]: r for r in gpu_memory_rows(recs)}
+    assert rows["source"] == ["source", 2, 2, "2.00", "2.00", "2.00", 1, 0], rows
+    assert rows["level"] == ["level", 1, 1, "0.50", "0.50", "0.50", 0, 1], rows
+    assert rows["observed"][1:3] == [1, 0] and rows["observed"][3] == "-", rows
+    text = gpu_memory_text(recs)
+    assert "4 rows with an estimate; 1 admitted beside other rows, 1 started alone" in text, text
+    assert "1 waited 4 s" in text and "largest peak 20.0 GiB" in text, text
+    assert gpu_memory_text([{"status": "ok"}]) == ""
