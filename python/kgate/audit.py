@@ -134,7 +134,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
           quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
           log_limit: int | None = None, file_limit: int | None = None,
-          gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False) -> dict:
+          gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False,
+          prestart: int | None = None) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
     row_seed: the exact seed of the one row key `retry` names (a record's `seed`), so its rerun draws the very
@@ -144,7 +145,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     gpu_headroom: the fraction of the GPU's memory that must be free for a row to start beside other rows
     (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits).
     compile_only: run the compile jobs of the rows that need one and nothing else (the extension cache and the
-    compile records are filled; no row is verified), so that a later run verifies with compilation apart."""
+    compile records are filled; no row is verified), so that a later run verifies with compilation apart.
+    prestart: verify jobs started ahead of their slot, each starting its candidate's worker process while it waits
+    for its go (scheduler.run_jobs; default $KGATE_PRESTART, else 3; 0: off); one when rows run alone."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     key, res, fresh_key = open_results(results_path, adopt_unsigned)
@@ -370,6 +373,11 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         become_subreaper()
         watchdog = Watchdog(sys.executable, env)
     extra = {k: v for k, v in (("log_limit", log_limit), ("file_limit", file_limit)) if v is not None}
+    if prestart is None:
+        try:
+            prestart = max(0, int(os.environ.get("KGATE_PRESTART", "3")))
+        except ValueError:
+            prestart = 3
     # Rows start only while the GPU has memory to spare (run_jobs); the probe is made once, in the driver, and
     # reads NVML (no CUDA context here). numpy audits never probe.
     gpu_probe = scheduler.gpu_probe_for(fw) if gpu_headroom > 0 else None
@@ -388,7 +396,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         job_list, by_key = make_jobs(rs, alone=solo)
         c = run_jobs(job_list, solo_limits if solo else limits, on_finish, on_start=on_start, budget_s=left,
                      work_dir=work_dir, progress=progress, harden=harden, solo=solo, watchdog=watchdog,
-                     notes=notes, preload=fw, gpu_probe=gpu_probe, gpu_headroom=gpu_headroom, **extra)
+                     notes=notes, preload=fw, gpu_probe=gpu_probe, gpu_headroom=gpu_headroom,
+                     prestart=min(prestart, 1) if solo else prestart, **extra)
         for j in c.pop("cut"):
             journal.end(j.attempt, "cut by the budget", j.gpu_peak)
         out = []

@@ -569,7 +569,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
              watchdog: Watchdog | None = None, notes: list | None = None, preload: str | None = None,
              gpu_probe=None, gpu_headroom: float = DEFAULT_GPU_HEADROOM,
              gpu_settle_s: float = DEFAULT_GPU_SETTLE_S, gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S,
-             gpu_backfill_s: float = DEFAULT_GPU_BACKFILL_S) -> dict:
+             gpu_backfill_s: float = DEFAULT_GPU_BACKFILL_S, prestart: int = 0) -> dict:
     """Runs jobs; calls on_start(job) just before one starts and on_finish(job, final_record_or_None, status,
     lines, log_tail) for each one that ends (status "ok", "crash", "timeout", "stopped"). Jobs cut by the
     budget are not reported. When the watchdog says the driver was stopped, the jobs then running are killed
@@ -592,7 +592,15 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     alone after waiting (`gpu_started_alone`), whether per-process readings worked (`gpu_per_process`).
     A verify job held for memory holds the queue behind it, except that for its first `gpu_backfill_s` jobs
     with smaller estimates may start past it where they fit (`gpu_backfilled`); jobs without an estimate never
-    pass one. So a large row waits at most that long before the card drains for it."""
+    pass one. So a large row waits at most that long before the card drains for it.
+
+    prestart: up to that many verify jobs next in the queue (their compile step done) are started ahead, before
+    a slot or memory is theirs: the row job gets its spec with `await_go` and starts its candidate's worker
+    process (interpreter, imports; no CUDA context, no candidate code), then waits for a "go" line, which the
+    driver sends when the job is admitted. Seconds of every row's start thus pass while it waits. A job started
+    ahead counts for nothing until its go: not in the limits, not charged memory, not journaled (on_start runs
+    at the go), its time limit and row seconds count from the go; one never given its go is killed unrecorded
+    (left in `not_started`)."""
     os.makedirs(work_dir, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + budget_s if budget_s else None
@@ -724,6 +732,46 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
         gpu["held_since"].setdefault(job.key, now)
         return False
 
+    ahead: list[Job] = []  # started ahead (prestart), waiting for their go; still in pending
+
+    def launch(job: Job, wait_for_go: bool):
+        """The job's process, its readers, its spec on stdin: closed at once, or (wait_for_go) kept open for
+        the go line."""
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
+        job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
+        job.proc = start_process(job)
+        job._threads = [threading.Thread(target=_reader, args=(job,), daemon=True),
+                        threading.Thread(target=_log_pump, args=(job, job.proc.stderr, job.log_path, log_limit),
+                                         daemon=True)]
+        for t in job._threads:
+            t.start()
+        assert job.proc.stdin
+        try:
+            if wait_for_go:
+                job.proc.stdin.write(json.dumps(dict(job.spec, await_go=True)).encode() + b"\n")
+                job.proc.stdin.flush()
+            else:
+                job.proc.stdin.write(json.dumps(job.spec).encode())
+                job.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def go(job: Job):
+        try:
+            job.proc.stdin.write(b"go\n")
+            job.proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # it died waiting: reaped below as a crash, with its stderr
+
+    def drop_ahead():
+        """Ends every job started ahead that never got its go (not recorded: it stays in pending)."""
+        for job in ahead:
+            _kill(job)
+            for t in job._threads:
+                t.join(timeout=5)
+            job.proc, job.lines, job._threads, job.log_dropped = None, [], [], 0
+        ahead.clear()
+
     while pending or running:
         now = time.monotonic()
         # Start what fits, in order, skipping jobs still waiting on their compile step.
@@ -734,6 +782,9 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
             for job in list(pending):
                 if job.cancelled:
                     pending.remove(job)
+                    if job in ahead:
+                        ahead.remove(job)
+                        _kill(job)
                     continue
                 if can_start(job) and not (job.kind == "verify" and gpu_wait is not None
                                            and not may_backfill(job, gpu_wait, now)):
@@ -745,26 +796,27 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                         gpu["backfilled"] += 1
                         job.gpu["passed"] = gpu_wait.key
                     pending.remove(job)
-                    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
-                    job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
                     job.solo = solo
                     if on_start:
                         on_start(job)
                     job.oom_before = oom_kills()
-                    job.proc = start_process(job)
+                    if job in ahead:
+                        ahead.remove(job)
+                        go(job)
+                    else:
+                        launch(job, False)
                     job.started = time.monotonic()
-                    job._threads = [threading.Thread(target=_reader, args=(job,), daemon=True),
-                                    threading.Thread(target=_log_pump, args=(job, job.proc.stderr, job.log_path,
-                                                                             log_limit), daemon=True)]
-                    for t in job._threads:
-                        t.start()
-                    assert job.proc.stdin
-                    try:
-                        job.proc.stdin.write(json.dumps(job.spec).encode())
-                        job.proc.stdin.close()
-                    except BrokenPipeError:
-                        pass
                     running.append(job)
+            # Start the next verify jobs ahead (prestart), in queue order, each to wait for its go.
+            if prestart > 0:
+                for job in pending:
+                    if len(ahead) >= prestart:
+                        break
+                    if job.kind != "verify" or job in ahead or job.cancelled or \
+                            (job.after and ("compile", job.after) not in finished_keys):
+                        continue
+                    launch(job, True)
+                    ahead.append(job)
         # The driver stopped by someone (the watchdog continued it): every running row is a suspect.
         if watchdog is not None:
             events = watchdog.new_events()
@@ -824,16 +876,19 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                 progress.step(note, len(running))
         if harden and time.monotonic() - last_sweep > 0.25:
             last_sweep = time.monotonic()
-            known = {j.proc.pid for j in running if j.proc}
+            known = {j.proc.pid for j in running + ahead if j.proc}
             if watchdog is not None:
                 known.add(watchdog.proc.pid)
             if server is not None:
                 known.add(server.pid)
             counts["strays_killed"] += len(sweep_strays(known))
+        if deadline is not None and time.monotonic() > deadline - start_margin_s and ahead:
+            drop_ahead()  # no go can come now
         if deadline is not None and time.monotonic() > deadline - start_margin_s and not running:
             counts["not_started"] = len(pending)
             break
         time.sleep(0.05)
+    drop_ahead()
     if server is not None:
         server.close()
     if harden:
