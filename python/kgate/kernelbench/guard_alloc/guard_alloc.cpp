@@ -166,7 +166,8 @@ std::size_t freed_bytes = 0;  // what `freed` holds on the device, guards includ
 // device synchronized, then release_freed). Without it one call's freed memory waited for the call's end: a
 // whole network's activations at once, and with other rows' workers on the card this worker took all that was
 // free (120-136 GiB on an H200, rows beside it out of memory) before "memory runs short" released anything.
-// KGATE_GUARD_FREED_LIMIT (bytes) sets it; 0 turns it off.
+// KGATE_GUARD_FREED_LIMIT (bytes) in the process's environment sets it, 0 turns it off (the audit's workers get
+// no KGATE_ variable, client.py: there it is always the default).
 std::size_t freed_limit() {
   static const std::size_t limit = [] {
     const char* e = std::getenv("KGATE_GUARD_FREED_LIMIT");
