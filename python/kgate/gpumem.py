@@ -116,7 +116,15 @@ def _shape(call: ast.Call, env) -> tuple | None:
         args = args[:1]
     elif name in ("normal", "uniform", "tensor", "arange", "randperm", "eye", "rand_like", "randn_like"):
         return None
-    vals = [_eval(a, env) for a in args]
+    vals: list = []
+    for a in args:
+        if isinstance(a, ast.Starred):  # torch.randn(batch_size, *input_shape)
+            v = _eval(a.value, env)
+            if not isinstance(v, tuple):
+                return None
+            vals.extend(v)
+        else:
+            vals.append(_eval(a, env))
     if not vals or any(v is None for v in vals):
         return None
     if len(vals) == 1 and isinstance(vals[0], tuple):

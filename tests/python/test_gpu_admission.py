@@ -450,6 +450,8 @@ def test_the_nominal_inputs_are_read_from_the_tasks_source_without_running_it():
     from kgate import gpumem
     want = 16 * 64 * 256 * 512 * 4 + 16 * 64 * 2 + 16 * 8 + 4 * 256 * 8  # the unknown size is left out
     assert gpumem.input_bytes_from_source(TASK) == want
+    starred = "b = 128\nshape = (40, 3)\ndef get_inputs():\n    return [torch.randn(b, *shape)]\n"
+    assert gpumem.input_bytes_from_source(starred) == 128 * 40 * 3 * 4
     assert gpumem.input_bytes_from_source("def get_inputs():\n    return [make()]\n") is None
     assert gpumem.input_bytes_from_source("this is not python(") is None
     assert gpumem.input_bytes_from_source("x = 1\n") is None  # no get_inputs
