@@ -142,8 +142,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     cases it drew; every other row's seed comes from `seed` (or is fresh).
     harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
     (the CLI sets it; off for in-process callers, whose other children it would take for strays).
-    gpu_headroom: the fraction of the GPU's memory that must be free for a row to start beside other rows
-    (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits).
+    gpu_headroom: the fraction of the GPU's memory kept as a margin when a row starts beside other rows: each
+    row is charged its expected peak (gpumem.estimate) from its start (torch audits, read through NVML; 0: rows
+    start whatever the memory; scheduler.gpu_fits).
     compile_only: run the compile jobs of the rows that need one and nothing else (the extension cache and the
     compile records are filled; no row is verified), so that a later run verifies with compilation apart.
     prestart: verify jobs started ahead of their slot, each starting its candidate's worker process while it waits

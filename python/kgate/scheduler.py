@@ -6,8 +6,10 @@ which hardens the process first) fed a JSON spec on stdin; it answers with JSON 
 its whole process group (the candidate's worker included) and costs that one row; what it reported before is
 kept. When the overall budget runs out, running jobs are killed and *not* recorded, so a rerun redoes them.
 
-With a GPU memory probe (torch audits: NVML, see `NvmlProbe`), a verify job starts only while the GPU has a
-headroom of free memory (`gpu_admits`); with no probe, or one that cannot read, jobs start as they always did.
+With a GPU memory probe (torch audits: NVML, see `NvmlProbe`), a verify job starts beside others only when the
+running jobs' expected peaks (Job.gpu_estimate, or what their processes hold when that is more), its own and a
+margin fit the card (`gpu_fits`; without estimates that is the free-memory rule `gpu_admits`); with no probe, or
+one that cannot read, jobs start as they always did.
 
 Against a candidate that attacks its judge (docs/security.md):
 - every row job makes itself non-dumpable (prctl PR_SET_DUMPABLE 0: its /proc/PID/mem, environ and fds are
