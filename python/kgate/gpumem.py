@@ -11,14 +11,20 @@ scheduler.run_jobs / gpu_fits). In order of trust:
    executed (the driver runs no task code).
 4. "level": none of the above could be read: a fixed amount per KernelBench level.
 
-The prediction, calibrated on the OOM snapshots of the a100 call of 2026-12-04 (torch's out-of-memory message
-lists every process on the card with what it holds: idle row processes hold 0.6 GiB, most rows 1-3 GiB in
-all, rows of 67M-element inputs 15-71 GiB in one process): PER_ROW for the two CUDA contexts (row job and
-worker) and their libraries, plus IO_FACTOR x the nominal inputs' bytes (the judge's float64 copies and
-oracles, the engine's cases of up to twice the nominal extents, the worker's guarded buffers, and what the
-caching allocators keep of them). Level 3 rows (whole networks) add their activations, which the inputs do not
-show: LEVEL3_EXTRA. A row whose real need is not visible before it runs (a candidate that captures a CUDA
-graph per call, cuDNN's benchmark taking what is free) is found by its observed peak (1.) on its next attempt.
+The prediction: PER_ROW for the two CUDA contexts (row job and worker) and their libraries, plus IO_FACTOR x the
+nominal inputs' bytes (the judge's float64 copies and oracles, the engine's cases of up to twice the nominal
+extents, the worker's guarded buffers, and what the allocators keep of them); level 3 rows (whole networks) add
+their activations, which the inputs do not show: LEVEL3_EXTRA. What it rests on is thin: no record held a peak
+before this module, and the only per-process figures are the OOM messages of the a100 call of 2026-12-04
+(torch lists every process on the card with what it holds): idle row processes 0.6 GiB, most 0.6-3 GiB, three
+of 15, 31 and 71 GiB while seven rows of 256-512 MiB inputs and three level 3 rows ran, which the records cannot
+tie to rows, and two of 120-136 GiB, most likely guard-allocator workers holding every freed block until the
+call's end (fixed in guard_alloc.cpp). IO_FACTOR charges a 256 MiB-input row 25 GiB: on the safe side until
+measured peaks replace it (`python -m kgate report` shows peak / estimate per source). A prediction is at most
+PREDICTION_CAP (the factor is linear, and a row of 2 GiB of inputs, whose engine cases are bounded by
+max_case_elements, does not need 190 GiB): a row runs alone for its memory only once an attempt has measured that
+it needs to. A row whose real need is not visible before it runs (a candidate that captures a CUDA graph per
+call, cuDNN's benchmark taking what is free) is found by its observed peak (1.) on its next attempt.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ PER_ROW = 3 * GiB // 2          # two CUDA contexts (row job, worker) with cuBLA
 IO_FACTOR = 96                 # bytes on the GPU per byte of the nominal inputs (see the module docstring)
 LEVEL3_EXTRA = 4 * GiB         # a whole network's activations and weights, at f32 and f64
 LEVEL_DEFAULT = {"1": 4 * GiB, "2": 4 * GiB, "3": 8 * GiB}
+PREDICTION_CAP = 64 * GiB       # a prediction never asks for the card alone: only an observed peak may
 OBSERVED_MARGIN = 1.15         # observed peak x this: NVML is sampled, a spike between samples is missed
 OBSERVED_MIN = PER_ROW
 
@@ -208,7 +215,7 @@ def predict(level, input_bytes: int | None) -> int:
     lv = str(level)
     if input_bytes is None:
         return LEVEL_DEFAULT.get(lv, LEVEL_DEFAULT["2"])
-    return int(PER_ROW + IO_FACTOR * input_bytes + (LEVEL3_EXTRA if lv == "3" else 0))
+    return min(PREDICTION_CAP, int(PER_ROW + IO_FACTOR * input_bytes + (LEVEL3_EXTRA if lv == "3" else 0)))
 
 
 def observed_peak(rec: dict | None) -> int | None:

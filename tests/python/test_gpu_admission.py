@@ -488,6 +488,8 @@ def test_the_estimate_prefers_an_observed_peak_and_treats_an_out_of_memory_peak_
     assert gpumem.estimate(1, TASK) == (gpumem.predict(1, gpumem.input_bytes_from_source(TASK)), "source")
     assert gpumem.estimate(3, "") == (gpumem.LEVEL_DEFAULT["3"], "level")
     assert gpumem.predict(3, 0) - gpumem.predict(2, 0) == gpumem.LEVEL3_EXTRA
+    assert gpumem.predict(1, 2 * GiB_) == gpumem.PREDICTION_CAP  # never the card alone from a prediction
+    assert gpumem.estimate(1, "", earlier={"gpu": {"peak_bytes": 120 * GiB_}})[0] > gpumem.PREDICTION_CAP
     ok = {"status": "ok", "gpu": {"peak_bytes": 10 * GiB_}}
     assert gpumem.estimate(1, TASK, earlier=ok) == (int(10 * GiB_ * gpumem.OBSERVED_MARGIN), "observed")
     # A cut attempt's peak from the journal, larger than the record's: the larger one.
