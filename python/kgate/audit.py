@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from . import scheduler, seeds
+from . import gpumem, scheduler, seeds
 from .corpus import in_shard, read_rows, stem_of
 from .results import Journal, ResultsFile, TrustError, load_key, stem as results_stem
 from .scheduler import DEFAULT_GPU_HEADROOM, Job, Progress, Watchdog, become_subreaper, run_jobs
@@ -134,17 +134,21 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
           quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
           log_limit: int | None = None, file_limit: int | None = None,
-          gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False) -> dict:
+          gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False,
+          prestart: int | None = None) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
     row_seed: the exact seed of the one row key `retry` names (a record's `seed`), so its rerun draws the very
     cases it drew; every other row's seed comes from `seed` (or is fresh).
     harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
     (the CLI sets it; off for in-process callers, whose other children it would take for strays).
-    gpu_headroom: the fraction of the GPU's memory that must be free for a row to start beside other rows
-    (torch audits, read through NVML; 0: rows start whatever the memory; scheduler.gpu_admits).
+    gpu_headroom: the fraction of the GPU's memory kept as a margin when a row starts beside other rows: each
+    row is charged its expected peak (gpumem.estimate) from its start (torch audits, read through NVML; 0: rows
+    start whatever the memory; scheduler.gpu_fits).
     compile_only: run the compile jobs of the rows that need one and nothing else (the extension cache and the
-    compile records are filled; no row is verified), so that a later run verifies with compilation apart."""
+    compile records are filled; no row is verified), so that a later run verifies with compilation apart.
+    prestart: verify jobs started ahead of their slot, each starting its candidate's worker process while it waits
+    for its go (scheduler.run_jobs; default $KGATE_PRESTART, else 3; 0: off); one when rows run alone."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     key, res, fresh_key = open_results(results_path, adopt_unsigned)
@@ -247,6 +251,17 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seeds[r.key]:016x}", "gates": gates,
                                        "call_timeout": call_timeout, "needs_compile": needs, "alone": alone},
                     row_timeout, after=after)
+            if gpu_probe is not None:
+                # What the row will hold on the GPU, charged from its start (scheduler.gpu_fits): its peak in an
+                # earlier attempt (a record's, or a cut attempt's in the journal), else a prediction from its
+                # task; at least what its compile job held (ModelNew built on the GPU).
+                earlier = res.records.get(r.key)
+                v.gpu_estimate, v.gpu_estimate_from = gpumem.estimate(
+                    r.level, r.data.get("ref_code") or "", earlier=earlier, earlier_peak=journal.gpu_peaks.get(r.key),
+                    oom_floor=(earlier or {}).get("status") == GPU_OOM_STATUS)
+                floor = gpumem.observed_peak(compiled.records.get(r.key))
+                if floor and floor > v.gpu_estimate:
+                    v.gpu_estimate, v.gpu_estimate_from = floor, "compile job"
             verify_jobs[r.key] = v
             job_list.append(v)
         # Compile jobs first in the queue: they occupy the CPUs while the GPU verifies PyTorch-level rows.
@@ -275,9 +290,12 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         put(rec)
 
     def on_finish(job, final, status, lines, log_tail):
-        journal.end(job.attempt, status)
+        journal.end(job.attempt, status, job.gpu_peak)
         row = by_row[job.key]
         if job.kind == "compile":
+            v = by_key.get(job.key)
+            if v is not None and job.gpu_peak and v.gpu_estimate is not None and job.gpu_peak > v.gpu_estimate:
+                v.gpu_estimate, v.gpu_estimate_from = job.gpu_peak, "compile job"
             if final is None and status in ("stopped", "crash"):
                 name, message = _driver_end(job, status, None, [], log_tail)
                 if name == JUDGE_ATTACKED:
@@ -291,6 +309,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 final = {"type": "compile", "key": job.key, "sha": row.sha, "status": f"compile_{status}",
                          "message": log_tail[-2000:]}
             final = {k: v for k, v in final.items() if k not in ("mac", "written_at")}
+            if job.gpu:
+                final["gpu"] = dict(job.gpu)
             compiled.put(final, "compiled again")
             if final.get("status") != "ok" and job.key in by_key:
                 by_key[job.key].cancelled = True
@@ -330,6 +350,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             if final.get("status") == "ok":
                 final["classification"] = JUDGE_ATTACKED
         final["row_seconds"] = round(time.monotonic() - job.started, 2)
+        if job.gpu:
+            # The row's admission (its estimate, what ran beside it, how long it waited) and the most its
+            # processes held on the GPU (the driver's NVML readings): the next attempt's estimate.
+            final["gpu"] = dict(job.gpu)
         if final.get("status") == GPU_OOM_STATUS:
             alone_later.add(job.key)
             because[job.key] = "run again alone: the GPU ran out of memory while other rows shared it"
@@ -350,12 +374,17 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         become_subreaper()
         watchdog = Watchdog(sys.executable, env)
     extra = {k: v for k, v in (("log_limit", log_limit), ("file_limit", file_limit)) if v is not None}
+    if prestart is None:
+        try:
+            prestart = max(0, int(os.environ.get("KGATE_PRESTART", "3")))
+        except ValueError:
+            prestart = 3
     # Rows start only while the GPU has memory to spare (run_jobs); the probe is made once, in the driver, and
     # reads NVML (no CUDA context here). numpy audits never probe.
     gpu_probe = scheduler.gpu_probe_for(fw) if gpu_headroom > 0 else None
     if gpu_probe is not None and getattr(gpu_probe, "why", None):
         counts["gpu_probe"] = f"unknown: {gpu_probe.why}"
-    gpu_free_min = []
+    gpu_free_min, per_process = [], []
 
     def phase(rs, solo):
         nonlocal by_key
@@ -368,9 +397,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         job_list, by_key = make_jobs(rs, alone=solo)
         c = run_jobs(job_list, solo_limits if solo else limits, on_finish, on_start=on_start, budget_s=left,
                      work_dir=work_dir, progress=progress, harden=harden, solo=solo, watchdog=watchdog,
-                     notes=notes, preload=fw, gpu_probe=gpu_probe, gpu_headroom=gpu_headroom, **extra)
+                     notes=notes, preload=fw, gpu_probe=gpu_probe, gpu_headroom=gpu_headroom,
+                     prestart=min(prestart, 1) if solo else prestart, **extra)
         for j in c.pop("cut"):
-            journal.end(j.attempt, "cut by the budget")
+            journal.end(j.attempt, "cut by the budget", j.gpu_peak)
         out = []
         for j in c.pop("suspects"):
             journal.end(j.attempt, "the driver was stopped")
@@ -380,6 +410,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 out.append(j.key)
         if "gpu_free_min" in c:
             gpu_free_min.append(c.pop("gpu_free_min"))
+        if "gpu_per_process" in c:
+            per_process.append(c.pop("gpu_per_process"))
         for k, v in c.items():
             counts[k] = counts.get(k, 0) + v
         return out
@@ -398,6 +430,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             watchdog.close()
     if gpu_free_min:
         counts["gpu_free_min_gib"] = round(min(gpu_free_min) / 2**30, 1)
+    if per_process:
+        counts["gpu_per_process"] = any(per_process)
     counts["rows_in_shard"] = len(rows)
     if compile_only:
         counts["compile_only"] = True

@@ -156,8 +156,10 @@ def main(argv=None) -> int:
                    "run then verifies with compilation apart)")
     a.add_argument("--fw", default="torch", choices=["torch", "numpy"])
     a.add_argument("--gpu-headroom", type=_fraction_in("gpu-headroom", 0, 0.9), default=DEFAULT_GPU_HEADROOM,
-                   help="fraction of the GPU's memory, 0..0.9, that must be free for a row to start beside other "
-                   f"rows (torch; read through NVML; default {DEFAULT_GPU_HEADROOM:g}; 0: start rows regardless)")
+                   help="fraction of the GPU's memory, 0..0.9, kept as a margin: a row starts beside other rows "
+                   "only when their expected peaks (an earlier attempt's measured peak, else a prediction from the "
+                   "task's inputs), or what they hold when that is more, plus its own and the margin fit the card "
+                   f"(torch; read through NVML; default {DEFAULT_GPU_HEADROOM:g}; 0: start rows regardless)")
     a.add_argument("--seed", type=_seed, help="1 to 16 hex digits: fix every row's seed (default: a secret seed "
                    "per row, recorded). It is wiped from this process's command line once read")
     a.add_argument("--row-seed", type=_seed, help="1 to 16 hex digits: the exact seed of the one row --retry KEY "

@@ -135,12 +135,61 @@ def summary_text(paths) -> str:
     out.append(f"time: {s['row_seconds']:.0f} row-seconds for {n} audited rows ({rate:.2f} rows per row-minute; "
                f"divide by the parallelism for wall time), of which {s['compile_seconds']:.0f} s compiling in "
                f"the rows' own workers; {apart}")
+    mem = gpu_memory_text(recs)
+    if mem:
+        out.append("")
+        out.append(mem)
     for p in paths:
         spans = throughput(p, per_path[p])
         if spans:
             out.append("")
             out.append(throughput_text(p, spans))
     return "\n".join(out)
+
+
+# ---- GPU memory admission -----------------------------------------------------------------------------------
+# A torch audit's records carry `gpu` (audit.py, scheduler.run_jobs): the row's estimate before it started and
+# where it came from (gpumem.estimate: observed, contract, source, level, compile job), how it was admitted
+# (beside: verify jobs running when it started; waited_s; alone; passed: the held row it started past), and
+# peak_bytes, the most its processes held on the GPU (the driver's NVML readings).
+
+def _q(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def gpu_memory_rows(recs) -> list[list]:
+    """Per estimate source: rows, rows with a measured peak, the ratio peak / estimate (median, 90th percentile,
+    largest), rows whose peak passed their estimate, and rows out of memory beside others."""
+    by: dict = defaultdict(list)
+    for r in recs:
+        g = r.get("gpu")
+        if isinstance(g, dict) and isinstance(g.get("estimate_bytes"), int):
+            by[g.get("estimate_from") or "?"].append(r)
+    rows = []
+    for src, rs in sorted(by.items()):
+        ratios = [r["gpu"]["peak_bytes"] / r["gpu"]["estimate_bytes"] for r in rs
+                  if isinstance(r["gpu"].get("peak_bytes"), int) and r["gpu"]["estimate_bytes"] > 0]
+        rows.append([src, len(rs), len(ratios), f"{_q(ratios, 0.5):.2f}" if ratios else "-",
+                     f"{_q(ratios, 0.9):.2f}" if ratios else "-", f"{max(ratios):.2f}" if ratios else "-",
+                     sum(1 for x in ratios if x > 1), sum(1 for r in rs if r.get("status") == "gpu_out_of_memory")])
+    return rows
+
+
+def gpu_memory_text(recs) -> str:
+    rows = gpu_memory_rows(recs)
+    if not rows:
+        return ""
+    gs = [r["gpu"] for r in recs if isinstance(r.get("gpu"), dict) and "estimate_bytes" in r["gpu"]]
+    waited = [g["waited_s"] for g in gs if isinstance(g.get("waited_s"), (int, float))]
+    peaks = [g["peak_bytes"] for g in gs if isinstance(g.get("peak_bytes"), int)]
+    head = (f"GPU memory admission: {len(gs)} rows with an estimate; {sum(1 for g in gs if g.get('beside'))} "
+            f"admitted beside other rows, {sum(1 for g in gs if g.get('alone'))} started alone after waiting, "
+            f"{sum(1 for g in gs if g.get('passed'))} started past a held row; {len(waited)} waited "
+            f"{sum(waited):.0f} s in all; largest peak {max(peaks) / 2**30:.1f} GiB" if peaks else
+            f"GPU memory admission: {len(gs)} rows with an estimate, no peak measured")
+    return head + "\n" + table(["estimate from", "rows", "peak measured", "peak/estimate median", "p90", "max",
+                                "peak above estimate", "out of memory beside others"], rows)
 
 
 # ---- throughput ----------------------------------------------------------------------------------------------

@@ -292,7 +292,9 @@ class Journal:
         self.path, self.key = path, key
         self.starts: dict[str, dict] = {}
         self.ended: set[str] = set()
+        self.gpu_peaks: dict[str, int] = {}  # row key -> the largest GPU peak an ended attempt of it measured
         if os.path.exists(path):
+            ends = []
             for _, rec, _ in _parse_lines(path):
                 if rec is None or not verify(rec, key):
                     continue
@@ -300,6 +302,15 @@ class Journal:
                     self.starts[rec["id"]] = rec
                 elif rec.get("event") == "end":
                     self.ended.add(rec.get("id"))
+                    ends.append(rec)
+            for rec in ends:
+                self._note_peak(rec.get("id"), rec.get("gpu_peak"))
+
+    def _note_peak(self, aid, peak):
+        start = self.starts.get(aid)
+        if start is not None and isinstance(peak, int) and peak > 0:
+            k = start["key"]
+            self.gpu_peaks[k] = max(self.gpu_peaks.get(k, 0), peak)
 
     def start(self, key: str, sha: str, kind: str, solo: bool) -> str:
         aid = secrets.token_hex(8)
@@ -309,12 +320,17 @@ class Journal:
         self.starts[aid] = rec
         return aid
 
-    def end(self, aid: str, how: str):
+    def end(self, aid: str, how: str, gpu_peak: int | None = None):
+        """gpu_peak: the most GPU memory the attempt's processes held (bytes), where the driver measured it;
+        kept even for an attempt that left no record (cut by the budget), for the row's next estimate."""
         if not aid or aid in self.ended:
             return
-        _append_line(self.path, sign({"event": "end", "id": aid, "how": how, "t": round(time.time(), 3)},
-                                     self.key))
+        rec = {"event": "end", "id": aid, "how": how, "t": round(time.time(), 3)}
+        if isinstance(gpu_peak, int) and gpu_peak > 0:
+            rec["gpu_peak"] = gpu_peak
+        _append_line(self.path, sign(rec, self.key))
         self.ended.add(aid)
+        self._note_peak(aid, gpu_peak)
 
     def unfinished(self, key: str, sha: str) -> list[dict]:
         return [s for aid, s in self.starts.items()

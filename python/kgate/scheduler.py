@@ -6,8 +6,10 @@ which hardens the process first) fed a JSON spec on stdin; it answers with JSON 
 its whole process group (the candidate's worker included) and costs that one row; what it reported before is
 kept. When the overall budget runs out, running jobs are killed and *not* recorded, so a rerun redoes them.
 
-With a GPU memory probe (torch audits: NVML, see `NvmlProbe`), a verify job starts only while the GPU has a
-headroom of free memory (`gpu_admits`); with no probe, or one that cannot read, jobs start as they always did.
+With a GPU memory probe (torch audits: NVML, see `NvmlProbe`), a verify job starts beside others only when the
+running jobs' expected peaks (Job.gpu_estimate, or what their processes hold when that is more), its own and a
+margin fit the card (`gpu_fits`; without estimates that is the free-memory rule `gpu_admits`); with no probe, or
+one that cannot read, jobs start as they always did.
 
 Against a candidate that attacks its judge (docs/security.md):
 - every row job makes itself non-dumpable (prctl PR_SET_DUMPABLE 0: its /proc/PID/mem, environ and fds are
@@ -141,6 +143,15 @@ class Job:
     oom_before: int | None = None
     oom_after: int | None = None
     log_dropped: int = 0           # bytes of its stderr past the log limit
+    # GPU memory (run_jobs' admission): what the job is expected to hold at its peak, and where that figure
+    # came from (gpumem.estimate; None: nothing known, the job is admitted on free memory alone as before);
+    # gpu_used/gpu_peak: what its processes hold now / held at most, measured by the driver (NVML per process);
+    # gpu: how it was admitted (the audit writes it into the job's record).
+    gpu_estimate: int | None = None
+    gpu_estimate_from: str = ""
+    gpu_used: int = 0
+    gpu_peak: int | None = None
+    gpu: dict = field(default_factory=dict)
     _threads: list = field(default_factory=list)
 
 
@@ -356,6 +367,28 @@ def _rowjob_main():
     runpy.run_module("kgate.kernelbench.rowjob", run_name="__main__", alter_sys=True)
 
 
+def _pid_owner(pid: int, roots: dict, limit: int = 64):
+    """The value of `roots` (keyed by a running job's row-job pid) whose process `pid` is or descends from, by
+    its parents in /proc, or failing that by its session (a row job leads its own session); None when neither
+    leads to one (a process of another user of the GPU, or one that escaped its row job: charged as memory no
+    job of ours holds)."""
+    p, session = pid, None
+    for _ in range(limit):
+        if p in roots:
+            return roots[p]
+        try:
+            fields = open(f"/proc/{p}/stat", "rb").read().rsplit(b")", 1)[1].split()
+            ppid = int(fields[1])
+            if session is None:
+                session = int(fields[3])
+        except (OSError, ValueError, IndexError):
+            break
+        if ppid <= 1:
+            break
+        p = ppid
+    return roots.get(session) if session is not None else None
+
+
 def sweep_strays(known: set[int]) -> list[int]:
     """Kills every child of this process (a subreaper: orphans of its jobs' descendants land here) that is
     not one of `known`. Returns the pids killed."""
@@ -378,6 +411,23 @@ def sweep_strays(known: set[int]) -> list[int]:
 
 DEFAULT_GPU_HEADROOM = 0.15       # fraction of the GPU's memory that must be free to start a verify job
 DEFAULT_GPU_SETTLE_S = 10.0        # seconds a just-started verify job may take to allocate what it will
+DEFAULT_GPU_SAMPLE_S = 0.5         # how often the driver reads what each job's processes hold (NVML)
+DEFAULT_GPU_BACKFILL_S = 60.0      # how long smaller rows may start past a row held for memory (then none)
+
+
+class _NvmlProcess(ctypes.Structure):
+    """NVML's nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v2/_v3 fill it."""
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
+
+
+class _NvmlProcessV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t, what the unversioned nvmlDeviceGetComputeRunningProcesses fills."""
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_VALUE_NOT_AVAILABLE = (1 << 64) - 1
 
 
 class _NvmlMemory(ctypes.Structure):
@@ -437,11 +487,59 @@ class NvmlProbe:
             return None
         return int(mem.total), int(mem.free)
 
+    def processes(self) -> dict[int, int] | None:
+        """{pid: bytes} of every compute process on the GPU, as NVML sees them (the pids of this PID namespace
+        where the driver runs in the container's, as torch's out-of-memory message shows them), or None where
+        NVML cannot tell (no such call in this driver, or the memory of processes is not available)."""
+        if self._lib is None:
+            return None
+        for name, struct in (("nvmlDeviceGetComputeRunningProcesses_v3", _NvmlProcess),
+                             ("nvmlDeviceGetComputeRunningProcesses_v2", _NvmlProcess),
+                             ("nvmlDeviceGetComputeRunningProcesses", _NvmlProcessV1)):
+            fn = getattr(self._lib, name, None)
+            if fn is None:
+                continue
+            cap = 64
+            for _ in range(4):
+                count = ctypes.c_uint(cap)
+                infos = (struct * cap)()
+                rc = fn(self._handle, ctypes.byref(count), infos)
+                if rc == NVML_ERROR_INSUFFICIENT_SIZE:
+                    cap = max(cap * 2, count.value + 16)
+                    continue
+                if rc != 0:
+                    return None
+                out: dict[int, int] = {}
+                for i in range(min(count.value, cap)):
+                    used = int(infos[i].usedGpuMemory)
+                    if used == NVML_VALUE_NOT_AVAILABLE:
+                        return None
+                    out[int(infos[i].pid)] = out.get(int(infos[i].pid), 0) + used
+                return out
+            return None
+        return None
+
 
 def gpu_probe_for(fw: str):
     """The memory probe an audit of framework `fw` admits its verify jobs with: NVML for torch (rows on the
     GPU), None for numpy (never probed). Tests replace this function."""
     return NvmlProbe() if fw == "torch" else None
+
+
+def gpu_fits(total: int, free: int, headroom: float, *, charged: int, attributed: int, estimate: int,
+             unknown_unsettled: int) -> bool:
+    """Whether a verify job expected to hold `estimate` bytes may start beside running jobs. Every running job
+    is charged the larger of its estimate and what its processes hold now (`charged`, summed); memory in use
+    that no job of ours holds (`total - free - attributed`: other processes, or ours where NVML cannot say per
+    process) is charged as it stands; a running job with no estimate that started in the last settle seconds
+    (`unknown_unsettled`) one headroom. The job fits when all that, its own estimate and a margin of `headroom`
+    x total stay within the card:
+        max(0, total - free - attributed) + charged + estimate + unknown_unsettled x m <= total - m,
+    m = headroom x total. With no estimates and no per-process reading (charged = attributed = estimate = 0)
+    this is gpu_admits: free >= (unsettled + 1) x m. The caller lets a job start alone whatever it needs."""
+    margin = headroom * total
+    others = max(0, total - free - attributed)
+    return others + charged + estimate + unknown_unsettled * margin <= total - margin
 
 
 def gpu_admits(total: int, free: int, headroom: float, unsettled: int) -> bool:
@@ -472,7 +570,8 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
              log_limit: int = DEFAULT_LOG_LIMIT, file_limit: int = DEFAULT_FILE_LIMIT, solo: bool = False,
              watchdog: Watchdog | None = None, notes: list | None = None, preload: str | None = None,
              gpu_probe=None, gpu_headroom: float = DEFAULT_GPU_HEADROOM,
-             gpu_settle_s: float = DEFAULT_GPU_SETTLE_S) -> dict:
+             gpu_settle_s: float = DEFAULT_GPU_SETTLE_S, gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S,
+             gpu_backfill_s: float = DEFAULT_GPU_BACKFILL_S, prestart: int = 0) -> dict:
     """Runs jobs; calls on_start(job) just before one starts and on_finish(job, final_record_or_None, status,
     lines, log_tail) for each one that ends (status "ok", "crash", "timeout", "stopped"). Jobs cut by the
     budget are not reported. When the watchdog says the driver was stopped, the jobs then running are killed
@@ -482,7 +581,28 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     `gpu_headroom` > 0, a verify job starts beside other verify jobs only when `gpu_admits`; when none runs, it
     starts regardless, so a row larger than the headroom never blocks the queue. counts then say how many verify
     jobs were held back for memory (`gpu_held`) and the least free memory seen (`gpu_free_min`, bytes). Returns
-    counts."""
+    counts.
+
+    GPU memory by estimates: a job's `gpu_estimate` (bytes it is expected to hold at its peak) is charged from
+    its start, so rows admitted while memory is free are counted at what they will grow to, not at what they
+    hold yet (gpu_fits: the running jobs' estimates, or what they hold when that is more, plus the new job's,
+    within the card less a margin of `gpu_headroom`). Where the probe also has `processes()` ({pid: bytes},
+    NvmlProbe.processes), the driver reads every `gpu_sample_s` what each running job's processes hold (the
+    row job and its descendants: the worker, the baseline's), and keeps each job's peak in job.gpu_peak; each
+    job's admission (estimate, what was charged beside it, how long it waited) is in job.gpu when on_finish
+    sees it. counts then say how many were admitted beside others (`gpu_admitted_beside`), how many started
+    alone after waiting (`gpu_started_alone`), whether per-process readings worked (`gpu_per_process`).
+    A verify job held for memory holds the queue behind it, except that for its first `gpu_backfill_s` jobs
+    with smaller estimates may start past it where they fit (`gpu_backfilled`); jobs without an estimate never
+    pass one. So a large row waits at most that long before the card drains for it.
+
+    prestart: up to that many verify jobs next in the queue (their compile step done) are started ahead, before
+    a slot or memory is theirs: the row job gets its spec with `await_go` and starts its candidate's worker
+    process (interpreter, imports; no CUDA context, no candidate code), then waits for a "go" line, which the
+    driver sends when the job is admitted. Seconds of every row's start thus pass while it waits. A job started
+    ahead counts for nothing until its go: not in the limits, not charged memory, not journaled (on_start runs
+    at the go), its time limit and row seconds count from the go; one never given its go is killed unrecorded
+    (left in `not_started`)."""
     os.makedirs(work_dir, exist_ok=True)
     t0 = time.monotonic()
     deadline = t0 + budget_s if budget_s else None
@@ -536,28 +656,123 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
         return sum(1 for r in running if r.kind == job.kind) < limits.get(job.kind, 1) and \
             len(running) < limits.get("total", 10**6)
 
-    gpu = {"held": set(), "free_min": None, "noted": False}
+    gpu = {"held": set(), "free_min": None, "noted": False, "procs_ok": None, "last_sample": None,
+           "held_since": {}, "beside": 0, "alone": 0, "backfilled": 0}
+    processes = getattr(gpu_probe, "processes", None) if gpu_probe is not None else None
+
+    def gpu_sample(now: float, force: bool = False):
+        """What each running job's processes hold now (job.gpu_used) and at most so far (job.gpu_peak)."""
+        if processes is None or not running:
+            return
+        if not force and gpu["last_sample"] is not None and now - gpu["last_sample"] < gpu_sample_s:
+            return
+        gpu["last_sample"] = now
+        m = processes()
+        gpu["procs_ok"] = m is not None
+        if m is None:
+            return
+        roots = {j.proc.pid: j for j in running if j.proc is not None}
+        used: dict[int, int] = {}
+        for pid, b in m.items():
+            j = _pid_owner(pid, roots)
+            if j is not None:
+                used[id(j)] = used.get(id(j), 0) + b
+        for j in running:
+            j.gpu_used = used.get(id(j), 0)
+            j.gpu_peak = max(j.gpu_peak or 0, j.gpu_used)
+
+    def gpu_note(job: Job):
+        """The job's GPU entry as on_finish sees it: its admission and the peak its processes held."""
+        if job.gpu_estimate is not None:
+            job.gpu.setdefault("estimate_bytes", job.gpu_estimate)
+            job.gpu.setdefault("estimate_from", job.gpu_estimate_from)
+        if job.gpu_peak is not None:
+            job.gpu["peak_bytes"] = job.gpu_peak
+
+    def may_backfill(job: Job, held: Job, now: float) -> bool:
+        """Whether `job` may start past `held` (a verify job held for memory): both have estimates, job's is
+        the smaller, and held has waited less than gpu_backfill_s."""
+        return (job.gpu_estimate is not None and held.gpu_estimate is not None
+                and job.gpu_estimate < held.gpu_estimate
+                and now - gpu["held_since"].get(held.key, now) < gpu_backfill_s)
 
     def gpu_allows(job: Job, now: float, probed: dict) -> bool:
         """Memory admission of one verify job (probed: this pass's reading, taken at most once a pass)."""
         verifying = [r for r in running if r.kind == "verify"]
-        if gpu_probe is None or gpu_headroom <= 0 or job.kind != "verify" or not verifying:
+        if gpu_probe is None or gpu_headroom <= 0 or job.kind != "verify":
+            return True
+        if not verifying:
+            if (job.kind, job.key) in gpu["held"]:
+                gpu["alone"] += 1
+                job.gpu.update(alone=True, waited_s=round(now - gpu["held_since"][job.key], 2))
             return True
         if "m" not in probed:
             probed["m"] = gpu_probe()
+            gpu_sample(now, force=True)
         if probed["m"] is None:
             return True
         total, free = probed["m"]
         gpu["free_min"] = free if gpu["free_min"] is None else min(gpu["free_min"], free)
         if not gpu["noted"] and notes is not None:
             notes.append({"event": "gpu_admission", "total": total, "headroom": gpu_headroom,
-                          "settle_s": gpu_settle_s})
+                          "settle_s": gpu_settle_s, "per_process": gpu["procs_ok"]})
         gpu["noted"] = True
-        unsettled = sum(1 for r in verifying if now - r.started < gpu_settle_s)
-        if gpu_admits(total, free, gpu_headroom, unsettled):
+        known = gpu["procs_ok"] is True
+        attributed = sum(r.gpu_used for r in running) if known else 0
+        charged = sum(max(r.gpu_estimate or 0, r.gpu_used if known else 0) for r in running)
+        unknown_unsettled = sum(1 for r in verifying if r.gpu_estimate is None and now - r.started < gpu_settle_s)
+        estimate = job.gpu_estimate or 0
+        if gpu_fits(total, free, gpu_headroom, charged=charged, attributed=attributed, estimate=estimate,
+                    unknown_unsettled=unknown_unsettled):
+            gpu["beside"] += 1
+            job.gpu.update(beside=len(verifying), charged_beside_bytes=charged,
+                           others_bytes=max(0, total - free - attributed), free_bytes=free)
+            if job.key in gpu["held_since"]:
+                job.gpu["waited_s"] = round(now - gpu["held_since"][job.key], 2)
             return True
         gpu["held"].add((job.kind, job.key))
+        gpu["held_since"].setdefault(job.key, now)
         return False
+
+    ahead: list[Job] = []  # started ahead (prestart), waiting for their go; still in pending
+
+    def launch(job: Job, wait_for_go: bool):
+        """The job's process, its readers, its spec on stdin: closed at once, or (wait_for_go) kept open for
+        the go line."""
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
+        job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
+        job.proc = start_process(job)
+        job._threads = [threading.Thread(target=_reader, args=(job,), daemon=True),
+                        threading.Thread(target=_log_pump, args=(job, job.proc.stderr, job.log_path, log_limit),
+                                         daemon=True)]
+        for t in job._threads:
+            t.start()
+        assert job.proc.stdin
+        try:
+            if wait_for_go:
+                job.proc.stdin.write(json.dumps(dict(job.spec, await_go=True)).encode() + b"\n")
+                job.proc.stdin.flush()
+            else:
+                job.proc.stdin.write(json.dumps(job.spec).encode())
+                job.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def go(job: Job):
+        try:
+            job.proc.stdin.write(b"go\n")
+            job.proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # it died waiting: reaped below as a crash, with its stderr
+
+    def drop_ahead():
+        """Ends every job started ahead that never got its go (not recorded: it stays in pending)."""
+        for job in ahead:
+            _kill(job)
+            for t in job._threads:
+                t.join(timeout=5)
+            job.proc, job.lines, job._threads, job.log_dropped = None, [], [], 0
+        ahead.clear()
 
     while pending or running:
         now = time.monotonic()
@@ -565,36 +780,45 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
         # No new job in the last `start_margin_s` of the budget: it would only be cut.
         if deadline is None or now < deadline - start_margin_s:
             probed: dict = {}
-            gpu_wait = False  # a verify job is held for memory: the ones behind it wait too (queue order)
+            gpu_wait = None  # the first verify job held for memory: the ones behind it wait too (queue order)
             for job in list(pending):
                 if job.cancelled:
                     pending.remove(job)
+                    if job in ahead:
+                        ahead.remove(job)
+                        _kill(job)
                     continue
-                if can_start(job) and not (job.kind == "verify" and gpu_wait):
+                if can_start(job) and not (job.kind == "verify" and gpu_wait is not None
+                                           and not may_backfill(job, gpu_wait, now)):
                     if not gpu_allows(job, now, probed):
-                        gpu_wait = True
+                        if gpu_wait is None:
+                            gpu_wait = job
                         continue
+                    if job.kind == "verify" and gpu_wait is not None:
+                        gpu["backfilled"] += 1
+                        job.gpu["passed"] = gpu_wait.key
                     pending.remove(job)
-                    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job.key)
-                    job.log_path = os.path.join(work_dir, f"{safe}.{job.kind}.log")
                     job.solo = solo
                     if on_start:
                         on_start(job)
                     job.oom_before = oom_kills()
-                    job.proc = start_process(job)
+                    if job in ahead:
+                        ahead.remove(job)
+                        go(job)
+                    else:
+                        launch(job, False)
                     job.started = time.monotonic()
-                    job._threads = [threading.Thread(target=_reader, args=(job,), daemon=True),
-                                    threading.Thread(target=_log_pump, args=(job, job.proc.stderr, job.log_path,
-                                                                             log_limit), daemon=True)]
-                    for t in job._threads:
-                        t.start()
-                    assert job.proc.stdin
-                    try:
-                        job.proc.stdin.write(json.dumps(job.spec).encode())
-                        job.proc.stdin.close()
-                    except BrokenPipeError:
-                        pass
                     running.append(job)
+            # Start the next verify jobs ahead (prestart), in queue order, each to wait for its go.
+            if prestart > 0:
+                for job in pending:
+                    if len(ahead) >= prestart:
+                        break
+                    if job.kind != "verify" or job in ahead or job.cancelled or \
+                            (job.after and ("compile", job.after) not in finished_keys):
+                        continue
+                    launch(job, True)
+                    ahead.append(job)
         # The driver stopped by someone (the watchdog continued it): every running row is a suspect.
         if watchdog is not None:
             events = watchdog.new_events()
@@ -607,6 +831,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                     job.stopped = {"how": "driver stopped", "events": events}
                     counts["suspects"].append(job)
                 continue
+        gpu_sample(time.monotonic())
         # Reap.
         for job in list(running):
             assert job.proc
@@ -622,6 +847,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                 status = "timeout"
             elif rc is None:
                 if deadline is not None and time.monotonic() > deadline:
+                    gpu_note(job)
                     _kill(job)
                     for t in job._threads:
                         t.join(timeout=5)
@@ -643,6 +869,7 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
             if final is not None and status == "crash":
                 status = "ok"  # it reported before dying in teardown: the record is complete
             counts[status] += 1
+            gpu_note(job)
             on_finish(job, final, status, job.lines, _tail(job.log_path))
             if progress:
                 note = f"{job.key} {job.kind} {status}"
@@ -651,16 +878,19 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
                 progress.step(note, len(running))
         if harden and time.monotonic() - last_sweep > 0.25:
             last_sweep = time.monotonic()
-            known = {j.proc.pid for j in running if j.proc}
+            known = {j.proc.pid for j in running + ahead if j.proc}
             if watchdog is not None:
                 known.add(watchdog.proc.pid)
             if server is not None:
                 known.add(server.pid)
             counts["strays_killed"] += len(sweep_strays(known))
+        if deadline is not None and time.monotonic() > deadline - start_margin_s and ahead:
+            drop_ahead()  # no go can come now
         if deadline is not None and time.monotonic() > deadline - start_margin_s and not running:
             counts["not_started"] = len(pending)
             break
         time.sleep(0.05)
+    drop_ahead()
     if server is not None:
         server.close()
     if harden:
@@ -669,6 +899,10 @@ def run_jobs(jobs: list[Job], limits: dict[str, int], on_finish, *, budget_s: fl
     if gpu["free_min"] is not None:
         counts["gpu_held"] = len(gpu["held"])
         counts["gpu_free_min"] = gpu["free_min"]
+        counts["gpu_admitted_beside"] = gpu["beside"]
+        counts["gpu_started_alone"] = gpu["alone"]
+        counts["gpu_backfilled"] = gpu["backfilled"]
+        counts["gpu_per_process"] = gpu["procs_ok"] is True
     return counts
 
 

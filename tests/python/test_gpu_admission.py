@@ -2,6 +2,7 @@
 others only while the probe shows a headroom of free memory; one always runs; a probe that cannot tell (or
 none: numpy audits) leaves order and concurrency exactly as without it. The jobs here are a stand-in row job
 (a script given as run_jobs' python) that sleeps, so the tests need neither torch nor a GPU."""
+import json
 import os
 import subprocess
 import sys
@@ -207,3 +208,414 @@ def test_the_audit_counts_say_what_admission_did(workdir, monkeypatch):
                              call_timeout=4, quiet=True, work_dir=str(workdir / "w2"), ext_cache=str(workdir / "ext"))
     assert counts["finished_total"] == 3 and counts["gpu_probe"].startswith("unknown: libnvidia-ml"), counts
     assert "gpu_held" not in counts and "gpu_free_min_gib" not in counts, counts
+
+
+# ---- admission by estimates (scheduler.gpu_fits, Job.gpu_estimate) and the driver's per-process readings ----
+
+def test_the_estimate_rule_reduces_to_the_free_memory_rule_and_charges_what_jobs_will_hold():
+    from kgate.scheduler import gpu_admits, gpu_fits
+    total = 100 * GiB
+    # No estimates, no per-process reading: exactly gpu_admits, for every free amount and unsettled count.
+    for free in (0, 10 * GiB, 15 * GiB, 29 * GiB, 30 * GiB, 50 * GiB, 100 * GiB):
+        for u in range(4):
+            assert gpu_fits(total, free, 0.15, charged=0, attributed=0, estimate=0, unknown_unsettled=u) == \
+                gpu_admits(total, free, 0.15, u), (free, u)
+    # The card looks empty, but two running jobs will hold 40 GiB each: a third of 40 does not fit (120 > 85),
+    # one of 5 does (85 <= 85).
+    assert not gpu_fits(total, total, 0.15, charged=80 * GiB, attributed=0, estimate=40 * GiB, unknown_unsettled=0)
+    assert gpu_fits(total, total, 0.15, charged=80 * GiB, attributed=0, estimate=5 * GiB, unknown_unsettled=0)
+    # Memory no job of ours holds (another user of the card) counts as it stands: 30 GiB used, 10 attributed.
+    assert not gpu_fits(total, 70 * GiB, 0.15, charged=50 * GiB, attributed=10 * GiB, estimate=20 * GiB,
+                        unknown_unsettled=0)  # 20 others + 50 + 20 = 90 > 85
+    assert gpu_fits(total, 70 * GiB, 0.15, charged=50 * GiB, attributed=10 * GiB, estimate=15 * GiB,
+                    unknown_unsettled=0)  # 20 + 50 + 15 = 85
+
+
+def _run_est(workdir, python, estimates, limit, probe, sleep, **kw):
+    """Verify jobs with the given estimates (bytes; None: none); returns (counts, starts, ends, jobs seen by
+    on_finish)."""
+    from kgate.scheduler import Job, run_jobs
+    jobs = []
+    for i, e in enumerate(estimates):
+        j = Job(f"r{i}", "verify", {"key": f"r{i}", "sleep": sleep[i] if isinstance(sleep, list) else sleep}, 60)
+        j.gpu_estimate, j.gpu_estimate_from = e, "test"
+        jobs.append(j)
+    starts, ends, seen = {}, {}, {}
+
+    def on_start(job):
+        starts[job.key] = time.monotonic()
+
+    def on_finish(job, final, status, lines, tail):
+        ends[job.key] = time.monotonic()
+        seen[job.key] = dict(job.gpu, peak=job.gpu_peak)
+        assert status == "ok" and final["status"] == "ok", (status, final, tail)
+
+    counts = run_jobs(jobs, {"verify": limit, "total": limit}, on_finish, on_start=on_start,
+                      work_dir=str(workdir / "w"), python=python, gpu_probe=probe, **kw)
+    assert counts["ok"] == len(estimates), counts
+    return counts, starts, ends, seen
+
+
+def _overlap(starts, ends, a, b):
+    return starts[a] < ends[b] and starts[b] < ends[a]
+
+
+def test_rows_are_charged_their_estimate_from_their_start_while_memory_still_looks_free(workdir, fake_python):
+    # The card always looks empty (what the free-memory rule saw at each row's start: its memory not yet
+    # allocated). Estimates of 40 GiB: two fit in 100 GiB less a 15% margin, the third waits for r0 to end and
+    # runs beside r1.
+    counts, starts, ends, seen = _run_est(workdir, fake_python, [40 * GiB] * 3, 3, lambda: (100 * GiB, 100 * GiB),
+                                          sleep=[0.8, 2.5, 0.3], gpu_headroom=0.15, gpu_settle_s=0)
+    assert _overlap(starts, ends, "r0", "r1") and _overlap(starts, ends, "r1", "r2"), (starts, ends)
+    assert starts["r2"] >= ends["r0"] - 0.01, (starts, ends)
+    assert counts["gpu_held"] == 1 and counts["gpu_admitted_beside"] == 2, counts
+    assert seen["r1"]["beside"] == 1 and seen["r1"]["charged_beside_bytes"] == 40 * GiB, seen
+    assert seen["r2"]["waited_s"] > 0.5 and seen["r2"]["estimate_bytes"] == 40 * GiB, seen
+    # Without estimates the same probe lets all three start at once (the old rule): the estimates made the
+    # difference.
+    counts, starts, ends, _ = _run_est(workdir, fake_python, [None] * 3, 3, lambda: (100 * GiB, 100 * GiB),
+                                       sleep=1.0, gpu_headroom=0.15, gpu_settle_s=0)
+    assert _overlap(starts, ends, "r0", "r2") and counts["gpu_held"] == 0, (starts, ends, counts)
+
+
+def test_a_row_larger_than_the_card_starts_alone_and_does_not_block_the_queue_for_ever(workdir, fake_python):
+    # r1 is expected to need more than the card: it waits until r0 has ended, runs alone, and r2 (small) waits
+    # behind it (queue order), then runs.
+    counts, starts, ends, seen = _run_est(workdir, fake_python, [10 * GiB, 300 * GiB, 10 * GiB], 3,
+                                          lambda: (100 * GiB, 100 * GiB), sleep=0.8, gpu_headroom=0.15,
+                                          gpu_settle_s=0, gpu_backfill_s=0)
+    assert starts["r1"] >= ends["r0"] - 0.01 and starts["r2"] >= ends["r1"] - 0.01, (starts, ends)
+    assert seen["r1"]["alone"] is True and seen["r1"]["waited_s"] > 0.3, seen
+    # r2 was held beside r1 in turn (10 + 300 > 85), and started when the card was empty again.
+    assert seen["r2"]["alone"] is True and "alone" not in seen["r0"], seen
+    assert counts["gpu_started_alone"] == 2 and counts["gpu_held"] == 2, counts
+
+
+FAKE_GPU_ROWJOB = f"""#!{sys.executable}
+import json, os, subprocess, sys, time
+spec = json.loads(sys.stdin.read())
+# A child of the row job (as the worker is) holds the row's GPU memory; the fake probe reads the files.
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+with open(os.path.join(spec["dir"], str(child.pid)), "w") as f:
+    f.write(str(spec["gpu"]))
+time.sleep(spec.get("sleep", 0.3))
+os.unlink(os.path.join(spec["dir"], str(child.pid)))
+child.kill()
+child.wait()
+print(json.dumps({{"type": "row", "key": spec["key"], "status": "ok"}}), flush=True)
+"""
+
+
+class FakeNvml:
+    """A probe whose processes() says what the fake row jobs' children hold (files named by pid), plus one
+    process of another user of the card; free memory is the total less all of it."""
+
+    def __init__(self, d, total, other=0):
+        self.d, self.total, self.other, self.reads = d, total, other, 0
+
+    def _procs(self):
+        out = {999999: self.other} if self.other else {}
+        for name in os.listdir(self.d):
+            try:
+                out[int(name)] = int(open(os.path.join(self.d, name)).read())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def __call__(self):
+        return self.total, self.total - sum(self._procs().values())
+
+    def processes(self):
+        self.reads += 1
+        return self._procs()
+
+
+def test_the_driver_measures_each_rows_peak_and_charges_what_a_row_holds_beyond_its_estimate(workdir):
+    from kgate.scheduler import Job, run_jobs
+    path = workdir / "fake-gpu-rowjob"
+    path.write_text(FAKE_GPU_ROWJOB)
+    path.chmod(0o755)
+    d = workdir / "held"
+    d.mkdir()
+    probe = FakeNvml(str(d), 100 * GiB)
+    # r0 was expected to need 10 GiB and holds 60 (a row that grows past its estimate); r1 (estimate 30), ready
+    # once its compile job has ended, then does not fit (60 + 30 > 85) although the estimates alone (10 + 30)
+    # would: it waits for r0.
+    jobs = [Job("r1", "compile", {"key": "r1", "gpu": 0, "dir": str(d), "sleep": 0.8}, 60),
+            Job("r0", "verify", {"key": "r0", "gpu": 60 * GiB, "dir": str(d), "sleep": 2.5}, 60),
+            Job("r1", "verify", {"key": "r1", "gpu": 5 * GiB, "dir": str(d), "sleep": 0.5}, 60, after="r1")]
+    jobs[1].gpu_estimate, jobs[2].gpu_estimate = 10 * GiB, 30 * GiB
+    starts, ends, seen = {}, {}, {}
+
+    def on_start(job):
+        starts[job.key + job.kind] = time.monotonic()
+
+    def on_finish(job, final, status, lines, tail):
+        ends[job.key + job.kind] = time.monotonic()
+        seen[job.key] = dict(job.gpu)
+        assert status == "ok", tail
+
+    counts = run_jobs(jobs, {"verify": 2, "compile": 1, "total": 3}, on_finish, on_start=on_start,
+                      work_dir=str(workdir / "w"), python=str(path), gpu_probe=probe, gpu_headroom=0.15,
+                      gpu_settle_s=0, gpu_sample_s=0.1)
+    starts = {k[:2]: v for k, v in starts.items() if k.endswith("verify")}
+    ends = {k[:2]: v for k, v in ends.items() if k.endswith("verify")}
+    assert counts["ok"] == 3 and counts["gpu_per_process"] is True, counts
+    assert seen["r0"]["peak_bytes"] == 60 * GiB and seen["r1"]["peak_bytes"] == 5 * GiB, seen
+    assert seen["r0"]["estimate_bytes"] == 10 * GiB, seen
+    # held while r0 held 60 GiB (r0 lets go of it after its 2.5 s, just before it exits)
+    assert starts["r1"] - starts["r0"] >= 2.4, (starts, ends)
+    assert counts["gpu_held"] == 1 and probe.reads > 3, (counts, probe.reads)
+
+
+def test_memory_of_processes_that_are_no_rows_counts_as_it_stands(workdir):
+    from kgate.scheduler import Job, run_jobs
+    path = workdir / "fake-gpu-rowjob"
+    path.write_text(FAKE_GPU_ROWJOB)
+    path.chmod(0o755)
+    d = workdir / "held"
+    d.mkdir()
+    # 70 GiB held by a process of no row; r0 (estimate 5, holds 1) runs; r1 (estimate 20): 70 + 5 + 20 > 85.
+    probe = FakeNvml(str(d), 100 * GiB, other=70 * GiB)
+    jobs = [Job("r0", "verify", {"key": "r0", "gpu": 1 * GiB, "dir": str(d), "sleep": 1.0}, 60),
+            Job("r1", "verify", {"key": "r1", "gpu": 1 * GiB, "dir": str(d), "sleep": 0.2}, 60)]
+    jobs[0].gpu_estimate, jobs[1].gpu_estimate = 5 * GiB, 20 * GiB
+    seen = {}
+    counts = run_jobs(jobs, {"verify": 2, "total": 2}, lambda j, f, s, l, t: seen.setdefault(j.key, dict(j.gpu)),
+                      work_dir=str(workdir / "w"), python=str(path), gpu_probe=probe, gpu_headroom=0.15,
+                      gpu_settle_s=0, gpu_sample_s=0.1)
+    assert counts["gpu_held"] == 1 and seen["r1"]["alone"] is True, (counts, seen)
+
+
+FAKE_NVML_PROCS = FAKE_NVML + r"""
+typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc_t;
+int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *count, proc_t *p) {
+  if (h != (void *)0x1234) return 2;
+  if (*count < 3) { *count = 3; return 7; }
+  p[0].pid = 4242; p[0].used = 1ULL << 33; p[0].gi = p[0].ci = 0xFFFFFFFF;
+  p[1].pid = 77; p[1].used = 123456789ULL; p[1].gi = p[1].ci = 0;
+  p[2].pid = 4242; p[2].used = 1ULL << 20; p[2].gi = p[2].ci = 0;
+  *count = 3; return 0; }
+"""
+
+
+def test_the_nvml_probe_reads_each_processs_memory_through_ctypes(workdir, monkeypatch):
+    cc = next((c for c in ("cc", "gcc") if subprocess.run(["which", c], capture_output=True).returncode == 0), None)
+    if cc is None:
+        pytest.skip("no C compiler")
+    src, lib = workdir / "nvml.c", workdir / "libfake-nvml.so"
+    src.write_text(FAKE_NVML_PROCS)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    from kgate.scheduler import NvmlProbe
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    p = NvmlProbe(str(lib))
+    assert p.processes() == {4242: (1 << 33) + (1 << 20), 77: 123456789}
+    # A library with no per-process call (the memory-info-only stand-in): None, never an exception.
+    src2, lib2 = workdir / "nvml2.c", workdir / "libfake-nvml2.so"
+    src2.write_text(FAKE_NVML)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib2), str(src2)], check=True)
+    assert NvmlProbe(str(lib2)).processes() is None
+    assert NvmlProbe("libnvidia-ml-no-such.so.1").processes() is None
+
+
+# ---- the audit's estimates (gpumem) and their wiring ----
+
+TASK = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, idx):
+        return x[idx]
+
+batch_size = 16
+features = 64
+dim1 = 256
+dim2 = dim1 * 2
+shape = (batch_size, features)
+
+def get_inputs():
+    x = torch.randn(batch_size, features, dim1, dim2)
+    h = torch.rand(shape, dtype=torch.float16)
+    idx = torch.randint(0, 10, (batch_size,))
+    y = torch.randn(size=(4, dim1), dtype=torch.float64)
+    return [x, h, idx, y, torch.randn(n_unknown)]
+
+def get_init_inputs():
+    return [torch.randn(999999)]
+'''
+
+
+def test_the_nominal_inputs_are_read_from_the_tasks_source_without_running_it():
+    from kgate import gpumem
+    want = 16 * 64 * 256 * 512 * 4 + 16 * 64 * 2 + 16 * 8 + 4 * 256 * 8  # the unknown size is left out
+    assert gpumem.input_bytes_from_source(TASK) == want
+    starred = "b = 128\nshape = (40, 3)\ndef get_inputs():\n    return [torch.randn(b, *shape)]\n"
+    assert gpumem.input_bytes_from_source(starred) == 128 * 40 * 3 * 4
+    assert gpumem.input_bytes_from_source("def get_inputs():\n    return [make()]\n") is None
+    assert gpumem.input_bytes_from_source("this is not python(") is None
+    assert gpumem.input_bytes_from_source("x = 1\n") is None  # no get_inputs
+
+
+def test_the_nominal_inputs_are_read_from_a_derived_contract():
+    from kgate import gpumem
+    toml = '''
+[dims.batch_size]
+nominal = 16
+min = 1
+max = 16
+[dims.h]
+nominal = 32
+min = 1
+max = 32
+[[inputs]]
+name = "x0"
+dtype = "f32"
+shape = ["batch_size", 3, "h+2", "h*4"]
+[[inputs]]
+name = "x1"
+dtype = "f64"
+shape = ["h-1"]
+'''
+    assert gpumem.input_bytes_from_contract(toml) == 16 * 3 * 34 * 128 * 4 + 31 * 8
+    assert gpumem.input_bytes_from_contract("not [toml") is None
+
+
+def test_the_estimate_prefers_an_observed_peak_and_treats_an_out_of_memory_peak_as_a_floor():
+    from kgate import gpumem
+    GiB_ = gpumem.GiB
+    src, _ = gpumem.estimate(1, TASK)
+    assert gpumem.estimate(1, TASK) == (gpumem.predict(1, gpumem.input_bytes_from_source(TASK)), "source")
+    assert gpumem.estimate(3, "") == (gpumem.LEVEL_DEFAULT["3"], "level")
+    assert gpumem.predict(3, 0) - gpumem.predict(2, 0) == gpumem.LEVEL3_EXTRA
+    assert gpumem.predict(1, 2 * GiB_) == gpumem.PREDICTION_CAP  # never the card alone from a prediction
+    assert gpumem.estimate(1, "", earlier={"gpu": {"peak_bytes": 120 * GiB_}})[0] > gpumem.PREDICTION_CAP
+    ok = {"status": "ok", "gpu": {"peak_bytes": 10 * GiB_}}
+    assert gpumem.estimate(1, TASK, earlier=ok) == (int(10 * GiB_ * gpumem.OBSERVED_MARGIN), "observed")
+    # A cut attempt's peak from the journal, larger than the record's: the larger one.
+    assert gpumem.estimate(1, TASK, earlier=ok, earlier_peak=20 * GiB_)[0] == int(20 * GiB_ * gpumem.OBSERVED_MARGIN)
+    # Out of memory beside others at 1 GiB: the prediction (larger) is kept; at 100 GiB the peak is.
+    oom = {"status": "gpu_out_of_memory", "gpu": {"peak_bytes": 1 * GiB_}}
+    assert gpumem.estimate(1, TASK, earlier=oom, oom_floor=True) == (src, "source")
+    oom["gpu"]["peak_bytes"] = 100 * GiB_
+    assert gpumem.estimate(1, TASK, earlier=oom, oom_floor=True)[1] == "observed"
+    # An earlier record's contract is read before the source.
+    rec = {"contract": '[dims.n]\nnominal = 1024\nmin = 1\nmax = 2048\n[[inputs]]\nname = "x0"\ndtype = "f32"\n'
+                       'shape = ["n", "n"]\n'}
+    assert gpumem.estimate(2, TASK, earlier=rec) == (gpumem.predict(2, 1024 * 1024 * 4), "contract")
+
+
+def _descendants(pid):
+    from kgate.scheduler import _children
+    out, todo = [], [pid]
+    while todo:
+        for c in _children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class DescendantsProbe:
+    """Every descendant of the test process holds 1 GiB of a 100 GiB card (the fork server included, which is no
+    row: it counts as memory no row holds)."""
+
+    def __call__(self):
+        return 100 * GiB, 100 * GiB - len(_descendants(os.getpid())) * GiB
+
+    def processes(self):
+        return {p: 1 * GiB for p in _descendants(os.getpid())}
+
+
+def test_the_audit_gives_each_row_an_estimate_and_records_its_peak_for_the_next_attempt(workdir, monkeypatch):
+    from kgate import audit as audit_mod, gpumem, scheduler
+    from kgate.results import read_results
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_softmax", "crashes"]))
+    monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: DescendantsProbe())
+    out = str(workdir / "out.jsonl")
+    counts = audit_mod.audit(corpus, results_path=out, fw="numpy", jobs=2, seed=5, call_timeout=4, quiet=True,
+                             work_dir=str(workdir / "w"), ext_cache=str(workdir / "ext"))
+    assert counts["finished_total"] == 2 and counts["gpu_per_process"] is True, counts
+    first = {r["key"]: r for r in read_results(out)}
+    for r in first.values():
+        g = r["gpu"]
+        assert g["estimate_from"] in ("source", "level") and g["estimate_bytes"] >= gpumem.PER_ROW, r
+        assert g["peak_bytes"] >= 2 * GiB, r  # the row job and its worker, 1 GiB each
+    # Run one row again: its estimate is now its observed peak (with the sampling margin); the attempts
+    # journal holds the peak too.
+    key = sorted(first)[0]
+    audit_mod.audit(corpus, results_path=out, fw="numpy", jobs=2, seed=5, call_timeout=4, quiet=True,
+                    work_dir=str(workdir / "w"), ext_cache=str(workdir / "ext"), retry=[key])
+    again = {r["key"]: r for r in read_results(out)}[key]["gpu"]
+    assert again["estimate_from"] == "observed", again
+    assert again["estimate_bytes"] == int(first[key]["gpu"]["peak_bytes"] * gpumem.OBSERVED_MARGIN), again
+    ends = [json.loads(l) for l in open(str(workdir / "out.attempts.jsonl")) if '"end"' in l]
+    assert any(e.get("gpu_peak", 0) >= 2 * GiB for e in ends), ends
+    from kgate.report import summary_text
+    text = summary_text([out])
+    assert "GPU memory admission: 2 rows with an estimate" in text and "observed" in text, text
+
+
+def _backfill_jobs(estimates, sleeps, late_key=None, late_after_s=1.5):
+    """Verify jobs with estimates; the one named late_key is ready only once a compile job of late_after_s
+    seconds (first in the queue) has ended."""
+    from kgate.scheduler import Job
+    jobs = [Job("late", "compile", {"key": "late", "sleep": late_after_s}, 60)] if late_key else []
+    for i, (e, t) in enumerate(zip(estimates, sleeps)):
+        j = Job(f"r{i}", "verify", {"key": f"r{i}", "sleep": t}, 60, after=("late" if f"r{i}" == late_key else None))
+        j.gpu_estimate = e
+        jobs.append(j)
+    return jobs
+
+
+def _run_backfill(workdir, python, jobs, name, backfill_s):
+    from kgate.scheduler import run_jobs
+    starts, ends, seen = {}, {}, {}
+
+    def on_start(job):
+        starts.setdefault(job.key, time.monotonic())
+
+    def on_finish(job, final, status, lines, tail):
+        ends.setdefault(job.key, time.monotonic())
+        seen.setdefault(job.key, dict(job.gpu))
+        assert status == "ok", tail
+
+    counts = run_jobs(jobs, {"verify": 5, "compile": 1, "total": 6}, on_finish, on_start=on_start,
+                      work_dir=str(workdir / name), python=python, gpu_probe=lambda: (100 * GiB, 100 * GiB),
+                      gpu_headroom=0.15, gpu_settle_s=0, gpu_backfill_s=backfill_s)
+    assert counts["ok"] == len(jobs), counts
+    return counts, starts, ends, seen
+
+
+def test_smaller_rows_start_past_a_held_one_for_a_while_then_the_card_drains_for_it(workdir, fake_python):
+    # r0 (40) runs; r1 (80) does not fit beside it (40 + 80 > 85) and is held; r2 and r3 (10 each, smaller)
+    # start past it while r1 has waited less than the backfill time (1 s); r4 (10), ready only after 1.5 s,
+    # comes past that time: it waits behind r1, which starts once r0 has ended.
+    est, sleeps = [40 * GiB, 80 * GiB, 10 * GiB, 10 * GiB, 10 * GiB], [3.0, 0.3, 0.3, 0.3, 0.3]
+    counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(est, sleeps, "r4"), "w1", 1.0)
+    assert starts["r2"] < ends["r0"] and starts["r3"] < ends["r0"], (starts, ends)  # past r1, beside r0
+    assert seen["r2"]["passed"] == "r1" and counts["gpu_backfilled"] == 2, (seen, counts)
+    assert starts["r1"] >= ends["r0"] - 0.01, (starts, ends)
+    assert starts["r4"] >= ends["r0"] - 0.01 and "passed" not in seen["r4"], (starts, ends, seen)
+    # Without backfill (0 s) the small rows keep the queue order behind r1.
+    counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(est, sleeps), "w2", 0)
+    assert starts["r2"] >= ends["r0"] - 0.01 and counts["gpu_backfilled"] == 0, (starts, ends, counts)
+    # A smaller row never passes a held one that has no estimate, nor one with an estimate as small as its own.
+    counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(
+        [40 * GiB, 80 * GiB, 80 * GiB], [2.0, 0.3, 0.3]), "w3", 10.0)
+    assert starts["r2"] >= ends["r0"] - 0.01 and counts["gpu_backfilled"] == 0, (starts, ends, counts)
+
+
+def test_the_report_says_how_estimates_matched_the_peaks():
+    from kgate.report import gpu_memory_rows, gpu_memory_text
+    g = lambda est, peak, src, **kw: {"gpu": {"estimate_bytes": est * GiB, "estimate_from": src,  # noqa: E731
+                                              **({"peak_bytes": peak * GiB} if peak is not None else {}), **kw}}
+    recs = [g(10, 5, "source", beside=3) | {"status": "ok"}, g(10, 20, "source", waited_s=4.0, alone=True),
+            g(4, 2, "level") | {"status": "gpu_out_of_memory"}, g(8, None, "observed"), {"status": "ok"}]
+    rows = {r[0]: r for r in gpu_memory_rows(recs)}
+    assert rows["source"] == ["source", 2, 2, "2.00", "2.00", "2.00", 1, 0], rows
+    assert rows["level"] == ["level", 1, 1, "0.50", "0.50", "0.50", 0, 1], rows
+    assert rows["observed"][1:3] == [1, 0] and rows["observed"][3] == "-", rows
+    text = gpu_memory_text(recs)
+    assert "4 rows with an estimate; 1 admitted beside other rows, 1 started alone" in text, text
+    assert "1 waited 4 s" in text and "largest peak 20.0 GiB" in text, text
+    assert gpu_memory_text([{"status": "ok"}]) == ""

@@ -79,6 +79,22 @@ class Candidate:
         self.isolation_note = ("isolated (kgate-isolate: namespaces, unprivileged uid, seccomp)"
                                if isolation.drops_uid() else isolation.KEEPS_UID_NOTE)
         self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+        self._prespawned = False  # the worker process was started ahead (prespawn) and start() uses it
+
+    def prespawn(self):
+        """Starts the worker process ahead of start(): its launcher, interpreter and framework imports (seconds,
+        no CUDA context and nothing of the candidate: its source comes with start()'s init request). A row job
+        waiting for the driver's go does this meanwhile (rowjob.main)."""
+        self._spawn()
+        self._prespawned = True
+
+    def adopt(self, other: "Candidate"):
+        """Takes over the worker `other` prespawned (the same candidate source, cache and environment)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir, self.log_path = other.dir, other.log_path
+        self.proc, self.conn, self.ext_stage, self.env = other.proc, other.conn, other.ext_stage, other.env
+        self._prespawned = other._prespawned and self.alive()
+        other.proc, other.conn, other._prespawned = None, None, False
 
     # -- process ------------------------------------------------------------------------------------------
     def _spawn(self):
@@ -191,7 +207,11 @@ class Candidate:
         """Starts the worker and runs the candidate's source; the reply says ok, import_error or
         compile_error. Raises WorkerDied if that itself crashes or hangs. `meanwhile` (no arguments, must not
         raise) runs here while the worker starts: its imports take seconds the driver can use."""
-        self._spawn()
+        if not (self._prespawned and self.alive()):
+            if self.proc is not None:
+                self.kill()
+            self._spawn()
+        self._prespawned = False  # a restart spawns afresh
         self.init_reply = self._request({"op": "init", "custom_code": self.custom_code, "entry": self.entry,
                                          "ext_cache": extstage.STAGE if self.ext_part else None,
                                          "guard_seed": self.guard_seed,

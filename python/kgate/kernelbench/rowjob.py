@@ -174,6 +174,7 @@ def _verify_once(spec, fw_name, library):
     from .target import CandidateTarget
     from .task import TaskError
 
+    global _early
     fw = importlib.import_module(f"kgate.kernelbench.fw_{fw_name}")
     row = spec["row"]
     seed = int(spec["seed"], 16)
@@ -185,6 +186,10 @@ def _verify_once(spec, fw_name, library):
     cand = Candidate(fw_name, row["custom_code"], ext_cache=spec.get("ext_cache"), call_timeout=call_timeout,
                      init_timeout=spec.get("init_timeout", 300),
                      guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=library)
+    if _early is not None:  # the worker started while the row waited for its go (main)
+        cand.adopt(_early)
+        _early = None
+        rec["worker_started_ahead"] = cand.alive()
     if not isolation.drops_uid():  # never silent: a worker that keeps the driver's uid is in the record
         rec["isolation_warning"] = cand.isolation_note
     # The task's side (contract derivation, an oracle probe) is built while the worker imports: both take
@@ -330,12 +335,41 @@ def _run_python_gate(fn, ctx, name, cand):
     return r
 
 
+_early = None  # a Candidate whose worker was started before the driver's go (main), taken over by _verify_once
+
+
+def _await_go(spec) -> bool:
+    """A row job the driver started ahead (scheduler.run_jobs' prestart: the spec says await_go) starts its
+    candidate's worker process now (interpreter and imports; no CUDA context, no candidate code yet) and then
+    waits for the driver's "go" line on stdin: only then may the row use the GPU. False: no go came (the driver
+    ended the wait: the budget ran out, or the row was cancelled)."""
+    global _early
+    if spec.get("mode") == "verify":
+        try:
+            from .client import Candidate
+            early = Candidate(spec.get("fw", "numpy"), spec["row"]["custom_code"], ext_cache=spec.get("ext_cache"))
+            early.prespawn()
+            _early = early
+        except Exception:  # noqa: BLE001 - the worker then starts as it always did, after the go
+            traceback.print_exc()
+    line = sys.stdin.readline()
+    if line.strip() != "go":
+        if _early is not None:
+            _early.close()
+            _early = None
+        return False
+    return True
+
+
 def main():
     global _out_fd
     _out_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    spec = json.loads(sys.stdin.read())
+    # The spec is one JSON line (json.dumps writes no raw newline); a row job started ahead then gets "go".
+    spec = json.loads(sys.stdin.readline())
+    if spec.get("await_go") and not _await_go(spec):
+        return
     fw_name = spec.get("fw", "numpy")
     if spec["mode"] == "compile":
         compile_only(spec, fw_name)

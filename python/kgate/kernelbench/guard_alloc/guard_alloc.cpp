@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -155,9 +156,32 @@ bool initialise(const Block& b, cudaStream_t stream) {
   return cudaEventRecord(s->done, stream) == cudaSuccess;
 }
 
-// Freed blocks wait here until the next check (or until memory runs short): checking and releasing one at
-// free time meant synchronizing the device, which also made the candidate wait for its caller's queued work.
+// Freed blocks wait here until the next check (or until memory runs short, or until they pass the limit below):
+// checking and releasing one at free time meant synchronizing the device, which also made the candidate wait
+// for its caller's queued work.
 std::vector<Block> freed;
+std::size_t freed_bytes = 0;  // what `freed` holds on the device, guards included
+
+// The most bytes freed blocks may hold before they are checked and released as when memory runs short (the
+// device synchronized, then release_freed). Without it one call's freed memory waited for the call's end: a
+// whole network's activations at once, and with other rows' workers on the card this worker took all that was
+// free (120-136 GiB on an H200, rows beside it out of memory) before "memory runs short" released anything.
+// KGATE_GUARD_FREED_LIMIT (bytes) in the process's environment sets it, 0 turns it off (the audit's workers get
+// no KGATE_ variable, client.py: there it is always the default).
+std::size_t freed_limit() {
+  static const std::size_t limit = [] {
+    const char* e = std::getenv("KGATE_GUARD_FREED_LIMIT");
+    if (e != nullptr && *e != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(e, &end, 10);
+      if (end != nullptr && *end == '\0') return static_cast<std::size_t>(v);
+    }
+    return static_cast<std::size_t>(2) << 30;
+  }();
+  return limit;
+}
+
+std::size_t block_bytes(const Block& b) { return kGuard + ((b.size + kAlign - 1) / kAlign) * kAlign + kGuard; }
 
 // Checks and releases every block in `freed`; the device has been synchronized by the caller.
 void release_freed() {
@@ -166,6 +190,7 @@ void release_freed() {
     cudaFree(b.base);
   }
   freed.clear();
+  freed_bytes = 0;
 }
 
 }  // namespace
@@ -207,12 +232,24 @@ void* kgate_guard_malloc(ssize_t size, int device, cudaStream_t stream) {
 }
 
 void kgate_guard_free(void* ptr, ssize_t size, int device, cudaStream_t stream) {
-  (void)size, (void)device, (void)stream;
+  (void)size, (void)device;
   std::lock_guard<std::mutex> lock(mu);
   auto it = live.find(ptr);
   if (it == live.end()) return;
   freed.push_back(it->second);  // checked and released at the next check, after every kernel has finished
+  freed_bytes += block_bytes(it->second);
   live.erase(it);
+  if (freed_limit() != 0 && freed_bytes > freed_limit()) {
+    // As when memory runs short (kgate_guard_malloc): every kernel finished, then checked and released. Never
+    // while the stream is being captured into a CUDA graph (a synchronization would end the capture).
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+      cudaGetLastError();
+    } else if (capturing == cudaStreamCaptureStatusNone) {
+      cudaDeviceSynchronize();
+      release_freed();
+    }
+  }
 }
 
 void kgate_guard_set_seed(std::uint64_t s) {
