@@ -92,6 +92,22 @@ def _static_record(row, status, message, file):
             "gates": []}
 
 
+def in_cache(compile_record: dict, ext_cache: str, custom_code: str) -> bool:
+    """Whether the extension cache here holds what the row's compile job left in it: as many entries (built
+    extensions, remembered failed builds) as the record counted (`ext_entries`), or, for a record written
+    before it counted them, at least one when that job compiled anything. A compile record travels with the
+    results; the cache may not (a fresh machine, a cache too large to return): without this check a resumed
+    audit took such rows as compiled and their verification compiled them again inside its row time."""
+    want = compile_record.get("ext_entries")
+    if want is None:
+        want = 1 if (compile_record.get("compile_seconds") or 0) > 0 or compile_record.get("extension_build_failed") \
+            else 0
+    if want <= 0:
+        return True
+    from .kernelbench import extstage
+    return extstage.count_entries(ext_cache, custom_code) >= want
+
+
 def spread_levels(rows: list) -> list:
     """The rows in an order that spreads each level evenly over the run (a row's place is its rank within its
     level over that level's size; file order within a level). The levels differ in what a row takes: level 1
@@ -232,13 +248,18 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if k in row_seeds:
             row_seeds[k] = int(row_seed)
 
+    def compiled_here(r) -> bool:
+        """The row's compile job is done for this candidate and what it left is in this machine's cache."""
+        return compiled.done(r.key, r.sha) and in_cache(compiled.records[r.key], ext_cache,
+                                                        r.data.get("custom_code") or "")
+
     def make_jobs(rs, alone=False) -> tuple[list[Job], dict]:
         job_list, verify_jobs = [], {}
         for r in rs:
             base = {"key": r.key, "sha": r.sha, "row": r.data, "fw": fw, "ext_cache": ext_cache, "file": file}
             needs = r.needs_compile()
             after = None
-            if needs and not compiled.done(r.key, r.sha):
+            if needs and not compiled_here(r):
                 job_list.append(Job(r.key, "compile", {**base, "mode": "compile", "compile_timeout": compile_timeout,
                                                        "seed": f"{row_seeds[r.key]:016x}"}, compile_timeout + 60))
                 after = r.key
@@ -268,7 +289,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         job_list.sort(key=lambda j: 0 if j.kind == "compile" else 1)
         return job_list, verify_jobs
 
-    n_compile = sum(1 for r in todo if r.needs_compile() and not compiled.done(r.key, r.sha))
+    n_compile = sum(1 for r in todo if r.needs_compile() and not compiled_here(r))
     progress = None if quiet else Progress(n_compile if compile_only else n_compile + len(todo),
                                            os.path.basename(corpus))
     by_key: dict[str, Job] = {}
@@ -435,7 +456,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     counts["rows_in_shard"] = len(rows)
     if compile_only:
         counts["compile_only"] = True
-        counts["compiled_total"] = sum(1 for r in rows if r.needs_compile() and compiled.done(r.key, r.sha))
+        counts["compiled_total"] = sum(1 for r in rows if r.needs_compile() and compiled_here(r))
         counts["to_compile"] = sum(1 for r in rows if r.has_candidate() and r.needs_compile())
     counts["finished_total"] = sum(1 for r in rows if res.done(r.key, r.sha))
     counts["remaining"] = len(rows) - counts["finished_total"]

@@ -342,3 +342,33 @@ def test_compile_only_compiles_and_verifies_nothing_then_the_audit_verifies_with
     assert first[5:7] == ["1", "0"] and second[3:5] == ["0", "2"], lines   # compile/verify jobs of each run
     verifying = next(l.split() for l in lines if l.startswith("verifying runs"))
     assert verifying[3:8] == ["0", "2", "2", "2", second[7]], verifying
+
+
+def test_a_compile_record_whose_cache_entries_are_missing_here_is_compiled_again(tmp_path):
+    # A compile record travels with the results, the extension cache may not: a resumed audit must compile
+    # such a row again before verifying it, not count it compiled (its verification would compile inside the
+    # row's time, 546 row-seconds of an H200 call).
+    from kgate.audit import in_cache
+    from kgate.kernelbench import extstage
+    cache, code = str(tmp_path / "cache"), "import torch\n# load_inline\n"
+    assert extstage.count_entries(cache, code) == 0 and not (tmp_path / "cache").exists()  # nothing created
+    counted = {"compile_seconds": 31.2, "ext_entries": 2}
+    old_built = {"compile_seconds": 27.0}                                   # before ext_entries was recorded
+    old_failed = {"compile_seconds": 0.0, "extension_build_failed": ["m"]}
+    nothing = {"compile_seconds": 0.0, "ext_entries": 0}                    # no extension: nothing to miss
+    legacy_nothing = {"compile_seconds": 0.0}
+    for rec in (counted, old_built, old_failed):
+        assert not in_cache(rec, cache, code), rec
+    assert in_cache(nothing, cache, code) and in_cache(legacy_nothing, cache, code)
+    part = extstage.part_of(cache, code)
+    key = "0123456789abcdef01234567"
+    os.makedirs(os.path.join(part, key))
+    open(os.path.join(part, key, "ext_a.so"), "wb").close()
+    assert in_cache(old_built, cache, code) and in_cache(old_failed, cache, code)
+    assert not in_cache(counted, cache, code)                               # one of its two entries
+    open(os.path.join(part, key, "ext_b.failed"), "w").close()
+    assert in_cache(counted, cache, code)
+    # Another candidate's part does not count for this one; files not of the cache's shape do not count.
+    assert extstage.count_entries(cache, code + " ") == 0
+    open(os.path.join(part, key, "notes.txt"), "w").close()
+    assert extstage.count_entries(cache, code) == 2

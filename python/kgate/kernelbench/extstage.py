@@ -80,6 +80,13 @@ def _copy_regular(src: str, dst: str, mode: int) -> bool:
         os.close(fd)
 
 
+def count_entries(cache: str, custom_code: str) -> int:
+    """How many cached files (built extensions and remembered failures) the candidate's part holds, without
+    creating anything: 0 when the cache or the part does not exist."""
+    part = os.path.join(cache, "src-" + hashlib.sha256(custom_code.encode()).hexdigest()[:32])
+    return sum(1 for _ in _entries(part)) if os.path.isdir(part) else 0
+
+
 def stage_in(part: str, scratch: str) -> str:
     """The candidate's part copied into its scratch; returns the staged folder. The worker may add to it (it
     compiles there), so its folders are open to the worker's uid: the scratch itself is reachable by no one

@@ -15,6 +15,7 @@ import time
 import traceback
 
 from .. import seeds
+from . import extstage
 
 _out_fd = None
 
@@ -47,6 +48,10 @@ def compile_only(spec, fw_name):
            "compile_seconds": round(cand.compile_seconds, 2)}
     if cand.ext_failed:
         rec["extension_build_failed"] = cand.ext_failed
+    if cand.ext_part:
+        # what the cache holds for this candidate once the job is done (harvested at close): a later audit whose
+        # cache lacks them (a fresh machine; a cache that did not travel) compiles the row again (audit.py)
+        rec["ext_entries"] = extstage.count_entries(spec["ext_cache"], spec["row"]["custom_code"])
     if init_build is not None:
         rec["init_build"] = init_build
     emit(rec)
