@@ -16,6 +16,11 @@
 // the float64 bounds above plus one bf16 rounding (u) for the bf16 dg, dbeta. Mutations that must fail it (checked
 // 2026-12-04): rounding toward zero in the bf16 store (caught only by the bit comparison: rel2 stays in bound),
 // the store at a neighbouring index, the beta_bf16 flag not passed to the wy kernel.
+//
+// Planted NaN / +-Inf (run_rule_cases; arguments "rule" or "planted"): every output judged by kgate's nan/inf gate
+// rule as glr/contracts/sm90/*_bwd.toml set it (docs/glr-math.md section 7; see rule_offenders). Before the
+// kernels formed their decays between two tokens from Gr, NaN or +Inf in g at a sequence's first token failed it
+// (every dv NaN, the oracle's finite), as kgate did on the H200.
 #include "emu.hpp"
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
@@ -546,6 +551,173 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   return ok && ref_ok;
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Planted NaN / +-Inf judged by kgate's rule (src/kgate/compare/compare.cpp check_nonfinite and spread.cpp
+// allowed_spread, as glr/contracts/sm90/*_bwd.toml set it: spread along T both ways, dense batch rows as the
+// segments, inf_may_become_nan). Per output element, with e the float64 oracle's value, r it rounded to the
+// output's dtype and x the kernel's:
+//   e NaN: planted NaN (nan mode): x must be NaN; planted Inf (inf mode): x must not be finite.
+//   inf mode, e +-Inf (or |e| > 2 max): x must be the same signed Inf, or NaN (an oracle Inf may come out NaN).
+//   x finite: fine. x not finite: only where allowed, i.e. the oracle's line (all indices but t fixed, within the
+//   batch row) holds a non-finite r (inf mode: or an |e| >= max / 2); inf mode also lets an |e| >= max / 2 go.
+//   Outputs without a T axis (dh0) follow the oracle exactly: allowed only at its own non-finite elements.
+// So where the oracle's line is all finite, the kernel's line must be all finite.
+struct RuleOut {
+  const char* name;
+  int n, inner;        // the T axis' length (0: no T axis) and the elements after it; the batch row before it
+  double max_finite;   // of the output's dtype
+  bool bf16;           // rounded to bf16 (else f32)
+};
+// Returns the number of offending elements; the first is described in `first`.
+template <class Get>
+std::size_t rule_offenders(const RuleOut& o, Get got, const std::vector<double>& ref, bool inf_mode, std::string& first) {
+  const std::size_t N = ref.size();
+  auto rounded = [&](double e) {
+    const float f32 = static_cast<float>(e);
+    return o.bf16 ? static_cast<double>(__bfloat162float(__float2bfloat16_rn(f32))) : static_cast<double>(f32);
+  };
+  std::vector<std::uint8_t> allowed(N, 0);
+  for (std::size_t i = 0; i < N; ++i)
+    allowed[i] = !std::isfinite(rounded(ref[i])) || (inf_mode && std::fabs(ref[i]) >= o.max_finite / 2);
+  if (o.n > 0) {  // a line: (row, fixed inner index), t = 0 .. n - 1; any seed allows the whole line (both ways)
+    const std::size_t line = static_cast<std::size_t>(o.n) * o.inner;
+    for (std::size_t row = 0; row < N / line; ++row)
+      for (int in = 0; in < o.inner; ++in) {
+        bool seed = false;
+        for (int t = 0; t < o.n; ++t) seed = seed || allowed[row * line + static_cast<std::size_t>(t) * o.inner + in];
+        if (seed)
+          for (int t = 0; t < o.n; ++t) allowed[row * line + static_cast<std::size_t>(t) * o.inner + in] = 1;
+      }
+  }
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    const double e = ref[i], x = got(i);
+    const char* why = nullptr;
+    if (std::isnan(e)) {
+      if (inf_mode ? std::isfinite(x) : !std::isnan(x)) why = inf_mode ? "finite where the oracle is NaN" : "NaN masked";
+    } else if (inf_mode && (std::isinf(e) || std::fabs(e) > 2 * o.max_finite)) {
+      if (!(std::isnan(x) || (std::isinf(x) && std::signbit(x) == std::signbit(e)))) why = "Inf mismatch";
+    } else if (!std::isfinite(x) && !allowed[i]) {
+      if (!inf_mode || std::fabs(e) < o.max_finite / 2) why = "unexpected non-finite";
+    }
+    if (why == nullptr) continue;
+    if (bad++ == 0) {
+      char buf[160];
+      const std::size_t line = o.n > 0 ? static_cast<std::size_t>(o.n) * o.inner : N;
+      std::snprintf(buf, sizeof buf, "%s[row %zu, t %d, %d]: %s (oracle %.4g, got %g)", o.name, i / line,
+                    o.n > 0 ? static_cast<int>(i % line / o.inner) : -1, o.n > 0 ? static_cast<int>(i % o.inner) : static_cast<int>(i % line),
+                    why, e, x);
+      first = buf;
+    }
+  }
+  return bad;
+}
+
+// The rule itself must be able to fail: hand-made lines it has to reject and accept (a check of the check).
+bool rule_selftest() {
+  const RuleOut o{"x", 3, 1, 3.4028234663852886e38, false};
+  auto judge = [&](std::vector<double> ref, std::vector<double> got, bool inf_mode) {
+    std::string first;
+    return rule_offenders(o, [&](std::size_t i) { return got[i]; }, ref, inf_mode, first);
+  };
+  const double nan = std::nan(""), inf = INFINITY;
+  bool ok = true;
+  ok = ok && judge({1, 2, 3}, {1, nan, 3}, false) == 1;       // oracle line finite: no NaN anywhere in it
+  ok = ok && judge({1, 2, 3}, {1, 2, 3}, false) == 0;
+  ok = ok && judge({nan, 2, 3}, {nan, nan, inf}, false) == 0;  // a line the oracle reaches: anything non-finite
+  ok = ok && judge({nan, 2, 3}, {5, 2, 3}, false) == 1;       // ... but the oracle's NaN itself must stay NaN
+  ok = ok && judge({nan, 2, 3}, {inf, 2, 3}, true) == 0;      // inf mode: any non-finite value there
+  ok = ok && judge({inf, 2, 3}, {nan, 2, 3}, true) == 0;      // an oracle Inf may come out NaN
+  ok = ok && judge({inf, 2, 3}, {-inf, 2, 3}, true) == 1;     // not the other sign
+  ok = ok && judge({1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, nan, 6}, false) == 1;  // two rows: row 1 all finite
+  ok = ok && judge({nan, 2, 3, 4, 5, 6}, {nan, 2, 3, 4, nan, 6}, false) == 1;  // row 0's NaN does not allow row 1
+  const RuleOut s{"s", 0, 1, 3.4028234663852886e38, false};    // no T axis: exactly the oracle's set
+  std::string first;
+  std::vector<double> ref{nan, 2, 3}, got{nan, nan, 3};
+  ok = ok && rule_offenders(s, [&](std::size_t i) { return got[i]; }, ref, false, first) == 1;
+  std::printf("planted-rule self-test (lines it must reject and accept) | %s\n", ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+enum class PlantIn { q, k, v, g, beta, h0, dout, dht };
+const char* plant_name(PlantIn x) {
+  constexpr const char* n[] = {"q", "k", "v", "g", "beta", "h0", "dout", "dht"};
+  return n[static_cast<int>(x)];
+}
+
+// One value (NaN, +Inf or -Inf) planted at one element of one input of batch row 0, head 0: token t of the token
+// tensors (q, k at key dim 5, v, dout at value dim 9, g, beta), element (3, 7) of h0 and dht. Every output judged
+// by the rule above against the float64 reference.
+bool run_rule(const Shape& p, unsigned seed, PlantIn where, int t, float value) {
+  Inputs in = make_inputs(p, seed);
+  const int HV = p.hv();
+  const std::size_t tq = static_cast<std::size_t>(t) * p.H, tv = static_cast<std::size_t>(t) * HV;  // batch row 0, head 0
+  const __nv_bfloat16 vb = __float2bfloat16_rn(value);
+  switch (where) {
+    case PlantIn::q: in.q[tq * KD + 5] = vb; break;
+    case PlantIn::k: in.k[tq * KD + 5] = vb; break;
+    case PlantIn::v: in.v[tv * VD + 9] = vb; break;
+    case PlantIn::dout: in.dout[tv * VD + 9] = vb; break;
+    case PlantIn::g: in.g[tv] = value; break;
+    case PlantIn::beta: in.beta[tv] = value; break;
+    case PlantIn::h0: in.h0[3 * VD + 7] = value; break;
+    case PlantIn::dht: in.dht[3 * VD + 7] = value; break;
+  }
+  const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
+  const Outputs o = run_kernels(p, in, scale);
+  const Grads r = reference(p, in, scale);
+  const bool inf_mode = !std::isnan(value);
+  constexpr double bf16_max = 3.3895313892515355e38, f32_max = 3.4028234663852886e38;
+  auto bfget = [](const std::vector<__nv_bfloat16>& x) { return [&x](std::size_t i) { return f(x[i]); }; };
+  auto fget = [](const std::vector<float>& x) { return [&x](std::size_t i) { return static_cast<double>(x[i]); }; };
+  std::string line, first;
+  bool ok = true;
+  auto judge = [&](const RuleOut& ro, auto get, const std::vector<double>& ref) {
+    std::string f1;
+    const std::size_t bad = rule_offenders(ro, get, ref, inf_mode, f1);
+    std::size_t nonfinite_ref = 0;
+    for (double e : ref) nonfinite_ref += !std::isfinite(e);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " %s %zu/%zu%s", ro.name, nonfinite_ref, ref.size(), bad ? "!" : "");
+    line += buf;
+    if (bad) {
+      if (first.empty()) first = f1 + " (" + std::to_string(bad) + " offend)";
+      ok = false;
+    }
+  };
+  judge({"dq", p.T, p.H * KD, bf16_max, true}, bfget(o.dq), r.dq);
+  judge({"dk", p.T, p.H * KD, bf16_max, true}, bfget(o.dk), r.dk);
+  judge({"dv", p.T, HV * VD, bf16_max, true}, bfget(o.dv), r.dv);
+  if (!p.deltanet()) judge({"dg", p.T, HV, f32_max, false}, fget(o.dg), r.dg);
+  judge({"dbeta", p.T, HV, f32_max, false}, fget(o.dbeta), r.dbeta);
+  if (p.h0) judge({"dh0", 0, 1, f32_max, false}, fget(o.dh0), r.dh0);
+  char hvs[24] = "";
+  if (HV != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", HV);
+  std::printf("emu bwd rule B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d %4s %s at t %-3d | oracle non-finite:%s | %s%s%s\n",
+              p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf",
+              plant_name(where), t, line.c_str(), ok ? "PASS" : "FAIL: ", first.c_str(), "");
+  std::fflush(stdout);
+  return ok;
+}
+
+// The rule cases: NaN, +Inf, -Inf in every input; g at a sequence's first token (0), mid-chunk (30), a chunk's last
+// token (63), the first token of a later chunk (64), the last token (T - 1, a short last chunk); the token tensors and
+// beta at tokens 0 and 70; h0 and dht once. B2 T100 H1 HV2 (the contract's nominal shape; batch row 1 and value
+// head 1 must stay clean), and kgate's shrunk case B2 T1 for g at token 0.
+bool run_rule_cases() {
+  bool ok = rule_selftest();
+  const Shape p{2, 100, 1, true, true, 2.0, 32, 0, 2};
+  unsigned seed = 900;
+  for (float val : {NAN, INFINITY, -INFINITY}) {
+    ok = run_rule(Shape{2, 1, 1, true, true, 2.0, 64}, seed++, PlantIn::g, 0, val) && ok;
+    for (int t : {0, 30, 63, 64, 99}) ok = run_rule(p, seed++, PlantIn::g, t, val) && ok;
+    for (PlantIn w : {PlantIn::q, PlantIn::k, PlantIn::v, PlantIn::beta, PlantIn::dout})
+      for (int t : {0, 70}) ok = run_rule(p, seed++, w, t, val) && ok;
+    for (PlantIn w : {PlantIn::h0, PlantIn::dht}) ok = run_rule(p, seed++, w, 0, val) && ok;
+  }
+  return ok;
+}
+
 // bf16 g and/or beta (g16, b16; flash-linear-attention passes bf16 beta with fp32 g). The inputs are drawn as in
 // run, then g and beta rounded to bf16 where passed in bf16, so the float64 reference and a second, fp32 run
 // see the same values. Checks: (1) dq, dk, dv, dh0 bit for bit those of the fp32 run (only the loads of g, beta
@@ -672,7 +844,14 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   // "planted": NaN or +-Inf in v at each sequence's last token; T = 1 (kgate's shrunk case), a chunk's last
-  // row, a short last chunk. Also in the default run.
+  // row, a short last chunk; then kgate's rule (run_rule_cases: NaN, +Inf, -Inf in every input, g at a sequence's
+  // first token among them). The v cases also in the default run; the rule cases (54 runs at B2 T100 HV2, several
+  // minutes) only with "planted" or "rule" (the rule cases alone; ctest glr_sm90_emu_bwd_rule).
+  if (argc == 2 && std::string(argv[1]) == "rule") {
+    ok = run_rule_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   const bool planted_only = argc == 2 && std::string(argv[1]) == "planted";
   if (argc == 1 || planted_only) {
     unsigned pseed = 500;
@@ -682,6 +861,7 @@ int main(int argc, char** argv) {
                            Shape{1, 100, 1, true, true, 2.0, 32, 3}})
       ok = run(s, pseed++, false) && ok;
     if (planted_only) {
+      ok = run_rule_cases() && ok;
       std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
       return ok ? 0 : 1;
     }
@@ -733,6 +913,10 @@ int main(int argc, char** argv) {
   }
   unsigned seed = 1;
   for (const Shape& s : shapes) ok = run(s, seed++, s.T == 130, s.T == 130 || (s.T == 200 && s.h0 && s.vt == 64)) && ok;
+  if (argc == 2 && std::string(argv[1]) == "shapes") {  // the small shapes alone (what "planted", "sweep", "bf16" skip)
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   unsigned gseed = 301;
   for (const Shape& s : gva) ok = run(s, gseed++, s.T == 130 || s.T == 33) && ok;
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/glr_sm90/run_emu_bwd.sh: run the sm90 tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh) on the host
 # emulator (no GPU) at 8 small shapes (state slices of 64, 32 and 16 columns) against a float64 recurrence, then
-# planted NaN/Inf, kgate's contract sweep and bf16 g / beta cases; with arguments B T H h0 dht mu [vt] one case,
-# with "planted", "sweep" or "bf16" that subset; "varlen": packed sequences (emu_bwd_varlen.inc, not in the default run).
+# planted NaN/Inf in v, kgate's contract sweep and bf16 g / beta cases; with arguments B T H h0 dht mu [vt] one case,
+# with "planted" (v and kgate's nan/inf rule: NaN, +Inf, -Inf in every input, g at a sequence's first token among
+# them), "rule" (the rule cases alone), "sweep", "bf16", "gva" or "shapes" that subset; "varlen": packed sequences
+# (emu_bwd_varlen.inc, not in the default run).
 # Exit status non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -20,7 +20,11 @@
 // offsets: every output NaN.
 //
 // Per chunk (G = in-chunk cumsum of g, Gamma_ij = e^{G_i - G_j}, T = (I + L)^-1 as in the forward, h the state
-// entering the chunk, dh' the gradient of the state leaving it), with X = beta V - beta e^G (K h), V_new = T X:
+// entering the chunk, dh' the gradient of the state leaving it), with X = beta V - beta e^G (K h), V_new = T X.
+// Every decay between two tokens (Gamma, T's L, e^{G_L - G}) is formed as e^{Gr_i - Gr_j}, Gr_i = g_1 + ... + g_i
+// (the workspace's Gr, from the wy kernel), never from G differences: a NaN or +Inf first gate g_0 of a chunk only
+// decays the state entering it, and G_i - G_j would be NaN - NaN (docs/glr-math.md section 7: the exact dv of a
+// sequence's first chunk does not depend on g_0). G itself only in e^{G_i} and e^{G_L}, the decays of h.
 //   dV_new = P^T dO + e^{G_L - G} . (K dh')          P = scale tril(Gamma . Q K^T)
 //   dX     = T^T dV_new,   dv = beta . dX
 //   dh     = e^{G_L} dh' + Q^T (scale e^G . dO) - K^T (beta e^G . dX)
@@ -94,6 +98,7 @@ struct GdnBwdArgs {
   __nv_bfloat16* Tm = nullptr;  // (S, C, C) T = (I + L)^-1
   float* G = nullptr;           // (S, C)
   float* Bc = nullptr;          // (S, C) beta, padded with 0
+  float* Gr = nullptr;          // (S, C) G without the chunk's first gate: Gr_i = g_1 + ... + g_i
   __nv_bfloat16* hc = nullptr;  // (S, K, V) state entering chunk c
   __nv_bfloat16* dhc = nullptr; // (S, K, V) gradient of the state leaving chunk c
   __nv_bfloat16* dhcl = nullptr;// (S, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
@@ -117,7 +122,7 @@ inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int 
   const std::size_t rows = static_cast<std::size_t>(B) * T * (HV > 0 ? HV : H);  // token rows of the value heads
   const std::size_t partials = HV > H ? rows * gdn::DK * 4 * 2 : 0;
   const std::size_t table = N > 0 ? (4 * (2 + static_cast<std::size_t>(N) + 1 + chunks) + 255) / 256 * 256 : 0;
-  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (2 + 8) + gdn::DK * gdn::DV * 2 * 3 + gdn::C * gdn::DV * 2 * 3) +
+  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (3 + 8) + gdn::DK * gdn::DV * 2 * 3 + gdn::C * gdn::DV * 2 * 3) +
          partials + table;
 }
 // Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes). a's sizes (B, T, H, HV, N)
@@ -131,6 +136,8 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.G = reinterpret_cast<float*>(p);
   p += S * gdn::C * 4;
   a.Bc = reinterpret_cast<float*>(p);
+  p += S * gdn::C * 4;
+  a.Gr = reinterpret_cast<float*>(p);
   p += S * gdn::C * 4;
   a.dbv = reinterpret_cast<float*>(p);
   p += S * gdn::C * 4 * 8;
@@ -187,6 +194,7 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.P = a.Tm;
   f.G = a.G;
   f.Bc = a.Bc;
+  f.Gr = a.Gr;  // the wy kernel writes Gr too and forms T's decays from it
   return f;
 }
 
@@ -272,6 +280,7 @@ struct HSmem {
   __nv_bfloat16 vnl[C * Slice<kVT>::LD];     // (C, kVT) V_new - bf16(V_new)
   __nv_bfloat16 vnd[C * Slice<kVT>::LD];     // (C, kVT) e^{G_last - G} V_new
   float G[C];
+  float Gr[C];
   float beta[C];
   int nonfinite;  // this chunk's X holds a NaN or Inf (phase B then forms its diagonal tile without 0 * NaN)
 };
@@ -306,6 +315,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
   const __nv_bfloat16* Tw = a.Tm + R * C * C;
   const float* Gg = a.G + R * C;
+  const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
   const float* Bg = a.Bc + R * C;
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;  // h0, dht, dh0 (sequence n, hv)
   __nv_bfloat16* hcg = a.hc + R * DK * DV + v0;
@@ -326,6 +336,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
     else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
   };
 
   float hs[2][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -466,11 +477,11 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
     }
-    const float GL = s.G[C - 1];
+    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const float ed = expf(GL - s.G[i]);
+      const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
@@ -539,6 +550,7 @@ struct DhSmem {
   __nv_bfloat16 y[C * Slice<kVT>::LD];     // (C, kVT) scale e^G dO
   __nv_bfloat16 z[C * Slice<kVT>::LD];     // (C, kVT) -beta e^G dX
   float G[C];
+  float Gr[C];
   float beta[C];
   float red[C * 4];                        // rowsum(dX . V) partials, one per lane of a row's quad
 };
@@ -562,6 +574,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
   const __nv_bfloat16* Tw = a.Tm + R * C * C;
   const float* Gg = a.G + R * C;
+  const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
   const float* Bg = a.Bc + R * C;
   const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;  // h0, dht, dh0 (sequence n, hv)
   __nv_bfloat16* dhg = a.dhc + R * DK * DV + v0;
@@ -594,6 +607,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
     else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
   };
 
   float ds[2][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -700,19 +714,20 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
       }
     }
-    const float GL = s.G[C - 1];
+    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
     std::uint32_t pa[4][4];  // P^T as A fragments (k-tile kk = n-tiles 2kk, 2kk+1)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], ed = expf(GL - Gi), ey = a.scale * expf(Gi);
+      // decays between two tokens from Gr (ed, P^T), of the state entering the chunk from G (ey, and z, decay below)
+      const float Gi = s.G[i], Gri = s.Gr[i], ed = expf(GrL - Gri), ey = a.scale * expf(Gi);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         float pv[2];
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
           const int j = n * 8 + 2 * t4 + u;
-          pv[u] = j >= i ? a.scale * expf(s.G[j] - Gi) * pt[n][half * 2 + u] : 0.f;  // P_ji, never exp of a positive
+          pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[n][half * 2 + u] : 0.f;  // P_ji, never exp of a positive
         }
         pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
@@ -863,6 +878,7 @@ struct ChunkSmem {
   __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
   __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
   float G[C];
+  float Gr[C];
   float beta[C];
   float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (DV / vt of them)
   float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
@@ -900,6 +916,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     const std::int64_t o = sl0 * C;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
     else if (tid < 32) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
+    else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
   }
   const int nsl = DV / a.vt;  // 2, 4 or 8 slices of 16 pieces
   for (int e = tid; e < nsl * 16; e += kThreads) {
@@ -922,7 +939,10 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   cp_async_wait<2>();
   __syncthreads();
 
-  const float GL = s.G[C - 1];
+  // Decays between two tokens (Gamma, e^{G_L - G_i}) come from Gr, never from G: with the chunk's first gate g_0
+  // NaN, G_i - G_j is NaN - NaN, Gr_i - Gr_j the finite g_{j+1} + ... + g_i (docs/glr-math.md section 7). G itself
+  // only for the state entering the chunk (e^{G_i}, e^{G_L}).
+  const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
   // Phase 1. Row partials (per thread, its two rows) and column partials (its 16 columns, both rows).
   float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2];
 #pragma unroll
@@ -961,7 +981,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], bi = s.beta[i];
+      const float Gri = s.Gr[i], bi = s.beta[i];
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         float out[2];
@@ -977,12 +997,12 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
           float o = 0.f, m = 0.f;
           if (i < len && pass == 0) {
             if (j <= i) {
-              const float sg = a.scale * expf(Gi - s.G[j]);
+              const float sg = a.scale * expf(Gri - s.Gr[j]);
               o = sg * yv;                     // dA
               m = j < i ? yv * sg * xv : 0.f;  // dP . P, off the diagonal
             }
           } else if (i < len && j < i) {
-            const float gam = expf(Gi - s.G[j]);
+            const float gam = expf(Gri - s.Gr[j]);
             const float d = -gam * xv * yv;  // Gamma . KK^T . dL
             o = -bi * gam * yv;              // E
             m = bi * d;                      // dL . L
@@ -1099,7 +1119,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     const int i = r0 + g8 + half * 8;
     eg[half] = expf(s.G[i]);
     bi[half] = s.beta[i];
-    el[half] = expf(GL - s.G[i]);
+    el[half] = expf(GrL - s.Gr[i]);
   }
 #pragma unroll 1
   for (int kh = 0; kh < 2; ++kh) {
@@ -1174,7 +1194,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     float colsum = 0.f;
 #pragma unroll 8
     for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
-    const float Gi = s.G[i], egi = expf(Gi), eli = expf(GL - Gi), bt = s.beta[i];
+    const float egi = expf(s.G[i]), eli = expf(GrL - s.Gr[i]), bt = s.beta[i];
     const float r2 = quad(3), t3 = eli * quad(4);
     // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
     // j <= i, so t3_i is kept out of dG and added to dg_j for j > i only (an exclusive prefix sum below).
@@ -1340,9 +1360,9 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.beta, a.beta_bf16 ? 2 : 4) || misaligned(a.dg, a.g_bf16 ? 2 : 4) ||
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
-  if (!a.Tm || !a.G || !a.Bc || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
+  if (!a.Tm || !a.G || !a.Bc || !a.Gr || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
-      misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.dbv, 16) ||
+      misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
       (a.varlen() && (!a.table || !a.status || misaligned(a.table, 16))))
     return "workspace (carve it with gdn_bwd_workspace_carve)";

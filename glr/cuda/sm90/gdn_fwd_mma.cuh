@@ -89,6 +89,7 @@ struct GdnFwdArgs {
   __nv_bfloat16* P = nullptr;  // (slots, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
   float* G = nullptr;          // (slots, C)
   float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
+  float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3, for the backward)
 
   __host__ __device__ bool varlen() const { return N > 0; }
   __host__ __device__ int num_seqs() const { return varlen() ? N : B; }
@@ -468,6 +469,27 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     s.beta[2 * lane] = bb[0];
     s.beta[2 * lane + 1] = bb[1];
     *reinterpret_cast<float2*>(a.G + sl * C + 2 * lane) = make_float2(G0, G1);
+    if constexpr (kMode == 3) {
+      if (a.Gr) {
+        // The backward's Gr_i = g_1 + ... + g_i (the same scan without the chunk's first gate), also in s.G for
+        // L below (rung 3 reads s.G only there): Gamma_ij = exp(Gr_i - Gr_j), so a NaN or +Inf g_0 (which only
+        // decays the state entering the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN
+        // (docs/glr-math.md section 7). The forward passes no Gr: its T and G are unchanged.
+        const float r0g = lane == 0 ? 0.f : gg[0];
+        float rincl = r0g + gg[1];
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+          const float y = __shfl_up_sync(0xffffffffu, rincl, off);
+          if (lane >= off) rincl = y + rincl;
+        }
+        float rexcl = __shfl_up_sync(0xffffffffu, rincl, 1);
+        if (lane == 0) rexcl = 0.f;
+        const float R0 = rexcl + r0g, R1 = R0 + gg[1];
+        s.G[2 * lane] = R0;
+        s.G[2 * lane + 1] = R1;
+        *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = make_float2(R0, R1);
+      }
+    }
     if constexpr (kMode == 3 && kDelta)
       *reinterpret_cast<float2*>(a.Bc + sl * C + 2 * lane) = make_float2(bb[0], bb[1]);
   }
