@@ -48,7 +48,8 @@ struct Case {
   std::vector<int> ninf;      // tokens (flat index; a per-head gate: value heads) whose g is -Inf, a legal
                               // decay (exp(-Inf) = 0: the state is reset), as kgate's inf gate plants it
   int segs = 1;               // rung 3's split-sequence state pass forced to this many segments (GdnFwdArgs::segs);
-                              // > 1 also runs it unsplit and bounds the normwise difference of o and ht
+                              // > 1 also runs it unsplit and bounds the normwise difference of o and ht; 0: the
+                              // rule's segments on 132 SMs (gdn_fwd_split_segments), which must split
 };
 constexpr bool member_delta(int m) { return m <= 1; }
 constexpr int member_gate(int m) { return m == 0 || m == 2 ? 1 : m == 3 ? 2 : 0; }
@@ -195,7 +196,11 @@ bool run(const Case& p, unsigned seed, int variant) {
       a.cu_seqlens = cu64.data();
   }
   a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
-  a.segs = variant == 3 ? p.segs : 1;
+  a.segs = variant != 3 ? 1 : p.segs > 0 ? p.segs : glr::cuda::sm90::gdn_fwd_split_segments(a, 132);
+  if (p.segs == 0 && a.segs < 2) {
+    std::printf("emu: the split rule gives %d segments for a case meant to split | FAIL\n", a.segs);
+    return false;
+  }
   const auto var = static_cast<GdnFwdVariant>(variant);
   if (const char* why = glr::cuda::sm90::gdn_fwd_mma_refusal(a, var); why != nullptr && std::string(why).rfind("workspace", 0) != 0) {
     std::printf("emu v%d refused: %s | FAIL\n", variant, why);
@@ -661,6 +666,13 @@ int main(int argc, char** argv) {
       c.lens = {70, 600, 0, 30};
       c.nan_seq = 1;
       add(c, 4);
+    }
+    {
+      Case c{1, 2048, 1, 1, true, 8.0};  // as glr's dispatch splits on an H200 (the rule, 132 SMs): 2 segments
+      add(c, 0);
+      c = Case{1, 2048, 1, 2, true, 6.0, 2};  // Mamba2, K = V = 64, grouped: the rule's 2 segments
+      c.D = 64;
+      add(c, 0);
     }
     {
       Case c{1, 640, 1, 1, true, 4.0};  // g = -Inf resets, one at a segment's first chunk (chunk 4 of 10, 3 segments)
