@@ -118,7 +118,8 @@ enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
 // Workspace: a 256-byte header (the status word), the chunk table (packed sequences), then per chunk slot
 // P or T (C, C) bf16, G and beta (C) fp32, and for rungs 1 and 2 W and U (C, 128) bf16; with the split state
 // pass (a.segs > 1, rung 3: set a.segs before asking) Es and Ms, 2 (segs - 1) sequences HV K V fp32 (B1 T32768
-// H16 K=V=128 in 8 segments: 14.7 MB). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block programs' fp32 workspace: 1.48 GB).
+// H16 K=V=128 in 8 segments: 14.7 MB). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block
+// programs' fp32 workspace: 1.48 GB).
 // Each piece starts 256-byte aligned; the whole needs a 256-byte aligned base.
 namespace gdn_ws {
 inline std::size_t up256(std::size_t x) { return (x + 255) / 256 * 256; }
@@ -1234,7 +1235,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
   if (a.varlen() && a.table[0] != 0) return;  // invalid packed offsets: pass C writes NaN
   const int tid = threadIdx.x, d = tid % kD, j0 = (tid / kD) * kPer;
   const std::int64_t seg_states = static_cast<std::int64_t>(a.num_seqs()) * a.HV * kD * kD;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kD * kD, c0 = static_cast<std::int64_t>(blockIdx.x) * kCols;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kD * kD;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCols;
   for (int e = tid; e < kD * kCols; e += kThreads) prev[e] = a.Es[head + (e / kCols) * kD + c0 + e % kCols];
   __syncthreads();
   for (int sg = 1; sg + 1 < a.segs; ++sg) {
@@ -1311,27 +1313,32 @@ inline int gdn_fwd_slice_width(const GdnFwdArgs& a, int sms) {
 // <= sms / 4, heads = sequences x HV: each block is then a chain over the whole sequence, 512 chunk steps at T =
 // 32768) and every segment keeps at least kSplitMinChunks chunks: segments = 2 sms / (heads D / 64) (pass C then
 // has about two 64-column blocks per multiprocessor, what its 108 KB of shared memory allows), at most
-// chunks / kSplitMinChunks and 64. chunks: chunks per sequence (packed sequences: the average, T / 64 / N). The
-// cost: pass A runs every segment but the last twice without the output work (E from the real inputs, M from I),
-// pass B (combine_kernel) segs - 2 small fp32 products per head, pass C the usual kernel per segment: about 2-2.5x
-// the unsplit state work, so the split pays only where the unsplit grid leaves most of the GPU idle. Between a
-// quarter and a half (B1 T32768 H16 HV32: 64 blocks) a model of the H200's timings (bench/glr/sm90_notes.md)
-// predicts a small gain (about 1.15x, within the model's error), so the rule leaves it unsplit until timed.
+// chunks / kSplitMinChunks and 64, and none below kSplitMinSegments. chunks: chunks per sequence (packed
+// sequences: the average, T / 64 / N). The cost: pass A runs every segment but the last twice without the output
+// work (E from the real inputs, M from I), pass B (combine_kernel) segs - 2 small fp32 products per head, pass C
+// the usual kernel per segment: about 2-2.5x the unsplit state work, so the split pays only where the unsplit grid
+// leaves most of the GPU idle. Between a quarter and a half (B1 T32768 H16 HV32: 64 blocks) a model of the H200's
+// timings (bench/glr/sm90_notes.md) predicts a small gain (about 1.15x, within the model's error), so the rule
+// leaves it unsplit until timed.
 inline constexpr int kSplitMinChunks = 16;
+// Pass A (all segments at once) and pass C (likewise) run one after the other: the chain is 2 / segs of the
+// sequence, so 2 segments are as long as unsplit at twice the work, and 3 save a third.
+inline constexpr int kSplitMinSegments = 4;
 constexpr int split_segments(long long heads, int D, long long chunks, int sms) {
   const long long blocks = heads * (D / 64);
   if (blocks <= 0 || 4 * blocks > sms) return 1;
   long long s = 2LL * sms / blocks;
   if (s > chunks / kSplitMinChunks) s = chunks / kSplitMinChunks;
   if (s > 64) s = 64;
-  return s >= 2 ? static_cast<int>(s) : 1;
+  return s >= kSplitMinSegments ? static_cast<int>(s) : 1;
 }
 static_assert(split_segments(16, 128, 512, 132) == 8 &&   // B1 T32768 H16: 8 segments of 64 chunks
-                  split_segments(32, 128, 512, 132) == 1 &&   // B1 T32768 H16 HV32: unsplit (break-even predicted)
+                  split_segments(32, 128, 512, 132) == 1 &&   // B1 T32768 H16 HV32: unsplit (small gain predicted)
                   split_segments(8, 128, 512, 132) == 16 && split_segments(17, 128, 512, 132) == 1 &&
                   split_segments(128, 128, 64, 132) == 1 &&   // B8 T4096 H16: enough blocks
                   split_segments(16, 128, 64, 132) == 4 &&    // B1 T4096 H16: segments of 16 chunks
-                  split_segments(16, 128, 31, 132) == 1 &&    // T < 2048: too short
+                  split_segments(16, 128, 63, 132) == 1 &&    // T < 4096: segments too short or too few
+                  split_segments(1, 128, 32, 132) == 1 &&     // 2 segments: no shorter chain
                   split_segments(1, 64, 512, 132) == 32 && split_segments(1, 128, 8192, 132) == 64 &&
                   split_segments(33, 64, 512, 132) == 8 && split_segments(34, 64, 512, 132) == 1,
               "the split rule's table");
