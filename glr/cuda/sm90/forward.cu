@@ -24,7 +24,7 @@ bool state_dense(const TensorRef& t, std::int64_t N, std::int64_t HV, std::int64
 // GLR_FORWARD_SPLIT: the split-sequence state pass's segments (gdn_fwd_split_segments). Unset, empty or "auto":
 // the rule, from the shapes and the device's multiprocessor count; a whole number 1 to 4096: that many segments
 // for every call (1: never split; for tests and timing). Anything else is an InvalidArgument naming it.
-int split_segments(const GdnFwdArgs& a) {
+int env_split_segments(const GdnFwdArgs& a) {
   const char* e = std::getenv("GLR_FORWARD_SPLIT");
   if (e == nullptr || *e == '\0' || std::string(e) == "auto") return gdn_fwd_split_segments(a, state_slice_sms());
   char* end = nullptr;
@@ -62,7 +62,7 @@ GdnFwdArgs args_of(const Problem& p) {
     else
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
-  a.segs = split_segments(a);
+  a.segs = env_split_segments(a);
   return a;
 }
 

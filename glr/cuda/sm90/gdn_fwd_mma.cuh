@@ -1084,14 +1084,15 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
           ao[nn][half * 2] *= eo;
           ao[nn][half * 2 + 1] *= eo;
         }
-        if constexpr (kStateOnly) continue;  // no o: no P
-        float pv[2];
+        if constexpr (!kStateOnly) {  // pass A: no o, no P
+          float pv[2];
 #pragma unroll
-        for (int u2 = 0; u2 < 2; ++u2) {
-          const int j = nn * 8 + 2 * t4 + u2;
-          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+          for (int u2 = 0; u2 < 2; ++u2) {
+            const int j = nn * 8 + 2 * t4 + u2;
+            pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+          }
+          pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
         }
-        pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
     }
     __syncthreads();  // X (or V_new) visible; every warp is done with q and h (and, without delta, G)
