@@ -527,7 +527,8 @@ void timing(const Problem& pr, GdnFwdVariant var, int segs = 1) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
     std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared, %d columns a block, %lld "
                 "blocks); workspace %.1f MB\n", r, wy, gdn::wy_smem_bytes(r), state, st_smem, vt,
-                static_cast<long long>(p.D / vt) * buf.a.num_seqs() * p.HV, glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
+                static_cast<long long>(p.D / vt) * buf.a.num_seqs() * p.HV * buf.a.segs,
+                glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {
