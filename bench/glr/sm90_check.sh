@@ -4,8 +4,10 @@
 #                             bench/glr/sm90_check.sh --quick  (small shapes only, no timing)
 # Rung 3 (what glr dispatches to) first: 10 Gated DeltaNet shapes, then its features (grouped value heads,
 # packed sequences with int64/int32/invalid offsets, bf16 g and beta, DeltaNet, Mamba2, RetNet, linear
-# attention), then timings. Then rungs 2 and 1 (10 shapes each, timings). Each rung in its own process with
-# its own time limit (a fault in one loses only its results): 100 s, 45 s, 45 s, cut so that the whole
+# attention), each also run with the split-sequence state pass forced to 4 segments (same bounds, bitwise run to
+# run and across slice widths: the "  split 4:" lines), then timings (B1 T32768 H16 and HV32 also split in 4, 8
+# and 16 segments: "split N" in the timing line). Then rungs 2 and 1 (10 shapes each, timings). Each rung in its
+# own process with its own time limit (a fault in one loses only its results): 100 s, 45 s, 45 s, cut so that the whole
 # script ends within 235 s of its start.
 # Every checked case prints one line ending in PASS or FAIL (float64 reference: normwise and max error;
 # bitwise equality of two runs; NaN-poisoned outputs all written). Logs under $OUT (or build-sm90check/):

@@ -216,6 +216,13 @@ Err error_of(const X* x, const double* r, std::int64_t n) {
 
 // Rung 3's state slice width: 0 = the launcher's rule (gdn_fwd_slice_width), or 16, 32, 64 (--vt).
 int g_vt = 0;
+// Rung 3's split-sequence state pass in the checks: every rung 3 check also runs it with kCheckSegs segments
+// (forced; the rule splits none of the checked shapes) and holds it to the same bounds, run to run bitwise.
+constexpr int kCheckSegs = 4;
+// The segments the split rule gives a's shape on this device.
+int rule_segs(const GdnFwdArgs& a) {
+  return glr::cuda::sm90::gdn_fwd_split_segments(a, glr::cuda::sm90::state_slice_sms());
+}
 
 unsigned long long differing_words(const void* a, const void* b, std::size_t bytes) {
   unsigned long long* d;
@@ -350,7 +357,12 @@ struct Buffers {
         a.cu_seqlens = cu64;
       }
     }
-    CK(cudaMalloc(&ws, glr::cuda::sm90::gdn_fwd_workspace_bytes(a, GdnFwdVariant::p_in_workspace)));
+    {  // room for rungs 1 and 2 and for rung 3 split in up to 16 segments (checks, timings) or the rule's
+      GdnFwdArgs sp = a;
+      sp.segs = std::max({kCheckSegs, 16, rule_segs(a)});
+      CK(cudaMalloc(&ws, std::max(glr::cuda::sm90::gdn_fwd_workspace_bytes(a, GdnFwdVariant::p_in_workspace),
+                                  glr::cuda::sm90::gdn_fwd_workspace_bytes(sp, GdnFwdVariant::t_only))));
+    }
     glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, GdnFwdVariant::p_in_workspace);
   }
   ~Buffers() {
@@ -370,8 +382,9 @@ struct Buffers {
     cudaFree(ws);
   }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
-  // vt: rung 3's slice width (-1: g_vt).
-  void run_poisoned(GdnFwdVariant var, int vt = -1) {
+  // vt: rung 3's slice width (-1: g_vt); segs: rung 3's split segments (1: unsplit).
+  void run_poisoned(GdnFwdVariant var, int vt = -1, int segs = 1) {
+    a.segs = var == GdnFwdVariant::t_only ? segs : 1;
     glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws, var);  // rung 3: W = U = null (it must not need them)
     CK(cudaMemset(a.o, 0xFF, o_bytes));
     CK(cudaMemset(a.ht, 0xFF, h_bytes));
@@ -437,12 +450,32 @@ bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVarian
         buf.run_poisoned(var, vt);
         wdiff += differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
       }
+    // Rung 3 split in kCheckSegs segments (the split-sequence state pass, forced): the same bounds, run to run
+    // bitwise, and bitwise the same at slice widths 16 and 64 of pass C.
+    Err so{0, 0, 0}, sh{0, 0, 0};
+    unsigned long long sdiff = 0;
+    if (var == GdnFwdVariant::t_only) {
+      buf.run_poisoned(var, 64, kCheckSegs);
+      so = error_of(buf.a.o, ro, vrows * VD);
+      sh = error_of(buf.a.ht, rh, hs);
+      CK(cudaMemcpy(o1, buf.a.o, buf.o_bytes, cudaMemcpyDeviceToDevice));
+      CK(cudaMemcpy(h1, buf.a.ht, buf.h_bytes, cudaMemcpyDeviceToDevice));
+      for (int vt : {64, 16}) {
+        buf.run_poisoned(var, vt, kCheckSegs);
+        sdiff += differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
+      }
+    }
     CK(cudaFree(o1));
     CK(cudaFree(h1));
 
     const double u = std::ldexp(1.0, -9), tol2 = 8 * u, tolmax = 32 * u;
+    const bool split_ok = so.bad == 0 && sh.bad == 0 && so.rel2 <= tol2 && sh.rel2 <= tol2 && so.relmax <= tolmax &&
+                          sh.relmax <= tolmax && sdiff == 0;
     const bool pass = eo.bad == 0 && eh.bad == 0 && eo.rel2 <= tol2 && eh.rel2 <= tol2 && eo.relmax <= tolmax &&
-                      eh.relmax <= tolmax && diff == 0 && wdiff == 0 && st == 0;
+                      eh.relmax <= tolmax && diff == 0 && wdiff == 0 && st == 0 && split_ok;
+    if (var == GdnFwdVariant::t_only)
+      std::printf("  split %d: o rel2 %.2e relmax %.2e | ht rel2 %.2e relmax %.2e | nonfinite %.0f | run-to-run and vt 64/16 "
+                  "differing words %llu\n", kCheckSegs, so.rel2, so.relmax, sh.rel2, sh.relmax, so.bad + sh.bad, sdiff);
     std::printf("v%d %s | o: rel2 %.2e relmax %.2e nonfinite %.0f | ht: rel2 %.2e relmax %.2e nonfinite %.0f | "
                 "run-to-run differing words %llu%s%s | status %d | %s\n",
                 static_cast<int>(var), describe(p).c_str(), eo.rel2, eo.relmax, eo.bad, eh.rel2, eh.relmax, eh.bad,
@@ -455,8 +488,10 @@ bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVarian
   return ok;
 }
 
-void timing(const Problem& pr, GdnFwdVariant var) {
+// segs: rung 3's split segments, 0 = the rule (gdn_fwd_split_segments on this device), 1 = unsplit.
+void timing(const Problem& pr, GdnFwdVariant var, int segs = 1) {
   Buffers buf(pr, 7);
+  buf.a.segs = var != GdnFwdVariant::t_only ? 1 : segs == 0 ? rule_segs(buf.a) : segs;
   const Problem& p = buf.p;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
@@ -492,7 +527,8 @@ void timing(const Problem& pr, GdnFwdVariant var) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&state, stk, 128, st_smem));
     std::printf("v%d resident blocks per SM: wy %d (%zu B shared), state %d (%zu B shared, %d columns a block, %lld "
                 "blocks); workspace %.1f MB\n", r, wy, gdn::wy_smem_bytes(r), state, st_smem, vt,
-                static_cast<long long>(p.D / vt) * buf.a.num_seqs() * p.HV, glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
+                static_cast<long long>(p.D / vt) * buf.a.num_seqs() * p.HV * buf.a.segs,
+                glr::cuda::sm90::gdn_fwd_workspace_bytes(buf.a, var) / 1e6);
   }
   std::vector<float> tot, k1;
   for (int i = 0; i < 20; ++i) {
@@ -524,9 +560,11 @@ void timing(const Problem& pr, GdnFwdVariant var) {
   const double KD = p.D, VD = p.D;
   const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * p.B * static_cast<double>(p.T) * p.HV;
   const double ms = med(whole);
-  std::printf("timing v%d %s bf16 vt %d: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
+  std::printf("timing v%d %s bf16 vt %d%s: forward %.3f ms (median of 20; table+wy %.3f ms, state+output %.3f ms), "
               "%.1f effective TFLOP/s\n",
-              static_cast<int>(var), describe(p).c_str(), vt, ms, med(k1), med(tot) - med(k1), flop / (ms * 1e-3) / 1e12);
+              static_cast<int>(var), describe(p).c_str(), vt,
+              buf.a.segs > 1 ? (" split " + std::to_string(buf.a.segs)).c_str() : "", ms, med(k1), med(tot) - med(k1),
+              flop / (ms * 1e-3) / 1e12);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
@@ -653,7 +691,11 @@ int main(int argc, char** argv) {
         timing({1, 32768, 16, false, 2.0}, var);  // long sequence, few heads: the state kernel has 32 blocks
       }
     if (rung3 || features_only) {
-      timing({1, 32768, 16, false, 2.0, 32}, GdnFwdVariant::t_only);  // DESIGN.md's GVA shape
+      timing({1, 32768, 16, false, 2.0, 32}, GdnFwdVariant::t_only);  // DESIGN.md's GVA shape (unsplit)
+      // The split-sequence state pass (issue 16, few long sequences) against the unsplit lines above: 4, 8 and 16
+      // segments (the rule: 8 at HV 16, none at HV 32, on 132 SMs).
+      for (int hv : {16, 32})
+        for (int sg : {4, 8, 16}) timing({1, 32768, 16, false, 2.0, hv}, GdnFwdVariant::t_only, sg);
       Problem p{1, 0, 16, false, 2.0, 16};
       p.lens = mixed_lengths(32768);
       timing(p, GdnFwdVariant::t_only);  // packed, mixed lengths summing to 32k

@@ -47,6 +47,9 @@ struct Case {
   bool accumulation = false;  // kgate's accumulation case of glr/contracts/sm90 (constant positive inputs)
   std::vector<int> ninf;      // tokens (flat index; a per-head gate: value heads) whose g is -Inf, a legal
                               // decay (exp(-Inf) = 0: the state is reset), as kgate's inf gate plants it
+  int segs = 1;               // rung 3's split-sequence state pass forced to this many segments (GdnFwdArgs::segs);
+                              // > 1 also runs it unsplit and bounds the normwise difference of o and ht; 0: the
+                              // rule's segments on 132 SMs (gdn_fwd_split_segments), which must split
 };
 constexpr bool member_delta(int m) { return m <= 1; }
 constexpr int member_gate(int m) { return m == 0 || m == 2 ? 1 : m == 3 ? 2 : 0; }
@@ -64,15 +67,26 @@ std::size_t g_slice_compares = 0, g_slice_words = 0;
 
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
 // gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
+// a.segs > 1: the split state pass as gdn::launch_split_ab and launch_state_t launch it: pass A (the state-only
+// kernel at 64 columns, E and M blocks, segments 0 .. segs - 2), pass B (combine_kernel, segs > 2), then pass C at
+// the width vt over segs x st_rows grid rows.
 template <int kD, int kVT>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
+  const int segs = a.segs;
   if (a.delta) {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, true, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    emu::launch(&gdn::state_t_kernel<true, kD, kVT>, kD / kVT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
+    if (segs > 1)
+      emu::launch(&gdn::state_t_kernel<true, kD, 64, true>, 2 * kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
   } else {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    emu::launch(&gdn::state_t_kernel<false, kD, kVT>, kD / kVT, st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
+    if (segs > 1)
+      emu::launch(&gdn::state_t_kernel<false, kD, 64, true>, 2 * kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
   }
+  if (segs > 2) emu::launch(&gdn::combine_kernel<kD>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+  if (a.delta)
+    emu::launch(&gdn::state_t_kernel<true, kD, kVT>, kD / kVT, segs * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
+  else
+    emu::launch(&gdn::state_t_kernel<false, kD, kVT>, kD / kVT, segs * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
 }
 template <int kD>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows, int vt) {
@@ -182,6 +196,11 @@ bool run(const Case& p, unsigned seed, int variant) {
       a.cu_seqlens = cu64.data();
   }
   a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
+  a.segs = variant != 3 ? 1 : p.segs > 0 ? p.segs : glr::cuda::sm90::gdn_fwd_split_segments(a, 132);
+  if (p.segs == 0 && a.segs < 2) {
+    std::printf("emu: the split rule gives %d segments for a case meant to split | FAIL\n", a.segs);
+    return false;
+  }
   const auto var = static_cast<GdnFwdVariant>(variant);
   if (const char* why = glr::cuda::sm90::gdn_fwd_mma_refusal(a, var); why != nullptr && std::string(why).rfind("workspace", 0) != 0) {
     std::printf("emu v%d refused: %s | FAIL\n", variant, why);
@@ -224,6 +243,33 @@ bool run(const Case& p, unsigned seed, int variant) {
     if (widths.size() > 1) o = o64, ht = ht64;
   };
   launch_all();
+  // The split pass against the unsplit one (a.segs = 1 on the same workspace; Es and Ms unused): normwise
+  // relative difference of o and ht, both finite where the split run is.
+  double split_o = 0, split_h = 0;
+  if (a.segs > 1 && !p.bad_offsets) {
+    const std::vector<__nv_bfloat16> o_split = o;
+    const std::vector<float> ht_split = ht;
+    GdnFwdArgs u = a;
+    u.segs = 1;
+    for (auto& x : o) std::memcpy(&x, &nan16, 2);
+    for (auto& x : ht) x = std::nanf("");
+    launch(u, 3, 64);
+    double d2 = 0, r2 = 0;
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      const double x = __bfloat162float(o_split[i]), r = __bfloat162float(o[i]);
+      d2 += (x - r) * (x - r), r2 += r * r;
+    }
+    split_o = std::sqrt(d2 / std::max(r2, 1e-300));
+    d2 = r2 = 0;
+    for (std::size_t i = 0; i < ht.size(); ++i) {
+      const double x = ht_split[i], r = ht[i];
+      d2 += (x - r) * (x - r), r2 += r * r;
+    }
+    split_h = std::sqrt(d2 / std::max(r2, 1e-300));
+    if (!(split_o <= 4 * std::ldexp(1.0, -9)) || !(split_h <= 4 * std::ldexp(1.0, -9))) ++slice_diff;  // NaN fails too
+    std::printf("  split %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, split_o, split_h, 4 * std::ldexp(1.0, -9));
+    o = o_split, ht = ht_split;
+  }
   if (p.nan_seq >= 0) {  // containment: rerun with one NaN planted, compare bits with the clean run
     const std::vector<__nv_bfloat16> o_clean = o;
     const std::vector<float> ht_clean = ht;
@@ -252,9 +298,11 @@ bool run(const Case& p, unsigned seed, int variant) {
   char label[240];
   std::string ninf;
   for (int t : p.ninf) ninf += (ninf.empty() ? " g=-Inf at " : ",") + std::to_string(t);
-  std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s%s", variant,
+  const std::string split = a.segs > 1 ? " split " + std::to_string(a.segs) : "";
+  std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s%s%s", variant,
                 member_name(p.member), p.D, a.B, T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, varlen ? (p.i32 ? " varlen32" : " varlen64") : "",
-                p.g_bf16 ? " g=bf16" : "", p.beta_bf16 ? " beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "", ninf.c_str());
+                p.g_bf16 ? " g=bf16" : "", p.beta_bf16 ? " beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "", ninf.c_str(),
+                split.c_str());
   if (p.bad_offsets) {
     std::size_t finite = 0;
     for (auto x : o) finite += std::isfinite(__bfloat162float(x));
@@ -573,6 +621,68 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < cases.size(); ++i, ++seed)
       if (pick.empty() || std::find(pick.begin(), pick.end(), static_cast<int>(i)) != pick.end())
         ok = run(cases[i], seed, 3) && ok;
+  }
+  // "split [I ...]" (also in the default run): rung 3's split-sequence state pass forced (Case::segs), every case
+  // also against the unsplit pass; long enough for several chunks a segment, slow (mu 8) and fast (mu 2, -1)
+  // decays, h0/ht, GVA, bf16 g/beta, every member, K = V = 64, packed sequences (short ones with empty segments),
+  // more segments than chunks, invalid offsets, NaN containment.
+  if (only.empty() || only == "split") {
+    std::vector<Case> cases;
+    auto add = [&](Case c, int segs) {
+      c.segs = segs;
+      cases.push_back(c);
+    };
+    add(Case{1, 1000, 1, 1, true, 8.0}, 4);           // 16 chunks, 4 a segment; slow decay: the state lives long
+    add(Case{1, 700, 1, 2, false, 2.0}, 3);           // 11 chunks: 4, 4, 3; GVA; fast decay
+    add(Case{1, 640, 2, 4, true, 4.0}, 5);            // 10 chunks: 2 a segment; GVA x2, two q/k heads
+    add(Case{2, 520, 1, 1, true, -1.0}, 2);           // two sequences; forgets within a chunk
+    {
+      Case c{1, 600, 1, 2, true, 8.0};
+      c.g_bf16 = c.beta_bf16 = true;
+      add(c, 4);
+    }
+    for (int m = 1; m <= 4; ++m) add(Case{1, 520, 1, 2, true, m == 4 ? 0.0 : 6.0, m}, 3);
+    {
+      Case c{1, 600, 1, 2, true, 6.0};  // K = V = 64: dense, then Mamba2
+      c.D = 64;
+      add(c, 4);
+      c.member = 2;
+      add(c, 3);
+    }
+    add(Case{1, 200, 1, 1, true, 8.0}, 6);  // 4 chunks in 6 segments: 1 chunk each, then two empty segments
+    {
+      Case c{1, 0, 1, 2, true, 8.0};  // packed: a long sequence, short ones (empty segments), an empty one
+      c.lens = {700, 30, 0, 260, 64};
+      add(c, 3);
+      c = Case{1, 0, 1, 1, true, 4.0, 2};  // Mamba2 packed, int32 offsets
+      c.lens = {330, 1, 400};
+      c.i32 = true;
+      add(c, 4);
+      c = Case{1, 0, 1, 1, true, 2.0};
+      c.lens = {300, 30, 200};
+      c.bad_offsets = true;
+      add(c, 3);
+      c = Case{1, 0, 1, 2, true, 4.0};  // a NaN in the long sequence's middle stays there
+      c.lens = {70, 600, 0, 30};
+      c.nan_seq = 1;
+      add(c, 4);
+    }
+    {
+      Case c{1, 4096, 1, 1, true, 8.0};  // as glr's dispatch splits on an H200 (the rule, 132 SMs): 4 segments of 16
+      c.D = 64;                          // chunks (K = V = 64 to keep the emulator's time down)
+      add(c, 0);
+    }
+    {
+      Case c{1, 640, 1, 1, true, 4.0};  // g = -Inf resets, one at a segment's first chunk (chunk 4 of 10, 3 segments)
+      c.ninf = {5, 256, 300};
+      add(c, 3);
+    }
+    std::vector<int> pick;
+    for (int i = 2; i < argc; ++i) pick.push_back(std::atoi(argv[i]));
+    unsigned sseed = 2000;  // its own seeds
+    for (std::size_t i = 0; i < cases.size(); ++i, ++sseed)
+      if (only.empty() || pick.empty() || std::find(pick.begin(), pick.end(), static_cast<int>(i)) != pick.end())
+        ok = run(cases[i], sseed, 3) && ok;
   }
   if (g_widths.size() > 1)
     std::printf("slice widths 64 (reference)%s%s: %zu comparisons, differing words %zu\n",

@@ -1,6 +1,7 @@
 // glr/cuda/sm90/forward.cu: glr's Problem -> GdnFwdArgs, and the launch of rung 3 (see forward.hpp).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "forward.hpp"
@@ -18,6 +19,19 @@ bool scalar_dense(const TensorRef& t, std::int64_t B, std::int64_t T, std::int64
 }
 bool state_dense(const TensorRef& t, std::int64_t N, std::int64_t HV, std::int64_t K, std::int64_t V) {
   return t.s[3] == 1 && t.s[2] == V && (HV == 1 || t.s[1] == K * V) && (N <= 1 || t.s[0] == HV * K * V);
+}
+
+// GLR_FORWARD_SPLIT: the split-sequence state pass's segments (gdn_fwd_split_segments). Unset, empty or "auto":
+// the rule, from the shapes and the device's multiprocessor count; a whole number 1 to 4096: that many segments
+// for every call (1: never split; for tests and timing). Anything else is an InvalidArgument naming it.
+int env_split_segments(const GdnFwdArgs& a) {
+  const char* e = std::getenv("GLR_FORWARD_SPLIT");
+  if (e == nullptr || *e == '\0' || std::string(e) == "auto") return gdn_fwd_split_segments(a, state_slice_sms());
+  char* end = nullptr;
+  const long n = std::strtol(e, &end, 10);
+  if (*end != '\0' || n < 1 || n > 4096 || !(*e >= '0' && *e <= '9'))
+    throw InvalidArgument("GLR_FORWARD_SPLIT", std::string("is '") + e + "'; use 'auto' or a number of segments, 1 to 4096");
+  return static_cast<int>(n);
 }
 
 // Sizes, member and pointers; the workspace is carved separately.
@@ -48,6 +62,7 @@ GdnFwdArgs args_of(const Problem& p) {
     else
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
+  a.segs = env_split_segments(a);
   return a;
 }
 
@@ -77,7 +92,7 @@ std::string forward_refusal(const Problem& p) {
   a.status = reinterpret_cast<std::int32_t*>(stand_in);
   a.table = reinterpret_cast<std::int32_t*>(stand_in);
   a.P = reinterpret_cast<__nv_bfloat16*>(stand_in);
-  a.G = a.Bc = reinterpret_cast<float*>(stand_in);
+  a.G = a.Bc = a.Es = a.Ms = reinterpret_cast<float*>(stand_in);
   if (const char* why = gdn_fwd_mma_refusal(a, GdnFwdVariant::t_only)) return why;
   return "";
 }

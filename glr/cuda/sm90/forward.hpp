@@ -15,7 +15,14 @@ namespace glr::cuda::sm90 {
 // Why the tensor-core forward does not take p (the first reason), or "" if it does: bf16 q, k, v, o;
 // K = V = 64 or 128; g and beta fp32 or bf16; dense row-major layouts (flash-linear-attention's, any size-1 dim's
 // stride ignored); 16-byte aligned q, k, v; the grid's limits. Every member, grouped value heads, packed
-// sequences (host or device-only offsets), h0 and ht are taken. The device is not looked at.
+// sequences (host or device-only offsets), h0 and ht are taken. The device is not looked at (but the split rule
+// below reads its multiprocessor count).
+//
+// Few, long sequences run the split-sequence state pass (gdn_fwd_split_segments: segments of each sequence in
+// parallel, chained by their K x K transitions; results differ from the unsplit pass by rounding only, and are
+// bitwise the same run to run). GLR_FORWARD_SPLIT overrides the rule for every call: unset, empty or "auto" the
+// rule; a whole number 1 to 4096 that many segments (1: never split); anything else is an InvalidArgument. The
+// workspace size depends on the segments, so the variable must not change between sizing and launching.
 std::string forward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough), 256-byte aligned base required.

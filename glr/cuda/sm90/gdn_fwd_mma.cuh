@@ -20,7 +20,8 @@
 //     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
 //     rung 3: T stored (bf16), nothing else; without the delta rule only G (no K K^T, no T)
 //   state (one block per head and 64 state columns, 4 warps; chunks in order; rung 3: 64, 32 or 16 columns,
-//   the backward's rule, see gdn_fwd_slice_width):
+//   the backward's rule, see gdn_fwd_slice_width; rung 3 with few, long sequences: the split-sequence pass,
+//   segments of a sequence in parallel, see state_t_kernel and gdn_fwd_split_segments):
 //     rungs 1, 2: V_new = U - W h;   rung 3: V_new = T (beta . V - beta e^G . (K h)), without delta V_new = V
 //     O = scale e^G . (Q h) + P V_new   (rungs 2, 3: P computed here, kept in registers as A fragments)
 //     h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
@@ -90,6 +91,14 @@ struct GdnFwdArgs {
   float* G = nullptr;          // (slots, C)
   float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
   float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3, for the backward)
+  // The split-sequence state pass (rung 3 only; gdn_fwd_split_segments picks segs, 1 = not split): each sequence's
+  // chunks in segs segments of ceil(nch / segs) chunks (the last ones may be shorter or empty). Per segment s and
+  // (sequence, value head) a (K, V) fp32 slot of Es and Ms, slot index (s (sequences HV) + n HV + hv), s < segs - 1:
+  // Es: the segment's end state from 0 (s = 0: from h0), then (the combine pass) the state entering segment s + 1;
+  // Ms: the segment's transition (K x K, s >= 1). Set by gdn_fwd_workspace_carve when segs > 1.
+  int segs = 1;
+  float* Es = nullptr;
+  float* Ms = nullptr;
 
   __host__ __device__ bool varlen() const { return N > 0; }
   __host__ __device__ int num_seqs() const { return varlen() ? N : B; }
@@ -108,13 +117,15 @@ struct GdnFwdArgs {
 enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
 
 // Workspace: a 256-byte header (the status word), the chunk table (packed sequences), then per chunk slot
-// P or T (C, C) bf16, G and beta (C) fp32, and for rungs 1 and 2 W and U (C, 128) bf16. At B8 T4096 H16:
-// 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block programs' fp32 workspace: 1.48 GB).
+// P or T (C, C) bf16, G and beta (C) fp32, and for rungs 1 and 2 W and U (C, 128) bf16; with the split state
+// pass (a.segs > 1, rung 3: set a.segs before asking) Es and Ms, 2 (segs - 1) sequences HV K V fp32 (B1 T32768
+// H16 K=V=128 in 8 segments: 14.7 MB). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block
+// programs' fp32 workspace: 1.48 GB).
 // Each piece starts 256-byte aligned; the whole needs a 256-byte aligned base.
 namespace gdn_ws {
 inline std::size_t up256(std::size_t x) { return (x + 255) / 256 * 256; }
 struct Plan {
-  std::size_t table = 0, P = 0, G = 0, Bc = 0, W = 0, U = 0, bytes = 0;
+  std::size_t table = 0, P = 0, G = 0, Bc = 0, W = 0, U = 0, Es = 0, Ms = 0, bytes = 0;
 };
 inline Plan plan(const GdnFwdArgs& a, GdnFwdVariant variant) {
   const std::size_t slots = static_cast<std::size_t>(a.chunk_slots()) * static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H);
@@ -134,6 +145,15 @@ inline Plan plan(const GdnFwdArgs& a, GdnFwdVariant variant) {
     o += up256(rows * 128 * 2);
     p.U = o;
     o += up256(rows * 128 * 2);
+  }
+  if (a.segs > 1) {  // the split state pass: (segs - 1) x sequences x HV states of K x V fp32, twice
+    const std::size_t states = static_cast<std::size_t>(a.segs - 1) * static_cast<std::size_t>(a.num_seqs()) *
+                               static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H) * static_cast<std::size_t>(a.D) *
+                               static_cast<std::size_t>(a.D) * 4;
+    p.Es = o;
+    o += up256(states);
+    p.Ms = o;
+    o += up256(states);
   }
   p.bytes = o;
   return p;
@@ -156,6 +176,8 @@ inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant varia
   a.Bc = reinterpret_cast<float*>(base + p.Bc);
   a.W = variant == GdnFwdVariant::t_only ? nullptr : reinterpret_cast<__nv_bfloat16*>(base + p.W);
   a.U = variant == GdnFwdVariant::t_only ? nullptr : reinterpret_cast<__nv_bfloat16*>(base + p.U);
+  a.Es = a.segs > 1 ? reinterpret_cast<float*>(base + p.Es) : nullptr;
+  a.Ms = a.segs > 1 ? reinterpret_cast<float*>(base + p.Ms) : nullptr;
 }
 
 namespace gdn {
@@ -885,7 +907,18 @@ struct StateTSmem {
 // registers) and spills 4 or 8 bytes to reach it (<false, 64, 32>, <true, 128, 32>); a minimum of 1 block per SM
 // lets it take the registers it needs (no spill at any width). 64 keeps today's bounds (0: none, the same
 // registers and code as before the width was a parameter).
-template <bool kDelta = true, int kD = DK, int kVT = 64>
+//
+// The split-sequence state pass (a.segs > 1; gdn_fwd_split_segments): the grid's rows are segment-major,
+// blockIdx.y = s (sequences x HV) + n HV + hv, and block row s walks only segment s's chunks [s per, (s + 1) per),
+// per = ceil(nch / segs). With kStateOnly false (pass C; also the whole unsplit pass, segs = 1) it starts from h0
+// (s = 0) or from Es slot s - 1 (the state entering s, written by combine_kernel), writes o, and ht from the last
+// segment. With kStateOnly (pass A, grid (2 kD / kVT, (segs - 1) sequences x HV)) it writes neither o nor ht and
+// skips everything only o needs (q, Q h, Q K^T, P, P V_new): blocks x < kD / kVT run the real inputs from 0 (s = 0:
+// from h0) and leave the segment's end state in Es slot s; blocks x >= kD / kVT run from h = I (K columns, sliced
+// like V's) with no value input (v = 0, so X = -beta e^G (K h)) and leave M_s = A_last ... A_first in Ms slot s: the
+// state update is h' = A_c h + B_c with one K x K map A_c for every value column, and this block computes A_c h
+// column by column (s = 0 needs no M: these blocks return at once). The same code, one template flag.
+template <bool kDelta = true, int kD = DK, int kVT = 64, bool kStateOnly = false>
 __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   using SL = Slice<kVT>;
@@ -896,18 +929,25 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   extern __shared__ __align__(16) char smem_raw[];
   StateTSmem<kVT>& s = *reinterpret_cast<StateTSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int v0 = blockIdx.x * kVT, n = blockIdx.y / a.HV, hv = blockIdx.y % a.HV, hq = hv / (a.HV / a.H);
-  const std::int64_t hoff = (static_cast<std::int64_t>(n) * a.HV + hv) * kD * kD + v0;
+  const int heads = a.num_seqs() * a.HV;  // grid rows per segment
+  const int seg = static_cast<int>(blockIdx.y) / heads, nh = static_cast<int>(blockIdx.y) % heads;
+  const bool trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;  // this block computes M_seg
+  const int v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
+  const int n = nh / a.HV, hv = nh % a.HV, hq = hv / (a.HV / a.H);
+  const std::int64_t hoff = static_cast<std::int64_t>(nh) * kD * kD + v0;
+  const std::int64_t seg_states = static_cast<std::int64_t>(heads) * kD * kD;  // one Es / Ms slot per segment
   const int r0 = warp * 16;  // this warp's rows of the (C x kVT) tiles
   const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x kVT)
   if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
+  if (trans && seg == 0) return;  // M_0 is never used: segment 0 starts from h0 itself
   if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
-    if (a.ht)
+    if (!kStateOnly && seg == a.segs - 1 && a.ht)
       for (int e = tid; e < kD * kVT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
     return;
   }
   const Seq sq = sequence(a, n);
-  const int NT = sq.nch;
+  const int per = (sq.nch + a.segs - 1) / a.segs;  // chunks per segment (segs = 1: all)
+  const int c_begin = min(sq.nch, seg * per), c_end = min(sq.nch, c_begin + per);
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
   const std::int64_t slot0 = slot(a, sq, hv, 0);
   const __nv_bfloat16* Tw = a.P + slot0 * C * C;
@@ -922,7 +962,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   // rule G only, with group Q).
   auto load_qk = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    load_tile<kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+    if constexpr (!kStateOnly) load_tile<kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
     load_tile<kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
   };
   auto load_small = [&](int c) {
@@ -938,6 +978,8 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
 
+  // The state entering: h0 (or 0) for segment 0, 0 for pass A's later segments, I for M, Es slot s - 1 in pass C.
+  const float* h_in = kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -947,7 +989,8 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (trans) x = make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
+        else if (h_in) x = *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][nn][half * 2] = x.x;
         hs[mt][nn][half * 2 + 1] = x.y;
       }
@@ -964,15 +1007,15 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
         }
   };
   write_h_bf16();
-  if (NT > 0) {
-    load_qk(0);
-    load_small(0);
+  if (c_begin < c_end) {
+    load_qk(c_begin);
+    load_small(c_begin);
     cp_async_commit();
     cp_async_wait<0>();
   }
   __syncthreads();
 
-  for (int c = 0; c < NT; ++c) {
+  for (int c = c_begin; c < c_end; ++c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     // v rows of this warp, straight into accumulator layout (issued first, used after the K h loop).
@@ -983,7 +1026,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
       const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
 #pragma unroll
       for (int nn = 0; nn < NN; ++nn)
-        vr[nn][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
+        vr[nn][half] = i < len && !trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
     }
 
     // Phase A: K h (delta rule only), Q h (C x kVT, inner K) and Q K^T (causal column tiles), warp rows
@@ -1001,7 +1044,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4], aq[4];
       if constexpr (kDelta) ldsm_a(ak, kc, kLd, r0, ks * 16, lane);
-      ldsm_a(aq, s.q, kLd, r0, ks * 16, lane);
+      if constexpr (!kStateOnly) ldsm_a(aq, s.q, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < C / 16; ++np) {
         if (np < NP) {
@@ -1011,10 +1054,12 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
             mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
             mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
           }
-          mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
-          mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+          if constexpr (!kStateOnly) {
+            mma_bf16_16816(ao[2 * np], aq, bh4[0], bh4[1]);
+            mma_bf16_16816(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+          }
         }
-        if (np <= warp) {  // causal: key tiles j < r0 + 16
+        if (!kStateOnly && np <= warp) {  // causal: key tiles j < r0 + 16
           std::uint32_t bk[4];
           ldsm_b_nk(bk, kc, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(sqk[2 * np], aq, bk[0], bk[1]);
@@ -1061,17 +1106,19 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
           ao[nn][half * 2] *= eo;
           ao[nn][half * 2 + 1] *= eo;
         }
-        float pv[2];
+        if constexpr (!kStateOnly) {  // pass A: no o, no P
+          float pv[2];
 #pragma unroll
-        for (int u2 = 0; u2 < 2; ++u2) {
-          const int j = nn * 8 + 2 * t4 + u2;
-          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+          for (int u2 = 0; u2 < 2; ++u2) {
+            const int j = nn * 8 + 2 * t4 + u2;
+            pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+          }
+          pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
         }
-        pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
     }
     __syncthreads();  // X (or V_new) visible; every warp is done with q and h (and, without delta, G)
-    if (c + 1 < NT) {
+    if (c + 1 < c_end) {
       load_qk(c + 1);
       if constexpr (!kDelta) load_small(c + 1);
     }
@@ -1110,14 +1157,14 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
         }
       }
       __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
-      if (c + 1 < NT) load_small(c + 1);
+      if (c + 1 < c_end) load_small(c + 1);
       cp_async_commit();
     }
 
-    // Phase C: O += P V_new, O stored; h = e^{G_last} h + K^T (e^{G_last - G} V_new).
+    // Phase C: O += P V_new, O stored (not by pass A); h = e^{G_last} h + K^T (e^{G_last - G} V_new).
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      if (ks <= warp) {
+      if (!kStateOnly && ks <= warp) {
 #pragma unroll
         for (int np = 0; np < NP; ++np) {
           std::uint32_t bv[4];
@@ -1130,7 +1177,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      if (i < len) {
+      if (!kStateOnly && i < len) {
         __nv_bfloat16* orow = a.o + vo_at(t0 + i);
 #pragma unroll
         for (int nn = 0; nn < NN; ++nn)
@@ -1179,7 +1226,9 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
   }
 
-  if (a.ht) {
+  // The state leaving: ht from the last segment (pass C); pass A's Es or Ms slot of this segment.
+  float* h_out = kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+  if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1187,9 +1236,56 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.ht + hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(h_out + hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
+  }
+}
+
+// Pass B of the split state pass, between pass A (state_t_kernel<.., kStateOnly>) and pass C: per (sequence, value
+// head) and 8 state columns, the segments in order, Es[s] = M_s Es[s - 1] + Es[s] for s = 1 .. segs - 2 in fp32.
+// Es[0] is already the state entering segment 1 (pass A ran segment 0 from h0), so afterwards Es[s] is the state
+// entering segment s + 1. Grid (kD / 8, sequences x HV), kThreads threads: thread t owns row t % kD and kPer of the
+// 8 columns; the entering state's (kD x 8) slice stays in shared memory. Each sum in a fixed order (from E, then
+// fmaf over the rows of S in order): deterministic. Dynamic shared memory: combine_smem_bytes(kD).
+constexpr std::size_t combine_smem_bytes(int kD) { return static_cast<std::size_t>(kD) * 8 * sizeof(float); }
+template <int kD>
+__global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant__ GdnFwdArgs a) {
+  constexpr int kCols = 8, kGroups = kThreads / kD, kPer = kCols / kGroups;
+  static_assert(kThreads % kD == 0 && kCols % kGroups == 0, "rows x column groups = the block");
+  extern __shared__ __align__(16) char smem_raw[];
+  float* prev = reinterpret_cast<float*>(smem_raw);  // (kD, kCols): the state entering segment s
+  if (a.varlen() && a.table[0] != 0) return;  // invalid packed offsets: pass C writes NaN
+  const int tid = threadIdx.x, d = tid % kD, j0 = (tid / kD) * kPer;
+  const std::int64_t seg_states = static_cast<std::int64_t>(a.num_seqs()) * a.HV * kD * kD;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kD * kD;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCols;
+  for (int e = tid; e < kD * kCols; e += kThreads) prev[e] = a.Es[head + (e / kCols) * kD + c0 + e % kCols];
+  __syncthreads();
+  for (int sg = 1; sg + 1 < a.segs; ++sg) {
+    const float* M = a.Ms + sg * seg_states + head + static_cast<std::int64_t>(d) * kD;  // row d of M_s
+    float* E = a.Es + sg * seg_states + head + static_cast<std::int64_t>(d) * kD + c0 + j0;
+    float acc[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) acc[j] = E[j];
+#pragma unroll 4
+    for (int k = 0; k < kD; k += 4) {
+      const float4 m = *reinterpret_cast<const float4*>(M + k);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        acc[j] = fmaf(m.x, prev[k * kCols + j0 + j], acc[j]);
+        acc[j] = fmaf(m.y, prev[(k + 1) * kCols + j0 + j], acc[j]);
+        acc[j] = fmaf(m.z, prev[(k + 2) * kCols + j0 + j], acc[j]);
+        acc[j] = fmaf(m.w, prev[(k + 3) * kCols + j0 + j], acc[j]);
+      }
+    }
+    __syncthreads();  // every thread is done reading prev
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      prev[d * kCols + j0 + j] = acc[j];
+      E[j] = acc[j];
+    }
+    __syncthreads();
   }
 }
 
@@ -1207,6 +1303,8 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
                  : static_cast<long long>(a.B) * a.HV > 65535)
     return a.varlen() ? "packed sequences need B = 1 and one offset array" : "B HV > 65535";
   if (static_cast<long long>(a.num_seqs()) * a.HV > 65535) return "sequences x HV > 65535";
+  if (a.segs < 1 || (a.segs > 1 && wu)) return "split state pass segments (>= 1; rung 3 only)";
+  if (static_cast<long long>(a.num_seqs()) * a.HV * a.segs > 65535) return "sequences x HV x split segments > 65535";
   if (static_cast<long long>(a.T) * (a.varlen() ? 1 : a.B) * a.HV * a.D >= (1LL << 62)) return "too many tokens";
   if (!a.q || !a.k || !a.v || !a.o || (a.gate != 0 && !a.g) || (a.delta && !a.beta)) return "a null tensor";
   if (a.gate < 0 || a.gate > 2) return "gate";
@@ -1215,7 +1313,8 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
       misaligned(a.beta, a.beta_bf16 ? 2 : 4))
     return "alignment (q, k, v 16 bytes; o 4; h0, ht 8)";
   if (!a.status || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || (a.varlen() && !a.table) || misaligned(a.W, 16) ||
-      misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) || misaligned(a.Bc, 16))
+      misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) || misaligned(a.Bc, 16) ||
+      (a.segs > 1 && (!a.Es || !a.Ms || misaligned(a.Es, 16) || misaligned(a.Ms, 16))))
     return "workspace (carve it with gdn_fwd_workspace_carve)";
   if (wu && (!a.delta || a.gate != 1 || a.HV != a.H || a.varlen() || a.g_bf16 || a.beta_bf16 || a.D != 128))
     return "rungs 1 and 2 take only Gated DeltaNet, fp32 g and beta, HV = H, dense batches, K = V = 128";
@@ -1223,22 +1322,79 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
 }
 
 // The slice width of rung 3's state kernel: the backward's rule (state_slice_width, state_slice.cuh) on its grid
-// rows, sequences x HV, with V = K = a.D: the widest of 64 and 32 columns that still gives each of `sms`
-// multiprocessors a block, else 16 (B1 T32768 H16 K128: 16, 128 blocks where 64 gave 32). Rungs 1 and 2 stay at 64.
+// rows, sequences x HV (x a.segs, split), with V = K = a.D: the widest of 64 and 32 columns that still gives each
+// of `sms` multiprocessors a block, else 16 (B1 T32768 H16 K128 unsplit: 16, 128 blocks where 64 gave 32; in 8
+// segments: 64, 256 blocks). Rungs 1 and 2 stay at 64. The split pass's pass A always runs at 64.
 inline int gdn_fwd_slice_width(const GdnFwdArgs& a, int sms) {
-  return state_slice_width(static_cast<long long>(a.num_seqs()) * (a.HV > 0 ? a.HV : a.H), a.D, sms);
+  return state_slice_width(static_cast<long long>(a.num_seqs()) * (a.HV > 0 ? a.HV : a.H) * a.segs, a.D, sms);
+}
+
+// The split-sequence state pass (state_t_kernel's comment; issue 16: few, long sequences): the number of segments
+// from the shapes and the multiprocessor count only, never from timing, so one problem on one device always runs
+// the same arithmetic (bitwise deterministic run to run; split and unsplit results differ by rounding only).
+// Split only where the unsplit pass gives at most a quarter of the multiprocessors a 64-column block (heads x D / 64
+// <= sms / 4, heads = sequences x HV: each block is then a chain over the whole sequence, 512 chunk steps at T =
+// 32768) and every segment keeps at least kSplitMinChunks chunks: segments = 2 sms / (heads D / 64) (pass C then
+// has about two 64-column blocks per multiprocessor, what its 108 KB of shared memory allows), at most
+// chunks / kSplitMinChunks and 64, and none below kSplitMinSegments. chunks: chunks per sequence (packed
+// sequences: the average, T / 64 / N). The cost: pass A runs every segment but the last twice without the output
+// work (E from the real inputs, M from I), pass B (combine_kernel) segs - 2 small fp32 products per head, pass C
+// the usual kernel per segment: about 2-2.5x the unsplit state work, so the split pays only where the unsplit grid
+// leaves most of the GPU idle. Between a quarter and a half (B1 T32768 H16 HV32: 64 blocks) a model of the H200's
+// timings (bench/glr/sm90_notes.md) predicts a small gain (about 1.15x, within the model's error), so the rule
+// leaves it unsplit until timed.
+inline constexpr int kSplitMinChunks = 16;
+// Pass A (all segments at once) and pass C (likewise) run one after the other: the chain is 2 / segs of the
+// sequence, so 2 segments are as long as unsplit at twice the work, and 3 save a third.
+inline constexpr int kSplitMinSegments = 4;
+constexpr int split_segments(long long heads, int D, long long chunks, int sms) {
+  const long long blocks = heads * (D / 64);
+  if (blocks <= 0 || 4 * blocks > sms) return 1;
+  long long s = 2LL * sms / blocks;
+  if (s > chunks / kSplitMinChunks) s = chunks / kSplitMinChunks;
+  if (s > 64) s = 64;
+  return s >= kSplitMinSegments ? static_cast<int>(s) : 1;
+}
+static_assert(split_segments(16, 128, 512, 132) == 8 &&   // B1 T32768 H16: 8 segments of 64 chunks
+                  split_segments(32, 128, 512, 132) == 1 &&   // B1 T32768 H16 HV32: unsplit (small gain predicted)
+                  split_segments(8, 128, 512, 132) == 16 && split_segments(17, 128, 512, 132) == 1 &&
+                  split_segments(128, 128, 64, 132) == 1 &&   // B8 T4096 H16: enough blocks
+                  split_segments(16, 128, 64, 132) == 4 &&    // B1 T4096 H16: segments of 16 chunks
+                  split_segments(16, 128, 63, 132) == 1 &&    // T < 4096: segments too short or too few
+                  split_segments(1, 128, 32, 132) == 1 &&     // 2 segments: no shorter chain
+                  split_segments(1, 64, 512, 132) == 32 && split_segments(1, 128, 8192, 132) == 64 &&
+                  split_segments(33, 64, 512, 132) == 8 && split_segments(34, 64, 512, 132) == 1,
+              "the split rule's table");
+inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
+  const long long seqs = a.num_seqs();
+  if (seqs <= 0) return 1;
+  const long long chunks = (static_cast<long long>(a.T) + gdn::C - 1) / gdn::C / (a.varlen() ? seqs : 1);
+  return split_segments(seqs * (a.HV > 0 ? a.HV : a.H), a.D, chunks, sms);
 }
 
 #if defined(__CUDACC__)
 namespace gdn {
 // Rung 3's state kernel at one slice width; its shared memory set once per process and instantiation (the
 // current device's), so timed launches carry no attribute calls.
-template <bool kDelta, int kD, int kVT>
+// kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV)); else pass C or the unsplit
+// pass (grid (kD / kVT, segs sequences x HV)).
+template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
 inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
-  static const cudaError_t attributes = cudaFuncSetAttribute(
-      &state_t_kernel<kDelta, kD, kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(StateTSmem<kVT>)));
+  static const cudaError_t attributes =
+      cudaFuncSetAttribute(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sizeof(StateTSmem<kVT>)));
   if (attributes != cudaSuccess) return attributes;
-  state_t_kernel<kDelta, kD, kVT><<<dim3(kD / kVT, a.num_seqs() * a.HV), kThreads, sizeof(StateTSmem<kVT>), stream>>>(a);
+  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
+  const dim3 grid = kStateOnly ? dim3(2 * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);
+  state_t_kernel<kDelta, kD, kVT, kStateOnly><<<grid, kThreads, sizeof(StateTSmem<kVT>), stream>>>(a);
+  return cudaGetLastError();
+}
+// The split pass's passes A and B (a.segs > 1; pass C is launch_state_t at the chosen width).
+template <bool kDelta, int kD>
+inline cudaError_t launch_split_ab(const GdnFwdArgs& a, cudaStream_t stream) {
+  cudaError_t e = launch_state_t<kDelta, kD, 64, true>(a, stream);
+  if (e != cudaSuccess || a.segs <= 2) return e;
+  combine_kernel<kD><<<dim3(kD / 8, a.num_seqs() * a.HV), kThreads, combine_smem_bytes(kD), stream>>>(a);
   return cudaGetLastError();
 }
 }  // namespace gdn
@@ -1274,6 +1430,7 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
   if constexpr (kRung == 3) {
+    if (a.segs > 1 && (e = gdn::launch_split_ab<kDelta, kD>(a, stream)) != cudaSuccess) return e;
     e = vt == 64   ? gdn::launch_state_t<kDelta, kD, 64>(a, stream)
         : vt == 32 ? gdn::launch_state_t<kDelta, kD, 32>(a, stream)
                    : gdn::launch_state_t<kDelta, kD, 16>(a, stream);
@@ -1293,7 +1450,9 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
 // Requires the workspace carved (gdn_fwd_workspace_carve) and gdn_fwd_mma_refusal(a, variant) null; returns
 // cudaErrorInvalidValue otherwise (or for a vt other than 0, 16, 32, 64; rungs 1 and 2: other than 0, 64), else
 // the first launch error. a.HV = 0 is taken as H. vt: rung 3's state slice width, 0 = gdn_fwd_slice_width with
-// the device's multiprocessor count; o and ht are bitwise the same at every width.
+// the device's multiprocessor count; o and ht are bitwise the same at every width. a.segs (set before sizing and
+// carving the workspace): rung 3's split-sequence state pass in that many segments (1: unsplit; the rule is
+// gdn_fwd_split_segments, glr's dispatch applies it), its results again bitwise the same at every width.
 inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
                                cudaEvent_t between = nullptr, int vt = 0) {
   if (a.HV == 0) a.HV = a.H;
