@@ -266,8 +266,11 @@ bool run(const Case& p, unsigned seed, int variant) {
       d2 += (x - r) * (x - r), r2 += r * r;
     }
     split_h = std::sqrt(d2 / std::max(r2, 1e-300));
-    if (!(split_o <= 4 * std::ldexp(1.0, -9)) || !(split_h <= 4 * std::ldexp(1.0, -9))) ++slice_diff;  // NaN fails too
-    std::printf("  split %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, split_o, split_h, 4 * std::ldexp(1.0, -9));
+    // Bound 8 u: both runs carry their own rounding (each within 8 u of float64), nearly independent once the
+    // states differ in a bit; measured up to 4.5e-3 (9 segments), 0 where the state is forgotten within a segment.
+    const double split_bound = 8 * std::ldexp(1.0, -9);
+    if (!(split_o <= split_bound) || !(split_h <= split_bound)) ++slice_diff;  // NaN fails too
+    std::printf("  split %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, split_o, split_h, split_bound);
     o = o_split, ht = ht_split;
   }
   if (p.nan_seq >= 0) {  // containment: rerun with one NaN planted, compare bits with the clean run
@@ -650,6 +653,11 @@ int main(int argc, char** argv) {
       add(c, 3);
     }
     add(Case{1, 200, 1, 1, true, 8.0}, 6);  // 4 chunks in 6 segments: 1 chunk each, then two empty segments
+    {
+      Case c{1, 1100, 1, 1, true, 8.0};  // 18 chunks in 9 segments of 2: a combine chain of 7 products; slow decay
+      c.D = 64;
+      add(c, 9);
+    }
     {
       Case c{1, 0, 1, 2, true, 8.0};  // packed: a long sequence, short ones (empty segments), an empty one
       c.lens = {700, 30, 0, 260, 64};
