@@ -68,7 +68,8 @@ std::size_t g_slice_compares = 0, g_slice_words = 0;
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
 // gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
 // a.segs > 1: the split state pass as gdn::launch_split_ab and launch_state_t launch it: pass A (the state-only
-// kernel at 64 columns, E and M blocks, segments 0 .. segs - 2), pass B (combine_kernel, segs > 2), then pass C at
+// kernel at 64 columns, E and, with the delta rule, M blocks, segments 0 .. segs - 2), pass B (combine_kernel,
+// segs > 2), then pass C at
 // the width vt over segs x st_rows grid rows.
 template <int kD, int kVT>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
@@ -80,9 +81,14 @@ void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
   } else {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
     if (segs > 1)
-      emu::launch(&gdn::state_t_kernel<false, kD, 64, true>, 2 * kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
+      emu::launch(&gdn::state_t_kernel<false, kD, 64, true>, kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
   }
-  if (segs > 2) emu::launch(&gdn::combine_kernel<kD>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+  if (segs > 2) {  // without the delta rule pass A has no M blocks: M_s is a scalar the combine kernel forms
+    if (a.delta)
+      emu::launch(&gdn::combine_kernel<kD, true>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+    else
+      emu::launch(&gdn::combine_kernel<kD, false>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+  }
   if (a.delta)
     emu::launch(&gdn::state_t_kernel<true, kD, kVT>, kD / kVT, segs * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
   else
