@@ -68,7 +68,8 @@ std::size_t g_slice_compares = 0, g_slice_words = 0;
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
 // gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
 // a.segs > 1: the split state pass as gdn::launch_split_ab and launch_state_t launch it: pass A (the state-only
-// kernel at 64 columns, E and M blocks, segments 0 .. segs - 2), pass B (combine_kernel, segs > 2), then pass C at
+// kernel at 64 columns, E and, with the delta rule, M blocks, segments 0 .. segs - 2), pass B (combine_kernel,
+// segs > 2), then pass C at
 // the width vt over segs x st_rows grid rows.
 template <int kD, int kVT>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
@@ -80,9 +81,14 @@ void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
   } else {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
     if (segs > 1)
-      emu::launch(&gdn::state_t_kernel<false, kD, 64, true>, 2 * kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
+      emu::launch(&gdn::state_t_kernel<false, kD, 64, true>, kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
   }
-  if (segs > 2) emu::launch(&gdn::combine_kernel<kD>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+  if (segs > 2) {  // without the delta rule pass A has no M blocks: M_s is a scalar the combine kernel forms
+    if (a.delta)
+      emu::launch(&gdn::combine_kernel<kD, true>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+    else
+      emu::launch(&gdn::combine_kernel<kD, false>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+  }
   if (a.delta)
     emu::launch(&gdn::state_t_kernel<true, kD, kVT>, kD / kVT, segs * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
   else
@@ -266,8 +272,11 @@ bool run(const Case& p, unsigned seed, int variant) {
       d2 += (x - r) * (x - r), r2 += r * r;
     }
     split_h = std::sqrt(d2 / std::max(r2, 1e-300));
-    if (!(split_o <= 4 * std::ldexp(1.0, -9)) || !(split_h <= 4 * std::ldexp(1.0, -9))) ++slice_diff;  // NaN fails too
-    std::printf("  split %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, split_o, split_h, 4 * std::ldexp(1.0, -9));
+    // Bound 8 u: both runs carry their own rounding (each within 8 u of float64), nearly independent once the
+    // states differ in a bit; measured up to 4.5e-3 (9 segments), 0 where the state is forgotten within a segment.
+    const double split_bound = 8 * std::ldexp(1.0, -9);
+    if (!(split_o <= split_bound) || !(split_h <= split_bound)) ++slice_diff;  // NaN fails too
+    std::printf("  split %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, split_o, split_h, split_bound);
     o = o_split, ht = ht_split;
   }
   if (p.nan_seq >= 0) {  // containment: rerun with one NaN planted, compare bits with the clean run
@@ -650,6 +659,11 @@ int main(int argc, char** argv) {
       add(c, 3);
     }
     add(Case{1, 200, 1, 1, true, 8.0}, 6);  // 4 chunks in 6 segments: 1 chunk each, then two empty segments
+    {
+      Case c{1, 1100, 1, 1, true, 8.0};  // 18 chunks in 9 segments of 2: a combine chain of 7 products; slow decay
+      c.D = 64;
+      add(c, 9);
+    }
     {
       Case c{1, 0, 1, 2, true, 8.0};  // packed: a long sequence, short ones (empty segments), an empty one
       c.lens = {700, 30, 0, 260, 64};

@@ -917,7 +917,8 @@ struct StateTSmem {
 // from h0) and leave the segment's end state in Es slot s; blocks x >= kD / kVT run from h = I (K columns, sliced
 // like V's) with no value input (v = 0, so X = -beta e^G (K h)) and leave M_s = A_last ... A_first in Ms slot s: the
 // state update is h' = A_c h + B_c with one K x K map A_c for every value column, and this block computes A_c h
-// column by column (s = 0 needs no M: these blocks return at once). The same code, one template flag.
+// column by column (s = 0 needs no M: these blocks return at once). Without the delta rule A_c = e^{G_last} I: the
+// grid has no M blocks and combine_kernel forms the scalar itself. The same code, one template flag.
 template <bool kDelta = true, int kD = DK, int kVT = 64, bool kStateOnly = false>
 __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(const __grid_constant__ GdnFwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
@@ -1248,8 +1249,11 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 // entering segment s + 1. Grid (kD / 8, sequences x HV), kThreads threads: thread t owns row t % kD and kPer of the
 // 8 columns; the entering state's (kD x 8) slice stays in shared memory. Each sum in a fixed order (from E, then
 // fmaf over the rows of S in order): deterministic. Dynamic shared memory: combine_smem_bytes(kD).
+// Without the delta rule A_c = e^{G_last} I, so M_s is the scalar m_s = prod over the segment's chunks of
+// e^{G_last} (the G workspace's last entries, multiplied in chunk order) and pass A has no M blocks:
+// Es[s] = fmaf(m_s, Es[s - 1], Es[s]).
 constexpr std::size_t combine_smem_bytes(int kD) { return static_cast<std::size_t>(kD) * 8 * sizeof(float); }
-template <int kD>
+template <int kD, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant__ GdnFwdArgs a) {
   constexpr int kCols = 8, kGroups = kThreads / kD, kPer = kCols / kGroups;
   static_assert(kThreads % kD == 0 && kCols % kGroups == 0, "rows x column groups = the block");
@@ -1263,21 +1267,32 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
   for (int e = tid; e < kD * kCols; e += kThreads) prev[e] = a.Es[head + (e / kCols) * kD + c0 + e % kCols];
   __syncthreads();
   for (int sg = 1; sg + 1 < a.segs; ++sg) {
-    const float* M = a.Ms + sg * seg_states + head + static_cast<std::int64_t>(d) * kD;  // row d of M_s
     float* E = a.Es + sg * seg_states + head + static_cast<std::int64_t>(d) * kD + c0 + j0;
     float acc[kPer];
+    if constexpr (kDelta) {
+      const float* M = a.Ms + sg * seg_states + head + static_cast<std::int64_t>(d) * kD;  // row d of M_s
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) acc[j] = E[j];
+      for (int j = 0; j < kPer; ++j) acc[j] = E[j];
 #pragma unroll 4
-    for (int k = 0; k < kD; k += 4) {
-      const float4 m = *reinterpret_cast<const float4*>(M + k);
+      for (int k = 0; k < kD; k += 4) {
+        const float4 m = *reinterpret_cast<const float4*>(M + k);
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        acc[j] = fmaf(m.x, prev[k * kCols + j0 + j], acc[j]);
-        acc[j] = fmaf(m.y, prev[(k + 1) * kCols + j0 + j], acc[j]);
-        acc[j] = fmaf(m.z, prev[(k + 2) * kCols + j0 + j], acc[j]);
-        acc[j] = fmaf(m.w, prev[(k + 3) * kCols + j0 + j], acc[j]);
+        for (int j = 0; j < kPer; ++j) {
+          acc[j] = fmaf(m.x, prev[k * kCols + j0 + j], acc[j]);
+          acc[j] = fmaf(m.y, prev[(k + 1) * kCols + j0 + j], acc[j]);
+          acc[j] = fmaf(m.z, prev[(k + 2) * kCols + j0 + j], acc[j]);
+          acc[j] = fmaf(m.w, prev[(k + 3) * kCols + j0 + j], acc[j]);
+        }
       }
+    } else {  // M_s = m_s I
+      const int n = static_cast<int>(blockIdx.y) / a.HV, hv = static_cast<int>(blockIdx.y) % a.HV;
+      const Seq sq = sequence(a, n);
+      const int per = (sq.nch + a.segs - 1) / a.segs;
+      const int c_begin = min(sq.nch, sg * per), c_end = min(sq.nch, c_begin + per);
+      float m = 1.f;
+      for (int c = c_begin; c < c_end; ++c) m *= expf(a.G[slot(a, sq, hv, c) * C + C - 1]);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) acc[j] = fmaf(m, prev[d * kCols + j0 + j], E[j]);
     }
     __syncthreads();  // every thread is done reading prev
 #pragma unroll
@@ -1376,7 +1391,8 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
 namespace gdn {
 // Rung 3's state kernel at one slice width; its shared memory set once per process and instantiation (the
 // current device's), so timed launches carry no attribute calls.
-// kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV)); else pass C or the unsplit
+// kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV), without the delta rule
+// (kD / kVT, ..): no M blocks); else pass C or the unsplit
 // pass (grid (kD / kVT, segs sequences x HV)).
 template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
 inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
@@ -1385,7 +1401,8 @@ inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
                            static_cast<int>(sizeof(StateTSmem<kVT>)));
   if (attributes != cudaSuccess) return attributes;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
-  const dim3 grid = kStateOnly ? dim3(2 * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);
+  // pass A: E blocks, and with the delta rule M blocks (without it M_s is a scalar: combine_kernel)
+  const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);
   state_t_kernel<kDelta, kD, kVT, kStateOnly><<<grid, kThreads, sizeof(StateTSmem<kVT>), stream>>>(a);
   return cudaGetLastError();
 }
@@ -1394,7 +1411,7 @@ template <bool kDelta, int kD>
 inline cudaError_t launch_split_ab(const GdnFwdArgs& a, cudaStream_t stream) {
   cudaError_t e = launch_state_t<kDelta, kD, 64, true>(a, stream);
   if (e != cudaSuccess || a.segs <= 2) return e;
-  combine_kernel<kD><<<dim3(kD / 8, a.num_seqs() * a.HV), kThreads, combine_smem_bytes(kD), stream>>>(a);
+  combine_kernel<kD, kDelta><<<dim3(kD / 8, a.num_seqs() * a.HV), kThreads, combine_smem_bytes(kD), stream>>>(a);
   return cudaGetLastError();
 }
 }  // namespace gdn
