@@ -103,7 +103,7 @@ std::string backward_refusal(const Problem& p) {
   // The kernels' own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
   alignas(256) static char stand_in[256];
   a.Tm = a.hc = a.dhc = a.dhcl = a.vn = a.vnl = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
-  a.G = a.Bc = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
+  a.G = a.Bc = a.Gr = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
   a.status = a.table = reinterpret_cast<std::int32_t*>(stand_in);
   if (const char* why = gdn_bwd_mma_refusal(a)) return why;
   return "";
