@@ -56,7 +56,7 @@ namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 int KD = 128, VD = 128;
 void use_dims(int D) { KD = VD = D; }
 const char* dims_tag() { return KD == 128 ? "" : " K=V=64"; }  // in every result line of a K = 64 case
-// "k64": only the K = 64 cases of every family (the default run's, the rule cases and the packed sequences); the
+// "k64" (or GLR_EMU_K64 set, with any subset): only the K = 64 cases of every family (the default run's, the rule cases and the packed sequences); the
 // K = 128 cases return at once, unprinted.
 bool k64_only = false;
 bool skip_case(int D) { return k64_only && D == 128; }
@@ -845,6 +845,7 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
 // With arguments B T H h0 dht mu [vt [HV]]: that one case only (vt 64 unless given, HV = H unless given).
 // "gva": the grouped-value-head cases only.
 int main(int argc, char** argv) {
+  if (std::getenv("GLR_EMU_K64") != nullptr) k64_only = true;  // any subset, its K = 64 cases only
   if (argc >= 7 && argc <= 9) {
     Shape s{std::atoi(argv[1]),       std::atoi(argv[2]), std::atoi(argv[3]),
             std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),

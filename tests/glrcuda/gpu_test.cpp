@@ -591,12 +591,12 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {Member::mamba2, k128, {DType::bf16}, {}, "member mamba2"},
       {Member::retnet, k128, {DType::bf16}, {}, "member retnet"},
       {Member::linear_attention, k128, {DType::bf16}, {}, "member linear_attention"},
-      {Member::gated_deltanet, {"K32", 1, 130, 1, 1, 32, 32, {}, true}, {DType::bf16}, {}, "K = 32, V = 32 (takes K = V = 64 or 128)"},
+      {Member::gated_deltanet, {"K64_V128", 1, 130, 1, 1, 64, 128, {}, true}, {DType::bf16}, {}, "K = 64, V = 128 (takes K = V = 64 or 128)"},
       {Member::gated_deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
       {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},
       {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
       {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"K32_varlen", 1, 130, 1, 1, 32, 32, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 32, V = 32"},
+      {Member::gated_deltanet, {"K64_V128_varlen", 1, 130, 1, 1, 64, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 128"},
   };
   for (const Fallback& f : fallbacks) {
     const Case c = make_case(f.member, f.shape, f.dt, f.layout, test_seed(salt++));

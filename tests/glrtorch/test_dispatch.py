@@ -244,11 +244,11 @@ def test_cuda_backward_path_fallbacks_say_why():
     p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 2, 64, 64))
     path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
     assert path.startswith("sm90: " if on_sm90() else "blocks: "), path
-    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 1, 32, 32))
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 1, 64, 128))
     path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
     assert path.startswith("blocks: "), path
     if on_sm90():
-        assert "K = 32, V = 32 (takes K = V = 64 or 128)" in path, path
+        assert "K = 64, V = 128 (takes K = V = 64 or 128)" in path, path
     p = to_cuda_bf16(make_problem("mamba2", 1, 100, 1, 1, 128, 128))
     path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
     assert path.startswith("blocks: ") and "member mamba2" in path, path
