@@ -11,7 +11,7 @@
 // nothing else, so dq, dk, dv, dh0 of bf16 g / beta equal bit for bit those of fp32 g / beta holding the same values.
 // DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
 // Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
-// per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, 128); g, beta, dg, dbeta (B, T, HV); the
+// per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
 // dk in fp32 (dqp, dkp) and the group kernel sums a group's HV / H of them in ascending value-head order, as the
 // block programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16. HV = H: unchanged.
