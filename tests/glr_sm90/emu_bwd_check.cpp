@@ -21,6 +21,11 @@
 // rule as glr/contracts/sm90/*_bwd.toml set it (docs/glr-math.md section 7; see rule_offenders). Before the
 // kernels formed their decays between two tokens from Gr, NaN or +Inf in g at a sequence's first token failed it
 // (every dv NaN, the oracle's finite), as kgate did on the H200.
+//
+// K = V = 64 (Shape::D = 64; the kernels' kD = 64 instantiation, 2026-12-04): cases in every family (shapes, gva,
+// bf16, sweep, planted, rule, varlen), tagged "K=V=64" in their lines; "k64" (or GLR_EMU_K64=1 with any subset) runs
+// those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
+// partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
 #include "emu.hpp"
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
