@@ -364,11 +364,11 @@ void print_residency(int B, int T, int H) {
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, sizeof(gb::DhSmem<kVT>)));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel, 128, sizeof(gb::ChunkSmem)));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, sizeof(gb::ChunkSmem<128>)));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
               "dh %d (%zu B), chunk %d (%zu B); workspace %.1f MB\n",
               B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, sizeof(gb::DhSmem<kVT>), nc,
-              sizeof(gb::ChunkSmem), glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
+              sizeof(gb::ChunkSmem<128>), glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
 void timing(int B, int T, int H) {

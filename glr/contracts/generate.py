@@ -157,6 +157,44 @@ SM90_BWD_VARLEN_NOTES = comment_lines(
     "per sequence. Offsets are checked on the device: invalid ones make every output NaN, as the block programs.")
 
 
+# The sm90 backward main files' `written` lines, per member (profile sm90, pass bwd; the k64 variant edits them).
+SM90_BWD_WRITTEN = {"*": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+         "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+         "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV a multiple of\n"
+         "# H (grouped value heads: v, dout, dv, the scalars and the states use HV, q, k, dq, dk use H; value\n"
+         "# head hv reads q/k head hv / (HV / H)), bf16 token tensors and beta (so dbeta), f32 g (so dg) and\n"
+         "# states, dense batches: what flash-linear-attention's callers pass. The layout gate's strided and\n"
+         "# offset views fall back to the block programs, which is the dispatch's contract; every other gate's\n"
+         "# calls run the tensor-core backward. ./gated_deltanet_bf16g_f32beta_bwd.toml covers bf16 g and f32 beta."),
+         "deltanet": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+                      "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+                      "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh, Gated DeltaNet's kernels with G = 0: no g read, no\n"
+                      "# dg written) on an sm_90 device: K = V = 128, HV a multiple of H (grouped value heads: v, dout, dv,\n"
+                      "# beta and the states use HV, q, k, dq, dk use H), bf16 token tensors and beta (so dbeta), f32\n"
+                      "# states, dense batches. The layout gate's strided and offset views fall back to the block programs,\n"
+                      "# which is the dispatch's contract; every other gate's calls run the tensor-core backward."),
+         "gated_deltanet_varlen": (
+             "# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+             "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+             "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV a multiple of\n"
+             "# H (grouped value heads), bf16 token tensors and beta (so dbeta), f32 g (so dg) and states, packed\n"
+             "# sequences (cu_seqlens, B = 1; h0, dht, dh0 per sequence): as ./gated_deltanet_bwd.toml on dense\n"
+             "# batches. The layout gate's strided and offset views fall back to the block programs, which is the\n"
+             "# dispatch's contract; every other gate's calls run the tensor-core backward.")}
+
+# The sm90 backward's K = V = 64 files (variant k64): why K = 128's tolerances carry over.
+SM90_BWD_K64_NOTES = comment_lines(
+    "K = V = 64 (2026-12-04; run only on the host emulator so far, not yet on a GPU): the same kernels instantiated at "
+    "kD = 64 (each warp one 16-row tile of the state slice, the chunk kernel's phase 2 one 64-column part of K), so "
+    "every product's operands get the same bf16 roundings as at K = 128 over inner sums half as long, and the "
+    "tolerances are K = 128's (per element 2^-6 |ref| + 2^-4 rms(ref); derived and measured in the K = 128 files' "
+    "headers). The emulator (tests/glr_sm90/run_emu_bwd.sh k64) checks it against the float64 recurrence in every "
+    "family: dense shapes with T not a multiple of 64, h0 and dht, grouped value heads, bf16 g and beta, packed "
+    "sequences (each bit for bit the same sequence run alone), planted NaN and +-Inf under kgate's rule; with this "
+    "contract's distributions (sweep: B2 T100 H1, inputs x 1 and x 1e-3) every gradient within the per-element "
+    "bound, the largest atol_rms needed at rtol 2^-6 3.2e-2 (dv at x 1e-3) of the 2^-4 allowed.")
+
+
 # A profile: what differs between the implementations it describes. Keys (a pass may override any of them
 # in its entry of `passes`, e.g. another title, implementation text or tolerances for the backward):
 #   folder, title, op, algorithm, written, fixed_note, varlen_note, implementation, notes: where the files go,
@@ -295,29 +333,7 @@ PROFILES = {
                 members=("gated_deltanet", "deltanet"),
                 varlen_members=("gated_deltanet",),
                 algorithm="sm90 tensor-core backward (C = 64)",
-                written={"*": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
-                         "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
-                         "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV a multiple of\n"
-                         "# H (grouped value heads: v, dout, dv, the scalars and the states use HV, q, k, dq, dk use H; value\n"
-                         "# head hv reads q/k head hv / (HV / H)), bf16 token tensors and beta (so dbeta), f32 g (so dg) and\n"
-                         "# states, dense batches: what flash-linear-attention's callers pass. The layout gate's strided and\n"
-                         "# offset views fall back to the block programs, which is the dispatch's contract; every other gate's\n"
-                         "# calls run the tensor-core backward. ./gated_deltanet_bf16g_f32beta_bwd.toml covers bf16 g and f32 beta."),
-                         "deltanet": ("# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
-                                      "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
-                                      "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh, Gated DeltaNet's kernels with G = 0: no g read, no\n"
-                                      "# dg written) on an sm_90 device: K = V = 128, HV a multiple of H (grouped value heads: v, dout, dv,\n"
-                                      "# beta and the states use HV, q, k, dq, dk use H), bf16 token tensors and beta (so dbeta), f32\n"
-                                      "# states, dense batches. The layout gate's strided and offset views fall back to the block programs,\n"
-                                      "# which is the dispatch's contract; every other gate's calls run the tensor-core backward."),
-                         "gated_deltanet_varlen": (
-                             "# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
-                             "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
-                             "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90 device: K = V = 128, HV a multiple of\n"
-                             "# H (grouped value heads), bf16 token tensors and beta (so dbeta), f32 g (so dg) and states, packed\n"
-                             "# sequences (cu_seqlens, B = 1; h0, dht, dh0 per sequence): as ./gated_deltanet_bwd.toml on dense\n"
-                             "# batches. The layout gate's strided and offset views fall back to the block programs, which is the\n"
-                             "# dispatch's contract; every other gate's calls run the tensor-core backward.")},
+                written=SM90_BWD_WRITTEN,
                 varlen_note="Packed sequences (cu_seqlens, B = 1), bf16 token tensors and beta, f32 gate and states.",
                 fixed_note={"*": "Fixed batch [B, T], bf16 token tensors and beta, f32 gate and states.",
                             "deltanet": "Fixed batch [B, T], bf16 token tensors and beta, f32 states."},
@@ -369,6 +385,18 @@ PROFILES = {
                     tolerance={**{name: operand_tolerance("bf16", 4, "bf16 operands: see the header")
                                   for name in ("dq", "dk", "dv", "dbeta", "dh0")},
                                "dg": stored_tolerance("bf16", 4, "bf16", "bf16 operands, stored bf16: see the header")},
+                ),
+                # K = V = 64 (the kernels' kD = 64 instantiation, 2026-12-04): the main files' members, dtypes,
+                # grouped value heads and packed sequences at the other head dims the backward takes.
+                "k64": dict(
+                    written={key: text.replace("on an sm_90 device: K = V = 128,", "on an sm_90 device: K = V = 64 (the\n"
+                                               "# kernels' head-dim template parameter kD = 64; the files without _k64 are K = V = 128),")
+                             for key, text in SM90_BWD_WRITTEN.items()},
+                    notes={key: SM90_BWD_K64_NOTES for key in ("*", "deltanet", "gated_deltanet_varlen")},
+                    K=dict(min=64, max=64, nominal=64, multiple_of=None),
+                    V=dict(min=64, max=64, nominal=64, multiple_of=None),
+                    accumulation=dict(T=320, K=64, V=64, chunks=5, delta_note=("2^-13", " and h0 small,"),
+                                      k_delta=0.0625, beta=2.0 ** -10, h0_delta=0.01),
                 )},
             ),
         },

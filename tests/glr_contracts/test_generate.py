@@ -189,21 +189,29 @@ def test_the_sm90_backward_contracts_cover_its_paths():
     # main file with what flash-linear-attention passes (bf16 beta, f32 g), at K = V = 128; dense batches, and since
     # 2026-12-04 packed sequences (Gated DeltaNet, the main file's dtypes: cu_seqlens, B = 1, states per sequence).
     docs = {rel: doc for rel, (doc, _, _, bwd, _) in parsed().items() if bwd and rel.startswith("sm90/")}
-    assert sorted(docs) == ["sm90/deltanet_bwd.toml", "sm90/gated_deltanet_bf16g_f32beta_bwd.toml",
-                            "sm90/gated_deltanet_bwd.toml", "sm90/gated_deltanet_varlen_bwd.toml"]
+    # K = V = 64 since 2026-12-04: the k64 variant (both members dense, Gated DeltaNet packed), K = V = 128 elsewhere.
+    assert sorted(docs) == ["sm90/deltanet_bwd.toml", "sm90/deltanet_k64_bwd.toml",
+                            "sm90/gated_deltanet_bf16g_f32beta_bwd.toml", "sm90/gated_deltanet_bwd.toml",
+                            "sm90/gated_deltanet_k64_bwd.toml", "sm90/gated_deltanet_varlen_bwd.toml",
+                            "sm90/gated_deltanet_varlen_k64_bwd.toml"]
     seen = set()
     for rel, doc in docs.items():
         t = tensors(doc)
-        varlen = rel == "sm90/gated_deltanet_varlen_bwd.toml"
+        varlen = rel.startswith("sm90/gated_deltanet_varlen_")
+        k64 = "_k64_" in rel
         b, n = (1, "N") if varlen else ("B", "B")
         assert doc["dims"]["HV"]["multiple_of"] == "H" and doc["dims"]["HV"]["nominal"] > doc["dims"]["H"]["nominal"], rel
         assert t["v"]["shape"] == [b, "T", "HV", "V"] and t["q"]["shape"] == [b, "T", "H", "K"], rel
         assert t["dq"]["shape"] == [b, "T", "H", "K"] and t["beta"]["shape"] == [b, "T", "HV"], rel
         assert t["h0"]["shape"] == [n, "HV", "K", "V"] and t["dh0"]["shape"] == [n, "HV", "K", "V"], rel
-        assert (doc["dims"]["K"]["min"], doc["dims"]["K"]["max"], doc["dims"]["V"]["min"], doc["dims"]["V"]["max"]) == (128,) * 4
+        dim = 64 if k64 else 128
+        assert (doc["dims"]["K"]["min"], doc["dims"]["K"]["max"], doc["dims"]["V"]["min"], doc["dims"]["V"]["max"]) == (dim,) * 4
+        assert doc["accumulation"]["sizes"]["K"] == dim and doc["accumulation"]["sizes"]["V"] == dim, rel
+        assert doc["op"]["name"].endswith(".k64") == k64, rel
         if varlen:
             assert t["cu_seqlens"]["domain"] == {"kind": "offsets", "total": "T"} and doc["attrs"]["varlen"] == 1, rel
-            assert doc["op"]["name"] == "glr.sm90.gated_deltanet.bwd.varlen" and doc["nonfinite"]["segments"] == "cu_seqlens"
+            assert doc["op"]["name"] == "glr.sm90.gated_deltanet.bwd.varlen" + (".k64" if k64 else "")
+            assert doc["nonfinite"]["segments"] == "cu_seqlens"
             assert (t["beta"]["dtype"], t["g"]["dtype"]) == ("bf16", "f32"), rel  # the main file's: fla's
             assert t["dq"]["tolerance"] == tensors(docs["sm90/gated_deltanet_bwd.toml"])["dq"]["tolerance"], rel
         else:
@@ -218,6 +226,9 @@ def test_the_sm90_backward_contracts_cover_its_paths():
     assert seen == {("g", "f32"), ("g", "bf16"), ("beta", "f32"), ("beta", "bf16")}
     fla = tensors(docs["sm90/gated_deltanet_bwd.toml"])
     assert (fla["beta"]["dtype"], fla["g"]["dtype"]) == ("bf16", "f32")
+    for member in ("gated_deltanet", "deltanet", "gated_deltanet_varlen"):  # k64: the main file's tensors and tolerances
+        main, k64 = tensors(docs["sm90/%s_bwd.toml" % member]), tensors(docs["sm90/%s_k64_bwd.toml" % member])
+        assert main == k64, member
     variant = docs["sm90/gated_deltanet_bf16g_f32beta_bwd.toml"]
     assert variant["op"]["name"] == "glr.sm90.gated_deltanet.bwd.bf16g_f32beta"
     assert "../gated_deltanet_bwd.toml" in header(gen.contracts()["sm90/gated_deltanet_bf16g_f32beta_bwd.toml"])

@@ -21,6 +21,11 @@
 // rule as glr/contracts/sm90/*_bwd.toml set it (docs/glr-math.md section 7; see rule_offenders). Before the
 // kernels formed their decays between two tokens from Gr, NaN or +Inf in g at a sequence's first token failed it
 // (every dv NaN, the oracle's finite), as kgate did on the H200.
+//
+// K = V = 64 (Shape::D = 64; the kernels' kD = 64 instantiation, 2026-12-04): cases in every family (shapes, gva,
+// bf16, sweep, planted, rule, varlen), tagged "K=V=64" in their lines; "k64" (or GLR_EMU_K64=1 with any subset) runs
+// those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
+// partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
 #include "emu.hpp"
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
@@ -51,7 +56,15 @@ namespace {
 using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
-constexpr int KD = 128, VD = 128;
+// The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
+// entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
+int KD = 128, VD = 128;
+void use_dims(int D) { KD = VD = D; }
+const char* dims_tag() { return KD == 128 ? "" : " K=V=64"; }  // in every result line of a K = 64 case
+// "k64" (or GLR_EMU_K64 set, with any subset): only the K = 64 cases of every family (the default run's, the rule cases and the packed sequences); the
+// K = 128 cases return at once, unprinted.
+bool k64_only = false;
+bool skip_case(int D) { return k64_only && D == 128; }
 
 struct Shape {
   int B, T, H;
@@ -63,6 +76,7 @@ struct Shape {
                   // those are checked. 3: g = -Inf (a legal decay, the state reset) at token T / 2 of every
                   // sequence: every output stays finite, all are checked
   int HV = 0;  // value heads (grouped value heads: a multiple of H, value head hv reads q/k head hv / (HV / H)); 0: H
+  int D = 128;  // K = V: 128, or 64 (the kernels' kD = 64 instantiation)
   bool deltanet() const { return std::isinf(mu) && mu > 0; }
   int hv() const { return HV > 0 ? HV : H; }
 };
@@ -233,7 +247,7 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
   in.dout.resize(vtok * VD);
   auto rows = [&](std::vector<__nv_bfloat16>& x, bool unit) {
     for (std::size_t r = 0; r < x.size() / KD; ++r) {
-      double val[KD], ss = 0;
+      double val[128], ss = 0;
       for (int d = 0; d < KD; ++d) {
         val[d] = nd(rng);
         ss += val[d] * val[d];
@@ -309,30 +323,39 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.scale = scale;
   a.vt = p.vt;
   a.HV = p.hv();
-  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, p.hv()) + 7) / 8 + 32);
+  a.D = KD;
+  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, p.hv(), 0, KD) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
 
   const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
-  if (NT > 0) {
-    emu::launch(&gdn::wy_kernel<3>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
-  }
-  auto state_passes = [&](auto vt) {
-    constexpr int kVT = decltype(vt)::value;
-    if (NT > 0) emu::launch(&gdn_bwd::h_kernel<kVT>, VD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT>), a);
-    emu::launch(&gdn_bwd::dh_kernel<kVT>, VD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT>), a);
+  auto launch = [&](auto d) {  // the kernels at head dims kD, as gdn_bwd_mma's launch_all
+    constexpr int kD = decltype(d)::value;
+    if (NT > 0) {
+      emu::launch(&gdn::wy_kernel<3, true, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
+    }
+    auto state_passes = [&](auto vt) {
+      constexpr int kVT = decltype(vt)::value;
+      if (NT > 0)
+        emu::launch(&gdn_bwd::h_kernel<kVT, kD>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
+      emu::launch(&gdn_bwd::dh_kernel<kVT, kD>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
+    };
+    if (p.vt == 64)
+      state_passes(std::integral_constant<int, 64>{});
+    else if (p.vt == 32)
+      state_passes(std::integral_constant<int, 32>{});
+    else
+      state_passes(std::integral_constant<int, 16>{});
+    if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel<kD>, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
+      const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
+      emu::launch(&gdn_bwd::group_kernel<kD>, blocks, 1, gdn_bwd::smem_raw, 0, a);
+    }
   };
-  if (p.vt == 64)
-    state_passes(std::integral_constant<int, 64>{});
-  else if (p.vt == 32)
-    state_passes(std::integral_constant<int, 32>{});
+  if (KD == 64)
+    launch(std::integral_constant<int, 64>{});
   else
-    state_passes(std::integral_constant<int, 16>{});
-  if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem), a);
-  if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
-    const int blocks = std::min(3, static_cast<int>((tok * (KD / 4) + 127) / 128));
-    emu::launch(&gdn_bwd::group_kernel, blocks, 1, gdn_bwd::smem_raw, 0, a);
-  }
+    launch(std::integral_constant<int, 128>{});
   return o;
 }
 
@@ -423,6 +446,9 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
 }
 
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
+  check_reference = check_reference && p.D == 128;  // the GPU check's reference kernel is written for K = V = 128
   Inputs in = make_inputs(p, seed);
   if (p.plant == 3)
     for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.hv()] = -INFINITY;
@@ -430,7 +456,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     for (int b = 0; b < p.B; ++b) {
       const std::size_t row = ((static_cast<std::size_t>(b) * p.T + p.T - 1) * p.hv()) * VD;  // (b, T - 1, head 0)
       const float x = p.plant == 1 ? NAN : INFINITY;
-      in.v[row + (b == 0 ? 0 : 127)] = __float2bfloat16_rn(x);
+      in.v[row + (b == 0 ? 0 : VD - 1)] = __float2bfloat16_rn(x);
       in.v[row + 55] = __float2bfloat16_rn(b == 0 ? x : -x);
     }
   const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
@@ -544,7 +570,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   }
   char hvs[24] = "";
   if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
-  std::printf("emu bwd B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", p.B, p.T, p.H, hvs, p.h0 ? 1 : 0,
+  std::printf("emu bwd%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0,
               p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "",
               p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -649,6 +675,8 @@ const char* plant_name(PlantIn x) {
 // tensors (q, k at key dim 5, v, dout at value dim 9, g, beta), element (3, 7) of h0 and dht. Every output judged
 // by the rule above against the float64 reference.
 bool run_rule(const Shape& p, unsigned seed, PlantIn where, int t, float value) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
   Inputs in = make_inputs(p, seed);
   const int HV = p.hv();
   const std::size_t tq = static_cast<std::size_t>(t) * p.H, tv = static_cast<std::size_t>(t) * HV;  // batch row 0, head 0
@@ -693,8 +721,8 @@ bool run_rule(const Shape& p, unsigned seed, PlantIn where, int t, float value) 
   if (p.h0) judge({"dh0", 0, 1, f32_max, false}, fget(o.dh0), r.dh0);
   char hvs[24] = "";
   if (HV != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", HV);
-  std::printf("emu bwd rule B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d %4s %s at t %-3d | oracle non-finite:%s | %s%s%s\n",
-              p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf",
+  std::printf("emu bwd rule%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d %4s %s at t %-3d | oracle non-finite:%s | %s%s%s\n",
+              dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf",
               plant_name(where), t, line.c_str(), ok ? "PASS" : "FAIL: ", first.c_str(), "");
   std::fflush(stdout);
   return ok;
@@ -715,6 +743,16 @@ bool run_rule_cases() {
       for (int t : {0, 70}) ok = run_rule(p, seed++, w, t, val) && ok;
     for (PlantIn w : {PlantIn::h0, PlantIn::dht}) ok = run_rule(p, seed++, w, 0, val) && ok;
   }
+  // K = V = 64 (seeds 960 on): g at a sequence's first token (shrunk B2 T1 and the nominal shape), at a chunk's
+  // first token, v and k mid-sequence, h0 and dht.
+  const Shape p64{2, 100, 1, true, true, 2.0, 32, 0, 2, 64};
+  seed = 960;
+  for (float val : {NAN, INFINITY, -INFINITY}) {
+    ok = run_rule(Shape{2, 1, 1, true, true, 2.0, 64, 0, 0, 64}, seed++, PlantIn::g, 0, val) && ok;
+    for (int t : {0, 64}) ok = run_rule(p64, seed++, PlantIn::g, t, val) && ok;
+    for (PlantIn w : {PlantIn::k, PlantIn::v}) ok = run_rule(p64, seed++, w, 70, val) && ok;
+  }
+  for (PlantIn w : {PlantIn::h0, PlantIn::dht}) ok = run_rule(p64, seed++, w, 0, NAN) && ok;
   return ok;
 }
 
@@ -725,6 +763,8 @@ bool run_rule_cases() {
 // once to nearest even, bit for bit, and DeltaNet's dg stays unwritten; (3) every gradient against the float64
 // reference within run's bounds, one bf16 rounding (u) added for the bf16 dg and dbeta.
 bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
   Inputs in = make_inputs(p, seed);
   if (p.plant == 3)
     for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.H] = -INFINITY;
@@ -795,8 +835,8 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
     std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
     line += buf;
   }
-  std::printf("emu bwd bf16 %s%s B%d T%-4d H%d HV%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s%s | %s\n", g16 ? "g" : "",
-              g16 && b16 ? "+beta" : b16 ? "beta" : "", p.B, p.T, p.H, p.hv(), p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt,
+  std::printf("emu bwd bf16 %s%s%s B%d T%-4d H%d HV%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s%s | %s\n", g16 ? "g" : "",
+              g16 && b16 ? "+beta" : b16 ? "beta" : "", dims_tag(), p.B, p.T, p.H, p.hv(), p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt,
               p.deltanet() ? " deltanet (gate 0)" : "", p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(),
               ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -810,6 +850,7 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
 // With arguments B T H h0 dht mu [vt [HV]]: that one case only (vt 64 unless given, HV = H unless given).
 // "gva": the grouped-value-head cases only.
 int main(int argc, char** argv) {
+  if (std::getenv("GLR_EMU_K64") != nullptr) k64_only = true;  // any subset, its K = 64 cases only
   if (argc >= 7 && argc <= 9) {
     Shape s{std::atoi(argv[1]),       std::atoi(argv[2]), std::atoi(argv[3]),
             std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
@@ -824,14 +865,28 @@ int main(int argc, char** argv) {
                           {1, 64, 1, false, true, -1.0, 32},  {1, 100, 2, true, false, 2.0, 64},
                           {2, 130, 1, false, false, 0.0, 16}, {1, 200, 1, true, true, 8.0, 64},
                           {1, 200, 1, true, true, 8.0, 16},   {1, 200, 1, false, true, -1.0, 32},
-                          {1, 130, 1, true, true, INFINITY, 64}};
+                          {1, 130, 1, true, true, INFINITY, 64},
+                          // K = V = 64 (the kernels' kD = 64): T not a multiple of 64, h0 / dht, two heads, two
+                          // sequences, every slice width (1, 2, 4 slices a head), DeltaNet
+                          {1, 100, 1, true, true, 2.0, 64, 0, 0, 64},  {2, 130, 1, false, true, -1.0, 16, 0, 0, 64},
+                          {1, 33, 2, true, false, 4.0, 32, 0, 0, 64},  {1, 200, 1, true, true, 8.0, 16, 0, 0, 64},
+                          {1, 70, 1, true, true, INFINITY, 32, 0, 0, 64}};
   // Grouped value heads (HV = 2H and 4H): value head hv reads q/k head hv / (HV / H); dq and dk the group kernel's
   // fixed-order sums of the value heads' fp32 shares. Fresh inputs (seeds 301 on), with and without h0/dht, every
   // slice width, DeltaNet; two of them run twice (bitwise equal).
   const Shape gva[] = {{1, 100, 1, true, true, 2.0, 64, 0, 2},   {1, 130, 2, false, false, 0.0, 16, 0, 8},
                        {2, 70, 1, true, false, -1.0, 32, 0, 4},  {1, 64, 2, false, true, INFINITY, 64, 0, 4},
-                       {2, 33, 2, true, true, 4.0, 32, 0, 4}};
+                       {2, 33, 2, true, true, 4.0, 32, 0, 4},
+                       // K = V = 64
+                       {1, 100, 1, true, true, 2.0, 64, 0, 2, 64}, {2, 70, 1, true, false, -1.0, 16, 0, 4, 64},
+                       {1, 130, 2, false, true, INFINITY, 32, 0, 4, 64}};
   bool ok = true;
+  if (argc == 2 && std::string(argv[1]) == "k64") {  // every family's K = 64 cases: the default run's, rule, varlen
+    k64_only = true;
+    argc = 1;
+    ok = run_rule_cases() && ok;
+    ok = run_varlen_cases() && ok;
+  }
   if (argc == 2 && std::string(argv[1]) == "varlen") {  // packed sequences (emu_bwd_varlen.inc)
     ok = run_varlen_cases();
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
@@ -858,7 +913,10 @@ int main(int argc, char** argv) {
     for (const Shape& s : {Shape{2, 1, 1, true, true, 2.0, 64, 1}, Shape{2, 1, 1, true, true, 2.0, 64, 2},
                            Shape{1, 64, 1, true, true, 2.0, 32, 1}, Shape{1, 100, 1, false, true, 4.0, 16, 2},
                            Shape{1, 130, 1, true, true, 2.0, 64, 1}, Shape{2, 1, 1, true, true, 2.0, 64, 3},
-                           Shape{1, 100, 1, true, true, 2.0, 32, 3}})
+                           Shape{1, 100, 1, true, true, 2.0, 32, 3},
+                           // K = V = 64
+                           Shape{2, 1, 1, true, true, 2.0, 64, 1, 0, 64}, Shape{1, 100, 1, false, true, 4.0, 16, 2, 0, 64},
+                           Shape{1, 130, 1, true, true, 2.0, 32, 1, 0, 64}, Shape{1, 100, 1, true, true, 2.0, 32, 3, 0, 64}})
       ok = run(s, pseed++, false) && ok;
     if (planted_only) {
       ok = run_rule_cases() && ok;
@@ -881,6 +939,7 @@ int main(int argc, char** argv) {
       setenv("GLR_EMU_SCALE", sc, 1);
       std::printf("contract inputs x %s:\n", sc);
       for (unsigned sd : {21u, 25u, 26u}) ok = run(Shape{2, 100, 1, true, true, 0.0, 64}, sd, false) && ok;
+      ok = run(Shape{2, 100, 1, true, true, 0.0, 32, 0, 0, 64}, 21u, false) && ok;  // K = V = 64
     }
     if (old_kind) setenv("GLR_EMU_INPUTS", keep_kind.c_str(), 1); else unsetenv("GLR_EMU_INPUTS");
     if (old_scale) setenv("GLR_EMU_SCALE", keep_scale.c_str(), 1); else unsetenv("GLR_EMU_SCALE");
@@ -903,7 +962,10 @@ int main(int argc, char** argv) {
         {{1, 64, 1, true, false, -1.0, 32}, true, true},  {{1, 33, 1, true, true, 4.0, 32}, true, false},
         {{1, 130, 1, true, true, INFINITY, 64}, false, true}, {{1, 100, 1, true, true, 2.0, 16, 3}, true, true},
         // with grouped value heads (HV = 2H, 4H): fla's bf16 beta on the shapes glr's benchmark times with HV32
-        {{1, 100, 2, true, true, 2.0, 64, 0, 4}, false, true}, {{2, 70, 1, true, false, -1.0, 32, 0, 4}, true, true}};
+        {{1, 100, 2, true, true, 2.0, 64, 0, 4}, false, true}, {{2, 70, 1, true, false, -1.0, 32, 0, 4}, true, true},
+        // K = V = 64
+        {{1, 100, 2, true, true, 2.0, 64, 0, 0, 64}, true, true}, {{1, 130, 1, true, true, INFINITY, 32, 0, 0, 64}, false, true},
+        {{1, 100, 1, true, true, 2.0, 16, 0, 4, 64}, true, false}};
     unsigned bseed = 700;
     for (const Bf16Case& c : bf16_cases) ok = run_bf16(c.s, bseed++, c.g16, c.b16) && ok;
     if (bf16_only) {

@@ -4,7 +4,8 @@
 # planted NaN/Inf in v, kgate's contract sweep and bf16 g / beta cases; with arguments B T H h0 dht mu [vt] one case,
 # with "planted" (v and kgate's nan/inf rule: NaN, +Inf, -Inf in every input, g at a sequence's first token among
 # them), "rule" (the rule cases alone), "sweep", "bf16", "gva" or "shapes" that subset; "varlen": packed sequences
-# (emu_bwd_varlen.inc, not in the default run).
+# (emu_bwd_varlen.inc, not in the default run); "k64": every family's K = V = 64 cases alone (GLR_EMU_K64=1 does
+# that for any subset).
 # Exit status non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -47,6 +47,22 @@ TEST(BackwardDispatch, Sm90TakesGatedDeltaNetAndDeltaNetBf16K128Dense) {
       }
 }
 
+// K = V = 64 (the kernels' kD = 64 instantiation): dense batches (T not a multiple of 64, with and without states),
+// grouped value heads and packed sequences, both members, fp32 and bf16 g/beta. The benchmark's B16 T2048 H32 K=V=64
+// row is one of them.
+TEST(BackwardDispatch, Sm90TakesK64) {
+  const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& s : {Shape{"K64_T130", 1, 130, 1, 1, 64, 64, {}, true},
+                           Shape{"K64_B3_T1_H2_no_states", 3, 1, 2, 2, 64, 64, {}, false},
+                           Shape{"K64_B2_T100_H2_HV8", 2, 100, 2, 8, 64, 64, {}, true},
+                           Shape{"K64_varlen_HV2H", 1, 130, 1, 2, 64, 64, {0, 0, 1, 64, 130}, true}})
+      for (DType gate : {DType::f32, DType::bf16}) {
+        const Case c = make_case(m, s, {DType::bf16, gate}, {}, 7);
+        EXPECT_EQ(refusal(c), "") << c.describe();
+      }
+}
+
 // g and beta each fp32 or bf16, dg and dbeta in their dtypes (as setup_backward makes them); the Problem edited
 // by hand for the combinations Dtypes cannot express (it sets g and beta together) and for those the API never
 // produces (dg in another dtype than g: refused by name).
@@ -122,12 +138,12 @@ TEST(BackwardDispatch, RefusalsNameWhatRuledSm90Out) {
       {Member::mamba2, kK128, {DType::bf16}, {}, "member mamba2 (takes gated_deltanet and deltanet)"},
       {Member::retnet, kK128, {DType::bf16}, {}, "member retnet"},
       {Member::linear_attention, kK128, {DType::bf16}, {}, "member linear_attention"},
-      {Member::gated_deltanet, {"K64", 1, 130, 1, 1, 64, 64, {}, true}, {DType::bf16}, {}, "K = 64, V = 64 (takes K = V = 128)"},
-      {Member::deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
+      {Member::deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "K = 128, V = 64 (takes K = V = 64 or 128)"},
+      {Member::gated_deltanet, {"K64_V128", 1, 130, 1, 1, 64, 128, {}, true}, {DType::bf16}, {}, "K = 64, V = 128 (takes K = V = 64 or 128)"},
       {Member::gated_deltanet, kK128, {DType::f16}, {}, "q, k, v, dout, dq, dk, dv not all bf16"},
       {Member::gated_deltanet, kK128, {DType::bf16}, {true, false}, "not dense"},
       {Member::gated_deltanet, kK128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"K64_varlen", 1, 130, 1, 1, 64, 64, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
+      {Member::gated_deltanet, {"K64_V128_varlen", 1, 130, 1, 1, 64, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 128"},
   };
   for (const Refused& r : cases) {
     const Case c = make_case(r.member, r.shape, r.dt, r.layout, 8);
@@ -180,11 +196,11 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const Params p = make_params(Member::gated_deltanet, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t fast = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::sm90);
   const std::size_t slow = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::blocks);
-  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, 8 dbeta slices (fp32 per token), h, dh' and dh''s bf16
+  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, Gr, 8 dbeta slices (fp32 per token), h, dh' and dh''s bf16
   // residual (bf16 K x V per chunk), V_new, its bf16 residual and dX (bf16 per token): 1296 MB here, plus the
   // 256-byte status header. The residuals (2026-12-04) keep dk within the oracle gate's bound at small magnitudes.
   const std::size_t bh = 8 * 16, tp = 4096, nt = 64;
-  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 10 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * 3));
+  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 11 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * 3));
   EXPECT_LT(fast * 2.5, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
@@ -193,7 +209,7 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
-  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 10 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
+  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
                        2 * gbh * gtp * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
@@ -207,10 +223,18 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const cuda::DeviceOffsets voff{v.cu_seqlens.data(), 0};  // the host copy stands in (sizes only: nothing reads it)
   const std::size_t vfast = cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::sm90);
   const std::size_t vN = cu.size() - 1, vslots = (512 + vN) * 32, vtable = (4 * (2 + vN + 1 + 512 + vN) + 255) / 256 * 256;
-  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 10 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
+  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
                        2 * 32 * std::size_t{32768} * 128 * 4 + vtable);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
               vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);
+  // K = V = 64 (the benchmark's B16 T2048 H32 row): the K x V and per-token V pieces at the real dims, a quarter
+  // and a half of K = 128's.
+  const Params k = make_params(Member::gated_deltanet, 16, 2048, 32, 32, 64, 64, {}, true, true, kDefaultChunk);
+  const std::size_t kfast = cuda::backward_workspace_bytes(k, {}, cuda::BackwardPath::sm90);
+  const std::size_t kbh = 16 * 32, ktp = 2048, knt = 32;
+  EXPECT_EQ(kfast, 256 + kbh * (knt * 64 * 64 * 2 + ktp * 4 * 11 + knt * 64 * 64 * 2 * 3 + ktp * 64 * 2 * 3));
+  std::printf("backward workspace at B16 T2048 H32 K=V=64: sm90 %.0f MB, blocks %.0f MB\n", kfast / 1e6,
+              cuda::backward_workspace_bytes(k, {}, cuda::BackwardPath::blocks) / 1e6);
 }
 
 // The C entry point's glr_capi_backward_path (what bench/glr loads): the same choice, the reason in msg, a bad
@@ -219,7 +243,7 @@ TEST(BackwardDispatch, CApiBackwardPath) {
   alignas(256) static char arena[16][256];
   auto at = [&](int i) { return static_cast<void*>(arena[i]); };
   glr_capi_problem p{};
-  p.B = 1, p.T = 130, p.H = 1, p.HV = 2, p.K = 64, p.V = 64;
+  p.B = 1, p.T = 130, p.H = 1, p.HV = 2, p.K = 64, p.V = 128;  // head dims the GPU takes, the sm90 backward not
   p.member = 0;  // gated_deltanet
   p.x_dtype = 2, p.gate_dtype = 0, p.beta_dtype = 0;
   p.initial_state = 1, p.final_state = 1;
@@ -235,14 +259,15 @@ TEST(BackwardDispatch, CApiBackwardPath) {
     const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
     ASSERT_EQ(call(&path, msg), 0) << msg;
     EXPECT_EQ(path, 0);
-    EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64"), std::string::npos) << msg;
+    EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64, V = 128 (takes K = V = 64 or 128)"),
+              std::string::npos) << msg;
     // g and beta each fp32 or bf16 (flash-linear-attention's fp32 g with bf16 beta first): the dtypes pass, so the
-    // reason is still the next check's (K = 64: grouped value heads are taken).
+    // reason is still the next check's (K != V: grouped value heads are taken).
     for (const auto& [gd, bd] : {std::pair{0, 2}, std::pair{2, 0}, std::pair{2, 2}}) {
       p.gate_dtype = gd, p.beta_dtype = bd;
       ASSERT_EQ(call(&path, msg), 0) << msg;
       EXPECT_EQ(path, 0);
-      EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64"), std::string::npos) << msg;
+      EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64, V = 128"), std::string::npos) << msg;
     }
     p.gate_dtype = 0, p.beta_dtype = 0;
     p.HV = 1, p.K = 128, p.V = 128;

@@ -8,7 +8,7 @@
 //   * the forward's dispatch (cuda::forward_path): bf16 K = V (64, 128) dense calls take the sm90 tensor-core
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
 //     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
-//   * the backward's dispatch (cuda::backward_path): bf16 K = V = 128 Gated DeltaNet and DeltaNet calls with
+//   * the backward's dispatch (cuda::backward_path): bf16 K = V (64, 128) Gated DeltaNet and DeltaNet calls with
 //     HV a multiple of H (g and beta fp32 or bf16), dense batches or packed sequences, take the sm90 tensor-core
 //     backward on an sm_90 device; the same checks, T up to 4096, invalid packed offsets, the refusal reasons,
 //     GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
@@ -476,7 +476,7 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 calls with HV a multiple of H, dense
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 or 64 calls with HV a multiple of H, dense
 // batches and packed sequences (lengths 0, 1, 63, 64, 65 and long ones; h0/dht per sequence), take the sm90
 // tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
 // and bf16 at two shapes and a packed one: the sm90 backward takes either since 2026-12-04); every gradient against
@@ -516,6 +516,18 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
     for (const Shape& sh : packed_shapes) cases.push_back(make_case(m, sh, {DType::bf16}, {}, test_seed(salt_packed++)));
   cases.push_back(make_case(Member::gated_deltanet, packed_shapes[2], {DType::bf16, DType::bf16}, {},
                             test_seed(salt_packed++)));
+  // K = V = 64 (the kernels' kD = 64 instantiation; the benchmark's B16 T2048 H32 K=V=64 row): dense with states and
+  // T not a multiple of 64, grouped value heads, packed sequences, bf16 g and beta on one. Their own seeds (1490 on).
+  const std::vector<Shape> k64_shapes = {
+      {"K64_T130_states", 1, 130, 1, 1, 64, 64, {}, true},
+      {"K64_B2_T1000_H2_HV4_states", 2, 1000, 2, 4, 64, 64, {}, true},
+      {"K64_B3_T1_no_states", 3, 1, 1, 1, 64, 64, {}, false},
+      {"K64_varlen_HV2_states", 1, 700, 1, 2, 64, 64, {0, 1, 64, 64, 129, 700}, true},
+  };
+  std::uint64_t salt_k64 = 1490;
+  for (Member m : {Member::gated_deltanet, Member::deltanet})
+    for (const Shape& sh : k64_shapes) cases.push_back(make_case(m, sh, {DType::bf16}, {}, test_seed(salt_k64++)));
+  cases.push_back(make_case(Member::gated_deltanet, k64_shapes[0], {DType::bf16, DType::bf16}, {}, test_seed(salt_k64++)));
   std::vector<std::future<Results>> refs;
   for (const Case& c : cases) refs.push_back(std::async(std::launch::async, [&c] { return oracle(c, true); }));
   int fast = 0;
@@ -579,12 +591,12 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       {Member::mamba2, k128, {DType::bf16}, {}, "member mamba2"},
       {Member::retnet, k128, {DType::bf16}, {}, "member retnet"},
       {Member::linear_attention, k128, {DType::bf16}, {}, "member linear_attention"},
-      {Member::gated_deltanet, {"K64", 1, 130, 1, 1, 64, 64, {}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
+      {Member::gated_deltanet, {"K64_V128", 1, 130, 1, 1, 64, 128, {}, true}, {DType::bf16}, {}, "K = 64, V = 128 (takes K = V = 64 or 128)"},
       {Member::gated_deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
       {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},
       {Member::gated_deltanet, k128, {DType::bf16}, {true, false}, "dense"},
       {Member::gated_deltanet, k128, {DType::bf16}, {false, true}, "alignment"},
-      {Member::gated_deltanet, {"K64_varlen", 1, 130, 1, 1, 64, 64, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 64"},
+      {Member::gated_deltanet, {"K64_V128_varlen", 1, 130, 1, 1, 64, 128, {0, 64, 130}, true}, {DType::bf16}, {}, "K = 64, V = 128"},
   };
   for (const Fallback& f : fallbacks) {
     const Case c = make_case(f.member, f.shape, f.dt, f.layout, test_seed(salt++));

@@ -2,7 +2,7 @@
 backward run and why ("cpu: ...", "sm90: ...", "blocks: ..."). On an sm_90 GPU, bf16 calls with K = V (64 or 128)
 and dense layouts take the tensor-core forward (every member, grouped value heads, packed sequences, states); the
 outputs match the block programs' (GLR_FORWARD_PATH=blocks) and the float64 oracle within bf16 bounds. Gated
-DeltaNet and DeltaNet calls with g and beta each fp32 or bf16, K = V = 128, HV a multiple of H, with or without
+DeltaNet and DeltaNet calls with g and beta each fp32 or bf16, K = V (64 or 128), HV a multiple of H, with or without
 cu_seqlens, take the tensor-core backward; its gradients match the block programs' (GLR_BACKWARD_PATH=blocks) and the float64 oracle within their
 bounds. The CPU tests run everywhere; the CUDA ones skip without a GPU."""
 import os
@@ -168,13 +168,16 @@ def test_cpu_backward_path_names_the_cpu_algorithm_and_checks_its_arguments(memb
 
 # (B, T, H, K): the tensor-core backward's shapes (HV = H, K = V = 128): several chunks with a short last one, T = 1.
 # (B, T, H, K, cu_seqlens): packed sequences (an empty one, a single token, chunk edges) since 2026-12-04.
+# K = V = 64 (the kernels' kD = 64 instantiation), dense and packed.
 BWD_FAST_SHAPES = [(2, 300, 2, 128, None), (3, 1, 1, 128, None), (1, 1000, 1, 128, None),
-                   (1, 400, 1, 128, [0, 1, 64, 64, 129, 400])]
+                   (1, 400, 1, 128, [0, 1, 64, 64, 129, 400]), (2, 300, 2, 64, None),
+                   (1, 400, 1, 64, [0, 1, 64, 64, 129, 400])]
 
 
 @cuda
 @pytest.mark.parametrize("member_name", ["gdn", "deltanet"])
-@pytest.mark.parametrize("shape", BWD_FAST_SHAPES, ids=["B2_T300_H2", "T1", "T1000", "varlen"])
+@pytest.mark.parametrize("shape", BWD_FAST_SHAPES, ids=["B2_T300_H2", "T1", "T1000", "varlen", "K64_B2_T300_H2",
+                                                     "K64_varlen"])
 @pytest.mark.parametrize("scalars", ["fp32", "bf16_beta", "bf16_g_beta"])
 def test_cuda_backward_takes_sm90_and_matches_the_block_programs_and_the_oracle(member_name, shape, scalars):
     # scalars: g and beta fp32, bf16 beta with fp32 g (flash-linear-attention's), both bf16; dg, dbeta come back in
@@ -237,6 +240,15 @@ def test_cuda_backward_path_fallbacks_say_why():
     # packed sequences no longer rule it out either (2026-12-04)
     path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"], cu_seqlens=torch.tensor([0, 30, 100]).cuda())
     assert path.startswith("sm90: " if on_sm90() else "blocks: ") and "packed" not in path, path
+    # head dims: K = V = 64 or 128 taken (64 since 2026-12-04), others refused by name
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 2, 64, 64))
+    path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    assert path.startswith("sm90: " if on_sm90() else "blocks: "), path
+    p = to_cuda_bf16(make_problem("gdn", 1, 100, 1, 1, 64, 128))
+    path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    assert path.startswith("blocks: "), path
+    if on_sm90():
+        assert "K = 64, V = 128 (takes K = V = 64 or 128)" in path, path
     p = to_cuda_bf16(make_problem("mamba2", 1, 100, 1, 1, 128, 128))
     path = glr.backward_path(p["q"], p["k"], p["v"], p["g"], p["beta"])
     assert path.startswith("blocks: ") and "member mamba2" in path, path

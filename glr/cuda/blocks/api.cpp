@@ -108,7 +108,7 @@ BackwardChoice choose_backward(const Problem& p, const BackwardOptions& options)
   if (!why.empty()) return {BackwardPath::blocks, "sm90 backward not taken: " + why};
   return {BackwardPath::sm90, std::string("sm90 tensor-core backward: ") +
                                   (p.gate == kGateNone ? "deltanet (g = 0)" : "gated_deltanet") +
-                                  ", bf16, K = V = 128, HV a multiple of H, dense layouts, sm_90 device"};
+                                  ", bf16, K = V = " + std::to_string(p.K) + ", HV a multiple of H, dense layouts, sm_90 device"};
 }
 
 std::size_t backward_bytes(const Problem& p, BackwardPath path) {

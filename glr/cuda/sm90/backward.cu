@@ -46,6 +46,7 @@ GdnBwdArgs args_of(const Problem& p) {
   a.B = static_cast<int>(p.B);
   a.T = static_cast<int>(p.T);
   a.H = static_cast<int>(p.H);
+  a.D = static_cast<int>(p.K);  // K = V (backward_refusal checks it)
   a.HV = static_cast<int>(p.HV);  // grouped value heads: HV a multiple of H
   a.scale = static_cast<float>(p.scale);
   if (p.varlen) {  // packed sequences (B = 1): the offsets as the forward takes them (forward.cu)
@@ -68,8 +69,8 @@ std::string backward_refusal(const Problem& p) {
                                               : "linear_attention";
     return std::string("member ") + m + " (takes gated_deltanet and deltanet)";
   }
-  if (p.K != 128 || p.V != 128)
-    return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (takes K = V = 128)";
+  if (p.K != p.V || (p.K != 64 && p.K != 128))
+    return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (takes K = V = 64 or 128)";
   if (p.q.dt != DType::bf16 || p.k.dt != DType::bf16 || p.v.dt != DType::bf16 || p.dout.dt != DType::bf16 ||
       p.dq.dt != DType::bf16 || p.dk.dt != DType::bf16 || p.dv.dt != DType::bf16)
     return "q, k, v, dout, dq, dk, dv not all bf16";
@@ -102,7 +103,7 @@ std::string backward_refusal(const Problem& p) {
   // The kernels' own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
   alignas(256) static char stand_in[256];
   a.Tm = a.hc = a.dhc = a.dhcl = a.vn = a.vnl = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
-  a.G = a.Bc = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
+  a.G = a.Bc = a.Gr = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
   a.status = a.table = reinterpret_cast<std::int32_t*>(stand_in);
   if (const char* why = gdn_bwd_mma_refusal(a)) return why;
   return "";
@@ -110,7 +111,8 @@ std::string backward_refusal(const Problem& p) {
 
 std::size_t backward_workspace_bytes(const Problem& p) {
   return kHeader + gdn_bwd_workspace_bytes(static_cast<int>(p.B), static_cast<int>(p.T), static_cast<int>(p.H),
-                                           static_cast<int>(p.HV), p.varlen ? static_cast<int>(p.N) : 0);
+                                           static_cast<int>(p.HV), p.varlen ? static_cast<int>(p.N) : 0,
+                                           static_cast<int>(p.K));
 }
 
 void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {

@@ -14,7 +14,7 @@ namespace glr::cuda::sm90 {
 
 // Why the tensor-core backward does not take p (the first reason), or "" if it does: Gated DeltaNet (g per token) or
 // DeltaNet (g = 0, the same kernels with G = 0); bf16 q, k, v, dout, dq, dk, dv; g and beta each fp32 or bf16, dg and
-// dbeta in their dtypes; fp32 states; K = V = 128; HV a multiple of H; dense batches or packed sequences (cu_seqlens,
+// dbeta in their dtypes; fp32 states; K = V = 64 or 128 (the kernels' head-dim template parameter); HV a multiple of H; dense batches or packed sequences (cu_seqlens,
 // B = 1, any lengths, 0 included; h0, dht, dh0 per sequence); dense row-major layouts (flash-linear-attention's, any
 // size-1 dim's stride ignored); the kernels' alignment and grid limits. h0, dht and dh0 are taken. The device is not
 // looked at.

@@ -1,15 +1,17 @@
 // glr/cuda/sm90/gdn_bwd_mma.cuh: Gated DeltaNet backward on the tensor cores (issue 16 item 1, backward slice).
 //
 // bf16 q, k, v, do; g (log-decay per token and head) and beta fp32 or bf16, each on its own (g_bf16, beta_bf16:
-// flash-linear-attention passes bf16 beta with fp32 g); K = V = 128; chunk C = 64; fp32 accumulation (mma.sync
-// m16n8k16 bf16 -> fp32). Dense layouts as the forward (gdn_fwd_mma.cuh): q, k, v, do, dq, dk, dv (B, T, H, 128)
+// flash-linear-attention passes bf16 beta with fp32 g); K = V = 128 or 64 (GdnBwdArgs::D, the kernels' template
+// parameter kD: at 64 each warp holds one 16-row tile of the state slice and the chunk kernel's phase 2 one 64-column
+// part of K); chunk C = 64; fp32 accumulation (mma.sync
+// m16n8k16 bf16 -> fp32). Dense layouts as the forward (gdn_fwd_mma.cuh): q, k, v, do, dq, dk, dv (B, T, H, K)
 // bf16; g, beta, dg, dbeta (B, T, H), dg in g's dtype and dbeta in beta's (the bf16 ones rounded once, to nearest
 // even, from the fp32 result); h0, dht, dh0 (B, H, K, V) fp32, optional. Only the wy kernel reads g and beta (into
 // the fp32 G and Bc of the workspace) and only the chunk kernel's phase 3 writes dg and dbeta: the dtypes change
 // nothing else, so dq, dk, dv, dh0 of bf16 g / beta equal bit for bit those of fp32 g / beta holding the same values.
 // DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
 // Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
-// per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, 128); g, beta, dg, dbeta (B, T, HV); the
+// per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
 // dk in fp32 (dqp, dkp) and the group kernel sums a group's HV / H of them in ascending value-head order, as the
 // block programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16. HV = H: unchanged.
@@ -69,6 +71,7 @@ struct GdnBwdArgs {
   void* dbeta = nullptr;                // (B, T, H) in beta's dtype
   float* dh0 = nullptr;                 // (B, H, K, V) or null
   int B = 0, T = 0, H = 0;
+  int D = gdn::DK;  // K = V, the head dims: 128 or 64 (the kernels' template parameter kD, chosen by gdn_bwd_mma)
   float scale = 0.f;
   int gate = 1;  // 1: g per token and head (Gated DeltaNet); 0: g = 0 (DeltaNet): g and dg unused, may be null
   bool g_bf16 = false;     // g and dg bf16 (else fp32)
@@ -115,20 +118,21 @@ struct GdnBwdArgs {
 // 134 each), all per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV K 4 bytes:
 // at B1 T32768 H16 HV32 1074 MB of the 3665 MB). HV = 0 means H. Packed sequences (N > 0, B = 1): the per-chunk
 // pieces for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
-inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0) {
+inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0, int D = gdn::DK) {
   const std::size_t nt = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C);
   const std::size_t chunks = N > 0 ? nt + static_cast<std::size_t>(N) : nt * static_cast<std::size_t>(B);
   const std::size_t S = chunks * static_cast<std::size_t>(HV > 0 ? HV : H);  // chunk slots
   const std::size_t rows = static_cast<std::size_t>(B) * T * (HV > 0 ? HV : H);  // token rows of the value heads
-  const std::size_t partials = HV > H ? rows * gdn::DK * 4 * 2 : 0;
+  const std::size_t d = static_cast<std::size_t>(D);  // K = V
+  const std::size_t partials = HV > H ? rows * d * 4 * 2 : 0;
   const std::size_t table = N > 0 ? (4 * (2 + static_cast<std::size_t>(N) + 1 + chunks) + 255) / 256 * 256 : 0;
-  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (3 + 8) + gdn::DK * gdn::DV * 2 * 3 + gdn::C * gdn::DV * 2 * 3) +
-         partials + table;
+  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (3 + 8) + d * d * 2 * 3 + gdn::C * d * 2 * 3) + partials + table;
 }
-// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes). a's sizes (B, T, H, HV, N)
-// must be set.
+// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes). a's sizes (B, T, H, HV, N,
+// D) must be set.
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();
+  const std::size_t DK = static_cast<std::size_t>(a.D), DV = DK;  // the real head dims (K = V)
   const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();
   char* p = static_cast<char*>(ws);
   a.Tm = reinterpret_cast<__nv_bfloat16*>(p);
@@ -142,22 +146,22 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.dbv = reinterpret_cast<float*>(p);
   p += S * gdn::C * 4 * 8;
   a.hc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::DK * gdn::DV * 2;
+  p += S * DK * DV * 2;
   a.dhc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::DK * gdn::DV * 2;
+  p += S * DK * DV * 2;
   a.vn = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * gdn::DV * 2;
+  p += S * gdn::C * DV * 2;
   a.dx = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * gdn::DV * 2;
+  p += S * gdn::C * DV * 2;
   a.vnl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * gdn::DV * 2;
+  p += S * gdn::C * DV * 2;
   a.dhcl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::DK * gdn::DV * 2;
+  p += S * DK * DV * 2;
   const bool gva = a.value_heads() > a.H;  // the fp32 dq and dk of each value head, for the group kernel
   a.dqp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? rows * gdn::DK * 4 : 0;
+  p += gva ? rows * DK * 4 : 0;
   a.dkp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? rows * gdn::DK * 4 : 0;
+  p += gva ? rows * DK * 4 : 0;
   a.table = a.varlen() ? reinterpret_cast<std::int32_t*>(p) : nullptr;  // the chunk table (packed sequences)
 }
 
@@ -269,11 +273,12 @@ __device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std
 
 // Kernel h: the forward's state recurrence again (as gdn::state_t_kernel, without q, P and o), leaving the
 // state entering every chunk (bf16, the copy the tensor cores read anyway) and V_new (bf16).
-template <int kVT>
+template <int kVT, int kD = gdn::DK>
 struct HSmem {
-  __nv_bfloat16 k[2][C * LD128];             // (C, K) per buffer (chunk c in buffer c % 2)
+  static constexpr int kLd = kD + 8;         // row stride of the (C x K) tiles
+  __nv_bfloat16 k[2][C * kLd];             // (C, K) per buffer (chunk c in buffer c % 2)
   __nv_bfloat16 T[C * LD64];                 // (C, C) (I + L)^-1
-  __nv_bfloat16 h[DK * Slice<kVT>::LD];      // (K, kVT) bf16 copy of the state slice
+  __nv_bfloat16 h[kD * Slice<kVT>::LD];      // (K, kVT) bf16 copy of the state slice
   __nv_bfloat16 x[C * Slice<kVT>::LD];       // (C, kVT) X
   __nv_bfloat16 xl[C * Slice<kVT>::LD];      // (C, kVT) X - bf16(X)
   __nv_bfloat16 vn[C * Slice<kVT>::LD];      // (C, kVT) V_new
@@ -296,12 +301,14 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stri
   }
 }
 
-template <int kVT>
+template <int kVT, int kD = gdn::DK>
 __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   using SL = Slice<kVT>;
   constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
+  constexpr int kLd = kD + 8, MT = kD / 64;  // k's row stride; 16-row tiles of this warp's kD / 4 state rows
   extern __shared__ __align__(16) char smem_raw[];
-  HSmem<kVT>& s = *reinterpret_cast<HSmem<kVT>*>(smem_raw);
+  HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int HV = a.value_heads();
   // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
@@ -310,22 +317,22 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   const Seq sq = sequence(a, n);
   const int NT = sq.nch;
   const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
   const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
   const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
   const __nv_bfloat16* Tw = a.Tm + R * C * C;
   const float* Gg = a.G + R * C;
   const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
   const float* Bg = a.Bc + R * C;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;  // h0, dht, dh0 (sequence n, hv)
-  __nv_bfloat16* hcg = a.hc + R * DK * DV + v0;
-  __nv_bfloat16* vng = a.vn + R * C * DV + v0;
-  __nv_bfloat16* vnlg = a.vnl + R * C * DV + v0;
-  const int r0 = warp * 16, d0 = warp * 32;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * kD * kD + v0;  // h0, dht, dh0 (sequence n, hv)
+  __nv_bfloat16* hcg = a.hc + R * kD * kD + v0;
+  __nv_bfloat16* vng = a.vn + R * C * kD + v0;
+  __nv_bfloat16* vnlg = a.vnl + R * C * kD + v0;
+  const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   auto load_k = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    load_tile128(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile<kD>(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
   };
   auto load_small = [&](int c) {
     const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
@@ -339,22 +346,22 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
   };
 
-  float hs[2][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * DV + col);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][n][half * 2] = x.x;
         hs[mt][n][half * 2 + 1] = x.y;
       }
   auto write_h_bf16 = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int n = 0; n < NN; ++n)
 #pragma unroll
@@ -377,12 +384,12 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   for (int c = 0; c < NT; ++c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
-    store_tile<DK, kVT>(hcg + static_cast<std::int64_t>(c) * DK * DV, DV, s.h, tid);  // h_c, as the tensor cores read it
+    store_tile<kD, kVT>(hcg + static_cast<std::int64_t>(c) * kD * kD, kD, s.h, tid);  // h_c, as the tensor cores read it
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * DV + v0;
+      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -395,9 +402,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 #pragma unroll
       for (int e = 0; e < 4; ++e) ax[n][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4];
-      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
+      ldsm_a(ak, kc, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
         std::uint32_t bh4[4];
@@ -495,28 +502,28 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
     if (c + 1 < NT) load_small(c + 1);
     cp_async_commit();
-    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * DV, DV, s.vn, tid);
-    store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * DV, DV, s.vnl, tid);
+    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
+    store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new).
     const float decay = expf(GL);
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) hs[mt][n][e] *= decay;
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
-      std::uint32_t ak[2][4];
+      std::uint32_t ak[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+      for (int mt = 0; mt < MT; ++mt) ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
         std::uint32_t bv[4];
         ldsm_b_kn(bv, s.vnd, LDV, ks * 16, np * 16, lane);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
           mma_bf16_16816(hs[mt][2 * np], ak[mt], bv[0], bv[1]);
           mma_bf16_16816(hs[mt][2 * np + 1], ak[mt], bv[2], bv[3]);
         }
@@ -539,12 +546,13 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
 template <int kVT>
 inline constexpr int kDhQkBuffers = kVT <= 32 ? 2 : 1;
 
-template <int kVT>
+template <int kVT, int kD = gdn::DK>
 struct DhSmem {
-  __nv_bfloat16 q[kDhQkBuffers<kVT>][C * LD128];  // (C, K) per buffer
-  __nv_bfloat16 k[kDhQkBuffers<kVT>][C * LD128];  // (C, K) per buffer
+  static constexpr int kLd = kD + 8;       // row stride of the (C x K) tiles
+  __nv_bfloat16 q[kDhQkBuffers<kVT>][C * kLd];  // (C, K) per buffer
+  __nv_bfloat16 k[kDhQkBuffers<kVT>][C * kLd];  // (C, K) per buffer
   __nv_bfloat16 T[C * LD64];               // (C, C)
-  __nv_bfloat16 ds[DK * Slice<kVT>::LD];   // (K, kVT) bf16 copy of dh'
+  __nv_bfloat16 ds[kD * Slice<kVT>::LD];   // (K, kVT) bf16 copy of dh'
   __nv_bfloat16 dO[C * Slice<kVT>::LD];    // (C, kVT) dO slice
   __nv_bfloat16 dvn[C * Slice<kVT>::LD];   // (C, kVT) dV_new
   __nv_bfloat16 y[C * Slice<kVT>::LD];     // (C, kVT) scale e^G dO
@@ -555,12 +563,14 @@ struct DhSmem {
   float red[C * 4];                        // rowsum(dX . V) partials, one per lane of a row's quad
 };
 
-template <int kVT>
+template <int kVT, int kD = gdn::DK>
 __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   using SL = Slice<kVT>;
   constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
+  constexpr int kLd = kD + 8, MT = kD / 64;  // q's and k's row stride; 16-row tiles of this warp's kD / 4 state rows
   extern __shared__ __align__(16) char smem_raw[];
-  DhSmem<kVT>& s = *reinterpret_cast<DhSmem<kVT>*>(smem_raw);
+  DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int HV = a.value_heads();
   // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
@@ -569,25 +579,25 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   const Seq sq = sequence(a, n);
   const int NT = sq.nch;
   const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
   const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
   const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
   const __nv_bfloat16* Tw = a.Tm + R * C * C;
   const float* Gg = a.G + R * C;
   const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
   const float* Bg = a.Bc + R * C;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * DK * DV + v0;  // h0, dht, dh0 (sequence n, hv)
-  __nv_bfloat16* dhg = a.dhc + R * DK * DV + v0;
-  __nv_bfloat16* dhlg = a.dhcl + R * DK * DV + v0;
-  __nv_bfloat16* dxg = a.dx + R * C * DV + v0;
-  float* dbvg = a.dbv + (R * (DV / kVT) + static_cast<std::int64_t>(blockIdx.x) * NT) * C;  // this slice's nch C
-  const int r0 = warp * 16, d0 = warp * 32;
+  const std::int64_t hoff = static_cast<std::int64_t>(bh) * kD * kD + v0;  // h0, dht, dh0 (sequence n, hv)
+  __nv_bfloat16* dhg = a.dhc + R * kD * kD + v0;
+  __nv_bfloat16* dhlg = a.dhcl + R * kD * kD + v0;
+  __nv_bfloat16* dxg = a.dx + R * C * kD + v0;
+  float* dbvg = a.dbv + (R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * NT) * C;  // this slice's nch C
+  const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   auto load_qk = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0), buf = kDB ? (c & 1) : 0;
-    load_tile128(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
-    load_tile128(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * DK, row_stride, len, tid);
+    load_tile<kD>(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
+    load_tile<kD>(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
   };
   auto load_small = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
@@ -602,7 +612,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int it = 0; it < C * kPieces / kThreads; ++it) {
       const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
       const bool in = r < len;
-      const __nv_bfloat16* src = a.dout + (vtokb + static_cast<std::int64_t>(t0 + r) * HV) * DV + v0 + cc * 8;
+      const __nv_bfloat16* src = a.dout + (vtokb + static_cast<std::int64_t>(t0 + r) * HV) * kD + v0 + cc * 8;
       cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
@@ -610,22 +620,22 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
   };
 
-  float ds[2][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
+  float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int n = 0; n < NN; ++n)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + hoff + static_cast<std::int64_t>(d) * DV + col);
+        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + hoff + static_cast<std::int64_t>(d) * kD + col);
         ds[mt][n][half * 2] = x.x;
         ds[mt][n][half * 2 + 1] = x.y;
       }
   auto write_ds_bf16 = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int n = 0; n < NN; ++n)
 #pragma unroll
@@ -654,30 +664,31 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       cp_async_commit();
     } else if (c > 0) {
       // q and k of chunk c - 1 can only be loaded once phase C is done with this chunk's; their first touch goes
-      // to L2 now so that the load after phase C is short. 2 x 64 rows of 256 bytes: 2 lines per thread.
+      // to L2 now so that the load after phase C is short. 2 x 64 rows of 2 kD bytes: 2 lines per thread at
+      // kD = 128; at 64 a row is one line, touched twice.
       const int row = tid >> 1;
-      const std::int64_t off = (tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * DK + (tid & 1) * 64;
+      const std::int64_t off = (tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
       prefetch_l2(a.q + off);
       prefetch_l2(a.k + off);
     }
-    store_tile<DK, kVT>(dhg + static_cast<std::int64_t>(c) * DK * DV, DV, s.ds, tid);  // dh_{c+1} as bf16
+    store_tile<kD, kVT>(dhg + static_cast<std::int64_t>(c) * kD * kD, kD, s.ds, tid);  // dh_{c+1} as bf16
     // and its bf16 residual, from the registers s.ds was written from (4-byte stores; no tile to stage it in)
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
           const float x0 = ds[mt][n][half * 2], x1 = ds[mt][n][half * 2 + 1];
-          *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * DK * DV + d * DV + col) =
+          *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * kD * kD + d * kD + col) =
               bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
         }
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * DV + v0;
+      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -694,9 +705,9 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
       for (int e = 0; e < 4; ++e) pt[n][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ak[4];
-      ldsm_a(ak, kc, LD128, r0, ks * 16, lane);
+      ldsm_a(ak, kc, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
         std::uint32_t bd[4];
@@ -708,7 +719,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       for (int np = 0; np < C / 16; ++np) {
         if (np >= warp) {
           std::uint32_t bq[4];
-          ldsm_b_nk(bq, qc, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bq, qc, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(pt[2 * np], ak, bq[0], bq[1]);
           mma_bf16_16816(pt[2 * np + 1], ak, bq[2], bq[3]);
         }
@@ -785,7 +796,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-      __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * DV + v0;
+      __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
       float rs = 0.f;
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
@@ -795,7 +806,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         rs = fmaf(x0, vf.x, rs);
         rs = fmaf(x1, vf.y, rs);
         if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
-        *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * DV + col) = pack_bf16x2(x0, x1);
+        *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
         *reinterpret_cast<std::uint32_t*>(s.z + i * LDV + col) = pack_bf16x2(zi * x0, zi * x1);
       }
       s.red[i * 4 + t4] = rs;
@@ -808,18 +819,18 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z.
     const float decay = expf(GL);
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) ds[mt][n][e] *= decay;
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
-      std::uint32_t aq[2][4], ak[2][4];
+      std::uint32_t aq[MT][4], ak[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        ldsm_a_trans(aq[mt], qc, LD128, d0 + mt * 16, ks * 16, lane);
-        ldsm_a_trans(ak[mt], kc, LD128, d0 + mt * 16, ks * 16, lane);
+      for (int mt = 0; mt < MT; ++mt) {
+        ldsm_a_trans(aq[mt], qc, kLd, d0 + mt * 16, ks * 16, lane);
+        ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
       }
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
@@ -827,7 +838,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         ldsm_b_kn(by, s.y, LDV, ks * 16, np * 16, lane);
         ldsm_b_kn(bz, s.z, LDV, ks * 16, np * 16, lane);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
           mma_bf16_16816(ds[mt][2 * np], aq[mt], by[0], by[1]);
           mma_bf16_16816(ds[mt][2 * np + 1], aq[mt], by[2], by[3]);
           mma_bf16_16816(ds[mt][2 * np], ak[mt], bz[0], bz[1]);
@@ -847,13 +858,13 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 
   if (a.dh0) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.dh0 + hoff + static_cast<std::int64_t>(d) * DV + col) =
+          *reinterpret_cast<float2*>(a.dh0 + hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
         }
   }
@@ -865,34 +876,39 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 //   Phase 2, per 64-column half of K: dq = scale e^G (dO h^T) + dA K;
 //            dk = -beta e^G (dX h^T) + e^{G_L - G} (V_new dh'^T) + E K + E^T K + dA^T Q; the row dots for dG.
 //   Phase 3: dG and dbeta per row (fixed-order sums of the partials), dg = reverse cumsum of dG (warp 0, scan).
+template <int kD = gdn::DK>
 struct ChunkSmem {
-  __nv_bfloat16 q[C * LD128];    // (C, K)
-  __nv_bfloat16 k[C * LD128];    // (C, K)
-  __nv_bfloat16 dO[C * LD128];   // (C, V)
-  __nv_bfloat16 vn[C * LD128];   // (C, V) V_new
-  __nv_bfloat16 vnl[C * LD128];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T)
-  __nv_bfloat16 dx[C * LD128];   // (C, V) dX
-  __nv_bfloat16 h[DK * LD128];   // (K, V) state entering the chunk
-  __nv_bfloat16 dh[DK * LD128];  // (K, V) gradient of the state leaving it
-  __nv_bfloat16 dhl[C * LD128];  // (K / 2, V) dh''s bf16 residual, rows of one half of K at a time (phase 2)
+  static constexpr int kLd = kD + 8;  // row stride of the (C x K) and (K x V) tiles
+  __nv_bfloat16 q[C * kLd];    // (C, K)
+  __nv_bfloat16 k[C * kLd];    // (C, K)
+  __nv_bfloat16 dO[C * kLd];   // (C, V)
+  __nv_bfloat16 vn[C * kLd];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * kLd];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T)
+  __nv_bfloat16 dx[C * kLd];   // (C, V) dX
+  __nv_bfloat16 h[kD * kLd];   // (K, V) state entering the chunk
+  __nv_bfloat16 dh[kD * kLd];  // (K, V) gradient of the state leaving it
+  __nv_bfloat16 dhl[C * kLd];  // (64, V) dh''s bf16 residual, the rows of one 64-row part of K at a time (phase 2)
   __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
   __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
   float G[C];
   float Gr[C];
   float beta[C];
-  float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (DV / vt of them)
+  float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (kD / vt of them)
   float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
   float colp[C][32];    // column partials of M: [column][warp * 8 + row group]
-  float hdot[DK];       // <h, dh'> per row
+  float hdot[kD];       // <h, dh'> per row
   float dG[C];
   float t3[C];
 };
 
-static_assert(sizeof(ChunkSmem) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
+static_assert(sizeof(ChunkSmem<128>) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
 
-static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
+template <int kD = gdn::DK>
+__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  constexpr int kLd = kD + 8, KH = kD / 64;  // row stride of the tiles; 64-column parts of K (phase 2)
   extern __shared__ __align__(16) char smem_raw[];
-  ChunkSmem& s = *reinterpret_cast<ChunkSmem*>(smem_raw);
+  ChunkSmem<kD>& s = *reinterpret_cast<ChunkSmem<kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   const int HV = a.value_heads();
   Seq sq;
@@ -901,39 +917,40 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   const int h = hv / (HV / a.H), NT = sq.nch;
   const std::int64_t R = first_slot(a, sq, hv), sl0 = R + c;  // the slots of the sequence's chunk 0 and of chunk c
   const int t0 = c * C, len = min(C, sq.len - t0);
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * DK;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
   const std::int64_t qtok0 = (sq.begin + t0) * a.H + h;  // q/k token (begin + t0, h)
   const std::int64_t tok0 = (sq.begin + t0) * HV + hv;   // do/dg/dbeta token (begin + t0, hv)
   const int r0 = warp * 16;
 
   // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
   // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
-  load_tile128(s.q, a.q + qtok0 * DK, row_stride, len, tid);
-  load_tile128(s.k, a.k + qtok0 * DK, row_stride, len, tid);
-  load_tile128(s.dO, a.dout + tok0 * DV, static_cast<std::int64_t>(HV) * DV, len, tid);
-  load_tile128(s.vn, a.vn + sl0 * C * DV, DV, C, tid);
+  load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
   {
     const std::int64_t o = sl0 * C;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
     else if (tid < 32) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
     else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
   }
-  const int nsl = DV / a.vt;  // 2, 4 or 8 slices of 16 pieces
+  const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
   for (int e = tid; e < nsl * 16; e += kThreads) {
     const int sl = e >> 4, pc = e & 15;
     cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
   }
   cp_async_commit();
-  load_tile128(s.dx, a.dx + sl0 * C * DV, DV, C, tid);
+  load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
   cp_async_commit();
   {
-    const std::int64_t o = sl0 * DK * DV;
-    load_tile128(s.h, a.hc + o, DV, C, tid);
-    load_tile128(s.h + C * LD128, a.hc + o + C * DV, DV, C, tid);
-    load_tile128(s.dh, a.dhc + o, DV, C, tid);
-    load_tile128(s.dh + C * LD128, a.dhc + o + C * DV, DV, C, tid);
-    load_tile128(s.vnl, a.vnl + sl0 * C * DV, DV, C, tid);
-    load_tile128(s.dhl, a.dhcl + o, DV, C, tid);  // rows 0..63; 64..127 once phase 2's first half is done with them
+    const std::int64_t o = sl0 * kD * kD;
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {  // (kD x kD): KH tiles of 64 rows
+      load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
+      load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
+    }
+    load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);
+    load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
   }
   cp_async_commit();
   cp_async_wait<2>();
@@ -961,16 +978,16 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t ax[4], ay[4];
-      ldsm_a(ax, xa, LD128, r0, ks * 16, lane);
-      ldsm_a(ay, ya, LD128, r0, ks * 16, lane);
+      ldsm_a(ax, xa, kLd, r0, ks * 16, lane);
+      ldsm_a(ay, ya, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np <= warp) {  // causal: column tiles j < r0 + 16
           std::uint32_t bk[4], bv[4];
-          ldsm_b_nk(bk, s.k, LD128, np * 16, ks * 16, lane);
-          ldsm_b_nk(bv, s.vn, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
+          ldsm_b_nk(bv, s.vn, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(x[2 * np], ax, bk[0], bk[1]);
           mma_bf16_16816(x[2 * np + 1], ax, bk[2], bk[3]);
           mma_bf16_16816(y[2 * np], ay, bv[0], bv[1]);
@@ -1030,7 +1047,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
   cp_async_wait<0>();
   __syncthreads();  // dA, E, h, dh' visible
 
-  // Phase 2, per 64-column half of K.
+  // Phase 2, per 64-column part of K (two at kD = 128, one at 64).
   float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
   // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
   auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
@@ -1040,19 +1057,19 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < DV / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       std::uint32_t af[4], af2[4];
-      ldsm_a(af, A, LD128, r0, ks * 16, lane);
-      if (A2) ldsm_a(af2, A2, LD128, r0, ks * 16, lane);
+      ldsm_a(af, A, kLd, r0, ks * 16, lane);
+      if (A2) ldsm_a(af2, A2, kLd, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         std::uint32_t bf[4];
-        ldsm_b_nk(bf, Bs, LD128, n0 + np * 16, ks * 16, lane);
+        ldsm_b_nk(bf, Bs, kLd, n0 + np * 16, ks * 16, lane);
         if (A2) {
           mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
           mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
           std::uint32_t bl[4];
-          ldsm_b_nk(bl, B2, LD128, np * 16, ks * 16, lane);
+          ldsm_b_nk(bl, B2, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
           mma_bf16_16816(acc[2 * np + 1], af, bl[2], bl[3]);
         }
@@ -1074,7 +1091,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           std::uint32_t bf[4];
-          ldsm_b_kn(bf, Bm, LD128, ks * 16, n0 + np * 16, lane);
+          ldsm_b_kn(bf, Bm, kLd, ks * 16, n0 + np * 16, lane);
           mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
           mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
         }
@@ -1088,7 +1105,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
       const int i = r0 + g8 + half * 8;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(X + i * LD128 + n0 + n * 8 + 2 * t4));
+        const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(X + i * kLd + n0 + n * 8 + 2 * t4));
         r[half] = fmaf(xf.x, acc[n][half * 2], r[half]);
         r[half] = fmaf(xf.y, acc[n][half * 2 + 1], r[half]);
       }
@@ -1101,12 +1118,12 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       if (i < len && HV == a.H) {
-        __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * DK + n0;
+        __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
 #pragma unroll
         for (int n = 0; n < 8; ++n)
           *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
       } else if (i < len) {
-        float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * DK + n0;
+        float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
 #pragma unroll
         for (int n = 0; n < 8; ++n)
           *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(acc[n][half * 2], acc[n][half * 2 + 1]);
@@ -1122,7 +1139,7 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     el[half] = expf(GrL - s.Gr[i]);
   }
 #pragma unroll 1
-  for (int kh = 0; kh < 2; ++kh) {
+  for (int kh = 0; kh < KH; ++kh) {
     const int n0 = kh * 64;
     float acc[8][4], out[8][4];
     if (kh == 1) {
@@ -1136,9 +1153,9 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
-    if (kh == 0) {
+    if (kh + 1 < KH) {
       __syncthreads();  // every warp is done with rows 0..63 of the residual
-      load_tile128(s.dhl, a.dhcl + sl0 * DK * DV + C * DV, DV, C, tid);
+      load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
       cp_async_commit();
     }
     rows_times(acc, s.dx, s.h, n0);
@@ -1167,13 +1184,13 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 #pragma unroll
     for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][t4] = rd[r][half];
   }
-  {
-    // <h, dh'>: row tid of both, in column order.
+  if (tid < kD) {
+    // <h, dh'>: row tid of both, in column order (threads 0..kD - 1).
     float acc = 0.f;
 #pragma unroll 4
-    for (int cc = 0; cc < DV / 8; ++cc) {
-      const uint4 x = *reinterpret_cast<const uint4*>(s.h + tid * LD128 + cc * 8);
-      const uint4 y = *reinterpret_cast<const uint4*>(s.dh + tid * LD128 + cc * 8);
+    for (int cc = 0; cc < kD / 8; ++cc) {
+      const uint4 x = *reinterpret_cast<const uint4*>(s.h + tid * kLd + cc * 8);
+      const uint4 y = *reinterpret_cast<const uint4*>(s.dh + tid * kLd + cc * 8);
       const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
@@ -1212,7 +1229,10 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
     // prefix sums of t3 (lane l rows 2l, 2l + 1), written over t3: s.t3[j] = t3_0 + ... + t3_{j-1}.
     const float ta = s.t3[2 * lane], tb = s.t3[2 * lane + 1];
     float tp = ta + tb;
-    float part = ((s.hdot[4 * lane] + s.hdot[4 * lane + 1]) + s.hdot[4 * lane + 2]) + s.hdot[4 * lane + 3];
+    constexpr int kRowsPerLane = kD / 32;  // hdot rows per lane, summed in ascending order
+    float part = s.hdot[kRowsPerLane * lane];
+#pragma unroll
+    for (int j = 1; j < kRowsPerLane; ++j) part += s.hdot[kRowsPerLane * lane + j];
     part *= expf(GL);
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
@@ -1253,22 +1273,23 @@ static __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_
 // h G .. h G + G - 1 (G = HV / H), added in ascending value-head order, then rounded once to bf16: the block
 // programs' group_reduce, whose sum starts at 0 (the same value; only a -0 sum there reads +0). No atomics.
 // 4 consecutive elements of K a thread, a grid-stride loop.
-static __global__ void __launch_bounds__(kThreads) group_kernel(const __grid_constant__ GdnBwdArgs a) {
+template <int kD = gdn::DK>
+__global__ void __launch_bounds__(kThreads) group_kernel(const __grid_constant__ GdnBwdArgs a) {
   const int HV = a.value_heads(), G = HV / a.H;
-  const std::int64_t n4 = static_cast<std::int64_t>(a.B) * a.T * a.H * (DK / 4);
+  const std::int64_t n4 = static_cast<std::int64_t>(a.B) * a.T * a.H * (kD / 4);
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; e < n4;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    const std::int64_t rh = e / (DK / 4), d = (e % (DK / 4)) * 4;  // rh = (b T + t) H + h
-    const std::int64_t src = ((rh / a.H) * HV + (rh % a.H) * G) * DK + d;
+    const std::int64_t rh = e / (kD / 4), d = (e % (kD / 4)) * 4;  // rh = (b T + t) H + h
+    const std::int64_t src = ((rh / a.H) * HV + (rh % a.H) * G) * kD + d;
     float4 q = *reinterpret_cast<const float4*>(a.dqp + src), k = *reinterpret_cast<const float4*>(a.dkp + src);
     for (int gi = 1; gi < G; ++gi) {
-      const float4 x = *reinterpret_cast<const float4*>(a.dqp + src + static_cast<std::int64_t>(gi) * DK);
-      const float4 y = *reinterpret_cast<const float4*>(a.dkp + src + static_cast<std::int64_t>(gi) * DK);
+      const float4 x = *reinterpret_cast<const float4*>(a.dqp + src + static_cast<std::int64_t>(gi) * kD);
+      const float4 y = *reinterpret_cast<const float4*>(a.dkp + src + static_cast<std::int64_t>(gi) * kD);
       q = make_float4(q.x + x.x, q.y + x.y, q.z + x.z, q.w + x.w);
       k = make_float4(k.x + y.x, k.y + y.y, k.z + y.z, k.w + y.w);
     }
-    std::uint32_t* dq = reinterpret_cast<std::uint32_t*>(a.dq + rh * DK + d);
-    std::uint32_t* dk = reinterpret_cast<std::uint32_t*>(a.dk + rh * DK + d);
+    std::uint32_t* dq = reinterpret_cast<std::uint32_t*>(a.dq + rh * kD + d);
+    std::uint32_t* dk = reinterpret_cast<std::uint32_t*>(a.dk + rh * kD + d);
     dq[0] = pack_bf16x2(q.x, q.y);
     dq[1] = pack_bf16x2(q.z, q.w);
     dk[0] = pack_bf16x2(k.x, k.y);
@@ -1293,13 +1314,13 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
         static_cast<std::uint32_t*>(p)[i] = 0xffffffffu;
     }
   };
-  const std::int64_t T = a.T;
-  fill(a.dq, true, T * a.H * DK);
-  fill(a.dk, true, T * a.H * DK);
-  fill(a.dv, true, T * HV * DV);
+  const std::int64_t T = a.T, D = a.D;  // K = V
+  fill(a.dq, true, T * a.H * D);
+  fill(a.dk, true, T * a.H * D);
+  fill(a.dv, true, T * HV * D);
   if (a.gate != 0) fill(a.dg, a.g_bf16, T * HV);
   fill(a.dbeta, a.beta_bf16, T * HV);
-  fill(a.dh0, false, static_cast<std::int64_t>(a.N) * HV * DK * DV);
+  fill(a.dh0, false, static_cast<std::int64_t>(a.N) * HV * D * D);
 }
 
 }  // namespace gdn_bwd
@@ -1307,26 +1328,26 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 #if defined(__CUDACC__)
 namespace gdn_bwd {
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
-template <int kVT>
+template <int kVT, int kD>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   static const cudaError_t attributes = [] {
-    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(HSmem<kVT>)));
+    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(sizeof(HSmem<kVT, kD>)));
     if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(&dh_kernel<kVT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(DhSmem<kVT>)));
+      e = cudaFuncSetAttribute(&dh_kernel<kVT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(DhSmem<kVT, kD>)));
     return e;
   }();
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   const int NT = (a.T + C - 1) / C;
-  const dim3 grid(DV / kVT, a.num_seqs() * a.value_heads());  // (slice, sequence x value head)
+  const dim3 grid(kD / kVT, a.num_seqs() * a.value_heads());  // (slice, sequence x value head)
   if (NT > 0) {
-    h_kernel<kVT><<<grid, kThreads, sizeof(HSmem<kVT>), stream>>>(a);
+    h_kernel<kVT, kD><<<grid, kThreads, sizeof(HSmem<kVT, kD>), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
-  dh_kernel<kVT><<<grid, kThreads, sizeof(DhSmem<kVT>), stream>>>(a);
+  dh_kernel<kVT, kD><<<grid, kThreads, sizeof(DhSmem<kVT, kD>), stream>>>(a);
   return cudaGetLastError();
 }
 }  // namespace gdn_bwd
@@ -1334,18 +1355,19 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
 // The slice width of the h and dh kernels: the widest (64, 32, 16 columns) that still gives every multiprocessor
 // a block (BH DV / vt >= SMs, BH the sequences x value heads); 16 below that (B1 T32768 H16: 128 blocks instead of
 // 32). The rule is the forward's too: state_slice_width (state_slice.cuh).
-inline int gdn_bwd_slice_width(int BH) { return state_slice_width(BH, gdn::DV); }
+inline int gdn_bwd_slice_width(int BH, int D = gdn::DV) { return state_slice_width(BH, D); }
 
 #endif  // __CUDACC__
 
-// Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, B H <= 65535 (packed: B = 1, one offset
-// array, N HV <= 65535), gate 0 or 1, every
+// Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, D (K = V) 64 or 128, B H <= 65535
+// (packed: B = 1, one offset array, N HV <= 65535), gate 0 or 1, every
 // tensor present that the member reads or writes, 16-byte aligned q, k, v, dout; 4-byte aligned dq, dk, dv; g,
 // beta, dg, dbeta aligned to their elements (4 bytes fp32, 2 bf16); 8-byte aligned h0, dht, dh0; the workspace carved (gdn_bwd_workspace_carve) from a 16-byte
 // aligned block. Shared by gdn_bwd_mma and glr's dispatch (glr/cuda/sm90/backward.cu).
 inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   auto misaligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n != 0; };
   if (a.B < 1 || a.H < 1 || a.T < 0) return "sizes (B, H >= 1, T >= 0)";
+  if (a.D != 64 && a.D != 128) return "head dims (K = V = 64 or 128)";
   if (a.HV != 0 && (a.HV < a.H || a.HV % a.H != 0)) return "HV a multiple of H (or 0: H)";
   if (a.varlen() && (a.B != 1 || (!a.cu_seqlens) == (!a.cu_seqlens32) || a.chunk_slots() > 0x7fffffffLL))
     return "packed sequences need B = 1 and one offset array";
@@ -1370,55 +1392,64 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
 }
 
 #if defined(__CUDACC__)
-// Launch the four kernels on `stream` (packed sequences: the forward's chunk table kernel first, the poison kernel
-// last; the status word a.status then 0, or 1 for invalid offsets). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
-// otherwise (or for a vt other than 0, 16, 32, 64), else the first launch error. marks, if not null, are 3 events
-// recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
-// gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each
-// width is deterministic run to run).
-inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
-  if (gdn_bwd_mma_refusal(args) != nullptr || (vt != 0 && vt != 16 && vt != 32 && vt != 64))
-    return cudaErrorInvalidValue;
-  GdnBwdArgs a = args;
-  a.HV = a.value_heads();
-  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV);
+namespace gdn_bwd {
+// gdn_bwd_mma at head dims kD (K = V = a.D); a checked, HV and vt set.
+template <int kD>
+inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   // the wy and chunk kernels' grid: dense (chunk, b HV + hv); packed (chunk slot of the whole batch, hv)
   const long long NT = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.varlen() ? a.HV : a.B * a.HV;
   static const cudaError_t attributes = cudaFuncSetAttribute(
-      &gdn_bwd::chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(gdn_bwd::ChunkSmem)));
+      &chunk_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(ChunkSmem<kD>)));
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    gdn::chunk_table_kernel<<<1, gdn::kThreads, gdn::table_smem_bytes, stream>>>(gdn_bwd::wy_args(a));
+    gdn::chunk_table_kernel<<<1, gdn::kThreads, gdn::table_smem_bytes, stream>>>(wy_args(a));
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (NT > 0) {
-    gdn::wy_kernel<3><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(gdn_bwd::wy_args(a));
+    gdn::wy_kernel<3, true, kD><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(
+        wy_args(a));
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
-  e = a.vt == 64   ? gdn_bwd::launch_state_passes<64>(a, stream, marks)
-      : a.vt == 32 ? gdn_bwd::launch_state_passes<32>(a, stream, marks)
-                   : gdn_bwd::launch_state_passes<16>(a, stream, marks);
+  e = a.vt == 64   ? launch_state_passes<64, kD>(a, stream, marks)
+      : a.vt == 32 ? launch_state_passes<32, kD>(a, stream, marks)
+                   : launch_state_passes<16, kD>(a, stream, marks);
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
-    gdn_bwd::chunk_kernel<<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(gdn_bwd::ChunkSmem), stream>>>(a);
+    chunk_kernel<kD><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(ChunkSmem<kD>), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk
-    const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (gdn::DK / 4);
+    const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (kD / 4);
     const long long need = (n4 + gdn::kThreads - 1) / gdn::kThreads;
     const int blocks = static_cast<int>(need < (1 << 20) ? need : (1 << 20));
-    gdn_bwd::group_kernel<<<blocks, gdn::kThreads, 0, stream>>>(a);
+    group_kernel<kD><<<blocks, gdn::kThreads, 0, stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (a.varlen()) {
-    gdn_bwd::poison_kernel<<<256, gdn::kThreads, 0, stream>>>(a);
+    poison_kernel<<<256, gdn::kThreads, 0, stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+}  // namespace gdn_bwd
+
+// Launch the four kernels on `stream` (packed sequences: the forward's chunk table kernel first, the poison kernel
+// last; the status word a.status then 0, or 1 for invalid offsets). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
+// otherwise (or for a vt other than 0, 16, 32, 64, or wider than D), else the first launch error. marks, if not null, are 3 events
+// recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
+// gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each
+// width is deterministic run to run).
+inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
+  if (gdn_bwd_mma_refusal(args) != nullptr || (vt != 0 && vt != 16 && vt != 32 && vt != 64) || vt > args.D)
+    return cudaErrorInvalidValue;
+  GdnBwdArgs a = args;
+  a.HV = a.value_heads();
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV, a.D);
+  return a.D == 64 ? gdn_bwd::launch_all<64>(a, stream, marks) : gdn_bwd::launch_all<128>(a, stream, marks);
 }
 #endif  // __CUDACC__
 

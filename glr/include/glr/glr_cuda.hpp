@@ -103,7 +103,7 @@ std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& o
 
 // Which kernels a backward call runs. sm90: the tensor-core backward (glr/cuda/sm90/gdn_bwd_mma.cuh) on an sm_90
 // device for Gated DeltaNet and DeltaNet (g = 0: the same kernels with the decay 1), bf16 q, k, v, dout (and dq, dk,
-// dv), g and beta each fp32 or bf16 (dg, dbeta in their dtypes), K = V = 128, HV a multiple of H, dense batches or
+// dv), g and beta each fp32 or bf16 (dg, dbeta in their dtypes), K = V = 64 or 128, HV a multiple of H, dense batches or
 // packed sequences (cu_seqlens), dense layouts; h0, dht, dh0 taken (per sequence). blocks: the block programs (any supported problem, any strides).
 // Both are bitwise deterministic; they differ within bf16 bounds. GLR_BACKWARD_PATH = blocks forces the block programs; unset or "auto" lets
 // backward_path choose; any other value is an InvalidArgument naming it. GLR_BACKWARD_LOG (set to anything)
