@@ -531,6 +531,10 @@ def test_the_audit_gives_each_row_an_estimate_and_records_its_peak_for_the_next_
     from kgate.results import read_results
     corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_softmax", "crashes"]))
     monkeypatch.setattr(scheduler, "gpu_probe_for", lambda fw: DescendantsProbe())
+    # Sample what the jobs' processes hold every 20 ms, not every 0.5 s: a numpy row's worker lives about a second,
+    # and on a loaded machine the default interval missed it (1 run in 10 saw the row job alone).
+    run_jobs = audit_mod.run_jobs
+    monkeypatch.setattr(audit_mod, "run_jobs", lambda *a, **k: run_jobs(*a, **{**k, "gpu_sample_s": 0.02}))
     out = str(workdir / "out.jsonl")
     counts = audit_mod.audit(corpus, results_path=out, fw="numpy", jobs=2, seed=5, call_timeout=4, quiet=True,
                              work_dir=str(workdir / "w"), ext_cache=str(workdir / "ext"))
@@ -539,7 +543,9 @@ def test_the_audit_gives_each_row_an_estimate_and_records_its_peak_for_the_next_
     for r in first.values():
         g = r["gpu"]
         assert g["estimate_from"] in ("source", "level") and g["estimate_bytes"] >= gpumem.PER_ROW, r
-        assert g["peak_bytes"] >= 2 * GiB, r  # the row job and its worker, 1 GiB each
+        # The row job and its worker, 1 GiB each (the crashing row's worker may die before a sample: at least its
+        # row job)
+        assert g["peak_bytes"] >= (2 * GiB if r["task"] == 1 else 1 * GiB), r
     # Run one row again: its estimate is now its observed peak (with the sampling margin); the attempts
     # journal holds the peak too.
     key = sorted(first)[0]
