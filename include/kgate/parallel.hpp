@@ -11,8 +11,10 @@ namespace kgate {
 // Elements per chunk: fixed, so results never depend on how many threads ran.
 inline constexpr std::int64_t kParallelChunk = std::int64_t{1} << 18;
 
-// Threads the engine's host loops may use: KGATE_HOST_THREADS if set (>= 1), else OMP_NUM_THREADS (row jobs
-// of an audit share the machine through it), else the hardware's, at most 8.
+// Threads the engine's host loops may use: KGATE_HOST_THREADS if set (>= 1), else the CPUs this process may
+// run on, at most 4. Not OMP_NUM_THREADS: an audit sets that to CPUs / row jobs (1 on the H200's 16 CPUs and
+// 12 jobs) against OpenMP pools that spin in every job, while these threads live only inside one loop over a
+// case of more than 2^18 elements (the long rows, mostly alone at the end of a call) and never spin.
 int host_threads();
 // Overrides host_threads() from now on (tests: the same results on 1 thread and on many); 0 restores it.
 void set_host_threads(int n);

@@ -1,5 +1,7 @@
 #include "kgate/parallel.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -28,9 +30,11 @@ int host_threads() {
   if (const int o = override_threads.load()) return o;
   static const int n = [] {
     if (int k = env_threads("KGATE_HOST_THREADS")) return k;
-    if (int k = env_threads("OMP_NUM_THREADS")) return k;
-    const unsigned hw = std::thread::hardware_concurrency();
-    return static_cast<int>(std::clamp(hw, 1u, 8u));
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                 : static_cast<int>(std::thread::hardware_concurrency());
+    return std::clamp(cpus, 1, 4);
   }();
   return n;
 }
