@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kgate/compare.hpp"
+#include "kgate/parallel.hpp"
 
 namespace kgate {
 namespace {
@@ -14,17 +16,18 @@ namespace {
 constexpr std::int64_t kBlock = 2048;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Calls judge(i, got_i) for every element, got decoded in blocks. judge returns the element's verdict.
-template <class Judge>
-void for_each_decoded(const HostArray& got, Judge&& judge) {
-  std::array<double, kBlock> buf;
-  const std::size_t es = size_of(got.dtype());
-  for (std::int64_t start = 0; start < got.numel(); start += kBlock) {
-    const std::int64_t n = std::min(kBlock, got.numel() - start);
-    decode_elements(got.dtype(), got.data() + start * static_cast<std::int64_t>(es), n, buf.data());
-    for (std::int64_t k = 0; k < n; ++k) judge(start + k, buf[static_cast<std::size_t>(k)]);
-  }
-}
+// One chunk's part of a comparison: its counts and first offence in `c`, and what the worst ratio needs to be
+// merged in chunk order exactly as one serial pass would find it (note_ratio's rule: the first ratio seen is
+// kept, then only a strictly larger one replaces it; a NaN ratio therefore wins only as the very first).
+struct Partial {
+  Comparison c;
+  bool has_first = false;
+  double first_ratio = 0.0;
+  std::int64_t first_at = -1;
+  bool has_max = false;  // the first largest non-NaN ratio
+  double max_ratio = 0.0;
+  std::int64_t max_at = -1;
+};
 
 void note(Comparison& c, std::int64_t i, Mismatch kind) {
   if (c.ok) {
@@ -35,10 +38,59 @@ void note(Comparison& c, std::int64_t i, Mismatch kind) {
   ++c.bad;
 }
 
-void note_ratio(Comparison& c, std::int64_t i, double ratio) {
-  if (c.worst < 0 || ratio > c.max_ratio) {
-    c.max_ratio = ratio;
-    c.worst = i;
+void note_ratio(Partial& p, std::int64_t i, double ratio) {
+  if (!p.has_first) {
+    p.has_first = true;
+    p.first_ratio = ratio;
+    p.first_at = i;
+  }
+  if (!std::isnan(ratio) && (!p.has_max || ratio > p.max_ratio)) {
+    p.has_max = true;
+    p.max_ratio = ratio;
+    p.max_at = i;
+  }
+}
+
+// Calls judge(part, i, got_i) for every element, got decoded in blocks, the array cut into fixed chunks that
+// run on the host's threads (parallel.hpp); the chunks' parts merged in order into `out`: the same result as
+// one pass from the first element to the last, bit for bit, whatever the thread count.
+template <class Judge>
+void for_each_decoded(const HostArray& got, Comparison& out, Judge&& judge) {
+  const std::int64_t n = got.numel();
+  std::vector<Partial> parts(static_cast<std::size_t>(chunk_count(n)));
+  const std::size_t es = size_of(got.dtype());
+  parallel_chunks(n, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+    Partial& part = parts[static_cast<std::size_t>(chunk)];
+    std::array<double, kBlock> buf;
+    for (std::int64_t start = begin; start < end; start += kBlock) {
+      const std::int64_t m = std::min(kBlock, end - start);
+      decode_elements(got.dtype(), got.data() + start * static_cast<std::int64_t>(es), m, buf.data());
+      for (std::int64_t k = 0; k < m; ++k) judge(part, start + k, buf[static_cast<std::size_t>(k)]);
+    }
+  });
+  const Partial* first = nullptr;
+  for (const Partial& p : parts) {
+    if (!p.c.ok && out.ok) {
+      out.ok = false;
+      out.first = p.c.first;
+      out.kind = p.c.kind;
+    }
+    out.bad += p.c.bad;
+    out.judged += p.c.judged;
+    for (std::size_t e = 0; e < kExcuseKinds; ++e) out.excused[e] += p.c.excused[e];
+    if (!first && p.has_first) first = &p;
+  }
+  if (!first) return;
+  if (std::isnan(first->first_ratio)) {
+    out.max_ratio = first->first_ratio;
+    out.worst = first->first_at;
+    return;
+  }
+  for (const Partial& p : parts) {
+    if (p.has_max && (out.worst < 0 || p.max_ratio > out.max_ratio)) {
+      out.max_ratio = p.max_ratio;
+      out.worst = p.max_at;
+    }
   }
 }
 
@@ -105,22 +157,24 @@ Comparison compare_within(const HostArray& got, const Reference& ref, const Tole
   if (!same_form(got, ref, c)) return c;
   c.judged = got.numel();
   if (!is_float(got.dtype())) {
-    for_each_decoded(got, [&](std::int64_t i, double g) {
+    for_each_decoded(got, c, [&](Partial& part, std::int64_t i, double g) {
+      Comparison& c = part.c;
       if (g != ref.rounded[static_cast<std::size_t>(i)]) {
         note(c, i, Mismatch::value);
-        note_ratio(c, i, kInf);
+        note_ratio(part, i, kInf);
       }
     });
     return c;
   }
   const double max_finite = info(got.dtype()).max_finite;
-  for_each_decoded(got, [&](std::int64_t i, double g) {
+  for_each_decoded(got, c, [&](Partial& part, std::int64_t i, double g) {
+    Comparison& c = part.c;
     const double e = ref.exact[static_cast<std::size_t>(i)];
     const double r = ref.rounded[static_cast<std::size_t>(i)];
     if (std::isnan(e)) {
       if (!std::isnan(g)) {
         note(c, i, Mismatch::nan_masked);
-        note_ratio(c, i, kInf);
+        note_ratio(part, i, kInf);
       }
       return;
     }
@@ -130,11 +184,11 @@ Comparison compare_within(const HostArray& got, const Reference& ref, const Tole
       // just past max is still a correct rounding of a slightly different computation.
       if (g == r) return;
       if (std::isfinite(e) && std::isfinite(g) && std::fabs(g - e) <= b) {
-        note_ratio(c, i, std::fabs(g - e) / b);
+        note_ratio(part, i, std::fabs(g - e) / b);
         return;
       }
       note(c, i, Mismatch::inf_mismatch);
-      note_ratio(c, i, kInf);
+      note_ratio(part, i, kInf);
       return;
     }
     if (!std::isfinite(g)) {
@@ -146,12 +200,12 @@ Comparison compare_within(const HostArray& got, const Reference& ref, const Tole
         return;
       }
       note(c, i, Mismatch::unexpected_nonfinite);
-      note_ratio(c, i, kInf);
+      note_ratio(part, i, kInf);
       return;
     }
     const double err = std::fabs(g - r);
     const double ratio = b > 0 ? err / b : (err == 0 ? 0.0 : kInf);
-    note_ratio(c, i, ratio);
+    note_ratio(part, i, ratio);
     if (err > b) note(c, i, Mismatch::value);
   });
   return c;
@@ -161,7 +215,8 @@ Comparison compare_allclose(const HostArray& got, const Reference& ref, double r
   Comparison c;
   if (!same_form(got, ref, c)) return c;
   c.judged = got.numel();
-  for_each_decoded(got, [&](std::int64_t i, double g) {
+  for_each_decoded(got, c, [&](Partial& part, std::int64_t i, double g) {
+    Comparison& c = part.c;
     const double r = ref.rounded[static_cast<std::size_t>(i)];
     if (std::isnan(g) || std::isnan(r)) {  // equal_nan=False: NaN is never close, not even to NaN
       note(c, i, std::isnan(r) ? Mismatch::nan_masked : Mismatch::unexpected_nonfinite);
@@ -173,7 +228,7 @@ Comparison compare_allclose(const HostArray& got, const Reference& ref, double r
     }
     const double bound = atol + rtol * std::fabs(r);
     const double err = std::fabs(g - r);
-    note_ratio(c, i, bound > 0 ? err / bound : (err == 0 ? 0.0 : kInf));
+    note_ratio(part, i, bound > 0 ? err / bound : (err == 0 ? 0.0 : kInf));
     if (err > bound) note(c, i, Mismatch::value);
   });
   return c;
@@ -196,7 +251,8 @@ Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span
   if (!is_float(got.dtype())) return c;  // integers cannot carry NaN or Inf
   const double max_finite = info(got.dtype()).max_finite;
   auto is_allowed = [&](std::int64_t i) { return !allowed.empty() && allowed[static_cast<std::size_t>(i)] != 0; };
-  for_each_decoded(got, [&](std::int64_t i, double g) {
+  for_each_decoded(got, c, [&](Partial& part, std::int64_t i, double g) {
+    Comparison& c = part.c;
     const double e = ref.exact[static_cast<std::size_t>(i)];
     const double r = ref.rounded[static_cast<std::size_t>(i)];
     if (std::isnan(e)) {

@@ -2,6 +2,7 @@
 #include "kgate/oracle.hpp"
 
 #include "kgate/compare.hpp"
+#include "kgate/parallel.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,11 @@ namespace {
 HostArray widen(const HostArray& in) {
   HostArray out(DType::f64, in.shape());
   // HostArray storage comes from operator new, aligned for double.
-  decode_elements(in.dtype(), in.data(), in.numel(), reinterpret_cast<double*>(out.data()));
+  double* wide = reinterpret_cast<double*>(out.data());
+  const std::size_t es = size_of(in.dtype());
+  parallel_chunks(in.numel(), [&](std::int64_t, std::int64_t begin, std::int64_t end) {  // per element: any split
+    decode_elements(in.dtype(), in.data() + static_cast<std::size_t>(begin) * es, end - begin, wide + begin);
+  });
   return out;
 }
 

@@ -1,5 +1,6 @@
 // The context gates share: memoised input sets and oracle outputs, bounds, and tensor placement.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kgate/gate.hpp"
+#include "kgate/parallel.hpp"
 
 namespace kgate {
 namespace {
@@ -45,7 +47,20 @@ std::string content_key(const InputSet& s, const Attrs& attrs) {
     for (const HostArray& a : s.arrays) {
       h.add(static_cast<std::uint64_t>(a.dtype()));
       for (std::int64_t d : a.shape()) h.add(static_cast<std::uint64_t>(d));
-      h.add_bytes(a.data(), a.nbytes());
+      // The bytes in fixed chunks of 8 * kParallelChunk, hashed on the host's threads, their digests folded
+      // in order: the key does not depend on the thread count (and is only ever a memo key).
+      const std::size_t bytes = a.nbytes();
+      const std::int64_t words = static_cast<std::int64_t>((bytes + 7) / 8);
+      std::vector<Hash128> parts(static_cast<std::size_t>(chunk_count(words)));
+      parallel_chunks(words, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+        const std::size_t from = static_cast<std::size_t>(begin) * 8;
+        const std::size_t to = std::min(bytes, static_cast<std::size_t>(end) * 8);
+        parts[static_cast<std::size_t>(chunk)].add_bytes(a.data() + from, to - from);
+      });
+      for (const Hash128& part : parts) {
+        h.add(part.a);
+        h.add(part.b);
+      }
     }
     s.content_key.a = h.a;
     s.content_key.b = h.b;
@@ -251,25 +266,38 @@ ReferenceRunResult judge_reference_run(ReferenceRun& run, const OracleResult& or
     if (static_cast<std::size_t>(n) != ref.exact.size())
       throw std::invalid_argument(fmt::format("reference run output has {} elements; the oracle's has {}", n,
                                               ref.exact.size()));
+    // Fixed chunks on the host's threads (parallel.hpp): the largest error is exact in any order, and the
+    // classes are written per element, so the result does not depend on the thread count.
     constexpr std::int64_t kBlock = 4096;
-    std::vector<double> block(static_cast<std::size_t>(std::min(n, kBlock)));
-    std::vector<std::uint8_t> cls;
-    double worst = 0.0;
+    std::vector<double> chunk_worst(static_cast<std::size_t>(chunk_count(n)), 0.0);
+    std::vector<std::uint8_t> chunk_nonfinite(chunk_worst.size(), 0);
+    std::vector<std::uint8_t> all_cls(static_cast<std::size_t>(n), 0);
     const std::size_t es = size_of(out.dtype());
-    for (std::int64_t start = 0; start < n; start += kBlock) {
-      const std::int64_t m = std::min(kBlock, n - start);
-      decode_elements(out.dtype(), out.data() + static_cast<std::size_t>(start) * es, m, block.data());
-      for (std::int64_t j = 0; j < m; ++j) {
-        const double v = block[static_cast<std::size_t>(j)], e = ref.exact[static_cast<std::size_t>(start + j)];
-        if (!std::isfinite(e)) continue;
-        if (std::isfinite(v)) {
-          worst = std::max(worst, std::fabs(v - e));
-        } else {
-          if (cls.empty()) cls.assign(static_cast<std::size_t>(n), 0);
-          cls[static_cast<std::size_t>(start + j)] = std::isnan(v) ? 1 : std::signbit(v) ? 3 : 2;
+    parallel_chunks(n, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+      std::array<double, kBlock> block;
+      double worst = 0.0;
+      bool any = false;
+      for (std::int64_t start = begin; start < end; start += kBlock) {
+        const std::int64_t m = std::min(kBlock, end - start);
+        decode_elements(out.dtype(), out.data() + static_cast<std::size_t>(start) * es, m, block.data());
+        for (std::int64_t j = 0; j < m; ++j) {
+          const double v = block[static_cast<std::size_t>(j)], e = ref.exact[static_cast<std::size_t>(start + j)];
+          if (!std::isfinite(e)) continue;
+          if (std::isfinite(v)) {
+            worst = std::max(worst, std::fabs(v - e));
+          } else {
+            any = true;
+            all_cls[static_cast<std::size_t>(start + j)] = std::isnan(v) ? 1 : std::signbit(v) ? 3 : 2;
+          }
         }
       }
-    }
+      chunk_worst[static_cast<std::size_t>(chunk)] = worst;
+      chunk_nonfinite[static_cast<std::size_t>(chunk)] = any;
+    });
+    double worst = 0.0;
+    for (const double w : chunk_worst) worst = std::max(worst, w);
+    std::vector<std::uint8_t> cls;
+    if (std::find(chunk_nonfinite.begin(), chunk_nonfinite.end(), 1) != chunk_nonfinite.end()) cls = std::move(all_cls);
     r.error.push_back(worst);
     bytes += out.nbytes() + cls.size();
     r.nonfinite.push_back(std::move(cls));

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kgate/inputs.hpp"
+#include "kgate/parallel.hpp"
 
 namespace kgate {
 namespace {
@@ -139,55 +140,59 @@ HostArray generate_input(const TensorSpec& spec, const Shape& shape, const Bindi
   }
   const Stream aux = s.child("aux");
   const std::int64_t es = static_cast<std::int64_t>(size_of(spec.dtype));
-  std::array<double, kBlock> buf;
-  for (std::int64_t start = 0; start < a.numel(); start += kBlock) {
-    const std::int64_t n = std::min(kBlock, a.numel() - start);
-    double* v = buf.data();
-    auto u = [&](std::int64_t k) { return s.uniform(static_cast<std::uint64_t>(start + k)); };
-    auto w = [&](std::int64_t k) { return aux.uniform(static_cast<std::uint64_t>(start + k)); };
-    if (spec.dtype == DType::boolean) {
-      for (std::int64_t k = 0; k < n; ++k) v[k] = static_cast<double>(s.bits(static_cast<std::uint64_t>(start + k)) & 1);
-    } else {
-      switch (dom.kind) {
-        case DomainKind::normal: {
-          normals(s, start, n, v);
-          const double mean = dom.a, sd = dom.b;
-          for (std::int64_t k = 0; k < n; ++k) {
-            switch (d) {
-              case Distribution::contract: v[k] = mean + sd * v[k]; break;
-              case Distribution::wide: v[k] = mean + sd * v[k] * std::exp2(8.0 * w(k) - 4.0); break;
-              case Distribution::small: v[k] = (mean + sd * v[k]) / 64; break;
-              case Distribution::uniform: v[k] = mean + sd * (4.0 * u(k) - 2.0); break;
+  // Every element is a function of its index alone (counter-based streams), so fixed chunks drawn on the
+  // host's threads (parallel.hpp) give the same bytes as one pass.
+  parallel_chunks(a.numel(), [&](std::int64_t, std::int64_t begin, std::int64_t end) {
+    std::array<double, kBlock> buf;
+    for (std::int64_t start = begin; start < end; start += kBlock) {
+      const std::int64_t n = std::min(kBlock, end - start);
+      double* v = buf.data();
+      auto u = [&](std::int64_t k) { return s.uniform(static_cast<std::uint64_t>(start + k)); };
+      auto w = [&](std::int64_t k) { return aux.uniform(static_cast<std::uint64_t>(start + k)); };
+      if (spec.dtype == DType::boolean) {
+        for (std::int64_t k = 0; k < n; ++k) v[k] = static_cast<double>(s.bits(static_cast<std::uint64_t>(start + k)) & 1);
+      } else {
+        switch (dom.kind) {
+          case DomainKind::normal: {
+            normals(s, start, n, v);
+            const double mean = dom.a, sd = dom.b;
+            for (std::int64_t k = 0; k < n; ++k) {
+              switch (d) {
+                case Distribution::contract: v[k] = mean + sd * v[k]; break;
+                case Distribution::wide: v[k] = mean + sd * v[k] * std::exp2(8.0 * w(k) - 4.0); break;
+                case Distribution::small: v[k] = (mean + sd * v[k]) / 64; break;
+                case Distribution::uniform: v[k] = mean + sd * (4.0 * u(k) - 2.0); break;
+              }
             }
+            break;
           }
-          break;
-        }
-        case DomainKind::uniform:
-        case DomainKind::positive:
-          for (std::int64_t k = 0; k < n; ++k) v[k] = bounded(dom.a, dom.b, d, u(k), w(k));
-          break;
-        case DomainKind::probability:
-          for (std::int64_t k = 0; k < n; ++k) {
-            if (d == Distribution::wide) {
-              const double p = std::exp2(-16.0 * u(k));  // down to 2^-16 from 0 or from 1
-              v[k] = w(k) < 0.5 ? p : 1.0 - p;
-            } else {
-              v[k] = d == Distribution::small ? u(k) / 64 : u(k);
+          case DomainKind::uniform:
+          case DomainKind::positive:
+            for (std::int64_t k = 0; k < n; ++k) v[k] = bounded(dom.a, dom.b, d, u(k), w(k));
+            break;
+          case DomainKind::probability:
+            for (std::int64_t k = 0; k < n; ++k) {
+              if (d == Distribution::wide) {
+                const double p = std::exp2(-16.0 * u(k));  // down to 2^-16 from 0 or from 1
+                v[k] = w(k) < 0.5 ? p : 1.0 - p;
+              } else {
+                v[k] = d == Distribution::small ? u(k) / 64 : u(k);
+              }
             }
+            break;
+          case DomainKind::integer: {
+            const auto lo = static_cast<std::int64_t>(std::ceil(dom.a));
+            const auto hi = static_cast<std::int64_t>(std::floor(dom.b));
+            for (std::int64_t k = 0; k < n; ++k)
+              v[k] = static_cast<double>(s.integer(static_cast<std::uint64_t>(start + k), lo, hi));
+            break;
           }
-          break;
-        case DomainKind::integer: {
-          const auto lo = static_cast<std::int64_t>(std::ceil(dom.a));
-          const auto hi = static_cast<std::int64_t>(std::floor(dom.b));
-          for (std::int64_t k = 0; k < n; ++k)
-            v[k] = static_cast<double>(s.integer(static_cast<std::uint64_t>(start + k), lo, hi));
-          break;
+          case DomainKind::offsets: break;  // handled above
         }
-        case DomainKind::offsets: break;  // handled above
       }
+      store_block(spec.dtype, v, n, a.data() + start * es);
     }
-    store_block(spec.dtype, v, n, a.data() + start * es);
-  }
+  });
   return a;
 }
 
