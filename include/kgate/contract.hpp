@@ -125,9 +125,28 @@ struct Contract {
   bool admissible(const Bindings& b, std::string* why = nullptr) const;
 };
 
-// Parse and check a contract file. Throws ContractError.
+// The memory one case of a gate may take (in case_bytes' estimate), and where that number comes from.
+// Not a constant: a 141 GB machine must hold the nominal case of a task that ran on an 80 GB one.
+struct CaseMemoryLimit {
+  std::int64_t bytes = 0;
+  std::string why;  // "3/4 of this machine's 125.8 GiB (MemTotal)", "KGATE_CASE_MEMORY", "the audit's share ..."
+};
+// KGATE_CASE_MEMORY (bytes, a decimal integer >= 1 MiB) where set, else 3/4 of this machine's memory (MemTotal,
+// or the memory cgroup's limit where lower). A bad KGATE_CASE_MEMORY throws ContractError (one line, no file).
+CaseMemoryLimit case_memory_limit();
+// What one case is estimated to hold on the judge's side, per element of every input and output, each tensor
+// capped at max_case_elements (the gates halve larger ones): the tensor in its dtype and its float64 copy, each
+// twice (the engine's array and the target's; the oracle's f64 output and the bound's copy of it).
+std::int64_t case_bytes_per_element(DType t);
+// That estimate at bindings b (saturates at INT64_MAX), and at every dim's max (the largest case any gate makes).
+std::int64_t case_bytes(const Contract& c, const Bindings& b);
+std::int64_t largest_case_bytes(const Contract& c);
+
+// Parse and check a contract file. Throws ContractError. The largest case must fit case_memory_limit().
 Contract load_contract(const std::string& path);
 // Parse from text (path used only in messages).
 Contract parse_contract(const std::string& text, const std::string& path);
+// The same against a given limit (bytes <= 0: no memory check, for a caller that measures the case itself).
+Contract parse_contract(const std::string& text, const std::string& path, const CaseMemoryLimit& limit);
 
 }  // namespace kgate

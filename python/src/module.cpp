@@ -562,8 +562,12 @@ NB_MODULE(_core, m) {
       "verify",
       [](const std::string& contract_toml, const std::string& contract_path, Target& target, nb::callable oracle,
          std::optional<std::uint64_t> seed, std::vector<std::string> gates, double tolerance_scale,
-         InputSource* source, nb::object reference_runs, nb::object on_result, nb::object label_runs) {
-        Contract c = parse_contract(contract_toml, contract_path);
+         InputSource* source, nb::object reference_runs, nb::object on_result, nb::object label_runs,
+         std::optional<std::int64_t> case_memory, std::string case_memory_why) {
+        // case_memory: the bytes one case may take, where the caller knows better than this process's default
+        // (the audit: its share of the machine for a row beside others, the machine's when the row runs alone).
+        Contract c = case_memory ? parse_contract(contract_toml, contract_path, {*case_memory, case_memory_why})
+                                 : parse_contract(contract_toml, contract_path);
         OracleFn fn = [oracle](const std::vector<HostArray>& in, const Bindings& b, const Attrs& a) {
           nb::gil_scoped_acquire gil;
           try {
@@ -646,7 +650,30 @@ NB_MODULE(_core, m) {
       },
       "contract_toml"_a, "contract_path"_a, "target"_a, "oracle"_a, "seed"_a = nb::none(),
       "gates"_a = std::vector<std::string>{}, "tolerance_scale"_a = 1.0, "source"_a.none() = nb::none(),
-      "reference_runs"_a = nb::none(), "on_result"_a = nb::none(), "label_runs"_a = nb::none());
+      "reference_runs"_a = nb::none(), "on_result"_a = nb::none(), "label_runs"_a = nb::none(),
+      "case_memory"_a = nb::none(), "case_memory_why"_a = "given by the caller");
+  // The engine's case memory estimate (case_bytes) of a contract, read without the memory check: what its
+  // nominal and largest cases need, against what this process allows one case (case_memory_limit).
+  m.def(
+      "case_memory",
+      [](const std::string& contract_toml, const std::string& contract_path) {
+        const Contract c = parse_contract(contract_toml, contract_path, CaseMemoryLimit{0, "not checked"});
+        nb::dict out;
+        out["nominal"] = case_bytes(c, c.nominal());
+        out["largest"] = largest_case_bytes(c);
+        return out;
+      },
+      "contract_toml"_a, "contract_path"_a,
+      "{'nominal': bytes, 'largest': bytes}: the engine's estimate of one case at the nominal shape and at every "
+      "dim's max (each tensor capped at max_case_elements)");
+  m.def(
+      "case_memory_limit",
+      []() {
+        const CaseMemoryLimit l = case_memory_limit();
+        return nb::make_tuple(l.bytes, l.why);
+      },
+      "(bytes, why): what one case may take in this process by default (KGATE_CASE_MEMORY, else 3/4 of the "
+      "machine's memory); ValueError on a bad KGATE_CASE_MEMORY");
   m.def("list_gates", []() {
     std::vector<std::string> out;
     for (const GateInfo& g : list_gates()) out.push_back(g.name);

@@ -3,9 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <cctype>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -115,11 +119,105 @@ bool Contract::admissible(const Bindings& b, std::string* why) const {
   return true;
 }
 
-Contract parse_contract(const std::string& text, const std::string& path) {
+namespace {
+
+constexpr std::int64_t kNoBytes = std::numeric_limits<std::int64_t>::max();
+
+std::int64_t saturating_mul(std::int64_t a, std::int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kNoBytes / b ? kNoBytes : a * b;
+}
+
+// The first number in a file whose first line starting with `key` holds it (/proc/meminfo's "MemTotal:  123 kB"),
+// or a whole file holding one number (a cgroup's memory.max; "max" is no limit).
+std::optional<std::int64_t> read_number(const char* path, const char* key) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (key && line.rfind(key, 0) != 0) continue;
+    const std::size_t at = line.find_first_of("0123456789");
+    if (at == std::string::npos) return std::nullopt;
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(line.c_str() + at, &end, 10);
+    if (errno != 0 || v <= 0) return std::nullopt;
+    return static_cast<std::int64_t>(v);
+  }
+  return std::nullopt;
+}
+
+std::string gib(std::int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+
+}  // namespace
+
+std::int64_t case_bytes_per_element(DType t) { return 2 * (static_cast<std::int64_t>(size_of(t)) + 8); }
+
+std::int64_t case_bytes(const Contract& c, const Bindings& b) {
+  std::int64_t bytes = 0;
+  for (const auto* list : {&c.inputs, &c.outputs}) {
+    for (const TensorSpec& s : *list) {
+      std::int64_t n = 1;
+      for (std::int64_t e : s.resolve(b)) n = saturating_mul(n, e);
+      n = std::min(n, c.max_case_elements);
+      const std::int64_t more = saturating_mul(n, case_bytes_per_element(s.dtype));
+      bytes = more > kNoBytes - bytes ? kNoBytes : bytes + more;
+    }
+  }
+  return bytes;
+}
+
+std::int64_t largest_case_bytes(const Contract& c) {
+  Bindings at_max;
+  for (const DimSpec& d : c.dims) at_max[d.name] = d.max;
+  return case_bytes(c, at_max);
+}
+
+CaseMemoryLimit case_memory_limit() {
+  if (const char* env = std::getenv("KGATE_CASE_MEMORY"); env && *env) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (errno != 0 || *end != '\0' || v < kMinCaseMemoryBytes || !std::isdigit(static_cast<unsigned char>(*env)))
+      throw std::invalid_argument(fmt::format("KGATE_CASE_MEMORY must be a decimal number of bytes >= {}, got \"{}\"",
+                                              kMinCaseMemoryBytes, env));
+    return {static_cast<std::int64_t>(v), fmt::format("KGATE_CASE_MEMORY = {} bytes", v)};
+  }
+  std::int64_t total = 0;
+  std::string from;
+  if (auto kb = read_number("/proc/meminfo", "MemTotal:")) {
+    total = saturating_mul(*kb, 1024);
+    from = "MemTotal";
+  } else {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    total = pages > 0 && page > 0 ? saturating_mul(pages, page) : 0;
+    from = "physical pages";
+  }
+  for (const char* cg : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    if (auto v = read_number(cg, nullptr); v && (*v < total || total == 0)) {
+      total = *v;
+      from = std::string("the memory cgroup's limit, ") + cg;
+    }
+  }
+  if (total <= 0) return {std::int64_t(8) << 30, "8 GiB (this machine's memory could not be read)"};
+  return {total / 4 * 3, fmt::format("3/4 of this machine's {} ({})", gib(total), from)};
+}
+
+Contract parse_contract(const std::string& text, const std::string& path, const CaseMemoryLimit& limit) {
   SourceMap where;
   Contract c = read_contract_toml(text, path, where);
-  check_contract(c, where);
+  check_contract(c, where, limit);
   return c;
+}
+
+Contract parse_contract(const std::string& text, const std::string& path) {
+  CaseMemoryLimit limit;
+  try {
+    limit = case_memory_limit();
+  } catch (const std::invalid_argument& e) {
+    throw ContractError(path, 0, 0, "", e.what());
+  }
+  return parse_contract(text, path, limit);
 }
 
 Contract load_contract(const std::string& path) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -16,7 +17,8 @@ namespace {
 
 class Checker {
  public:
-  Checker(const Contract& c, const SourceMap& where) : c_(c), where_(where) {}
+  Checker(const Contract& c, const SourceMap& where, const CaseMemoryLimit& limit)
+      : c_(c), where_(where), limit_(limit) {}
 
   void run() {
     check_dims();
@@ -235,38 +237,71 @@ class Checker {
     for (std::size_t i = 0; i < c_.outputs.size(); ++i) fits(c_.outputs[i], fmt::format("outputs[{}]", i));
   }
 
-  // The largest case any gate can make: every tensor at the dims' max, each capped at max_case_elements
-  // (the gates halve larger ones), at twice its own dtype plus the driver's float64 copy (measured: 860 MB
-  // peak for two f32 tensors of 15.6M elements, 27.5 bytes an element). Refused here, before anything is
-  // allocated, when it could not fit: a contract must not drive the judge out of memory.
+  // The largest case any gate can make (every tensor at the dims' max, each capped at max_case_elements: the
+  // gates halve larger ones) must fit the case memory limit (case_bytes' estimate: each tensor and its float64
+  // copy twice; measured 27.5 bytes an element peak for two f32 tensors of 15.6M elements, against 24
+  // estimated), checked here, before anything is allocated: a contract must not drive the judge out of memory.
+  // The limit is the machine's (case_memory_limit), not a constant. A nominal case that alone passes it can
+  // never run here, whatever max says: that is its own message, apart from a range that merely reaches too far.
   void check_case_memory() {
-    std::int64_t bytes = 0;
-    for (const auto* list : {&c_.inputs, &c_.outputs}) {
-      for (const TensorSpec& s : *list) {
-        std::int64_t n = 1;
-        for (const std::string& entry : s.shape) {
-          const ShapeEntry e = *parse_shape_entry(entry, nullptr);
-          n *= e.dim.empty() ? e.constant : *e.value(c_.dim(e.dim)->max);  // checked in check_shape
+    if (limit_.bytes <= 0) return;
+    const Bindings nominal = c_.nominal();
+    Bindings at_max;
+    for (const DimSpec& d : c_.dims) at_max[d.name] = d.max;
+    // The tensor holding most of a case at b, for the message: its field, name and (capped) element count.
+    auto biggest = [&](const Bindings& b) {
+      std::string field, name;
+      std::int64_t most = -1, elements = 0;
+      for (const auto& [list, kind] : {std::pair{&c_.inputs, "inputs"}, {&c_.outputs, "outputs"}}) {
+        for (std::size_t i = 0; i < list->size(); ++i) {
+          const TensorSpec& s = (*list)[i];
+          Contract one = c_;
+          one.inputs.clear();
+          one.outputs = {s};
+          const std::int64_t bytes = case_bytes(one, b);
+          if (bytes > most) {
+            most = bytes;
+            field = fmt::format("{}[{}]", kind, i);
+            name = s.name;
+            elements = bytes / case_bytes_per_element(s.dtype);  // capped at max_case_elements by case_bytes
+          }
         }
-        n = std::min(n, c_.max_case_elements);
-        const std::int64_t each = 2 * (static_cast<std::int64_t>(size_of(s.dtype)) + 8);
-        if (n > (kMaxCaseBytes - bytes) / each) {
-          fail(n == c_.max_case_elements ? "limits.max_case_elements" : "dims",
-               fmt::format("the largest case needs more than {} bytes ({} has {} elements at the dims' max, "
-                           "capped by limits.max_case_elements = {}); lower max or max_case_elements",
-                           kMaxCaseBytes, s.name, n, c_.max_case_elements));
-        }
-        bytes += n * each;
       }
+      return std::tuple{field, name, elements};
+    };
+    const std::int64_t at_nominal = case_bytes(c_, nominal);
+    if (at_nominal > limit_.bytes) {
+      const auto [field, name, n] = biggest(nominal);
+      fail(field + ".shape",
+           fmt::format("the nominal case ({}) needs about {} bytes ({}; {} has {} elements), more than one case may "
+                       "use here: {} bytes, {}; this machine cannot judge it (run it where that limit is larger, "
+                       "or alone: KGATE_CASE_MEMORY)",
+                       to_string(nominal), at_nominal, gib(at_nominal), name, n, limit_.bytes, limit_.why));
     }
+    const std::int64_t largest = case_bytes(c_, at_max);
+    if (largest > limit_.bytes) {
+      const auto [field, name, n] = biggest(at_max);
+      fail(n == c_.max_case_elements ? "limits.max_case_elements" : "dims",
+           fmt::format("the largest case needs about {} bytes ({}), more than one case may use here: {} bytes, {} "
+                       "({} has {} elements at the dims' max, capped by limits.max_case_elements = {}); the nominal "
+                       "case needs {}: lower max or max_case_elements",
+                       largest, gib(largest), limit_.bytes, limit_.why, name, n, c_.max_case_elements, gib(at_nominal)));
+    }
+  }
+
+  static std::string gib(std::int64_t bytes) {
+    return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (std::int64_t(1) << 30));
   }
 
   const Contract& c_;
   const SourceMap& where_;
+  const CaseMemoryLimit& limit_;
 };
 
 }  // namespace
 
-void check_contract(const Contract& contract, const SourceMap& where) { Checker(contract, where).run(); }
+void check_contract(const Contract& contract, const SourceMap& where, const CaseMemoryLimit& limit) {
+  Checker(contract, where, limit).run();
+}
 
 }  // namespace kgate

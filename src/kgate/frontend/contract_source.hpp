@@ -13,11 +13,13 @@
 namespace kgate {
 
 // Bounds a contract must keep (docs/cli.md, docs/security.md): a contract file is small, a per-call timeout
-// must end a hang, and the largest case of a gate must fit in memory before anything is allocated.
+// must end a hang, and the largest case of a gate must fit in memory before anything is allocated (that
+// limit is the machine's, case_memory_limit() in kgate/contract.hpp, not a constant).
 inline constexpr std::size_t kMaxContractBytes = std::size_t(1) << 20;
 inline constexpr double kMinTimeoutSeconds = 0.001;
 inline constexpr double kMaxTimeoutSeconds = 3600;
-inline constexpr std::int64_t kMaxCaseBytes = std::int64_t(8) << 30;  // the driver's estimate for one case
+// KGATE_CASE_MEMORY below this is a mistake (a value in GiB or MB where bytes were meant), refused.
+inline constexpr std::int64_t kMinCaseMemoryBytes = std::int64_t(1) << 20;
 
 class SourceMap {
  public:
@@ -33,7 +35,8 @@ class SourceMap {
 Contract read_contract_toml(const std::string& text, const std::string& path, SourceMap& where);
 
 // Everything that needs more than one field to judge: ranges, names that must refer to something
-// declared, dtype and domain compatibility. Throws ContractError at the offending field.
-void check_contract(const Contract& contract, const SourceMap& where);
+// declared, dtype and domain compatibility, and the case memory against `limit` (bytes <= 0: not checked).
+// Throws ContractError at the offending field.
+void check_contract(const Contract& contract, const SourceMap& where, const CaseMemoryLimit& limit);
 
 }  // namespace kgate
