@@ -24,6 +24,10 @@ from .scheduler import DEFAULT_GPU_HEADROOM, Job, Progress, Watchdog, become_sub
 
 JUDGE_ATTACKED = "judge_attacked"
 GPU_OOM_STATUS = "gpu_out_of_memory"  # kernelbench/rowjob.py: ran out of GPU memory beside other rows
+# kernelbench/casemem.py: the row's nominal case needs more memory than its share beside other rows
+CASE_MEMORY_STATUS = "case_memory_shared"
+# Statuses that are never a row's last word: the row runs again alone, and only that record counts.
+RUN_ALONE_STATUSES = (GPU_OOM_STATUS, CASE_MEMORY_STATUS)
 # Signals a row job dies of by itself (a fault in its own code); any other signal was sent to it.
 _SELF_INFLICTED = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGXFSZ,
                    signal.SIGXCPU, signal.SIGSYS, signal.SIGPIPE}
@@ -207,7 +211,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if res.done(r.key, r.sha):
             if retry and (res.records[r.key].get("status") in retry or r.key in retry_keys):
                 because[r.key] = "retried"
-            elif res.records[r.key].get("status") == GPU_OOM_STATUS:
+            elif res.records[r.key].get("status") in RUN_ALONE_STATUSES:
                 because[r.key] = "retried"  # never a final status: the row still has to run alone
                 alone_later.add(r.key)
             else:
@@ -270,7 +274,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             if compile_only:
                 continue
             v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seeds[r.key]:016x}", "gates": gates,
-                                       "call_timeout": call_timeout, "needs_compile": needs, "alone": alone},
+                                       "call_timeout": call_timeout, "needs_compile": needs, "alone": alone,
+                                       # how many verify jobs share the machine: a row's case memory share
+                                       # (kernelbench/casemem.py)
+                                       "rows_at_once": jobs},
                     row_timeout, after=after)
             if gpu_probe is not None:
                 # What the row will hold on the GPU, charged from its start (scheduler.gpu_fits): its peak in an
@@ -378,6 +385,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         if final.get("status") == GPU_OOM_STATUS:
             alone_later.add(job.key)
             because[job.key] = "run again alone: the GPU ran out of memory while other rows shared it"
+        elif final.get("status") == CASE_MEMORY_STATUS:
+            alone_later.add(job.key)
+            because[job.key] = ("run again alone: its nominal case needs more memory than a row's share beside "
+                                "others")
         if job.log_dropped:
             final["log_note"] = f"the row's output passed the log limit: {job.log_dropped} bytes dropped"
         put(final)
@@ -442,10 +453,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         phase(first, True)  # rows in flight when a driver died: alone, so a second death names its row
         again = phase([r for r in todo if r.key not in suspects and r.key not in alone_later], False)
         phase([by_row[k] for k in again if not res.done(k, by_row[k].sha)], True)
-        # Rows that ran out of GPU memory beside others, alone now (their gpu_out_of_memory record stays where
-        # the budget ends first, and the next call runs them).
+        # Rows that ran out of GPU memory beside others, or whose nominal case needs more than a row's share,
+        # alone now (their record stays where the budget ends first, and the next call runs them).
         phase([r for r in todo if r.key in alone_later and
-               res.records.get(r.key, {}).get("status") == GPU_OOM_STATUS], True)
+               res.records.get(r.key, {}).get("status") in RUN_ALONE_STATUSES], True)
     finally:
         if watchdog is not None:
             watchdog.close()

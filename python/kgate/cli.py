@@ -17,7 +17,7 @@ import sys
 # Row statuses a retry can run again (compile failures are kept in the compile file and are not retried).
 RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error", "contract_error",
              "candidate_init_error", "candidate_init_timeout", "candidate_init_crash", "row_timeout",
-             "driver_crash", "judge_attacked", "gpu_out_of_memory")
+             "driver_crash", "judge_attacked", "gpu_out_of_memory", "case_memory_shared")
 # The gates --gates may name, when the KernelBench gates cannot be imported to ask them.
 KNOWN_GATES = ("baseline", "oracle", "nan", "inf", "determinism", "immutability", "coverage", "freshness", "stream",
                "accumulation", "shapes", "layout", "bounds", "public_harness")
@@ -253,6 +253,14 @@ def main(argv=None) -> int:
     return 2
 
 
+def _case_memory_env():
+    """KGATE_CASE_MEMORY (bytes one case may take, kernelbench/casemem.py) checked before any row starts, as the
+    engine reads it: a bad value is one line and exit 2 here, not a crash in every row job."""
+    v = os.environ.get("KGATE_CASE_MEMORY", "")
+    if v and not (v.isdigit() and v.isascii() and 1 << 20 <= int(v) < 1 << 63):
+        raise BadArgument(f"KGATE_CASE_MEMORY must be a decimal number of bytes >= {1 << 20}, got {v!r}")
+
+
 def _run(args) -> int:
     if args.cmd in ("merge", "pool", "crossgpu", "headline"):
         return _run_pooled(args)
@@ -281,6 +289,7 @@ def _run(args) -> int:
             raise BadArgument(f"--ext-cache {args.ext_cache}: not a directory")
         if args.html:
             _writable_file("--html", args.html)
+        _case_memory_env()
         try:
             counts = audit(args.corpus, results_path=results, shard=shard, budget_s=args.budget,
                            jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw, seed=args.seed,

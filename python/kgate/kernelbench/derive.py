@@ -7,7 +7,10 @@
   extents move any other way (a convolution's output size), that shares an extent with another constant,
   or whose rebinding the task does not survive is a fixed dim (min = max = nominal).
 - Ranges: min is the smallest value keeping every extent it makes >= 1; max is twice the nominal, capped
-  so no tensor passes the element budget (never below the nominal).
+  so no tensor passes the element budget (never below the nominal). With `case_cap` (bytes: a row's share of
+  the machine's case memory, kernelbench/casemem.py), the maxes are then lowered towards the nominal until the
+  engine's estimate of the largest case fits max(case_cap, the nominal case), with a note: the nominal case
+  itself is never refused here (whether it fits the machine is the row job's and the engine's to say).
 - Inputs: each tensor of get_inputs() in order, dtype and shape; integer and bool inputs never get NaN/Inf
   (`nonfinite = false`) and integer ones the range of values get_inputs() drew. Non-tensor arguments are
   not in the contract: the call plan passes them as the task computes them at each binding.
@@ -74,8 +77,10 @@ def _expr(c, a, b):
 
 
 def derive(fw, source: str, init_seed: int, *, budget: int = DEFAULT_BUDGET, timeout: float = 60.0,
-           op_name: str = "kernelbench_task", int_ranges: dict | None = None) -> Derived:
-    """int_ranges: {input index: (low, high)} of the integer inputs' values in a real draw."""
+           op_name: str = "kernelbench_task", int_ranges: dict | None = None,
+           case_cap: int | None = None) -> Derived:
+    """int_ranges: {input index: (low, high)} of the integer inputs' values in a real draw. case_cap: bytes
+    the largest case may need (the engine's estimate) unless the nominal case needs more; None: no cap."""
     try:
         base_in, base_out = _probe(fw, source, {}, init_seed)
     except Exception as e:  # noqa: BLE001
@@ -173,8 +178,44 @@ def derive(fw, source: str, init_seed: int, *, budget: int = DEFAULT_BUDGET, tim
         outputs.append((f"y{j}", dt, entries, reduced))
     shapes = [item[2] for item in base_in if item[0] == "tensor"] + [o[1] for o in base_out]
     largest = max([math.prod(s) for s in shapes] + [1])
-    return Derived(_toml(op_name, dims, inputs, outputs, max(budget, largest), timeout, notes, int_ranges or {}),
-                   dims, inputs, outputs, args, consts, notes)
+
+    def make():
+        return _toml(op_name, dims, inputs, outputs, max(budget, largest), timeout, notes, int_ranges or {})
+
+    if case_cap is not None:
+        _fit_case_memory(dims, make, int(case_cap), notes)
+    return Derived(make(), dims, inputs, outputs, args, consts, notes)
+
+
+def _fit_case_memory(dims, make, cap, notes):
+    """Lowers every variable dim's max the same share of the way towards its nominal (in 1/1024 steps) until the
+    engine's estimate of the largest case (_core.case_memory) fits max(cap, the nominal case). The nominal case
+    is never touched: a contract must not refuse it."""
+    from .. import _core
+    where = "<derived>"
+    mem = _core.case_memory(make(), where)
+    target = max(cap, mem["nominal"])
+    if mem["largest"] <= target:
+        return
+    wide = {c: d["max"] for c, d in dims.items()}
+
+    def at(k):
+        for c, d in dims.items():
+            d["max"] = d["nominal"] + (wide[c] - d["nominal"]) * k // 1024
+
+    lo, hi = 0, 1023  # at(0): every max at its nominal, so the largest case is the nominal one, which fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        at(mid)
+        if _core.case_memory(make(), where)["largest"] <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    at(lo)
+    lowered = [f"{c} {wide[c]} -> {d['max']}" for c, d in dims.items() if d["max"] != wide[c]]
+    which = "the nominal case's" if target > cap else "the row's case memory share"
+    notes.append(f"max lowered so the largest case needs at most {target} bytes ({which}, in the engine's "
+                 f"estimate): " + ", ".join(lowered))
 
 
 def _reductions_by_nan(fw, source, inputs, n_out, dims, init_seed, notes) -> list[set]:

@@ -62,7 +62,7 @@ def build_request(fw, task: Task, seed: int) -> dict:
 
 
 class Frontend:
-    def __init__(self, fw, ref_code: str, seed: int, *, call_timeout: float = 60.0):
+    def __init__(self, fw, ref_code: str, seed: int, *, call_timeout: float = 60.0, case_cap: int | None = None):
         self.fw, self.ref_code, self.seed = fw, ref_code, seed
         self.host_memory_kept = keep_freed_host_memory()
         self.init_seed = init_seed(seed)
@@ -82,7 +82,9 @@ class Frontend:
                     a = fw.to_numpy(x)
                     ranges[k] = (int(a.min()), int(a.max())) if a.size else (0, 1)
                 k += 1
-        self.derived = derive(fw, ref_code, self.init_seed, timeout=call_timeout, int_ranges=ranges)
+        # case_cap: the bytes a row's largest case may need beside others (kernelbench/casemem.py), or None
+        self.derived = derive(fw, ref_code, self.init_seed, timeout=call_timeout, int_ranges=ranges,
+                              case_cap=case_cap)
         self.dims = self.derived.dims
         self.nominal = {d: v["nominal"] for d, v in self.dims.items()}
 

@@ -172,6 +172,7 @@ def verify(spec, fw_name):
 def _verify_once(spec, fw_name, library):
     from .. import _core, isolation
     from .client import Candidate, WorkerDied
+    from . import casemem
     from .context import Context
     from .derive import ContractError
     from .frontend import Frontend, Source
@@ -200,6 +201,10 @@ def _verify_once(spec, fw_name, library):
     # The task's side (contract derivation, an oracle probe) is built while the worker imports: both take
     # seconds, and neither needs the other.
     side: dict = {}
+    # What one case may take (the engine's estimate): the machine's limit alone, its share beside others.
+    where = f"<derived: {spec['key']}>"
+    machine = casemem.machine_limit()
+    limit, limit_why = casemem.row_limit(spec, machine)
     # Wall seconds of the row's phases (host_threads: what each job's libraries may use), so a row's time
     # that its gates do not account for is placed.
     phases: dict = {}
@@ -220,12 +225,28 @@ def _verify_once(spec, fw_name, library):
 
     def _build_frontend():
         try:
-            fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout)
+            fe = Frontend(fw, row["ref_code"], seed, call_timeout=call_timeout,
+                          case_cap=casemem.shared_limit(spec, machine)[0])
+            # Before anything runs at the nominal shape (the oracle probe below is a float64 run of it): a
+            # nominal case larger than the row's share beside others runs again alone (casemem.py).
+            side["contract"] = fe.derived.toml
+            mem = _core.case_memory(fe.derived.toml, where)
+            side["case_memory"] = {"nominal": mem["nominal"], "largest": mem["largest"], "limit": limit,
+                                   "limit_why": limit_why}
+            alone_why = casemem.needs_alone(mem["nominal"], spec, machine)
+            if alone_why:
+                side["status"], side["message"] = casemem.CASE_MEMORY_STATUS, alone_why
+                return
             fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
             side["fe"] = fe
         except ContractError as e:
             side["status"], side["message"] = "contract_error", str(e)[:2000]
-        except (TaskError, RuntimeError) as e:
+        except RuntimeError as e:
+            if not str(e).startswith(where):
+                side["status"], side["message"] = "oracle_error", str(e)[:2000]
+            else:  # the engine refused the derived contract (case_memory reads it)
+                side["status"], side["message"] = "contract_error", str(e)[:2000]
+        except TaskError as e:
             side["status"], side["message"] = "oracle_error", str(e)[:2000]
         except Exception as e:  # noqa: BLE001 - raised again below, as if it had happened there
             side["raise"] = e
@@ -245,6 +266,9 @@ def _verify_once(spec, fw_name, library):
             return rec
         if "raise" in side:
             raise side["raise"]
+        for k in ("contract", "case_memory"):
+            if k in side:
+                rec[k] = side[k]
         if "fe" not in side:
             rec["status"], rec["message"] = side.get("status", "oracle_error"), side.get("message", "")
             return rec
@@ -288,14 +312,14 @@ def _verify_once(spec, fw_name, library):
                 if nxt < len(order):
                     emit({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
 
-            where = f"<derived: {spec['key']}>"
             try:
                 with timed("engine"):
                     report = json.loads(_core.verify(fe.derived.toml, where, target, fe.oracle,
                                                      seed=seed, gates=engine_gates,
                                                      tolerance_scale=spec.get("tolerance_scale", 1.0),
                                                      source=Source(fe), reference_runs=fe.reference_runs,
-                                                     label_runs=fe.label_runs, on_result=on_result))
+                                                     label_runs=fe.label_runs, on_result=on_result,
+                                                     case_memory=limit, case_memory_why=limit_why))
             except RuntimeError as e:
                 # The engine refused the derived contract before any gate ran (e.g. its nominal case needs more
                 # memory than the judge allows one case): a status with the engine's reason, never a verdict
