@@ -1,11 +1,10 @@
 """GPU-memory-aware admission of verify jobs (scheduler.run_jobs with a gpu_probe): a verify job starts beside
 others only while the probe shows a headroom of free memory; one always runs; a probe that cannot tell (or
 none: numpy audits) leaves order and concurrency exactly as without it. The jobs here are a stand-in row job
-(a script given as run_jobs' python) that sleeps, so the tests need neither torch nor a GPU."""
+(conftest.FAKE_ROWJOB, given as run_jobs' python) that sleeps, so the tests need neither torch nor a GPU."""
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,23 +13,8 @@ from conftest import control_rows, run_cli, write_corpus
 
 GiB = 1 << 30
 
-FAKE_ROWJOB = f"""#!{sys.executable}
-import json, sys, time
-spec = json.loads(sys.stdin.read())
-time.sleep(spec.get("sleep", 0.3))
-print(json.dumps({{"type": "row", "key": spec["key"], "status": "ok"}}), flush=True)
-"""
 
-
-@pytest.fixture
-def fake_python(workdir):
-    path = workdir / "fake-rowjob"
-    path.write_text(FAKE_ROWJOB)
-    path.chmod(0o755)
-    return str(path)
-
-
-def _run(workdir, fake_python, n, limit, probe, sleep=0.3, **kw):
+def _run(workdir, fake_rowjob, n, limit, probe, sleep=0.3, **kw):
     """Runs n verify jobs; returns (counts, starts [(key, t, running verify jobs then)], max concurrency)."""
     from kgate.scheduler import Job, run_jobs
     jobs = [Job(f"r{i}", "verify", {"key": f"r{i}", "sleep": sleep}, 60) for i in range(n)]
@@ -46,7 +30,7 @@ def _run(workdir, fake_python, n, limit, probe, sleep=0.3, **kw):
         assert status == "ok" and final["status"] == "ok", (status, final, tail)
 
     counts = run_jobs(jobs, {"verify": limit, "total": limit}, on_finish, on_start=on_start,
-                      work_dir=str(workdir / "w"), python=fake_python, gpu_probe=probe, **kw)
+                      work_dir=str(workdir / "w"), python=fake_rowjob, gpu_probe=probe, **kw)
     assert counts["ok"] == n, counts
     return counts, starts, peak[0]
 
@@ -61,7 +45,7 @@ def test_the_admission_rule():
     assert not gpu_admits(total, 90 * GiB, 0.15, 6)
 
 
-def test_jobs_are_held_while_memory_is_low_and_released_when_it_rises(workdir, fake_python):
+def test_jobs_are_held_while_memory_is_low_and_released_when_it_rises(workdir, fake_rowjob):
     # 5% free, headroom 15%: beside a running verify job nothing starts; with nothing running one starts anyway.
     state = {"free": 5 * GiB, "calls": 0}
 
@@ -72,7 +56,7 @@ def test_jobs_are_held_while_memory_is_low_and_released_when_it_rises(workdir, f
         return 100 * GiB, state["free"]
 
     notes = []
-    counts, starts, peak = _run(workdir, fake_python, 6, 6, probe, sleep=1.0, gpu_headroom=0.15, gpu_settle_s=0,
+    counts, starts, peak = _run(workdir, fake_rowjob, 6, 6, probe, sleep=1.0, gpu_headroom=0.15, gpu_settle_s=0,
                                 notes=notes)
     assert [k for k, _, _ in starts] == [f"r{i}" for i in range(6)]  # queue order kept
     assert starts[0][2] == 0 and starts[1][1] - starts[0][1] > 0.5, starts  # r1 waited for memory
@@ -81,19 +65,19 @@ def test_jobs_are_held_while_memory_is_low_and_released_when_it_rises(workdir, f
     assert any(n.get("event") == "gpu_admission" and n["total"] == 100 * GiB for n in notes), notes
 
 
-def test_one_job_always_runs_when_memory_never_suffices(workdir, fake_python):
-    counts, starts, peak = _run(workdir, fake_python, 3, 3, lambda: (100 * GiB, 1 * GiB), sleep=0.2,
+def test_one_job_always_runs_when_memory_never_suffices(workdir, fake_rowjob):
+    counts, starts, peak = _run(workdir, fake_rowjob, 3, 3, lambda: (100 * GiB, 1 * GiB), sleep=0.2,
                                 gpu_headroom=0.15, gpu_settle_s=0)
     assert peak == 1 and [k for k, _, _ in starts] == ["r0", "r1", "r2"], starts
     assert all(n == 0 for _, _, n in starts)
     assert counts["gpu_held"] == 2 and counts["gpu_free_min"] == 1 * GiB, counts
 
 
-def test_just_started_jobs_count_a_headroom_each_until_they_settle(workdir, fake_python):
+def test_just_started_jobs_count_a_headroom_each_until_they_settle(workdir, fake_rowjob):
     # 50 of 100 free, headroom 15%: r0 starts (none runs), r1 and r2 beside it (50 >= 2 x 15, 50 >= 3 x 15), r3
     # waits (50 < 4 x 15) until the three have run settle seconds and the probe shows what they really hold.
     settle = 1.5
-    counts, starts, peak = _run(workdir, fake_python, 4, 4, lambda: (100 * GiB, 50 * GiB), sleep=4.0,
+    counts, starts, peak = _run(workdir, fake_rowjob, 4, 4, lambda: (100 * GiB, 50 * GiB), sleep=4.0,
                                 gpu_headroom=0.15, gpu_settle_s=settle)
     t0 = starts[0][1]
     assert all(t - t0 < settle for _, t, _ in starts[:3]), starts
@@ -101,15 +85,15 @@ def test_just_started_jobs_count_a_headroom_each_until_they_settle(workdir, fake
     assert counts["gpu_held"] == 1, counts
 
 
-def test_an_unknown_probe_changes_nothing(workdir, fake_python):
+def test_an_unknown_probe_changes_nothing(workdir, fake_rowjob):
     calls = []
 
     def unknown():
         calls.append(1)
         return None
 
-    base, s0, p0 = _run(workdir, fake_python, 5, 2, None)
-    same, s1, p1 = _run(workdir, fake_python, 5, 2, unknown)
+    base, s0, p0 = _run(workdir, fake_rowjob, 5, 2, None)
+    same, s1, p1 = _run(workdir, fake_rowjob, 5, 2, unknown)
     assert calls, "the probe was asked"
     assert [k for k, _, _ in s0] == [k for k, _, _ in s1] and p0 == p1 == 2
     # r0 and r1 start together in both runs (which later start finds how many still running is a race of the
@@ -260,11 +244,11 @@ def _overlap(starts, ends, a, b):
     return starts[a] < ends[b] and starts[b] < ends[a]
 
 
-def test_rows_are_charged_their_estimate_from_their_start_while_memory_still_looks_free(workdir, fake_python):
+def test_rows_are_charged_their_estimate_from_their_start_while_memory_still_looks_free(workdir, fake_rowjob):
     # The card always looks empty (what the free-memory rule saw at each row's start: its memory not yet
     # allocated). Estimates of 40 GiB: two fit in 100 GiB less a 15% margin, the third waits for r0 to end and
     # runs beside r1.
-    counts, starts, ends, seen = _run_est(workdir, fake_python, [40 * GiB] * 3, 3, lambda: (100 * GiB, 100 * GiB),
+    counts, starts, ends, seen = _run_est(workdir, fake_rowjob, [40 * GiB] * 3, 3, lambda: (100 * GiB, 100 * GiB),
                                           sleep=[0.8, 2.5, 0.3], gpu_headroom=0.15, gpu_settle_s=0)
     assert _overlap(starts, ends, "r0", "r1") and _overlap(starts, ends, "r1", "r2"), (starts, ends)
     assert starts["r2"] >= ends["r0"] - 0.01, (starts, ends)
@@ -273,15 +257,15 @@ def test_rows_are_charged_their_estimate_from_their_start_while_memory_still_loo
     assert seen["r2"]["waited_s"] > 0.5 and seen["r2"]["estimate_bytes"] == 40 * GiB, seen
     # Without estimates the same probe lets all three start at once (the old rule): the estimates made the
     # difference.
-    counts, starts, ends, _ = _run_est(workdir, fake_python, [None] * 3, 3, lambda: (100 * GiB, 100 * GiB),
+    counts, starts, ends, _ = _run_est(workdir, fake_rowjob, [None] * 3, 3, lambda: (100 * GiB, 100 * GiB),
                                        sleep=1.0, gpu_headroom=0.15, gpu_settle_s=0)
     assert _overlap(starts, ends, "r0", "r2") and counts["gpu_held"] == 0, (starts, ends, counts)
 
 
-def test_a_row_larger_than_the_card_starts_alone_and_does_not_block_the_queue_for_ever(workdir, fake_python):
+def test_a_row_larger_than_the_card_starts_alone_and_does_not_block_the_queue_for_ever(workdir, fake_rowjob):
     # r1 is expected to need more than the card: it waits until r0 has ended, runs alone, and r2 (small) waits
     # behind it (queue order), then runs.
-    counts, starts, ends, seen = _run_est(workdir, fake_python, [10 * GiB, 300 * GiB, 10 * GiB], 3,
+    counts, starts, ends, seen = _run_est(workdir, fake_rowjob, [10 * GiB, 300 * GiB, 10 * GiB], 3,
                                           lambda: (100 * GiB, 100 * GiB), sleep=0.8, gpu_headroom=0.15,
                                           gpu_settle_s=0, gpu_backfill_s=0)
     assert starts["r1"] >= ends["r0"] - 0.01 and starts["r2"] >= ends["r1"] - 0.01, (starts, ends)
@@ -289,21 +273,6 @@ def test_a_row_larger_than_the_card_starts_alone_and_does_not_block_the_queue_fo
     # r2 was held beside r1 in turn (10 + 300 > 85), and started when the card was empty again.
     assert seen["r2"]["alone"] is True and "alone" not in seen["r0"], seen
     assert counts["gpu_started_alone"] == 2 and counts["gpu_held"] == 2, counts
-
-
-FAKE_GPU_ROWJOB = f"""#!{sys.executable}
-import json, os, subprocess, sys, time
-spec = json.loads(sys.stdin.read())
-# A child of the row job (as the worker is) holds the row's GPU memory; the fake probe reads the files.
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-with open(os.path.join(spec["dir"], str(child.pid)), "w") as f:
-    f.write(str(spec["gpu"]))
-time.sleep(spec.get("sleep", 0.3))
-os.unlink(os.path.join(spec["dir"], str(child.pid)))
-child.kill()
-child.wait()
-print(json.dumps({{"type": "row", "key": spec["key"], "status": "ok"}}), flush=True)
-"""
 
 
 class FakeNvml:
@@ -330,11 +299,8 @@ class FakeNvml:
         return self._procs()
 
 
-def test_the_driver_measures_each_rows_peak_and_charges_what_a_row_holds_beyond_its_estimate(workdir):
+def test_the_driver_measures_each_rows_peak_and_charges_what_a_row_holds_beyond_its_estimate(workdir, fake_rowjob):
     from kgate.scheduler import Job, run_jobs
-    path = workdir / "fake-gpu-rowjob"
-    path.write_text(FAKE_GPU_ROWJOB)
-    path.chmod(0o755)
     d = workdir / "held"
     d.mkdir()
     probe = FakeNvml(str(d), 100 * GiB)
@@ -356,7 +322,7 @@ def test_the_driver_measures_each_rows_peak_and_charges_what_a_row_holds_beyond_
         assert status == "ok", tail
 
     counts = run_jobs(jobs, {"verify": 2, "compile": 1, "total": 3}, on_finish, on_start=on_start,
-                      work_dir=str(workdir / "w"), python=str(path), gpu_probe=probe, gpu_headroom=0.15,
+                      work_dir=str(workdir / "w"), python=fake_rowjob, gpu_probe=probe, gpu_headroom=0.15,
                       gpu_settle_s=0, gpu_sample_s=0.1)
     starts = {k[:2]: v for k, v in starts.items() if k.endswith("verify")}
     ends = {k[:2]: v for k, v in ends.items() if k.endswith("verify")}
@@ -368,11 +334,8 @@ def test_the_driver_measures_each_rows_peak_and_charges_what_a_row_holds_beyond_
     assert counts["gpu_held"] == 1 and probe.reads > 3, (counts, probe.reads)
 
 
-def test_memory_of_processes_that_are_no_rows_counts_as_it_stands(workdir):
+def test_memory_of_processes_that_are_no_rows_counts_as_it_stands(workdir, fake_rowjob):
     from kgate.scheduler import Job, run_jobs
-    path = workdir / "fake-gpu-rowjob"
-    path.write_text(FAKE_GPU_ROWJOB)
-    path.chmod(0o755)
     d = workdir / "held"
     d.mkdir()
     # 70 GiB held by a process of no row; r0 (estimate 5, holds 1) runs; r1 (estimate 20): 70 + 5 + 20 > 85.
@@ -382,7 +345,7 @@ def test_memory_of_processes_that_are_no_rows_counts_as_it_stands(workdir):
     jobs[0].gpu_estimate, jobs[1].gpu_estimate = 5 * GiB, 20 * GiB
     seen = {}
     counts = run_jobs(jobs, {"verify": 2, "total": 2}, lambda j, f, s, l, t: seen.setdefault(j.key, dict(j.gpu)),
-                      work_dir=str(workdir / "w"), python=str(path), gpu_probe=probe, gpu_headroom=0.15,
+                      work_dir=str(workdir / "w"), python=fake_rowjob, gpu_probe=probe, gpu_headroom=0.15,
                       gpu_settle_s=0, gpu_sample_s=0.1)
     assert counts["gpu_held"] == 1 and seen["r1"]["alone"] is True, (counts, seen)
 
@@ -592,21 +555,21 @@ def _run_backfill(workdir, python, jobs, name, backfill_s):
     return counts, starts, ends, seen
 
 
-def test_smaller_rows_start_past_a_held_one_for_a_while_then_the_card_drains_for_it(workdir, fake_python):
+def test_smaller_rows_start_past_a_held_one_for_a_while_then_the_card_drains_for_it(workdir, fake_rowjob):
     # r0 (40) runs; r1 (80) does not fit beside it (40 + 80 > 85) and is held; r2 and r3 (10 each, smaller)
     # start past it while r1 has waited less than the backfill time (1 s); r4 (10), ready only after 1.5 s,
     # comes past that time: it waits behind r1, which starts once r0 has ended.
     est, sleeps = [40 * GiB, 80 * GiB, 10 * GiB, 10 * GiB, 10 * GiB], [3.0, 0.3, 0.3, 0.3, 0.3]
-    counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(est, sleeps, "r4"), "w1", 1.0)
+    counts, starts, ends, seen = _run_backfill(workdir, fake_rowjob, _backfill_jobs(est, sleeps, "r4"), "w1", 1.0)
     assert starts["r2"] < ends["r0"] and starts["r3"] < ends["r0"], (starts, ends)  # past r1, beside r0
     assert seen["r2"]["passed"] == "r1" and counts["gpu_backfilled"] == 2, (seen, counts)
     assert starts["r1"] >= ends["r0"] - 0.01, (starts, ends)
     assert starts["r4"] >= ends["r0"] - 0.01 and "passed" not in seen["r4"], (starts, ends, seen)
     # Without backfill (0 s) the small rows keep the queue order behind r1.
-    counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(est, sleeps), "w2", 0)
+    counts, starts, ends, seen = _run_backfill(workdir, fake_rowjob, _backfill_jobs(est, sleeps), "w2", 0)
     assert starts["r2"] >= ends["r0"] - 0.01 and counts["gpu_backfilled"] == 0, (starts, ends, counts)
     # A smaller row never passes a held one that has no estimate, nor one with an estimate as small as its own.
-    counts, starts, ends, seen = _run_backfill(workdir, fake_python, _backfill_jobs(
+    counts, starts, ends, seen = _run_backfill(workdir, fake_rowjob, _backfill_jobs(
         [40 * GiB, 80 * GiB, 80 * GiB], [2.0, 0.3, 0.3]), "w3", 10.0)
     assert starts["r2"] >= ends["r0"] - 0.01 and counts["gpu_backfilled"] == 0, (starts, ends, counts)
 

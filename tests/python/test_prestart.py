@@ -10,41 +10,12 @@ import time
 
 import pytest
 
-from conftest import control_rows, load, write_corpus
+from conftest import control_rows, job_mark, load, write_corpus
 
-FAKE = f"""#!{sys.executable}
-import json, os, sys, time
-spec = json.loads(sys.stdin.readline())
-d = spec["dir"]
-if spec.get("await_go"):
-    open(os.path.join(d, spec["key"] + ".ahead"), "w").write(repr(time.monotonic()))
-    if sys.stdin.readline().strip() != "go":
-        sys.exit(0)
-open(os.path.join(d, spec["key"] + ".go"), "w").write(repr(time.monotonic()))
-time.sleep(spec.get("sleep", 0.5))
-print(json.dumps({{"type": "row", "key": spec["key"], "status": "ok"}}), flush=True)
-"""
-
-
-@pytest.fixture
-def fake(workdir):
-    p = workdir / "fake-rowjob"
-    p.write_text(FAKE)
-    p.chmod(0o755)
-    d = workdir / "marks"
-    d.mkdir()
-    return str(p), d
-
-
-def _mark(d, key, what):
-    p = d / f"{key}.{what}"
-    return float(p.read_text()) if p.exists() else None
-
-
-def test_the_next_rows_start_ahead_and_run_only_on_their_go(workdir, fake):
+def test_the_next_rows_start_ahead_and_run_only_on_their_go(workdir, fake_rowjob, marks):
     from kgate.scheduler import Job, run_jobs
-    python, d = fake
-    jobs = [Job(f"r{i}", "verify", {"key": f"r{i}", "dir": str(d), "sleep": 1.0}, 60) for i in range(4)]
+    python, d = fake_rowjob, marks
+    jobs = [Job(f"r{i}", "verify", {"key": f"r{i}", "marks": str(d), "sleep": 1.0}, 60) for i in range(4)]
     started, finished = {}, {}
 
     def on_start(job):
@@ -60,23 +31,23 @@ def test_the_next_rows_start_ahead_and_run_only_on_their_go(workdir, fake):
     assert counts["ok"] == 4, counts
     for i in (1, 2, 3):
         k, before = f"r{i}", f"r{i - 1}"
-        ahead, go = _mark(d, k, "ahead"), _mark(d, k, "go")
+        ahead, go = job_mark(d, k, "ahead"), job_mark(d, k, "go")
         assert ahead is not None and ahead < finished[before], (k, ahead, finished)  # started ahead ...
         assert go >= finished[before] - 0.01 and started[k] >= finished[before] - 0.01, (k, go, finished)  # ...ran after
-    assert _mark(d, "r0", "ahead") is None  # r0 had its slot at once: started as always
+    assert job_mark(d, "r0", "ahead") is None  # r0 had its slot at once: started as always
     # Never more than `prestart` ahead: r3 is started ahead only once r1 has had its go.
-    assert _mark(d, "r3", "ahead") >= _mark(d, "r1", "go") - 0.01
+    assert job_mark(d, "r3", "ahead") >= job_mark(d, "r1", "go") - 0.01
 
 
-def test_rows_started_ahead_that_never_get_their_go_are_killed_and_not_recorded(workdir, fake):
+def test_rows_started_ahead_that_never_get_their_go_are_killed_and_not_recorded(workdir, fake_rowjob, marks):
     from kgate.scheduler import Job, run_jobs
-    python, d = fake
-    jobs = [Job(f"r{i}", "verify", {"key": f"r{i}", "dir": str(d), "sleep": 3.0}, 60) for i in range(3)]
+    python, d = fake_rowjob, marks
+    jobs = [Job(f"r{i}", "verify", {"key": f"r{i}", "marks": str(d), "sleep": 3.0}, 60) for i in range(3)]
     seen = []
     counts = run_jobs(jobs, {"verify": 1, "total": 1}, lambda j, *a: seen.append(j.key),
                       work_dir=str(workdir / "w"), python=python, prestart=2, budget_s=2.5, start_margin_s=2.0)
     assert seen == [] and counts["cut_by_budget"] == 1 and counts["not_started"] == 2, counts
-    assert _mark(d, "r1", "ahead") is not None and _mark(d, "r1", "go") is None
+    assert job_mark(d, "r1", "ahead") is not None and job_mark(d, "r1", "go") is None
     for j in jobs[1:]:
         assert j.proc is None  # their processes were ended (drop_ahead), nothing of them is left
 
