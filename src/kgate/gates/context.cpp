@@ -191,20 +191,23 @@ OracleResultPtr GateContext::oracle(const InputSet& in) {
   if (const OracleResultPtr* hit = oracle_cache_.find(key)) return *hit;
   ++oracle_evaluations_;
   auto res = std::make_shared<OracleResult>();
-  res->outputs = oracle_.evaluate(in.arrays, in.bindings, attrs_);
-  if (res->outputs.size() != contract_.outputs.size())
+  std::vector<HostArray> outputs = oracle_.evaluate(in.arrays, in.bindings, attrs_);
+  if (outputs.size() != contract_.outputs.size())
     throw OracleError(fmt::format("oracle {} returned {} outputs; contract {} has {}", oracle_.describe(),
-                                  res->outputs.size(), contract_.name, contract_.outputs.size()));
+                                  outputs.size(), contract_.name, contract_.outputs.size()));
   for (std::size_t o = 0; o < contract_.outputs.size(); ++o) {
     const TensorSpec& spec = contract_.outputs[o];
     const Shape want = spec.resolve(in.bindings);
-    if (res->outputs[o].shape() != want)
+    if (outputs[o].shape() != want)
       throw OracleError(fmt::format("oracle {} returned output {} with shape {}; the contract says {} at {}",
-                                    oracle_.describe(), spec.name, shape_string(res->outputs[o].shape()),
+                                    oracle_.describe(), spec.name, shape_string(outputs[o].shape()),
                                     shape_string(want), to_string(in.bindings)));
-    res->refs.push_back(make_reference(res->outputs[o], spec.dtype));
   }
-  std::size_t bytes = bytes_of(res->outputs);
+  for (std::size_t o = 0; o < contract_.outputs.size(); ++o) {
+    res->refs.push_back(make_reference(outputs[o], contract_.outputs[o].dtype));
+    outputs[o] = HostArray();  // its values are in refs[o].exact: let go of it before the next one is decoded
+  }
+  std::size_t bytes = 0;
   for (const Reference& r : res->refs) bytes += 2 * r.exact.size() * sizeof(double);
   OracleResultPtr ptr = res;
   oracle_cache_.put(key, ptr, bytes);
