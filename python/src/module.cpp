@@ -667,6 +667,18 @@ NB_MODULE(_core, m) {
       "{'nominal': bytes, 'largest': bytes}: the engine's estimate of one case at the nominal shape and at every "
       "dim's max (each tensor capped at max_case_elements)");
   m.def(
+      "check_contract",
+      [](const std::string& contract_toml, const std::string& contract_path, std::optional<std::int64_t> case_memory,
+         std::string case_memory_why) {
+        if (case_memory)
+          (void)parse_contract(contract_toml, contract_path, CaseMemoryLimit{*case_memory, case_memory_why});
+        else
+          (void)parse_contract(contract_toml, contract_path);
+      },
+      "contract_toml"_a, "contract_path"_a, "case_memory"_a = nb::none(), "case_memory_why"_a = "given by the caller",
+      "reads and checks a contract as verify() does, its case memory against case_memory (bytes; default: "
+      "case_memory_limit()), allocating nothing; RuntimeError with the engine's one-line message");
+  m.def(
       "case_memory_limit",
       []() {
         const CaseMemoryLimit l = case_memory_limit();

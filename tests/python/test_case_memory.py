@@ -57,16 +57,25 @@ WHERE = "<derived: a100/L2/T34>"
 
 
 def accepted(toml, **kw):
-    """Whether the engine accepts the contract (at the limit given, else its default), without running a case:
-    an unknown gate is refused only after the contract was read and checked. Returns True or the refusal."""
+    """Whether the engine accepts the contract (at the limit given, else its default), as verify() reads it,
+    allocating nothing. Returns True or the refusal."""
     try:
-        _core.verify(toml, WHERE, _core.Target(), lambda *a: [], gates=["no_such_gate"], **kw)
-    except ValueError as e:
-        assert "unknown gate" in str(e), e
-        return True
+        _core.check_contract(toml, WHERE, **kw)
     except RuntimeError as e:
         return str(e)
-    raise AssertionError("verify ran")
+    return True
+
+
+def test_verify_checks_the_case_memory_it_is_given_before_anything_runs():
+    # an unknown gate is refused only after the contract was read and checked
+    need = T34_ELEMENTS * 24
+    for limit, ok in ((need, True), (need - 1, False)):
+        try:
+            _core.verify(T34, WHERE, _core.Target(), lambda *a: [], gates=["no_such_gate"], case_memory=limit)
+        except ValueError as e:
+            assert ok and "unknown gate" in str(e), e
+        except RuntimeError as e:
+            assert not ok and "the nominal case" in str(e), e
 
 
 def test_the_engine_counts_each_element_of_a_case_with_its_float64_copies():
@@ -219,6 +228,7 @@ def test_a_row_whose_nominal_case_passes_the_whole_machine_is_a_contract_error(w
     (rec,) = read_results(out)
     assert rec["status"] == "contract_error", rec
     assert "the nominal case" in rec["message"] and "this machine cannot judge it" in rec["message"], rec
+    assert rec["gates"] == [] and "case_memory" in rec, rec  # refused before anything ran at the nominal shape
 
 
 def test_a_bad_case_memory_setting_stops_the_audit_with_one_line(workdir):

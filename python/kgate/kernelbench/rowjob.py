@@ -237,6 +237,8 @@ def _verify_once(spec, fw_name, library):
             if alone_why:
                 side["status"], side["message"] = casemem.CASE_MEMORY_STATUS, alone_why
                 return
+            # A case past what this row may take is refused here, in the engine's words, before the probe runs it.
+            _core.check_contract(fe.derived.toml, where, case_memory=limit, case_memory_why=limit_why)
             fe.oracle(fe.draw(fe.nominal, seeds.derive(seed, "probe")), fe.nominal, [])
             side["fe"] = fe
         except ContractError as e:
