@@ -274,8 +274,8 @@ class Checker {
       const auto [field, name, n] = biggest(nominal);
       fail(field + ".shape",
            fmt::format("the nominal case ({}) needs about {} bytes ({}; {} has {} elements), more than one case may "
-                       "use here: {} bytes, {}; this machine cannot judge it (run it where that limit is larger, "
-                       "or alone: KGATE_CASE_MEMORY)",
+                       "use here: {} bytes, {}; this machine cannot judge it (a smaller nominal shape, or a machine "
+                       "with more memory, can)",
                        to_string(nominal), at_nominal, gib(at_nominal), name, n, limit_.bytes, limit_.why));
     }
     const std::int64_t largest = case_bytes(c_, at_max);
