@@ -1,0 +1,279 @@
+// glr/cuda/sm90/wgmma.cuh: thin wrappers, one per PTX instruction, for the warpgroup tensor-core path on sm_90a
+// (wgmma.mma_async m64nNk16 f32 += bf16 x bf16, its fence / commit_group / wait_group, the shared-memory matrix
+// descriptor, mbarrier, and the 1-D bulk copy that completes on an mbarrier). Nothing here knows about the
+// algorithm. Build with -gencode=arch=compute_90a,code=sm_90a (wgmma needs the "a" target).
+// Under GLR_SM90_HOST_EMU (tests/glr_sm90/emu_wgmma.hpp, included first) the instruction wrappers come from the
+// host emulator; the descriptor encoding and the layout helpers below the #endif are shared.
+//
+// Shapes (PTX ISA 9.7.15, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): one warpgroup (128
+// consecutive threads starting at a multiple of 128; all of them execute each wgmma) computes
+// D (64 x N) += A (64 x 16) B (16 x N); A from shared memory (descriptor) or registers, B from shared memory
+// (descriptor). The scale-a / scale-b immediates are fixed at 1 (no negation).
+//
+// Accumulator layout (fp32, N / 2 registers a thread; warp r = (thread % 128) / 32, g = lane / 4, t = lane % 4):
+//   d[4j + 0] = D(16r + g,     8j + 2t)      d[4j + 1] = D(16r + g,     8j + 2t + 1)
+//   d[4j + 2] = D(16r + g + 8, 8j + 2t)      d[4j + 3] = D(16r + g + 8, 8j + 2t + 1)      j = 0 .. N/8 - 1
+// i.e. each warp owns 16 rows and, per 8-column block j, the mma.m16n8 C fragment (mma_sync.cuh).
+// A from registers (4 x .b32, two bf16 each, the lower k in the low half), rows of warp r:
+//   a[0] = A(16r + g, 2t..2t+1)   a[1] = A(16r + g + 8, 2t..)   a[2] = A(16r + g, 2t+8..)   a[3] = A(16r + g + 8, 2t+8..)
+// (the mma.m16n8k16 A fragment of the warp's 16 rows).
+//
+// Shared-memory operands are described by a 64-bit matrix descriptor (PTX "Matrix Descriptor Format"):
+//   bits  0-13  start address >> 4          bits 16-29  leading-dimension byte offset (LBO) >> 4
+//   bits 32-45  stride-dimension byte offset (SBO) >> 4
+//   bits 49-51  base offset (0 here: every swizzled tile starts on its pattern's 256/512/1024-byte boundary,
+//               k-steps inside a pattern move the start address, and the swizzle acts on address bits)
+//   bits 62-63  swizzle: 0 none (interleave), 1 128B, 2 64B, 3 32B.
+// Canonical layouts for 16-bit elements (a "core matrix" is 8 rows of 16 bytes; "row" = the operand's M or N
+// index r, "k" its K index; byte offsets from the start address, before the swizzle):
+//   K-major,  none:      (r%8)*16 + (r/8)*SBO + (k/8)*LBO + (k%8)*2
+//   K-major,  W-byte:    (r%8)*W  + (r/8)*SBO + k*2                       (LBO unused; 16 k = 32 B fit in W)
+//   MN-major, none:      (r%8)*2  + (r/8)*SBO + (k%8)*16 + (k/8)*LBO
+//   MN-major, W-byte:    (r%(W/2))*2 + (r/(W/2))*LBO + (k%8)*W + (k/8)*SBO
+// and the W-byte swizzle XORs address bits [4, 4+log2(W/16)) with bits [7, 7+log2(W/16)): within each group of
+// 8 rows of W bytes (W*8-byte aligned), 16-byte chunk c of row q moves to chunk c ^ (q % (W/16)).
+// K-major = the K index is contiguous (transpose bit 0: A row-major, B stored as B^T row-major);
+// MN-major = M (for A) or N (for B) contiguous (transpose bit 1; only with shared-memory operands).
+//
+// Ordering (PTX): wgmma.fence before the first wgmma and whenever the accumulator or A registers were written
+// by other instructions since; shared memory written by ordinary stores needs fence.proxy.async (each writing
+// thread) and a barrier before a wgmma reads it; results are readable after commit_group + wait_group. The
+// accumulator registers must not be touched while a wgmma on them is in flight (wgmma_fence_operand keeps the
+// compiler from moving accesses across the asm).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace glr::cuda::sm90 {
+
+enum class Swizzle : std::uint32_t { None = 0, B128 = 1, B64 = 2, B32 = 3 };  // the descriptor's encoding
+
+// Bytes of one swizzle row (W); 16 for None (one core-matrix row).
+__host__ __device__ constexpr std::uint32_t swizzle_bytes(Swizzle s) {
+  return s == Swizzle::B128 ? 128u : s == Swizzle::B64 ? 64u : s == Swizzle::B32 ? 32u : 16u;
+}
+
+#if !defined(GLR_SM90_HOST_EMU)
+
+// ---- warpgroup MMA ----
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Wait until at most N committed groups are pending.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keep the compiler from moving reads or writes of the accumulators across an in-flight wgmma.
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operand(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Shared memory written by ordinary stores, to be read by wgmma or a bulk copy (the async proxy).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// ---- N = 64: 32 accumulators
+#define GLR_WGMMA_SS_64(TA, TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+  "}, %32, %33, p, 1, 1, %35, %36;\n}\n" \
+  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB))
+
+#define GLR_WGMMA_RS_64(TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+  "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n" \
+  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
+
+// ---- N = 128: 64 accumulators
+#define GLR_WGMMA_SS_128(TA, TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+  "}, %64, %65, p, 1, 1, %67, %68;\n}\n" \
+  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB))
+
+#define GLR_WGMMA_RS_128(TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+  "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n" \
+  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
+
+
+// D (64 x N) = A B + (scale_d ? D : 0), A and B from shared memory. TA / TB: transpose bits (0 K-major, 1
+// MN-major). da, db warpgroup-uniform.
+template <int N, int TA, int TB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], std::uint64_t da, std::uint64_t db, int scale_d) {
+  static_assert(N == 64 || N == 128, "wgmma_ss: N = 64 or 128 (add the asm for other N)");
+  if constexpr (N == 64)
+    GLR_WGMMA_SS_64(TA, TB);
+  else
+    GLR_WGMMA_SS_128(TA, TB);
+}
+// The same with A from registers (the layout above); B from shared memory.
+template <int N, int TB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t db,
+                                         int scale_d) {
+  static_assert(N == 64 || N == 128, "wgmma_rs: N = 64 or 128 (add the asm for other N)");
+  if constexpr (N == 64)
+    GLR_WGMMA_RS_64(TB);
+  else
+    GLR_WGMMA_RS_128(TB);
+}
+#undef GLR_WGMMA_SS_64
+#undef GLR_WGMMA_RS_64
+#undef GLR_WGMMA_SS_128
+#undef GLR_WGMMA_RS_128
+
+// ---- mbarrier (shared::cta, 8 bytes, 8-byte aligned) ----
+__device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Make the initialised barriers visible to the async proxy (bulk copies) and the other threads; then a barrier.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Raise the phase's expected transaction bytes by `bytes`, then arrive.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// True once the phase of parity `parity` has completed (the barrier is in the next phase).
+__device__ __forceinline__ bool mbarrier_try_wait_parity(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+
+// ---- bulk copy (TMA unit, 1-D, no tensor map): `bytes` (a multiple of 16; src, dst 16-byte aligned) global ->
+// shared, completing `bytes` transactions on the mbarrier `bar`.
+__device__ __forceinline__ void bulk_copy_g2s(std::uint32_t dst, const void* src, std::uint32_t bytes,
+                                              std::uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+#endif  // !GLR_SM90_HOST_EMU
+
+__device__ __forceinline__ void mbarrier_wait_parity(std::uint32_t bar, std::uint32_t parity) {
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+  }
+}
+
+// The descriptor of a matrix at shared address `addr` (16-byte aligned; a swizzled tile's pattern boundary as
+// above), byte offsets lbo, sbo (multiples of 16, < 2^18).
+__host__ __device__ constexpr std::uint64_t make_desc(std::uint32_t addr, std::uint32_t lbo, std::uint32_t sbo,
+                                                      Swizzle s) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFFu) >> 4) |
+         static_cast<std::uint64_t>((lbo & 0x3FFFFu) >> 4) << 16 |
+         static_cast<std::uint64_t>((sbo & 0x3FFFFu) >> 4) << 32 | static_cast<std::uint64_t>(s) << 62;
+}
+
+// The swizzle of a shared address (the identity for None).
+__host__ __device__ constexpr std::uint32_t swizzle_addr(std::uint32_t addr, Swizzle s) {
+  const std::uint32_t mask = swizzle_bytes(s) / 16 - 1;  // 0, 1, 3, 7
+  return addr ^ (((addr >> 7) & mask) << 4);
+}
+
+// A bf16 operand tile (R rows of M or N, Kt columns of K) in one of the canonical layouts, as a kernel lays it
+// out; `outer` picks which of the two strides is the outer one (both are valid layouts):
+//   K-major none:    core matrices (8 rows x 8 k, 128 B); outer = 0: k-blocks inner (LBO = 128, SBO = Kt/8*128),
+//                    outer = 1: row groups inner (SBO = 128, LBO = R/8*128).
+//   K-major W-byte:  atoms of 8 rows x W bytes (W/2 k); row groups at SBO = 8W, successive W/2-wide k slabs at
+//                    kslab = R/8*8W (outer is ignored: a slab holds W/2 k of every row).
+//   MN-major none:   core matrices (8 k x 8 rows, 128 B); outer = 0: row blocks inner (SBO = 128, LBO = R/8*128),
+//                    outer = 1: k-blocks inner (LBO = 128, SBO = Kt/8*128).
+//   MN-major W-byte: atoms of 8 k x W bytes (W/2 rows); outer = 0: k-groups inner (SBO = 8W, LBO = Kt/8*8W),
+//                    outer = 1: row atoms inner (LBO = 8W, SBO = R/(W/2)*8W).
+// offset(r, k) is the byte offset before the swizzle; the element lives at swizzle_addr(base + offset, sw) with
+// `base` aligned to 1024 bytes. desc(base, s) is the descriptor of k-step s (k = 16s .. 16s + 15).
+struct CanonTile {
+  Swizzle sw;
+  bool mn_major;
+  int rows, kt;  // R (a multiple of 8, of W/2 when MN-major swizzled), Kt (a multiple of 16, of W/2 when
+                 // K-major swizzled)
+  int outer;
+  std::uint32_t lbo = 0, sbo = 0, kslab = 0;
+
+  __host__ __device__ constexpr CanonTile(Swizzle s, bool mn, int r, int k, int o)
+      : sw(s), mn_major(mn), rows(r), kt(k), outer(o) {
+    const std::uint32_t W = swizzle_bytes(s);
+    if (!mn && s == Swizzle::None) {
+      lbo = o == 0 ? 128u : static_cast<std::uint32_t>(r / 8) * 128u;
+      sbo = o == 0 ? static_cast<std::uint32_t>(k / 8) * 128u : 128u;
+    } else if (!mn) {
+      lbo = 16;  // unused by the hardware
+      sbo = 8 * W;
+      kslab = static_cast<std::uint32_t>(r / 8) * 8 * W;
+    } else if (s == Swizzle::None) {
+      sbo = o == 0 ? 128u : static_cast<std::uint32_t>(k / 8) * 128u;
+      lbo = o == 0 ? static_cast<std::uint32_t>(r / 8) * 128u : 128u;
+    } else {
+      sbo = o == 0 ? 8 * W : static_cast<std::uint32_t>(r / static_cast<int>(W / 2)) * 8 * W;
+      lbo = o == 0 ? static_cast<std::uint32_t>(k / 8) * 8 * W : 8 * W;
+    }
+  }
+  __host__ __device__ constexpr std::uint32_t bytes() const { return static_cast<std::uint32_t>(rows * kt * 2); }
+  __host__ __device__ constexpr std::uint32_t offset(int r, int k) const {
+    const std::uint32_t W = swizzle_bytes(sw);
+    const auto u = [](int x) { return static_cast<std::uint32_t>(x); };
+    if (!mn_major && sw == Swizzle::None) return u(r % 8) * 16 + u(r / 8) * sbo + u(k / 8) * lbo + u(k % 8) * 2;
+    if (!mn_major) {
+      const int kw = static_cast<int>(W / 2);  // k per slab
+      return u(k / kw) * kslab + u(r % 8) * W + u(r / 8) * sbo + u(k % kw) * 2;
+    }
+    if (sw == Swizzle::None) return u(r % 8) * 2 + u(r / 8) * sbo + u(k % 8) * 16 + u(k / 8) * lbo;
+    const int rw = static_cast<int>(W / 2);  // rows per atom
+    return u(r % rw) * 2 + u(r / rw) * lbo + u(k % 8) * W + u(k / 8) * sbo;
+  }
+  __host__ __device__ constexpr std::uint32_t addr(std::uint32_t base, int r, int k) const {
+    return swizzle_addr(base + offset(r, k), sw);
+  }
+  // Start of k-step s: the unswizzled offset of element (0, 16 s).
+  __host__ __device__ constexpr std::uint64_t desc(std::uint32_t base, int s) const {
+    return make_desc(base + offset(0, 16 * s), lbo, sbo, sw);
+  }
+};
+
+}  // namespace glr::cuda::sm90
