@@ -1,0 +1,220 @@
+// tests/glr_sm90/emu_wgmma.hpp: host twins of glr/cuda/sm90/wgmma.cuh (wgmma.mma_async m64nNk16 bf16 -> fp32
+// with shared-memory matrix descriptors, its fence / commit / wait, mbarrier, the 1-D bulk copy), on top of
+// emu.hpp (one host thread per CUDA thread). Include this first, then wgmma.cuh (built with -DGLR_SM90_HOST_EMU).
+//
+// What it models, from the PTX ISA ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate": matrix
+// descriptor format, canonical layouts, register fragments):
+// - wgmma is a warpgroup collective: the 128 threads of a warpgroup (threadIdx.x / 128) meet on a barrier,
+//   hand in their descriptors (which must be warpgroup-uniform: a non-uniform descriptor, scale-d, shape or
+//   transpose bit aborts), A fragments (register A); one thread decodes A (64 x 16) and B (16 x N) from shared
+//   memory through the descriptor, independently of the layout helpers in wgmma.cuh (start, LBO, SBO, swizzle
+//   mode, transpose bit -> the byte address of every element, the swizzle on address bits); each thread then
+//   computes its own accumulators: the exact sum of the 16 products plus (scale-d ? D : 0), rounded once to
+//   fp32 (as emu.hpp's mma.sync).
+// - A descriptor's base-offset field must be 0 (not emulated: aborts); every decoded address must lie below
+//   emu::wg::smem_limit (set it to the shared-memory size the kernel was given; aborts otherwise).
+// - Asynchrony is not modelled: wgmma computes at issue, commit / wait / fences are no-ops (like cp.async in
+//   emu.hpp). A kernel that reads accumulators before wgmma_wait, or overwrites an operand's shared memory
+//   before the wait, is not caught here.
+// - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
+//   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
+//   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
+//   bytes on the barrier.
+// Blocks of more than one warpgroup: emu.hpp's launch runs exactly 128 threads a block (Block: one 128-thread
+// barrier, 4 Warps), so a producer/consumer kernel of 2-3 warpgroups cannot run yet. What emu.hpp would need:
+// a thread count per launch (Block with a runtime-sized barrier and warps[n / 32], launch(kernel, ..., threads)),
+// nothing else: the wgmma twins here already key their collective state on (block, threadIdx.x / 128), and a
+// named-barrier twin (bar.sync id, count) would be the one further primitive such kernels use.
+#pragma once
+
+#include "emu.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace emu::wg {
+
+inline std::uint32_t smem_limit = 0;  // bytes of emu::smem the kernel may address; 0: unchecked
+
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "emu_wgmma: %s (thread %u)\n", what, threadIdx.x);
+  std::abort();
+}
+
+struct Group {
+  std::barrier<> bar{128};
+  std::uint64_t da[128], db[128];
+  int key[128];  // shape / transpose / scale-d / operand source, packed: must be uniform
+  std::uint32_t a[128][4];
+  float A[64][16], B[16][256];
+};
+
+inline Group& group() {
+  static std::mutex m;
+  static std::map<std::pair<const void*, unsigned>, std::unique_ptr<Group>> groups;
+  const std::pair<const void*, unsigned> k{emu::block, threadIdx.x / 128};
+  thread_local std::pair<const void*, unsigned> cached_key{nullptr, 0};
+  thread_local Group* cached = nullptr;
+  if (cached != nullptr && cached_key == k) return *cached;
+  std::lock_guard<std::mutex> lock(m);
+  auto& p = groups[k];
+  if (!p) p = std::make_unique<Group>();
+  cached_key = k;
+  cached = p.get();
+  return *p;
+}
+
+// The shared-memory byte address of element (row r of M or N, k) of the 16-k slice a descriptor describes.
+inline std::uint32_t desc_addr(std::uint64_t desc, bool mn_major, int r, int k) {
+  const std::uint32_t start = static_cast<std::uint32_t>(desc & 0x3FFFu) << 4;
+  const std::uint32_t lbo = static_cast<std::uint32_t>((desc >> 16) & 0x3FFFu) << 4;
+  const std::uint32_t sbo = static_cast<std::uint32_t>((desc >> 32) & 0x3FFFu) << 4;
+  if (((desc >> 49) & 7u) != 0) fail("descriptor base offset != 0 is not emulated");
+  const unsigned mode = static_cast<unsigned>(desc >> 62);  // 0 none, 1 128B, 2 64B, 3 32B
+  const std::uint32_t W = mode == 1 ? 128u : mode == 2 ? 64u : mode == 3 ? 32u : 0u;
+  const auto u = [](int x) { return static_cast<std::uint32_t>(x); };
+  std::uint32_t a;
+  if (W == 0) {  // interleave: 8 x 16-byte core matrices, 128 contiguous bytes each
+    a = mn_major ? start + u(r / 8) * sbo + u(k / 8) * lbo + u(k % 8) * 16 + u(r % 8) * 2
+                 : start + u(r / 8) * sbo + u(k / 8) * lbo + u(r % 8) * 16 + u(k % 8) * 2;
+  } else if (!mn_major) {  // rows of W bytes, 8-row groups at SBO; the 16 k (32 bytes) inside one row
+    a = start + u(r / 8) * sbo + u(r % 8) * W + u(k) * 2;
+  } else {  // rows of W bytes along M/N (W/2 elements), one row per k; 8-k groups at SBO, W/2-wide atoms at LBO
+    const int per = static_cast<int>(W / 2);
+    a = start + u(r / per) * lbo + u(k / 8) * sbo + u(k % 8) * W + u(r % per) * 2;
+  }
+  if (W != 0) {
+    const std::uint32_t bits = W == 128 ? 7u : W == 64 ? 3u : 1u;
+    a ^= ((a >> 7) & bits) << 4;
+  }
+  if (smem_limit != 0 && a + 2 > smem_limit) fail("wgmma operand address past the shared memory");
+  return a;
+}
+
+inline float load_bf16(std::uint32_t addr) {
+  std::uint16_t x;
+  std::memcpy(&x, emu::smem + addr, 2);
+  return emu::bf(x);
+}
+
+// The collective: a_reg null for A from shared memory.
+inline void mma(float* d, int n, int ta, const std::uint32_t* a_reg, std::uint64_t da, std::uint64_t db, int tb,
+                int scale_d) {
+  Group& G = group();
+  const int x = static_cast<int>(threadIdx.x % 128);
+  G.da[x] = a_reg ? 0 : da;
+  G.db[x] = db;
+  G.key[x] = n | ta << 9 | tb << 10 | (scale_d != 0) << 11 | (a_reg != nullptr) << 12;
+  if (a_reg)
+    for (int i = 0; i < 4; ++i) G.a[x][i] = a_reg[i];
+  G.bar.arrive_and_wait();
+  if (x == 0) {
+    for (int y = 1; y < 128; ++y)
+      if (G.da[y] != G.da[0] || G.db[y] != G.db[0] || G.key[y] != G.key[0])
+        fail("wgmma operands not warpgroup-uniform");
+    if (a_reg) {
+      for (int y = 0; y < 128; ++y) {
+        const int r = y / 32, g = (y % 32) / 4, t = y % 4;
+        const int m = 16 * r + g;
+        emu::split(G.a[y][0], G.A[m][2 * t], G.A[m][2 * t + 1]);
+        emu::split(G.a[y][1], G.A[m + 8][2 * t], G.A[m + 8][2 * t + 1]);
+        emu::split(G.a[y][2], G.A[m][2 * t + 8], G.A[m][2 * t + 9]);
+        emu::split(G.a[y][3], G.A[m + 8][2 * t + 8], G.A[m + 8][2 * t + 9]);
+      }
+    } else {
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k) G.A[m][k] = load_bf16(desc_addr(da, ta != 0, m, k));
+    }
+    for (int k = 0; k < 16; ++k)
+      for (int c = 0; c < n; ++c) G.B[k][c] = load_bf16(desc_addr(db, tb != 0, c, k));
+  }
+  G.bar.arrive_and_wait();
+  const int r = x / 32, g = (x % 32) / 4, t = x % 4;
+  for (int i = 0; i < n / 2; ++i) {
+    const int j = i / 4, h = i % 4;
+    const int row = 16 * r + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
+    double s = 0;
+    for (int k = 0; k < 16; ++k) s += static_cast<double>(G.A[row][k]) * G.B[k][col];
+    d[i] = static_cast<float>(scale_d != 0 ? s + d[i] : s);
+  }
+  G.bar.arrive_and_wait();  // G.A / G.B stay until every thread has read them
+}
+
+// mbarrier word: bits 0-20 pending arrivals, 21-41 expected arrivals, 42-62 transaction count (21-bit two's
+// complement), 63 phase.
+inline std::atomic_ref<std::uint64_t> mbar(std::uint32_t addr) {
+  if (addr % 8 != 0) fail("mbarrier not 8-byte aligned");
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(emu::smem + addr));
+}
+constexpr std::uint64_t kM21 = (1u << 21) - 1;
+// Apply `arrivals` arrivals and `tx` transaction bytes (expect_tx: +, complete_tx: -) atomically.
+inline void mbar_update(std::uint32_t addr, int arrivals, std::int64_t tx) {
+  auto w = mbar(addr);
+  std::uint64_t old = w.load(), nw;
+  do {
+    std::int64_t pending = static_cast<std::int64_t>(old & kM21);
+    const std::uint64_t expected = (old >> 21) & kM21;
+    std::int64_t t = static_cast<std::int64_t>((old >> 42) & kM21);
+    if (t >= (1 << 20)) t -= 1 << 21;
+    std::uint64_t phase = old >> 63;
+    pending -= arrivals;
+    t += tx;
+    if (pending < 0) fail("mbarrier: more arrivals than expected in a phase");
+    if (pending == 0 && t == 0) {  // the phase completes
+      phase ^= 1;
+      pending = static_cast<std::int64_t>(expected);
+    }
+    nw = static_cast<std::uint64_t>(pending) | expected << 21 | (static_cast<std::uint64_t>(t) & kM21) << 42 |
+         phase << 63;
+  } while (!w.compare_exchange_weak(old, nw));
+}
+
+}  // namespace emu::wg
+
+namespace glr::cuda::sm90 {
+
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int N>
+inline void wgmma_wait() {}
+template <int R>
+inline void wgmma_fence_operand(float (&)[R]) {}
+inline void fence_proxy_async() {}
+
+template <int N, int TA, int TB>
+inline void wgmma_ss(float (&d)[N / 2], std::uint64_t da, std::uint64_t db, int scale_d) {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256);
+  emu::wg::mma(d, N, TA, nullptr, da, db, TB, scale_d);
+}
+template <int N, int TB>
+inline void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t db, int scale_d) {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256);
+  emu::wg::mma(d, N, 0, a, 0, db, TB, scale_d);
+}
+
+inline void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
+  if (count == 0 || count > (1u << 20) - 1) emu::wg::fail("mbarrier_init: count out of range");
+  emu::wg::mbar(bar).store(static_cast<std::uint64_t>(count) | static_cast<std::uint64_t>(count) << 21);
+}
+inline void fence_mbarrier_init() {}
+inline void mbarrier_arrive(std::uint32_t bar) { emu::wg::mbar_update(bar, 1, 0); }
+inline void mbarrier_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  emu::wg::mbar_update(bar, 1, static_cast<std::int64_t>(bytes));
+}
+inline bool mbarrier_try_wait_parity(std::uint32_t bar, std::uint32_t parity) {
+  const bool done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  if (!done) std::this_thread::yield();
+  return done;
+}
+inline void bulk_copy_g2s(std::uint32_t dst, const void* src, std::uint32_t bytes, std::uint32_t bar) {
+  if (bytes % 16 != 0 || dst % 16 != 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0)
+    emu::wg::fail("bulk_copy_g2s: size and addresses must be multiples of 16");
+  if (emu::wg::smem_limit != 0 && dst + bytes > emu::wg::smem_limit) emu::wg::fail("bulk copy past the shared memory");
+  std::memcpy(emu::smem + dst, src, bytes);
+  emu::wg::mbar_update(bar, 0, -static_cast<std::int64_t>(bytes));
+}
+
+}  // namespace glr::cuda::sm90

@@ -1,0 +1,321 @@
+// tests/glr_sm90/wgmma_case.cuh: one wgmma test case as a kernel, the same source on the host emulator
+// (tests/glr_sm90/wgmma_emu_test.cpp, after emu_wgmma.hpp) and on an H200 (bench/glr/sm90_wgmma_check.cu).
+// One block of 128 threads (one warpgroup): thread 0 arms an mbarrier and bulk-copies A (64 x K, row-major) and
+// B (K x N, row-major) into a staging area; all wait on the barrier's phase 0, lay A and B out in shared memory
+// in the case's canonical layouts (CanonTile, as a kernel would), fence.proxy.async + barrier, then K/16 wgmmas
+// accumulate D = A B (the first with scale-d = 0 over NaN accumulators, so a wrong scale-d shows), and D is
+// written row-major through the documented accumulator layout.
+// Case knobs: swizzle and major-ness of each operand, A from registers, N, K, the layouts' `outer`, and a
+// deliberate fault (`bad`) that must make the result wrong: 1 SBO of B + 16 bytes, 2 B's swizzle mode changed
+// in its descriptor, 3 B's transpose bit flipped (the host launches the other instantiation), 4 A's swizzle
+// mode changed (A from shared memory).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "../../glr/cuda/sm90/mma_sync.cuh"
+#include "../../glr/cuda/sm90/wgmma.cuh"
+
+namespace glr::wgtest {
+
+using glr::cuda::sm90::CanonTile;
+using glr::cuda::sm90::Swizzle;
+
+struct Case {
+  int n, k;
+  Swizzle sw_a, sw_b;
+  bool a_mn, b_mn, a_reg;
+  int outer_a, outer_b;
+  int bad;
+  const __nv_bfloat16* a;  // 64 x k row-major
+  const __nv_bfloat16* b;  // k x n row-major
+  float* d;                // 64 x n row-major
+};
+
+constexpr int kMaxK = 64;
+// Shared memory: [1024 alignment slack][staging A 8 KB][staging B 16 KB][A tile region 32 KB][B tile region
+// 48 KB][mbarrier]: the tile regions leave room past the tiles so that a faulty descriptor reads inside the
+// allocation (garbage, not a fault).
+constexpr std::uint32_t kStageA = 0, kStageB = 8192, kTileA = 24576, kTileB = 24576 + 32768,
+                        kBar = 24576 + 32768 + 49152, kSmemBytes = kBar + 16 + 1024;
+
+constexpr Swizzle next_swizzle(Swizzle s) {
+  return s == Swizzle::None ? Swizzle::B32
+         : s == Swizzle::B32 ? Swizzle::B64
+         : s == Swizzle::B64 ? Swizzle::B128
+                             : Swizzle::None;
+}
+
+// TA, TB: the transpose bits the wgmma is issued with (normally a_mn, b_mn; bad == 3 flips TB).
+template <int N, bool AReg, int TA, int TB>
+__global__ void __launch_bounds__(128) wgmma_case_kernel(Case c) {
+  namespace s9 = glr::cuda::sm90;
+  extern __shared__ __align__(16) char wg_smem_raw[];
+  const std::uint32_t raw = s9::smem_addr(wg_smem_raw);
+  const std::uint32_t base = (raw + 1023u) & ~1023u;
+  char* const sp = wg_smem_raw + (base - raw);  // generic pointer of shared address `base`
+  const int tid = static_cast<int>(threadIdx.x);
+  const std::uint32_t bytes_a = 64u * static_cast<std::uint32_t>(c.k) * 2u;
+  const std::uint32_t bytes_b = static_cast<std::uint32_t>(c.k * c.n) * 2u;
+  const std::uint32_t bar = base + kBar;
+  if (tid == 0) {
+    s9::mbarrier_init(bar, 1);
+    s9::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    s9::mbarrier_arrive_expect_tx(bar, bytes_a + bytes_b);
+    s9::bulk_copy_g2s(base + kStageA, c.a, bytes_a, bar);
+    s9::bulk_copy_g2s(base + kStageB, c.b, bytes_b, bar);
+  }
+  s9::mbarrier_wait_parity(bar, 0);
+
+  const auto* sa = reinterpret_cast<const std::uint16_t*>(sp + kStageA);
+  const auto* sb = reinterpret_cast<const std::uint16_t*>(sp + kStageB);
+  const CanonTile ta(c.sw_a, c.a_mn, 64, c.k, c.outer_a);
+  const CanonTile tb(c.sw_b, c.b_mn, c.n, c.k, c.outer_b);
+  for (int i = tid; i < 64 * c.k; i += 128) {  // A(m, kk): operand row m, k kk
+    const int m = i / c.k, kk = i % c.k;
+    *reinterpret_cast<std::uint16_t*>(sp + (ta.addr(base + kTileA, m, kk) - base)) = sa[i];
+  }
+  for (int i = tid; i < c.k * c.n; i += 128) {  // B(kk, nn): operand row nn, k kk
+    const int kk = i / c.n, nn = i % c.n;
+    *reinterpret_cast<std::uint16_t*>(sp + (tb.addr(base + kTileB, nn, kk) - base)) = sb[i];
+  }
+  s9::fence_proxy_async();
+  __syncthreads();
+
+  float d[N / 2];
+  float qnan;
+  {
+    const std::uint32_t u = 0x7fc00000u;
+    std::memcpy(&qnan, &u, 4);
+  }
+  for (int i = 0; i < N / 2; ++i) d[i] = qnan;  // scale-d = 0 on the first k-step must ignore it
+  const int r = (tid % 128) / 32, g = (tid % 32) / 4, t = tid % 4;
+  for (int st = 0; st < c.k / 16; ++st) {
+    std::uint64_t db = tb.desc(base + kTileB, st);
+    if (c.bad == 1) db += static_cast<std::uint64_t>(1) << 32;  // SBO + 16 bytes
+    if (c.bad == 2)
+      db = (db & ~(static_cast<std::uint64_t>(3) << 62)) |
+           static_cast<std::uint64_t>(next_swizzle(c.sw_b)) << 62;
+    if constexpr (AReg) {
+      std::uint32_t a[4];
+      const auto at = [&](int m, int kk) { return static_cast<std::uint32_t>(sa[m * c.k + kk]); };
+      const int m0 = 16 * r + g, k0 = 16 * st + 2 * t;
+      a[0] = at(m0, k0) | at(m0, k0 + 1) << 16;
+      a[1] = at(m0 + 8, k0) | at(m0 + 8, k0 + 1) << 16;
+      a[2] = at(m0, k0 + 8) | at(m0, k0 + 9) << 16;
+      a[3] = at(m0 + 8, k0 + 8) | at(m0 + 8, k0 + 9) << 16;
+      s9::wgmma_fence();
+      s9::wgmma_rs<N, TB>(d, a, db, st > 0 ? 1 : 0);
+    } else {
+      std::uint64_t da = ta.desc(base + kTileA, st);
+      if (c.bad == 4)
+        da = (da & ~(static_cast<std::uint64_t>(3) << 62)) |
+             static_cast<std::uint64_t>(next_swizzle(c.sw_a)) << 62;
+      s9::wgmma_fence();
+      s9::wgmma_ss<N, TA, TB>(d, da, db, st > 0 ? 1 : 0);
+    }
+    s9::wgmma_commit();
+    s9::wgmma_fence_operand(d);
+  }
+  s9::wgmma_wait<0>();
+  s9::wgmma_fence_operand(d);
+  for (int j = 0; j < N / 8; ++j)
+    for (int h = 0; h < 4; ++h) {
+      const int row = 16 * r + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
+      c.d[row * c.n + col] = d[4 * j + h];
+    }
+}
+
+}  // namespace glr::wgtest
+
+namespace glr::wgtest {
+
+// mbarrier phases: 128 arrivals a phase, `phases` phases; in phase p each thread writes its slot of buffer p % 2,
+// arrives, waits for parity p % 2, then checks all 128 slots of that buffer (a thread cannot reach phase p + 2,
+// which reuses the buffer, before every thread has arrived in phase p + 1, i.e. finished reading phase p).
+// errors[tid]: the number of wrong slots this thread saw.
+struct MbarCase {
+  int phases;
+  int* errors;  // 128
+};
+constexpr std::uint32_t kMbarSmemBytes = 16 + 2 * 128 * 4 + 1024;
+
+__global__ void __launch_bounds__(128) mbarrier_phase_kernel(MbarCase c) {
+  namespace s9 = glr::cuda::sm90;
+  extern __shared__ __align__(16) char wg_smem_raw[];
+  const std::uint32_t raw = s9::smem_addr(wg_smem_raw);
+  const std::uint32_t base = (raw + 15u) & ~15u;
+  char* const sp = wg_smem_raw + (base - raw);
+  int* const slot = reinterpret_cast<int*>(sp + 16);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    s9::mbarrier_init(base, 128);
+    s9::fence_mbarrier_init();
+  }
+  __syncthreads();
+  int errors = 0;
+  for (int p = 0; p < c.phases; ++p) {
+    volatile int* buf = slot + 128 * (p % 2);
+    buf[tid] = 1000 * p + tid;
+    s9::mbarrier_arrive(base);
+    s9::mbarrier_wait_parity(base, static_cast<std::uint32_t>(p % 2));
+    for (int y = 0; y < 128; ++y) errors += buf[y] != 1000 * p + y;
+  }
+  c.errors[tid] = errors;
+}
+
+}  // namespace glr::wgtest
+
+// ---- host side, shared by the emulator test and the GPU check: the case list, the data, the reference ----
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace glr::wgtest {
+
+struct Spec {
+  int n, k;
+  Swizzle sw_a, sw_b;
+  bool a_mn, b_mn, a_reg;
+  int outer;
+  int bad;
+};
+
+inline const char* swizzle_name(Swizzle s) {
+  return s == Swizzle::None ? "none" : s == Swizzle::B32 ? "32B" : s == Swizzle::B64 ? "64B" : "128B";
+}
+inline std::string name(const Spec& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "N%-3d K%d A:%s B:%s-%s outer%d%s", s.n, s.k,
+                s.a_reg ? "registers" : (std::string(s.a_mn ? "MN-" : "K-") + swizzle_name(s.sw_a)).c_str(),
+                s.b_mn ? "MN" : "K", swizzle_name(s.sw_b), s.outer,
+                s.bad == 1   ? "  [fault: B SBO + 16]"
+                : s.bad == 2 ? "  [fault: B swizzle mode]"
+                : s.bad == 3 ? "  [fault: B transpose bit]"
+                : s.bad == 4 ? "  [fault: A swizzle mode]"
+                             : "");
+  return buf;
+}
+
+// Every swizzle x B K-/MN-major x A (K-major smem, MN-major smem, registers) x N 64, 128 x both layout orders,
+// K = 64 (4 accumulated k-steps); A's swizzle differs from B's. Then the faults, each of which must fail.
+inline std::vector<Spec> specs() {
+  const Swizzle sw[4] = {Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128};
+  std::vector<Spec> v;
+  for (int n : {64, 128})
+    for (int ib = 0; ib < 4; ++ib)
+      for (bool b_mn : {false, true})
+        for (int am = 0; am < 3; ++am)
+          for (int outer = 0; outer < 2; ++outer)
+            v.push_back({n, 64, sw[(ib + 1 + outer) % 4], sw[ib], am == 1, b_mn, am == 2, outer, 0});
+  for (int ib = 0; ib < 4; ++ib)
+    for (bool mn : {false, true}) {
+      for (int bad = 1; bad <= 3; ++bad) v.push_back({64, 64, sw[(ib + 2) % 4], sw[ib], false, mn, false, 0, bad});
+      v.push_back({64, 64, sw[ib], sw[(ib + 1) % 4], mn, false, false, 1, 4});
+    }
+  return v;
+}
+
+// bf16 values in [-1, 1) from a fixed-seed generator (truncated float bits: exact bf16 numbers).
+inline std::vector<std::uint16_t> random_bf16(std::size_t count, std::uint64_t seed) {
+  std::vector<std::uint16_t> v(count);
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = static_cast<float>(static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    x = static_cast<std::uint16_t>(u >> 16);
+  }
+  return v;
+}
+inline double bf16_value(std::uint16_t x) {
+  const std::uint32_t u = static_cast<std::uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Bound per element: 2^-16 sum_k |a_ik b_kj| (fp32 accumulation over 4 k-steps of 16 products loses a few
+// 2^-23 of that; a layout error is of the order of the sum itself). Returns max |d - ref| / bound (inf when any
+// d is not finite).
+inline double worst_ratio(const Spec& s, const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
+                          const std::vector<float>& d) {
+  double worst = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < s.n; ++j) {
+      double ref = 0, abs_sum = 0;
+      for (int k = 0; k < s.k; ++k) {
+        const double p = bf16_value(a[i * s.k + k]) * bf16_value(b[k * s.n + j]);
+        ref += p;
+        abs_sum += std::fabs(p);
+      }
+      const double x = d[i * s.n + j];
+      if (!std::isfinite(x)) return INFINITY;
+      const double bound = std::ldexp(abs_sum, -16) + 1e-30;
+      worst = std::max(worst, std::fabs(x - ref) / bound);
+    }
+  return worst;
+}
+
+// The kernel instantiation of a spec (bad == 3 flips B's transpose bit), handed to f.
+template <class F>
+void with_kernel(const Spec& s, F&& f) {
+  const int tb = s.b_mn != (s.bad == 3);
+  const int key = (s.n == 128) << 3 | s.a_reg << 2 | (s.a_reg ? 0 : s.a_mn) << 1 | tb;
+  switch (key) {
+    case 0: f(&wgmma_case_kernel<64, false, 0, 0>); break;
+    case 1: f(&wgmma_case_kernel<64, false, 0, 1>); break;
+    case 2: f(&wgmma_case_kernel<64, false, 1, 0>); break;
+    case 3: f(&wgmma_case_kernel<64, false, 1, 1>); break;
+    case 4: f(&wgmma_case_kernel<64, true, 0, 0>); break;
+    case 5: f(&wgmma_case_kernel<64, true, 0, 1>); break;
+    case 8: f(&wgmma_case_kernel<128, false, 0, 0>); break;
+    case 9: f(&wgmma_case_kernel<128, false, 0, 1>); break;
+    case 10: f(&wgmma_case_kernel<128, false, 1, 0>); break;
+    case 11: f(&wgmma_case_kernel<128, false, 1, 1>); break;
+    case 12: f(&wgmma_case_kernel<128, true, 0, 0>); break;
+    case 13: f(&wgmma_case_kernel<128, true, 0, 1>); break;
+    default: break;
+  }
+}
+
+// Runs every spec through run(spec, case, d) (which launches and leaves 64 x n floats in d), prints one line a
+// case, returns the number of failures (a fault case fails when its result is within the bound).
+template <class Run>
+int run_specs(Run&& run) {
+  int failures = 0, positives = 0, faults = 0;
+  double worst_ok = 0, least_fault = INFINITY;
+  const auto v = specs();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const Spec& s = v[i];
+    const auto a = random_bf16(64 * static_cast<std::size_t>(s.k), 2 * i + 1);
+    const auto b = random_bf16(static_cast<std::size_t>(s.k) * s.n, 2 * i + 2);
+    std::vector<float> d(64 * static_cast<std::size_t>(s.n), 0.0f);
+    Case c{s.n, s.k, s.sw_a, s.sw_b, s.a_mn, s.b_mn, s.a_reg, s.outer, s.outer, s.bad, nullptr, nullptr, nullptr};
+    run(s, c, a, b, d);
+    const double w = worst_ratio(s, a, b, d);
+    const bool ok = s.bad == 0 ? w <= 1.0 : !(w <= 1.0);
+    if (s.bad == 0) {
+      ++positives;
+      worst_ok = std::max(worst_ok, w);
+    } else {
+      ++faults;
+      least_fault = std::min(least_fault, w);
+    }
+    failures += !ok;
+    std::printf("%-60s max err/bound %10.3g  %s\n", name(s).c_str(), w,
+                ok ? (s.bad ? "PASS (wrong, as it must be)" : "PASS") : "FAIL");
+  }
+  std::printf("wgmma: %d cases within the bound (largest err/bound %.3g), %d faults all outside it (smallest "
+              "%.3g): %d failures\n",
+              positives, worst_ok, faults, least_fault, failures);
+  return failures;
+}
+
+}  // namespace glr::wgtest
