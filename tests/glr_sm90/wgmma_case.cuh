@@ -40,7 +40,7 @@ constexpr int kMaxK = 64;
 constexpr std::uint32_t kStageA = 0, kStageB = 8192, kTileA = 24576, kTileB = 24576 + 32768,
                         kBar = 24576 + 32768 + 49152, kSmemBytes = kBar + 16 + 1024;
 
-constexpr Swizzle next_swizzle(Swizzle s) {
+__host__ __device__ constexpr Swizzle next_swizzle(Swizzle s) {
   return s == Swizzle::None ? Swizzle::B32
          : s == Swizzle::B32 ? Swizzle::B64
          : s == Swizzle::B64 ? Swizzle::B128
