@@ -1,0 +1,76 @@
+// bench/glr/sm90_wgmma_check.cu: the wgmma / mbarrier / bulk-copy wrappers (glr/cuda/sm90/wgmma.cuh) on a real
+// Hopper GPU (H200), the same kernels and cases as the host emulator's tests/glr_sm90/wgmma_emu_test.cpp
+// (tests/glr_sm90/wgmma_case.cuh): every swizzle mode x B K-/MN-major x A from shared memory (K-, MN-major) or
+// registers x N 64, 128 x both layout orders, 4 accumulated k-steps, each against a float64 matmul of the same
+// bf16 values with the same bound (2^-16 sum_k |a_ik b_kj| per element), one line per case ending in PASS or
+// FAIL; then the deliberate faults (must come out wrong) and 6 mbarrier phases of 128 arrivals.
+// NOT YET RUN ON A GPU: written and compiled (sm_90a, SASS checked for HGMMA) on 2026-12-04 in a session with
+// no GPU lent; the first GPU session runs bench/glr/sm90_wgmma_check.sh. Until then the canonical layouts,
+// the descriptor encoding and the accumulator layout are checked only against the emulator, which encodes the
+// same reading of the PTX ISA: agreement here is what validates the emulator for the wgmma kernels.
+// Exit status: the number of failed cases (0: all pass), 2 on a CUDA error.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "../../tests/glr_sm90/wgmma_case.cuh"
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__, __LINE__, \
+                   cudaGetErrorString(e_));                                                     \
+      std::exit(2);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+int main() {
+  using namespace glr::wgtest;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  if (prop.major != 9) {
+    std::printf("not a Hopper GPU: wgmma needs sm_90a\n");
+    return 2;
+  }
+  void *da = nullptr, *db = nullptr, *dd = nullptr;
+  CK(cudaMalloc(&da, 64 * kMaxK * 2));
+  CK(cudaMalloc(&db, kMaxK * 128 * 2));
+  CK(cudaMalloc(&dd, 64 * 128 * 4));
+  int failures = run_specs([&](const Spec& s, Case& c, const std::vector<std::uint16_t>& a,
+                               const std::vector<std::uint16_t>& b, std::vector<float>& d) {
+    CK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dd, 0xff, d.size() * 4));  // NaN: an unwritten output shows
+    c.a = static_cast<const __nv_bfloat16*>(da);
+    c.b = static_cast<const __nv_bfloat16*>(db);
+    c.d = static_cast<float*>(dd);
+    with_kernel(s, [&](void (*k)(Case)) {
+      CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(kSmemBytes)));
+      k<<<1, 128, kSmemBytes>>>(c);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+    });
+    CK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
+  });
+  int* derr = nullptr;
+  CK(cudaMalloc(&derr, 128 * sizeof(int)));
+  CK(cudaMemset(derr, 0xff, 128 * sizeof(int)));
+  mbarrier_phase_kernel<<<1, 128, kMbarSmemBytes>>>(MbarCase{6, derr});
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<int> errors(128);
+  CK(cudaMemcpy(errors.data(), derr, 128 * sizeof(int), cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int e : errors) bad += e != 0;
+  std::printf("mbarrier: 6 phases x 128 arrivals, %d threads saw a wrong slot or did not finish  %s\n", bad,
+              bad ? "FAIL" : "PASS");
+  failures += bad != 0;
+  std::printf("%s\n", failures ? "FAILED" : "ALL PASS");
+  return failures > 100 ? 100 : failures;
+}
