@@ -15,10 +15,85 @@ namespace glr::wgtest {
 alignas(1024) char wg_smem_raw[kSmemBytes];
 }
 
+namespace {
+
+// The emulator's descriptor decoding (emu::wg::desc_addr) against the PTX ISA's own worked examples ("Canonical
+// Layouts", the "Exact layout" of each figure, CuTe notation (shape):(stride) in elements, colexicographic),
+// evaluated here by a ten-line layout evaluator, not by the formulas the decoder uses. The bf16 examples are
+// the ISA's MN-major none / 32B / 64B ones verbatim; the K-major ones are the ISA's tf32 examples (none, 32B)
+// with T = 8 for bf16, and the 64B / 128B K-major and 128B MN-major rows of the canonical-layout table at m = k = 2.
+struct Mode {
+  int n;
+  int shape[3];
+  long stride[3];
+};
+long eval(const Mode& m, int x) {
+  long off = 0;
+  for (int i = 0; i < m.n; ++i) {
+    off += (x % m.shape[i]) * m.stride[i];
+    x /= m.shape[i];
+  }
+  return off;
+}
+int size(const Mode& m) {
+  int s = 1;
+  for (int i = 0; i < m.n; ++i) s *= m.shape[i];
+  return s;
+}
+struct Example {
+  const char* name;
+  bool mn_major;
+  unsigned mode;  // descriptor swizzle field: 0 none, 1 128B, 2 64B, 3 32B
+  int bbits;      // Swizzle<B, 4, 3>
+  Mode mn, k;     // the exact layout's two modes, strides in bf16 elements
+  std::uint32_t lbo, sbo;
+};
+
+int check_ptx_examples() {
+  const Example ex[] = {
+      // PTX: MN-major, no swizzle, bf16: ((8,1,2),(8,2)):((1,8,64),(8,128)), LBO 128*2, SBO 64*2
+      {"MN none (PTX bf16 example)", true, 0, 0, {3, {8, 1, 2}, {1, 8, 64}}, {2, {8, 2}, {8, 128}}, 256, 128},
+      // PTX: MN-major, 32B, bf16: ((8,2,2),(8,2)):((1,8,128),(16,256)), LBO 128*2, SBO 256*2
+      {"MN 32B (PTX bf16 example)", true, 3, 1, {3, {8, 2, 2}, {1, 8, 128}}, {2, {8, 2}, {16, 256}}, 256, 512},
+      // PTX: MN-major, 64B, bf16: ((8,4,2),(8,2)):((1,8,256),(32,512)), LBO 256*2, SBO 512*2
+      {"MN 64B (PTX bf16 example)", true, 2, 2, {3, {8, 4, 2}, {1, 8, 256}}, {2, {8, 2}, {32, 512}}, 512, 1024},
+      // Table, MN-major 128B, T = 8, m = k = 2: ((8,8,2),(8,2)):((1,8,LBO),(64,SBO)), LBO 1024 el, SBO 512 el
+      {"MN 128B (table, m=k=2)", true, 1, 3, {3, {8, 8, 2}, {1, 8, 1024}}, {2, {8, 2}, {64, 512}}, 2048, 1024},
+      // PTX tf32 K-major none ((8,2),(4,4)):((4,32),(1,64)) at T = 8: ((8,2),(8,2)):((8,64),(1,128))
+      {"K none (PTX example at T=8)", false, 0, 0, {2, {8, 2}, {8, 64}}, {2, {8, 2}, {1, 128}}, 256, 128},
+      // PTX tf32 K-major 32B ((8,2),(4,4)):((8,64),(1,4)) at T = 8: ((8,2),(8,2)):((16,128),(1,8))
+      {"K 32B (PTX example at T=8)", false, 3, 1, {2, {8, 2}, {16, 128}}, {2, {8, 2}, {1, 8}}, 16, 256},
+      // Table, K-major 64B: ((8,m),(T,2k)):((4T,SBO),(1,T)), SBO 512 B = 256 el
+      {"K 64B (table, m=2)", false, 2, 2, {2, {8, 2}, {32, 256}}, {2, {8, 2}, {1, 8}}, 16, 512},
+      // Table, K-major 128B: ((8,m),(T,2k)):((8T,SBO),(1,T)), SBO 1024 B = 512 el
+      {"K 128B (table, m=2)", false, 1, 3, {2, {8, 2}, {64, 512}}, {2, {8, 2}, {1, 8}}, 16, 1024},
+  };
+  int failures = 0;
+  for (const auto& e : ex) {
+    const std::uint32_t base = 4096;  // 1024-aligned
+    const std::uint64_t desc = static_cast<std::uint64_t>(base >> 4) | static_cast<std::uint64_t>(e.lbo >> 4) << 16 |
+                               static_cast<std::uint64_t>(e.sbo >> 4) << 32 | static_cast<std::uint64_t>(e.mode) << 62;
+    int bad = 0;
+    for (int r = 0; r < size(e.mn); ++r)
+      for (int k = 0; k < 16; ++k) {
+        std::uint32_t want = base + static_cast<std::uint32_t>(2 * (eval(e.mn, r) + eval(e.k, k)));
+        want ^= ((want >> 7) & ((1u << e.bbits) - 1)) << 4;  // Swizzle<B,4,3> on the byte address
+        bad += emu::wg::desc_addr(desc, e.mn_major, r, k) != want;
+      }
+    std::printf("descriptor decode vs PTX layout %-30s %3d x 16 elements, %d differ  %s\n", e.name, size(e.mn), bad,
+                bad ? "FAIL" : "PASS");
+    failures += bad != 0;
+  }
+  return failures;
+}
+
+}  // namespace
+
 int main() {
   using namespace glr::wgtest;
+  int failures = check_ptx_examples();
   emu::wg::smem_limit = kSmemBytes;
-  int failures = run_specs([](const Spec& s, Case& c, const std::vector<std::uint16_t>& a,
+  failures += run_specs([](const Spec& s, Case& c, const std::vector<std::uint16_t>& a,
                               const std::vector<std::uint16_t>& b, std::vector<float>& d) {
     c.a = reinterpret_cast<const __nv_bfloat16*>(a.data());
     c.b = reinterpret_cast<const __nv_bfloat16*>(b.data());
