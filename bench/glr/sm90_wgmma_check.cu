@@ -3,7 +3,8 @@
 // (tests/glr_sm90/wgmma_case.cuh): every swizzle mode x B K-/MN-major x A from shared memory (K-, MN-major) or
 // registers x N 64, 128 x both layout orders, 4 accumulated k-steps, each against a float64 matmul of the same
 // bf16 values with the same bound (2^-16 sum_k |a_ik b_kj| per element), one line per case ending in PASS or
-// FAIL; then the deliberate faults (must come out wrong) and 6 mbarrier phases of 128 arrivals.
+// FAIL; then the deliberate faults (must come out wrong), 6 mbarrier phases of 128 arrivals and the named
+// barriers (bar.sync / bar.arrive); setmaxnreg is only assembled (a kernel never launched).
 // NOT YET RUN ON A GPU: written and compiled (sm_90a, SASS checked for HGMMA) on 2026-12-04 in a session with
 // no GPU lent; the first GPU session runs bench/glr/sm90_wgmma_check.sh. Until then the canonical layouts,
 // the descriptor encoding and the accumulator layout are checked only against the emulator, which encodes the
@@ -27,6 +28,17 @@
       std::exit(2);                                                                             \
     }                                                                                           \
   } while (0)
+
+// Never launched: makes ptxas assemble setmaxnreg (a producer warpgroup gives registers back, a consumer takes
+// them), which the checks do not run (it needs a kernel whose register budget allows the increase).
+__global__ void __launch_bounds__(256, 1) setmaxnreg_compile_only(int* out) {
+  if (threadIdx.x < 128) {
+    glr::cuda::sm90::setmaxnreg_dec<40>();
+  } else {
+    glr::cuda::sm90::setmaxnreg_inc<232>();
+  }
+  out[threadIdx.x] = static_cast<int>(threadIdx.x);
+}
 
 int main() {
   using namespace glr::wgtest;
@@ -70,6 +82,17 @@ int main() {
   for (int e : errors) bad += e != 0;
   std::printf("mbarrier: 6 phases x 128 arrivals, %d threads saw a wrong slot or did not finish  %s\n", bad,
               bad ? "FAIL" : "PASS");
+  failures += bad != 0;
+  CK(cudaMemset(derr, 0xff, 128 * sizeof(int)));
+  named_barrier_kernel<<<1, 128, kMbarSmemBytes>>>(MbarCase{0, derr});
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(errors.data(), derr, 128 * sizeof(int), cudaMemcpyDeviceToHost));
+  bad = 0;
+  for (int e : errors) bad += e != 0;
+  std::printf("named barriers: two 64-thread groups x 4 rounds, producer/consumer warps x 3 rounds, %d threads saw "
+              "a wrong slot  %s\n",
+              bad, bad ? "FAIL" : "PASS");
   failures += bad != 0;
   std::printf("%s\n", failures ? "FAILED" : "ALL PASS");
   return failures > 100 ? 100 : failures;

@@ -16,6 +16,9 @@
 // - Asynchrony is not modelled: wgmma computes at issue, commit / wait / fences are no-ops (like cp.async in
 //   emu.hpp). A kernel that reads accumulators before wgmma_wait, or overwrites an operand's shared memory
 //   before the wait, is not caught here.
+// - named barriers (bar.sync / bar.arrive id, count): a generation counter per (block, id), counted per
+//   thread (the hardware counts whole warps: keep counts multiples of 32 and every thread of a warp arriving);
+//   setmaxnreg: checks R only.
 // - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
 //   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
 //   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
@@ -23,13 +26,14 @@
 // Blocks of more than one warpgroup: emu.hpp's launch runs exactly 128 threads a block (Block: one 128-thread
 // barrier, 4 Warps), so a producer/consumer kernel of 2-3 warpgroups cannot run yet. What emu.hpp would need:
 // a thread count per launch (Block with a runtime-sized barrier and warps[n / 32], launch(kernel, ..., threads)),
-// nothing else: the wgmma twins here already key their collective state on (block, threadIdx.x / 128), and a
-// named-barrier twin (bar.sync id, count) would be the one further primitive such kernels use.
+// nothing else: the wgmma twins here already key their collective state on (block, threadIdx.x / 128), and the
+// named barriers on (block, id).
 #pragma once
 
 #include "emu.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -172,9 +176,55 @@ inline void mbar_update(std::uint32_t addr, int arrivals, std::int64_t tx) {
   } while (!w.compare_exchange_weak(old, nw));
 }
 
+// Named barrier `id` of the current block: a generation counter; the first arrival of a generation fixes the
+// count, a different count in the same generation aborts.
+struct NamedBar {
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0, expected = 0;
+  unsigned gen = 0;
+};
+inline void named_arrive(int id, int count, bool wait) {
+  if (id < 1 || id > 15) fail("named barrier id outside 1..15");
+  if (count <= 0 || count % 32 != 0 || count > static_cast<int>(blockDim.x)) fail("named barrier count");
+  static std::mutex mm;
+  static std::map<std::pair<const void*, int>, std::unique_ptr<NamedBar>> bars;
+  NamedBar* b;
+  {
+    std::lock_guard<std::mutex> lock(mm);
+    auto& p = bars[{emu::block, id}];
+    if (!p) p = std::make_unique<NamedBar>();
+    b = p.get();
+  }
+  std::unique_lock<std::mutex> lock(b->m);
+  if (b->arrived == 0) b->expected = count;
+  if (b->expected != count) fail("named barrier: two counts in one generation");
+  if (++b->arrived == count) {
+    b->arrived = 0;
+    ++b->gen;
+    b->cv.notify_all();
+    return;
+  }
+  if (wait) {
+    const unsigned g = b->gen;
+    b->cv.wait(lock, [&] { return b->gen != g; });
+  }
+}
+
 }  // namespace emu::wg
 
 namespace glr::cuda::sm90 {
+
+inline void named_barrier_sync(int id, int count) { emu::wg::named_arrive(id, count, true); }
+inline void named_barrier_arrive(int id, int count) { emu::wg::named_arrive(id, count, false); }
+template <int R>
+inline void setmaxnreg_inc() {
+  static_assert(R % 8 == 0 && R >= 24 && R <= 256);
+}
+template <int R>
+inline void setmaxnreg_dec() {
+  static_assert(R % 8 == 0 && R >= 24 && R <= 256);
+}
 
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}

@@ -168,6 +168,36 @@ __global__ void __launch_bounds__(128) mbarrier_phase_kernel(MbarCase c) {
   c.errors[tid] = errors;
 }
 
+// Named barriers: (1) warps 0-1 and warps 2-3 each sync on their own barrier (ids 1, 2; 64 threads), 4 rounds
+// of write / sync / check / sync; (2) producer / consumer: warp 0 writes, bar.arrive(3, 64); warp 1 bar.sync(3,
+// 64), checks, bar.arrive(4, 64); warp 0 bar.sync(4, 64) before the next of 3 rounds. errors[tid] as above.
+__global__ void __launch_bounds__(128) named_barrier_kernel(MbarCase c) {
+  namespace s9 = glr::cuda::sm90;
+  extern __shared__ __align__(16) char wg_smem_raw[];
+  volatile int* const slot = reinterpret_cast<int*>(wg_smem_raw);  // 128 + 32 ints
+  const int tid = static_cast<int>(threadIdx.x), grp = tid / 64, lane = tid % 32, warp = tid / 32;
+  int errors = 0;
+  for (int r = 0; r < 4; ++r) {
+    slot[tid] = 100 * r + tid;
+    s9::named_barrier_sync(1 + grp, 64);
+    for (int y = 64 * grp; y < 64 * grp + 64; ++y) errors += slot[y] != 100 * r + y;
+    s9::named_barrier_sync(1 + grp, 64);
+  }
+  __syncthreads();
+  for (int r = 0; r < 3; ++r) {
+    if (warp == 0) {
+      slot[128 + lane] = 7 * r + lane;
+      s9::named_barrier_arrive(3, 64);
+      s9::named_barrier_sync(4, 64);
+    } else if (warp == 1) {
+      s9::named_barrier_sync(3, 64);
+      for (int y = 0; y < 32; ++y) errors += slot[128 + y] != 7 * r + y;
+      s9::named_barrier_arrive(4, 64);
+    }
+  }
+  c.errors[tid] = errors;
+}
+
 }  // namespace glr::wgtest
 
 // ---- host side, shared by the emulator test and the GPU check: the case list, the data, the reference ----

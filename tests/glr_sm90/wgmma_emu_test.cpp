@@ -4,7 +4,7 @@
 // K-major / MN-major x A from shared memory (K-major, MN-major) or registers x N 64, 128 x both layout orders,
 // 4 accumulated k-steps, each against a float64 matmul of the same bf16 values (bound 2^-16 sum |a b| per
 // element); then deliberate faults (B's SBO + 16 bytes, B's or A's swizzle mode, B's transpose bit), each of
-// which must give a result outside the bound; then 6 mbarrier phases of 128 arrivals.
+// which must give a result outside the bound; then 6 mbarrier phases of 128 arrivals and the named barriers (bar.sync / bar.arrive).
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
 #include "emu_wgmma.hpp"
@@ -107,6 +107,14 @@ int main() {
   for (int e : errors) bad += e != 0;
   std::printf("mbarrier: 6 phases x 128 arrivals, %d threads saw a wrong slot or did not finish  %s\n", bad,
               bad ? "FAIL" : "PASS");
+  failures += bad != 0;
+  errors.assign(128, -1);
+  emu::launch(&named_barrier_kernel, 1, 1, wg_smem_raw, kMbarSmemBytes, MbarCase{0, errors.data()});
+  bad = 0;
+  for (int e : errors) bad += e != 0;
+  std::printf("named barriers: two 64-thread groups x 4 rounds, producer/consumer warps x 3 rounds, %d threads saw "
+              "a wrong slot  %s\n",
+              bad, bad ? "FAIL" : "PASS");
   failures += bad != 0;
   std::printf("%s\n", failures ? "FAILED" : "ALL PASS");
   return failures ? 1 : 0;

@@ -194,6 +194,26 @@ __device__ __forceinline__ void bulk_copy_g2s(std::uint32_t dst, const void* src
                : "memory");
 }
 
+// ---- named barriers and register reallocation, for producer / consumer warpgroups ----
+// bar.sync: wait until `count` threads (a multiple of 32, whole warps) have arrived at barrier `id` (1-15; 0 is
+// __syncthreads); bar.arrive: count this warp's threads in without waiting (a producer signalling consumers).
+__device__ __forceinline__ void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// setmaxnreg (warpgroup-wide, every warp of the warpgroup executes it): R a multiple of 8 in [24, 256]; the
+// kernel must be built with a register limit (__launch_bounds__ / -maxrregcount) the CTA can hold.
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
 #endif  // !GLR_SM90_HOST_EMU
 
 __device__ __forceinline__ void mbarrier_wait_parity(std::uint32_t bar, std::uint32_t parity) {
