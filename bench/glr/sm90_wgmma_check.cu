@@ -4,7 +4,9 @@
 // registers x N 64, 128 x both layout orders, 4 accumulated k-steps, each against a float64 matmul of the same
 // bf16 values with the same bound (2^-16 sum_k |a_ik b_kj| per element), one line per case ending in PASS or
 // FAIL; then the deliberate faults (must come out wrong), 6 mbarrier phases of 128 arrivals and the named
-// barriers (bar.sync / bar.arrive); setmaxnreg is only assembled (a kernel never launched).
+// barriers (bar.sync / bar.arrive); TMA 2-D tile loads into the canonical layouts feeding wgmma (every swizzle,
+// rows outside the map zero-filled; each tile element checked at its address); setmaxnreg is only assembled
+// (a kernel never launched).
 // NOT YET RUN ON A GPU: written and compiled (sm_90a, SASS checked for HGMMA) on 2026-12-04 in a session with
 // no GPU lent; the first GPU session runs bench/glr/sm90_wgmma_check.sh. Until then the canonical layouts,
 // the descriptor encoding and the accumulator layout are checked only against the emulator, which encodes the
@@ -70,6 +72,40 @@ int main() {
     });
     CK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
   });
+  {  // TMA -> wgmma (maps on the device copies of A and B)
+    int* dmis = nullptr;
+    CK(cudaMalloc(&dmis, 128 * sizeof(int)));
+    failures += run_tma_specs([&](TmaCase& c, const std::vector<std::uint16_t>& a,
+                                  const std::vector<std::uint16_t>& b, std::vector<float>& d,
+                                  std::vector<int>& mismatch) {
+      using glr::cuda::sm90::make_tma_map_2d;
+      CK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaMemset(dd, 0xff, d.size() * 4));
+      CK(cudaMemset(dmis, 0xff, 128 * sizeof(int)));
+      const int wa = c.sw == glr::cuda::sm90::Swizzle::None
+                         ? 8
+                         : static_cast<int>(glr::cuda::sm90::swizzle_bytes(c.sw) / 2);
+      if (!make_tma_map_2d(c.ma, da, c.a_rows, c.k, c.k * 2, 64, wa, c.sw) ||
+          !make_tma_map_2d(c.mb, db, c.k, c.n, c.n * 2, c.k, wa, c.sw))
+        return false;
+      c.a = static_cast<const __nv_bfloat16*>(da);
+      c.b = static_cast<const __nv_bfloat16*>(db);
+      c.d = static_cast<float*>(dd);
+      c.mismatch = dmis;
+      auto launch = [&](void (*k)(const TmaCase)) {
+        CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kSmemBytes)));
+        k<<<1, 128, kSmemBytes>>>(c);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+      };
+      launch(c.n == 64 ? &tma_wgmma_kernel<64> : &tma_wgmma_kernel<128>);
+      CK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(mismatch.data(), dmis, 128 * sizeof(int), cudaMemcpyDeviceToHost));
+      return true;
+    });
+  }
   int* derr = nullptr;
   CK(cudaMalloc(&derr, 128 * sizeof(int)));
   CK(cudaMemset(derr, 0xff, 128 * sizeof(int)));

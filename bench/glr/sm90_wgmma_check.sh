@@ -3,12 +3,13 @@
 # Hopper GPU, well under a minute. From the repository root: bench/glr/sm90_wgmma_check.sh
 # NOT YET RUN ON A GPU (written 2026-12-04 with no GPU lent): it is meant for the next GPU session. What it
 # settles: whether the descriptor encoding, the canonical layouts (every swizzle, K- and MN-major), the
-# register-A and accumulator layouts and the mbarrier / bulk-copy wrappers of glr/cuda/sm90/wgmma.cuh match the
-# hardware, i.e. whether the host emulator (tests/glr_sm90/emu_wgmma.hpp, same cases, all passing) models
-# wgmma as the H200 executes it. Each case prints one line ending in PASS or FAIL; the faults (wrong SBO,
-# swizzle mode, transpose bit) must come out wrong ("PASS (wrong, as it must be)").
-# Also: ptxas report and SASS instruction counts (HGMMA must be there; the build fails the script otherwise).
-# Files under $OUT (or build-wgmmacheck/): ptxas.txt, sass.txt, check.txt, the binary.
+# register-A and accumulator layouts, the mbarrier / named-barrier / bulk-copy wrappers of
+# glr/cuda/sm90/wgmma.cuh and the 2-D TMA boxes' placement match the hardware, i.e. whether the host emulator
+# (tests/glr_sm90/emu_wgmma.hpp, same kernels and cases, all passing there) models them as an H200 executes
+# them. Each case prints one line ending in PASS or FAIL; the faults (wrong SBO, swizzle mode, transpose bit)
+# must come out wrong ("PASS (wrong, as it must be)"). On a FAIL the emulator is wrong too: fix both together.
+# Also: ptxas report and SASS instruction counts (HGMMA must be there: exit 4 otherwise; cuobjdump needs
+# nvdisasm on PATH). Files under $OUT (or build-wgmmacheck/): ptxas.txt, sass.txt, check.txt, the binary.
 # Exit status: 0 all pass; 1 a case failed or the run faulted; 3 nvcc failed; 4 no HGMMA in the SASS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +29,8 @@ if [ -x "$CUOBJDUMP" ] || command -v "$CUOBJDUMP" >/dev/null 2>&1; then
     "64x128x16 $(grep -c 'HGMMA\.64x128x16' "$out/sass.txt" || true)," \
     "A from registers $(grep -cE 'HGMMA\.[^ ]+ R[0-9]+, R[0-9]+, gdesc' "$out/sass.txt" || true))" \
     "WARPGROUP.ARRIVE $(grep -c 'WARPGROUP\.ARRIVE' "$out/sass.txt" || true)" \
-    "SYNCS $(grep -c 'SYNCS\.' "$out/sass.txt" || true) UBLKCP $(grep -c 'UBLKCP' "$out/sass.txt" || true)"
+    "SYNCS $(grep -c 'SYNCS\.' "$out/sass.txt" || true) UBLKCP $(grep -c 'UBLKCP' "$out/sass.txt" || true)" \
+    "UTMALDG $(grep -c 'UTMALDG' "$out/sass.txt" || true)"
   [ "$hgmma" -gt 0 ] || { echo "no HGMMA in the SASS"; exit 4; }
 else
   echo "SASS: not checked (no cuobjdump at $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm have it)"

@@ -19,6 +19,9 @@
 // - named barriers (bar.sync / bar.arrive id, count): a generation counter per (block, id), counted per
 //   thread (the hardware counts whole warps: keep counts multiples of 32 and every thread of a warp arriving);
 //   setmaxnreg: checks R only.
+// - TMA 2-D tile loads (cp.async.bulk.tensor.2d): TmaMap2d here is a plain struct (the device one wraps a
+//   CUtensorMap); the box is copied at once with zeros outside the matrix and the swizzle on the shared
+//   address bits, then its bytes complete on the mbarrier.
 // - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
 //   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
 //   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
@@ -214,6 +217,45 @@ inline void named_arrive(int id, int count, bool wait) {
 }  // namespace emu::wg
 
 namespace glr::cuda::sm90 {
+
+enum class Swizzle : std::uint32_t;  // wgmma.cuh: 0 none, 1 128B, 2 64B, 3 32B
+
+// TMA 2-D: the map keeps what the twin needs; tma_load_2d copies the box element by element (zeros outside the
+// matrix), swizzles the shared address as the wgmma descriptor decoding does, then completes the box's bytes.
+struct alignas(64) TmaMap2d {
+  const void* global = nullptr;
+  std::uint64_t rows = 0, cols = 0, row_bytes = 0;
+  std::uint32_t box_rows = 0, box_cols = 0;
+  std::uint32_t swizzle = 0;
+};
+inline bool make_tma_map_2d(TmaMap2d& m, const void* global, std::uint64_t rows, std::uint64_t cols,
+                            std::uint64_t row_bytes, std::uint32_t box_rows, std::uint32_t box_cols, Swizzle s) {
+  const std::uint32_t sw = static_cast<std::uint32_t>(s);
+  const std::uint32_t W = sw == 1 ? 128u : sw == 2 ? 64u : sw == 3 ? 32u : 0u;
+  if (row_bytes % 16 != 0 || (box_cols * 2) % 16 != 0 || box_cols > 256 || box_rows > 256 || box_rows == 0 ||
+      (W != 0 && box_cols * 2 > W) || reinterpret_cast<std::uintptr_t>(global) % 16 != 0)
+    return false;
+  m = TmaMap2d{global, rows, cols, row_bytes, box_rows, box_cols, sw};
+  return true;
+}
+inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, std::uint32_t bar) {
+  const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
+  const std::uint32_t align = W == 0 ? 128u : 8 * W;
+  if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
+  const std::uint32_t bits = W == 128 ? 7u : W == 64 ? 3u : W == 32 ? 1u : 0u;
+  for (std::uint32_t i1 = 0; i1 < m.box_rows; ++i1)
+    for (std::uint32_t i0 = 0; i0 < m.box_cols; ++i0) {
+      const std::int64_t x = static_cast<std::int64_t>(c0) + i0, y = static_cast<std::int64_t>(c1) + i1;
+      std::uint16_t v = 0;
+      if (x >= 0 && y >= 0 && static_cast<std::uint64_t>(x) < m.cols && static_cast<std::uint64_t>(y) < m.rows)
+        std::memcpy(&v, static_cast<const char*>(m.global) + y * m.row_bytes + x * 2, 2);
+      std::uint32_t a = dst + (i1 * m.box_cols + i0) * 2;
+      a ^= ((a >> 7) & bits) << 4;
+      if (emu::wg::smem_limit != 0 && a + 2 > emu::wg::smem_limit) emu::wg::fail("TMA past the shared memory");
+      std::memcpy(emu::smem + a, &v, 2);
+    }
+  emu::wg::mbar_update(bar, 0, -static_cast<std::int64_t>(m.box_rows * m.box_cols * 2));
+}
 
 inline void named_barrier_sync(int id, int count) { emu::wg::named_arrive(id, count, true); }
 inline void named_barrier_arrive(int id, int count) { emu::wg::named_arrive(id, count, false); }

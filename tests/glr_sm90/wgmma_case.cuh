@@ -198,6 +198,82 @@ __global__ void __launch_bounds__(128) named_barrier_kernel(MbarCase c) {
   c.errors[tid] = errors;
 }
 
+// TMA -> wgmma: A (64 x K row-major, the map's rows a_rows <= 64: rows past it must arrive as zeros) by 2-D TMA
+// boxes of W/2 columns x 64 rows into K-major W-swizzled slabs (without swizzle: boxes of 8 columns, core-matrix
+// columns), B (K x N row-major) by boxes of W/2 columns x K rows into MN-major atoms; every element of both tiles
+// checked at its CanonTile address against global memory (mismatch[tid]); then D = A B by K/16 wgmmas (A
+// K-major, B MN-major) as in wgmma_case_kernel.
+using glr::cuda::sm90::TmaMap2d;
+struct TmaCase {
+  TmaMap2d ma, mb;
+  int n, k, a_rows;
+  Swizzle sw;
+  const __nv_bfloat16* a;
+  const __nv_bfloat16* b;
+  float* d;
+  int* mismatch;  // 128
+};
+
+template <int N>
+__global__ void __launch_bounds__(128) tma_wgmma_kernel(const __grid_constant__ TmaCase c) {
+  namespace s9 = glr::cuda::sm90;
+  extern __shared__ __align__(16) char wg_smem_raw[];
+  const std::uint32_t raw = s9::smem_addr(wg_smem_raw);
+  const std::uint32_t base = (raw + 1023u) & ~1023u;
+  char* const sp = wg_smem_raw + (base - raw);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wa = c.sw == Swizzle::None ? 8 : static_cast<int>(s9::swizzle_bytes(c.sw) / 2);  // box columns
+  const CanonTile ta(c.sw, false, 64, c.k, 1);
+  const CanonTile tb(c.sw, true, c.n, c.k, c.sw == Swizzle::None ? 1 : 0);
+  const std::uint32_t bar = base + kBar;
+  if (tid == 0) {
+    s9::mbarrier_init(bar, 1);
+    s9::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    s9::mbarrier_arrive_expect_tx(bar, static_cast<std::uint32_t>(64 * c.k * 2 + c.k * c.n * 2));
+    for (int s = 0; s < c.k / wa; ++s) s9::tma_load_2d(base + kTileA + ta.offset(0, s * wa), c.ma, s * wa, 0, bar);
+    for (int a = 0; a < c.n / wa; ++a) s9::tma_load_2d(base + kTileB + tb.offset(a * wa, 0), c.mb, a * wa, 0, bar);
+  }
+  s9::mbarrier_wait_parity(bar, 0);
+  const auto* ga = reinterpret_cast<const std::uint16_t*>(c.a);
+  const auto* gb = reinterpret_cast<const std::uint16_t*>(c.b);
+  int mismatch = 0;
+  for (int i = tid; i < 64 * c.k; i += 128) {
+    const int m = i / c.k, kk = i % c.k;
+    const std::uint16_t want = m < c.a_rows ? ga[i] : 0;
+    mismatch += *reinterpret_cast<const std::uint16_t*>(sp + (ta.addr(base + kTileA, m, kk) - base)) != want;
+  }
+  for (int i = tid; i < c.k * c.n; i += 128) {
+    const int kk = i / c.n, nn = i % c.n;
+    mismatch += *reinterpret_cast<const std::uint16_t*>(sp + (tb.addr(base + kTileB, nn, kk) - base)) != gb[i];
+  }
+  c.mismatch[tid] = mismatch;
+
+  float d[N / 2];
+  float qnan;
+  {
+    const std::uint32_t u = 0x7fc00000u;
+    std::memcpy(&qnan, &u, 4);
+  }
+  for (int i = 0; i < N / 2; ++i) d[i] = qnan;
+  for (int st = 0; st < c.k / 16; ++st) {
+    s9::wgmma_fence();
+    s9::wgmma_ss<N, 0, 1>(d, ta.desc(base + kTileA, st), tb.desc(base + kTileB, st), st > 0 ? 1 : 0);
+    s9::wgmma_commit();
+    s9::wgmma_fence_operand(d);
+  }
+  s9::wgmma_wait<0>();
+  s9::wgmma_fence_operand(d);
+  const int r = (tid % 128) / 32, g = (tid % 32) / 4, t = tid % 4;
+  for (int j = 0; j < N / 8; ++j)
+    for (int h = 0; h < 4; ++h) {
+      const int row = 16 * r + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
+      c.d[row * c.n + col] = d[4 * j + h];
+    }
+}
+
 }  // namespace glr::wgtest
 
 // ---- host side, shared by the emulator test and the GPU check: the case list, the data, the reference ----
@@ -345,6 +421,51 @@ int run_specs(Run&& run) {
   std::printf("wgmma: %d cases within the bound (largest err/bound %.3g), %d faults all outside it (smallest "
               "%.3g): %d failures\n",
               positives, worst_ok, faults, least_fault, failures);
+  return failures;
+}
+
+}  // namespace glr::wgtest
+
+namespace glr::wgtest {
+
+// TMA cases: every swizzle x N 64, 128 with the whole A inside its map, then every swizzle at N 64 with A's map
+// 57 rows (rows 57-63 must arrive as zeros: the reference uses zeros there).
+// run(case, a, b, d, mismatch): make the maps (ma: a_rows x k, boxes 64 x wa; mb: k x n, boxes k x wa) on the
+// pointers it holds, launch tma_wgmma_kernel<n>, leave 64 x n floats in d and 128 counts in mismatch; returns
+// false if a map could not be made.
+template <class Run>
+int run_tma_specs(Run&& run) {
+  const Swizzle sw[4] = {Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128};
+  int failures = 0, i = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int n : {64, 128}) {
+      if (pass == 1 && n == 128) continue;
+      for (Swizzle s : sw) {
+        ++i;
+        const int k = 64, a_rows = pass == 0 ? 64 : 57;
+        auto a = random_bf16(64 * k, 1000 + 2 * i);
+        const auto b = random_bf16(static_cast<std::size_t>(k) * n, 1001 + 2 * i);
+        std::vector<float> d(64 * static_cast<std::size_t>(n), 0.0f);
+        std::vector<int> mismatch(128, -1);
+        TmaCase c{};
+        c.n = n;
+        c.k = k;
+        c.a_rows = a_rows;
+        c.sw = s;
+        const bool made = run(c, a, b, d, mismatch);
+        for (std::size_t x = static_cast<std::size_t>(a_rows) * k; x < a.size(); ++x) a[x] = 0;  // the reference
+        const Spec sp{n, k, s, s, false, true, false, 0, 0};
+        const double w = made ? worst_ratio(sp, a, b, d) : INFINITY;
+        long mm = 0;
+        for (int x : mismatch) mm += x < 0 ? 1000000 : x;
+        const bool ok = made && w <= 1.0 && mm == 0;
+        failures += !ok;
+        std::printf("TMA -> wgmma N%-3d A K-%s (map rows %d) B MN-%s: %s, tile elements misplaced %ld, max err/bound "
+                    "%.3g  %s\n",
+                    n, swizzle_name(s), a_rows, swizzle_name(s), made ? "maps made" : "MAP REFUSED", mm, w,
+                    ok ? "PASS" : "FAIL");
+      }
+    }
   return failures;
 }
 

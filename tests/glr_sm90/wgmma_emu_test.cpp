@@ -4,7 +4,9 @@
 // K-major / MN-major x A from shared memory (K-major, MN-major) or registers x N 64, 128 x both layout orders,
 // 4 accumulated k-steps, each against a float64 matmul of the same bf16 values (bound 2^-16 sum |a b| per
 // element); then deliberate faults (B's SBO + 16 bytes, B's or A's swizzle mode, B's transpose bit), each of
-// which must give a result outside the bound; then 6 mbarrier phases of 128 arrivals and the named barriers (bar.sync / bar.arrive).
+// which must give a result outside the bound; then TMA 2-D tile loads into the
+// canonical layouts feeding wgmma (every swizzle, out-of-matrix rows zero-filled), 6 mbarrier phases of 128
+// arrivals and the named barriers (bar.sync / bar.arrive).
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
 #include "emu_wgmma.hpp"
@@ -99,6 +101,24 @@ int main() {
     c.b = reinterpret_cast<const __nv_bfloat16*>(b.data());
     c.d = d.data();
     with_kernel(s, [&](void (*k)(Case)) { emu::launch(k, 1, 1, wg_smem_raw, kSmemBytes, c); });
+  });
+  failures += run_tma_specs([](TmaCase& c, const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
+                                std::vector<float>& d, std::vector<int>& mismatch) {
+    using glr::cuda::sm90::make_tma_map_2d;
+    const int wa = c.sw == Swizzle::None ? 8 : static_cast<int>(glr::cuda::sm90::swizzle_bytes(c.sw) / 2);
+    if (!make_tma_map_2d(c.ma, a.data(), c.a_rows, c.k, c.k * 2, 64, wa, c.sw) ||
+        !make_tma_map_2d(c.mb, b.data(), c.k, c.n, c.n * 2, c.k, wa, c.sw))
+      return false;
+    c.a = reinterpret_cast<const __nv_bfloat16*>(a.data());
+    c.b = reinterpret_cast<const __nv_bfloat16*>(b.data());
+    c.d = d.data();
+    c.mismatch = mismatch.data();
+    emu::wg::smem_limit = kSmemBytes;
+    if (c.n == 64)
+      emu::launch(&tma_wgmma_kernel<64>, 1, 1, wg_smem_raw, kSmemBytes, c);
+    else
+      emu::launch(&tma_wgmma_kernel<128>, 1, 1, wg_smem_raw, kSmemBytes, c);
+    return true;
   });
   std::vector<int> errors(128, -1);
   emu::wg::smem_limit = kMbarSmemBytes;

@@ -1,6 +1,7 @@
 // glr/cuda/sm90/wgmma.cuh: thin wrappers, one per PTX instruction, for the warpgroup tensor-core path on sm_90a
 // (wgmma.mma_async m64nNk16 f32 += bf16 x bf16, its fence / commit_group / wait_group, the shared-memory matrix
-// descriptor, mbarrier, and the 1-D bulk copy that completes on an mbarrier). Nothing here knows about the
+// descriptor, mbarrier, named barriers, setmaxnreg, the 1-D bulk copy and the 2-D TMA tile load that complete on
+// an mbarrier). Nothing here knows about the
 // algorithm. Build with -gencode=arch=compute_90a,code=sm_90a (wgmma needs the "a" target).
 // Under GLR_SM90_HOST_EMU (tests/glr_sm90/emu_wgmma.hpp, included first) the instruction wrappers come from the
 // host emulator; the descriptor encoding and the layout helpers below the #endif are shared.
@@ -45,6 +46,11 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#if !defined(GLR_SM90_HOST_EMU)
+#include <cuda.h>  // CUtensorMap (types only: the encoder is looked up at run time, no -lcuda)
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+#endif
 
 namespace glr::cuda::sm90 {
 
@@ -212,6 +218,53 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <int R>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// ---- TMA, 2-D tiled bf16 tensor (cp.async.bulk.tensor.2d): the box {box_cols (contiguous), box_rows} at
+// element (c0 column, c1 row) of a row-major global matrix lands at shared `dst` as box_rows rows of box_cols * 2
+// bytes, with the map's swizzle on the shared address bits (the same swizzle as the wgmma descriptor's; dst
+// aligned to 1024 B for 128B, 512 for 64B, 256 for 32B, 128 without); elements outside the matrix are zeros;
+// the full box's bytes complete on `bar`. A box of W/2 columns x R rows (W the swizzle width) is one K-major
+// W-swizzled slab of CanonTile (or one MN-major atom, with rows = k); without swizzle, a box of 8 columns is a
+// column of core matrices.
+struct TmaMap2d {  // CUtensorMap carries its own alignment
+  CUtensorMap map;
+};
+// Host: the map of a rows x cols bf16 matrix (row stride `row_bytes`, a multiple of 16) with boxes of
+// box_cols x box_rows (box_cols * 2 <= the swizzle width, a multiple of 16 bytes; both <= 256). False if the
+// driver refuses (the reason is not kept).
+inline bool make_tma_map_2d(TmaMap2d& m, const void* global, std::uint64_t rows, std::uint64_t cols,
+                            std::uint64_t row_bytes, std::uint32_t box_rows, std::uint32_t box_cols, Swizzle s) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUtensorMapSwizzle sw = s == Swizzle::B128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : s == Swizzle::B64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                : s == Swizzle::B32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                    : CU_TENSOR_MAP_SWIZZLE_NONE;
+  return encode(&m.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(global), dims, strides, box, estr,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+// `m` must live in parameter, constant or global memory (a __grid_constant__ kernel parameter).
+__device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1,
+                                            std::uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(&m.map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
 }
 
 #endif  // !GLR_SM90_HOST_EMU
