@@ -71,7 +71,7 @@ int main() {
       CK(cudaDeviceSynchronize());
     });
     CK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
-  });
+  }, false);
   {  // TMA -> wgmma (maps on the device copies of A and B)
     int* dmis = nullptr;
     CK(cudaMalloc(&dmis, 128 * sizeof(int)));

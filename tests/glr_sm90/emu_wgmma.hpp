@@ -13,9 +13,10 @@
 //   fp32 (as emu.hpp's mma.sync).
 // - A descriptor's base-offset field must be 0 (not emulated: aborts); every decoded address must lie below
 //   emu::wg::smem_limit (set it to the shared-memory size the kernel was given; aborts otherwise).
-// - Asynchrony is not modelled: wgmma computes at issue, commit / wait / fences are no-ops (like cp.async in
-//   emu.hpp). A kernel that reads accumulators before wgmma_wait, or overwrites an operand's shared memory
-//   before the wait, is not caught here.
+// - Asynchrony, the strict way: a wgmma takes effect (reads shared memory and the accumulators, writes them)
+//   only when wgmma_wait retires its commit group (PendingMma below), so reading accumulators too early or
+//   overwriting an operand before the wait gives a wrong result; fences are no-ops (the generic / async proxy
+//   split is not modelled: a missing fence.proxy.async or wgmma.fence is not caught).
 // - named barriers (bar.sync / bar.arrive id, count): a generation counter per (block, id), counted per
 //   thread (the hardware counts whole warps: keep counts multiples of 32 and every thread of a warp arriving);
 //   setmaxnreg: checks R only.
@@ -214,6 +215,42 @@ inline void named_arrive(int id, int count, bool wait) {
   }
 }
 
+// Deferred wgmma: issue records the operation (descriptors, scale-d, A registers by value, the accumulator
+// array's address); commit closes a group; wait<N> retires every group but the N newest, in issue order, each
+// as one collective (mma above) reading shared memory and the accumulators then and writing them. So a kernel
+// that reads accumulators before the wait sees the values from before the wgmma, and one that overwrites an
+// operand before the wait feeds the new data: both give wrong results here, as they may on the GPU. Chained
+// wgmmas on one accumulator see each other's results (retired in order). Threads that end with wgmmas never
+// retired count them in unretired_wgmmas (and say so on stderr).
+struct PendingMma {
+  float* d;
+  int n, ta, tb, scale_d;
+  bool a_reg;
+  std::uint32_t a[4];
+  std::uint64_t da, db;
+  long group;
+};
+inline std::atomic<long> unretired_wgmmas{0};
+struct ThreadMmas {
+  std::vector<PendingMma> pending;
+  long committed = 0;  // groups closed so far; the open group's id is `committed`
+  ~ThreadMmas() {
+    if (!pending.empty() && unretired_wgmmas.fetch_add(static_cast<long>(pending.size())) == 0)
+      std::fprintf(stderr, "emu_wgmma: a thread ended with %zu wgmma(s) never retired by wgmma_wait\n",
+                   pending.size());
+  }
+};
+inline thread_local ThreadMmas mmas;
+inline void retire(long keep) {  // retire the groups older than the `keep` newest committed ones
+  const long limit = mmas.committed - keep;
+  std::size_t i = 0;
+  for (; i < mmas.pending.size() && mmas.pending[i].group < limit; ++i) {
+    const PendingMma& e = mmas.pending[i];
+    mma(e.d, e.n, e.ta, e.a_reg ? e.a : nullptr, e.da, e.db, e.tb, e.scale_d);
+  }
+  mmas.pending.erase(mmas.pending.begin(), mmas.pending.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 }  // namespace emu::wg
 
 namespace glr::cuda::sm90 {
@@ -269,9 +306,11 @@ inline void setmaxnreg_dec() {
 }
 
 inline void wgmma_fence() {}
-inline void wgmma_commit() {}
+inline void wgmma_commit() { ++emu::wg::mmas.committed; }
 template <int N>
-inline void wgmma_wait() {}
+inline void wgmma_wait() {
+  emu::wg::retire(N);
+}
 template <int R>
 inline void wgmma_fence_operand(float (&)[R]) {}
 inline void fence_proxy_async() {}
@@ -279,12 +318,13 @@ inline void fence_proxy_async() {}
 template <int N, int TA, int TB>
 inline void wgmma_ss(float (&d)[N / 2], std::uint64_t da, std::uint64_t db, int scale_d) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256);
-  emu::wg::mma(d, N, TA, nullptr, da, db, TB, scale_d);
+  emu::wg::mmas.pending.push_back({d, N, TA, TB, scale_d, false, {0, 0, 0, 0}, da, db, emu::wg::mmas.committed});
 }
 template <int N, int TB>
 inline void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t db, int scale_d) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256);
-  emu::wg::mma(d, N, 0, a, 0, db, TB, scale_d);
+  emu::wg::mmas.pending.push_back({d, N, 0, TB, scale_d, true, {a[0], a[1], a[2], a[3]}, 0, db,
+                                   emu::wg::mmas.committed});
 }
 
 inline void mbarrier_init(std::uint32_t bar, std::uint32_t count) {

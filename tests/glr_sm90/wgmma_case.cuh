@@ -8,7 +8,8 @@
 // Case knobs: swizzle and major-ness of each operand, A from registers, N, K, the layouts' `outer`, and a
 // deliberate fault (`bad`) that must make the result wrong: 1 SBO of B + 16 bytes, 2 B's swizzle mode changed
 // in its descriptor, 3 B's transpose bit flipped (the host launches the other instantiation), 4 A's swizzle
-// mode changed (A from shared memory).
+// mode changed (A from shared memory); on the emulator only (racy on a GPU): 5 the accumulators read without
+// wgmma_wait, 6 B's tile zeroed after the wgmmas were issued, before the wait.
 #pragma once
 
 #include <cstdint>
@@ -121,7 +122,13 @@ __global__ void __launch_bounds__(128) wgmma_case_kernel(Case c) {
     s9::wgmma_commit();
     s9::wgmma_fence_operand(d);
   }
-  s9::wgmma_wait<0>();
+  if (c.bad == 6) {  // (emulator only) B's tile zeroed while the wgmmas are in flight
+    __syncthreads();
+    for (std::uint32_t i = static_cast<std::uint32_t>(tid); i < tb.bytes(); i += 128) sp[kTileB + i] = 0;
+    s9::fence_proxy_async();
+    __syncthreads();
+  }
+  if (c.bad != 5) s9::wgmma_wait<0>();  // (emulator only) 5: the accumulators read without the wait
   s9::wgmma_fence_operand(d);
   for (int j = 0; j < N / 8; ++j)
     for (int h = 0; h < 4; ++h) {
@@ -304,13 +311,16 @@ inline std::string name(const Spec& s) {
                 : s.bad == 2 ? "  [fault: B swizzle mode]"
                 : s.bad == 3 ? "  [fault: B transpose bit]"
                 : s.bad == 4 ? "  [fault: A swizzle mode]"
+                : s.bad == 5 ? "  [fault: no wgmma_wait]"
+                : s.bad == 6 ? "  [fault: B overwritten in flight]"
                              : "");
   return buf;
 }
 
 // Every swizzle x B K-/MN-major x A (K-major smem, MN-major smem, registers) x N 64, 128 x both layout orders,
-// K = 64 (4 accumulated k-steps); A's swizzle differs from B's. Then the faults, each of which must fail.
-inline std::vector<Spec> specs() {
+// K = 64 (4 accumulated k-steps); A's swizzle differs from B's. Then the faults, each of which must fail
+// (5 and 6 only when `emulator`).
+inline std::vector<Spec> specs(bool emulator) {
   const Swizzle sw[4] = {Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128};
   std::vector<Spec> v;
   for (int n : {64, 128})
@@ -323,6 +333,11 @@ inline std::vector<Spec> specs() {
     for (bool mn : {false, true}) {
       for (int bad = 1; bad <= 3; ++bad) v.push_back({64, 64, sw[(ib + 2) % 4], sw[ib], false, mn, false, 0, bad});
       v.push_back({64, 64, sw[ib], sw[(ib + 1) % 4], mn, false, false, 1, 4});
+    }
+  if (emulator)
+    for (int bad : {5, 6}) {
+      v.push_back({64, 64, Swizzle::B128, Swizzle::B128, false, false, false, 0, bad});
+      v.push_back({128, 64, Swizzle::B64, Swizzle::B32, false, true, true, 1, bad});
     }
   return v;
 }
@@ -394,10 +409,10 @@ void with_kernel(const Spec& s, F&& f) {
 // Runs every spec through run(spec, case, d) (which launches and leaves 64 x n floats in d), prints one line a
 // case, returns the number of failures (a fault case fails when its result is within the bound).
 template <class Run>
-int run_specs(Run&& run) {
+int run_specs(Run&& run, bool emulator) {
   int failures = 0, positives = 0, faults = 0;
   double worst_ok = 0, least_fault = INFINITY;
-  const auto v = specs();
+  const auto v = specs(emulator);
   for (std::size_t i = 0; i < v.size(); ++i) {
     const Spec& s = v[i];
     const auto a = random_bf16(64 * static_cast<std::size_t>(s.k), 2 * i + 1);
@@ -417,6 +432,7 @@ int run_specs(Run&& run) {
     failures += !ok;
     std::printf("%-60s max err/bound %10.3g  %s\n", name(s).c_str(), w,
                 ok ? (s.bad ? "PASS (wrong, as it must be)" : "PASS") : "FAIL");
+    std::fflush(stdout);
   }
   std::printf("wgmma: %d cases within the bound (largest err/bound %.3g), %d faults all outside it (smallest "
               "%.3g): %d failures\n",
