@@ -1,8 +1,9 @@
 // glr/cuda/sm90/wgmma.cuh: thin wrappers, one per PTX instruction, for the warpgroup tensor-core path on sm_90a
 // (wgmma.mma_async m64nNk16 f32 += bf16 x bf16, its fence / commit_group / wait_group, the shared-memory matrix
 // descriptor, mbarrier, named barriers, setmaxnreg, the 1-D bulk copy and the 2-D TMA tile load that complete on
-// an mbarrier). Nothing here knows about the
-// algorithm. Build with -gencode=arch=compute_90a,code=sm_90a (wgmma needs the "a" target).
+// an mbarrier). Nothing here knows about the algorithm. Build with -gencode=arch=compute_90a,code=sm_90a (wgmma
+// needs the "a" target). Checked on the host emulator (ctest glr_sm90_wgmma_emu); the GPU check of the same
+// kernels, bench/glr/sm90_wgmma_check.sh, compiled but NOT YET RUN (no GPU in the session that wrote this).
 // Under GLR_SM90_HOST_EMU (tests/glr_sm90/emu_wgmma.hpp, included first) the instruction wrappers come from the
 // host emulator; the descriptor encoding and the layout helpers below the #endif are shared.
 //
@@ -16,8 +17,8 @@
 //   d[4j + 2] = D(16r + g + 8, 8j + 2t)      d[4j + 3] = D(16r + g + 8, 8j + 2t + 1)      j = 0 .. N/8 - 1
 // i.e. each warp owns 16 rows and, per 8-column block j, the mma.m16n8 C fragment (mma_sync.cuh).
 // A from registers (4 x .b32, two bf16 each, the lower k in the low half), rows of warp r:
-//   a[0] = A(16r + g, 2t..2t+1)   a[1] = A(16r + g + 8, 2t..)   a[2] = A(16r + g, 2t+8..)   a[3] = A(16r + g + 8, 2t+8..)
-// (the mma.m16n8k16 A fragment of the warp's 16 rows).
+//   a[0] = A(16r + g, 2t..2t+1)   a[1] = A(16r + g + 8, 2t..)   a[2] = A(16r + g, 2t+8..)
+//   a[3] = A(16r + g + 8, 2t+8..)  (the mma.m16n8k16 A fragment of the warp's 16 rows).
 //
 // Shared-memory operands are described by a 64-bit matrix descriptor (PTX "Matrix Descriptor Format"):
 //   bits  0-13  start address >> 4          bits 16-29  leading-dimension byte offset (LBO) >> 4
@@ -31,8 +32,9 @@
 //   K-major,  W-byte:    (r%8)*W  + (r/8)*SBO + k*2                       (LBO unused; 16 k = 32 B fit in W)
 //   MN-major, none:      (r%8)*2  + (r/8)*SBO + (k%8)*16 + (k/8)*LBO
 //   MN-major, W-byte:    (r%(W/2))*2 + (r/(W/2))*LBO + (k%8)*W + (k/8)*SBO
-// and the W-byte swizzle XORs address bits [4, 4+log2(W/16)) with bits [7, 7+log2(W/16)): within each group of
-// 8 rows of W bytes (W*8-byte aligned), 16-byte chunk c of row q moves to chunk c ^ (q % (W/16)).
+// and the W-byte swizzle XORs address bits [4, 4+log2(W/16)) (the 16-byte chunk) with bits [7, 7+log2(W/16))
+// (the 128-byte line): chunk c of row q goes to c ^ (q % 8) for 128B, c ^ ((q / 2) % 4) for 64B, c ^ ((q / 4) % 2)
+// for 32B; the pattern repeats every 8W bytes (1024, 512, 256), on which a tile's atoms must start.
 // K-major = the K index is contiguous (transpose bit 0: A row-major, B stored as B^T row-major);
 // MN-major = M (for A) or N (for B) contiguous (transpose bit 1; only with shared-memory operands).
 //
@@ -149,7 +151,10 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], std::uint64_t da, st
   else
     GLR_WGMMA_SS_128(TA, TB);
 }
-// The same with A from registers (the layout above); B from shared memory.
+// The same with A from registers (the layout above); B from shared memory. ptxas (CUDA 13.0) reports C7515
+// ("wgmma.mma_async instructions are serialized ...") on the check's register-A kernels, whose k-loop is not
+// unrolled and reloads A between wgmmas; an unrolled kernel with its A fragments loaded up front should avoid it
+// (not yet verified).
 template <int N, int TB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t db,
                                          int scale_d) {
