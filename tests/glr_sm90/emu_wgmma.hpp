@@ -10,7 +10,7 @@
 //   memory through the descriptor, independently of the layout helpers in wgmma.cuh (start, LBO, SBO, swizzle
 //   mode, transpose bit -> the byte address of every element, the swizzle on address bits); each thread then
 //   computes its own accumulators: the exact sum of the 16 products plus (scale-d ? D : 0), rounded once to
-//   fp32 (as emu.hpp's mma.sync).
+//   fp32 (as emu.hpp's mma.sync; GLR_EMU_MMA_TRUNC=1 selects emu.hpp's truncating model for wgmma too).
 // - A descriptor's base-offset field must be 0 (not emulated: aborts); every decoded address must lie below
 //   emu::wg::smem_limit (set it to the shared-memory size the kernel was given; aborts otherwise).
 // - Asynchrony, the strict way: a wgmma takes effect (reads shared memory and the accumulators, writes them)
@@ -141,12 +141,33 @@ inline void mma(float* d, int n, int ta, const std::uint32_t* a_reg, std::uint64
   }
   G.bar.arrive_and_wait();
   const int r = x / 32, g = (x % 32) / 4, t = x % 4;
+  // GLR_EMU_MMA_TRUNC=1: emu.hpp's pessimistic model of the tensor cores' fp32 accumulation, per 16-k step here
+  // too (products exact; each addend aligned to the largest one's fp32 ulp and truncated; the sum toward zero).
+  static const bool trunc = [] {
+    const char* e = std::getenv("GLR_EMU_MMA_TRUNC");
+    return e != nullptr && *e == '1';
+  }();
   for (int i = 0; i < n / 2; ++i) {
     const int j = i / 4, h = i % 4;
     const int row = 16 * r + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
+    double term[17];
+    for (int k = 0; k < 16; ++k) term[k] = static_cast<double>(G.A[row][k]) * G.B[k][col];
+    term[16] = scale_d != 0 ? d[i] : 0.0;
     double s = 0;
-    for (int k = 0; k < 16; ++k) s += static_cast<double>(G.A[row][k]) * G.B[k][col];
-    d[i] = static_cast<float>(scale_d != 0 ? s + d[i] : s);
+    int emax = -100000;
+    if (trunc)
+      for (double v : term)
+        if (v != 0 && std::isfinite(v)) emax = std::max(emax, std::ilogb(v));
+    if (!trunc || emax == -100000) {
+      for (double v : term) s += v;
+      d[i] = static_cast<float>(s);
+      continue;
+    }
+    const double q = std::ldexp(1.0, emax - 23);
+    for (double v : term) s += std::isfinite(v) ? std::trunc(v / q) * q : v;
+    float f = static_cast<float>(s);
+    if (std::isfinite(f) && std::fabs(static_cast<double>(f)) > std::fabs(s)) f = std::nextafter(f, 0.0f);
+    d[i] = f;
   }
   G.bar.arrive_and_wait();  // G.A / G.B stay until every thread has read them
 }
