@@ -5,7 +5,8 @@
 // bf16 values with the same bound (2^-16 sum_k |a_ik b_kj| per element), one line per case ending in PASS or
 // FAIL; then the deliberate faults (must come out wrong), 6 mbarrier phases of 128 arrivals and the named
 // barriers (bar.sync / bar.arrive); TMA 2-D tile loads into the canonical layouts feeding wgmma (every swizzle,
-// rows outside the map zero-filled; each tile element checked at its address); setmaxnreg is only assembled
+// rows outside the map zero-filled; each tile element checked at its address; the tile stored back by TMA
+// stores, clipped to the map); setmaxnreg is only assembled
 // (a kernel never launched).
 // NOT YET RUN ON A GPU: written and compiled (sm_90a, SASS checked for HGMMA) on 2026-12-04 in a session with
 // no GPU lent; the first GPU session runs bench/glr/sm90_wgmma_check.sh. Until then the canonical layouts,
@@ -74,10 +75,12 @@ int main() {
   }, false);
   {  // TMA -> wgmma (maps on the device copies of A and B)
     int* dmis = nullptr;
+    void* dout = nullptr;
     CK(cudaMalloc(&dmis, 128 * sizeof(int)));
+    CK(cudaMalloc(&dout, 64 * kMaxK * 2));
     failures += run_tma_specs([&](TmaCase& c, const std::vector<std::uint16_t>& a,
                                   const std::vector<std::uint16_t>& b, std::vector<float>& d,
-                                  std::vector<int>& mismatch) {
+                                  std::vector<int>& mismatch, std::vector<std::uint16_t>& a_out) {
       using glr::cuda::sm90::make_tma_map_2d;
       CK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
       CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
@@ -86,8 +89,10 @@ int main() {
       const int wa = c.sw == glr::cuda::sm90::Swizzle::None
                          ? 8
                          : static_cast<int>(glr::cuda::sm90::swizzle_bytes(c.sw) / 2);
+      CK(cudaMemcpy(dout, a_out.data(), a_out.size() * 2, cudaMemcpyHostToDevice));
       if (!make_tma_map_2d(c.ma, da, c.a_rows, c.k, c.k * 2, 64, wa, c.sw) ||
-          !make_tma_map_2d(c.mb, db, c.k, c.n, c.n * 2, c.k, wa, c.sw))
+          !make_tma_map_2d(c.mb, db, c.k, c.n, c.n * 2, c.k, wa, c.sw) ||
+          !make_tma_map_2d(c.mo, dout, c.a_rows, c.k, c.k * 2, 64, wa, c.sw))
         return false;
       c.a = static_cast<const __nv_bfloat16*>(da);
       c.b = static_cast<const __nv_bfloat16*>(db);
@@ -103,6 +108,7 @@ int main() {
       launch(c.n == 64 ? &tma_wgmma_kernel<64> : &tma_wgmma_kernel<128>);
       CK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(mismatch.data(), dmis, 128 * sizeof(int), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(a_out.data(), dout, a_out.size() * 2, cudaMemcpyDeviceToHost));
       return true;
     });
   }

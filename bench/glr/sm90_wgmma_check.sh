@@ -30,7 +30,7 @@ if [ -x "$CUOBJDUMP" ] || command -v "$CUOBJDUMP" >/dev/null 2>&1; then
     "A from registers $(grep -cE 'HGMMA\.[^ ]+ R[0-9]+, R[0-9]+, gdesc' "$out/sass.txt" || true))" \
     "WARPGROUP.ARRIVE $(grep -c 'WARPGROUP\.ARRIVE' "$out/sass.txt" || true)" \
     "SYNCS $(grep -c 'SYNCS\.' "$out/sass.txt" || true) UBLKCP $(grep -c 'UBLKCP' "$out/sass.txt" || true)" \
-    "UTMALDG $(grep -c 'UTMALDG' "$out/sass.txt" || true)"
+    "UTMALDG $(grep -c 'UTMALDG' "$out/sass.txt" || true) UTMASTG $(grep -c 'UTMASTG' "$out/sass.txt" || true)"
   [ "$hgmma" -gt 0 ] || { echo "no HGMMA in the SASS"; exit 4; }
 else
   echo "SASS: not checked (no cuobjdump at $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm have it)"

@@ -22,7 +22,8 @@
 //   setmaxnreg: checks R only.
 // - TMA 2-D tile loads (cp.async.bulk.tensor.2d): TmaMap2d here is a plain struct (the device one wraps a
 //   CUtensorMap); the box is copied at once with zeros outside the matrix and the swizzle on the shared
-//   address bits, then its bytes complete on the mbarrier.
+//   address bits, then its bytes complete on the mbarrier. TMA stores are deferred to the bulk wait that
+//   retires their group (the shared source read then; elements outside the matrix skipped).
 // - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
 //   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
 //   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
@@ -313,6 +314,61 @@ inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, st
       std::memcpy(emu::smem + a, &v, 2);
     }
   emu::wg::mbar_update(bar, 0, -static_cast<std::int64_t>(m.box_rows * m.box_cols * 2));
+}
+
+// TMA stores, deferred like wgmma: issue records (map, coordinates, source); bulk_commit closes a group;
+// bulk_wait_read / bulk_wait retire all but the N newest groups, reading shared memory then (so a source
+// overwritten before the wait is stored as overwritten). Stores never retired count in unretired_stores.
+struct PendingStore {
+  TmaMap2d map;
+  int c0, c1;
+  std::uint32_t src;
+  long group;
+};
+inline std::atomic<long> unretired_stores{0};
+struct ThreadStores {
+  std::vector<PendingStore> pending;
+  long committed = 0;
+  ~ThreadStores() {
+    if (!pending.empty() && unretired_stores.fetch_add(static_cast<long>(pending.size())) == 0)
+      std::fprintf(stderr, "emu_wgmma: a thread ended with %zu TMA store(s) never waited for\n", pending.size());
+  }
+};
+inline thread_local ThreadStores stores;
+inline void tma_store_now(const PendingStore& p) {
+  const TmaMap2d& m = p.map;
+  const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
+  const std::uint32_t bits = W == 128 ? 7u : W == 64 ? 3u : W == 32 ? 1u : 0u;
+  for (std::uint32_t i1 = 0; i1 < m.box_rows; ++i1)
+    for (std::uint32_t i0 = 0; i0 < m.box_cols; ++i0) {
+      const std::int64_t x = static_cast<std::int64_t>(p.c0) + i0, y = static_cast<std::int64_t>(p.c1) + i1;
+      if (x < 0 || y < 0 || static_cast<std::uint64_t>(x) >= m.cols || static_cast<std::uint64_t>(y) >= m.rows)
+        continue;
+      std::uint32_t a = p.src + (i1 * m.box_cols + i0) * 2;
+      a ^= ((a >> 7) & bits) << 4;
+      std::memcpy(const_cast<char*>(static_cast<const char*>(m.global)) + y * m.row_bytes + x * 2, emu::smem + a, 2);
+    }
+}
+inline void tma_store_2d(const TmaMap2d& m, int c0, int c1, std::uint32_t src) {
+  const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
+  if (src % (W == 0 ? 128u : 8 * W) != 0)
+    emu::wg::fail("tma_store_2d: shared source not aligned to the swizzle pattern");
+  stores.pending.push_back({m, c0, c1, src, stores.committed});
+}
+inline void bulk_commit() { ++stores.committed; }
+inline void bulk_retire(long keep) {
+  const long limit = stores.committed - keep;
+  std::size_t i = 0;
+  for (; i < stores.pending.size() && stores.pending[i].group < limit; ++i) tma_store_now(stores.pending[i]);
+  stores.pending.erase(stores.pending.begin(), stores.pending.begin() + static_cast<std::ptrdiff_t>(i));
+}
+template <int N>
+inline void bulk_wait_read() {
+  bulk_retire(N);
+}
+template <int N>
+inline void bulk_wait() {
+  bulk_retire(N);
 }
 
 inline void named_barrier_sync(int id, int count) { emu::wg::named_arrive(id, count, true); }

@@ -209,10 +209,10 @@ __global__ void __launch_bounds__(128) named_barrier_kernel(MbarCase c) {
 // boxes of W/2 columns x 64 rows into K-major W-swizzled slabs (without swizzle: boxes of 8 columns, core-matrix
 // columns), B (K x N row-major) by boxes of W/2 columns x K rows into MN-major atoms; every element of both tiles
 // checked at its CanonTile address against global memory (mismatch[tid]); then D = A B by K/16 wgmmas (A
-// K-major, B MN-major) as in wgmma_case_kernel.
+// K-major, B MN-major) as in wgmma_case_kernel; and A's tile stored back to a second matrix by TMA stores.
 using glr::cuda::sm90::TmaMap2d;
 struct TmaCase {
-  TmaMap2d ma, mb;
+  TmaMap2d ma, mb, mo;  // mo: the map of a_out (a_rows x k), where A's tile is stored back by TMA
   int n, k, a_rows;
   Swizzle sw;
   const __nv_bfloat16* a;
@@ -257,6 +257,11 @@ __global__ void __launch_bounds__(128) tma_wgmma_kernel(const __grid_constant__ 
     mismatch += *reinterpret_cast<const std::uint16_t*>(sp + (tb.addr(base + kTileB, nn, kk) - base)) != gb[i];
   }
   c.mismatch[tid] = mismatch;
+  if (tid == 0) {  // A's tile back to global memory by TMA stores (rows past the map's must stay untouched)
+    for (int s = 0; s < c.k / wa; ++s) s9::tma_store_2d(c.mo, s * wa, 0, base + kTileA + ta.offset(0, s * wa));
+    s9::bulk_commit();
+    s9::bulk_wait<0>();
+  }
 
   float d[N / 2];
   float qnan;
@@ -446,9 +451,9 @@ namespace glr::wgtest {
 
 // TMA cases: every swizzle x N 64, 128 with the whole A inside its map, then every swizzle at N 64 with A's map
 // 57 rows (rows 57-63 must arrive as zeros: the reference uses zeros there).
-// run(case, a, b, d, mismatch): make the maps (ma: a_rows x k, boxes 64 x wa; mb: k x n, boxes k x wa) on the
-// pointers it holds, launch tma_wgmma_kernel<n>, leave 64 x n floats in d and 128 counts in mismatch; returns
-// false if a map could not be made.
+// run(case, a, b, d, mismatch, a_out): make the maps (ma: a_rows x k, boxes 64 x wa; mb: k x n, boxes k x wa;
+// mo like ma on a copy of a_out) on the pointers it holds, launch tma_wgmma_kernel<n>, leave 64 x n floats in d,
+// 128 counts in mismatch and the stored-back A in a_out; returns false if a map could not be made.
 template <class Run>
 int run_tma_specs(Run&& run) {
   const Swizzle sw[4] = {Swizzle::None, Swizzle::B32, Swizzle::B64, Swizzle::B128};
@@ -463,23 +468,28 @@ int run_tma_specs(Run&& run) {
         const auto b = random_bf16(static_cast<std::size_t>(k) * n, 1001 + 2 * i);
         std::vector<float> d(64 * static_cast<std::size_t>(n), 0.0f);
         std::vector<int> mismatch(128, -1);
+        std::vector<std::uint16_t> a_out(a.size(), 0xFFFF);
         TmaCase c{};
         c.n = n;
         c.k = k;
         c.a_rows = a_rows;
         c.sw = s;
-        const bool made = run(c, a, b, d, mismatch);
+        const bool made = run(c, a, b, d, mismatch, a_out);
+        long stored_wrong = 0;  // rows < a_rows: A; the rest untouched (0xFFFF)
+        for (std::size_t x = 0; x < a.size(); ++x)
+          stored_wrong += a_out[x] != (x < static_cast<std::size_t>(a_rows) * k ? a[x] : 0xFFFF);
         for (std::size_t x = static_cast<std::size_t>(a_rows) * k; x < a.size(); ++x) a[x] = 0;  // the reference
         const Spec sp{n, k, s, s, false, true, false, 0, 0};
         const double w = made ? worst_ratio(sp, a, b, d) : INFINITY;
         long mm = 0;
         for (int x : mismatch) mm += x < 0 ? 1000000 : x;
-        const bool ok = made && w <= 1.0 && mm == 0;
+        const bool ok = made && w <= 1.0 && mm == 0 && stored_wrong == 0;
         failures += !ok;
-        std::printf("TMA -> wgmma N%-3d A K-%s (map rows %d) B MN-%s: %s, tile elements misplaced %ld, max err/bound "
-                    "%.3g  %s\n",
-                    n, swizzle_name(s), a_rows, swizzle_name(s), made ? "maps made" : "MAP REFUSED", mm, w,
-                    ok ? "PASS" : "FAIL");
+        std::printf("TMA -> wgmma N%-3d A K-%s (map rows %d) B MN-%s: %s, tile elements misplaced %ld, stored back "
+                    "wrong %ld, max err/bound %.3g  %s\n",
+                    n, swizzle_name(s), a_rows, swizzle_name(s), made ? "maps made" : "MAP REFUSED", mm,
+                    stored_wrong, w, ok ? "PASS" : "FAIL");
+        std::fflush(stdout);
       }
     }
   return failures;

@@ -7,7 +7,8 @@
 // 2^-16 sum |a b| per element); deliberate faults (B's SBO + 16 bytes, B's or A's swizzle mode, B's transpose
 // bit; the accumulators read without wgmma_wait, B overwritten while the wgmmas are in flight), each of which
 // must give a result outside the bound; TMA 2-D tile loads into the canonical layouts feeding wgmma (every
-// swizzle, rows outside the map zero-filled); 6 mbarrier phases of 128 arrivals; the named barriers.
+// swizzle, rows outside the map zero-filled) and TMA stores back; 6 mbarrier phases of 128 arrivals; the named
+// barriers.
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
 #include "emu_wgmma.hpp"
@@ -104,11 +105,12 @@ int main() {
     with_kernel(s, [&](void (*k)(Case)) { emu::launch(k, 1, 1, wg_smem_raw, kSmemBytes, c); });
   }, true);
   failures += run_tma_specs([](TmaCase& c, const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
-                                std::vector<float>& d, std::vector<int>& mismatch) {
+                                std::vector<float>& d, std::vector<int>& mismatch, std::vector<std::uint16_t>& a_out) {
     using glr::cuda::sm90::make_tma_map_2d;
     const int wa = c.sw == Swizzle::None ? 8 : static_cast<int>(glr::cuda::sm90::swizzle_bytes(c.sw) / 2);
     if (!make_tma_map_2d(c.ma, a.data(), c.a_rows, c.k, c.k * 2, 64, wa, c.sw) ||
-        !make_tma_map_2d(c.mb, b.data(), c.k, c.n, c.n * 2, c.k, wa, c.sw))
+        !make_tma_map_2d(c.mb, b.data(), c.k, c.n, c.n * 2, c.k, wa, c.sw) ||
+        !make_tma_map_2d(c.mo, a_out.data(), c.a_rows, c.k, c.k * 2, 64, wa, c.sw))
       return false;
     c.a = reinterpret_cast<const __nv_bfloat16*>(a.data());
     c.b = reinterpret_cast<const __nv_bfloat16*>(b.data());
@@ -127,6 +129,9 @@ int main() {
   std::printf("wgmmas never retired by a wait: %ld (the two no-wait faults leave %ld)  %s\n", unretired,
               expected_unretired, unretired == expected_unretired ? "PASS" : "FAIL");
   failures += unretired != expected_unretired;
+  const long unretired_stores = glr::cuda::sm90::unretired_stores.load();
+  std::printf("TMA stores never waited for: %ld  %s\n", unretired_stores, unretired_stores ? "FAIL" : "PASS");
+  failures += unretired_stores != 0;
   std::vector<int> errors(128, -1);
   emu::wg::smem_limit = kMbarSmemBytes;
   emu::launch(&mbarrier_phase_kernel, 1, 1, wg_smem_raw, kMbarSmemBytes, MbarCase{6, errors.data()});

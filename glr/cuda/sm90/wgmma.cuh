@@ -272,6 +272,26 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const TmaMap2d& m
       : "memory");
 }
 
+// 2-D TMA store: the box at shared `src` (laid out and swizzled as tma_load_2d leaves it; written by ordinary
+// stores: fence_proxy_async + a barrier first) to element (c0, c1) of the map's matrix; elements outside the
+// matrix are not written. Completion by bulk groups: bulk_commit, then bulk_wait_read<N> (the shared source may
+// be reused) or bulk_wait<N> (the writes are done), N the groups that may stay pending; issuing thread only.
+__device__ __forceinline__ void tma_store_2d(const TmaMap2d& m, int c0, int c1, std::uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(&m.map)),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 #endif  // !GLR_SM90_HOST_EMU
 
 __device__ __forceinline__ void mbarrier_wait_parity(std::uint32_t bar, std::uint32_t parity) {
