@@ -424,6 +424,52 @@ PROFILES = {
     ),
 }
 
+# The sm90 tensor-core kernels on the host emulator (glr_sm90_emu_kgate_{fwd,bwd}.so: glr/cuda/sm90/forward.cu and
+# backward.cu compiled against tests/glr_sm90/emu.hpp), so kgate's gates judge the tensor-core path's logic on a CPU
+# (ctest glr_sm90_emu_kgate). The sm90 profile's operator, members, dtypes, domains, tolerances and spread rules (each
+# pass's members follow the sm90 row's, so a member the dispatch gains is judged here too), at sizes the emulator runs
+# in seconds: K = V = 64 (the kernels' kD = 64 instantiation; the emulator's cost grows with K V), T up to 130 (three
+# chunks of 64, the last of 2 tokens; nominal 70: two chunks, the second partial), B and HV up to 2 (nominal B = 1,
+# H = 1, HV = 2: grouped value heads), up to 3 packed sequences. Each block the emulator runs is 128 host threads in
+# lockstep through every shuffle, ldmatrix and mma, so a call costs about its grids' block count (0.5 to 3 s here).
+# The nominal has two (sequence, value head) lines, so the nan and inf gates' first and last sites (first element,
+# last element, and one at random) fall on different lines: with one line the last site's NaN reaches every token of
+# it in the oracle, and the spread rule then excuses what the first site alone must not cause (a NaN first gate g_0
+# leaves the exact dv finite: docs/glr-math.md section 7). The random site can still land on the first's line and
+# hide it: the ctest's fixed seed is one where it does not (tests/glr_sm90/CMakeLists.txt).
+def sm90_emu_profile(sm90):
+    k64 = dict(min=64, max=64, nominal=64, multiple_of=None)
+    acc = dict(T=130, K=64, V=64, chunks=3, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625, beta=2.0 ** -10,
+               h0_delta=0.01)
+    emu = dict(folder="sm90-emu", title="glr sm90 (host emulation)", op="glr.sm90emu",
+               implementation=[
+                   "# Kernel: glr_sm90_emu_kgate_{short}.so:kgate_run (the sm90 tensor-core kernels on the host emulator:",
+                   "# glr/cuda/sm90/emu; a call the tensor-core path does not take is refused, never run on the block",
+                   "# programs); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
+                   "# Argument order and attrs: glr/kgate/binding.hpp (glr/cuda/abi/abi_call.hpp reads them the same way).",
+               ],
+               entries=dict(kernel="glr_sm90_emu_kgate_{short}.so:kgate_run", oracle="libglr_kgate_{short}.so:kgate_oracle"),
+               T=dict(max=130, nominal={False: 70, True: 70}), K=k64, V=k64,
+               batch=dict(N=(1, 3, 2), B=(1, 2, 1), HV=(1, 2, 2)),
+               accumulation=acc, timeout=60)
+    written = ("# Written by glr/contracts/generate.py, profile sm90-emu (edit that, then rerun it): the sm90 profile's\n"
+               "# ../sm90/ contract for this member and pass (operator, tensors, dtypes, tolerances, spread rules of\n"
+               "# ../{name}), at the host emulator's sizes: K = V = 64, T up to 130, B and HV up to 2.")
+    passes = {}
+    for short, over in sm90["passes"].items():
+        p = {k: v for k, v in over.items() if k not in ("variants", "written", "implementation")}
+        p["written"] = written
+        p["notes"] = comment_lines(
+            "Tolerances: the sm90 profile's, derived and measured in ../sm90/'s headers (K = V = 64: the same bf16 operand "
+            "roundings over shorter sums, ../sm90/*_k64_bwd.toml). What the emulator cannot show: timing, the asynchrony "
+            "of cp.async (an immediate copy here), and the hardware's own fp32 accumulation order inside mma.sync (the "
+            "emulator sums each product exactly and rounds once).")
+        passes[short] = p
+    return {**sm90, **emu, "passes": passes, "written": written}
+
+
+PROFILES["sm90-emu"] = sm90_emu_profile(PROFILES["sm90"])
+
 HEADER = """# {title} {member_title}, {pass_}: {what}
 {written}
 #
@@ -435,16 +481,21 @@ HEADER = """# {title} {member_title}, {pass_}: {what}
 {notes}"""
 
 
+# The batch dims (min, max, nominal) every profile shares unless its `batch` key overrides some.
+BATCH = dict(N=(1, 5, 3), B=(1, 3, 2), H=(1, 2, 1), HV=(1, 4, 2))
+
+
 def dims(prof, varlen):
+    batch = {**BATCH, **prof.get("batch", {})}
     s = ""
     if varlen:
-        s += "[dims.N]\nmin = 1\nmax = 5\nnominal = 3\n\n"
+        s += "[dims.N]\nmin = %d\nmax = %d\nnominal = %d\n\n" % batch["N"]
     else:
-        s += "[dims.B]\nmin = 1\nmax = 3\nnominal = 2\n\n"
+        s += "[dims.B]\nmin = %d\nmax = %d\nnominal = %d\n\n" % batch["B"]
     s += "[dims.T]\nmin = 1\nmax = %d\nnominal = %d\n\n" % (prof["T"]["max"], prof["T"]["nominal"][varlen])
-    s += "[dims.H]\nmin = 1\nmax = 2\nnominal = 1\n\n"
+    s += "[dims.H]\nmin = %d\nmax = %d\nnominal = %d\n\n" % batch["H"]
     if prof.get("gva", True):
-        s += "[dims.HV]\nmin = 1\nmax = 4\nnominal = 2\nmultiple_of = \"H\"\n\n"
+        s += "[dims.HV]\nmin = %d\nmax = %d\nnominal = %d\nmultiple_of = \"H\"\n\n" % batch["HV"]
     for name in ("K", "V"):
         d = prof[name]
         s += "[dims.%s]\nmin = %d\nmax = %d\nnominal = %d\n" % (name, d["min"], d["max"], d["nominal"])
@@ -704,6 +755,7 @@ def main(argv):
         sys.exit(__doc__)
     for rel, text in contracts().items():
         path = os.path.join(HERE, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         old = open(path).read() if os.path.exists(path) else None
         if old == text:
             continue

@@ -50,8 +50,8 @@ def test_regenerated_tree_is_the_committed_one(tmp_path):
     assert sorted(fresh) == sorted(committed), "contracts written and committed differ in name"
     differing = [rel for rel in fresh if fresh[rel] != committed[rel]]
     assert not differing, "rerun glr/contracts/generate.py; differs: %s" % differing
-    # The three profiles' folders, each written in full.
-    assert {os.path.dirname(rel) for rel in fresh} == {"", "cuda", "sm90"}
+    # The four profiles' folders, each written in full.
+    assert {os.path.dirname(rel) for rel in fresh} == {"", "cuda", "sm90", "sm90-emu"}
     assert len(fresh) == len(gen.cases()) >= 35
 
 
@@ -140,7 +140,7 @@ def test_every_header_names_its_kernel_entry():
         if "emulation" in roles:
             assert roles["emulation"].split(":")[0] in head, rel
     sym = {rel.split("/")[0] if "/" in rel else "cpu": r["kernel"].split(":")[1] for rel, r in gen.entries().items()}
-    assert sym == {"cpu": "kgate_run", "cuda": "kgate_run_blocks", "sm90": "kgate_run"}
+    assert sym == {"cpu": "kgate_run", "cuda": "kgate_run_blocks", "sm90": "kgate_run", "sm90-emu": "kgate_run"}
 
 
 def test_entries_print_one_line_per_contract():

@@ -3,7 +3,9 @@
 // the kernels' lane and tile arithmetic (fragment layouts, masks, chunk indexing) and their algebra, not
 // timing or the asynchrony of cp.async (emulated as an immediate copy).
 //
-// Include this first, then glr/cuda/sm90/gdn_fwd_mma.cuh (built with -DGLR_SM90_HOST_EMU).
+// Include this first, then glr/cuda/sm90/gdn_fwd_mma.cuh (built with -DGLR_SM90_HOST_EMU). Used by the checks here and
+// by glr/cuda/sm90/emu (the kernels behind glr's host code for kgate: glr_sm90_emu_kgate_{fwd,bwd}); it redefines
+// __device__, threadIdx and friends, so no other header of a caller's translation unit should see it.
 #pragma once
 
 #include <cuda_bf16.h>

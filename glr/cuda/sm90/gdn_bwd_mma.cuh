@@ -1252,15 +1252,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     const float extra = s.hdot[0];
     const int i0 = C - 1 - 2 * lane;
     const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
-    float incl = x0 + x1;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl = y + incl;
-    }
-    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = 0.f;
-    const float s0 = excl + x0 + s.t3[i0], s1 = excl + x0 + x1 + s.t3[i0 - 1];
+    const float2 sp = warp_scan_pairs(x0, x1, lane);  // (excl + x0, excl + x0 + x1)
+    const float s0 = sp.x + s.t3[i0], s1 = sp.y + s.t3[i0 - 1];
     if (a.gate != 0) {  // DeltaNet: no g, so no dg (dG is formed and dropped; dbeta does not read it)
       if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * HV, s0);
       if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * HV, s1);

@@ -477,15 +477,8 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
       gg[u] = !in || a.gate == 0 ? 0.f : clamp_log_decay(load_scalar(a.g, a.g_bf16, a.gate == 2 ? hv : tk));
       bb[u] = in && kDelta ? load_scalar(a.beta, a.beta_bf16, tk) : 0.f;
     }
-    float incl = gg[0] + gg[1];
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl = y + incl;
-    }
-    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = 0.f;
-    const float G0 = excl + gg[0], G1 = G0 + gg[1];
+    const float2 Gp = warp_scan_pairs(gg[0], gg[1], lane);
+    const float G0 = Gp.x, G1 = Gp.y;
     s.G[2 * lane] = G0;
     s.G[2 * lane + 1] = G1;
     s.beta[2 * lane] = bb[0];
@@ -497,16 +490,8 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
         // L below (rung 3 reads s.G only there): Gamma_ij = exp(Gr_i - Gr_j), so a NaN or +Inf g_0 (which only
         // decays the state entering the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN
         // (docs/glr-math.md section 7). The forward passes no Gr: its T and G are unchanged.
-        const float r0g = lane == 0 ? 0.f : gg[0];
-        float rincl = r0g + gg[1];
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-          const float y = __shfl_up_sync(0xffffffffu, rincl, off);
-          if (lane >= off) rincl = y + rincl;
-        }
-        float rexcl = __shfl_up_sync(0xffffffffu, rincl, 1);
-        if (lane == 0) rexcl = 0.f;
-        const float R0 = rexcl + r0g, R1 = R0 + gg[1];
+        const float2 Rp = warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
+        const float R0 = Rp.x, R1 = Rp.y;
         s.G[2 * lane] = R0;
         s.G[2 * lane + 1] = R1;
         *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = make_float2(R0, R1);

@@ -59,6 +59,24 @@ __device__ __forceinline__ void cp_async_wait() {
 
 #endif  // !GLR_SM90_HOST_EMU
 
+// The warp's inclusive scan over 64 values held in pairs: lane l holds (x0, x1), elements 2l and 2l + 1; returns
+// (S + x0, S + x0 + x1), S the sum of the pairs of the lanes below l (0 on lane 0). One fixed order of additions
+// (each pair's x0 + x1, a Hillis-Steele scan of those over the lanes, then S from lane l - 1), so every caller
+// gets the same bits: the wy kernel's G and Gr (gdn_fwd_mma.cuh) and the chunk kernel's reverse sum of dG
+// (gdn_bwd_mma.cuh). Every lane of the warp must call it (full-mask shuffles).
+__device__ __forceinline__ float2 warp_scan_pairs(float x0, float x1, int lane) {
+  float incl = x0 + x1;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl = y + incl;
+  }
+  float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane == 0) excl = 0.f;
+  const float p0 = excl + x0;
+  return make_float2(p0, p0 + x1);
+}
+
 __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<const std::uint32_t*>(&v);
