@@ -242,6 +242,42 @@ __device__ __forceinline__ bool chunk_of(const GdnBwdArgs& a, int bx, int by, Se
   return true;
 }
 
+// Block (slice, n HV + hv) of the h and dh kernels (grid (kD / kVT, sequences x HV)): sequence n (dense: batch row
+// n), value head hv, q/k head hv / (HV / H), state columns v0 .. v0 + kVT - 1, and where its tokens, chunk slots and
+// states lie. False for invalid packed offsets (then nothing else is set: the poison kernel writes every output).
+struct StateBlock {
+  int HV, v0, bh, n, hv, h;
+  Seq sq;
+  std::int64_t R;           // the slot of the sequence's chunk 0 for this value head
+  std::int64_t row_stride;  // q/k token stride, H K
+  std::int64_t tokb;        // q/k token (begin, h)
+  std::int64_t vtokb;       // v/do/dv token (begin, hv)
+  std::int64_t hoff;        // h0, dht, dh0 (sequence n, hv), column v0
+  const __nv_bfloat16* Tw;  // T of chunk slot R
+  const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R
+};
+template <int kVT, int kD>
+__device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
+  b.HV = a.value_heads();
+  b.v0 = blockIdx.x * kVT;
+  b.bh = blockIdx.y;
+  b.n = b.bh / b.HV;
+  b.hv = b.bh % b.HV;
+  b.h = b.hv / (b.HV / a.H);
+  if (bad_offsets(a)) return false;
+  b.sq = sequence(a, b.n);
+  b.R = first_slot(a, b.sq, b.hv);
+  b.row_stride = static_cast<std::int64_t>(a.H) * kD;
+  b.tokb = b.sq.begin * a.H + b.h;
+  b.vtokb = b.sq.begin * b.HV + b.hv;
+  b.Tw = a.Tm + b.R * C * C;
+  b.Gg = a.G + b.R * C;
+  b.Grg = a.Gr + (b.Gg - a.G);
+  b.Bg = a.Bc + b.R * C;
+  b.hoff = static_cast<std::int64_t>(b.bh) * kD * kD + b.v0;
+  return true;
+}
+
 // Store x at p[i]: fp32, or with bf16 rounded once to nearest even (dg and dbeta in their inputs' dtype).
 __device__ __forceinline__ void store_scalar(void* p, bool bf16, std::int64_t i, float x) {
   if (bf16)
@@ -310,21 +346,13 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   extern __shared__ __align__(16) char smem_raw[];
   HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int HV = a.value_heads();
-  // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, n = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  if (bad_offsets(a)) return;  // the poison kernel writes every output
-  const Seq sq = sequence(a, n);
-  const int NT = sq.nch;
-  const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
-  const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
-  const __nv_bfloat16* Tw = a.Tm + R * C * C;
-  const float* Gg = a.G + R * C;
-  const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
-  const float* Bg = a.Bc + R * C;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * kD * kD + v0;  // h0, dht, dh0 (sequence n, hv)
+  StateBlock sb;
+  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
+  const Seq& sq = sb.sq;
+  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
+  const __nv_bfloat16* Tw = sb.Tw;
+  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
   __nv_bfloat16* hcg = a.hc + R * kD * kD + v0;
   __nv_bfloat16* vng = a.vn + R * C * kD + v0;
   __nv_bfloat16* vnlg = a.vnl + R * C * kD + v0;
@@ -572,21 +600,13 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   extern __shared__ __align__(16) char smem_raw[];
   DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int HV = a.value_heads();
-  // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, n = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  if (bad_offsets(a)) return;  // the poison kernel writes every output
-  const Seq sq = sequence(a, n);
-  const int NT = sq.nch;
-  const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
-  const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
-  const __nv_bfloat16* Tw = a.Tm + R * C * C;
-  const float* Gg = a.G + R * C;
-  const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
-  const float* Bg = a.Bc + R * C;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * kD * kD + v0;  // h0, dht, dh0 (sequence n, hv)
+  StateBlock sb;
+  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
+  const Seq& sq = sb.sq;
+  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
+  const __nv_bfloat16* Tw = sb.Tw;
+  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
   __nv_bfloat16* dhg = a.dhc + R * kD * kD + v0;
   __nv_bfloat16* dhlg = a.dhcl + R * kD * kD + v0;
   __nv_bfloat16* dxg = a.dx + R * C * kD + v0;
