@@ -136,9 +136,7 @@ TEST(BackwardDispatch, Sm90TakesTheMembersWithoutTheDeltaRule) {
                            Shape{"K64_varlen_HV2H", 1, 130, 1, 2, 64, 64, {0, 0, 1, 64, 130}, true}})
       for (DType gate : {DType::f32, DType::bf16}) {
         const Case c = make_case(m, s, {DType::bf16, gate}, {}, 7);
-        EXPECT_EQ(refusal(c), "") << c.describe();
-        const cuda::BackwardChoice ch = choice(c);  // no GPU here: the device's reason, not a member's
-        EXPECT_EQ(ch.reason.find("member"), std::string::npos) << ch.reason;
+        EXPECT_EQ(refusal(c), "") << c.describe();  // (backward_path would now ask the device: gpu_test.cpp)
       }
   // the delta rule with a per-head gate is no member of the family: refused by name (the Problem edited by hand)
   const Case c = make_case(Member::retnet, kK128, {DType::bf16}, {}, 7);
@@ -293,9 +291,11 @@ TEST(BackwardDispatch, CApiBackwardPath) {
       EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 64, V = 128"), std::string::npos) << msg;
     }
     p.gate_dtype = 0, p.beta_dtype = 0;
-    p.HV = 1, p.K = 128, p.V = 128;
-    p.member = 2;  // mamba2: taken by the sm90 backward since 2026-12-04, so the reason is no member's (no GPU here)
+    p.HV = 1, p.K = 128, p.V = 64;
+    p.member = 2;  // mamba2: no longer refused as a member (since 2026-12-04); the head dims are the reason
     ASSERT_EQ(call(&path, msg), 0) << msg;
+    EXPECT_EQ(path, 0);
+    EXPECT_NE(std::string(msg).find("sm90 backward not taken: K = 128, V = 64"), std::string::npos) << msg;
     EXPECT_EQ(std::string(msg).find("member"), std::string::npos) << msg;
     p.member = 0;
   }
