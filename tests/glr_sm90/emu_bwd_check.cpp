@@ -811,7 +811,8 @@ bool run_rule_cases() {
 // The rule cases for the members without the delta rule (Mamba2, RetNet, linear attention) at the nominal shape
 // B2 T100 H1 HV2 (K = V = 128 and 64): NaN, +Inf, -Inf in every input they have (g: Mamba2 at a sequence's first
 // token, a chunk's first token and mid-chunk, and the shrunk B2 T1; RetNet's one g of value head 0), seeds 1000 on.
-// quick (ctest glr_sm90_emu_bwd_members): NaN in g at token 0, v at 70, h0; +Inf in k at 0; -Inf in dout at 70.
+// quick (ctest glr_sm90_emu_bwd_members): NaN in g at token 0 (Mamba2, RetNet) and in v at 70, -Inf in dout at 70
+// (K = V = 64).
 bool run_member_rule_cases(bool quick) {
   bool ok = rule_selftest();
   unsigned seed = 1000;
@@ -821,9 +822,7 @@ bool run_member_rule_cases(bool quick) {
     if (quick) {
       if (m != 3) ok = run_rule(p, seed++, PlantIn::g, 0, NAN) && ok;
       ok = run_rule(p, seed++, PlantIn::v, 70, NAN) && ok;
-      ok = run_rule(p, seed++, PlantIn::k, 0, INFINITY) && ok;
       ok = run_rule(p64, seed++, PlantIn::dout, 70, -INFINITY) && ok;
-      ok = run_rule(p, seed++, PlantIn::h0, 0, NAN) && ok;
       continue;
     }
     for (float val : {NAN, INFINITY, -INFINITY}) {
@@ -998,17 +997,17 @@ int main(int argc, char** argv) {
     const bool quick = std::string(argv[1]) == "members-quick";
     unsigned mseed = 401;
     for (const Shape& s : members) {
-      const bool pick = !quick || s.HV != 0 || s.T == 130;  // quick: the GVA cases and the two T 130 ones
+      const bool pick = !quick || s.HV != 0;  // quick: the GVA cases (one per member, K = V = 128 and 64)
       if (pick) ok = run(s, mseed, s.T == 130) && ok;
       ++mseed;
     }
     unsigned pseed = 450;
     for (const Shape& s : members_planted) {
-      if (!quick || s.T == 1 || s.plant == 3) ok = run(s, pseed, false) && ok;
+      if (!quick || s.T == 1 || (s.plant == 3 && s.D == 128)) ok = run(s, pseed, false) && ok;
       ++pseed;
     }
     // bf16 g (Mamba2 per token, RetNet per value head): the bf16 dg bit for bit the fp32 run's rounded once
-    ok = run_bf16(Shape{1, 100, 2, true, true, 2.0, 64, 0, 0, 128, 1}, 480, true, false) && ok;
+    if (!quick) ok = run_bf16(Shape{1, 100, 2, true, true, 2.0, 64, 0, 0, 128, 1}, 480, true, false) && ok;
     ok = run_bf16(Shape{2, 70, 1, true, false, 4.0, 32, 0, 2, 64, 2}, 481, true, false) && ok;
     ok = run_member_rule_cases(quick) && ok;
     ok = run_member_varlen_cases(quick) && ok;
