@@ -10,6 +10,11 @@
 // the fp32 G and Bc of the workspace) and only the chunk kernel's phase 3 writes dg and dbeta: the dtypes change
 // nothing else, so dq, dk, dv, dh0 of bf16 g / beta equal bit for bit those of fp32 g / beta holding the same values.
 // DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
+// The members without the delta rule (GdnBwdArgs::delta false: Mamba2, gate 1; RetNet, gate 2, one g per value head;
+// linear attention, gate 0) run the kDelta = false instantiations of the h, dh and chunk kernels: the algebra below
+// with T = I and V_new = X = V (no K h, no beta, no dbeta; every term through W, L or beta skipped by if constexpr,
+// never multiplied by a zero); RetNet's dg is the sum of every token's dg_t (chunk kernel: per chunk, in the dbv
+// words; dg_head_kernel: over the chunks, fixed order).
 // Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
 // per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
