@@ -8,7 +8,8 @@
 //   * the forward's dispatch (cuda::forward_path): bf16 K = V (64, 128) dense calls take the sm90 tensor-core
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
 //     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
-//   * the backward's dispatch (cuda::backward_path): bf16 K = V (64, 128) Gated DeltaNet and DeltaNet calls with
+//   * the backward's dispatch (cuda::backward_path): bf16 K = V (64, 128) calls of every member (the delta ones, and
+//     since 2026-12-04 Mamba2, RetNet, linear attention) with
 //     HV a multiple of H (g and beta fp32 or bf16), dense batches or packed sequences, take the sm90 tensor-core
 //     backward on an sm_90 device; the same checks, T up to 4096, invalid packed offsets, the refusal reasons,
 //     GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
@@ -476,7 +477,8 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 or 64 calls with HV a multiple of H, dense
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), and since 2026-12-04 Mamba2, RetNet (dg per value
+// head) and linear attention (the kernels' kDelta = false), bf16 K = V = 128 or 64 calls with HV a multiple of H, dense
 // batches and packed sequences (lengths 0, 1, 63, 64, 65 and long ones; h0/dht per sequence), take the sm90
 // tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
 // and bf16 at two shapes and a packed one: the sm90 backward takes either since 2026-12-04); every gradient against
