@@ -327,8 +327,8 @@ PROFILES = {
     # The tensor-core forward (glr/cuda/sm90, rung 3): the same library as the cuda profile
     # (glr_cuda_kgate_fwd.so), at the sizes where glr's CUDA API dispatches to it on an sm_90 device: K = V = 128
     # (its only head dims so far), bf16 token tensors, f32 gate, bf16 beta, states f32; and the tensor-core backward
-    # of Gated DeltaNet and DeltaNet (the "bwd" pass below; every other member's backward runs the block programs,
-    # which the cuda profile covers). The layout gate's strided views fall back to the block programs, which is the
+    # of every member (the "bwd" pass below: Gated DeltaNet and DeltaNet, and since 2026-12-04 Mamba2, RetNet and
+    # linear attention; before that their backward ran the block programs, which the cuda profile covers). The layout gate's strided views fall back to the block programs, which is the
     # dispatch's contract; every other gate's calls are dense and run the tensor-core kernels.
     # GLR_FORWARD_PATH=blocks (GLR_BACKWARD_PATH=blocks) runs the same contracts on the block programs, for diffing.
     "sm90": dict(
@@ -356,7 +356,9 @@ PROFILES = {
             # store_scalar), so the two Gated DeltaNet files together run both branches of each. The bf16 and GVA
             # paths have run only on the host emulator so far, not on a GPU (2026-12-04). Packed sequences
             # (cu_seqlens, since 2026-12-04: each sequence's chunks through the forward's chunk table) in
-            # gated_deltanet_varlen_bwd.toml, with the main file's dtypes and grouped value heads.
+            # gated_deltanet_varlen_bwd.toml, with the main file's dtypes and grouped value heads. Since 2026-12-04
+            # also the members without the delta rule (the kernels' kDelta = false: no beta, no dbeta; RetNet's dg
+            # one per value head), dense and (RetNet) packed, with the same tolerances (their header says why).
             "bwd": dict(
                 members=("gated_deltanet", "deltanet", "mamba2", "retnet", "linear_attention"),
                 varlen_members=("gated_deltanet", "retnet"),
