@@ -182,6 +182,34 @@ SM90_BWD_WRITTEN = {"*": ("# Written by glr/contracts/generate.py, profile sm90 
              "# batches. The layout gate's strided and offset views fall back to the block programs, which is the\n"
              "# dispatch's contract; every other gate's calls run the tensor-core backward.")}
 
+# The sm90 backward's members without the delta rule (Mamba2, RetNet, linear attention; 2026-12-04): the `written`
+# lines and the tolerance notes of their files.
+SM90_BWD_NODELTA_WRITTEN = (
+    "# Written by glr/contracts/generate.py, profile sm90 (edit that, then rerun it): the operator, tensors and\n"
+    "# spread rules of ../{name}, at the sizes where glr's CUDA API dispatches the backward to the\n"
+    "# tensor-core kernels (glr/cuda/sm90/gdn_bwd_mma.cuh, their kDelta = false instantiation: V_new = V, no beta,\n"
+    "# no dbeta) on an sm_90 device: K = V = 128, HV a multiple of H (grouped value heads), bf16 token tensors,\n"
+    "# f32 g where the member has one (so dg; RetNet's one per value head, its dg the sum over every token) and\n"
+    "# states. The layout gate's strided and offset views fall back to the block programs, which is the\n"
+    "# dispatch's contract; every other gate's calls run the tensor-core backward.")
+SM90_BWD_NODELTA_NOTES = comment_lines(
+    "Tolerances: per element 2^-6 |ref| + 2^-4 rms(ref) on every output, as ./gated_deltanet_bwd.toml (whose header "
+    "derives them). Without the delta rule the kernels run Gated DeltaNet's algebra with T = I and V_new = X = V (new "
+    "on 2026-12-04; run only on the host emulator so far, not yet on a GPU): every term they keep carries the same bf16 "
+    "operand roundings as there and the terms through W, L and beta are skipped, so the bound carries over. RetNet's "
+    "dg (one per value head) is the fixed-order f32 sum of the per-token dg over every token of every sequence "
+    "(dg_head_kernel). Emulator (tests/glr_sm90/run_emu_bwd.sh members): dense, grouped value heads, K = V = 64 and "
+    "128, packed sequences, planted NaN and +-Inf under kgate's rule, within the dense bounds of the float64 "
+    "recurrence (8 u normwise, 16 u for dg). With this contract's distributions (GLR_EMU_INPUTS=contract, B2 T100 H1 "
+    "HV2, h0 and dht, seeds 11 and 12; k normal, as these files set it) the largest atol_rms needed at rtol 2^-6 at "
+    "scale 1: 2.2e-2 (Mamba2), 1.7e-2 (RetNet), 6.7e-3 (linear attention), dv each time; at the oracle gate's input "
+    "scale 1e-3 (GLR_EMU_SCALE=1e-3): 2.5e-2, 1.8e-2, 7.4e-3 (dv); of the 2^-4 allowed. The accumulation case "
+    "(GLR_EMU_INPUTS=accumulation, B1 T320, k and h0 positive 1 as here): at most 5.0e-3 relative per element on the "
+    "bf16 gradients, 3.9e-5 on dg, 3.5e-4 on dh0.")
+
+SM90_BWD_WRITTEN_ALL = {**SM90_BWD_WRITTEN, "mamba2": SM90_BWD_NODELTA_WRITTEN, "retnet": SM90_BWD_NODELTA_WRITTEN,
+                        "linear_attention": SM90_BWD_NODELTA_WRITTEN}
+
 # The sm90 backward's K = V = 64 files (variant k64): why K = 128's tolerances carry over.
 SM90_BWD_K64_NOTES = comment_lines(
     "K = V = 64 (2026-12-04; run only on the host emulator so far, not yet on a GPU): the same kernels instantiated at "
@@ -299,8 +327,8 @@ PROFILES = {
     # The tensor-core forward (glr/cuda/sm90, rung 3): the same library as the cuda profile
     # (glr_cuda_kgate_fwd.so), at the sizes where glr's CUDA API dispatches to it on an sm_90 device: K = V = 128
     # (its only head dims so far), bf16 token tensors, f32 gate, bf16 beta, states f32; and the tensor-core backward
-    # of Gated DeltaNet and DeltaNet (the "bwd" pass below; every other member's backward runs the block programs,
-    # which the cuda profile covers). The layout gate's strided views fall back to the block programs, which is the
+    # of every member (the "bwd" pass below: Gated DeltaNet and DeltaNet, and since 2026-12-04 Mamba2, RetNet and
+    # linear attention; before that their backward ran the block programs, which the cuda profile covers). The layout gate's strided views fall back to the block programs, which is the
     # dispatch's contract; every other gate's calls are dense and run the tensor-core kernels.
     # GLR_FORWARD_PATH=blocks (GLR_BACKWARD_PATH=blocks) runs the same contracts on the block programs, for diffing.
     "sm90": dict(
@@ -328,15 +356,21 @@ PROFILES = {
             # store_scalar), so the two Gated DeltaNet files together run both branches of each. The bf16 and GVA
             # paths have run only on the host emulator so far, not on a GPU (2026-12-04). Packed sequences
             # (cu_seqlens, since 2026-12-04: each sequence's chunks through the forward's chunk table) in
-            # gated_deltanet_varlen_bwd.toml, with the main file's dtypes and grouped value heads.
+            # gated_deltanet_varlen_bwd.toml, with the main file's dtypes and grouped value heads. Since 2026-12-04
+            # also the members without the delta rule (the kernels' kDelta = false: no beta, no dbeta; RetNet's dg
+            # one per value head), dense and (RetNet) packed, with the same tolerances (their header says why).
             "bwd": dict(
-                members=("gated_deltanet", "deltanet"),
-                varlen_members=("gated_deltanet",),
+                members=("gated_deltanet", "deltanet", "mamba2", "retnet", "linear_attention"),
+                varlen_members=("gated_deltanet", "retnet"),
                 algorithm="sm90 tensor-core backward (C = 64)",
-                written=SM90_BWD_WRITTEN,
-                varlen_note="Packed sequences (cu_seqlens, B = 1), bf16 token tensors and beta, f32 gate and states.",
+                written=SM90_BWD_WRITTEN_ALL,
+                varlen_note={"*": "Packed sequences (cu_seqlens, B = 1), bf16 token tensors and beta, f32 gate and states.",
+                             "retnet": "Packed sequences (cu_seqlens, B = 1), bf16 token tensors, f32 gate and states."},
                 fixed_note={"*": "Fixed batch [B, T], bf16 token tensors and beta, f32 gate and states.",
-                            "deltanet": "Fixed batch [B, T], bf16 token tensors and beta, f32 states."},
+                            "deltanet": "Fixed batch [B, T], bf16 token tensors and beta, f32 states.",
+                            "mamba2": "Fixed batch [B, T], bf16 token tensors, f32 gate and states.",
+                            "retnet": "Fixed batch [B, T], bf16 token tensors, f32 gate and states.",
+                            "linear_attention": "Fixed batch [B, T], bf16 token tensors, f32 states."},
                 implementation=[
                     "# Kernel: glr_cuda_kgate_{short}.so:kgate_run on an sm_90 GPU (GLR_BACKWARD_PATH=blocks forces the block programs,",
                     "# for diffing); oracle: libglr_kgate_{short}.so (kgate_oracle: the float64 exact recurrence).",
@@ -345,7 +379,9 @@ PROFILES = {
                 notes={"*": SM90_BWD_TOLERANCE_NOTES + sm90_bwd_new_paths_notes("gated_deltanet"),
                        "deltanet": SM90_BWD_DELTANET_NOTES + sm90_bwd_new_paths_notes("deltanet"),
                        "gated_deltanet_varlen": SM90_BWD_TOLERANCE_NOTES + sm90_bwd_new_paths_notes("gated_deltanet")
-                       + SM90_BWD_VARLEN_NOTES},
+                       + SM90_BWD_VARLEN_NOTES,
+                       **{m: SM90_BWD_NODELTA_NOTES for m in ("mamba2", "retnet", "linear_attention")},
+                       "retnet_varlen": SM90_BWD_NODELTA_NOTES + SM90_BWD_VARLEN_NOTES},
                 gva=True,
                 beta_dtype="bf16",
                 g_dtype="f32",
@@ -391,7 +427,7 @@ PROFILES = {
                 "k64": dict(
                     written={key: text.replace("on an sm_90 device: K = V = 128,", "on an sm_90 device: K = V = 64 (the\n"
                                                "# kernels' head-dim template parameter kD = 64; the files without _k64 are K = V = 128),")
-                             for key, text in SM90_BWD_WRITTEN.items()},
+                             for key, text in SM90_BWD_WRITTEN_ALL.items()},
                     notes={key: SM90_BWD_K64_NOTES for key in ("*", "deltanet", "gated_deltanet_varlen")},
                     K=dict(min=64, max=64, nominal=64, multiple_of=None),
                     V=dict(min=64, max=64, nominal=64, multiple_of=None),

@@ -190,19 +190,29 @@ def test_the_sm90_backward_contracts_cover_its_paths():
     # 2026-12-04 packed sequences (Gated DeltaNet, the main file's dtypes: cu_seqlens, B = 1, states per sequence).
     docs = {rel: doc for rel, (doc, _, _, bwd, _) in parsed().items() if bwd and rel.startswith("sm90/")}
     # K = V = 64 since 2026-12-04: the k64 variant (both members dense, Gated DeltaNet packed), K = V = 128 elsewhere.
+    # Since 2026-12-04 also the members without the delta rule (Mamba2, RetNet dense and packed, linear attention).
     assert sorted(docs) == ["sm90/deltanet_bwd.toml", "sm90/deltanet_k64_bwd.toml",
                             "sm90/gated_deltanet_bf16g_f32beta_bwd.toml", "sm90/gated_deltanet_bwd.toml",
                             "sm90/gated_deltanet_k64_bwd.toml", "sm90/gated_deltanet_varlen_bwd.toml",
-                            "sm90/gated_deltanet_varlen_k64_bwd.toml"]
+                            "sm90/gated_deltanet_varlen_k64_bwd.toml",
+                            "sm90/linear_attention_bwd.toml", "sm90/linear_attention_k64_bwd.toml",
+                            "sm90/mamba2_bwd.toml", "sm90/mamba2_k64_bwd.toml",
+                            "sm90/retnet_bwd.toml", "sm90/retnet_k64_bwd.toml",
+                            "sm90/retnet_varlen_bwd.toml", "sm90/retnet_varlen_k64_bwd.toml"]
     seen = set()
     for rel, doc in docs.items():
         t = tensors(doc)
-        varlen = rel.startswith("sm90/gated_deltanet_varlen_")
+        varlen = "_varlen_" in rel
+        member = rel[len("sm90/"):].split("_varlen")[0].split("_k64")[0].split("_bf16g")[0].replace("_bwd.toml", "")
+        delta = member in ("gated_deltanet", "deltanet")
         k64 = "_k64_" in rel
         b, n = (1, "N") if varlen else ("B", "B")
         assert doc["dims"]["HV"]["multiple_of"] == "H" and doc["dims"]["HV"]["nominal"] > doc["dims"]["H"]["nominal"], rel
         assert t["v"]["shape"] == [b, "T", "HV", "V"] and t["q"]["shape"] == [b, "T", "H", "K"], rel
-        assert t["dq"]["shape"] == [b, "T", "H", "K"] and t["beta"]["shape"] == [b, "T", "HV"], rel
+        assert t["dq"]["shape"] == [b, "T", "H", "K"], rel
+        assert ("beta" in t) == delta and ("dbeta" in t) == delta, rel
+        if delta:
+            assert t["beta"]["shape"] == [b, "T", "HV"], rel
         assert t["h0"]["shape"] == [n, "HV", "K", "V"] and t["dh0"]["shape"] == [n, "HV", "K", "V"], rel
         dim = 64 if k64 else 128
         assert (doc["dims"]["K"]["min"], doc["dims"]["K"]["max"], doc["dims"]["V"]["min"], doc["dims"]["V"]["max"]) == (dim,) * 4
@@ -210,9 +220,10 @@ def test_the_sm90_backward_contracts_cover_its_paths():
         assert doc["op"]["name"].endswith(".k64") == k64, rel
         if varlen:
             assert t["cu_seqlens"]["domain"] == {"kind": "offsets", "total": "T"} and doc["attrs"]["varlen"] == 1, rel
-            assert doc["op"]["name"] == "glr.sm90.gated_deltanet.bwd.varlen" + (".k64" if k64 else "")
+            assert doc["op"]["name"] == "glr.sm90.%s.bwd.varlen" % member + (".k64" if k64 else "")
             assert doc["nonfinite"]["segments"] == "cu_seqlens"
-            assert (t["beta"]["dtype"], t["g"]["dtype"]) == ("bf16", "f32"), rel  # the main file's: fla's
+            if delta:
+                assert (t["beta"]["dtype"], t["g"]["dtype"]) == ("bf16", "f32"), rel  # the main file's: fla's
             assert t["dq"]["tolerance"] == tensors(docs["sm90/gated_deltanet_bwd.toml"])["dq"]["tolerance"], rel
         else:
             assert "cu_seqlens" not in t and doc["attrs"].get("varlen", 0) == 0, rel
@@ -226,7 +237,8 @@ def test_the_sm90_backward_contracts_cover_its_paths():
     assert seen == {("g", "f32"), ("g", "bf16"), ("beta", "f32"), ("beta", "bf16")}
     fla = tensors(docs["sm90/gated_deltanet_bwd.toml"])
     assert (fla["beta"]["dtype"], fla["g"]["dtype"]) == ("bf16", "f32")
-    for member in ("gated_deltanet", "deltanet", "gated_deltanet_varlen"):  # k64: the main file's tensors and tolerances
+    for member in ("gated_deltanet", "deltanet", "gated_deltanet_varlen", "mamba2", "retnet", "retnet_varlen",
+                   "linear_attention"):  # k64: the main file's tensors and tolerances
         main, k64 = tensors(docs["sm90/%s_bwd.toml" % member]), tensors(docs["sm90/%s_k64_bwd.toml" % member])
         assert main == k64, member
     variant = docs["sm90/gated_deltanet_bf16g_f32beta_bwd.toml"]

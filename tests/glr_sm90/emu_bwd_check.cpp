@@ -77,9 +77,16 @@ struct Shape {
                   // sequence: every output stays finite, all are checked
   int HV = 0;  // value heads (grouped value heads: a multiple of H, value head hv reads q/k head hv / (HV / H)); 0: H
   int D = 128;  // K = V: 128, or 64 (the kernels' kD = 64 instantiation)
-  bool deltanet() const { return std::isinf(mu) && mu > 0; }
+  // The family member: 0 the delta rule (Gated DeltaNet, or DeltaNet with mu = +inf); without it (the kernels'
+  // kDelta = false): 1 Mamba2 (g per token), 2 RetNet (one g per value head: batch row 0's first token's draw,
+  // repeated at every token; dg (HV), the sum over every token), 3 linear attention (g = 0). No beta, no dbeta.
+  int member = 0;
+  bool deltanet() const { return member == 0 && std::isinf(mu) && mu > 0; }
+  bool delta() const { return member == 0; }
+  int gate() const { return member == 0 ? (deltanet() ? 0 : 1) : member == 1 ? 1 : member == 2 ? 2 : 0; }
   int hv() const { return HV > 0 ? HV : H; }
 };
+const char* member_tag(int m) { return m == 1 ? " mamba2" : m == 2 ? " retnet" : m == 3 ? " linear_attention" : ""; }
 
 struct Inputs {
   std::vector<__nv_bfloat16> q, k, v, dout;
@@ -98,6 +105,7 @@ double f(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
 // the sums over its group's value heads.
 Grads reference(const Shape& p, const Inputs& in, double scale) {
   const int HV = p.hv(), grp = HV / p.H;
+  const bool delta = p.delta();  // without it u_t = v_t: no delta read, no beta (in.beta unread), dbeta left 0
   const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, vtok = static_cast<std::size_t>(p.B) * p.T * HV;
   Grads r;
   r.dq.assign(tok * KD, 0);
@@ -117,11 +125,11 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
         for (int i = 0; i < KV; ++i) S[0][i] = in.h0[bh * KV + i];
       for (int t = 0; t < p.T; ++t) {
         const std::size_t tk = at(t), tq = qat(t);
-        const double e = std::exp(static_cast<double>(in.g[tk])), bt = in.beta[tk];
+        const double e = std::exp(static_cast<double>(in.g[tk])), bt = delta ? in.beta[tk] : 1.0;
         for (int c = 0; c < VD; ++c) {
           double kS = 0;
           for (int d = 0; d < KD; ++d) kS += f(in.k[tq * KD + d]) * S[t][d * VD + c];
-          const double u = bt * (f(in.v[tk * VD + c]) - e * kS);
+          const double u = delta ? bt * (f(in.v[tk * VD + c]) - e * kS) : f(in.v[tk * VD + c]);
           for (int d = 0; d < KD; ++d) S[t + 1][d * VD + c] = e * S[t][d * VD + c] + f(in.k[tq * KD + d]) * u;
         }
       }
@@ -130,14 +138,14 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
         for (int i = 0; i < KV; ++i) dS[i] = in.dht[bh * KV + i];
       for (int t = p.T - 1; t >= 0; --t) {
         const std::size_t tk = at(t), tq = qat(t);
-        const double e = std::exp(static_cast<double>(in.g[tk])), bt = in.beta[tk];
+        const double e = std::exp(static_cast<double>(in.g[tk])), bt = delta ? in.beta[tk] : 1.0;
         const __nv_bfloat16 *q = &in.q[tq * KD], *k = &in.k[tq * KD], *v = &in.v[tk * VD], *dO = &in.dout[tk * VD];
         for (int i = 0; i < KV; ++i) P[i] = e * S[t][i];
         for (int c = 0; c < VD; ++c) {
           double acc = 0;
           for (int d = 0; d < KD; ++d) acc += P[d * VD + c] * f(k[d]);
           rr[c] = acc;
-          u[c] = bt * (f(v[c]) - acc);
+          u[c] = delta ? bt * (f(v[c]) - acc) : f(v[c]);
         }
         const std::vector<double>& St = S[t + 1];
         for (int d = 0; d < KD; ++d) {
@@ -164,8 +172,8 @@ Grads reference(const Shape& p, const Inputs& in, double scale) {
           r.dv[tk * VD + c] = bt * du[c];
           db += du[c] * (f(v[c]) - rr[c]);
         }
-        r.dbeta[tk] = db;
-        for (int d = 0; d < KD; ++d) {
+        r.dbeta[tk] = delta ? db : 0.0;
+        for (int d = 0; delta && d < KD; ++d) {
           double acc = 0;
           for (int c = 0; c < VD; ++c) {
             dP[d * VD + c] += f(k[d]) * (-bt * du[c]);
@@ -198,7 +206,25 @@ InputKind inputs_kind() {
   std::exit(2);
 }
 
+Inputs make_inputs_draw(const Shape& p, unsigned seed);
+// The member's gate: RetNet's g the per-value-head constant (batch row 0, token 0's draw), linear attention g = 0.
 Inputs make_inputs(const Shape& p, unsigned seed) {
+  Inputs in = make_inputs_draw(p, seed);
+  const std::size_t HV = p.hv();
+  for (std::size_t i = 0; i < in.g.size(); ++i)
+    if (p.member == 2)
+      in.g[i] = in.g[i % HV];
+    else if (p.member == 3)
+      in.g[i] = 0.f;
+  return in;
+}
+// RetNet's dg: the per-token reference dg summed over every token of every sequence, per value head.
+std::vector<double> head_sums(const std::vector<double>& per_token, int HV) {
+  std::vector<double> h(HV, 0.0);
+  for (std::size_t i = 0; i < per_token.size(); ++i) h[i % HV] += per_token[i];
+  return h;
+}
+Inputs make_inputs_draw(const Shape& p, unsigned seed) {
   if (inputs_kind() != InputKind::check) {
     const bool acc = inputs_kind() == InputKind::accumulation;
     std::mt19937_64 rng(seed);
@@ -214,7 +240,10 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
       for (auto& e : *x) e = bf(acc ? pos(1.0) : nd(rng));
     }
     in.k.resize(tok * KD);
-    for (auto& e : in.k) e = bf(acc ? pos(0.0625) : -0.125 + 0.25 * un(rng));
+    // (the members without the delta rule: k normal, and in the accumulation case k and h0 "positive" 1, as
+    // glr/contracts/sm90/{mamba2,retnet,linear_attention}_bwd.toml set them)
+    for (auto& e : in.k)
+      e = !p.delta() ? bf(acc ? pos(1.0) : nd(rng)) : bf(acc ? pos(0.0625) : -0.125 + 0.25 * un(rng));
     in.g.resize(vtok);
     in.beta.resize(vtok);
     for (std::size_t i = 0; i < vtok; ++i) {
@@ -222,7 +251,7 @@ Inputs make_inputs(const Shape& p, unsigned seed) {
       in.beta[i] = static_cast<float>(acc ? pos(0.0009765625) : un(rng));
     }
     in.h0.resize(p.h0 ? hs : 0);
-    for (auto& x : in.h0) x = static_cast<float>(acc ? pos(0.01) : 0.5 * nd(rng));
+    for (auto& x : in.h0) x = static_cast<float>(acc ? pos(p.delta() ? 0.01 : 1.0) : 0.5 * nd(rng));
     in.dht.resize(p.dht ? hs : 0);
     for (auto& x : in.dht) x = static_cast<float>(acc ? pos(1.0) : nd(rng));
     // GLR_EMU_SCALE=s (contract inputs): kgate's oracle-gate sweep, the draw's normal-domain inputs (q, v, dout,
@@ -291,22 +320,24 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   o.dq.assign(tok * KD, nanb);
   o.dk.assign(tok * KD, nanb);
   o.dv.assign(vtok * VD, nanb);
-  o.dg.assign(vtok, std::nanf(""));
+  const std::size_t gn = p.gate() == 2 ? static_cast<std::size_t>(p.hv()) : vtok;  // RetNet: g, dg (HV)
+  o.dg.assign(gn, std::nanf(""));
   o.dbeta.assign(vtok, std::nanf(""));
   o.dh0.assign(p.h0 ? hs : 0, std::nanf(""));
-  std::vector<__nv_bfloat16> g_bf(g16 ? vtok : 0), beta_bf(b16 ? vtok : 0);
+  std::vector<__nv_bfloat16> g_bf(g16 ? gn : 0), beta_bf(b16 ? vtok : 0);
   for (std::size_t i = 0; i < g_bf.size(); ++i) g_bf[i] = __float2bfloat16_rn(in.g[i]);
   for (std::size_t i = 0; i < beta_bf.size(); ++i) beta_bf[i] = __float2bfloat16_rn(in.beta[i]);
-  o.dg16.assign(g16 ? vtok : 0, nanb);
+  o.dg16.assign(g16 ? gn : 0, nanb);
   o.dbeta16.assign(b16 ? vtok : 0, nanb);
   GdnBwdArgs a;
   a.q = in.q.data();
   a.k = in.k.data();
   a.v = in.v.data();
-  a.gate = p.deltanet() ? 0 : 1;
-  a.g = p.deltanet() ? nullptr : g16 ? static_cast<const void*>(g_bf.data()) : in.g.data();
+  a.delta = p.delta();
+  a.gate = p.gate();  // RetNet (2): g[hv] = in.g[hv], batch row 0 token 0's (every token's: make_inputs)
+  a.g = a.gate == 0 ? nullptr : g16 ? static_cast<const void*>(g_bf.data()) : in.g.data();
   a.g_bf16 = g16;
-  a.beta = b16 ? static_cast<const void*>(beta_bf.data()) : in.beta.data();
+  a.beta = !p.delta() ? nullptr : b16 ? static_cast<const void*>(beta_bf.data()) : in.beta.data();
   a.beta_bf16 = b16;
   a.h0 = p.h0 ? in.h0.data() : nullptr;
   a.dout = in.dout.data();
@@ -314,8 +345,8 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.dq = o.dq.data();
   a.dk = o.dk.data();
   a.dv = o.dv.data();
-  a.dg = p.deltanet() ? nullptr : g16 ? static_cast<void*>(o.dg16.data()) : o.dg.data();
-  a.dbeta = b16 ? static_cast<void*>(o.dbeta16.data()) : o.dbeta.data();
+  a.dg = a.gate == 0 ? nullptr : g16 ? static_cast<void*>(o.dg16.data()) : o.dg.data();
+  a.dbeta = !p.delta() ? nullptr : b16 ? static_cast<void*>(o.dbeta16.data()) : o.dbeta.data();
   a.dh0 = p.h0 ? o.dh0.data() : nullptr;
   a.B = p.B;
   a.T = p.T;
@@ -328,17 +359,23 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
 
+  // (T = 0, a packed run's empty sequence alone: empty outputs, null pointers, which gdn_bwd_mma itself refuses)
+  if (const char* why = p.T > 0 ? glr::cuda::sm90::gdn_bwd_mma_refusal(a) : nullptr) {
+    std::printf("emu bwd: refused: %s\n", why);
+    std::exit(1);
+  }
   const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
-  auto launch = [&](auto d) {  // the kernels at head dims kD, as gdn_bwd_mma's launch_all
+  auto launch_d = [&](auto d, auto dl) {  // the kernels at head dims kD, as gdn_bwd_mma's launch_all
     constexpr int kD = decltype(d)::value;
+    constexpr bool kDelta = decltype(dl)::value;
     if (NT > 0) {
-      emu::launch(&gdn::wy_kernel<3, true, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
+      emu::launch(&gdn::wy_kernel<3, kDelta, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
     }
     auto state_passes = [&](auto vt) {
       constexpr int kVT = decltype(vt)::value;
       if (NT > 0)
-        emu::launch(&gdn_bwd::h_kernel<kVT, kD>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
-      emu::launch(&gdn_bwd::dh_kernel<kVT, kD>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
+        emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
+      emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
     };
     if (p.vt == 64)
       state_passes(std::integral_constant<int, 64>{});
@@ -346,11 +383,18 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       state_passes(std::integral_constant<int, 32>{});
     else
       state_passes(std::integral_constant<int, 16>{});
-    if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel<kD>, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    if (a.gate == 2) emu::launch(&gdn_bwd::dg_head_kernel, p.hv(), 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
     if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
       const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
       emu::launch(&gdn_bwd::group_kernel<kD>, blocks, 1, gdn_bwd::smem_raw, 0, a);
     }
+  };
+  auto launch = [&](auto d) {
+    if (p.delta())
+      launch_d(d, std::true_type{});
+    else
+      launch_d(d, std::false_type{});
   };
   if (KD == 64)
     launch(std::integral_constant<int, 64>{});
@@ -466,22 +510,24 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   const double u = std::ldexp(1.0, -9);
   auto bfget = [](const std::vector<__nv_bfloat16>& x) { return [&x](std::size_t i) { return f(x[i]); }; };
   auto fget = [](const std::vector<float>& x) { return [&x](std::size_t i) { return static_cast<double>(x[i]); }; };
+  const std::vector<double> rdg = p.gate() == 2 ? head_sums(r.dg, p.hv()) : r.dg;  // RetNet: dg per value head
   const Err e[6] = {error(bfget(o.dq), r.dq),       error(bfget(o.dk), r.dk),       error(bfget(o.dv), r.dv),
-                    error(fget(o.dg), r.dg),         error(fget(o.dbeta), r.dbeta), p.h0 ? error(fget(o.dh0), r.dh0) : Err{}};
+                    error(fget(o.dg), rdg),          error(fget(o.dbeta), r.dbeta), p.h0 ? error(fget(o.dh0), r.dh0) : Err{}};
   const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
   const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
   bool ok = true;
   std::string line;
   char buf[128];
   for (int i = 0; i < 6; ++i) {
-    if (i == 3 && p.deltanet()) {  // no dg: every element must still hold the NaN poison
+    if ((i == 3 && p.gate() == 0) || (i == 4 && !p.delta())) {  // no dg / no dbeta: every element still the NaN poison
       bool untouched = true;
-      for (float x : o.dg) untouched = untouched && std::isnan(x);
+      for (float x : i == 3 ? o.dg : o.dbeta) untouched = untouched && std::isnan(x);
       ok = ok && untouched;
-      line += untouched ? " dg unwritten" : " dg WRITTEN!";
+      line += std::string(" ") + names[i] + (untouched ? " unwritten" : " WRITTEN!");
       continue;
     }
-    if ((p.plant == 1 || p.plant == 2) && (i == 0 || i == 1 || i == 4)) {  // non-finite in the exact backward too
+    if ((p.plant == 1 || p.plant == 2) && (i == 0 || i == 1 || i == 4 || (i == 3 && p.gate() == 2))) {
+      // non-finite in the exact backward too (RetNet's dg: the sum holds the planted token's dg_t... and the rest)
       line += std::string(" ") + names[i] + " -";
       continue;
     }
@@ -570,7 +616,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   }
   char hvs[24] = "";
   if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
-  std::printf("emu bwd%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0,
+  std::printf("emu bwd%s%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0,
               p.dht ? 1 : 0, p.mu, p.vt, p.deltanet() ? " deltanet (gate 0)" : "",
               p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -686,7 +732,12 @@ bool run_rule(const Shape& p, unsigned seed, PlantIn where, int t, float value) 
     case PlantIn::k: in.k[tq * KD + 5] = vb; break;
     case PlantIn::v: in.v[tv * VD + 9] = vb; break;
     case PlantIn::dout: in.dout[tv * VD + 9] = vb; break;
-    case PlantIn::g: in.g[tv] = value; break;
+    case PlantIn::g:
+      if (p.gate() == 2)  // RetNet: the one g of value head 0, at every token (the kernels read in.g[0])
+        for (std::size_t i = 0; i < in.g.size(); i += HV) in.g[i] = value;
+      else
+        in.g[tv] = value;
+      break;
     case PlantIn::beta: in.beta[tv] = value; break;
     case PlantIn::h0: in.h0[3 * VD + 7] = value; break;
     case PlantIn::dht: in.dht[3 * VD + 7] = value; break;
@@ -716,13 +767,14 @@ bool run_rule(const Shape& p, unsigned seed, PlantIn where, int t, float value) 
   judge({"dq", p.T, p.H * KD, bf16_max, true}, bfget(o.dq), r.dq);
   judge({"dk", p.T, p.H * KD, bf16_max, true}, bfget(o.dk), r.dk);
   judge({"dv", p.T, HV * VD, bf16_max, true}, bfget(o.dv), r.dv);
-  if (!p.deltanet()) judge({"dg", p.T, HV, f32_max, false}, fget(o.dg), r.dg);
-  judge({"dbeta", p.T, HV, f32_max, false}, fget(o.dbeta), r.dbeta);
+  if (p.gate() == 1) judge({"dg", p.T, HV, f32_max, false}, fget(o.dg), r.dg);
+  if (p.gate() == 2) judge({"dg", 0, 1, f32_max, false}, fget(o.dg), head_sums(r.dg, HV));  // no T axis: exactly
+  if (p.delta()) judge({"dbeta", p.T, HV, f32_max, false}, fget(o.dbeta), r.dbeta);
   if (p.h0) judge({"dh0", 0, 1, f32_max, false}, fget(o.dh0), r.dh0);
   char hvs[24] = "";
   if (HV != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", HV);
-  std::printf("emu bwd rule%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d %4s %s at t %-3d | oracle non-finite:%s | %s%s%s\n",
-              dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf",
+  std::printf("emu bwd rule%s%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d %4s %s at t %-3d | oracle non-finite:%s | %s%s%s\n",
+              member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf",
               plant_name(where), t, line.c_str(), ok ? "PASS" : "FAIL: ", first.c_str(), "");
   std::fflush(stdout);
   return ok;
@@ -753,6 +805,42 @@ bool run_rule_cases() {
     for (PlantIn w : {PlantIn::k, PlantIn::v}) ok = run_rule(p64, seed++, w, 70, val) && ok;
   }
   for (PlantIn w : {PlantIn::h0, PlantIn::dht}) ok = run_rule(p64, seed++, w, 0, NAN) && ok;
+  return ok;
+}
+
+// The rule cases for the members without the delta rule (Mamba2, RetNet, linear attention) at the nominal shape
+// B2 T100 H1 HV2 (K = V = 128 and 64): NaN, +Inf, -Inf in every input they have (g: Mamba2 at a sequence's first
+// token, a chunk's first token and mid-chunk, and the shrunk B2 T1; RetNet's one g of value head 0), seeds 1000 on.
+// quick (ctest glr_sm90_emu_bwd_members): NaN in g at token 0 (Mamba2, RetNet) and in v at 70, -Inf in dout at 70
+// (K = V = 64).
+bool run_member_rule_cases(bool quick) {
+  bool ok = rule_selftest();
+  unsigned seed = 1000;
+  for (int m : {1, 2, 3}) {
+    const Shape p{2, 100, 1, true, true, 2.0, 32, 0, 2, 128, m};
+    const Shape p64{2, 100, 1, true, true, 2.0, 16, 0, 2, 64, m};
+    if (quick) {
+      if (m != 3) ok = run_rule(p, seed++, PlantIn::g, 0, NAN) && ok;
+      ok = run_rule(p, seed++, PlantIn::v, 70, NAN) && ok;
+      ok = run_rule(p64, seed++, PlantIn::dout, 70, -INFINITY) && ok;
+      continue;
+    }
+    for (float val : {NAN, INFINITY, -INFINITY}) {
+      if (m == 1) {
+        ok = run_rule(Shape{2, 1, 1, true, true, 2.0, 64, 0, 0, 128, m}, seed++, PlantIn::g, 0, val) && ok;
+        for (int t : {0, 30, 64, 99}) ok = run_rule(p, seed++, PlantIn::g, t, val) && ok;
+        ok = run_rule(p64, seed++, PlantIn::g, 0, val) && ok;
+      }
+      if (m == 2) {
+        ok = run_rule(p, seed++, PlantIn::g, 0, val) && ok;
+        ok = run_rule(p64, seed++, PlantIn::g, 0, val) && ok;
+      }
+      for (PlantIn w : {PlantIn::q, PlantIn::k, PlantIn::v, PlantIn::dout})
+        for (int t : {0, 70}) ok = run_rule(p, seed++, w, t, val) && ok;
+      for (PlantIn w : {PlantIn::k, PlantIn::v}) ok = run_rule(p64, seed++, w, 70, val) && ok;
+      for (PlantIn w : {PlantIn::h0, PlantIn::dht}) ok = run_rule(p, seed++, w, 0, val) && ok;
+    }
+  }
   return ok;
 }
 
@@ -797,13 +885,13 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
     return bad == 0;
   };
   std::size_t bad = 0;
-  if (g16 && !p.deltanet()) {
+  if (g16 && p.gate() != 0) {
     const bool gi = rounded_once(o.dg16, o32.dg, bad);
     ok = ok && gi;
     std::snprintf(buf, sizeof buf, " dg=rn(fp32 dg)%s", gi ? "" : (" " + std::to_string(bad) + " DIFFER").c_str());
     line += buf;
   }
-  if (p.deltanet()) {
+  if (p.gate() == 0) {
     bool untouched = true;
     for (auto x : o.dg16) untouched = untouched && std::isnan(__bfloat162float(x));
     for (float x : o.dg) untouched = untouched && std::isnan(x);
@@ -822,20 +910,22 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
   const Err e[6] = {error(bfget(o.dq), r.dq),
                     error(bfget(o.dk), r.dk),
                     error(bfget(o.dv), r.dv),
-                    p.deltanet() ? Err{} : g16 ? error(bfget(o.dg16), r.dg) : error(fget(o.dg), r.dg),
-                    b16 ? error(bfget(o.dbeta16), r.dbeta) : error(fget(o.dbeta), r.dbeta),
+                    p.gate() == 0 ? Err{}
+                    : g16         ? error(bfget(o.dg16), p.gate() == 2 ? head_sums(r.dg, p.hv()) : r.dg)
+                                  : error(fget(o.dg), p.gate() == 2 ? head_sums(r.dg, p.hv()) : r.dg),
+                    !p.delta() ? Err{} : b16 ? error(bfget(o.dbeta16), r.dbeta) : error(fget(o.dbeta), r.dbeta),
                     p.h0 ? error(fget(o.dh0), r.dh0) : Err{}};
   const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
   const double bound[6] = {8 * u, 8 * u, 8 * u, (g16 ? 17 : 16) * u, (b16 ? 9 : 8) * u, 8 * u};
   line += " | rel2";
   for (int i = 0; i < 6; ++i) {
-    if ((i == 3 && p.deltanet()) || (i == 5 && !p.h0)) continue;
+    if ((i == 3 && p.gate() == 0) || (i == 4 && !p.delta()) || (i == 5 && !p.h0)) continue;
     const bool gi = e[i].finite && e[i].rel2 <= bound[i];
     ok = ok && gi;
     std::snprintf(buf, sizeof buf, " %s %.2e%s", names[i], e[i].rel2, gi ? "" : (e[i].finite ? "!" : "!nan"));
     line += buf;
   }
-  std::printf("emu bwd bf16 %s%s%s B%d T%-4d H%d HV%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s%s | %s\n", g16 ? "g" : "",
+  std::printf("emu bwd bf16%s %s%s%s B%d T%-4d H%d HV%d h0=%d dht=%d mu=%+.0f vt=%-2d%s%s%s | %s\n", member_tag(p.member), g16 ? "g" : "",
               g16 && b16 ? "+beta" : b16 ? "beta" : "", dims_tag(), p.B, p.T, p.H, p.hv(), p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt,
               p.deltanet() ? " deltanet (gate 0)" : "", p.plant == 3 ? " g=-Inf at T/2" : "", line.c_str(),
               ok ? "PASS" : "FAIL");
@@ -856,6 +946,8 @@ int main(int argc, char** argv) {
             std::atoi(argv[4]) != 0,  std::atoi(argv[5]) != 0, std::atof(argv[6]),
             argc >= 8 ? std::atoi(argv[7]) : 64};
     s.HV = argc == 9 ? std::atoi(argv[8]) : 0;
+    if (const char* m = std::getenv("GLR_EMU_MEMBER")) s.member = std::atoi(m);  // 1 mamba2, 2 retnet, 3 linear attention
+    if (std::getenv("GLR_EMU_K64") != nullptr) s.D = 64;
     if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
     if (s.hv() < s.H || s.hv() % s.H != 0) return 2;
     const char* sd = std::getenv("GLR_EMU_SEED");  // the single case's seed (99 unless given)
@@ -880,7 +972,53 @@ int main(int argc, char** argv) {
                        // K = V = 64
                        {1, 100, 1, true, true, 2.0, 64, 0, 2, 64}, {2, 70, 1, true, false, -1.0, 16, 0, 4, 64},
                        {1, 130, 2, false, true, INFINITY, 32, 0, 4, 64}};
+  // The members without the delta rule (the kernels' kDelta = false): Mamba2 (1), RetNet (2), linear attention (3),
+  // K = V = 128 and 64, h0 / dht, two sequences, GVA, every slice width; seeds 401 on. "members" runs these, the
+  // planted cases of members_planted and the members' rule cases (run_member_rule_cases); "members-quick" (ctest
+  // glr_sm90_emu_bwd_members) a few of each.
+  const Shape members[] = {
+      {1, 100, 1, true, true, 2.0, 64, 0, 0, 128, 1},   {2, 130, 1, false, true, -1.0, 16, 0, 0, 128, 1},
+      {1, 100, 1, true, true, 8.0, 32, 0, 0, 64, 1},    {1, 100, 2, true, true, 4.0, 32, 0, 0, 128, 2},
+      {2, 70, 1, true, false, 2.0, 64, 0, 0, 64, 2},    {1, 130, 1, true, true, 0.0, 64, 0, 0, 128, 3},
+      {1, 100, 1, true, true, 0.0, 16, 0, 0, 64, 3},
+      // GVA
+      {1, 100, 1, true, true, 2.0, 64, 0, 2, 128, 1},   {2, 33, 2, true, true, 4.0, 32, 0, 4, 128, 2},
+      {1, 64, 2, false, true, 0.0, 32, 0, 4, 64, 3},
+  };
+  // Planted: NaN / +-Inf in v at each sequence's last token (plant 1, 2), g = -Inf at T / 2 (plant 3; Mamba2 only:
+  // RetNet's one g is not per token, linear attention has none).
+  const Shape members_planted[] = {
+      {2, 1, 1, true, true, 2.0, 64, 1, 0, 128, 1}, {1, 130, 1, true, true, 2.0, 64, 1, 0, 128, 1},
+      {1, 100, 1, false, true, 4.0, 16, 2, 0, 128, 2}, {1, 130, 1, true, true, 0.0, 32, 1, 0, 64, 3},
+      {1, 100, 1, true, true, 2.0, 32, 3, 0, 128, 1}, {1, 100, 1, true, true, 2.0, 32, 3, 0, 64, 1},
+  };
   bool ok = true;
+  if (argc == 2 && (std::string(argv[1]) == "members" || std::string(argv[1]) == "members-quick")) {
+    const bool quick = std::string(argv[1]) == "members-quick";
+    unsigned mseed = 401;
+    for (const Shape& s : members) {
+      const bool pick = !quick || s.HV != 0;  // quick: the GVA cases (one per member, K = V = 128 and 64)
+      if (pick) ok = run(s, mseed, s.T == 130) && ok;
+      ++mseed;
+    }
+    unsigned pseed = 450;
+    for (const Shape& s : members_planted) {
+      if (!quick || s.T == 1 || (s.plant == 3 && s.D == 128)) ok = run(s, pseed, false) && ok;
+      ++pseed;
+    }
+    // bf16 g (Mamba2 per token, RetNet per value head): the bf16 dg bit for bit the fp32 run's rounded once
+    if (!quick) ok = run_bf16(Shape{1, 100, 2, true, true, 2.0, 64, 0, 0, 128, 1}, 480, true, false) && ok;
+    ok = run_bf16(Shape{2, 70, 1, true, false, 4.0, 32, 0, 2, 64, 2}, 481, true, false) && ok;
+    ok = run_member_rule_cases(quick) && ok;
+    ok = run_member_varlen_cases(quick) && ok;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && std::string(argv[1]) == "members-varlen") {  // the members' packed cases alone
+    ok = run_member_varlen_cases(false);
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   if (argc == 2 && std::string(argv[1]) == "k64") {  // every family's K = 64 cases: the default run's, rule, varlen
     k64_only = true;
     argc = 1;

@@ -5,7 +5,9 @@
 # with "planted" (v and kgate's nan/inf rule: NaN, +Inf, -Inf in every input, g at a sequence's first token among
 # them), "rule" (the rule cases alone), "sweep", "bf16", "gva" or "shapes" that subset; "varlen": packed sequences
 # (emu_bwd_varlen.inc, not in the default run); "k64": every family's K = V = 64 cases alone (GLR_EMU_K64=1 does
-# that for any subset).
+# that for any subset); "members": Mamba2, RetNet and linear attention (the kernels' kDelta = false instantiation:
+# dense, GVA, K 64 and 128, planted, rule, packed), "members-quick" a subset (ctest glr_sm90_emu_bwd_members);
+# GLR_EMU_MEMBER=1|2|3 makes the single case one of them.
 # Exit status non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -8,7 +8,8 @@
 //   * the forward's dispatch (cuda::forward_path): bf16 K = V (64, 128) dense calls take the sm90 tensor-core
 //     forward on an sm_90 device, everything else the block programs; both paths against the oracle (each
 //     within its bound), against each other, deterministic; GLR_FORWARD_PATH=blocks forces the fallback;
-//   * the backward's dispatch (cuda::backward_path): bf16 K = V (64, 128) Gated DeltaNet and DeltaNet calls with
+//   * the backward's dispatch (cuda::backward_path): bf16 K = V (64, 128) calls of every member (the delta ones, and
+//     since 2026-12-04 Mamba2, RetNet, linear attention) with
 //     HV a multiple of H (g and beta fp32 or bf16), dense batches or packed sequences, take the sm90 tensor-core
 //     backward on an sm_90 device; the same checks, T up to 4096, invalid packed offsets, the refusal reasons,
 //     GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
@@ -476,7 +477,8 @@ cuda::BackwardChoice bpath_of(const Case& c, cudaStream_t s, const cuda::Backwar
   return cuda::backward_path(c.call, call.backward(), call.offsets, options);
 }
 
-// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), bf16 K = V = 128 or 64 calls with HV a multiple of H, dense
+// The backward's dispatch: Gated DeltaNet and DeltaNet (g = 0), and since 2026-12-04 Mamba2, RetNet (dg per value
+// head) and linear attention (the kernels' kDelta = false), bf16 K = V = 128 or 64 calls with HV a multiple of H, dense
 // batches and packed sequences (lengths 0, 1, 63, 64, 65 and long ones; h0/dht per sequence), take the sm90
 // tensor-core backward on an sm_90 device (with and without states, T = 1 to 4096; g, beta, dg, dbeta fp32,
 // and bf16 at two shapes and a packed one: the sm90 backward takes either since 2026-12-04); every gradient against
@@ -528,6 +530,17 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
   for (Member m : {Member::gated_deltanet, Member::deltanet})
     for (const Shape& sh : k64_shapes) cases.push_back(make_case(m, sh, {DType::bf16}, {}, test_seed(salt_k64++)));
   cases.push_back(make_case(Member::gated_deltanet, k64_shapes[0], {DType::bf16, DType::bf16}, {}, test_seed(salt_k64++)));
+  // The members without the delta rule (since 2026-12-04 on the tensor cores, the kernels' kDelta = false
+  // instantiation): Mamba2 (g per token), RetNet (one g per value head, dg summed over every token), linear attention
+  // (no g): dense with states, B2 T1000, grouped value heads, packed sequences, K = V = 64, bf16 g on one. Their own
+  // seeds (1510 on).
+  std::uint64_t salt_members = 1510;
+  for (Member m : {Member::mamba2, Member::retnet, Member::linear_attention}) {
+    for (const Shape* sh : {&fast_shapes[0], &fast_shapes[1], &fast_shapes[4], &packed_shapes[2], &k64_shapes[1]})
+      cases.push_back(make_case(m, *sh, {DType::bf16}, {}, test_seed(salt_members++)));
+    if (m != Member::linear_attention)
+      cases.push_back(make_case(m, fast_shapes[0], {DType::bf16, DType::bf16}, {}, test_seed(salt_members++)));
+  }
   std::vector<std::future<Results>> refs;
   for (const Case& c : cases) refs.push_back(std::async(std::launch::async, [&c] { return oracle(c, true); }));
   int fast = 0;
@@ -552,8 +565,11 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
     }
     EXPECT_EQ(blocks.bpath, cuda::BackwardPath::blocks);
     const Results ref = refs[i].get();
-    if (c.member == Member::deltanet) {
+    if (c.member == Member::deltanet || c.member == Member::linear_attention) {
       EXPECT_TRUE(a.got.dg.empty() && ref.dg.empty());
+    }
+    if (c.member == Member::mamba2 || c.member == Member::retnet || c.member == Member::linear_attention) {
+      EXPECT_TRUE(a.got.dbeta.empty() && ref.dbeta.empty());
     }
     const std::pair<const char*, const std::vector<double> Results::*> outs[] = {
         {"dq", &Results::dq}, {"dk", &Results::dk},       {"dv", &Results::dv},
@@ -588,9 +604,8 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
   };
   const Shape k128{"K128_T130", 1, 130, 1, 1, 128, 128, {}, true};
   const std::vector<Fallback> fallbacks = {
-      {Member::mamba2, k128, {DType::bf16}, {}, "member mamba2"},
-      {Member::retnet, k128, {DType::bf16}, {}, "member retnet"},
-      {Member::linear_attention, k128, {DType::bf16}, {}, "member linear_attention"},
+      {Member::mamba2, {"K64_V128", 1, 130, 1, 1, 64, 128, {}, true}, {DType::bf16}, {}, "K = 64, V = 128"},
+      {Member::retnet, k128, {DType::f16}, {}, "bf16"},
       {Member::gated_deltanet, {"K64_V128", 1, 130, 1, 1, 64, 128, {}, true}, {DType::bf16}, {}, "K = 64, V = 128 (takes K = V = 64 or 128)"},
       {Member::gated_deltanet, {"K128_V64", 1, 130, 1, 1, 128, 64, {}, true}, {DType::bf16}, {}, "V = 64"},
       {Member::gated_deltanet, k128, {DType::f16}, {}, "bf16"},

@@ -55,8 +55,8 @@ inline double error_bound(const std::string& output, DType out_dtype,
   return unit_roundoff(out_dtype) + fp32;
 }
 
-// The sm90 tensor-core backward (cuda::BackwardPath::sm90: Gated DeltaNet and DeltaNet, bf16, K = V = 128,
-// HV = H, dense) rounds every tensor-core operand to bf16 (T, h, dh', V_new, dX, dV_new, X, P, P^T, dA, E, the
+// The sm90 tensor-core backward (cuda::BackwardPath::sm90: every member, bf16, K = V = 64 or 128, HV a multiple
+// of H, dense or packed; without the delta rule the same bounds, fewer terms) rounds every tensor-core operand to bf16 (T, h, dh', V_new, dX, dV_new, X, P, P^T, dA, E, the
 // scaled dO and dX) and dq, dk, dv on output: the bound of bench/glr/sm90_bwd_notes.md and sm90_bwd_check.cu,
 // 8 u (u = 2^-9) normwise for dq, dk, dv, dbeta, dh0 (about ten roundings on the longest path, adding in
 // quadrature, the recurrence with |k| = 1, 0 < beta < 1, g <= 0 not amplifying them) and 16 u for dg (a reverse

@@ -29,11 +29,12 @@ GdnBwdArgs args_of(const Problem& p) {
   a.q = static_cast<const __nv_bfloat16*>(p.q.p);
   a.k = static_cast<const __nv_bfloat16*>(p.k.p);
   a.v = static_cast<const __nv_bfloat16*>(p.v.p);
-  a.gate = p.gate == kGatePerToken ? 1 : 0;
+  a.delta = p.delta != 0;  // the member: the delta rule (kDelta kernels) or not (Mamba2, RetNet, linear attention)
+  a.gate = p.gate == kGatePerToken ? 1 : p.gate == kGatePerHead ? 2 : 0;
   a.g = a.gate ? p.g.p : nullptr;
   a.g_bf16 = a.gate && p.g.dt == DType::bf16;  // dg in g's dtype (backward_refusal checks it)
-  a.beta = p.beta.p;
-  a.beta_bf16 = p.beta.dt == DType::bf16;
+  a.beta = a.delta ? p.beta.p : nullptr;  // no beta, no dbeta without the delta rule
+  a.beta_bf16 = a.delta && p.beta.dt == DType::bf16;
   a.h0 = static_cast<const float*>(p.h0.p);
   a.dout = static_cast<const __nv_bfloat16*>(p.dout.p);
   a.dht = static_cast<const float*>(p.dht.p);
@@ -41,7 +42,7 @@ GdnBwdArgs args_of(const Problem& p) {
   a.dk = static_cast<__nv_bfloat16*>(p.dk.p);
   a.dv = static_cast<__nv_bfloat16*>(p.dv.p);
   a.dg = a.gate ? p.dg.p : nullptr;
-  a.dbeta = p.dbeta.p;
+  a.dbeta = a.delta ? p.dbeta.p : nullptr;
   a.dh0 = static_cast<float*>(p.dh0.p);
   a.B = static_cast<int>(p.B);
   a.T = static_cast<int>(p.T);
@@ -62,13 +63,9 @@ GdnBwdArgs args_of(const Problem& p) {
 }  // namespace
 
 std::string backward_refusal(const Problem& p) {
-  if (!p.delta || p.gate == kGatePerHead) {
-    const char* m = p.delta                   ? "the delta rule with a per-head gate"
-                    : p.gate == kGatePerToken ? "mamba2"
-                    : p.gate == kGatePerHead  ? "retnet"
-                                              : "linear_attention";
-    return std::string("member ") + m + " (takes gated_deltanet and deltanet)";
-  }
+  if (p.delta && p.gate == kGatePerHead)
+    return "member: the delta rule with a per-head gate (takes gated_deltanet, deltanet, mamba2, retnet, "
+           "linear_attention)";
   if (p.K != p.V || (p.K != 64 && p.K != 128))
     return "K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (takes K = V = 64 or 128)";
   if (p.q.dt != DType::bf16 || p.k.dt != DType::bf16 || p.v.dt != DType::bf16 || p.dout.dt != DType::bf16 ||
@@ -77,9 +74,9 @@ std::string backward_refusal(const Problem& p) {
   // g and beta each fp32 or bf16, dg and dbeta in their dtypes (setup_backward's rule; f16 needs f16 q, refused
   // above; f64 only in the emulator's wide dtypes).
   auto f32_or_bf16 = [](DType t) { return t == DType::f32 || t == DType::bf16; };
-  if (p.gate == kGatePerToken && (!f32_or_bf16(p.g.dt) || p.dg.dt != p.g.dt))
+  if (p.gate != kGateNone && (!f32_or_bf16(p.g.dt) || p.dg.dt != p.g.dt))
     return std::string("g ") + name_of(p.g.dt) + ", dg " + name_of(p.dg.dt) + " (takes fp32 or bf16 g, dg in g's dtype)";
-  if (!f32_or_bf16(p.beta.dt) || p.dbeta.dt != p.beta.dt)
+  if (p.delta && (!f32_or_bf16(p.beta.dt) || p.dbeta.dt != p.beta.dt))
     return std::string("beta ") + name_of(p.beta.dt) + ", dbeta " + name_of(p.dbeta.dt) +
            " (takes fp32 or bf16 beta, dbeta in beta's dtype)";
   if ((p.h0.p && p.h0.dt != DType::f32) || (p.dht.p && p.dht.dt != DType::f32) || (p.dh0.p && p.dh0.dt != DType::f32))
@@ -95,7 +92,8 @@ std::string backward_refusal(const Problem& p) {
     return "v, dout or dv not dense [B, T, HV, V]";
   if (p.gate == kGatePerToken && (!scalar_dense(p.g, p.B, p.T, p.HV) || !scalar_dense(p.dg, p.B, p.T, p.HV)))
     return "g or dg not dense [B, T, HV]";
-  if (!scalar_dense(p.beta, p.B, p.T, p.HV) || !scalar_dense(p.dbeta, p.B, p.T, p.HV))
+  if (p.gate == kGatePerHead && !(p.HV == 1 || (p.g.s[2] == 1 && p.dg.s[2] == 1))) return "g or dg not dense [HV]";
+  if (p.delta && (!scalar_dense(p.beta, p.B, p.T, p.HV) || !scalar_dense(p.dbeta, p.B, p.T, p.HV)))
     return "beta or dbeta not dense [B, T, HV]";
   for (const TensorRef* s : {&p.h0, &p.dht, &p.dh0})
     if (s->p && !state_dense(*s, p.N, p.HV, p.K, p.V)) return "h0, dht or dh0 not dense [N, HV, K, V]";

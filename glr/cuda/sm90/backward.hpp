@@ -12,12 +12,15 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace glr::cuda::sm90 {
 
-// Why the tensor-core backward does not take p (the first reason), or "" if it does: Gated DeltaNet (g per token) or
-// DeltaNet (g = 0, the same kernels with G = 0); bf16 q, k, v, dout, dq, dk, dv; g and beta each fp32 or bf16, dg and
-// dbeta in their dtypes; fp32 states; K = V = 64 or 128 (the kernels' head-dim template parameter); HV a multiple of H; dense batches or packed sequences (cu_seqlens,
-// B = 1, any lengths, 0 included; h0, dht, dh0 per sequence); dense row-major layouts (flash-linear-attention's, any
-// size-1 dim's stride ignored); the kernels' alignment and grid limits. h0, dht and dh0 are taken. The device is not
-// looked at.
+// Why the tensor-core backward does not take p (the first reason), or "" if it does. Every member of the family:
+// Gated DeltaNet (g per token) and DeltaNet (g = 0, the same kernels with G = 0) with the delta rule; Mamba2 (g per
+// token), RetNet (one g per value head, dg the sum over every token) and linear attention (g = 0) without it, through
+// the kernels' kDelta = false instantiations (V_new = V, no beta, no dbeta); only the delta rule with a per-head
+// gate (no member of the family) is refused. bf16 q, k, v, dout, dq, dk, dv; g and (delta rule) beta each fp32 or
+// bf16, dg and dbeta in their dtypes; fp32 states; K = V = 64 or 128 (the kernels' head-dim template parameter); HV a
+// multiple of H; dense batches or packed sequences (cu_seqlens, B = 1, any lengths, 0 included; h0, dht, dh0 per
+// sequence); dense row-major layouts (flash-linear-attention's, any size-1 dim's stride ignored); the kernels'
+// alignment and grid limits. h0, dht and dh0 are taken. The device is not looked at.
 std::string backward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough): a 256-byte header (the status word) and the kernels' bf16

@@ -10,6 +10,11 @@
 // the fp32 G and Bc of the workspace) and only the chunk kernel's phase 3 writes dg and dbeta: the dtypes change
 // nothing else, so dq, dk, dv, dh0 of bf16 g / beta equal bit for bit those of fp32 g / beta holding the same values.
 // DeltaNet is the special case g = 0 (gate = 0: no g is read, G = 0 throughout, no dg is written).
+// The members without the delta rule (GdnBwdArgs::delta false: Mamba2, gate 1; RetNet, gate 2, one g per value head;
+// linear attention, gate 0) run the kDelta = false instantiations of the h, dh and chunk kernels: the algebra below
+// with T = I and V_new = X = V (no K h, no beta, no dbeta; every term through W, L or beta skipped by if constexpr,
+// never multiplied by a zero); RetNet's dg is the sum of every token's dg_t (chunk kernel: per chunk, in the dbv
+// words; dg_head_kernel: over the chunks, fixed order).
 // Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
 // per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
@@ -73,7 +78,12 @@ struct GdnBwdArgs {
   int B = 0, T = 0, H = 0;
   int D = gdn::DK;  // K = V, the head dims: 128 or 64 (the kernels' template parameter kD, chosen by gdn_bwd_mma)
   float scale = 0.f;
-  int gate = 1;  // 1: g per token and head (Gated DeltaNet); 0: g = 0 (DeltaNet): g and dg unused, may be null
+  int gate = 1;  // 1: g per token and value head; 2: one g per value head (RetNet: g, dg (HV)); 0: g = 0, g and dg
+                 // unused, may be null
+  // The family member's other switch (glr/params.hpp): the delta rule (Gated DeltaNet, DeltaNet) or not (Mamba2:
+  // gate 1, RetNet: gate 2, linear attention: gate 0). Without it V_new = X = V (T = I, no K h): no beta, no dbeta
+  // (may be null), and the kernels' kDelta = false instantiations skip every term of W, L and beta.
+  bool delta = true;
   bool g_bf16 = false;     // g and dg bf16 (else fp32)
   bool beta_bf16 = false;  // beta and dbeta bf16 (else fp32)
   int vt = 64;  // state columns per block of the h and dh kernels (64, 32 or 16); set by gdn_bwd_mma
@@ -109,7 +119,8 @@ struct GdnBwdArgs {
   __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
   __nv_bfloat16* dx = nullptr;  // (S, C, V) dX
   float* dbv = nullptr;         // rowsum(dX . V) per column slice (room for 8 slices): a sequence-and-head's
-                                // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp))
+                                // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp));
+                                // without the delta rule and gate 2: each chunk slot's share of dg (S floats)
   float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
 };
@@ -182,8 +193,9 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   GdnFwdArgs f;
   f.k = a.k;
   f.g = a.gate == 0 ? nullptr : a.g;
-  f.gate = a.gate;  // 0: the wy kernel reads no g and leaves G = 0
-  f.beta = a.beta;
+  f.gate = a.gate;  // 0: the wy kernel reads no g and leaves G = 0; 2: g[hv] at every token
+  f.delta = a.delta;  // without the delta rule the wy kernel writes G and Gr only (no T, no beta)
+  f.beta = a.delta ? a.beta : nullptr;
   f.g_bf16 = a.g_bf16;  // the wy kernel widens bf16 g and beta to the fp32 G and Bc (load_scalar)
   f.beta_bf16 = a.beta_bf16;
   f.B = a.B;
@@ -239,6 +251,42 @@ __device__ __forceinline__ bool chunk_of(const GdnBwdArgs& a, int bx, int by, Se
   }
   sq = sequence(a, n);
   c = a.varlen() ? bx - sq.first : bx;
+  return true;
+}
+
+// Block (slice, n HV + hv) of the h and dh kernels (grid (kD / kVT, sequences x HV)): sequence n (dense: batch row
+// n), value head hv, q/k head hv / (HV / H), state columns v0 .. v0 + kVT - 1, and where its tokens, chunk slots and
+// states lie. False for invalid packed offsets (then nothing else is set: the poison kernel writes every output).
+struct StateBlock {
+  int HV, v0, bh, n, hv, h;
+  Seq sq;
+  std::int64_t R;           // the slot of the sequence's chunk 0 for this value head
+  std::int64_t row_stride;  // q/k token stride, H K
+  std::int64_t tokb;        // q/k token (begin, h)
+  std::int64_t vtokb;       // v/do/dv token (begin, hv)
+  std::int64_t hoff;        // h0, dht, dh0 (sequence n, hv), column v0
+  const __nv_bfloat16* Tw;  // T of chunk slot R
+  const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R
+};
+template <int kVT, int kD>
+__device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
+  b.HV = a.value_heads();
+  b.v0 = blockIdx.x * kVT;
+  b.bh = blockIdx.y;
+  b.n = b.bh / b.HV;
+  b.hv = b.bh % b.HV;
+  b.h = b.hv / (b.HV / a.H);
+  if (bad_offsets(a)) return false;
+  b.sq = sequence(a, b.n);
+  b.R = first_slot(a, b.sq, b.hv);
+  b.row_stride = static_cast<std::int64_t>(a.H) * kD;
+  b.tokb = b.sq.begin * a.H + b.h;
+  b.vtokb = b.sq.begin * b.HV + b.hv;
+  b.Tw = a.Tm + b.R * C * C;
+  b.Gg = a.G + b.R * C;
+  b.Grg = a.Gr + (b.Gg - a.G);
+  b.Bg = a.Bc + b.R * C;
+  b.hoff = static_cast<std::int64_t>(b.bh) * kD * kD + b.v0;
   return true;
 }
 
@@ -301,7 +349,7 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stri
   }
 }
 
-template <int kVT, int kD = gdn::DK>
+template <int kVT, int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   using SL = Slice<kVT>;
@@ -310,21 +358,13 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   extern __shared__ __align__(16) char smem_raw[];
   HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int HV = a.value_heads();
-  // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, n = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  if (bad_offsets(a)) return;  // the poison kernel writes every output
-  const Seq sq = sequence(a, n);
-  const int NT = sq.nch;
-  const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
-  const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
-  const __nv_bfloat16* Tw = a.Tm + R * C * C;
-  const float* Gg = a.G + R * C;
-  const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
-  const float* Bg = a.Bc + R * C;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * kD * kD + v0;  // h0, dht, dh0 (sequence n, hv)
+  StateBlock sb;
+  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
+  const Seq& sq = sb.sq;
+  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
+  const __nv_bfloat16* Tw = sb.Tw;
+  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
   __nv_bfloat16* hcg = a.hc + R * kD * kD + v0;
   __nv_bfloat16* vng = a.vn + R * C * kD + v0;
   __nv_bfloat16* vnlg = a.vnl + R * C * kD + v0;
@@ -334,16 +374,19 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     const int t0 = c * C, len = min(C, sq.len - t0);
     load_tile<kD>(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
   };
-  auto load_small = [&](int c) {
-    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+  auto load_small = [&](int c) {  // T and beta with the delta rule only (the wy kernel writes neither without it)
+    if constexpr (kDelta) {
+      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
-    for (int it = 0; it < C * 8 / kThreads; ++it) {
-      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
-      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+      for (int it = 0; it < C * 8 / kThreads; ++it) {
+        const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+        cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+      }
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
-    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
-    else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
+    else if (tid < C / 2) {
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
   };
 
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -395,6 +438,28 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
     }
 
+    float GL;  // G_last, the decay of the state across the chunk (phase C)
+    if constexpr (!kDelta) {
+      // No delta rule: V_new = V (T = I, no K h; the chunk kernel reads v itself). Only e^{G_last - G} V, for phase C.
+      GL = s.G[C - 1];
+      const float GrL = s.Gr[C - 1];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G
+#pragma unroll
+        for (int n = 0; n < NN; ++n) {
+          const float2 vf = unpack_bf16x2(vr[n][half]);
+          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(ed * vf.x, ed * vf.y);
+        }
+      }
+      __syncthreads();  // e^{G_last - G} V visible; every warp is done with h (its copy out), G, Gr
+      if (c + 1 < NT) {
+        load_k(c + 1);
+        load_small(c + 1);
+      }
+      cp_async_commit();
+    } else {
     // Phase A: K h (C x kVT, inner K), X = beta V - beta e^G (K h).
     float ax[NN][4];
 #pragma unroll
@@ -484,7 +549,8 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
     }
-    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+    GL = s.G[C - 1];
+    const float GrL = s.Gr[C - 1];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
@@ -504,6 +570,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
     store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
+    }  // kDelta
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new).
     const float decay = expf(GL);
@@ -563,7 +630,7 @@ struct DhSmem {
   float red[C * 4];                        // rowsum(dX . V) partials, one per lane of a row's quad
 };
 
-template <int kVT, int kD = gdn::DK>
+template <int kVT, int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   using SL = Slice<kVT>;
@@ -572,21 +639,13 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   extern __shared__ __align__(16) char smem_raw[];
   DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int HV = a.value_heads();
-  // block (slice, n HV + hv): sequence n (dense: batch row n), value head hv
-  const int v0 = blockIdx.x * kVT, bh = blockIdx.y, n = bh / HV, hv = bh % HV, h = hv / (HV / a.H);
-  if (bad_offsets(a)) return;  // the poison kernel writes every output
-  const Seq sq = sequence(a, n);
-  const int NT = sq.nch;
-  const std::int64_t R = first_slot(a, sq, hv);  // the slot of the sequence's chunk 0 for this value head
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t tokb = sq.begin * a.H + h;    // q/k token (begin, h)
-  const std::int64_t vtokb = sq.begin * HV + hv;   // v/do/dv token (begin, hv)
-  const __nv_bfloat16* Tw = a.Tm + R * C * C;
-  const float* Gg = a.G + R * C;
-  const float* Grg = a.Gr + (Gg - a.G);  // Gr is laid out as G
-  const float* Bg = a.Bc + R * C;
-  const std::int64_t hoff = static_cast<std::int64_t>(bh) * kD * kD + v0;  // h0, dht, dh0 (sequence n, hv)
+  StateBlock sb;
+  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
+  const Seq& sq = sb.sq;
+  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
+  const __nv_bfloat16* Tw = sb.Tw;
+  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
   __nv_bfloat16* dhg = a.dhc + R * kD * kD + v0;
   __nv_bfloat16* dhlg = a.dhcl + R * kD * kD + v0;
   __nv_bfloat16* dxg = a.dx + R * C * kD + v0;
@@ -601,11 +660,13 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   };
   auto load_small = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+    if constexpr (kDelta) {  // T and beta with the delta rule only
+      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
-    for (int it = 0; it < C * 8 / kThreads; ++it) {
-      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
-      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+      for (int it = 0; it < C * 8 / kThreads; ++it) {
+        const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+        cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
+      }
     }
     constexpr int kPieces = kVT / 8;
 #pragma unroll
@@ -616,8 +677,9 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
-    else if (tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
-    else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
+    else if (tid < C / 2) {
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
   };
 
   float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -763,6 +825,22 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
       }
     }
+    if constexpr (!kDelta) {
+      // No delta rule: dX = dV_new (T = I) and dv = dX (no beta), the fp32 sums rounded once; no dX, z or dbeta
+      // partials (nothing reads them).
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+#pragma unroll
+        for (int n = 0; n < NN; ++n)
+          if (i < len)
+            *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
+      }
+      __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
+      if (c > 0) load_small(c - 1);
+      cp_async_commit();
+    } else {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
@@ -815,8 +893,9 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     if (c > 0) load_small(c - 1);
     cp_async_commit();
     if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+    }  // kDelta
 
-    // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z.
+    // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z).
     const float decay = expf(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -830,19 +909,21 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         ldsm_a_trans(aq[mt], qc, kLd, d0 + mt * 16, ks * 16, lane);
-        ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
+        if constexpr (kDelta) ldsm_a_trans(ak[mt], kc, kLd, d0 + mt * 16, ks * 16, lane);
       }
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
         std::uint32_t by[4], bz[4];
         ldsm_b_kn(by, s.y, LDV, ks * 16, np * 16, lane);
-        ldsm_b_kn(bz, s.z, LDV, ks * 16, np * 16, lane);
+        if constexpr (kDelta) ldsm_b_kn(bz, s.z, LDV, ks * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_bf16_16816(ds[mt][2 * np], aq[mt], by[0], by[1]);
           mma_bf16_16816(ds[mt][2 * np + 1], aq[mt], by[2], by[3]);
-          mma_bf16_16816(ds[mt][2 * np], ak[mt], bz[0], bz[1]);
-          mma_bf16_16816(ds[mt][2 * np + 1], ak[mt], bz[2], bz[3]);
+          if constexpr (kDelta) {
+            mma_bf16_16816(ds[mt][2 * np], ak[mt], bz[0], bz[1]);
+            mma_bf16_16816(ds[mt][2 * np + 1], ak[mt], bz[2], bz[3]);
+          }
         }
       }
     }
@@ -903,7 +984,7 @@ struct ChunkSmem {
 
 static_assert(sizeof(ChunkSmem<128>) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
 
-template <int kD = gdn::DK>
+template <int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   constexpr int kLd = kD + 8, KH = kD / 64;  // row stride of the tiles; 64-column parts of K (phase 2)
@@ -927,21 +1008,26 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
   load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
   load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-  load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  if constexpr (kDelta)
+    load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  else  // no delta rule: V_new = V, read from v (the padding rows zero)
+    load_tile<kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
   {
     const std::int64_t o = sl0 * C;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
-    else if (tid < 32) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
-    else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
+    else if (tid < 32) {
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
+    } else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
   }
   const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
-  for (int e = tid; e < nsl * 16; e += kThreads) {
-    const int sl = e >> 4, pc = e & 15;
-    cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
-  }
+  if constexpr (kDelta)
+    for (int e = tid; e < nsl * 16; e += kThreads) {
+      const int sl = e >> 4, pc = e & 15;
+      cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
+    }
   cp_async_commit();
-  load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
-  cp_async_commit();
+  if constexpr (kDelta) load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  cp_async_commit();  // (empty without the delta rule: the wait counts below stay the same)
   {
     const std::int64_t o = sl0 * kD * kD;
 #pragma unroll
@@ -949,7 +1035,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
       load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
       load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
     }
-    load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);
+    if constexpr (kDelta) load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);  // V exact in bf16 without it
     load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
   }
   cp_async_commit();
@@ -964,8 +1050,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2];
 #pragma unroll
   for (int n = 0; n < 8; ++n) colM[n][0] = colM[n][1] = 0.f;
-  for (int pass = 0; pass < 2; ++pass) {
-    // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL)
+  for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
+    // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
     if (pass == 1) {
       cp_async_wait<1>();  // dX
       __syncthreads();
@@ -1049,7 +1135,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
 
   // Phase 2, per 64-column part of K (two at kD = 128, one at 64).
   float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
-  // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
+  // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), each if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
   auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
                         const __nv_bfloat16* A2 = nullptr, const __nv_bfloat16* B2 = nullptr) {
 #pragma unroll
@@ -1068,6 +1154,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
         if (A2) {
           mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
           mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
+        }
+        if (B2) {
           std::uint32_t bl[4];
           ldsm_b_nk(bl, B2, kLd, np * 16, ks * 16, lane);
           mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
@@ -1135,7 +1223,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
     eg[half] = expf(s.G[i]);
-    bi[half] = s.beta[i];
+    bi[half] = kDelta ? s.beta[i] : 0.f;
     el[half] = expf(GrL - s.Gr[i]);
   }
 #pragma unroll 1
@@ -1147,7 +1235,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
       __syncthreads();  // dh''s residual, rows 64..127, visible
     }
     // dk, its V_new dh'^T term first (three pieces: h_kernel's phase B says why), which frees s.dhl for the next half
-    rows_times(acc, s.vn, s.dh, n0, s.vnl, s.dhl);
+    rows_times(acc, s.vn, s.dh, n0, kDelta ? s.vnl : nullptr, s.dhl);  // V_new = V is exact in bf16 without delta
     row_dot(rd[2], acc, s.k, n0);
 #pragma unroll
     for (int n = 0; n < 8; ++n)
@@ -1158,14 +1246,16 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
       load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
       cp_async_commit();
     }
-    rows_times(acc, s.dx, s.h, n0);
-    row_dot(rd[1], acc, s.k, n0);
+    if constexpr (kDelta) {  // the terms through W and L (X = beta V - beta e^G K h, T = (I + L)^-1)
+      rows_times(acc, s.dx, s.h, n0);
+      row_dot(rd[1], acc, s.k, n0);
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
-    cc_times(out, s.E, false, s.k, n0);
-    cc_times(out, s.E, true, s.k, n0);
+        for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
+      cc_times(out, s.E, false, s.k, n0);
+      cc_times(out, s.E, true, s.k, n0);
+    }
     cc_times(out, s.dA, true, s.q, n0);
     store_rows(a.dk, a.dkp, out, n0);
     // dq
@@ -1211,17 +1301,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     float colsum = 0.f;
 #pragma unroll 8
     for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
-    const float egi = expf(s.G[i]), eli = expf(GrL - s.Gr[i]), bt = s.beta[i];
+    const float egi = expf(s.G[i]), eli = expf(GrL - s.Gr[i]), bt = kDelta ? s.beta[i] : 0.f;
     const float r2 = quad(3), t3 = eli * quad(4);
     // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
     // j <= i, so t3_i is kept out of dG and added to dg_j for j > i only (an exclusive prefix sum below).
     // Exact either way, but NaN - NaN at j <= i for a non-finite V_new_i (a NaN or Inf in v_i), where the
     // exact dg_j does not depend on v_i (the state before token j does not contain it).
-    s.dG[i] = i < len ? a.scale * egi * quad(2) - bt * egi * r2 + (quad(0) - colsum) : 0.f;
+    if constexpr (kDelta)
+      s.dG[i] = i < len ? a.scale * egi * quad(2) - bt * egi * r2 + (quad(0) - colsum) : 0.f;
+    else  // no W: no beta e^G term (skipped, not multiplied by a zero beta: docs/glr-math.md section 7, item 3)
+      s.dG[i] = i < len ? a.scale * egi * quad(2) + (quad(0) - colsum) : 0.f;
     s.t3[i] = i < len ? t3 : 0.f;
-    float dbv = 0.f;
-    for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
-    if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * HV, quad(1) - egi * r2 + dbv);
+    if constexpr (kDelta) {
+      float dbv = 0.f;
+      for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
+      if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * HV, quad(1) - egi * r2 + dbv);
+    }
   }
   __syncthreads();
   if (warp == 0) {
@@ -1254,9 +1349,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
     const float2 sp = warp_scan_pairs(x0, x1, lane);  // (excl + x0, excl + x0 + x1)
     const float s0 = sp.x + s.t3[i0], s1 = sp.y + s.t3[i0 - 1];
-    if (a.gate != 0) {  // DeltaNet: no g, so no dg (dG is formed and dropped; dbeta does not read it)
+    if (a.gate == 1) {  // gate 0 (DeltaNet, linear attention): no g, so no dg (dG is formed and dropped)
       if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * HV, s0);
       if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * HV, s1);
+    } else if (a.gate == 2) {
+      // One g per value head (RetNet): dg = the sum of every token's dg_t. This chunk's share, its tokens' dg_t in
+      // ascending order (padding rows left out by the loop bound, not multiplied by 0), to the chunk slot's word
+      // of a.dbv; dg_head_kernel sums the slots.
+      __syncwarp();  // every lane has read its dG rows
+      s.dG[i0] = s0;
+      s.dG[i0 - 1] = s1;
+      __syncwarp();
+      if (lane == 0) {
+        float sum = 0.f;
+        for (int i = 0; i < len; ++i) sum += s.dG[i];
+        a.dbv[sl0] = sum;
+      }
     }
   }
 }
@@ -1290,6 +1398,40 @@ __global__ void __launch_bounds__(kThreads) group_kernel(const __grid_constant__
   }
 }
 
+// Kernel dg_head (gate 2, one g per value head: RetNet): dg[hv] = the sum over every chunk of every sequence of the
+// chunk kernel's per-chunk shares (a.dbv, one word per chunk slot), in a fixed order: thread t sums the chunks
+// t, t + 128, ... of the batch's chunk numbering (dense: sequence-major; packed: the chunk table's), then a fixed
+// tree over the 128 partials. Grid (HV). No chunks (T = 0): dg = 0. Invalid packed offsets: nothing (poison kernel).
+inline constexpr int dg_head_smem_bytes = kThreads * 4;
+static __global__ void __launch_bounds__(kThreads) dg_head_kernel(const __grid_constant__ GdnBwdArgs a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  float* part = reinterpret_cast<float*>(smem_raw);  // kThreads partials (dg_head_smem_bytes)
+  if (bad_offsets(a)) return;
+  const int hv = blockIdx.x, tid = threadIdx.x, HV = a.value_heads();
+  const int nt = (a.T + C - 1) / C;
+  const long long total = a.varlen() ? a.table[1] : static_cast<long long>(nt) * a.B;
+  float sum = 0.f;
+  for (long long gc = tid; gc < total; gc += kThreads) {
+    std::int64_t slot;
+    if (!a.varlen()) {
+      const long long n = gc / nt, c = gc % nt;
+      slot = (n * HV + hv) * nt + c;
+    } else {
+      const Seq sq = sequence(a, a.table[kFirst + a.N + 1 + gc]);
+      slot = first_slot(a, sq, hv) + (gc - sq.first);
+    }
+    sum += a.dbv[slot];
+  }
+  part[tid] = sum;
+  __syncthreads();
+#pragma unroll
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    if (tid < w) part[tid] = part[tid] + part[tid + w];
+    __syncthreads();
+  }
+  if (tid == 0) store_scalar(a.dg, a.g_bf16, hv, part[0]);
+}
+
 // Packed sequences whose offsets the chunk table kernel found invalid (table[0] = 1): every element of every output
 // NaN (dq, dk, dv, dg, dbeta, dh0), as the block programs' poison stage; nothing else ran. Launched last; does
 // nothing for valid offsets.
@@ -1311,8 +1453,8 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
   fill(a.dq, true, T * a.H * D);
   fill(a.dk, true, T * a.H * D);
   fill(a.dv, true, T * HV * D);
-  if (a.gate != 0) fill(a.dg, a.g_bf16, T * HV);
-  fill(a.dbeta, a.beta_bf16, T * HV);
+  if (a.gate != 0) fill(a.dg, a.g_bf16, a.gate == 2 ? HV : T * HV);
+  if (a.delta) fill(a.dbeta, a.beta_bf16, T * HV);
   fill(a.dh0, false, static_cast<std::int64_t>(a.N) * HV * D * D);
 }
 
@@ -1321,13 +1463,13 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 #if defined(__CUDACC__)
 namespace gdn_bwd {
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
-template <int kVT, int kD>
+template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   static const cudaError_t attributes = [] {
-    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(sizeof(HSmem<kVT, kD>)));
     if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(&dh_kernel<kVT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      e = cudaFuncSetAttribute(&dh_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(sizeof(DhSmem<kVT, kD>)));
     return e;
   }();
@@ -1336,11 +1478,11 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   const int NT = (a.T + C - 1) / C;
   const dim3 grid(kD / kVT, a.num_seqs() * a.value_heads());  // (slice, sequence x value head)
   if (NT > 0) {
-    h_kernel<kVT, kD><<<grid, kThreads, sizeof(HSmem<kVT, kD>), stream>>>(a);
+    h_kernel<kVT, kD, kDelta><<<grid, kThreads, sizeof(HSmem<kVT, kD>), stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
-  dh_kernel<kVT, kD><<<grid, kThreads, sizeof(DhSmem<kVT, kD>), stream>>>(a);
+  dh_kernel<kVT, kD, kDelta><<<grid, kThreads, sizeof(DhSmem<kVT, kD>), stream>>>(a);
   return cudaGetLastError();
 }
 }  // namespace gdn_bwd
@@ -1353,7 +1495,7 @@ inline int gdn_bwd_slice_width(int BH, int D = gdn::DV) { return state_slice_wid
 #endif  // __CUDACC__
 
 // Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, D (K = V) 64 or 128, B H <= 65535
-// (packed: B = 1, one offset array, N HV <= 65535), gate 0 or 1, every
+// (packed: B = 1, one offset array, N HV <= 65535), gate 0, 1 or 2 (2 only without the delta rule), every
 // tensor present that the member reads or writes, 16-byte aligned q, k, v, dout; 4-byte aligned dq, dk, dv; g,
 // beta, dg, dbeta aligned to their elements (4 bytes fp32, 2 bf16); 8-byte aligned h0, dht, dh0; the workspace carved (gdn_bwd_workspace_carve) from a 16-byte
 // aligned block. Shared by gdn_bwd_mma and glr's dispatch (glr/cuda/sm90/backward.cu).
@@ -1366,9 +1508,10 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
     return "packed sequences need B = 1 and one offset array";
   if (static_cast<long long>(a.num_seqs()) * a.value_heads() > 65535)
     return a.varlen() ? "sequences x HV > 65535" : "B HV > 65535";
-  if (a.gate != 0 && a.gate != 1) return "gate (0: none, 1: per token)";
-  if (!a.q || !a.k || !a.v || (a.gate == 1 && (!a.g || !a.dg)) || !a.beta || !a.dout || !a.dq || !a.dk || !a.dv ||
-      !a.dbeta)
+  if (a.gate < 0 || a.gate > 2) return "gate (0: none, 1: per token, 2: per head)";
+  if (a.gate == 2 && a.delta) return "a per-head gate (2) only without the delta rule";
+  if (!a.q || !a.k || !a.v || (a.gate != 0 && (!a.g || !a.dg)) || (a.delta && (!a.beta || !a.dbeta)) || !a.dout ||
+      !a.dq || !a.dk || !a.dv)
     return "a null tensor";
   if (misaligned(a.q, 16) || misaligned(a.k, 16) || misaligned(a.v, 16) || misaligned(a.dout, 16) ||
       misaligned(a.dq, 4) || misaligned(a.dk, 4) || misaligned(a.dv, 4) || misaligned(a.g, a.g_bf16 ? 2 : 4) ||
@@ -1386,14 +1529,15 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
 
 #if defined(__CUDACC__)
 namespace gdn_bwd {
-// gdn_bwd_mma at head dims kD (K = V = a.D); a checked, HV and vt set.
-template <int kD>
+// gdn_bwd_mma at head dims kD (K = V = a.D) with the delta rule or without it (kDelta = a.delta); a checked, HV
+// and vt set.
+template <int kD, bool kDelta>
 inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   // the wy and chunk kernels' grid: dense (chunk, b HV + hv); packed (chunk slot of the whole batch, hv)
   const long long NT = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.varlen() ? a.HV : a.B * a.HV;
   static const cudaError_t attributes = cudaFuncSetAttribute(
-      &chunk_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(ChunkSmem<kD>)));
+      &chunk_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(ChunkSmem<kD>)));
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
@@ -1401,18 +1545,22 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (NT > 0) {
-    gdn::wy_kernel<3, true, kD><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(
+    gdn::wy_kernel<3, kDelta, kD><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(
         wy_args(a));
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
-  e = a.vt == 64   ? launch_state_passes<64, kD>(a, stream, marks)
-      : a.vt == 32 ? launch_state_passes<32, kD>(a, stream, marks)
-                   : launch_state_passes<16, kD>(a, stream, marks);
+  e = a.vt == 64   ? launch_state_passes<64, kD, kDelta>(a, stream, marks)
+      : a.vt == 32 ? launch_state_passes<32, kD, kDelta>(a, stream, marks)
+                   : launch_state_passes<16, kD, kDelta>(a, stream, marks);
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
-    chunk_kernel<kD><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(ChunkSmem<kD>), stream>>>(a);
+    chunk_kernel<kD, kDelta><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(ChunkSmem<kD>), stream>>>(a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  if (a.gate == 2) {  // one g per value head: the sum of the chunks' shares (dg = 0 without chunks)
+    dg_head_kernel<<<a.HV, gdn::kThreads, dg_head_smem_bytes, stream>>>(a);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk
@@ -1442,7 +1590,9 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
   GdnBwdArgs a = args;
   a.HV = a.value_heads();
   a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV, a.D);
-  return a.D == 64 ? gdn_bwd::launch_all<64>(a, stream, marks) : gdn_bwd::launch_all<128>(a, stream, marks);
+  if (a.delta)
+    return a.D == 64 ? gdn_bwd::launch_all<64, true>(a, stream, marks) : gdn_bwd::launch_all<128, true>(a, stream, marks);
+  return a.D == 64 ? gdn_bwd::launch_all<64, false>(a, stream, marks) : gdn_bwd::launch_all<128, false>(a, stream, marks);
 }
 #endif  // __CUDACC__
 
