@@ -69,25 +69,30 @@ void forward_rung3(const GdnFwdArgs& a, int vt) {
   if (a.varlen()) emu::launch(&poison_kernel, 2, 1, smem_raw, 16, a);
 }
 
-// gdn_bwd::launch_all<kD> (gdn_bwd_mma.cuh): chunk table, the forward's wy kernel, h and dh at width a.vt, chunk
-// kernel, the group sums (GVA), poison kernel.
-template <int kD>
+// gdn_bwd::launch_all<kD, kDelta> (gdn_bwd_mma.cuh): chunk table, the forward's wy kernel, h and dh at width a.vt,
+// chunk kernel, the per-head dg sums (RetNet), the group sums (GVA), poison kernel.
+template <int kD, bool kDelta>
 void backward_all(const GdnBwdArgs& a) {
   const long long NT = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.varlen() ? a.HV : a.B * a.HV;
   if (a.varlen()) emu::launch(&gdn::chunk_table_kernel, 1, 1, gdn::smem_raw, gdn::table_smem_bytes, gdn_bwd::wy_args(a));
   if (NT > 0)
-    emu::launch(&gdn::wy_kernel<3, true, kD>, static_cast<int>(NT), BH, gdn::smem_raw, gdn::wy_smem_bytes(3),
+    emu::launch(&gdn::wy_kernel<3, kDelta, kD>, static_cast<int>(NT), BH, gdn::smem_raw, gdn::wy_smem_bytes(3),
                 gdn_bwd::wy_args(a));
   with_width(a.vt, [&](auto w) {
     constexpr int kVT = decltype(w)::value;
     const int rows = a.num_seqs() * a.value_heads();
     if (a.T > 0)  // launch_state_passes: h only where there are chunks
-      emu::launch(&gdn_bwd::h_kernel<kVT, kD>, kD / kVT, rows, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
-    emu::launch(&gdn_bwd::dh_kernel<kVT, kD>, kD / kVT, rows, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
+      emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, rows, gdn_bwd::smem_raw,
+                  sizeof(gdn_bwd::HSmem<kVT, kD>), a);
+    emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, rows, gdn_bwd::smem_raw,
+                sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
   });
   if (NT > 0)
-    emu::launch(&gdn_bwd::chunk_kernel<kD>, static_cast<int>(NT), BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, static_cast<int>(NT), BH, gdn_bwd::smem_raw,
+                sizeof(gdn_bwd::ChunkSmem<kD>), a);
+  if (a.gate == 2)  // one g per value head: the sum of the chunks' shares
+    emu::launch(&gdn_bwd::dg_head_kernel, a.HV, 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
   if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk (grid-stride: a few blocks suffice)
     const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (kD / 4);
     emu::launch(&gdn_bwd::group_kernel<kD>, static_cast<int>(std::min<long long>(3, (n4 + 127) / 128)), 1,
@@ -116,10 +121,10 @@ cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t, cudaEvent_t*, int 
   GdnBwdArgs a = args;
   a.HV = a.value_heads();
   a.vt = vt != 0 ? vt : state_slice_width(static_cast<long long>(a.num_seqs()) * a.HV, a.D);
-  if (a.D == 64)
-    backward_all<64>(a);
+  if (a.delta)
+    a.D == 64 ? backward_all<64, true>(a) : backward_all<128, true>(a);
   else
-    backward_all<128>(a);
+    a.D == 64 ? backward_all<64, false>(a) : backward_all<128, false>(a);
   return cudaSuccess;
 }
 
