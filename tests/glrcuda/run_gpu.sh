@@ -7,7 +7,7 @@
 # tests: the gpu-labelled tests (error table against the float64 oracle, determinism, device-only
 #        offsets, per-stage diffs, the forward's and the backward's dispatch to the sm90 tensor-core kernels,
 #        the kgate entry points); kgate: `kgate verify` of every contract in glr/contracts/cuda and
-#        glr/contracts/sm90 (the tensor-core forward; the tensor-core backward of Gated DeltaNet and DeltaNet)
+#        glr/contracts/sm90 (the tensor-core forward and backward, every member)
 #        against the kernels, with the CPU reference's float64 oracle; bench: the
 #        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
 #        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);

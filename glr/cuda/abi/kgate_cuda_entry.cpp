@@ -53,7 +53,7 @@ int32_t run(const kgate_call* call, bool force_blocks) {
 }  // namespace
 
 // kgate_run: what glr's API does (on sm_90 the forward dispatches bf16 dense K = V calls to the tensor-core
-// forward, the backward bf16 dense K = V (64, 128) Gated DeltaNet and DeltaNet calls to the tensor-core backward:
+// forward, the backward's bf16 K = V (64, 128) calls of every member to the tensor-core backward:
 // glr/contracts/sm90). kgate_run_blocks: the block programs only, in both passes (glr/contracts/cuda, whose f32
 // bounds are theirs).
 extern "C" KGATE_EXPORT int32_t kgate_run(const kgate_call* call) { return run(call, false); }

@@ -11,7 +11,7 @@ On CUDA the kernels take q, k, v in bf16 or fp16 with K, V in {64, 128}; float32
 bf16 for the kernel and the output back to float32 (the state and the gate stay in fp32). On an sm_90 GPU
 the forward of bf16 calls with K = V (64 or 128) and dense layouts runs on the tensor cores (forward_path says
 which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block programs), and so does the backward
-of Gated DeltaNet and DeltaNet calls with bf16 q, k, v, fp32 or bf16 g and beta, K = V = 128, HV a multiple of H,
+of every member's calls with bf16 q, k, v, fp32 or bf16 g and beta, K = V = 64 or 128, HV a multiple of H,
 with or without cu_seqlens (backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
 """
 import math
