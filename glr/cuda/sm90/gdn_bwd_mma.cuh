@@ -1460,8 +1460,17 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 
 }  // namespace gdn_bwd
 
-#if defined(__CUDACC__)
+// The launchers: nvcc's, and the host emulator's (GLR_SM90_EMU_LAUNCHERS: glr/cuda/sm90/emu/sm90_emu.hpp), one
+// sequence of launches for both (launch_kernel, mma_sync.cuh; gdn::emu_smem for the forward's kernels,
+// gdn_fwd_mma.cuh).
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
+#if defined(GLR_SM90_HOST_EMU)
+extern char smem_raw[];             // the kernels' `extern __shared__` array on the emulator (sm90/emu/emu_launch.cpp)
+inline char* const emu_smem = smem_raw;
+#else
+inline char* const emu_smem = nullptr;  // (each block's own on the GPU)
+#endif
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
@@ -1478,12 +1487,12 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   const int NT = (a.T + C - 1) / C;
   const dim3 grid(kD / kVT, a.num_seqs() * a.value_heads());  // (slice, sequence x value head)
   if (NT > 0) {
-    h_kernel<kVT, kD, kDelta><<<grid, kThreads, sizeof(HSmem<kVT, kD>), stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if ((e = launch_kernel(&h_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(HSmem<kVT, kD>), stream, a, emu_smem)) !=
+        cudaSuccess)
+      return e;
   }
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
-  dh_kernel<kVT, kD, kDelta><<<grid, kThreads, sizeof(DhSmem<kVT, kD>), stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, a, emu_smem);
 }
 }  // namespace gdn_bwd
 
@@ -1492,7 +1501,7 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
 // 32). The rule is the forward's too: state_slice_width (state_slice.cuh).
 inline int gdn_bwd_slice_width(int BH, int D = gdn::DV) { return state_slice_width(BH, D); }
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || GLR_SM90_EMU_LAUNCHERS
 
 // Why gdn_bwd_mma would refuse a, or null if it takes it: T >= 0, B, H >= 1, D (K = V) 64 or 128, B H <= 65535
 // (packed: B = 1, one offset array, N HV <= 65535), gate 0, 1 or 2 (2 only without the delta rule), every
@@ -1527,7 +1536,7 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   return nullptr;
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
 // gdn_bwd_mma at head dims kD (K = V = a.D) with the delta rule or without it (kDelta = a.delta); a checked, HV
 // and vt set.
@@ -1541,13 +1550,14 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    gdn::chunk_table_kernel<<<1, gdn::kThreads, gdn::table_smem_bytes, stream>>>(wy_args(a));
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, wy_args(a),
+                      gdn::emu_smem);
+    if (e != cudaSuccess) return e;
   }
   if (NT > 0) {
-    gdn::wy_kernel<3, kDelta, kD><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, gdn::wy_smem_bytes(3), stream>>>(
-        wy_args(a));
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(&gdn::wy_kernel<3, kDelta, kD>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
+                      gdn::wy_smem_bytes(3), stream, wy_args(a), gdn::emu_smem);
+    if (e != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
   e = a.vt == 64   ? launch_state_passes<64, kD, kDelta>(a, stream, marks)
@@ -1556,23 +1566,25 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
-    chunk_kernel<kD, kDelta><<<dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(ChunkSmem<kD>), stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(ChunkSmem<kD>),
+                      stream, a, emu_smem);
+    if (e != cudaSuccess) return e;
   }
   if (a.gate == 2) {  // one g per value head: the sum of the chunks' shares (dg = 0 without chunks)
-    dg_head_kernel<<<a.HV, gdn::kThreads, dg_head_smem_bytes, stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(&dg_head_kernel, dim3(a.HV), gdn::kThreads, dg_head_smem_bytes, stream, a, emu_smem);
+    if (e != cudaSuccess) return e;
   }
-  if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk
+  if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk (a grid-stride loop: 3 blocks on the emulator)
     const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (kD / 4);
     const long long need = (n4 + gdn::kThreads - 1) / gdn::kThreads;
     const int blocks = static_cast<int>(need < (1 << 20) ? need : (1 << 20));
-    group_kernel<kD><<<blocks, gdn::kThreads, 0, stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(&group_kernel<kD>, dim3(blocks), gdn::kThreads, 0, stream, a, emu_smem, 3);
+    if (e != cudaSuccess) return e;
   }
   if (a.varlen()) {
-    poison_kernel<<<256, gdn::kThreads, 0, stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    // a grid-stride loop: on the emulator 2 blocks do what 256 do on the GPU
+    e = launch_kernel(&poison_kernel, dim3(256), gdn::kThreads, 0, stream, a, emu_smem, 2);
+    if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
@@ -1594,6 +1606,6 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
     return a.D == 64 ? gdn_bwd::launch_all<64, true>(a, stream, marks) : gdn_bwd::launch_all<128, true>(a, stream, marks);
   return a.D == 64 ? gdn_bwd::launch_all<64, false>(a, stream, marks) : gdn_bwd::launch_all<128, false>(a, stream, marks);
 }
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || GLR_SM90_EMU_LAUNCHERS
 
 }  // namespace glr::cuda::sm90

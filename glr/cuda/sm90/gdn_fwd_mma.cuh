@@ -1372,8 +1372,17 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
   return split_segments(seqs * (a.HV > 0 ? a.HV : a.H), a.D, chunks, sms);
 }
 
-#if defined(__CUDACC__)
+// The launchers: nvcc's, and the host emulator's (GLR_SM90_EMU_LAUNCHERS, set by glr/cuda/sm90/emu/sm90_emu.hpp
+// with the emulated device's state_slice_sms; the stage-by-stage checks of tests/glr_sm90 launch by hand), one
+// sequence of launches for both (launch_kernel, mma_sync.cuh).
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn {
+#if defined(GLR_SM90_HOST_EMU)
+extern char smem_raw[];             // the kernels' `extern __shared__` array on the emulator (sm90/emu/emu_launch.cpp)
+inline char* const emu_smem = smem_raw;
+#else
+inline char* const emu_smem = nullptr;  // (each block's own on the GPU)
+#endif
 // Rung 3's state kernel at one slice width; its shared memory set once per process and instantiation (the
 // current device's), so timed launches carry no attribute calls.
 // kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV), without the delta rule
@@ -1388,16 +1397,16 @@ inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
   // pass A: E blocks, and with the delta rule M blocks (without it M_s is a scalar: combine_kernel)
   const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);
-  state_t_kernel<kDelta, kD, kVT, kStateOnly><<<grid, kThreads, sizeof(StateTSmem<kVT>), stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, grid, kThreads, sizeof(StateTSmem<kVT>), stream, a,
+                       emu_smem);
 }
 // The split pass's passes A and B (a.segs > 1; pass C is launch_state_t at the chosen width).
 template <bool kDelta, int kD>
 inline cudaError_t launch_split_ab(const GdnFwdArgs& a, cudaStream_t stream) {
   cudaError_t e = launch_state_t<kDelta, kD, 64, true>(a, stream);
   if (e != cudaSuccess || a.segs <= 2) return e;
-  combine_kernel<kD, kDelta><<<dim3(kD / 8, a.num_seqs() * a.HV), kThreads, combine_smem_bytes(kD), stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(&combine_kernel<kD, kDelta>, dim3(kD / 8, a.num_seqs() * a.HV), kThreads, combine_smem_bytes(kD),
+                       stream, a, emu_smem);
 }
 }  // namespace gdn
 
@@ -1421,14 +1430,14 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    gdn::chunk_table_kernel<<<1, gdn::kThreads, gdn::table_smem_bytes, stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, a, gdn::emu_smem);
+    if (e != cudaSuccess) return e;
   }
   const long long wy_cols = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
   const int wy_rows = a.varlen() ? HV : a.B * HV;
   if (wy_cols > 0) {
-    wy<<<dim3(static_cast<unsigned>(wy_cols), wy_rows), gdn::kThreads, wy_smem, stream>>>(a);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(wy, dim3(static_cast<unsigned>(wy_cols), wy_rows), gdn::kThreads, wy_smem, stream, a, gdn::emu_smem);
+    if (e != cudaSuccess) return e;
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
   if constexpr (kRung == 3) {
@@ -1437,13 +1446,12 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
         : vt == 32 ? gdn::launch_state_t<kDelta, kD, 32>(a, stream)
                    : gdn::launch_state_t<kDelta, kD, 16>(a, stream);
   } else {
-    state<<<dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream>>>(a);
-    e = cudaGetLastError();
+    e = launch_kernel(state, dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream, a, gdn::emu_smem);
   }
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    gdn::poison_kernel<<<256, 256, 0, stream>>>(a);
-    e = cudaGetLastError();
+    // a grid-stride loop: on the emulator 2 blocks (of 128 threads) do what 256 x 256 do on the GPU
+    e = launch_kernel(&gdn::poison_kernel, dim3(256), 256, 0, stream, a, gdn::emu_smem, 2);
   }
   return e;
 }
@@ -1463,8 +1471,13 @@ inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant 
   if (variant != GdnFwdVariant::t_only && vt != 0 && vt != 64) return cudaErrorInvalidValue;
   if (vt == 0) vt = variant == GdnFwdVariant::t_only ? gdn_fwd_slice_width(a, state_slice_sms()) : 64;
   switch (variant) {
+#if defined(GLR_SM90_HOST_EMU)
+    case GdnFwdVariant::p_in_workspace:  // the emulated library runs rung 3 only, what glr's dispatch launches
+    case GdnFwdVariant::p_in_registers: return cudaErrorInvalidValue;
+#else
     case GdnFwdVariant::p_in_workspace: return gdn_fwd_mma_launch<1, true, 128>(a, stream, between, vt);
     case GdnFwdVariant::p_in_registers: return gdn_fwd_mma_launch<2, true, 128>(a, stream, between, vt);
+#endif
     case GdnFwdVariant::t_only:
       if (a.D == 64)
         return a.delta ? gdn_fwd_mma_launch<3, true, 64>(a, stream, between, vt)
@@ -1474,6 +1487,6 @@ inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant 
   }
   return cudaErrorInvalidValue;
 }
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || GLR_SM90_EMU_LAUNCHERS
 
 }  // namespace glr::cuda::sm90

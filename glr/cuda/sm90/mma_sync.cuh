@@ -1,5 +1,6 @@
 // glr/cuda/sm90/mma_sync.cuh: thin wrappers, one per PTX instruction, for the warp-level tensor-core path
-// (mma.sync m16n8k16 bf16 -> fp32, ldmatrix, cp.async). Nothing here knows about the algorithm.
+// (mma.sync m16n8k16 bf16 -> fp32, ldmatrix, cp.async), and launch_kernel, the launchers' one kernel launch (the
+// CUDA launch, or the host emulator's). Nothing here knows about the algorithm.
 //
 // Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4), each register two bf16, the lower column
 // (or k) index in the low half:
@@ -11,7 +12,9 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace glr::cuda::sm90 {
@@ -107,6 +110,30 @@ __device__ __forceinline__ void ldsm_b_nk(std::uint32_t (&b)[4], const __nv_bflo
 __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bfloat16* s, int ld, int k0, int n0,
                                           int lane) {
   ldmatrix_x4_trans(b, smem_addr(s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8));
+}
+
+// One launch of the launchers (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh): kernel<<<grid, threads, smem, stream>>>(arg),
+// then cudaGetLastError(). Under GLR_SM90_HOST_EMU the same call runs the grid on the host emulator
+// (tests/glr_sm90/emu.hpp: emu::launch, blocks one after another, 128 threads each whatever `threads` says, the
+// kernel's `extern __shared__` array `emu_smem`, `stream` ignored) and returns cudaSuccess; there emu_blocks > 0
+// caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
+// do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
+// emu_blocks are unused.
+template <class Args>
+inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threads, std::size_t smem,
+                                 cudaStream_t stream, const Args& arg, char* emu_smem, unsigned emu_blocks = 0) {
+#if defined(GLR_SM90_HOST_EMU)
+  (void)threads;
+  (void)stream;
+  const unsigned gx = emu_blocks > 0 && grid.x > emu_blocks ? emu_blocks : grid.x;
+  emu::launch(kernel, static_cast<int>(gx), static_cast<int>(grid.y), emu_smem, smem, arg);
+  return cudaSuccess;
+#else
+  (void)emu_smem;
+  (void)emu_blocks;
+  kernel<<<grid, threads, smem, stream>>>(arg);
+  return cudaGetLastError();
+#endif
 }
 
 }  // namespace glr::cuda::sm90

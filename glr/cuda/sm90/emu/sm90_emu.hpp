@@ -1,8 +1,8 @@
 // glr/cuda/sm90/emu/sm90_emu.hpp: the sm90 tensor-core kernels (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh) on the host
 // emulator (tests/glr_sm90/emu.hpp: one host thread per CUDA thread, ldmatrix / mma.sync / shuffles / barriers from
 // their PTX definitions), behind glr's own host code: forward_emu.cpp and backward_emu.cpp compile glr/cuda/sm90/
-// forward.cu and backward.cu unchanged (their refusals, argument setup, workspace sizing and carving), with the
-// launchers below in place of the .cuh files' CUDA launchers (which need nvcc's <<< >>>).
+// forward.cu and backward.cu unchanged (their refusals, argument setup, workspace sizing and carving) and the .cuh
+// files' launchers, whose launches (launch_kernel, mma_sync.cuh) run on the emulator in this build.
 //
 // Nothing outside this folder includes this header: callers use sm90/forward.hpp and sm90/backward.hpp, the same
 // declarations the CUDA build defines, and link glr_sm90_emu instead of glr_cuda. The emulator's headers (which
@@ -16,23 +16,33 @@
 
 // clang-format off
 #include "../../../../tests/glr_sm90/emu.hpp"
-#include "../gdn_bwd_mma.cuh"
+#include "../state_slice.cuh"
 // clang-format on
+#include <cuda_runtime.h>
 
 namespace glr::cuda::sm90 {
 
 // The device the emulated launches stand for: an H200's 132 multiprocessors (state_slice_sms reads the device's
 // count under nvcc; the emulator tests use 132 too), so the slice width and split rules choose as they would there.
+// Declared before the launchers below, which call them.
 inline int state_slice_sms() { return 132; }
 inline int state_slice_width(long long heads, int V) { return state_slice_width(heads, V, state_slice_sms()); }
 
-// The launchers forward.cu and backward.cu call (the .cuh files define them for nvcc only), running the same
-// kernels in the same order with the same grids on the emulator (emu_launch.cpp; kept beside gdn_fwd_mma_launch and
-// gdn_bwd::launch_all: a kernel added there must be added here). `stream` and `between` / `marks` are ignored
-// (the emulator runs each launch to completion). The forward takes rung 3 (GdnFwdVariant::t_only) only, what
-// forward.cu launches.
-cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
-                        cudaEvent_t between = nullptr, int vt = 0);
-cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0);
-
 }  // namespace glr::cuda::sm90
+
+// cuda_runtime.h's C++ overload, which it declares for nvcc only: the launchers pass kernel pointers
+// (emu_launch.cpp defines the C function: nothing to set on the emulator).
+template <class T>
+inline cudaError_t cudaFuncSetAttribute(T* func, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
+}
+
+// The launchers forward.cu and backward.cu call, gdn_fwd_mma and gdn_bwd_mma, are the .cuh files' own (the same
+// kernels in the same order with the same grids: launch_kernel in mma_sync.cuh runs each launch on the emulator,
+// to completion, `stream` ignored; the grid-stride poison and group kernels on fewer blocks). The forward takes
+// rung 3 (GdnFwdVariant::t_only) only, what forward.cu launches. emu_launch.cpp defines the kernels' shared memory
+// and the few CUDA runtime calls the host code makes.
+#define GLR_SM90_EMU_LAUNCHERS 1
+// clang-format off
+#include "../gdn_bwd_mma.cuh"
+// clang-format on
