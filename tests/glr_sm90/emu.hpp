@@ -13,6 +13,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -48,9 +49,13 @@ struct Warp {
   float c[32][4];
   float f[32];
 };
+// One block of `threads` threads (a multiple of 32, at most kMaxThreads): the __syncthreads barrier of that count
+// and one Warp a 32 threads.
+constexpr int kMaxThreads = 1024;
 struct Block {
-  std::barrier<> bar{128};
-  Warp warps[4];
+  explicit Block(int threads) : bar(threads), warps(new Warp[static_cast<std::size_t>(threads / 32)]) {}
+  std::barrier<> bar;
+  std::unique_ptr<Warp[]> warps;
 };
 inline thread_local int tid = 0;
 inline thread_local Block* block = nullptr;
@@ -195,25 +200,31 @@ inline void cp_async_wait() {}
 
 namespace emu {
 
-// Run kernel(args) over grid (gx, gy) with 128 threads a block; `base` is the kernels' `extern __shared__`
-// array (defined by the test), filled with a poison pattern before each block.
+// Run kernel(args) over grid (gx, gy) with `threads` threads a block (128 unless given; a multiple of 32 up to
+// kMaxThreads, blockDim.x = threads; several warpgroups for producer/consumer kernels); `base` is the kernels'
+// `extern __shared__` array (defined by the test), filled with a poison pattern before each block.
 template <class Args>
-void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_bytes, const Args& args) {
+void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_bytes, const Args& args,
+            int threads = 128) {
+  if (threads <= 0 || threads % 32 != 0 || threads > kMaxThreads) {
+    std::fprintf(stderr, "emu::launch: %d threads a block (a multiple of 32 up to %d)\n", threads, kMaxThreads);
+    std::abort();
+  }
   smem = base;
   for (int by = 0; by < gy; ++by)
     for (int bx = 0; bx < gx; ++bx) {
       std::memset(base, 0x7f, smem_bytes);  // bf16 0x7f7f ~ 3.4e38: a read before write shows up
-      auto blk = std::make_unique<Block>();
+      auto blk = std::make_unique<Block>(threads);
       std::vector<std::thread> th;
-      th.reserve(128);
-      for (int t = 0; t < 128; ++t)
+      th.reserve(static_cast<std::size_t>(threads));
+      for (int t = 0; t < threads; ++t)
         th.emplace_back([&, t] {
           tid = t;
           block = blk.get();
           threadIdx = dim3(t, 1, 1);
           blockIdx = dim3(bx, by, 1);
           gridDim = dim3(gx, gy, 1);
-          blockDim = dim3(128, 1, 1);
+          blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
           kernel(args);
         });
       for (auto& x : th) x.join();
