@@ -21,18 +21,17 @@
 //   thread (the hardware counts whole warps: keep counts multiples of 32 and every thread of a warp arriving);
 //   setmaxnreg: checks R only.
 // - TMA 2-D tile loads (cp.async.bulk.tensor.2d): TmaMap2d here is a plain struct (the device one wraps a
-//   CUtensorMap); the box is copied at once with zeros outside the matrix and the swizzle on the shared
-//   address bits, then its bytes complete on the mbarrier. TMA stores are deferred to the bulk wait that
+//   CUtensorMap); the box is copied with zeros outside the matrix and the swizzle on the shared address bits,
+//   then its bytes complete on the mbarrier -- late: when a thread next touches that mbarrier (a try_wait that
+//   finds the phase open, or an arrive), so skipping the full-barrier wait or waiting on the wrong parity reads
+//   stale shared memory deterministically. TMA stores are deferred to the bulk wait that
 //   retires their group (the shared source read then; elements outside the matrix skipped).
 // - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
 //   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
 //   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
 //   bytes on the barrier.
-// Blocks of more than one warpgroup: emu.hpp's launch runs exactly 128 threads a block (Block: one 128-thread
-// barrier, 4 Warps), so a producer/consumer kernel of 2-3 warpgroups cannot run yet. What emu.hpp would need:
-// a thread count per launch (Block with a runtime-sized barrier and warps[n / 32], launch(kernel, ..., threads)),
-// nothing else: the wgmma twins here already key their collective state on (block, threadIdx.x / 128), and the
-// named barriers on (block, id).
+// Blocks of several warpgroups: emu::launch(kernel, ..., args, threads) (emu.hpp; 128 unless given); the wgmma
+// twins key their collective state on (block, threadIdx.x / 128), the named barriers on (block, id).
 #pragma once
 
 #include "emu.hpp"
@@ -297,10 +296,25 @@ inline bool make_tma_map_2d(TmaMap2d& m, const void* global, std::uint64_t rows,
   m = TmaMap2d{global, rows, cols, row_bytes, box_rows, box_cols, sw};
   return true;
 }
-inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, std::uint32_t bar) {
+// TMA loads land late: tma_load_2d records the load; it is copied (and its bytes completed on the mbarrier) only
+// when a thread next touches that mbarrier: a try_wait that finds the phase incomplete, or an arrive (re-arming
+// the stage for the next round). That is the latest a GPU could deliver it to a correct kernel, so a consumer that
+// reads a stage without waiting on its full barrier, or with the wrong parity, deterministically sees what was
+// there before (the launch's poison, or an older k-tile). Loads never landed (nobody waited) are counted by
+// tma_drop_pending, which the test calls after each launch.
+struct PendingTmaLoad {
+  const void* block;
+  std::uint32_t dst, bar;
+  TmaMap2d map;
+  int c0, c1;
+};
+inline std::mutex tma_mutex;
+inline std::vector<PendingTmaLoad> tma_loads;
+inline void tma_load_now(const PendingTmaLoad& p) {
+  const TmaMap2d& m = p.map;
+  const std::uint32_t dst = p.dst;
+  const int c0 = p.c0, c1 = p.c1;
   const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
-  const std::uint32_t align = W == 0 ? 128u : 8 * W;
-  if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
   const std::uint32_t bits = W == 128 ? 7u : W == 64 ? 3u : W == 32 ? 1u : 0u;
   for (std::uint32_t i1 = 0; i1 < m.box_rows; ++i1)
     for (std::uint32_t i0 = 0; i0 < m.box_cols; ++i0) {
@@ -313,7 +327,34 @@ inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, st
       if (emu::wg::smem_limit != 0 && a + 2 > emu::wg::smem_limit) emu::wg::fail("TMA past the shared memory");
       std::memcpy(emu::smem + a, &v, 2);
     }
-  emu::wg::mbar_update(bar, 0, -static_cast<std::int64_t>(m.box_rows * m.box_cols * 2));
+  emu::wg::mbar_update(p.bar, 0, -static_cast<std::int64_t>(m.box_rows * m.box_cols * 2));
+}
+// Land this block's pending loads on mbarrier `bar`, in issue order.
+inline void tma_land(std::uint32_t bar) {
+  std::vector<PendingTmaLoad> mine;
+  {
+    std::lock_guard<std::mutex> lock(tma_mutex);
+    if (tma_loads.empty()) return;
+    std::vector<PendingTmaLoad> rest;
+    for (auto& p : tma_loads) (p.block == emu::block && p.bar == bar ? mine : rest).push_back(p);
+    tma_loads.swap(rest);
+  }
+  for (const auto& p : mine) tma_load_now(p);
+}
+// Between launches: drop the loads never landed, returning how many there were.
+inline long tma_drop_pending() {
+  std::lock_guard<std::mutex> lock(tma_mutex);
+  const long n = static_cast<long>(tma_loads.size());
+  tma_loads.clear();
+  return n;
+}
+inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, std::uint32_t bar) {
+  const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
+  const std::uint32_t align = W == 0 ? 128u : 8 * W;
+  if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
+  emu::wg::mbar(bar);  // the alignment check
+  std::lock_guard<std::mutex> lock(tma_mutex);
+  tma_loads.push_back({emu::block, dst, bar, m, c0, c1});
 }
 
 // TMA stores, deferred like wgmma: issue records (map, coordinates, source); bulk_commit closes a group;
@@ -409,12 +450,20 @@ inline void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
   emu::wg::mbar(bar).store(static_cast<std::uint64_t>(count) | static_cast<std::uint64_t>(count) << 21);
 }
 inline void fence_mbarrier_init() {}
-inline void mbarrier_arrive(std::uint32_t bar) { emu::wg::mbar_update(bar, 1, 0); }
+inline void mbarrier_arrive(std::uint32_t bar) {
+  tma_land(bar);
+  emu::wg::mbar_update(bar, 1, 0);
+}
 inline void mbarrier_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  tma_land(bar);
   emu::wg::mbar_update(bar, 1, static_cast<std::int64_t>(bytes));
 }
 inline bool mbarrier_try_wait_parity(std::uint32_t bar, std::uint32_t parity) {
-  const bool done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  bool done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  if (!done) {
+    tma_land(bar);
+    done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  }
   if (!done) std::this_thread::yield();
   return done;
 }
