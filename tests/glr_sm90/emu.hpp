@@ -10,6 +10,7 @@
 #include <vector_types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -49,13 +50,21 @@ struct Warp {
   float c[32][4];
   float f[32];
 };
-// One block of `threads` threads (a multiple of 32, at most kMaxThreads): the __syncthreads barrier of that count
-// and one Warp a 32 threads.
+// One block of `threads` threads (a multiple of 32, at most kMaxThreads): the __syncthreads barrier of that count,
+// one Warp a 32 threads, and each thread's state for emu_wgmma.hpp's quiescence wait (0 running, 1 ended; other
+// values set there).
 constexpr int kMaxThreads = 1024;
 struct Block {
-  explicit Block(int threads) : bar(threads), warps(new Warp[static_cast<std::size_t>(threads / 32)]) {}
+  explicit Block(int threads)
+      : n(threads), bar(threads), warps(new Warp[static_cast<std::size_t>(threads / 32)]),
+        state(new std::atomic<std::uint64_t>[static_cast<std::size_t>(threads)]) {
+    for (int t = 0; t < threads; ++t) state[t].store(0);
+  }
+  int n;
   std::barrier<> bar;
   std::unique_ptr<Warp[]> warps;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> state;
+  std::atomic<unsigned> epoch{0};
 };
 inline thread_local int tid = 0;
 inline thread_local Block* block = nullptr;
@@ -226,6 +235,7 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
           gridDim = dim3(gx, gy, 1);
           blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
           kernel(args);
+          block->state[t].store(1);
         });
       for (auto& x : th) x.join();
     }

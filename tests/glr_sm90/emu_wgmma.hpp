@@ -37,6 +37,7 @@
 #include "emu.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -46,6 +47,19 @@
 namespace emu::wg {
 
 inline std::uint32_t smem_limit = 0;  // bytes of emu::smem the kernel may address; 0: unchecked
+
+// The other extreme schedule (set between launches): TMA loads land at issue, and a wgmma_wait retires its wgmmas
+// (reads their shared memory) only once the block is quiescent: every other thread has ended, waits in a
+// wgmma_wait too or in a wgmma collective's first barrier, or polls an mbarrier phase that has not completed. So a
+// producer refills every stage it may (by the barriers) before a consumer's in-flight wgmmas read theirs: a
+// consumer that releases a stage before the wgmmas reading it have retired deterministically feeds them the next
+// k-tile. (Late landing, the default, is the extreme for the consumer side.) Thread states in emu::Block::state:
+// 0 running, 1 ended, 2 in a wgmma_wait or collective barrier, 4 + (bar << 1 | parity) polling an mbarrier.
+inline bool tma_early = false;
+inline std::atomic<long> quiesce_timeouts{0};
+inline void set_state(std::uint64_t v) {
+  if (tma_early) emu::block->state[threadIdx.x].store(v);
+}
 
 [[noreturn]] inline void fail(const char* what) {
   std::fprintf(stderr, "emu_wgmma: %s (thread %u)\n", what, threadIdx.x);
@@ -118,7 +132,9 @@ inline void mma(float* d, int n, int ta, const std::uint32_t* a_reg, std::uint64
   G.key[x] = n | ta << 9 | tb << 10 | (scale_d != 0) << 11 | (a_reg != nullptr) << 12;
   if (a_reg)
     for (int i = 0; i < 4; ++i) G.a[x][i] = a_reg[i];
+  set_state(2);
   G.bar.arrive_and_wait();
+  set_state(0);
   if (x == 0) {
     for (int y = 1; y < 128; ++y)
       if (G.da[y] != G.da[0] || G.db[y] != G.db[0] || G.key[y] != G.key[0])
@@ -201,6 +217,43 @@ inline void mbar_update(std::uint32_t addr, int arrivals, std::int64_t tx) {
   } while (!w.compare_exchange_weak(old, nw));
 }
 
+// tma_early: wait until the block is quiescent (see tma_early), at most 10 s (then counted in quiesce_timeouts).
+inline bool block_quiet() {
+  for (int t = 0; t < emu::block->n; ++t) {
+    const std::uint64_t v = emu::block->state[t].load();
+    if (v == 0) return false;
+    if (v >= 4) {
+      const std::uint32_t bar = static_cast<std::uint32_t>((v - 4) >> 1), parity = static_cast<std::uint32_t>((v - 4) & 1);
+      if ((mbar(bar).load() >> 63) != parity) return false;  // that poll would succeed: the thread can run
+    }
+  }
+  return true;
+}
+inline void quiesce() {
+  if (!tma_early) return;
+  const unsigned e = emu::block->epoch.load();
+  set_state(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (emu::block->epoch.load() == e) {
+    if (block_quiet()) {
+      emu::block->epoch.fetch_add(1);
+      break;
+    }
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+      if (quiesce_timeouts.fetch_add(1) == 0)
+        for (int t = 0; t < emu::block->n; ++t) {
+          const std::uint64_t v = emu::block->state[t].load();
+          if (v == 0 || v >= 4)
+            std::fprintf(stderr, "emu_wgmma: quiescence timed out: thread %d state %llu (thread %u waiting)\n", t,
+                         static_cast<unsigned long long>(v), threadIdx.x);
+        }
+      break;
+    }
+    std::this_thread::yield();
+  }
+  set_state(0);
+}
+
 // Named barrier `id` of the current block: a generation counter; the first arrival of a generation fixes the
 // count, a different count in the same generation aborts.
 struct NamedBar {
@@ -264,6 +317,7 @@ struct ThreadMmas {
 inline thread_local ThreadMmas mmas;
 inline void retire(long keep) {  // retire the groups older than the `keep` newest committed ones
   const long limit = mmas.committed - keep;
+  if (!mmas.pending.empty() && mmas.pending.front().group < limit) quiesce();
   std::size_t i = 0;
   for (; i < mmas.pending.size() && mmas.pending[i].group < limit; ++i) {
     const PendingMma& e = mmas.pending[i];
@@ -353,6 +407,7 @@ inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, st
   const std::uint32_t align = W == 0 ? 128u : 8 * W;
   if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
   emu::wg::mbar(bar);  // the alignment check
+  if (emu::wg::tma_early) return tma_load_now({emu::block, dst, bar, m, c0, c1});
   std::lock_guard<std::mutex> lock(tma_mutex);
   tma_loads.push_back({emu::block, dst, bar, m, c0, c1});
 }
@@ -464,6 +519,7 @@ inline bool mbarrier_try_wait_parity(std::uint32_t bar, std::uint32_t parity) {
     tma_land(bar);
     done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
   }
+  emu::wg::set_state(done ? 0 : 4 + (static_cast<std::uint64_t>(bar) << 1 | (parity & 1u)));
   if (!done) std::this_thread::yield();
   return done;
 }

@@ -513,9 +513,12 @@ namespace glr::wgtest {
 // (setmaxnreg.inc 232): 128 x 40 + 256 x 232 = 384 x 168, the budget of __launch_bounds__(384, 1).
 // Faults (`bad`, on the emulator only: a race on a GPU): 1 the consumers skip the full-barrier wait, 2 they wait
 // on the wrong parity -- both read a stage before its TMA has landed (emu_wgmma.hpp lands a load only when its
-// barrier is next touched, so they deterministically see the poison or an older k-tile); 3 the producer skips the
-// empty-barrier wait (refills a stage the consumers may still be reading: NOT deterministic on the emulator, see
-// run_pipe_specs).
+// barrier is next touched, so they deterministically see the poison or an older k-tile); 3 the consumers release
+// k-tile kt - 1's stage on its empty barrier before the wgmma_wait that retires its wgmmas, so the producer
+// refills it while they may still read it (caught under the emulator's other schedule, emu::wg::tma_early: loads land at
+// issue and wgmma reads wait until the block is quiescent, so the refill always comes first). A producer that
+// skips the empty-barrier wait is not a case: its full barriers then complete several phases ahead of the
+// consumers, whose parity waits alias, and the kernel can hang rather than compute a wrong result.
 struct PipeCase {
   TmaMap2d ma, mb;  // ma: A (M rows x K), boxes 64 x M; mb: B (K rows x N), boxes 64 x 64
   int m, n, k, stages, bad;
@@ -552,7 +555,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) pipe_gemm_kernel(const __gr
     if (tid == 0)
       for (int kt = 0; kt < KT; ++kt) {
         const int s = kt % S, r = kt / S;
-        if (r > 0 && p.bad != 3) s9::mbarrier_wait_parity(empty(s), static_cast<std::uint32_t>((r - 1) & 1));
+        if (r > 0) s9::mbarrier_wait_parity(empty(s), static_cast<std::uint32_t>((r - 1) & 1));
         const std::uint32_t sa = base + static_cast<std::uint32_t>(s) * stage_bytes, sb = sa + a_bytes;
         s9::mbarrier_arrive_expect_tx(full(s), stage_bytes);
         s9::tma_load_2d(sa, p.ma, 64 * kt, 0, full(s));
@@ -575,9 +578,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) pipe_gemm_kernel(const __gr
       s9::wgmma_ss<N, 0, 1>(d, ta.desc(sa, st), tb.desc(sb, st), kt > 0 || st > 0 ? 1 : 0);
     s9::wgmma_commit();
     s9::wgmma_fence_operand(d);
+    // Fault 3 from the third k-tile on (by then every consumer thread is past k-tile kt - 1's full wait: the
+    // refill cannot complete a phase that a slow thread still polls for, which would hang rather than fail).
+    if (p.bad == 3 && kt > 1 && tid % 128 == 0) s9::mbarrier_arrive(empty((kt - 1) % S));
     s9::wgmma_wait<1>();  // k-tile kt - 1's wgmmas have retired: its stage may be refilled
     s9::wgmma_fence_operand(d);
-    if (kt > 0 && tid % 128 == 0) s9::mbarrier_arrive(empty((kt - 1) % S));
+    if ((p.bad != 3 || kt == 1) && kt > 0 && tid % 128 == 0) s9::mbarrier_arrive(empty((kt - 1) % S));
   }
   s9::wgmma_wait<0>();
   s9::wgmma_fence_operand(d);
@@ -591,6 +597,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) pipe_gemm_kernel(const __gr
 
 struct PipeSpec {
   int nc, n, k, stages, bad;
+  int early = 0;  // emulator: run under emu::wg::tma_early (ignored on a GPU)
 };
 // The cases: NC 1 and 2, N 64 and 128, 2-4 stages; K from one k-tile to 9 (the ring wrapped up to 4 times), k-tile
 // counts that are not multiples of the stage count, K not a multiple of 64 (the last tile zero-filled past K).
@@ -599,11 +606,23 @@ inline std::vector<PipeSpec> pipe_specs(bool emulator) {
   std::vector<PipeSpec> v = {{1, 64, 64, 2, 0},  {1, 64, 192, 2, 0},  {1, 64, 512, 2, 0},  {1, 128, 320, 3, 0},
                              {1, 128, 80, 3, 0}, {2, 64, 576, 4, 0},  {2, 64, 200, 4, 0},  {2, 64, 448, 2, 0},
                              {2, 64, 1024, 3, 0}};
-  if (emulator)
-    for (int bad : {1, 2}) {
-      v.push_back({1, 64, 384, 3, bad});
-      v.push_back({2, 64, 256, 2, bad});
+  if (emulator) {
+    const std::size_t good = v.size();
+    for (std::size_t i = 0; i < good; ++i) {  // the good cases under the other schedule too
+      v.push_back(v[i]);
+      v.back().early = 1;
     }
+    // Faults 1 and 2 with k-tiles <= stages (the ring not wrapped): consumers that do not wait on the full barriers
+    // can run more than a round ahead of the producer and complete an empty barrier's phase twice before it polls
+    // it, so a wrapping ring could hang (parity aliasing) instead of failing.
+    for (int bad : {1, 2}) {
+      v.push_back({1, 64, 192, 3, bad});
+      v.push_back({2, 64, 128, 2, bad});
+    }
+    v.push_back({1, 64, 384, 3, 3, 1});
+    v.push_back({2, 64, 256, 2, 3, 1});
+    v.push_back({1, 128, 320, 2, 3, 1});
+  }
   return v;
 }
 
@@ -653,10 +672,11 @@ int run_pipe_specs(Run&& run, bool emulator) {
     const bool ok = s.bad == 0 ? worst <= 1.0 : !(worst <= 1.0);
     failures += !ok;
     const int kt = (s.k + 63) / 64;
-    std::printf("pipeline M%-3d N%-3d K%-4d (%d k-tiles, %d stages, %d consumer warpgroup%s)%s: max err/bound %9.3g  %s\n",
-                m, s.n, s.k, kt, s.stages, s.nc, s.nc > 1 ? "s" : "",
+    std::printf("pipeline M%-3d N%-3d K%-4d (%d k-tiles, %d stages, %d consumer warpgroup%s)%s%s: max err/bound %9.3g  %s\n",
+                m, s.n, s.k, kt, s.stages, s.nc, s.nc > 1 ? "s" : "", s.early ? " [early TMA, quiescent wgmma reads]" : "",
                 s.bad == 1   ? " [fault: no full-barrier wait]"
                 : s.bad == 2 ? " [fault: full barrier, wrong parity]"
+                : s.bad == 3 ? " [fault: stage released before its wgmmas retired]"
                              : "",
                 worst, ok ? (s.bad ? "PASS (wrong, as it must be)" : "PASS") : "FAIL");
     std::fflush(stdout);

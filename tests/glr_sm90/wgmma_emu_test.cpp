@@ -9,7 +9,8 @@
 // must give a result outside the bound; TMA 2-D tile loads into the canonical layouts feeding wgmma (every
 // swizzle, rows outside the map zero-filled) and TMA stores back; the pipelined producer/consumer GEMM (a TMA
 // producer warpgroup, a ring of 2-4 mbarrier stages, 1-2 wgmma consumer warpgroups: blocks of 256 and 384
-// threads) with its faults (no full-barrier wait, wrong parity); 6 mbarrier phases of 128 arrivals; the named
+// threads; also under the emulator's other schedule: TMA landing at issue, wgmma reads at quiescence) with its
+// faults (no full-barrier wait, wrong parity; a stage released before its wgmmas retired); 6 mbarrier phases of 128 arrivals; the named
 // barriers.
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
@@ -135,11 +136,16 @@ int main() {
       return false;
     c.c = out.data();
     emu::wg::smem_limit = kPipeSmemBytes;
+    emu::wg::tma_early = s.early != 0;
     with_pipe_kernel(s, [&](void (*k)(PipeCase)) { emu::launch(k, 1, 1, wg_smem_raw, kPipeSmemBytes, c, 128 * (s.nc + 1)); });
     const long left = glr::cuda::sm90::tma_drop_pending();
     if (s.bad == 0) unlanded += left;
+    emu::wg::tma_early = false;
     return true;
   }, true);
+  const long qt = emu::wg::quiesce_timeouts.load();
+  std::printf("pipeline: quiescence waits timed out: %ld  %s\n", qt, qt ? "FAIL" : "PASS");
+  failures += qt != 0;
   std::printf("pipeline: TMA loads never landed in the good cases: %ld  %s\n", unlanded, unlanded ? "FAIL" : "PASS");
   failures += unlanded != 0;
   // Fault 5 left its wgmmas unretired (by design); nothing else may.
