@@ -55,6 +55,10 @@ inline std::uint32_t smem_limit = 0;  // bytes of emu::smem the kernel may addre
 // consumer that releases a stage before the wgmmas reading it have retired deterministically feeds them the next
 // k-tile. (Late landing, the default, is the extreme for the consumer side.) Thread states in emu::Block::state:
 // 0 running, 1 ended, 2 in a wgmma_wait or collective barrier, 4 + (bar << 1 | parity) polling an mbarrier.
+// Limits: a thread blocked in __syncthreads, a warp collective or a named barrier counts as running, so a kernel
+// that retires wgmmas while another thread sits in one waits out the 10 s timeout (counted; the pipeline test
+// requires 0). Neither schedule catches a producer that skips its empty-barrier wait: the full barriers then run
+// phases ahead of the consumers and their parity waits alias (a hang, not a wrong result), as they may on a GPU.
 inline bool tma_early = false;
 inline std::atomic<long> quiesce_timeouts{0};
 inline void set_state(std::uint64_t v) {
