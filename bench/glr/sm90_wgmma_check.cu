@@ -6,10 +6,11 @@
 // FAIL; then the deliberate faults (must come out wrong), 6 mbarrier phases of 128 arrivals and the named
 // barriers (bar.sync / bar.arrive); TMA 2-D tile loads into the canonical layouts feeding wgmma (every swizzle,
 // rows outside the map zero-filled; each tile element checked at its address; the tile stored back by TMA
-// stores, clipped to the map); setmaxnreg is only assembled
-// (a kernel never launched).
-// NOT YET RUN ON A GPU: written and compiled (sm_90a, SASS checked for HGMMA) on 2026-12-04 in a session with
-// no GPU lent; the first GPU session runs bench/glr/sm90_wgmma_check.sh. Until then the canonical layouts,
+// stores, clipped to the map); the pipelined producer/consumer GEMM (a TMA producer warpgroup, a ring of 2-4
+// stages on full/empty mbarriers, 1-2 wgmma consumer warpgroups, setmaxnreg 40/232 in the 384-thread kernel;
+// 9 cases, K up to 1024, same bound; its faults are emulator-only races, not run here).
+// NOT YET RUN ON A GPU (none of it, the pipelined GEMM included): written and compiled (sm_90a, SASS checked
+// for HGMMA) on 2026-12-04 in sessions with no GPU lent; the first GPU session runs bench/glr/sm90_wgmma_check.sh. Until then the canonical layouts,
 // the descriptor encoding and the accumulator layout are checked only against the emulator, which encodes the
 // same reading of the PTX ISA: agreement here is what validates the emulator for the wgmma kernels.
 // Exit status: the number of failed cases (0: all pass), 2 on a CUDA error.
@@ -111,6 +112,34 @@ int main() {
       CK(cudaMemcpy(a_out.data(), dout, a_out.size() * 2, cudaMemcpyDeviceToHost));
       return true;
     });
+  }
+  {  // the pipelined producer/consumer GEMM (blocks of 256 / 384 threads, maps on device copies of A and B)
+    constexpr int kMaxM = 128, kMaxPipeK = 1024, kMaxPipeN = 128;
+    void *pa = nullptr, *pb = nullptr, *pc = nullptr;
+    CK(cudaMalloc(&pa, static_cast<std::size_t>(kMaxM) * kMaxPipeK * 2));
+    CK(cudaMalloc(&pb, static_cast<std::size_t>(kMaxPipeK) * kMaxPipeN * 2));
+    CK(cudaMalloc(&pc, static_cast<std::size_t>(kMaxM) * kMaxPipeN * 4));
+    failures += run_pipe_specs([&](const PipeSpec& s, PipeCase& c, const std::vector<std::uint16_t>& a,
+                                   const std::vector<std::uint16_t>& b, std::vector<float>& out) {
+      using glr::cuda::sm90::make_tma_map_2d;
+      if (c.m > kMaxM || c.k > kMaxPipeK || c.n > kMaxPipeN) return false;
+      CK(cudaMemcpy(pa, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(pb, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaMemset(pc, 0xff, out.size() * 4));
+      if (!make_tma_map_2d(c.ma, pa, c.m, c.k, c.k * 2, c.m, 64, glr::cuda::sm90::Swizzle::B128) ||
+          !make_tma_map_2d(c.mb, pb, c.k, c.n, c.n * 2, 64, 64, glr::cuda::sm90::Swizzle::B128))
+        return false;
+      c.c = static_cast<float*>(pc);
+      with_pipe_kernel(s, [&](void (*k)(const PipeCase)) {
+        CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kPipeSmemBytes)));
+        k<<<1, 128 * (s.nc + 1), kPipeSmemBytes>>>(c);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+      });
+      CK(cudaMemcpy(out.data(), pc, out.size() * 4, cudaMemcpyDeviceToHost));
+      return true;
+    }, false);
   }
   int* derr = nullptr;
   CK(cudaMalloc(&derr, 128 * sizeof(int)));

@@ -4,7 +4,9 @@
 # NOT YET RUN ON A GPU (written 2026-12-04 with no GPU lent): it is meant for the next GPU session. What it
 # settles: whether the descriptor encoding, the canonical layouts (every swizzle, K- and MN-major), the
 # register-A and accumulator layouts, the mbarrier / named-barrier / bulk-copy wrappers of
-# glr/cuda/sm90/wgmma.cuh and the 2-D TMA boxes' placement match the hardware, i.e. whether the host emulator
+# glr/cuda/sm90/wgmma.cuh, the 2-D TMA boxes' placement and the pipelined producer/consumer GEMM (TMA producer
+# warpgroup, full/empty mbarrier ring, wgmma consumer warpgroups, setmaxnreg; also never run on a GPU) match the
+# hardware, i.e. whether the host emulator
 # (tests/glr_sm90/emu_wgmma.hpp, same kernels and cases, all passing there) models them as an H200 executes
 # them. Each case prints one line ending in PASS or FAIL; the faults (wrong SBO, swizzle mode, transpose bit)
 # must come out wrong ("PASS (wrong, as it must be)"). On a FAIL the emulator is wrong too: fix both together.
@@ -30,7 +32,8 @@ if [ -x "$CUOBJDUMP" ] || command -v "$CUOBJDUMP" >/dev/null 2>&1; then
     "A from registers $(grep -cE 'HGMMA\.[^ ]+ R[0-9]+, R[0-9]+, gdesc' "$out/sass.txt" || true))" \
     "WARPGROUP.ARRIVE $(grep -c 'WARPGROUP\.ARRIVE' "$out/sass.txt" || true)" \
     "SYNCS $(grep -c 'SYNCS\.' "$out/sass.txt" || true) UBLKCP $(grep -c 'UBLKCP' "$out/sass.txt" || true)" \
-    "UTMALDG $(grep -c 'UTMALDG' "$out/sass.txt" || true) UTMASTG $(grep -c 'UTMASTG' "$out/sass.txt" || true)"
+    "UTMALDG $(grep -c 'UTMALDG' "$out/sass.txt" || true) UTMASTG $(grep -c 'UTMASTG' "$out/sass.txt" || true)" \
+    "USETMAXREG $(grep -c 'USETMAXREG' "$out/sass.txt" || true)"
   [ "$hgmma" -gt 0 ] || { echo "no HGMMA in the SASS"; exit 4; }
 else
   echo "SASS: not checked (no cuobjdump at $CUOBJDUMP; pip's nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm have it)"

@@ -12,9 +12,11 @@
 #include <vector_types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -50,9 +52,21 @@ struct Warp {
   float c[32][4];
   float f[32];
 };
+// One block of `threads` threads (a multiple of 32, at most kMaxThreads): the __syncthreads barrier of that count,
+// one Warp a 32 threads, and each thread's state for emu_wgmma.hpp's quiescence wait (0 running, 1 ended; other
+// values set there).
+constexpr int kMaxThreads = 1024;
 struct Block {
-  std::barrier<> bar{128};
-  Warp warps[4];
+  explicit Block(int threads)
+      : n(threads), bar(threads), warps(new Warp[static_cast<std::size_t>(threads / 32)]),
+        state(new std::atomic<std::uint64_t>[static_cast<std::size_t>(threads)]) {
+    for (int t = 0; t < threads; ++t) state[t].store(0);
+  }
+  int n;
+  std::barrier<> bar;
+  std::unique_ptr<Warp[]> warps;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> state;
+  std::atomic<unsigned> epoch{0};
 };
 inline thread_local int tid = 0;
 inline thread_local Block* block = nullptr;
@@ -197,26 +211,33 @@ inline void cp_async_wait() {}
 
 namespace emu {
 
-// Run kernel(args) over grid (gx, gy) with 128 threads a block; `base` is the kernels' `extern __shared__`
-// array (defined by the test), filled with a poison pattern before each block.
+// Run kernel(args) over grid (gx, gy) with `threads` threads a block (128 unless given; a multiple of 32 up to
+// kMaxThreads, blockDim.x = threads; several warpgroups for producer/consumer kernels); `base` is the kernels'
+// `extern __shared__` array (defined by the test), filled with a poison pattern before each block.
 template <class Args>
-void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_bytes, const Args& args) {
+void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_bytes, const Args& args,
+            int threads = 128) {
+  if (threads <= 0 || threads % 32 != 0 || threads > kMaxThreads) {
+    std::fprintf(stderr, "emu::launch: %d threads a block (a multiple of 32 up to %d)\n", threads, kMaxThreads);
+    std::abort();
+  }
   smem = base;
   for (int by = 0; by < gy; ++by)
     for (int bx = 0; bx < gx; ++bx) {
       std::memset(base, 0x7f, smem_bytes);  // bf16 0x7f7f ~ 3.4e38: a read before write shows up
-      auto blk = std::make_unique<Block>();
+      auto blk = std::make_unique<Block>(threads);
       std::vector<std::thread> th;
-      th.reserve(128);
-      for (int t = 0; t < 128; ++t)
+      th.reserve(static_cast<std::size_t>(threads));
+      for (int t = 0; t < threads; ++t)
         th.emplace_back([&, t] {
           tid = t;
           block = blk.get();
           threadIdx = dim3(t, 1, 1);
           blockIdx = dim3(bx, by, 1);
           gridDim = dim3(gx, gy, 1);
-          blockDim = dim3(128, 1, 1);
+          blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
           kernel(args);
+          block->state[t].store(1);
         });
       for (auto& x : th) x.join();
     }

@@ -21,23 +21,23 @@
 //   thread (the hardware counts whole warps: keep counts multiples of 32 and every thread of a warp arriving);
 //   setmaxnreg: checks R only.
 // - TMA 2-D tile loads (cp.async.bulk.tensor.2d): TmaMap2d here is a plain struct (the device one wraps a
-//   CUtensorMap); the box is copied at once with zeros outside the matrix and the swizzle on the shared
-//   address bits, then its bytes complete on the mbarrier. TMA stores are deferred to the bulk wait that
+//   CUtensorMap); the box is copied with zeros outside the matrix and the swizzle on the shared address bits,
+//   then its bytes complete on the mbarrier -- late: when a thread next touches that mbarrier (a try_wait that
+//   finds the phase open, or an arrive), so skipping the full-barrier wait or waiting on the wrong parity reads
+//   stale shared memory deterministically. TMA stores are deferred to the bulk wait that
 //   retires their group (the shared source read then; elements outside the matrix skipped).
 // - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
 //   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
 //   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
 //   bytes on the barrier.
-// Blocks of more than one warpgroup: emu.hpp's launch runs exactly 128 threads a block (Block: one 128-thread
-// barrier, 4 Warps), so a producer/consumer kernel of 2-3 warpgroups cannot run yet. What emu.hpp would need:
-// a thread count per launch (Block with a runtime-sized barrier and warps[n / 32], launch(kernel, ..., threads)),
-// nothing else: the wgmma twins here already key their collective state on (block, threadIdx.x / 128), and the
-// named barriers on (block, id).
+// Blocks of several warpgroups: emu::launch(kernel, ..., args, threads) (emu.hpp; 128 unless given); the wgmma
+// twins key their collective state on (block, threadIdx.x / 128), the named barriers on (block, id).
 #pragma once
 
 #include "emu.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -47,6 +47,23 @@
 namespace emu::wg {
 
 inline std::uint32_t smem_limit = 0;  // bytes of emu::smem the kernel may address; 0: unchecked
+
+// The other extreme schedule (set between launches): TMA loads land at issue, and a wgmma_wait retires its wgmmas
+// (reads their shared memory) only once the block is quiescent: every other thread has ended, waits in a
+// wgmma_wait too or in a wgmma collective's first barrier, or polls an mbarrier phase that has not completed. So a
+// producer refills every stage it may (by the barriers) before a consumer's in-flight wgmmas read theirs: a
+// consumer that releases a stage before the wgmmas reading it have retired deterministically feeds them the next
+// k-tile. (Late landing, the default, is the extreme for the consumer side.) Thread states in emu::Block::state:
+// 0 running, 1 ended, 2 in a wgmma_wait or collective barrier, 4 + (bar << 1 | parity) polling an mbarrier.
+// Limits: a thread blocked in __syncthreads, a warp collective or a named barrier counts as running, so a kernel
+// that retires wgmmas while another thread sits in one waits out the 10 s timeout (counted; the pipeline test
+// requires 0). Neither schedule catches a producer that skips its empty-barrier wait: the full barriers then run
+// phases ahead of the consumers and their parity waits alias (a hang, not a wrong result), as they may on a GPU.
+inline bool tma_early = false;
+inline std::atomic<long> quiesce_timeouts{0};
+inline void set_state(std::uint64_t v) {
+  if (tma_early) emu::block->state[threadIdx.x].store(v);
+}
 
 [[noreturn]] inline void fail(const char* what) {
   std::fprintf(stderr, "emu_wgmma: %s (thread %u)\n", what, threadIdx.x);
@@ -119,7 +136,9 @@ inline void mma(float* d, int n, int ta, const std::uint32_t* a_reg, std::uint64
   G.key[x] = n | ta << 9 | tb << 10 | (scale_d != 0) << 11 | (a_reg != nullptr) << 12;
   if (a_reg)
     for (int i = 0; i < 4; ++i) G.a[x][i] = a_reg[i];
+  set_state(2);
   G.bar.arrive_and_wait();
+  set_state(0);
   if (x == 0) {
     for (int y = 1; y < 128; ++y)
       if (G.da[y] != G.da[0] || G.db[y] != G.db[0] || G.key[y] != G.key[0])
@@ -202,6 +221,43 @@ inline void mbar_update(std::uint32_t addr, int arrivals, std::int64_t tx) {
   } while (!w.compare_exchange_weak(old, nw));
 }
 
+// tma_early: wait until the block is quiescent (see tma_early), at most 10 s (then counted in quiesce_timeouts).
+inline bool block_quiet() {
+  for (int t = 0; t < emu::block->n; ++t) {
+    const std::uint64_t v = emu::block->state[t].load();
+    if (v == 0) return false;
+    if (v >= 4) {
+      const std::uint32_t bar = static_cast<std::uint32_t>((v - 4) >> 1), parity = static_cast<std::uint32_t>((v - 4) & 1);
+      if ((mbar(bar).load() >> 63) != parity) return false;  // that poll would succeed: the thread can run
+    }
+  }
+  return true;
+}
+inline void quiesce() {
+  if (!tma_early) return;
+  const unsigned e = emu::block->epoch.load();
+  set_state(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (emu::block->epoch.load() == e) {
+    if (block_quiet()) {
+      emu::block->epoch.fetch_add(1);
+      break;
+    }
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+      if (quiesce_timeouts.fetch_add(1) == 0)
+        for (int t = 0; t < emu::block->n; ++t) {
+          const std::uint64_t v = emu::block->state[t].load();
+          if (v == 0 || v >= 4)
+            std::fprintf(stderr, "emu_wgmma: quiescence timed out: thread %d state %llu (thread %u waiting)\n", t,
+                         static_cast<unsigned long long>(v), threadIdx.x);
+        }
+      break;
+    }
+    std::this_thread::yield();
+  }
+  set_state(0);
+}
+
 // Named barrier `id` of the current block: a generation counter; the first arrival of a generation fixes the
 // count, a different count in the same generation aborts.
 struct NamedBar {
@@ -265,6 +321,7 @@ struct ThreadMmas {
 inline thread_local ThreadMmas mmas;
 inline void retire(long keep) {  // retire the groups older than the `keep` newest committed ones
   const long limit = mmas.committed - keep;
+  if (!mmas.pending.empty() && mmas.pending.front().group < limit) quiesce();
   std::size_t i = 0;
   for (; i < mmas.pending.size() && mmas.pending[i].group < limit; ++i) {
     const PendingMma& e = mmas.pending[i];
@@ -297,10 +354,25 @@ inline bool make_tma_map_2d(TmaMap2d& m, const void* global, std::uint64_t rows,
   m = TmaMap2d{global, rows, cols, row_bytes, box_rows, box_cols, sw};
   return true;
 }
-inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, std::uint32_t bar) {
+// TMA loads land late: tma_load_2d records the load; it is copied (and its bytes completed on the mbarrier) only
+// when a thread next touches that mbarrier: a try_wait that finds the phase incomplete, or an arrive (re-arming
+// the stage for the next round). That is the latest a GPU could deliver it to a correct kernel, so a consumer that
+// reads a stage without waiting on its full barrier, or with the wrong parity, deterministically sees what was
+// there before (the launch's poison, or an older k-tile). Loads never landed (nobody waited) are counted by
+// tma_drop_pending, which the test calls after each launch.
+struct PendingTmaLoad {
+  const void* block;
+  std::uint32_t dst, bar;
+  TmaMap2d map;
+  int c0, c1;
+};
+inline std::mutex tma_mutex;
+inline std::vector<PendingTmaLoad> tma_loads;
+inline void tma_load_now(const PendingTmaLoad& p) {
+  const TmaMap2d& m = p.map;
+  const std::uint32_t dst = p.dst;
+  const int c0 = p.c0, c1 = p.c1;
   const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
-  const std::uint32_t align = W == 0 ? 128u : 8 * W;
-  if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
   const std::uint32_t bits = W == 128 ? 7u : W == 64 ? 3u : W == 32 ? 1u : 0u;
   for (std::uint32_t i1 = 0; i1 < m.box_rows; ++i1)
     for (std::uint32_t i0 = 0; i0 < m.box_cols; ++i0) {
@@ -313,7 +385,35 @@ inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, st
       if (emu::wg::smem_limit != 0 && a + 2 > emu::wg::smem_limit) emu::wg::fail("TMA past the shared memory");
       std::memcpy(emu::smem + a, &v, 2);
     }
-  emu::wg::mbar_update(bar, 0, -static_cast<std::int64_t>(m.box_rows * m.box_cols * 2));
+  emu::wg::mbar_update(p.bar, 0, -static_cast<std::int64_t>(m.box_rows * m.box_cols * 2));
+}
+// Land this block's pending loads on mbarrier `bar`, in issue order.
+inline void tma_land(std::uint32_t bar) {
+  std::vector<PendingTmaLoad> mine;
+  {
+    std::lock_guard<std::mutex> lock(tma_mutex);
+    if (tma_loads.empty()) return;
+    std::vector<PendingTmaLoad> rest;
+    for (auto& p : tma_loads) (p.block == emu::block && p.bar == bar ? mine : rest).push_back(p);
+    tma_loads.swap(rest);
+  }
+  for (const auto& p : mine) tma_load_now(p);
+}
+// Between launches: drop the loads never landed, returning how many there were.
+inline long tma_drop_pending() {
+  std::lock_guard<std::mutex> lock(tma_mutex);
+  const long n = static_cast<long>(tma_loads.size());
+  tma_loads.clear();
+  return n;
+}
+inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, std::uint32_t bar) {
+  const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
+  const std::uint32_t align = W == 0 ? 128u : 8 * W;
+  if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
+  emu::wg::mbar(bar);  // the alignment check
+  if (emu::wg::tma_early) return tma_load_now({emu::block, dst, bar, m, c0, c1});
+  std::lock_guard<std::mutex> lock(tma_mutex);
+  tma_loads.push_back({emu::block, dst, bar, m, c0, c1});
 }
 
 // TMA stores, deferred like wgmma: issue records (map, coordinates, source); bulk_commit closes a group;
@@ -409,12 +509,21 @@ inline void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
   emu::wg::mbar(bar).store(static_cast<std::uint64_t>(count) | static_cast<std::uint64_t>(count) << 21);
 }
 inline void fence_mbarrier_init() {}
-inline void mbarrier_arrive(std::uint32_t bar) { emu::wg::mbar_update(bar, 1, 0); }
+inline void mbarrier_arrive(std::uint32_t bar) {
+  tma_land(bar);
+  emu::wg::mbar_update(bar, 1, 0);
+}
 inline void mbarrier_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  tma_land(bar);
   emu::wg::mbar_update(bar, 1, static_cast<std::int64_t>(bytes));
 }
 inline bool mbarrier_try_wait_parity(std::uint32_t bar, std::uint32_t parity) {
-  const bool done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  bool done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  if (!done) {
+    tma_land(bar);
+    done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
+  }
+  emu::wg::set_state(done ? 0 : 4 + (static_cast<std::uint64_t>(bar) << 1 | (parity & 1u)));
   if (!done) std::this_thread::yield();
   return done;
 }

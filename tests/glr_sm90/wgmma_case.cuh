@@ -496,3 +496,192 @@ int run_tma_specs(Run&& run) {
 }
 
 }  // namespace glr::wgtest
+
+namespace glr::wgtest {
+
+// Pipelined producer/consumer GEMM: C (M x N, fp32, row-major) = A (M x K, bf16, row-major) B (K x N, bf16,
+// row-major), M = 64 NC, one block of 128 (NC + 1) threads. Warpgroup 0 is the producer: its thread 0 streams the
+// k-tiles (64 k each; the last one zero-filled by TMA past K) into a ring of `stages` shared-memory stages by 2-D
+// TMA loads, A as one box of 64 k x M rows into a K-major 128B-swizzled tile, B as N/64 boxes of 64 n x 64 k into
+// MN-major 128B-swizzled atoms; each stage has a full mbarrier (1 arrival + the stage's bytes: expect_tx) and an
+// empty one (NC arrivals, one a consumer warpgroup); round r of stage s waits for the empty barrier's phase r - 1
+// (parity (r - 1) & 1) before re-arming it. Warpgroups 1..NC are consumers: warpgroup w computes rows 64 (w - 1)
+// .. + 63: per k-tile it waits on the full barrier (parity r & 1), issues 4 wgmma_ss (m64nNk16, A K-major, B
+// MN-major) as one commit group, waits until one group is left in flight (wgmma_wait<1>: the previous k-tile's
+// wgmmas have read their stage) and releases the previous k-tile's stage on its empty barrier (thread 0 of the
+// warpgroup). With NC = 2 the producer gives registers back (setmaxnreg.dec 40) and the consumers take them
+// (setmaxnreg.inc 232): 128 x 40 + 256 x 232 = 384 x 168, the budget of __launch_bounds__(384, 1).
+// Faults (`bad`, on the emulator only: a race on a GPU): 1 the consumers skip the full-barrier wait, 2 they wait
+// on the wrong parity -- both read a stage before its TMA has landed (emu_wgmma.hpp lands a load only when its
+// barrier is next touched, so they deterministically see the poison or an older k-tile); 3 the consumers release
+// k-tile kt - 1's stage on its empty barrier before the wgmma_wait that retires its wgmmas, so the producer
+// refills it while they may still read it (caught under the emulator's other schedule, emu::wg::tma_early: loads land at
+// issue and wgmma reads wait until the block is quiescent, so the refill always comes first). A producer that
+// skips the empty-barrier wait is not a case: its full barriers then complete several phases ahead of the
+// consumers, whose parity waits alias, and the kernel can hang rather than compute a wrong result.
+struct PipeCase {
+  TmaMap2d ma, mb;  // ma: A (M rows x K), boxes 64 x M; mb: B (K rows x N), boxes 64 x 64
+  int m, n, k, stages, bad;
+  float* c;  // M x N
+};
+constexpr int kPipeMaxStages = 4;
+// Stages of at most 24 KB (NC = 2, N = 64 or NC = 1, N = 128), the 2 x 4 barriers, the 1024 alignment slack.
+constexpr std::uint32_t kPipeStageMax = 24576, kPipeSmemBytes = kPipeMaxStages * kPipeStageMax + 64 + 1024;
+
+template <int N, int NC>
+__global__ void __launch_bounds__(128 * (NC + 1), 1) pipe_gemm_kernel(const __grid_constant__ PipeCase p) {
+  namespace s9 = glr::cuda::sm90;
+  extern __shared__ __align__(16) char wg_smem_raw[];
+  const std::uint32_t raw = s9::smem_addr(wg_smem_raw);
+  const std::uint32_t base = (raw + 1023u) & ~1023u;
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
+  constexpr std::uint32_t a_bytes = NC * 64 * 64 * 2, b_bytes = 64 * N * 2, stage_bytes = a_bytes + b_bytes;
+  const int S = p.stages, KT = (p.k + 63) / 64;
+  const std::uint32_t bars = base + static_cast<std::uint32_t>(S) * stage_bytes;
+  const auto full = [&](int s) { return bars + 8u * static_cast<std::uint32_t>(s); };
+  const auto empty = [&](int s) { return bars + 8u * static_cast<std::uint32_t>(kPipeMaxStages + s); };
+  const CanonTile ta(Swizzle::B128, false, 64, 64, 0);  // one consumer's 64 rows: 8 KB, rows at 128 B
+  const CanonTile tb(Swizzle::B128, true, N, 64, 0);    // 64-column atoms at LBO = 8 KB
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      s9::mbarrier_init(full(s), 1);
+      s9::mbarrier_init(empty(s), NC);
+    }
+    s9::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (wg == 0) {  // producer
+    if constexpr (NC == 2) s9::setmaxnreg_dec<40>();
+    if (tid == 0)
+      for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % S, r = kt / S;
+        if (r > 0) s9::mbarrier_wait_parity(empty(s), static_cast<std::uint32_t>((r - 1) & 1));
+        const std::uint32_t sa = base + static_cast<std::uint32_t>(s) * stage_bytes, sb = sa + a_bytes;
+        s9::mbarrier_arrive_expect_tx(full(s), stage_bytes);
+        s9::tma_load_2d(sa, p.ma, 64 * kt, 0, full(s));
+        for (int j = 0; j < N / 64; ++j) s9::tma_load_2d(sb + tb.offset(64 * j, 0), p.mb, 64 * j, 64 * kt, full(s));
+      }
+    return;
+  }
+  if constexpr (NC == 2) s9::setmaxnreg_inc<232>();
+  const int cw = wg - 1;
+  float d[N / 2];
+  for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
+  for (int kt = 0; kt < KT; ++kt) {
+    const int s = kt % S, r = kt / S;
+    if (p.bad != 1) s9::mbarrier_wait_parity(full(s), static_cast<std::uint32_t>((r & 1) ^ (p.bad == 2 ? 1 : 0)));
+    const std::uint32_t sa = base + static_cast<std::uint32_t>(s) * stage_bytes + 8192u * static_cast<std::uint32_t>(cw);
+    const std::uint32_t sb = base + static_cast<std::uint32_t>(s) * stage_bytes + a_bytes;
+    s9::wgmma_fence();
+#pragma unroll
+    for (int st = 0; st < 4; ++st)
+      s9::wgmma_ss<N, 0, 1>(d, ta.desc(sa, st), tb.desc(sb, st), kt > 0 || st > 0 ? 1 : 0);
+    s9::wgmma_commit();
+    s9::wgmma_fence_operand(d);
+    // Fault 3 from the third k-tile on (by then every consumer thread is past k-tile kt - 1's full wait: the
+    // refill cannot complete a phase that a slow thread still polls for, which would hang rather than fail).
+    if (p.bad == 3 && kt > 1 && tid % 128 == 0) s9::mbarrier_arrive(empty((kt - 1) % S));
+    s9::wgmma_wait<1>();  // k-tile kt - 1's wgmmas have retired: its stage may be refilled
+    s9::wgmma_fence_operand(d);
+    if ((p.bad != 3 || kt == 1) && kt > 0 && tid % 128 == 0) s9::mbarrier_arrive(empty((kt - 1) % S));
+  }
+  s9::wgmma_wait<0>();
+  s9::wgmma_fence_operand(d);
+  const int rw = (tid % 128) / 32, g = (tid % 32) / 4, t = tid % 4;
+  for (int j = 0; j < N / 8; ++j)
+    for (int h = 0; h < 4; ++h) {
+      const int row = 64 * cw + 16 * rw + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
+      p.c[row * N + col] = d[4 * j + h];
+    }
+}
+
+struct PipeSpec {
+  int nc, n, k, stages, bad;
+  int early = 0;  // emulator: run under emu::wg::tma_early (ignored on a GPU)
+};
+// The cases: NC 1 and 2, N 64 and 128, 2-4 stages; K from one k-tile to 9 (the ring wrapped up to 4 times), k-tile
+// counts that are not multiples of the stage count, K not a multiple of 64 (the last tile zero-filled past K).
+// Then (emulator) the faults.
+inline std::vector<PipeSpec> pipe_specs(bool emulator) {
+  std::vector<PipeSpec> v = {{1, 64, 64, 2, 0},  {1, 64, 192, 2, 0},  {1, 64, 512, 2, 0},  {1, 128, 320, 3, 0},
+                             {1, 128, 80, 3, 0}, {2, 64, 576, 4, 0},  {2, 64, 200, 4, 0},  {2, 64, 448, 2, 0},
+                             {2, 64, 1024, 3, 0}};
+  if (emulator) {
+    const std::size_t good = v.size();
+    for (std::size_t i = 0; i < good; ++i) {  // the good cases under the other schedule too
+      v.push_back(v[i]);
+      v.back().early = 1;
+    }
+    // Faults 1 and 2 with k-tiles <= stages (the ring not wrapped): consumers that do not wait on the full barriers
+    // can run more than a round ahead of the producer and complete an empty barrier's phase twice before it polls
+    // it, so a wrapping ring could hang (parity aliasing) instead of failing.
+    for (int bad : {1, 2}) {
+      v.push_back({1, 64, 192, 3, bad});
+      v.push_back({2, 64, 128, 2, bad});
+    }
+    v.push_back({1, 64, 384, 3, 3, 1});
+    v.push_back({2, 64, 256, 2, 3, 1});
+    v.push_back({1, 128, 320, 2, 3, 1});
+  }
+  return v;
+}
+
+template <class F>
+void with_pipe_kernel(const PipeSpec& s, F&& f) {
+  if (s.nc == 1 && s.n == 64) f(&pipe_gemm_kernel<64, 1>);
+  if (s.nc == 1 && s.n == 128) f(&pipe_gemm_kernel<128, 1>);
+  if (s.nc == 2 && s.n == 64) f(&pipe_gemm_kernel<64, 2>);
+}
+
+// run(spec, case, a, b, c): make the maps on its copies of a (M x K) and b (K x N), launch the case's kernel with
+// 128 (NC + 1) threads, leave M x N floats in c; returns false if a map could not be made. Same bound as the other
+// cases (2^-16 sum_k |a_ik b_kj| per element). Returns the number of failures.
+template <class Run>
+int run_pipe_specs(Run&& run, bool emulator) {
+  int failures = 0, i = 0;
+  for (const PipeSpec& s : pipe_specs(emulator)) {
+    ++i;
+    const int m = 64 * s.nc;
+    const auto a = random_bf16(static_cast<std::size_t>(m) * s.k, 3000 + 2 * i);
+    const auto b = random_bf16(static_cast<std::size_t>(s.k) * s.n, 3001 + 2 * i);
+    std::vector<float> c(static_cast<std::size_t>(m) * s.n, 0.0f);
+    PipeCase pc{};
+    pc.m = m;
+    pc.n = s.n;
+    pc.k = s.k;
+    pc.stages = s.stages;
+    pc.bad = s.bad;
+    const bool made = run(s, pc, a, b, c);
+    double worst = made ? 0 : INFINITY;
+    for (int r = 0; r < m && made; ++r)
+      for (int j = 0; j < s.n; ++j) {
+        double ref = 0, abs_sum = 0;
+        for (int k = 0; k < s.k; ++k) {
+          const double x = bf16_value(a[static_cast<std::size_t>(r) * s.k + k]) *
+                           bf16_value(b[static_cast<std::size_t>(k) * s.n + j]);
+          ref += x;
+          abs_sum += std::fabs(x);
+        }
+        const double x = c[static_cast<std::size_t>(r) * s.n + j];
+        if (!std::isfinite(x)) {
+          worst = INFINITY;
+          break;
+        }
+        worst = std::max(worst, std::fabs(x - ref) / (std::ldexp(abs_sum, -16) + 1e-30));
+      }
+    const bool ok = s.bad == 0 ? worst <= 1.0 : !(worst <= 1.0);
+    failures += !ok;
+    const int kt = (s.k + 63) / 64;
+    std::printf("pipeline M%-3d N%-3d K%-4d (%d k-tiles, %d stages, %d consumer warpgroup%s)%s%s: max err/bound %9.3g  %s\n",
+                m, s.n, s.k, kt, s.stages, s.nc, s.nc > 1 ? "s" : "", s.early ? " [early TMA, quiescent wgmma reads]" : "",
+                s.bad == 1   ? " [fault: no full-barrier wait]"
+                : s.bad == 2 ? " [fault: full barrier, wrong parity]"
+                : s.bad == 3 ? " [fault: stage released before its wgmmas retired]"
+                             : "",
+                worst, ok ? (s.bad ? "PASS (wrong, as it must be)" : "PASS") : "FAIL");
+    std::fflush(stdout);
+  }
+  return failures;
+}
+
+}  // namespace glr::wgtest

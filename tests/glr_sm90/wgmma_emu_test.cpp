@@ -7,7 +7,10 @@
 // 2^-16 sum |a b| per element); deliberate faults (B's SBO + 16 bytes, B's or A's swizzle mode, B's transpose
 // bit; the accumulators read without wgmma_wait, B overwritten while the wgmmas are in flight), each of which
 // must give a result outside the bound; TMA 2-D tile loads into the canonical layouts feeding wgmma (every
-// swizzle, rows outside the map zero-filled) and TMA stores back; 6 mbarrier phases of 128 arrivals; the named
+// swizzle, rows outside the map zero-filled) and TMA stores back; the pipelined producer/consumer GEMM (a TMA
+// producer warpgroup, a ring of 2-4 mbarrier stages, 1-2 wgmma consumer warpgroups: blocks of 256 and 384
+// threads; also under the emulator's other schedule: TMA landing at issue, wgmma reads at quiescence) with its
+// faults (no full-barrier wait, wrong parity; a stage released before its wgmmas retired); 6 mbarrier phases of 128 arrivals; the named
 // barriers.
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
@@ -123,6 +126,28 @@ int main() {
       emu::launch(&tma_wgmma_kernel<128>, 1, 1, wg_smem_raw, kSmemBytes, c);
     return true;
   });
+  // The pipelined producer/consumer GEMM (2-3 warpgroups a block); a good case leaves no TMA load unlanded.
+  long unlanded = 0;
+  failures += run_pipe_specs([&unlanded](const PipeSpec& s, PipeCase& c, const std::vector<std::uint16_t>& a,
+                                         const std::vector<std::uint16_t>& b, std::vector<float>& out) {
+    using glr::cuda::sm90::make_tma_map_2d;
+    if (!make_tma_map_2d(c.ma, a.data(), c.m, c.k, c.k * 2, c.m, 64, Swizzle::B128) ||
+        !make_tma_map_2d(c.mb, b.data(), c.k, c.n, c.n * 2, 64, 64, Swizzle::B128))
+      return false;
+    c.c = out.data();
+    emu::wg::smem_limit = kPipeSmemBytes;
+    emu::wg::tma_early = s.early != 0;
+    with_pipe_kernel(s, [&](void (*k)(PipeCase)) { emu::launch(k, 1, 1, wg_smem_raw, kPipeSmemBytes, c, 128 * (s.nc + 1)); });
+    const long left = glr::cuda::sm90::tma_drop_pending();
+    if (s.bad == 0) unlanded += left;
+    emu::wg::tma_early = false;
+    return true;
+  }, true);
+  const long qt = emu::wg::quiesce_timeouts.load();
+  std::printf("pipeline: quiescence waits timed out: %ld  %s\n", qt, qt ? "FAIL" : "PASS");
+  failures += qt != 0;
+  std::printf("pipeline: TMA loads never landed in the good cases: %ld  %s\n", unlanded, unlanded ? "FAIL" : "PASS");
+  failures += unlanded != 0;
   // Fault 5 left its wgmmas unretired (by design); nothing else may.
   const long unretired = emu::wg::unretired_wgmmas.load();
   const long expected_unretired = 2 * 128 * 4;  // two fault-5 cases x 128 threads x 4 k-steps
