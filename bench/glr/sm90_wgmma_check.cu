@@ -149,22 +149,14 @@ int main() {
   CK(cudaDeviceSynchronize());
   std::vector<int> errors(128);
   CK(cudaMemcpy(errors.data(), derr, 128 * sizeof(int), cudaMemcpyDeviceToHost));
-  int bad = 0;
-  for (int e : errors) bad += e != 0;
-  std::printf("mbarrier: 6 phases x 128 arrivals, %d threads saw a wrong slot or did not finish  %s\n", bad,
-              bad ? "FAIL" : "PASS");
-  failures += bad != 0;
+  failures += barrier_verdict("mbarrier: 6 phases x 128 arrivals", "a wrong slot or did not finish", errors);
   CK(cudaMemset(derr, 0xff, 128 * sizeof(int)));
   named_barrier_kernel<<<1, 128, kMbarSmemBytes>>>(MbarCase{0, derr});
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   CK(cudaMemcpy(errors.data(), derr, 128 * sizeof(int), cudaMemcpyDeviceToHost));
-  bad = 0;
-  for (int e : errors) bad += e != 0;
-  std::printf("named barriers: two 64-thread groups x 4 rounds, producer/consumer warps x 3 rounds, %d threads saw "
-              "a wrong slot  %s\n",
-              bad, bad ? "FAIL" : "PASS");
-  failures += bad != 0;
+  failures += barrier_verdict("named barriers: two 64-thread groups x 4 rounds, producer/consumer warps x 3 rounds",
+                              "a wrong slot", errors);
   std::printf("%s\n", failures ? "FAILED" : "ALL PASS");
   return failures > 100 ? 100 : failures;
 }

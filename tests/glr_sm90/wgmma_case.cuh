@@ -130,11 +130,10 @@ __global__ void __launch_bounds__(128) wgmma_case_kernel(Case c) {
   }
   if (c.bad != 5) s9::wgmma_wait<0>();  // (emulator only) 5: the accumulators read without the wait
   s9::wgmma_fence_operand(d);
-  for (int j = 0; j < N / 8; ++j)
-    for (int h = 0; h < 4; ++h) {
-      const int row = 16 * r + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
-      c.d[row * c.n + col] = d[4 * j + h];
-    }
+  for (int i = 0; i < N / 2; ++i) {
+    const s9::AccCoord at = s9::wgmma_acc_coord(tid, i);
+    c.d[at.row * c.n + at.col] = d[i];
+  }
 }
 
 }  // namespace glr::wgtest
@@ -278,12 +277,10 @@ __global__ void __launch_bounds__(128) tma_wgmma_kernel(const __grid_constant__ 
   }
   s9::wgmma_wait<0>();
   s9::wgmma_fence_operand(d);
-  const int r = (tid % 128) / 32, g = (tid % 32) / 4, t = tid % 4;
-  for (int j = 0; j < N / 8; ++j)
-    for (int h = 0; h < 4; ++h) {
-      const int row = 16 * r + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
-      c.d[row * c.n + col] = d[4 * j + h];
-    }
+  for (int i = 0; i < N / 2; ++i) {
+    const s9::AccCoord at = s9::wgmma_acc_coord(tid, i);
+    c.d[at.row * c.n + at.col] = d[i];
+  }
 }
 
 }  // namespace glr::wgtest
@@ -445,6 +442,15 @@ int run_specs(Run&& run, bool emulator) {
   return failures;
 }
 
+// The verdict line of a barrier case (mbarrier_phase_kernel, named_barrier_kernel): errors[t] is thread t's count
+// of wrong slots (-1: it never got there). Returns 1 when any thread saw one, else 0.
+inline int barrier_verdict(const char* what, const char* saw, const std::vector<int>& errors) {
+  int bad = 0;
+  for (int e : errors) bad += e != 0;
+  std::printf("%s, %d threads saw %s  %s\n", what, bad, saw, bad ? "FAIL" : "PASS");
+  return bad != 0;
+}
+
 }  // namespace glr::wgtest
 
 namespace glr::wgtest {
@@ -587,12 +593,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) pipe_gemm_kernel(const __gr
   }
   s9::wgmma_wait<0>();
   s9::wgmma_fence_operand(d);
-  const int rw = (tid % 128) / 32, g = (tid % 32) / 4, t = tid % 4;
-  for (int j = 0; j < N / 8; ++j)
-    for (int h = 0; h < 4; ++h) {
-      const int row = 64 * cw + 16 * rw + g + (h >= 2 ? 8 : 0), col = 8 * j + 2 * t + (h & 1);
-      p.c[row * N + col] = d[4 * j + h];
-    }
+  for (int i = 0; i < N / 2; ++i) {
+    const s9::AccCoord at = s9::wgmma_acc_coord(tid, i);
+    p.c[(64 * cw + at.row) * N + at.col] = d[i];
+  }
 }
 
 struct PipeSpec {

@@ -160,19 +160,11 @@ int main() {
   std::vector<int> errors(128, -1);
   emu::wg::smem_limit = kMbarSmemBytes;
   emu::launch(&mbarrier_phase_kernel, 1, 1, wg_smem_raw, kMbarSmemBytes, MbarCase{6, errors.data()});
-  int bad = 0;
-  for (int e : errors) bad += e != 0;
-  std::printf("mbarrier: 6 phases x 128 arrivals, %d threads saw a wrong slot or did not finish  %s\n", bad,
-              bad ? "FAIL" : "PASS");
-  failures += bad != 0;
+  failures += barrier_verdict("mbarrier: 6 phases x 128 arrivals", "a wrong slot or did not finish", errors);
   errors.assign(128, -1);
   emu::launch(&named_barrier_kernel, 1, 1, wg_smem_raw, kMbarSmemBytes, MbarCase{0, errors.data()});
-  bad = 0;
-  for (int e : errors) bad += e != 0;
-  std::printf("named barriers: two 64-thread groups x 4 rounds, producer/consumer warps x 3 rounds, %d threads saw "
-              "a wrong slot  %s\n",
-              bad, bad ? "FAIL" : "PASS");
-  failures += bad != 0;
+  failures += barrier_verdict("named barriers: two 64-thread groups x 4 rounds, producer/consumer warps x 3 rounds",
+                              "a wrong slot", errors);
   std::printf("%s\n", failures ? "FAILED" : "ALL PASS");
   return failures ? 1 : 0;
 }

@@ -82,64 +82,42 @@ __device__ __forceinline__ void wgmma_fence_operand(float (&d)[R]) {
 // Shared memory written by ordinary stores, to be read by wgmma or a bulk copy (the async proxy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// The accumulators' operand names and constraints, d[0..31] (N = 64) and d[32..63] (the rest of N = 128).
+#define GLR_WGMMA_D_NAMES_LO "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define GLR_WGMMA_D_NAMES_HI ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define GLR_WGMMA_D_LO \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GLR_WGMMA_D_HI \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
 // ---- N = 64: 32 accumulators
 #define GLR_WGMMA_SS_64(TA, TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-  "}, %32, %33, p, 1, 1, %35, %36;\n}\n" \
-  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB))
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" GLR_WGMMA_D_NAMES_LO "}, %32, %33, p, 1, 1, %35, %36;\n}\n" \
+  : GLR_WGMMA_D_LO : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB))
 
 #define GLR_WGMMA_RS_64(TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
-  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-  "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n" \
-  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" GLR_WGMMA_D_NAMES_LO "}, {%32, %33, %34, %35}, %36, p, " \
+  "1, 1, %38;\n}\n" \
+  : GLR_WGMMA_D_LO : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
 
 // ---- N = 128: 64 accumulators
 #define GLR_WGMMA_SS_128(TA, TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" GLR_WGMMA_D_NAMES_LO GLR_WGMMA_D_NAMES_HI \
   "}, %64, %65, p, 1, 1, %67, %68;\n}\n" \
-  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB))
+  : GLR_WGMMA_D_LO, GLR_WGMMA_D_HI : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB))
 
 #define GLR_WGMMA_RS_128(TB) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
-  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" GLR_WGMMA_D_NAMES_LO GLR_WGMMA_D_NAMES_HI \
   "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n" \
-  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
-
+  : GLR_WGMMA_D_LO, GLR_WGMMA_D_HI : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
 
 // D (64 x N) = A B + (scale_d ? D : 0), A and B from shared memory. TA / TB: transpose bits (0 K-major, 1
 // MN-major). da, db warpgroup-uniform.
@@ -168,6 +146,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const std::uint32_t 
 #undef GLR_WGMMA_RS_64
 #undef GLR_WGMMA_SS_128
 #undef GLR_WGMMA_RS_128
+#undef GLR_WGMMA_D_NAMES_LO
+#undef GLR_WGMMA_D_NAMES_HI
+#undef GLR_WGMMA_D_LO
+#undef GLR_WGMMA_D_HI
 
 // ---- mbarrier (shared::cta, 8 bytes, 8-byte aligned) ----
 __device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
@@ -297,6 +279,16 @@ __device__ __forceinline__ void bulk_wait() {
 __device__ __forceinline__ void mbarrier_wait_parity(std::uint32_t bar, std::uint32_t parity) {
   while (!mbarrier_try_wait_parity(bar, parity)) {
   }
+}
+
+// Where accumulator register i of `thread` sits in the warpgroup's 64 x N tile (the layout in the header):
+// row 16 r + g (+ 8 for i % 4 >= 2), column 8 (i / 4) + 2 t + i % 2. A kernel's epilogue stores through it.
+struct AccCoord {
+  int row, col;
+};
+__host__ __device__ constexpr AccCoord wgmma_acc_coord(int thread, int i) {
+  const int r = (thread % 128) / 32, g = (thread % 32) / 4, t = thread % 4, h = i % 4;
+  return {16 * r + g + (h >= 2 ? 8 : 0), 8 * (i / 4) + 2 * t + (h & 1)};
 }
 
 // The descriptor of a matrix at shared address `addr` (16-byte aligned; a swizzled tile's pattern boundary as
