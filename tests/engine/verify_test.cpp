@@ -282,14 +282,23 @@ TEST(Memo, OracleOutputsAreComputedOncePerInputSet) {
   o.seed = 4;
   verify(c, *target, *counting, o);
   const int all = calls->load();
-  // The oracle gate's 8 sets and 4 magnitude-swept ones, the injections (1 NaN and 3 Inf cases per input),
+  // The oracle gate's 8 sets and 4 magnitude-swept ones, the injections (one set per case: 3 NaN sites, 3 Inf
+  // sites and 2 near-max values per input),
   // one set per swept shape, coverage's special values, freshness's two variants, baseline's 5 trials;
   // everything else reuses the standard sets.
   calls->store(0);
   o.gates = {"oracle", "freshness", "layout", "stream", "coverage"};
   verify(c, *target, *counting, o);
   EXPECT_LE(calls->load(), 8 + 4 + 1 + 2) << "freshness, layout, stream and coverage reuse the oracle gate's sets";
-  EXPECT_LE(all, 8 + 4 + 2 + 6 + 22 + 1 + 2 + 5) << all;
+  EXPECT_LE(all, 8 + 4 + 6 + 10 + 22 + 1 + 2 + 5) << all;
+  // A site per case costs one oracle evaluation per case and nothing else (the nominal set and the structure
+  // it keeps are shared).
+  calls->store(0);
+  o.gates = {"nan", "inf"};
+  const Report r = verify(c, *target, *counting, o);
+  EXPECT_EQ(calls->load(), find(r, "nan")->cases + find(r, "inf")->cases);
+  EXPECT_EQ(find(r, "nan")->cases, 2 * 3);
+  EXPECT_EQ(find(r, "inf")->cases, 2 * (3 + 2));
 }
 
 }  // namespace

@@ -10,16 +10,17 @@
 namespace kgate::gates {
 namespace {
 
-constexpr int kInfSites = 3;
-
 class InfGate final : public Gate {
  public:
   GateInfo info() const override {
     return {"inf", "+-Inf and overflow are never masked or saturated",
-            "into one input at a time (so two overflowing terms never meet in one output): +-Inf at 3 sites, "
-            "and one value in [max/2, max] of the input dtype of each sign where overflow = true; oracle +-Inf "
-            "or |oracle| > 2 max must be that Inf (NaN only if inf_may_become_nan), oracle below max/2 and "
-            "outside the spread must be finite, oracle NaN (an indeterminate form) is not judged",
+            fmt::format("one value per case, into one input at a time (so two overflowing terms never meet in one "
+                        "output): an Inf at each of {} sites (+Inf at the first element, -Inf at the last, either "
+                        "sign at a random one; an input of one sign gets that sign), and one value in [max/2, max] "
+                        "of the input dtype of each sign where overflow = true; oracle +-Inf or |oracle| > 2 max must be that Inf (NaN only if inf_may_become_nan), "
+                        "oracle below max/2 and outside the spread must be finite, oracle NaN (an indeterminate "
+                        "form) is not judged",
+                        kSites),
             true, false};
   }
 
@@ -33,27 +34,22 @@ class InfGate final : public Gate {
   std::vector<GateCase> cases(GateContext& ctx) override {
     std::vector<GateCase> out;
     const Contract& c = ctx.contract();
-    auto add = [&](std::size_t i, Injection kind, int sign, const std::string& label) {
+    auto add = [&](std::size_t i, Injection kind, int sign, const std::string& label, int site) {
       InjectionPlan plan;
       plan.input = i;
       plan.kind = kind;
-      plan.count = kind == Injection::infinity ? kInfSites : 1;
+      plan.site = site;
       plan.sign = sign;
       plan.stream = ctx.gate_stream("inf").child(c.inputs[i].name).child(label);
       plan.mode = NonfiniteMode::inf;
-      GateCase g;
-      g.label = fmt::format("{} in {}", label, c.inputs[i].name);
-      g.bindings = c.nominal();
-      g.seed = plan.stream.key();
-      g.run = [plan](GateContext& cx, const CaseInfo& info) { return run_injection(cx, info, plan); };
-      out.push_back(std::move(g));
+      out.push_back(injection_case(ctx, plan, label));
     };
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
       if (!injectable(c.inputs[i], Injection::infinity)) continue;
-      add(i, Injection::infinity, 0, "+-Inf");
+      for (int site = 0; site < kSites; ++site) add(i, Injection::infinity, 0, "+-Inf", site);
       if (injectable(c.inputs[i], Injection::near_max)) {
-        add(i, Injection::near_max, +1, "+near-max");
-        add(i, Injection::near_max, -1, "-near-max");
+        add(i, Injection::near_max, +1, "+near-max", 0);
+        add(i, Injection::near_max, -1, "-near-max", 0);
       }
     }
     return out;

@@ -8,15 +8,13 @@
 namespace kgate::gates {
 namespace {
 
-constexpr int kSites = 3;
-
 class NanGate final : public Gate {
  public:
   GateInfo info() const override {
     return {"nan", "NaN is never masked",
-            fmt::format("NaN planted at {} sites (first, last, random) of one float input at a time in the nominal "
-                        "set; every output the oracle makes NaN must be NaN; a non-finite value outside the "
-                        "contract's spread rule is a separate violation",
+            fmt::format("one NaN per case in the nominal set: at each of {} sites (the first, the last and a random "
+                        "element) of each float input in turn; every output the oracle makes NaN must be NaN; a "
+                        "non-finite value outside the contract's spread rule is a separate violation",
                         kSites),
             true, false};
   }
@@ -36,15 +34,9 @@ class NanGate final : public Gate {
       InjectionPlan plan;
       plan.input = i;
       plan.kind = Injection::nan;
-      plan.count = kSites;
       plan.stream = ctx.gate_stream("nan").child(c.inputs[i].name);
       plan.mode = NonfiniteMode::nan;
-      GateCase g;
-      g.label = fmt::format("NaN in {}", c.inputs[i].name);
-      g.bindings = c.nominal();
-      g.seed = plan.stream.key();
-      g.run = [plan](GateContext& cx, const CaseInfo& info) { return run_injection(cx, info, plan); };
-      out.push_back(std::move(g));
+      for (plan.site = 0; plan.site < kSites; ++plan.site) out.push_back(injection_case(ctx, plan, "NaN"));
     }
     return out;
   }

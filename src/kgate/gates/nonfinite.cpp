@@ -27,12 +27,12 @@ std::string spread_text(const SpreadRule& r) {
                      r.segments.empty() ? "" : fmt::format(", within segments of {}", r.segments));
 }
 
-// Per output, the elements where the oracle's NaN under the planted values comes only through a structural
+// Per output, the elements where the oracle's NaN under the planted value comes only through a structural
 // zero of the source (a triangular matmul's dense oracle meets a NaN planted in B's triangle with A's zero
 // triangle: 0 * NaN). Such an element is finite and the same whichever of three finite values the planted
-// sites hold instead (the drawn one and two large ones of the input's sign), and is not once every structural
-// zero is filled with 1 (so the zeros, not the operator, cut the dependence: relu or max of a negative value
-// stays judged). Empty when no input of the source has structural zeros.
+// site (and its symmetric partner) holds instead (the drawn one and two large ones of the input's sign), and
+// is not once every structural zero is filled with 1 (so the zeros, not the operator, cut the dependence:
+// relu or max of a negative value stays judged). Empty when no input of the source has structural zeros.
 std::vector<std::vector<std::uint8_t>> through_structural_zeros(GateContext& ctx, const CaseInfo& info,
                                                                 const InputSet& planted, const HostArray& drawn,
                                                                 std::size_t input, const std::vector<std::int64_t>& at) {
@@ -63,7 +63,7 @@ std::vector<std::vector<std::uint8_t>> through_structural_zeros(GateContext& ctx
       }
     }
     return ctx.oracle(*ctx.custom_inputs(info.bindings, planted.seed,
-                                         fmt::format("{}: finite value {} at the planted sites{}", planted.label, variant,
+                                         fmt::format("{}: finite value {} at the planted site{}", planted.label, variant,
                                                      fill_zeros ? ", structural zeros filled" : ""),
                                          std::move(arrays)));
   };
@@ -89,52 +89,85 @@ std::vector<std::vector<std::uint8_t>> through_structural_zeros(GateContext& ctx
 
 }  // namespace
 
+const char* site_name(int site) {
+  static constexpr const char* kNames[kSites] = {"first", "last", "random"};
+  return site >= 0 && site < kSites ? kNames[site] : "?";
+}
+
+GateCase injection_case(GateContext& ctx, const InjectionPlan& plan, const std::string& what) {
+  const std::string& input = ctx.contract().inputs.at(plan.input).name;
+  const bool near_max = plan.kind == Injection::near_max;
+  GateCase g;
+  g.label = near_max ? fmt::format("{} in {}", what, input) : fmt::format("{} in {} at {} site", what, input, site_name(plan.site));
+  g.bindings = ctx.contract().nominal();
+  g.seed = near_max ? plan.stream.key() : plan.stream.child(site_name(plan.site)).key();
+  g.run = [plan](GateContext& cx, const CaseInfo& info) { return run_injection(cx, info, plan); };
+  return g;
+}
+
 CaseOutcome run_injection(GateContext& ctx, const CaseInfo& base_info, const InjectionPlan& plan) {
   const Contract& c = ctx.contract();
   const TensorSpec& spec = c.inputs.at(plan.input);
   std::vector<HostArray> arrays = ctx.standard_inputs(base_info.bindings, 0)->arrays;
   HostArray& target = arrays[plan.input];
-  if (target.numel() == 0) return CaseOutcome{};  // nothing to plant at this shape
-  std::vector<std::int64_t> sites;
-  if (plan.kind == Injection::near_max) {
-    sites.push_back(plan.stream.child("site").integer(0, 0, target.numel() - 1));
-  } else {
-    sites = injection_positions(target.numel(), plan.stream.child("site"), plan.count);
-  }
-  std::vector<double> values =
-      injection_values(plan.kind, spec.dtype, sites.size(), plan.stream.child("value"), plan.sign);
+  const std::int64_t n = target.numel();
+  if (n == 0) return CaseOutcome{};  // nothing to plant at this shape
   // Keep what every draw of the source shares: sites off structural zeros, a random Inf's sign to the
   // input's sign, the transposed partner of a symmetric input planted too.
   const InputStructure& st = ctx.structure(base_info.bindings).at(plan.input);
-  for (std::size_t k = 0; k < sites.size(); ++k) {
-    if (!st.zeros.empty()) {
-      for (std::int64_t step = 0; step < target.numel() && st.zeros[static_cast<std::size_t>(sites[k])]; ++step)
-        sites[k] = (sites[k] + 1) % target.numel();
-    }
+  auto off_zeros = [&](std::int64_t p) {
+    if (!st.zeros.empty())
+      for (std::int64_t step = 0; step < n && st.zeros[static_cast<std::size_t>(p)]; ++step) p = (p + 1) % n;
+    return p;
+  };
+  auto skipped = [](std::string why) {
+    CaseOutcome o;
+    o.verdict = Verdict::skip;
+    o.message = std::move(why);
+    return o;
+  };
+  std::int64_t site = 0;
+  double value = 0;
+  if (plan.kind == Injection::near_max) {
+    site = off_zeros(plan.stream.child("site").integer(0, 0, n - 1));
+    value = injection_values(plan.kind, spec.dtype, 1, plan.stream.child("value"), plan.sign)[0];
+  } else {
+    // All of the input's sites, drawn as one (so they are distinct); this case plants only its own.
+    std::vector<std::int64_t> drawn = injection_positions(n, plan.stream.child("site"), kSites);
+    const auto k = static_cast<std::size_t>(plan.site);
+    if (k >= drawn.size())
+      return skipped(fmt::format("{} has {} element{} at {}: no {} site apart from the {}", spec.name, n, n == 1 ? "" : "s",
+                                 to_string(base_info.bindings), site_name(plan.site), k == 1 ? "first" : "first and last"));
+    for (std::int64_t& p : drawn) p = off_zeros(p);
+    site = drawn[k];
+    for (std::size_t j = 0; j < k; ++j)
+      if (drawn[j] == site)
+        return skipped(fmt::format("the {} site of {} moves off structural zeros onto its {} site at {}", site_name(plan.site),
+                                   spec.name, site_name(static_cast<int>(j)), to_string(base_info.bindings)));
+    value = injection_values(plan.kind, spec.dtype, kSites, plan.stream.child("value"), plan.sign)[k];
     if (plan.kind == Injection::infinity && plan.sign == 0) {
-      if (st.sign == SignStructure::positive || st.sign == SignStructure::nonnegative) values[k] = std::fabs(values[k]);
-      if (st.sign == SignStructure::negative || st.sign == SignStructure::nonpositive) values[k] = -std::fabs(values[k]);
+      if (st.sign == SignStructure::positive || st.sign == SignStructure::nonnegative) value = std::fabs(value);
+      if (st.sign == SignStructure::negative || st.sign == SignStructure::nonpositive) value = -std::fabs(value);
     }
   }
-  std::vector<std::int64_t> planted_at;  // the sites and their symmetric partners
-  for (std::size_t k = 0; k < sites.size(); ++k) {
-    target.set(sites[k], values[k]);
-    planted_at.push_back(sites[k]);
-    if (st.symmetric) {
-      Shape idx = unravel(sites[k], target.shape());
-      std::swap(idx[idx.size() - 1], idx[idx.size() - 2]);
-      planted_at.push_back(ravel(idx, target.shape()));
-      target.set(planted_at.back(), values[k]);
-    }
+  std::vector<std::int64_t> planted_at{site};  // the site and its symmetric partner
+  target.set(site, value);
+  if (st.symmetric) {
+    Shape idx = unravel(site, target.shape());
+    std::swap(idx[idx.size() - 1], idx[idx.size() - 2]);
+    const std::int64_t partner = ravel(idx, target.shape());
+    target.set(partner, value);
+    if (partner != site) planted_at.push_back(partner);
   }
 
   CaseInfo info = base_info;
-  std::vector<std::string> what;
-  for (std::size_t k = 0; k < sites.size(); ++k)
-    what.push_back(fmt::format("{}={}", shape_string(unravel(sites[k], target.shape())), format_value(target.get(sites[k]), spec.dtype)));
-  info.variant = fmt::format("{} in {} at {}", to_string(plan.kind), spec.name, fmt::join(what, ", "));
+  info.variant = fmt::format("{} in {} at {}{}={}", to_string(plan.kind), spec.name,
+                             plan.kind == Injection::near_max ? "" : fmt::format("{} site ", site_name(plan.site)),
+                             shape_string(unravel(site, target.shape())), format_value(target.get(site), spec.dtype));
+  if (planted_at.size() > 1)
+    info.variant += fmt::format(" and at {} ({} is symmetric)", shape_string(unravel(planted_at[1], target.shape())), spec.name);
 
-  const InputSetPtr in = ctx.custom_inputs(info.bindings, plan.stream.key(), info.variant, std::move(arrays));
+  const InputSetPtr in = ctx.custom_inputs(info.bindings, info.seed, info.variant, std::move(arrays));
   DenseRun run = run_dense(ctx, info, *in);
   if (run.problem) return label_domain(ctx, *run.problem, *in);
   const OracleResultPtr oracle = ctx.oracle(*in);
