@@ -468,11 +468,9 @@ PROFILES = {
 # chunks of 64, the last of 2 tokens; nominal 70: two chunks, the second partial), B and HV up to 2 (nominal B = 1,
 # H = 1, HV = 2: grouped value heads), up to 3 packed sequences. Each block the emulator runs is 128 host threads in
 # lockstep through every shuffle, ldmatrix and mma, so a call costs about its grids' block count (0.5 to 3 s here).
-# The nominal has two (sequence, value head) lines, so the nan and inf gates' first and last sites (first element,
-# last element, and one at random) fall on different lines: with one line the last site's NaN reaches every token of
-# it in the oracle, and the spread rule then excuses what the first site alone must not cause (a NaN first gate g_0
-# leaves the exact dv finite: docs/glr-math.md section 7). The random site can still land on the first's line and
-# hide it: the ctest's fixed seed is one where it does not (tests/glr_sm90/CMakeLists.txt).
+# The nominal has two (sequence, value head) lines, so grouped value heads are judged and the nan and inf gates'
+# first and last sites (first element, last element; each planted in a case of its own, as is the random one) fall
+# on different lines.
 def sm90_emu_profile(sm90):
     k64 = dict(min=64, max=64, nominal=64, multiple_of=None)
     acc = dict(T=130, K=64, V=64, chunks=3, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625, beta=2.0 ** -10,
