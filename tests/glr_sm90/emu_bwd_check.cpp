@@ -26,7 +26,7 @@
 // bf16, sweep, planted, rule, varlen), tagged "K=V=64" in their lines; "k64" (or GLR_EMU_K64=1 with any subset) runs
 // those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
 // partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
-#include "emu.hpp"
+#include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1)
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
 #include "../../bench/glr/sm90_bwd_reference.cuh"
@@ -56,6 +56,15 @@ namespace {
 using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
+// The chunk kernel, as gdn_bwd_mma's launcher picks it: chunk_kernel (mma.sync), or with GLR_BWD_WGMMA=1
+// chunk_wgmma_kernel (gdn_bwd_wgmma.cuh), the same grid.
+template <int kD, bool kDelta>
+void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
+  if (glr::cuda::sm90::chunk_wgmma_requested())
+    emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a);
+  else
+    emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+}
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
@@ -383,7 +392,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       state_passes(std::integral_constant<int, 32>{});
     else
       state_passes(std::integral_constant<int, 16>{});
-    if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    if (NT > 0) launch_chunk<kD, kDelta>(NT, BH, a);
     if (a.gate == 2) emu::launch(&gdn_bwd::dg_head_kernel, p.hv(), 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
     if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
       const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
