@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <type_traits>
 
 #include "wgmma.cuh"
 
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
   constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
-  extern __shared__ __align__(1024) char smem_raw[];
+  extern __shared__ __align__(16) char smem_raw[];  // (declared so by the other kernels; aligned below)
   // the struct at the first 1024-byte aligned shared address (the swizzle acts on address bits)
   const std::uint32_t raw = smem_addr(smem_raw);
   ChunkWgSmem<kD>& s = *reinterpret_cast<ChunkWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
@@ -259,16 +260,17 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
   // Phase 2, per 64-column part of K.
   float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
   // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows n0..n0+63
-  // of a (kD x kD) tile, B2 a (64 x kD) one; A2 / B2 left out when 0.
-  auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, std::uint32_t A2 = 0,
-                        std::uint32_t B2 = 0) {
+  // of a (kD x kD) tile, B2 a (64 x kD) one; A2 used if kA2, B2 if kB2.
+  auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
+                        auto with_b2, std::uint32_t B2) {
+    constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
 #pragma unroll
     for (int e = 0; e < 32; ++e) acc[e] = 0.f;
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      if (A2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
-      if (B2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
+      if constexpr (kA2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
+      if constexpr (kB2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
       wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
     }
     wgmma_commit();
@@ -338,7 +340,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
       __syncthreads();  // dh''s residual, rows 64..127, visible
     }
     // dk, its V_new dh'^T term first (three pieces), which frees s.dhl for the next part
-    rows_times(acc, svn, sdh, n0, kDelta ? svnl : 0u, sdhl);
+    rows_times(acc, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);  // V exact in bf16 without delta
     row_dot(rd[2], acc, s.k, n0);
 #pragma unroll
     for (int e = 0; e < 32; ++e) out[e] = el[(e >> 1) & 1] * acc[e];
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
       cp_async_commit();
     }
     if constexpr (kDelta) {
-      rows_times(acc, sdx, sh, n0);
+      rows_times(acc, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
       row_dot(rd[1], acc, s.k, n0);
 #pragma unroll
       for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
@@ -358,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     cc_times(out, sdA, true, sq_, n0);
     store_rows(a.dk, a.dkp, out, n0);
     // dq
-    rows_times(acc, sdO, sh, n0);
+    rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
     row_dot(rd[0], acc, s.q, n0);
 #pragma unroll
     for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
