@@ -277,10 +277,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
   };
-  // acc += (A or A^T) Bm[:, n0..n0+63] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B; A^T
-  // MN-major A).
+  // Issues acc += (A or A^T) Bm[:, n0..n0+63] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B;
+  // A^T MN-major A). Several in a row accumulate in issue order (wgmmas on one accumulator are ordered): the caller
+  // fences before the first and commits and waits after the last (cc_done), one group for dk's three products.
   auto cc_times = [&](float (&acc)[32], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
-    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if (trans)
@@ -288,6 +288,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
       else
         wgmma_ss<64, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
     }
+  };
+  auto cc_done = [&](float (&acc)[32]) {
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
@@ -354,17 +356,24 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
       row_dot(rd[1], acc, s.k, n0);
 #pragma unroll
       for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
+    }
+    wgmma_fence();  // out written by the threads
+    if constexpr (kDelta) {
       cc_times(out, sE, false, sk, n0);
       cc_times(out, sE, true, sk, n0);
     }
     cc_times(out, sdA, true, sq_, n0);
+    cc_done(out);
     store_rows(a.dk, a.dkp, out, n0);
-    // dq
+    // dq (issuing its dO h^T before dk's store, to overlap the two, spilled at K = 128 with the delta rule: 255
+    // registers, 60 bytes; ptxas 13.0)
     rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
     row_dot(rd[0], acc, s.q, n0);
 #pragma unroll
     for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
+    wgmma_fence();
     cc_times(out, sdA, false, sk, n0);
+    cc_done(out);
     store_rows(a.dq, a.dqp, out, n0);
   }
 #pragma unroll
