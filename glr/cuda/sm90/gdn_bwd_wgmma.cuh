@@ -29,6 +29,8 @@
 //
 // Loads: cp.async (as chunk_kernel) into the swizzled layout, then fence.proxy.async + a barrier before the
 // wgmmas read them; no TMA / mbarrier pipeline, no producer warpgroup yet (one block per SM, as chunk_kernel).
+// Every commit group is waited for at once (wait_group 0) before its epilogue: one group per phase-1 pass, per
+// phase-2 product, and one for dk's E K + E^T K + dA^T Q (wgmmas on one accumulator run in issue order).
 // Included by gdn_bwd_mma.cuh after chunk_kernel (its helpers: Seq, chunk_of, first_slot, store_scalar, ...).
 #pragma once
 
