@@ -2,7 +2,8 @@
 // (glr/cuda/sm90/gdn_bwd_mma.cuh) against a float64 sequential recurrence backward on the GPU; time the rung-3
 // forward (gdn_fwd_mma.cuh) beside it.
 //
-// Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing.
+// Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. With
+// GLR_BWD_WGMMA=1 in the environment the backward runs its chunk kernel on wgmma (gdn_bwd_wgmma.cuh).
 // --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, or two
 // runs differ in one bit; --timing never fails on a number.
 //
@@ -364,11 +365,16 @@ void print_residency(int B, int T, int H) {
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, sizeof(gb::DhSmem<kVT>)));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, sizeof(gb::ChunkSmem<128>)));
+  const bool wg = glr::cuda::sm90::chunk_wgmma_requested();  // GLR_BWD_WGMMA=1: the chunk kernel on wgmma
+  const std::size_t chunk_smem = wg ? gb::chunk_wgmma_smem_bytes<128> : sizeof(gb::ChunkSmem<128>);
+  if (wg)
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_wgmma_kernel<128>, 128, chunk_smem));
+  else
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, chunk_smem));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
-              "dh %d (%zu B), chunk %d (%zu B); workspace %.1f MB\n",
-              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, sizeof(gb::DhSmem<kVT>), nc,
-              sizeof(gb::ChunkSmem<128>), glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
+              "dh %d (%zu B), chunk%s %d (%zu B); workspace %.1f MB\n",
+              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, sizeof(gb::DhSmem<kVT>),
+              wg ? " (wgmma)" : "", nc, chunk_smem, glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
 void timing(int B, int T, int H) {
@@ -453,7 +459,10 @@ int main(int argc, char** argv) {
   if (!do_check && !do_timing) do_check = do_timing = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount,
+              glr::cuda::sm90::chunk_wgmma_requested() ? "chunk_wgmma_kernel (wgmma, GLR_BWD_WGMMA=1)"
+                                                       : "chunk_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {
     const Problem shapes[] = {

@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
 # bench/glr/sm90_bwd_check.sh: build, check and time the tensor-core Gated DeltaNet backward on a Hopper GPU.
-# From the repository root:   bench/glr/sm90_bwd_check.sh    (ends within 235 s: every stage has a timeout, cut to
-#                                                             what is left of 235 s)
+# From the repository root:   bench/glr/sm90_bwd_check.sh    (ends within 380 s: every stage has a timeout, cut to
+#                                                             what is left of 380 s)
 # Stages, logs under $OUT (or build-sm90bwd/):
 #   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
 #      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's wy_kernel<3>) prints FAIL.
-#   2. cuobjdump -sass (sass.txt): HMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA: FAIL.
+#   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
+#      (chunk_wgmma_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the
 #      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs.
 #   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
 #      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention. Runs even if stage 3 failed.
-# Exit status: 0 when stages 1-3 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
+#   5. GLR_BWD_WGMMA=1 sm90_bwd_check --check (check_wgmma.txt): stage 3 with the chunk kernel on wgmma
+#      (chunk_wgmma_kernel, gdn_bwd_wgmma.cuh: opt-in, first run on a GPU here); a failure fails the script.
+#   6. GLR_BWD_WGMMA=1 sm90_bwd_check --timing (timing_wgmma.txt): stage 4 with it, side by side with stage 4's
+#      "chunk" column (the wgmma kernel replaces only the chunk kernel).
+# Exit status: 0 when stages 1-3 and 5 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-sm90bwd}"
 mkdir -p "$out"
 : >"$out/stages.txt"
 say() { echo "$*" | tee -a "$out/stages.txt"; }
-# Every stage's time limit is its own cap, cut so that the whole script ends within 235 s of starting.
+# Every stage's time limit is its own cap, cut so that the whole script ends within 380 s of starting.
 start=$(date +%s)
 limit() {  # limit CAP: seconds for the next stage (at least 1)
-  local left=$((235 - ($(date +%s) - start)))
+  local left=$((380 - ($(date +%s) - start)))
   local t=$(($1 < left ? $1 : left))
   echo $((t > 1 ? t : 1))
 }
@@ -49,8 +54,8 @@ fi
 echo "== 2. SASS"
 if [ -x "$CUOBJDUMP" ]; then
   timeout "$(limit 30)" "$CUOBJDUMP" -sass "$out/sm90_bwd_check" >"$out/sass.txt"
-  awk '/Function :/ { name = $3 } /HMMA/ { h[name]++ } /LDSM/ { l[name]++ } /LDGSTS/ { c[name]++ } /HGMMA/ { g[name]++ }
-       END { for (n in h) if (n ~ /gdn/) printf "%s: HMMA %d HGMMA %d LDSM %d LDGSTS %d\n", n, h[n], g[n], l[n], c[n] }' \
+  awk '/Function :/ { name = $3 } /HMMA/ { h[name]++ } /LDSM/ { l[name]++ } /LDGSTS/ { c[name]++ } /HGMMA/ { g[name]++ } /HMMA|LDSM|LDGSTS/ { any[name] = 1 }
+       END { for (n in any) if (n ~ /gdn/) printf "%s: HMMA %d HGMMA %d LDSM %d LDGSTS %d\n", n, h[n], g[n], l[n], c[n] }' \
     "$out/sass.txt" | sort | tee "$out/sass_counts.txt"
   say "SASS: $(grep -c HMMA "$out/sass.txt") HMMA, $(grep -c HGMMA "$out/sass.txt") HGMMA in the whole binary"
   for k in h_kernel dh_kernel chunk_kernel; do
@@ -59,6 +64,10 @@ if [ -x "$CUOBJDUMP" ]; then
       status=1
     fi
   done
+  if ! grep -E "gdn_bwd[0-9]*chunk_wgmma_kernel.*HGMMA [1-9]" "$out/sass_counts.txt" >/dev/null; then
+    say "SASS: FAIL (no HGMMA in gdn_bwd::chunk_wgmma_kernel)"
+    status=1
+  fi
 else
   say "SASS: cuobjdump not found, skipped"
 fi
@@ -75,9 +84,25 @@ t_timing=$(limit 50)
 timeout "$t_timing" "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing.txt"
 rc=${PIPESTATUS[0]}
 [ "$rc" -ne 0 ] && say "timing: exit status $rc (124 = timed out after $t_timing s); timings never fail the script"
+echo "== 5. check, chunk kernel on wgmma (GLR_BWD_WGMMA=1)"
+t_check=$(limit 80)
+GLR_BWD_WGMMA=1 timeout "$t_check" "$out/sm90_bwd_check" --check 2>&1 | tee "$out/check_wgmma.txt"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  say "check (wgmma chunk kernel): FAIL (exit status $rc; 124 = timed out after $t_check s)"
+  status=1
+fi
+echo "== 6. timing, chunk kernel on wgmma (GLR_BWD_WGMMA=1)"
+t_timing=$(limit 50)
+GLR_BWD_WGMMA=1 timeout "$t_timing" "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing_wgmma.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" -ne 0 ] && say "timing (wgmma): exit status $rc (124 = timed out after $t_timing s); timings never fail the script"
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
 grep -h -E "^timing|resident|^  \(bwd" "$out/timing.txt" || true
+echo "-- chunk kernel on wgmma (GLR_BWD_WGMMA=1):"
+grep -h -E "FAIL|CHECK" "$out/check_wgmma.txt" || true
+grep -h -E "^timing|resident" "$out/timing_wgmma.txt" || true
 echo "exit status $status ($(($(date +%s) - start)) s)"
 exit $status

@@ -26,7 +26,7 @@
 // bf16, sweep, planted, rule, varlen), tagged "K=V=64" in their lines; "k64" (or GLR_EMU_K64=1 with any subset) runs
 // those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
 // partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
-#include "emu.hpp"
+#include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1)
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
 #include "../../bench/glr/sm90_bwd_reference.cuh"
@@ -56,6 +56,18 @@ namespace {
 using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
+// The chunk kernel, as gdn_bwd_mma's launcher picks it: chunk_kernel (mma.sync), or with GLR_BWD_WGMMA=1
+// chunk_wgmma_kernel (gdn_bwd_wgmma.cuh), the same grid.
+// chunk_on_wgmma: -1 as the environment says (GLR_BWD_WGMMA), 0 chunk_kernel, 1 chunk_wgmma_kernel (the "wgmma"
+// subset runs each case both ways).
+int chunk_on_wgmma = -1;
+template <int kD, bool kDelta>
+void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
+  if (chunk_on_wgmma < 0 ? glr::cuda::sm90::chunk_wgmma_requested() : chunk_on_wgmma == 1)
+    emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a);
+  else
+    emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+}
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
@@ -383,7 +395,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       state_passes(std::integral_constant<int, 32>{});
     else
       state_passes(std::integral_constant<int, 16>{});
-    if (NT > 0) emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, NT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    if (NT > 0) launch_chunk<kD, kDelta>(NT, BH, a);
     if (a.gate == 2) emu::launch(&gdn_bwd::dg_head_kernel, p.hv(), 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
     if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
       const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
@@ -561,6 +573,40 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
       std::printf("  dk worst %d: err/rms %.3e at b %zu t %zu h %zu d %zu: got %.4e ref %.4e\n", j, w[j].first,
                   tk / (p.T * p.H), (tk / p.H) % p.T, tk % p.H, d, f(o.dk[i]), rk[i]);
     }
+  }
+  if (chunk_on_wgmma == 1) {
+    // The same case with the chunk kernel on mma.sync (chunk_kernel): the words that differ and the largest
+    // difference relative to the rms of the mma.sync output, per output the chunk kernel writes. On the emulator
+    // both instructions round once per k16 step and gdn_bwd_wgmma.cuh issues its k-steps in chunk_kernel's order,
+    // so expect 0 (a -0 / +0 aside); on a GPU, rounding-level differences.
+    chunk_on_wgmma = 0;
+    const Outputs om = run_kernels(p, in, scale);
+    chunk_on_wgmma = 1;
+    std::size_t words = 0;
+    double worst = 0;
+    auto cmp = [&](const auto& x, const auto& y) {
+      double r2 = 0, dmax = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
+        if (std::memcmp(&x[i], &y[i], sizeof x[i]) != 0) ++words;
+        if (std::isfinite(yv)) r2 += yv * yv;
+        if (std::isfinite(xv) && std::isfinite(yv)) dmax = std::max(dmax, std::fabs(xv - yv));
+        else if (std::isfinite(xv) != std::isfinite(yv)) dmax = INFINITY;
+      }
+      const double rms = x.empty() ? 0 : std::sqrt(r2 / static_cast<double>(x.size()));
+      if (dmax > 0) worst = std::max(worst, rms > 0 ? dmax / rms : INFINITY);
+    };
+    cmp(o.dq, om.dq);
+    cmp(o.dk, om.dk);
+    cmp(o.dv, om.dv);
+    cmp(o.dg, om.dg);
+    cmp(o.dbeta, om.dbeta);
+    cmp(o.dh0, om.dh0);
+    const bool near = worst <= 1.0 / 256;  // bf16 rounding level
+    std::snprintf(buf, sizeof buf, " | wgmma vs mma.sync chunk kernel: %zu words differ, max |diff|/rms %.1e%s", words,
+                  worst, near ? "" : "!");
+    line += buf;
+    ok = ok && near;
   }
   bool same = true;
   if (twice) {
@@ -1027,6 +1073,28 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 && std::string(argv[1]) == "varlen") {  // packed sequences (emu_bwd_varlen.inc)
     ok = run_varlen_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && (std::string(argv[1]) == "wgmma" || std::string(argv[1]) == "wgmma-all")) {
+    // The chunk kernel on wgmma (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=1 in the launcher), each case also run with
+    // chunk_kernel and compared. "wgmma-all": the delta rule at K = V = 128 and 64 (a short last chunk, two
+    // sequences, h0 / dht, DeltaNet), GVA, Mamba2, RetNet, linear attention, NaN planted in v; "wgmma" (ctest
+    // glr_sm90_emu_bwd_wgmma) the first, fourth, sixth and seventh. Packed sequences and every other family by hand:
+    // GLR_BWD_WGMMA=1 tests/glr_sm90/run_emu_bwd.sh [varlen|members|gva|rule|...].
+    const bool all = std::string(argv[1]) == "wgmma-all";
+    chunk_on_wgmma = 1;
+    const Shape cases[] = {{1, 100, 1, true, true, 2.0, 64},
+                           {2, 130, 1, false, true, INFINITY, 16},
+                           {1, 100, 1, true, true, 2.0, 32, 0, 0, 64},
+                           {2, 70, 1, true, false, -1.0, 32, 0, 4, 64},
+                           {1, 130, 1, true, true, 2.0, 64, 1},
+                           {1, 100, 1, true, true, 2.0, 64, 0, 2, 128, 1},
+                           {2, 70, 1, true, false, 2.0, 64, 0, 0, 64, 2},
+                           {1, 130, 1, true, true, 0.0, 64, 0, 0, 128, 3}};
+    unsigned wseed = 700;
+    for (int i = 0; i < 8; ++i, ++wseed)
+      if (all || i == 0 || i == 3 || i == 5 || i == 6) ok = run(cases[i], wseed, false) && ok;
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

@@ -1536,6 +1536,10 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
   return nullptr;
 }
 
+}  // namespace glr::cuda::sm90
+#include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (GLR_BWD_WGMMA=1; uses the helpers above)
+namespace glr::cuda::sm90 {
+
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
 // gdn_bwd_mma at head dims kD (K = V = a.D) with the delta rule or without it (kDelta = a.delta); a checked, HV
@@ -1566,8 +1570,10 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
-    e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads, sizeof(ChunkSmem<kD>),
-                      stream, a, emu_smem);
+    e = chunk_wgmma_requested()  // opt-in: not yet run on a GPU (gdn_bwd_wgmma.cuh)
+            ? launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem)
+            : launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
+                            sizeof(ChunkSmem<kD>), stream, a, emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (a.gate == 2) {  // one g per value head: the sum of the chunks' shares (dg = 0 without chunks)

@@ -114,7 +114,7 @@ __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bflo
 
 // One launch of the launchers (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh): kernel<<<grid, threads, smem, stream>>>(arg),
 // then cudaGetLastError(). Under GLR_SM90_HOST_EMU the same call runs the grid on the host emulator
-// (tests/glr_sm90/emu.hpp: emu::launch, blocks one after another, 128 threads each whatever `threads` says, the
+// (tests/glr_sm90/emu.hpp: emu::launch, blocks one after another, `threads` threads each, the
 // kernel's `extern __shared__` array `emu_smem`, `stream` ignored) and returns cudaSuccess; there emu_blocks > 0
 // caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
 // do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
@@ -123,10 +123,9 @@ template <class Args>
 inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threads, std::size_t smem,
                                  cudaStream_t stream, const Args& arg, char* emu_smem, unsigned emu_blocks = 0) {
 #if defined(GLR_SM90_HOST_EMU)
-  (void)threads;
   (void)stream;
   const unsigned gx = emu_blocks > 0 && grid.x > emu_blocks ? emu_blocks : grid.x;
-  emu::launch(kernel, static_cast<int>(gx), static_cast<int>(grid.y), emu_smem, smem, arg);
+  emu::launch(kernel, static_cast<int>(gx), static_cast<int>(grid.y), emu_smem, smem, arg, static_cast<int>(threads));
   return cudaSuccess;
 #else
   (void)emu_smem;

@@ -15,7 +15,7 @@
 #endif
 
 // clang-format off
-#include "../../../../tests/glr_sm90/emu.hpp"
+#include "../../../../tests/glr_sm90/emu_wgmma.hpp"  // emu.hpp and the wgmma twins (gdn_bwd_wgmma.cuh)
 #include "../state_slice.cuh"
 // clang-format on
 #include <cuda_runtime.h>

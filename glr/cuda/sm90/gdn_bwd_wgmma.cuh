@@ -1,0 +1,509 @@
+// glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
+// the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
+// derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n64k16 wgmmas on shared-memory operands instead of
+// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_BWD_WGMMA=1, chunk_wgmma_requested below): NOT YET RUN ON A
+// GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
+// the PTX ISA's descriptor and layout definitions) against the float64 recurrence and against chunk_kernel.
+//
+// Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 rows is wgmma's M; the wgmma
+// accumulator layout (wgmma.cuh) gives warp w rows 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
+// fragment, i.e. chunk_kernel's acc[n][e] is d[4n + e] here, so every epilogue (phase 1's dA / E / partials, phase
+// 2's row dots and stores, phase 3) is chunk_kernel's, reading accumulators at the same (row, column).
+//
+// Shared-memory operands: every tile is K-major with the 128-byte swizzle (CanonTile(B128, false, R, kD)): kD / 64
+// slabs of R rows x 128 bytes, row r of a slab at r * 128, its 16-byte chunk c at (c ^ r % 8) * 16 (sw128_offset).
+// One layout serves both uses of a tile: rows = tokens (or h's / dh''s K index), the feature index contiguous, which
+// is K-major where the features are the reduction index (Q K^T, dO V_new^T, dX h^T, V_new dh'^T, ...) and
+// MN-major where the tokens are (E K, dA K: B MN-major; E^T K, dA^T Q: A = E^T MN-major), the same bytes
+// (CanonTile(B128, true, kD, C, 0) has LBO = kslab = C * 128, SBO = 1024).
+//
+// Matmuls on wgmma: all of them (phase 1: Q K^T, dO V_new^T, K K^T, dX V_new^T; phase 2: V_new dh'^T with its two
+// residual products, dX h^T, dO h^T, E K, E^T K, dA^T Q, dA K). None remains on mma.sync. Each product is issued
+// as chunk_kernel orders its mma.syncs per element (k-steps ascending; V_new dh'^T's three pieces per k-step), with
+// the accumulators zeroed by the threads and scale-d = 1, so on the emulator (one rounding per k16 step for both
+// instructions) the results equal chunk_kernel's except where it skips tiles that are zero (the causal tiles of
+// phase 1, unread here too; the zero blocks of E, dA in phase 2, which here add +-0 products: a -0 sum may become
+// +0). On a GPU the two instructions' accumulation order inside a k-step may differ: rounding-level differences.
+// A non-finite q or k at token j > i meets E_ij = dA_ij = 0 in dq_i, dk_i (0 x Inf = NaN) over the whole chunk
+// here, over the 16-row diagonal block only in chunk_kernel (the exact gradients do not depend on them).
+//
+// Loads: cp.async (as chunk_kernel) into the swizzled layout, then fence.proxy.async + a barrier before the
+// wgmmas read them; no TMA / mbarrier pipeline, no producer warpgroup yet (one block per SM, as chunk_kernel).
+// Every commit group is waited for at once (wait_group 0) before its epilogue: one group per phase-1 pass, per
+// phase-2 product, and one for dk's E K + E^T K + dA^T Q (wgmmas on one accumulator run in issue order).
+// Included by gdn_bwd_mma.cuh after chunk_kernel (its helpers: Seq, chunk_of, first_slot, store_scalar, ...).
+#pragma once
+
+#include <cstdlib>
+#include <type_traits>
+
+#include "wgmma.cuh"
+
+namespace glr::cuda::sm90::gdn_bwd {
+
+// Byte offset of element (r, f) in a K-major 128B-swizzled tile of kRows rows (tokens or K index) x f features,
+// from a 1024-byte aligned base: slab f / 64, row r, 16-byte chunk (f % 64) / 8 XOR r % 8.
+template <int kRows>
+__host__ __device__ constexpr std::uint32_t sw128_offset(int r, int f) {
+  return static_cast<std::uint32_t>((f / 64) * kRows * 128 + r * 128 + ((((f % 64) / 8) ^ (r % 8)) * 16) + (f % 8) * 2);
+}
+// The closed form is CanonTile's K-major 128B layout, and the same bytes as its MN-major reading (the features as
+// M / N, the rows as K) that E K, E^T K, dA K, dA^T Q use.
+template <int kRows, int kD>
+constexpr bool sw128_matches_canon() {
+  const CanonTile km(Swizzle::B128, false, kRows, kD, 0), mn(Swizzle::B128, true, kD, kRows, 0);
+  for (int r = 0; r < kRows; ++r)
+    for (int f = 0; f < kD; f += 1)
+      if (km.addr(0, r, f) != sw128_offset<kRows>(r, f) || mn.addr(0, f, r) != sw128_offset<kRows>(r, f)) return false;
+  return true;
+}
+static_assert(sw128_matches_canon<64, 128>() && sw128_matches_canon<64, 64>() && sw128_matches_canon<128, 128>(),
+              "sw128_offset is CanonTile's 128B layout, K-major and MN-major");
+
+// Descriptors (the tile at shared address `base`, 1024-byte aligned). K-major operand rows r0.. (a multiple of 8),
+// k-step s (features 16 s .. 16 s + 15): the start moves by 32 bytes a k-step inside a slab (the swizzle acts on
+// the address bits), slabs kRows * 128 bytes apart; SBO 1024 (8-row groups); LBO unused.
+template <int kRows>
+__device__ __forceinline__ std::uint64_t desc_kmajor(std::uint32_t base, int r0, int s) {
+  return make_desc(base + sw128_offset<kRows>(r0, 16 * s), 16, 1024, Swizzle::B128);
+}
+// MN-major operand: M or N = the features f0 .. f0 + 63 (one 128-byte atom), K = the rows 16 s .. 16 s + 15;
+// SBO 1024 (8-row groups), LBO the slab (unused at 64 wide).
+template <int kRows>
+__device__ __forceinline__ std::uint64_t desc_mnmajor(std::uint32_t base, int f0, int s) {
+  return make_desc(base + sw128_offset<kRows>(16 * s, f0), kRows * 128, 1024, Swizzle::B128);
+}
+
+// (kRows x kD) bf16 rows, `stride` elements apart, to a swizzled tile; rows >= valid zero-filled (src not read).
+template <int kRows, int kD>
+__device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
+                                           int tid) {
+  static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
+  constexpr int kPieces = kD / 8;
+  const std::uint32_t base = smem_addr(dst);
+#pragma unroll
+  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+    const bool in = r < valid;
+    cp_async_16(base + sw128_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
+
+template <int kD = gdn::DK>
+struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is aligned at run time, sizes are multiples)
+  __nv_bfloat16 q[C * kD];    // (C, K)
+  __nv_bfloat16 k[C * kD];    // (C, K)
+  __nv_bfloat16 dO[C * kD];   // (C, V)
+  __nv_bfloat16 vn[C * kD];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new)
+  __nv_bfloat16 dx[C * kD];   // (C, V) dX
+  __nv_bfloat16 h[kD * kD];   // (K, V) state entering the chunk
+  __nv_bfloat16 dh[kD * kD];  // (K, V) gradient of the state leaving it
+  __nv_bfloat16 dhl[C * kD];  // (64, V) dh''s bf16 residual, one 64-row part of K at a time
+  __nv_bfloat16 dA[C * C];    // (C, C) scale tril(Gamma . dP)
+  __nv_bfloat16 E[C * C];     // (C, C) strictly_lower(beta . Gamma . dL)
+  float G[C];
+  float Gr[C];
+  float beta[C];
+  float dbv[8][C];
+  float rowp[5][C][4];
+  float colp[C][32];
+  float hdot[kD];
+  float dG[C];
+  float t3[C];
+};
+// The launch's dynamic shared memory: the struct plus the slack to align it to 1024 bytes.
+template <int kD>
+inline constexpr std::size_t chunk_wgmma_smem_bytes = sizeof(ChunkWgSmem<kD>) + 1024;
+static_assert(chunk_wgmma_smem_bytes<128> <= 227 * 1024, "the wgmma chunk kernel's shared memory fits one block per SM");
+static_assert((C * 128 * 2) % 1024 == 0 && (C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment");
+
+// Kernel chunk on wgmma: grid and phases as chunk_kernel; the block one warpgroup, warp w rows 16w..16w+15.
+template <int kD = gdn::DK, bool kDelta = true>
+__global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
+  constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
+  extern __shared__ __align__(16) char smem_raw[];  // (declared so by the other kernels; aligned below)
+  // the struct at the first 1024-byte aligned shared address (the swizzle acts on address bits)
+  const std::uint32_t raw = smem_addr(smem_raw);
+  ChunkWgSmem<kD>& s = *reinterpret_cast<ChunkWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int HV = a.value_heads();
+  Seq sq;
+  int hv, c;
+  if (!chunk_of(a, blockIdx.x, blockIdx.y, sq, hv, c)) return;  // the same for the whole block
+  const int h = hv / (HV / a.H), NT = sq.nch;
+  const std::int64_t R = first_slot(a, sq, hv), sl0 = R + c;
+  const int t0 = c * C, len = min(C, sq.len - t0);
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t qtok0 = (sq.begin + t0) * a.H + h;
+  const std::int64_t tok0 = (sq.begin + t0) * HV + hv;
+  const int r0 = warp * 16;
+  const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
+                      svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
+                      sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E);
+  // A bf16 pair (columns col, col + 1: one 16-byte chunk) of a swizzled tile of kRows rows.
+  auto pair_at = [](const __nv_bfloat16* t, int r, int col, auto rows) -> std::uint32_t* {
+    constexpr int kRows = decltype(rows)::value;
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<kRows>(r, col));
+  };
+  using RowsC = std::integral_constant<int, C>;
+
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials. Group 2: dX. Group 3: h, dh', the residuals.
+  load_sw128<C, kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_sw128<C, kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_sw128<C, kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  if constexpr (kDelta)
+    load_sw128<C, kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  else
+    load_sw128<C, kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  {
+    const std::int64_t o = sl0 * C;
+    if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
+    else if (tid < 32) {
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
+    } else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
+  }
+  const int nsl = kD / a.vt;
+  if constexpr (kDelta)
+    for (int e = tid; e < nsl * 16; e += kThreads) {
+      const int sl = e >> 4, pc = e & 15;
+      cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
+    }
+  cp_async_commit();
+  if constexpr (kDelta) load_sw128<C, kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  cp_async_commit();
+  {
+    const std::int64_t o = sl0 * kD * kD;
+    load_sw128<kD, kD>(s.h, a.hc + o, kD, kD, tid);
+    load_sw128<kD, kD>(s.dh, a.dhc + o, kD, kD, tid);
+    if constexpr (kDelta) load_sw128<C, kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);
+    load_sw128<C, kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
+  }
+  cp_async_commit();
+  cp_async_wait<2>();
+  fence_proxy_async();  // cp.async's writes (generic proxy) before the wgmmas (async proxy) read them
+  __syncthreads();
+
+  const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+  // Phase 1 (chunk_kernel's, the products on wgmma: every column tile, the causal ones unread).
+  float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) colM[n][0] = colM[n][1] = 0.f;
+  for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
+    if (pass == 1) {
+      cp_async_wait<1>();  // dX
+      fence_proxy_async();
+      __syncthreads();
+    }
+    const std::uint32_t xa = pass == 0 ? sq_ : sk, ya = pass == 0 ? sdO : sdx;
+    float x[32], y[32];  // (C, C): x[4n + e] is chunk_kernel's x[n][e]
+#pragma unroll
+    for (int e = 0; e < 32; ++e) x[e] = y[e] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      wgmma_ss<64, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
+      wgmma_ss<64, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, 0, ks), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(x);
+    wgmma_fence_operand(y);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const float Gri = s.Gr[i], bi = s.beta[i];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float out[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = n * 8 + 2 * t4 + u;
+          const float xv = x[4 * n + half * 2 + u], yv = y[4 * n + half * 2 + u];
+          // (chunk_kernel's comments: padding rows and M's diagonal skipped, not multiplied by 0)
+          float o = 0.f, m = 0.f;
+          if (i < len && pass == 0) {
+            if (j <= i) {
+              const float sg = a.scale * expf(Gri - s.Gr[j]);
+              o = sg * yv;
+              m = j < i ? yv * sg * xv : 0.f;
+            }
+          } else if (i < len && j < i) {
+            const float gam = expf(Gri - s.Gr[j]);
+            const float d = -gam * xv * yv;
+            o = -bi * gam * yv;
+            m = bi * d;
+            rowD[half] += d;
+          }
+          out[u] = o;
+          rowM[half] += m;
+          colM[n][u] += m;
+        }
+        *pair_at(pass == 0 ? s.dA : s.E, i, n * 8 + 2 * t4, RowsC{}) = pack_bf16x2(out[0], out[1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    s.rowp[0][i][t4] = rowM[half];
+    s.rowp[1][i][t4] = rowD[half];
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) s.colp[n * 8 + 2 * t4 + u][warp * 8 + g8] = colM[n][u];
+  cp_async_wait<0>();
+  fence_proxy_async();  // dA, E (st.shared) and h, dh' (cp.async) before the wgmmas
+  __syncthreads();
+
+  // Phase 2, per 64-column part of K.
+  float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+  // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows n0..n0+63
+  // of a (kD x kD) tile, B2 a (64 x kD) one; A2 used if kA2, B2 if kB2.
+  auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
+                        auto with_b2, std::uint32_t B2) {
+    constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc[e] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      if constexpr (kA2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
+      if constexpr (kB2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
+      wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+  };
+  // Issues acc += (A or A^T) Bm[:, n0..n0+63] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B;
+  // A^T MN-major A). Several in a row accumulate in issue order (wgmmas on one accumulator are ordered): the caller
+  // fences before the first and commits and waits after the last (cc_done), one group for dk's three products.
+  auto cc_times = [&](float (&acc)[32], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (trans)
+        wgmma_ss<64, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
+      else
+        wgmma_ss<64, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
+    }
+  };
+  auto cc_done = [&](float (&acc)[32]) {
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+  };
+  auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float2 xf = unpack_bf16x2(*pair_at(X, i, n0 + n * 8 + 2 * t4, RowsC{}));
+        r[half] = fmaf(xf.x, acc[4 * n + half * 2], r[half]);
+        r[half] = fmaf(xf.y, acc[4 * n + half * 2 + 1], r[half]);
+      }
+    }
+  };
+  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (i < len && HV == a.H) {
+        __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) =
+              pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
+      } else if (i < len) {
+        float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
+      }
+    }
+  };
+  float eg[2], bi[2], el[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    eg[half] = expf(s.G[i]);
+    bi[half] = kDelta ? s.beta[i] : 0.f;
+    el[half] = expf(GrL - s.Gr[i]);
+  }
+#pragma unroll 1
+  for (int kh = 0; kh < KH; ++kh) {
+    const int n0 = kh * 64;
+    float acc[32], out[32];
+    if (kh == 1) {
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();  // dh''s residual, rows 64..127, visible
+    }
+    // dk, its V_new dh'^T term first (three pieces), which frees s.dhl for the next part
+    rows_times(acc, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);  // V exact in bf16 without delta
+    row_dot(rd[2], acc, s.k, n0);
+#pragma unroll
+    for (int e = 0; e < 32; ++e) out[e] = el[(e >> 1) & 1] * acc[e];
+    if (kh + 1 < KH) {
+      __syncthreads();  // every warp is past the wgmmas that read rows 0..63 of the residual (retired above)
+      load_sw128<C, kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+      cp_async_commit();
+    }
+    if constexpr (kDelta) {
+      rows_times(acc, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+      row_dot(rd[1], acc, s.k, n0);
+#pragma unroll
+      for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
+    }
+    wgmma_fence();  // out written by the threads
+    if constexpr (kDelta) {
+      cc_times(out, sE, false, sk, n0);
+      cc_times(out, sE, true, sk, n0);
+    }
+    cc_times(out, sdA, true, sq_, n0);
+    cc_done(out);
+    store_rows(a.dk, a.dkp, out, n0);
+    // dq (issuing its dO h^T before dk's store, to overlap the two, spilled at K = 128 with the delta rule: 255
+    // registers, 60 bytes; ptxas 13.0)
+    rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+    row_dot(rd[0], acc, s.q, n0);
+#pragma unroll
+    for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
+    wgmma_fence();
+    cc_times(out, sdA, false, sk, n0);
+    cc_done(out);
+    store_rows(a.dq, a.dqp, out, n0);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+#pragma unroll
+    for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][t4] = rd[r][half];
+  }
+  if (tid < kD) {
+    // <h, dh'>: row tid of both, in column order (threads 0..kD - 1).
+    float acc = 0.f;
+#pragma unroll 4
+    for (int cc = 0; cc < kD / 8; ++cc) {
+      const uint4 x = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.h) + sw128_offset<kD>(tid, cc * 8));
+      const uint4 y = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.dh) + sw128_offset<kD>(tid, cc * 8));
+      const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float2 xf = unpack_bf16x2(xs[w]), yf = unpack_bf16x2(ys[w]);
+        acc = fmaf(xf.x, yf.x, acc);
+        acc = fmaf(xf.y, yf.y, acc);
+      }
+    }
+    s.hdot[tid] = acc;
+  }
+  __syncthreads();
+
+  // Phase 3: per row (threads 0..63), then warp 0: the G_L terms and the reverse cumulative sum, lane l owning rows
+  // 63 - 2l and 62 - 2l, by an inclusive shuffle scan over the lanes (fixed order).
+  if (tid < C) {
+    const int i = tid;
+    auto quad = [&](int r) { return ((s.rowp[r][i][0] + s.rowp[r][i][1]) + s.rowp[r][i][2]) + s.rowp[r][i][3]; };
+    float colsum = 0.f;
+#pragma unroll 8
+    for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
+    const float egi = expf(s.G[i]), eli = expf(GrL - s.Gr[i]), bt = kDelta ? s.beta[i] : 0.f;
+    const float r2 = quad(3), t3 = eli * quad(4);
+    // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
+    // j <= i, so t3_i is kept out of dG and added to dg_j for j > i only (an exclusive prefix sum below).
+    // Exact either way, but NaN - NaN at j <= i for a non-finite V_new_i (a NaN or Inf in v_i), where the
+    // exact dg_j does not depend on v_i (the state before token j does not contain it).
+    if constexpr (kDelta)
+      s.dG[i] = i < len ? a.scale * egi * quad(2) - bt * egi * r2 + (quad(0) - colsum) : 0.f;
+    else  // no W: no beta e^G term (skipped, not multiplied by a zero beta: docs/glr-math.md section 7, item 3)
+      s.dG[i] = i < len ? a.scale * egi * quad(2) + (quad(0) - colsum) : 0.f;
+    s.t3[i] = i < len ? t3 : 0.f;
+    if constexpr (kDelta) {
+      float dbv = 0.f;
+      for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
+      if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * HV, quad(1) - egi * r2 + dbv);
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // extra = e^{G_L} <h, dh'> (lane partials, then the scan's last lane), added to dG_L; and the exclusive
+    // prefix sums of t3 (lane l rows 2l, 2l + 1), written over t3: s.t3[j] = t3_0 + ... + t3_{j-1}.
+    const float ta = s.t3[2 * lane], tb = s.t3[2 * lane + 1];
+    float tp = ta + tb;
+    constexpr int kRowsPerLane = kD / 32;  // hdot rows per lane, summed in ascending order
+    float part = s.hdot[kRowsPerLane * lane];
+#pragma unroll
+    for (int j = 1; j < kRowsPerLane; ++j) part += s.hdot[kRowsPerLane * lane + j];
+    part *= expf(GL);
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, part, off), z = __shfl_up_sync(0xffffffffu, tp, off);
+      if (lane >= off) {
+        part = y + part;
+        tp = z + tp;
+      }
+    }
+    float texcl = __shfl_up_sync(0xffffffffu, tp, 1);
+    if (lane == 0) texcl = 0.f;
+    // every lane has read its t3 and hdot above (the shuffles are warp-synchronous)
+    s.t3[2 * lane] = texcl;
+    s.t3[2 * lane + 1] = texcl + ta;
+    if (lane == 31) s.hdot[0] = part;
+    __syncwarp();
+    const float extra = s.hdot[0];
+    const int i0 = C - 1 - 2 * lane;
+    const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
+    const float2 sp = warp_scan_pairs(x0, x1, lane);  // (excl + x0, excl + x0 + x1)
+    const float s0 = sp.x + s.t3[i0], s1 = sp.y + s.t3[i0 - 1];
+    if (a.gate == 1) {  // gate 0 (DeltaNet, linear attention): no g, so no dg (dG is formed and dropped)
+      if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * HV, s0);
+      if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * HV, s1);
+    } else if (a.gate == 2) {
+      // One g per value head (RetNet): dg = the sum of every token's dg_t. This chunk's share, its tokens' dg_t in
+      // ascending order (padding rows left out by the loop bound, not multiplied by 0), to the chunk slot's word
+      // of a.dbv; dg_head_kernel sums the slots.
+      __syncwarp();  // every lane has read its dG rows
+      s.dG[i0] = s0;
+      s.dG[i0 - 1] = s1;
+      __syncwarp();
+      if (lane == 0) {
+        float sum = 0.f;
+        for (int i = 0; i < len; ++i) sum += s.dG[i];
+        a.dbv[sl0] = sum;
+      }
+    }
+  }
+}
+
+}  // namespace glr::cuda::sm90::gdn_bwd
+
+namespace glr::cuda::sm90 {
+// GLR_BWD_WGMMA=1: the backward's chunk kernel on wgmma (chunk_wgmma_kernel) instead of chunk_kernel; read once per
+// process. Opt-in because it has not run on a GPU yet (bench/glr/sm90_bwd_notes.md). It takes every case
+// chunk_kernel takes (K = V = 64 and 128, with and without the delta rule, packed sequences, GVA): no refusal.
+inline bool chunk_wgmma_requested() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLR_BWD_WGMMA");
+    return e != nullptr && e[0] == '1' && e[1] == '\0';
+  }();
+  return on;
+}
+}  // namespace glr::cuda::sm90
+
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
+namespace glr::cuda::sm90::gdn_bwd {
+// The wgmma chunk kernel's launch (grid as chunk_kernel's), its shared-memory limit set once per process.
+template <int kD, bool kDelta>
+inline cudaError_t launch_chunk_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
+  static const cudaError_t attributes =
+      cudaFuncSetAttribute(&chunk_wgmma_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(chunk_wgmma_smem_bytes<kD>));
+  if (attributes != cudaSuccess) return attributes;
+  return launch_kernel(&chunk_wgmma_kernel<kD, kDelta>, grid, kThreads, chunk_wgmma_smem_bytes<kD>, stream, a, emu_smem);
+}
+}  // namespace glr::cuda::sm90::gdn_bwd
+#endif
