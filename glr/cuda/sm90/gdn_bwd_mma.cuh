@@ -360,33 +360,30 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
   if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
-  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
-  const Seq& sq = sb.sq;
-  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
-  const __nv_bfloat16* Tw = sb.Tw;
-  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
-  __nv_bfloat16* hcg = a.hc + R * kD * kD + v0;
-  __nv_bfloat16* vng = a.vn + R * C * kD + v0;
-  __nv_bfloat16* vnlg = a.vnl + R * C * kD + v0;
+  __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* vng = a.vn + sb.R * C * kD + sb.v0;
+  __nv_bfloat16* vnlg = a.vnl + sb.R * C * kD + sb.v0;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   auto load_k = [&](int c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
-    load_tile<kD>(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
+    load_tile<kD>(s.k[c & 1], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
   };
   auto load_small = [&](int c) {  // T and beta with the delta rule only (the wy kernel writes neither without it)
     if constexpr (kDelta) {
-      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+      const __nv_bfloat16* Tc = sb.Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
       for (int it = 0; it < C * 8 / kThreads; ++it) {
         const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
         cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
       }
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
     else if (tid < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
-    } else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) {
+      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+    }
   };
 
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -398,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][n][half * 2] = x.x;
         hs[mt][n][half * 2 + 1] = x.y;
       }
@@ -415,7 +412,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
   };
   write_h_bf16();
-  if (NT > 0) {
+  if (sb.sq.nch > 0) {
     load_k(0);
     load_small(0);
     cp_async_commit();
@@ -424,15 +421,15 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   if (tid == 0) s.nonfinite = 0;
   __syncthreads();
 
-  for (int c = 0; c < NT; ++c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
+  for (int c = 0; c < sb.sq.nch; ++c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     store_tile<kD, kVT>(hcg + static_cast<std::int64_t>(c) * kD * kD, kD, s.h, tid);  // h_c, as the tensor cores read it
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -454,7 +451,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
       __syncthreads();  // e^{G_last - G} V visible; every warp is done with h (its copy out), G, Gr
-      if (c + 1 < NT) {
+      if (c + 1 < sb.sq.nch) {
         load_k(c + 1);
         load_small(c + 1);
       }
@@ -495,7 +492,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     if (bad) s.nonfinite = 1;  // every writer writes 1: the value does not depend on the order
     __syncthreads();  // X visible; every warp is done with h (and its copy out)
-    if (c + 1 < NT) load_k(c + 1);
+    if (c + 1 < sb.sq.nch) load_k(c + 1);
     cp_async_commit();
 
     // Phase B: V_new = T X (T lower triangular: k tiles <= warp), X in two bf16 pieces (X and its residual) and
@@ -566,7 +563,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
     if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
-    if (c + 1 < NT) load_small(c + 1);
+    if (c + 1 < sb.sq.nch) load_small(c + 1);
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
     store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
@@ -641,27 +638,23 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
   if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
-  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
-  const Seq& sq = sb.sq;
-  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
-  const __nv_bfloat16* Tw = sb.Tw;
-  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
-  __nv_bfloat16* dhg = a.dhc + R * kD * kD + v0;
-  __nv_bfloat16* dhlg = a.dhcl + R * kD * kD + v0;
-  __nv_bfloat16* dxg = a.dx + R * C * kD + v0;
-  float* dbvg = a.dbv + (R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * NT) * C;  // this slice's nch C
+  __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* dxg = a.dx + sb.R * C * kD + sb.v0;
+  // this slice's nch C floats of dbv
+  float* dbvg = a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, sq.len - t0), buf = kDB ? (c & 1) : 0;
-    load_tile<kD>(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
-    load_tile<kD>(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), buf = kDB ? (c & 1) : 0;
+    load_tile<kD>(s.q[buf], a.q + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
+    load_tile<kD>(s.k[buf], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
   };
   auto load_small = [&](int c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
     if constexpr (kDelta) {  // T and beta with the delta rule only
-      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+      const __nv_bfloat16* Tc = sb.Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
       for (int it = 0; it < C * 8 / kThreads; ++it) {
         const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
@@ -673,13 +666,15 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int it = 0; it < C * kPieces / kThreads; ++it) {
       const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
       const bool in = r < len;
-      const __nv_bfloat16* src = a.dout + (vtokb + static_cast<std::int64_t>(t0 + r) * HV) * kD + v0 + cc * 8;
+      const __nv_bfloat16* src = a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + r) * sb.HV) * kD + sb.v0 + cc * 8;
       cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
     else if (tid < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
-    } else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) {
+      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+    }
   };
 
   float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -691,7 +686,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
         ds[mt][n][half * 2] = x.x;
         ds[mt][n][half * 2 + 1] = x.y;
       }
@@ -708,16 +703,16 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
   };
   write_ds_bf16();
-  if (NT > 0) {
-    load_qk(NT - 1);
-    load_small(NT - 1);
+  if (sb.sq.nch > 0) {
+    load_qk(sb.sq.nch - 1);
+    load_small(sb.sq.nch - 1);
     cp_async_commit();
     cp_async_wait<0>();
   }
   __syncthreads();
 
-  for (int c = NT - 1; c >= 0; --c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
+  for (int c = sb.sq.nch - 1; c >= 0; --c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* qc = s.q[kDB ? (c & 1) : 0];
     const __nv_bfloat16* kc = s.k[kDB ? (c & 1) : 0];
     if constexpr (kDB) {
@@ -729,7 +724,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       // to L2 now so that the load after phase C is short. 2 x 64 rows of 2 kD bytes: 2 lines per thread at
       // kD = 128; at 64 a row is one line, touched twice.
       const int row = tid >> 1;
-      const std::int64_t off = (tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
+      const std::int64_t off = (sb.tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
       prefetch_l2(a.q + off);
       prefetch_l2(a.k + off);
     }
@@ -750,7 +745,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -831,7 +826,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
-        __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
         for (int n = 0; n < NN; ++n)
           if (i < len)
@@ -874,7 +869,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-      __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+      __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
       float rs = 0.f;
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
@@ -945,7 +940,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.dh0 + hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(a.dh0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
         }
   }
