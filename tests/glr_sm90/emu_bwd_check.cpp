@@ -40,11 +40,9 @@
 #include <string>
 #include <type_traits>
 
-// The kernels' `extern __shared__` arrays: the forward's wy kernel (namespace gdn) and the backward's own.
+// The kernels' `extern __shared__` array, the forward's wy kernel's and the backward's (one array: gdn::smem_raw and
+// gdn_bwd::smem_raw name it, see mma_sync.cuh).
 namespace glr::cuda::sm90::gdn {
-alignas(16) char smem_raw[256 * 1024];
-}
-namespace glr::cuda::sm90::gdn_bwd {
 alignas(16) char smem_raw[256 * 1024];
 }
 namespace glr::sm90_bwd_reference {  // the GPU check's float64 reference (bench/glr/sm90_bwd_reference.cuh)

@@ -1456,16 +1456,10 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 }  // namespace gdn_bwd
 
 // The launchers: nvcc's, and the host emulator's (GLR_SM90_EMU_LAUNCHERS: glr/cuda/sm90/emu/sm90_emu.hpp), one
-// sequence of launches for both (launch_kernel, mma_sync.cuh; gdn::emu_smem for the forward's kernels,
-// gdn_fwd_mma.cuh).
+// sequence of launches for both (launch_kernel and emu_smem, mma_sync.cuh: one emulated shared memory for the
+// forward's kernels and these).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
-#if defined(GLR_SM90_HOST_EMU)
-extern char smem_raw[];             // the kernels' `extern __shared__` array on the emulator (sm90/emu/emu_launch.cpp)
-inline char* const emu_smem = smem_raw;
-#else
-inline char* const emu_smem = nullptr;  // (each block's own on the GPU)
-#endif
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
@@ -1546,12 +1540,12 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
     e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, wy_args(a),
-                      gdn::emu_smem);
+                      emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (NT > 0) {
     e = launch_kernel(&gdn::wy_kernel<3, kDelta, kD>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
-                      gdn::wy_smem_bytes(3), stream, wy_args(a), gdn::emu_smem);
+                      gdn::wy_smem_bytes(3), stream, wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
