@@ -353,7 +353,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.vt = p.vt;
   a.HV = p.hv();
   a.D = KD;
-  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, p.hv(), 0, KD) + 7) / 8 + 32);
+  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
 

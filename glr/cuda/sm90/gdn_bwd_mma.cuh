@@ -105,9 +105,10 @@ struct GdnBwdArgs {
   }
   std::int32_t* status = nullptr;  // packed only: the status word the chunk table kernel writes (0, or 1: invalid)
   std::int32_t* table = nullptr;   // packed only: the forward's chunk table (gdn::kFirst), carved with the workspace
-  // workspace, carved by gdn_bwd_workspace_carve. Per chunk slot (the forward's numbering, gdn::slot: chunk c of
-  // sequence n and value head hv is slot first_chunk(n) HV + hv nch(n) + c; dense (b HV + hv) NT + c), S slots in
-  // all (chunk_slots() HV); a sequence-and-head's chunks are consecutive slots.
+  // workspace, carved by gdn_bwd_workspace_carve (laid out by gdn_bwd_workspace_layout). Per chunk slot (the
+  // forward's numbering, gdn::slot: chunk c of sequence n and value head hv is slot first_chunk(n) HV + hv nch(n) + c;
+  // dense (b HV + hv) NT + c), S slots in all (chunk_slots() HV); a sequence-and-head's chunks are consecutive slots.
+  // Without the delta rule Tm, Bc, vn, vnl and dx are null (not carved), and dbv too unless gate 2.
   __nv_bfloat16* Tm = nullptr;  // (S, C, C) T = (I + L)^-1
   float* G = nullptr;           // (S, C)
   float* Bc = nullptr;          // (S, C) beta, padded with 0
@@ -125,55 +126,85 @@ struct GdnBwdArgs {
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
 };
 
-// Workspace bytes: at B8 T4096 H16 about 1300 MB (T 67; h, dh' and dh''s residual 268 each; V_new, its residual and dX
-// 134 each), all per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV K 4 bytes:
-// at B1 T32768 H16 HV32 1074 MB of the 3665 MB). HV = 0 means H. Packed sequences (N > 0, B = 1): the per-chunk
-// pieces for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
-inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0, int D = gdn::DK) {
-  const std::size_t nt = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C);
-  const std::size_t chunks = N > 0 ? nt + static_cast<std::size_t>(N) : nt * static_cast<std::size_t>(B);
-  const std::size_t S = chunks * static_cast<std::size_t>(HV > 0 ? HV : H);  // chunk slots
-  const std::size_t rows = static_cast<std::size_t>(B) * T * (HV > 0 ? HV : H);  // token rows of the value heads
-  const std::size_t d = static_cast<std::size_t>(D);  // K = V
-  const std::size_t partials = HV > H ? rows * d * 4 * 2 : 0;
-  const std::size_t table = N > 0 ? (4 * (2 + static_cast<std::size_t>(N) + 1 + chunks) + 255) / 256 * 256 : 0;
-  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (3 + 8) + d * d * 2 * 3 + gdn::C * d * 2 * 3) + partials + table;
+// The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
+// order, for a's sizes (B, T, H, HV, N, D) and member (delta, gate); kAbsent for a piece the member does not use.
+// Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
+// the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
+// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
+// RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
+// dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
+// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
+// for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
+struct GdnBwdLayout {
+  static constexpr std::size_t kAbsent = ~std::size_t{0};
+  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table;
+  std::size_t end;  // the workspace's bytes
+};
+inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
+  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();  // chunk slots
+  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();  // token rows of the value heads
+  const std::size_t d = static_cast<std::size_t>(a.D), C = gdn::C;                  // K = V
+  const bool delta = a.delta, gva = a.value_heads() > a.H;
+  std::size_t at = 0;
+  auto piece = [&at](bool used, std::size_t bytes) {
+    if (!used) return GdnBwdLayout::kAbsent;
+    const std::size_t o = at;
+    at += (bytes + 255) / 256 * 256;
+    return o;
+  };
+  GdnBwdLayout l;
+  l.Tm = piece(delta, S * C * C * 2);
+  l.G = piece(true, S * C * 4);
+  l.Bc = piece(delta, S * C * 4);
+  l.Gr = piece(true, S * C * 4);
+  // with the delta rule the dbeta partials (8 column slices); without it RetNet's dg share per chunk slot
+  l.dbv = piece(delta || a.gate == 2, delta ? S * C * 4 * 8 : S * 4);
+  l.hc = piece(true, S * d * d * 2);
+  l.dhc = piece(true, S * d * d * 2);
+  l.vn = piece(delta, S * C * d * 2);
+  l.dx = piece(delta, S * C * d * 2);
+  l.vnl = piece(delta, S * C * d * 2);
+  l.dhcl = piece(true, S * d * d * 2);
+  l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
+  l.dkp = piece(gva, rows * d * 4);
+  l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
+  l.end = at;
+  return l;
 }
-// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes). a's sizes (B, T, H, HV, N,
-// D) must be set.
+inline std::size_t gdn_bwd_workspace_bytes(const GdnBwdArgs& a) { return gdn_bwd_workspace_layout(a).end; }
+// The same from the sizes and the member alone (HV = 0 means H; N > 0 packed sequences, B = 1).
+inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0, int D = gdn::DK,
+                                           bool delta = true, int gate = 1) {
+  GdnBwdArgs a;
+  a.B = B;
+  a.T = T;
+  a.H = H;
+  a.HV = HV;
+  a.N = N;
+  a.D = D;
+  a.delta = delta;
+  a.gate = gate;
+  return gdn_bwd_workspace_bytes(a);
+}
+// Every piece starts 16-byte aligned when ws is. a's sizes (B, T, H, HV, N, D) and member (delta, gate) must be set.
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
-  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();
-  const std::size_t DK = static_cast<std::size_t>(a.D), DV = DK;  // the real head dims (K = V)
-  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();
-  char* p = static_cast<char*>(ws);
-  a.Tm = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * gdn::C * 2;
-  a.G = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4;
-  a.Bc = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4;
-  a.Gr = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4;
-  a.dbv = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4 * 8;
-  a.hc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * DK * DV * 2;
-  a.dhc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * DK * DV * 2;
-  a.vn = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * DV * 2;
-  a.dx = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * DV * 2;
-  a.vnl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * DV * 2;
-  a.dhcl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * DK * DV * 2;
-  const bool gva = a.value_heads() > a.H;  // the fp32 dq and dk of each value head, for the group kernel
-  a.dqp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? rows * DK * 4 : 0;
-  a.dkp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? rows * DK * 4 : 0;
-  a.table = a.varlen() ? reinterpret_cast<std::int32_t*>(p) : nullptr;  // the chunk table (packed sequences)
+  const GdnBwdLayout l = gdn_bwd_workspace_layout(a);
+  char* const base = static_cast<char*>(ws);
+  auto at = [base](std::size_t o) -> void* { return o == GdnBwdLayout::kAbsent ? nullptr : base + o; };
+  a.Tm = static_cast<__nv_bfloat16*>(at(l.Tm));
+  a.G = static_cast<float*>(at(l.G));
+  a.Bc = static_cast<float*>(at(l.Bc));
+  a.Gr = static_cast<float*>(at(l.Gr));
+  a.dbv = static_cast<float*>(at(l.dbv));
+  a.hc = static_cast<__nv_bfloat16*>(at(l.hc));
+  a.dhc = static_cast<__nv_bfloat16*>(at(l.dhc));
+  a.vn = static_cast<__nv_bfloat16*>(at(l.vn));
+  a.dx = static_cast<__nv_bfloat16*>(at(l.dx));
+  a.vnl = static_cast<__nv_bfloat16*>(at(l.vnl));
+  a.dhcl = static_cast<__nv_bfloat16*>(at(l.dhcl));
+  a.dqp = static_cast<float*>(at(l.dqp));
+  a.dkp = static_cast<float*>(at(l.dkp));
+  a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
 }
 
 namespace gdn_bwd {
@@ -265,10 +296,10 @@ struct StateBlock {
   std::int64_t tokb;        // q/k token (begin, h)
   std::int64_t vtokb;       // v/do/dv token (begin, hv)
   std::int64_t hoff;        // h0, dht, dh0 (sequence n, hv), column v0
-  const __nv_bfloat16* Tw;  // T of chunk slot R
-  const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R
+  const __nv_bfloat16* Tw;  // T of chunk slot R (null without the delta rule)
+  const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R (beta: null without the delta rule)
 };
-template <int kVT, int kD>
+template <int kVT, int kD, bool kDelta>
 __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
   b.HV = a.value_heads();
   b.v0 = blockIdx.x * kVT;
@@ -282,10 +313,10 @@ __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) 
   b.row_stride = static_cast<std::int64_t>(a.H) * kD;
   b.tokb = b.sq.begin * a.H + b.h;
   b.vtokb = b.sq.begin * b.HV + b.hv;
-  b.Tw = a.Tm + b.R * C * C;
+  b.Tw = kDelta ? a.Tm + b.R * C * C : nullptr;  // (no T and no beta without the delta rule)
   b.Gg = a.G + b.R * C;
   b.Grg = a.Gr + (b.Gg - a.G);
-  b.Bg = a.Bc + b.R * C;
+  b.Bg = kDelta ? a.Bc + b.R * C : nullptr;
   b.hoff = static_cast<std::int64_t>(b.bh) * kD * kD + b.v0;
   return true;
 }
@@ -359,10 +390,10 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
-  __nv_bfloat16* vng = a.vn + sb.R * C * kD + sb.v0;
-  __nv_bfloat16* vnlg = a.vnl + sb.R * C * kD + sb.v0;
+  __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
+  __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   auto load_k = [&](int c) {
@@ -637,12 +668,12 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
-  __nv_bfloat16* dxg = a.dx + sb.R * C * kD + sb.v0;
-  // this slice's nch C floats of dbv
-  float* dbvg = a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C;
+  // dX and this slice's nch C floats of dbv, with the delta rule only (dX = dv and no dbeta without it)
+  __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
+  float* dbvg = kDelta ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
@@ -1516,7 +1547,8 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.beta, a.beta_bf16 ? 2 : 4) || misaligned(a.dg, a.g_bf16 ? 2 : 4) ||
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
-  if (!a.Tm || !a.G || !a.Bc || !a.Gr || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
+  if (!a.G || !a.Gr || !a.hc || !a.dhc || !a.dhcl ||
+      (a.delta && (!a.Tm || !a.Bc || !a.vn || !a.vnl || !a.dx)) || ((a.delta || a.gate == 2) && !a.dbv) ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
