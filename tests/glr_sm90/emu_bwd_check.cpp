@@ -40,11 +40,9 @@
 #include <string>
 #include <type_traits>
 
-// The kernels' `extern __shared__` arrays: the forward's wy kernel (namespace gdn) and the backward's own.
+// The kernels' `extern __shared__` array, the forward's wy kernel's and the backward's (one array: gdn::smem_raw and
+// gdn_bwd::smem_raw name it, see mma_sync.cuh).
 namespace glr::cuda::sm90::gdn {
-alignas(16) char smem_raw[256 * 1024];
-}
-namespace glr::cuda::sm90::gdn_bwd {
 alignas(16) char smem_raw[256 * 1024];
 }
 namespace glr::sm90_bwd_reference {  // the GPU check's float64 reference (bench/glr/sm90_bwd_reference.cuh)
@@ -367,7 +365,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.vt = p.vt;
   a.HV = p.hv();
   a.D = KD;
-  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, p.hv(), 0, KD) + 7) / 8 + 32);
+  std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
 

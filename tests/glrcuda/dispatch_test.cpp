@@ -225,6 +225,16 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   EXPECT_LT(fast * 2.5, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
+  // The members without the delta rule carve only what their kernels use: G, Gr, h, dh' and its residual (no T,
+  // beta, V_new, its residual, dX, dbeta partials), RetNet also one fp32 dg share per chunk slot: 809.5 MB here.
+  for (Member m : {Member::mamba2, Member::retnet, Member::linear_attention}) {
+    const Params pm = make_params(m, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
+    const std::size_t mfast = cuda::backward_workspace_bytes(pm, {}, cuda::BackwardPath::sm90);
+    const std::size_t dg_shares = m == Member::retnet ? (bh * nt * 4 + 255) / 256 * 256 : 0;
+    EXPECT_EQ(mfast, 256 + bh * (tp * 4 * 2 + nt * 128 * 128 * 2 * 3) + dg_shares) << name_of(m);
+    std::printf("backward workspace at B8 T4096 H16 K=V=128, %s: sm90 %zu bytes (Gated DeltaNet %zu)\n", name_of(m),
+                mfast, fast);
+  }
   // Grouped value heads: everything per value head, and dq, dk of each value head in fp32 (B T HV K 4 bytes each)
   // for the group kernel's fixed-order sums. B1 T32768 H16 HV32: 3666 MB.
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);

@@ -108,9 +108,7 @@ std::string backward_refusal(const Problem& p) {
 }
 
 std::size_t backward_workspace_bytes(const Problem& p) {
-  return kHeader + gdn_bwd_workspace_bytes(static_cast<int>(p.B), static_cast<int>(p.T), static_cast<int>(p.H),
-                                           static_cast<int>(p.HV), p.varlen ? static_cast<int>(p.N) : 0,
-                                           static_cast<int>(p.K));
+  return kHeader + gdn_bwd_workspace_bytes(args_of(p));  // the sizes and the member (the pieces it uses)
 }
 
 void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {

@@ -105,9 +105,10 @@ struct GdnBwdArgs {
   }
   std::int32_t* status = nullptr;  // packed only: the status word the chunk table kernel writes (0, or 1: invalid)
   std::int32_t* table = nullptr;   // packed only: the forward's chunk table (gdn::kFirst), carved with the workspace
-  // workspace, carved by gdn_bwd_workspace_carve. Per chunk slot (the forward's numbering, gdn::slot: chunk c of
-  // sequence n and value head hv is slot first_chunk(n) HV + hv nch(n) + c; dense (b HV + hv) NT + c), S slots in
-  // all (chunk_slots() HV); a sequence-and-head's chunks are consecutive slots.
+  // workspace, carved by gdn_bwd_workspace_carve (laid out by gdn_bwd_workspace_layout). Per chunk slot (the
+  // forward's numbering, gdn::slot: chunk c of sequence n and value head hv is slot first_chunk(n) HV + hv nch(n) + c;
+  // dense (b HV + hv) NT + c), S slots in all (chunk_slots() HV); a sequence-and-head's chunks are consecutive slots.
+  // Without the delta rule Tm, Bc, vn, vnl and dx are null (not carved), and dbv too unless gate 2.
   __nv_bfloat16* Tm = nullptr;  // (S, C, C) T = (I + L)^-1
   float* G = nullptr;           // (S, C)
   float* Bc = nullptr;          // (S, C) beta, padded with 0
@@ -125,55 +126,85 @@ struct GdnBwdArgs {
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
 };
 
-// Workspace bytes: at B8 T4096 H16 about 1300 MB (T 67; h, dh' and dh''s residual 268 each; V_new, its residual and dX
-// 134 each), all per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV K 4 bytes:
-// at B1 T32768 H16 HV32 1074 MB of the 3665 MB). HV = 0 means H. Packed sequences (N > 0, B = 1): the per-chunk
-// pieces for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
-inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0, int D = gdn::DK) {
-  const std::size_t nt = static_cast<std::size_t>((T + gdn::C - 1) / gdn::C);
-  const std::size_t chunks = N > 0 ? nt + static_cast<std::size_t>(N) : nt * static_cast<std::size_t>(B);
-  const std::size_t S = chunks * static_cast<std::size_t>(HV > 0 ? HV : H);  // chunk slots
-  const std::size_t rows = static_cast<std::size_t>(B) * T * (HV > 0 ? HV : H);  // token rows of the value heads
-  const std::size_t d = static_cast<std::size_t>(D);  // K = V
-  const std::size_t partials = HV > H ? rows * d * 4 * 2 : 0;
-  const std::size_t table = N > 0 ? (4 * (2 + static_cast<std::size_t>(N) + 1 + chunks) + 255) / 256 * 256 : 0;
-  return S * (gdn::C * gdn::C * 2 + gdn::C * 4 * (3 + 8) + d * d * 2 * 3 + gdn::C * d * 2 * 3) + partials + table;
+// The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
+// order, for a's sizes (B, T, H, HV, N, D) and member (delta, gate); kAbsent for a piece the member does not use.
+// Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
+// the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
+// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
+// RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
+// dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
+// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
+// for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
+struct GdnBwdLayout {
+  static constexpr std::size_t kAbsent = ~std::size_t{0};
+  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table;
+  std::size_t end;  // the workspace's bytes
+};
+inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
+  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();  // chunk slots
+  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();  // token rows of the value heads
+  const std::size_t d = static_cast<std::size_t>(a.D), C = gdn::C;                  // K = V
+  const bool delta = a.delta, gva = a.value_heads() > a.H;
+  std::size_t at = 0;
+  auto piece = [&at](bool used, std::size_t bytes) {
+    if (!used) return GdnBwdLayout::kAbsent;
+    const std::size_t o = at;
+    at += (bytes + 255) / 256 * 256;
+    return o;
+  };
+  GdnBwdLayout l;
+  l.Tm = piece(delta, S * C * C * 2);
+  l.G = piece(true, S * C * 4);
+  l.Bc = piece(delta, S * C * 4);
+  l.Gr = piece(true, S * C * 4);
+  // with the delta rule the dbeta partials (8 column slices); without it RetNet's dg share per chunk slot
+  l.dbv = piece(delta || a.gate == 2, delta ? S * C * 4 * 8 : S * 4);
+  l.hc = piece(true, S * d * d * 2);
+  l.dhc = piece(true, S * d * d * 2);
+  l.vn = piece(delta, S * C * d * 2);
+  l.dx = piece(delta, S * C * d * 2);
+  l.vnl = piece(delta, S * C * d * 2);
+  l.dhcl = piece(true, S * d * d * 2);
+  l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
+  l.dkp = piece(gva, rows * d * 4);
+  l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
+  l.end = at;
+  return l;
 }
-// Every piece starts 16-byte aligned when ws is (all sizes are multiples of 256 bytes). a's sizes (B, T, H, HV, N,
-// D) must be set.
+inline std::size_t gdn_bwd_workspace_bytes(const GdnBwdArgs& a) { return gdn_bwd_workspace_layout(a).end; }
+// The same from the sizes and the member alone (HV = 0 means H; N > 0 packed sequences, B = 1).
+inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0, int D = gdn::DK,
+                                           bool delta = true, int gate = 1) {
+  GdnBwdArgs a;
+  a.B = B;
+  a.T = T;
+  a.H = H;
+  a.HV = HV;
+  a.N = N;
+  a.D = D;
+  a.delta = delta;
+  a.gate = gate;
+  return gdn_bwd_workspace_bytes(a);
+}
+// Every piece starts 16-byte aligned when ws is. a's sizes (B, T, H, HV, N, D) and member (delta, gate) must be set.
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
-  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();
-  const std::size_t DK = static_cast<std::size_t>(a.D), DV = DK;  // the real head dims (K = V)
-  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();
-  char* p = static_cast<char*>(ws);
-  a.Tm = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * gdn::C * 2;
-  a.G = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4;
-  a.Bc = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4;
-  a.Gr = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4;
-  a.dbv = reinterpret_cast<float*>(p);
-  p += S * gdn::C * 4 * 8;
-  a.hc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * DK * DV * 2;
-  a.dhc = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * DK * DV * 2;
-  a.vn = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * DV * 2;
-  a.dx = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * DV * 2;
-  a.vnl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * gdn::C * DV * 2;
-  a.dhcl = reinterpret_cast<__nv_bfloat16*>(p);
-  p += S * DK * DV * 2;
-  const bool gva = a.value_heads() > a.H;  // the fp32 dq and dk of each value head, for the group kernel
-  a.dqp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? rows * DK * 4 : 0;
-  a.dkp = gva ? reinterpret_cast<float*>(p) : nullptr;
-  p += gva ? rows * DK * 4 : 0;
-  a.table = a.varlen() ? reinterpret_cast<std::int32_t*>(p) : nullptr;  // the chunk table (packed sequences)
+  const GdnBwdLayout l = gdn_bwd_workspace_layout(a);
+  char* const base = static_cast<char*>(ws);
+  auto at = [base](std::size_t o) -> void* { return o == GdnBwdLayout::kAbsent ? nullptr : base + o; };
+  a.Tm = static_cast<__nv_bfloat16*>(at(l.Tm));
+  a.G = static_cast<float*>(at(l.G));
+  a.Bc = static_cast<float*>(at(l.Bc));
+  a.Gr = static_cast<float*>(at(l.Gr));
+  a.dbv = static_cast<float*>(at(l.dbv));
+  a.hc = static_cast<__nv_bfloat16*>(at(l.hc));
+  a.dhc = static_cast<__nv_bfloat16*>(at(l.dhc));
+  a.vn = static_cast<__nv_bfloat16*>(at(l.vn));
+  a.dx = static_cast<__nv_bfloat16*>(at(l.dx));
+  a.vnl = static_cast<__nv_bfloat16*>(at(l.vnl));
+  a.dhcl = static_cast<__nv_bfloat16*>(at(l.dhcl));
+  a.dqp = static_cast<float*>(at(l.dqp));
+  a.dkp = static_cast<float*>(at(l.dkp));
+  a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
 }
 
 namespace gdn_bwd {
@@ -265,10 +296,10 @@ struct StateBlock {
   std::int64_t tokb;        // q/k token (begin, h)
   std::int64_t vtokb;       // v/do/dv token (begin, hv)
   std::int64_t hoff;        // h0, dht, dh0 (sequence n, hv), column v0
-  const __nv_bfloat16* Tw;  // T of chunk slot R
-  const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R
+  const __nv_bfloat16* Tw;  // T of chunk slot R (null without the delta rule)
+  const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R (beta: null without the delta rule)
 };
-template <int kVT, int kD>
+template <int kVT, int kD, bool kDelta>
 __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
   b.HV = a.value_heads();
   b.v0 = blockIdx.x * kVT;
@@ -282,10 +313,10 @@ __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) 
   b.row_stride = static_cast<std::int64_t>(a.H) * kD;
   b.tokb = b.sq.begin * a.H + b.h;
   b.vtokb = b.sq.begin * b.HV + b.hv;
-  b.Tw = a.Tm + b.R * C * C;
+  b.Tw = kDelta ? a.Tm + b.R * C * C : nullptr;  // (no T and no beta without the delta rule)
   b.Gg = a.G + b.R * C;
   b.Grg = a.Gr + (b.Gg - a.G);
-  b.Bg = a.Bc + b.R * C;
+  b.Bg = kDelta ? a.Bc + b.R * C : nullptr;
   b.hoff = static_cast<std::int64_t>(b.bh) * kD * kD + b.v0;
   return true;
 }
@@ -359,34 +390,31 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
-  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
-  const Seq& sq = sb.sq;
-  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
-  const __nv_bfloat16* Tw = sb.Tw;
-  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
-  __nv_bfloat16* hcg = a.hc + R * kD * kD + v0;
-  __nv_bfloat16* vng = a.vn + R * C * kD + v0;
-  __nv_bfloat16* vnlg = a.vnl + R * C * kD + v0;
+  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
+  __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   auto load_k = [&](int c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
-    load_tile<kD>(s.k[c & 1], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
+    load_tile<kD>(s.k[c & 1], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
   };
   auto load_small = [&](int c) {  // T and beta with the delta rule only (the wy kernel writes neither without it)
     if constexpr (kDelta) {
-      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+      const __nv_bfloat16* Tc = sb.Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
       for (int it = 0; it < C * 8 / kThreads; ++it) {
         const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
         cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
       }
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
     else if (tid < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
-    } else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) {
+      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+    }
   };
 
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -398,7 +426,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][n][half * 2] = x.x;
         hs[mt][n][half * 2 + 1] = x.y;
       }
@@ -415,7 +443,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
   };
   write_h_bf16();
-  if (NT > 0) {
+  if (sb.sq.nch > 0) {
     load_k(0);
     load_small(0);
     cp_async_commit();
@@ -424,15 +452,15 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   if (tid == 0) s.nonfinite = 0;
   __syncthreads();
 
-  for (int c = 0; c < NT; ++c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
+  for (int c = 0; c < sb.sq.nch; ++c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     store_tile<kD, kVT>(hcg + static_cast<std::int64_t>(c) * kD * kD, kD, s.h, tid);  // h_c, as the tensor cores read it
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -454,7 +482,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
       __syncthreads();  // e^{G_last - G} V visible; every warp is done with h (its copy out), G, Gr
-      if (c + 1 < NT) {
+      if (c + 1 < sb.sq.nch) {
         load_k(c + 1);
         load_small(c + 1);
       }
@@ -495,7 +523,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     if (bad) s.nonfinite = 1;  // every writer writes 1: the value does not depend on the order
     __syncthreads();  // X visible; every warp is done with h (and its copy out)
-    if (c + 1 < NT) load_k(c + 1);
+    if (c + 1 < sb.sq.nch) load_k(c + 1);
     cp_async_commit();
 
     // Phase B: V_new = T X (T lower triangular: k tiles <= warp), X in two bf16 pieces (X and its residual) and
@@ -566,7 +594,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
     if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
-    if (c + 1 < NT) load_small(c + 1);
+    if (c + 1 < sb.sq.nch) load_small(c + 1);
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
     store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
@@ -640,28 +668,24 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
-  const int HV = sb.HV, v0 = sb.v0, NT = sb.sq.nch;
-  const Seq& sq = sb.sq;
-  const std::int64_t R = sb.R, row_stride = sb.row_stride, tokb = sb.tokb, vtokb = sb.vtokb, hoff = sb.hoff;
-  const __nv_bfloat16* Tw = sb.Tw;
-  const float *Gg = sb.Gg, *Grg = sb.Grg, *Bg = sb.Bg;
-  __nv_bfloat16* dhg = a.dhc + R * kD * kD + v0;
-  __nv_bfloat16* dhlg = a.dhcl + R * kD * kD + v0;
-  __nv_bfloat16* dxg = a.dx + R * C * kD + v0;
-  float* dbvg = a.dbv + (R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * NT) * C;  // this slice's nch C
+  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
+  // dX and this slice's nch C floats of dbv, with the delta rule only (dX = dv and no dbeta without it)
+  __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
+  float* dbvg = kDelta ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, sq.len - t0), buf = kDB ? (c & 1) : 0;
-    load_tile<kD>(s.q[buf], a.q + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
-    load_tile<kD>(s.k[buf], a.k + (tokb + static_cast<std::int64_t>(t0) * a.H) * kD, row_stride, len, tid);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), buf = kDB ? (c & 1) : 0;
+    load_tile<kD>(s.q[buf], a.q + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
+    load_tile<kD>(s.k[buf], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
   };
   auto load_small = [&](int c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
     if constexpr (kDelta) {  // T and beta with the delta rule only
-      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+      const __nv_bfloat16* Tc = sb.Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
       for (int it = 0; it < C * 8 / kThreads; ++it) {
         const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
@@ -673,13 +697,15 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int it = 0; it < C * kPieces / kThreads; ++it) {
       const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
       const bool in = r < len;
-      const __nv_bfloat16* src = a.dout + (vtokb + static_cast<std::int64_t>(t0 + r) * HV) * kD + v0 + cc * 8;
+      const __nv_bfloat16* src = a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + r) * sb.HV) * kD + sb.v0 + cc * 8;
       cp_async_16(smem_addr(s.dO + r * LDV + cc * 8), in ? src : a.dout, in);
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
     else if (tid < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
-    } else if (tid < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), Grg + c * C + (tid - C / 2) * 4, true);
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) {
+      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+    }
   };
 
   float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
@@ -691,7 +717,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
         ds[mt][n][half * 2] = x.x;
         ds[mt][n][half * 2 + 1] = x.y;
       }
@@ -708,16 +734,16 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
   };
   write_ds_bf16();
-  if (NT > 0) {
-    load_qk(NT - 1);
-    load_small(NT - 1);
+  if (sb.sq.nch > 0) {
+    load_qk(sb.sq.nch - 1);
+    load_small(sb.sq.nch - 1);
     cp_async_commit();
     cp_async_wait<0>();
   }
   __syncthreads();
 
-  for (int c = NT - 1; c >= 0; --c) {
-    const int t0 = c * C, len = min(C, sq.len - t0);
+  for (int c = sb.sq.nch - 1; c >= 0; --c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* qc = s.q[kDB ? (c & 1) : 0];
     const __nv_bfloat16* kc = s.k[kDB ? (c & 1) : 0];
     if constexpr (kDB) {
@@ -729,7 +755,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       // to L2 now so that the load after phase C is short. 2 x 64 rows of 2 kD bytes: 2 lines per thread at
       // kD = 128; at 64 a row is one line, touched twice.
       const int row = tid >> 1;
-      const std::int64_t off = (tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
+      const std::int64_t off = (sb.tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
       prefetch_l2(a.q + off);
       prefetch_l2(a.k + off);
     }
@@ -750,7 +776,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
@@ -831,7 +857,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
-        __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
         for (int n = 0; n < NN; ++n)
           if (i < len)
@@ -874,7 +900,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-      __nv_bfloat16* dvrow = a.dv + (vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v0;
+      __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
       float rs = 0.f;
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
@@ -945,7 +971,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.dh0 + hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(a.dh0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
         }
   }
@@ -1461,16 +1487,10 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 }  // namespace gdn_bwd
 
 // The launchers: nvcc's, and the host emulator's (GLR_SM90_EMU_LAUNCHERS: glr/cuda/sm90/emu/sm90_emu.hpp), one
-// sequence of launches for both (launch_kernel, mma_sync.cuh; gdn::emu_smem for the forward's kernels,
-// gdn_fwd_mma.cuh).
+// sequence of launches for both (launch_kernel and emu_smem, mma_sync.cuh: one emulated shared memory for the
+// forward's kernels and these).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
-#if defined(GLR_SM90_HOST_EMU)
-extern char smem_raw[];             // the kernels' `extern __shared__` array on the emulator (sm90/emu/emu_launch.cpp)
-inline char* const emu_smem = smem_raw;
-#else
-inline char* const emu_smem = nullptr;  // (each block's own on the GPU)
-#endif
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
@@ -1527,7 +1547,8 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.beta, a.beta_bf16 ? 2 : 4) || misaligned(a.dg, a.g_bf16 ? 2 : 4) ||
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
-  if (!a.Tm || !a.G || !a.Bc || !a.Gr || !a.hc || !a.dhc || !a.dhcl || !a.vn || !a.vnl || !a.dx || !a.dbv ||
+  if (!a.G || !a.Gr || !a.hc || !a.dhc || !a.dhcl ||
+      (a.delta && (!a.Tm || !a.Bc || !a.vn || !a.vnl || !a.dx)) || ((a.delta || a.gate == 2) && !a.dbv) ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
@@ -1555,12 +1576,12 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
     e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, wy_args(a),
-                      gdn::emu_smem);
+                      emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (NT > 0) {
     e = launch_kernel(&gdn::wy_kernel<3, kDelta, kD>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
-                      gdn::wy_smem_bytes(3), stream, wy_args(a), gdn::emu_smem);
+                      gdn::wy_smem_bytes(3), stream, wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;

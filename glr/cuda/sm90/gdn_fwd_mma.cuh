@@ -1377,12 +1377,6 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
 // sequence of launches for both (launch_kernel, mma_sync.cuh).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn {
-#if defined(GLR_SM90_HOST_EMU)
-extern char smem_raw[];             // the kernels' `extern __shared__` array on the emulator (sm90/emu/emu_launch.cpp)
-inline char* const emu_smem = smem_raw;
-#else
-inline char* const emu_smem = nullptr;  // (each block's own on the GPU)
-#endif
 // Rung 3's state kernel at one slice width; its shared memory set once per process and instantiation (the
 // current device's), so timed launches carry no attribute calls.
 // kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV), without the delta rule
@@ -1430,13 +1424,13 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, a, gdn::emu_smem);
+    e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, a, emu_smem);
     if (e != cudaSuccess) return e;
   }
   const long long wy_cols = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
   const int wy_rows = a.varlen() ? HV : a.B * HV;
   if (wy_cols > 0) {
-    e = launch_kernel(wy, dim3(static_cast<unsigned>(wy_cols), wy_rows), gdn::kThreads, wy_smem, stream, a, gdn::emu_smem);
+    e = launch_kernel(wy, dim3(static_cast<unsigned>(wy_cols), wy_rows), gdn::kThreads, wy_smem, stream, a, emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
@@ -1446,12 +1440,12 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
         : vt == 32 ? gdn::launch_state_t<kDelta, kD, 32>(a, stream)
                    : gdn::launch_state_t<kDelta, kD, 16>(a, stream);
   } else {
-    e = launch_kernel(state, dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream, a, gdn::emu_smem);
+    e = launch_kernel(state, dim3(kD / gdn::VT, a.num_seqs() * HV), gdn::kThreads, state_smem, stream, a, emu_smem);
   }
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
     // a grid-stride loop: on the emulator 2 blocks (of 128 threads) do what 256 x 256 do on the GPU
-    e = launch_kernel(&gdn::poison_kernel, dim3(256), 256, 0, stream, a, gdn::emu_smem, 2);
+    e = launch_kernel(&gdn::poison_kernel, dim3(256), 256, 0, stream, a, emu_smem, 2);
   }
   return e;
 }

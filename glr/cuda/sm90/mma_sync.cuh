@@ -62,6 +62,24 @@ __device__ __forceinline__ void cp_async_wait() {
 
 #endif  // !GLR_SM90_HOST_EMU
 
+// The kernels' dynamic shared memory on the host emulator, and launch_kernel's emu_smem (the launchers pass it; the
+// emulator tests name gdn::smem_raw or gdn_bwd::smem_raw): one host array for the kernels of gdn and gdn_bwd alike
+// (blocks and launches run one after another), defined once per program (sm90/emu/emu_launch.cpp, or an emulator
+// test). A kernel's block-scope `extern __shared__ char smem_raw[]` names the array of its own namespace, so each
+// namespace declares it here, with C language linkage: both declarations are that one array. Under nvcc each block
+// has its own, and emu_smem is null (unused).
+#if defined(GLR_SM90_HOST_EMU)
+namespace gdn {
+extern "C" char smem_raw[];
+}
+namespace gdn_bwd {
+extern "C" char smem_raw[];
+}
+inline char* const emu_smem = gdn::smem_raw;
+#else
+inline char* const emu_smem = nullptr;
+#endif
+
 // The warp's inclusive scan over 64 values held in pairs: lane l holds (x0, x1), elements 2l and 2l + 1; returns
 // (S + x0, S + x0 + x1), S the sum of the pairs of the lanes below l (0 on lane 0). One fixed order of additions
 // (each pair's x0 + x1, a Hillis-Steele scan of those over the lanes, then S from lane l - 1), so every caller

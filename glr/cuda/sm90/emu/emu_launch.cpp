@@ -6,12 +6,10 @@
 
 #include "sm90_emu.hpp"
 
-// The kernels' `extern __shared__` arrays: the forward's kernels (namespace gdn; the backward runs its wy kernel)
-// and the backward's own. Blocks run one after another (emu::launch), so one array each serves every block.
+// The kernels' `extern __shared__` array, the forward's and the backward's (gdn::smem_raw and gdn_bwd::smem_raw name
+// it: mma_sync.cuh declares it with C language linkage). Blocks run one after another (emu::launch), so one array
+// serves every block.
 namespace glr::cuda::sm90::gdn {
-alignas(16) char smem_raw[256 * 1024];
-}
-namespace glr::cuda::sm90::gdn_bwd {
 alignas(16) char smem_raw[256 * 1024];
 }
 
