@@ -29,6 +29,24 @@ limit() {  # limit CAP: seconds for the next stage (at least 1)
   local t=$(($1 < left ? $1 : left))
   echo $((t > 1 ? t : 1))
 }
+# run_stage MODE LOG LABEL [VAR=VALUE ...]: sm90_bwd_check MODE with the environment VAR=VALUE, its output to
+# $out/LOG. --check: capped at 80 s, a failure fails the script; --timing: capped at 50 s, never fails it.
+run_stage() {
+  local mode=$1 log=$2 label=$3
+  shift 3
+  local t
+  t=$(limit "$([ "$mode" = --check ] && echo 80 || echo 50)")
+  env "$@" timeout "$t" "$out/sm90_bwd_check" "$mode" 2>&1 | tee "$out/$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
+    return 0
+  elif [ "$mode" = --check ]; then
+    say "$label: FAIL (exit status $rc; 124 = timed out after $t s)"
+    status=1
+  else
+    say "$label: exit status $rc (124 = timed out after $t s); timings never fail the script"
+  fi
+}
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 CUOBJDUMP="${CUOBJDUMP:-$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)}"
 status=0
@@ -72,31 +90,13 @@ else
   say "SASS: cuobjdump not found, skipped"
 fi
 echo "== 3. check"
-t_check=$(limit 80)
-timeout "$t_check" "$out/sm90_bwd_check" --check 2>&1 | tee "$out/check.txt"
-rc=${PIPESTATUS[0]}
-if [ "$rc" -ne 0 ]; then
-  say "check: FAIL (exit status $rc; 124 = timed out after $t_check s)"
-  status=1
-fi
+run_stage --check check.txt "check"
 echo "== 4. timing"
-t_timing=$(limit 50)
-timeout "$t_timing" "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" -ne 0 ] && say "timing: exit status $rc (124 = timed out after $t_timing s); timings never fail the script"
+run_stage --timing timing.txt "timing"
 echo "== 5. check, chunk kernel on wgmma (GLR_BWD_WGMMA=1)"
-t_check=$(limit 80)
-GLR_BWD_WGMMA=1 timeout "$t_check" "$out/sm90_bwd_check" --check 2>&1 | tee "$out/check_wgmma.txt"
-rc=${PIPESTATUS[0]}
-if [ "$rc" -ne 0 ]; then
-  say "check (wgmma chunk kernel): FAIL (exit status $rc; 124 = timed out after $t_check s)"
-  status=1
-fi
+run_stage --check check_wgmma.txt "check (wgmma chunk kernel)" GLR_BWD_WGMMA=1
 echo "== 6. timing, chunk kernel on wgmma (GLR_BWD_WGMMA=1)"
-t_timing=$(limit 50)
-GLR_BWD_WGMMA=1 timeout "$t_timing" "$out/sm90_bwd_check" --timing 2>&1 | tee "$out/timing_wgmma.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" -ne 0 ] && say "timing (wgmma): exit status $rc (124 = timed out after $t_timing s); timings never fail the script"
+run_stage --timing timing_wgmma.txt "timing (wgmma)" GLR_BWD_WGMMA=1
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true

@@ -977,67 +977,49 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   }
 }
 
+
 // ---------------------------------------------------------------------------------------------------------
-// Kernel chunk: per (chunk, head), 4 warps, warp w rows 16w..16w+15 of every (C x *) tile.
-//   Phase 1: Q K^T, dO V_new^T -> dA (bf16), dP . P;  K K^T, dX V_new^T -> E (bf16), D, dL . L (causal tiles).
-//   Phase 2, per 64-column half of K: dq = scale e^G (dO h^T) + dA K;
-//            dk = -beta e^G (dX h^T) + e^{G_L - G} (V_new dh'^T) + E K + E^T K + dA^T Q; the row dots for dG.
-//   Phase 3: dG and dbeta per row (fixed-order sums of the partials), dg = reverse cumsum of dG (warp 0, scan).
-template <int kD = gdn::DK>
-struct ChunkSmem {
-  static constexpr int kLd = kD + 8;  // row stride of the (C x K) and (K x V) tiles
-  __nv_bfloat16 q[C * kLd];    // (C, K)
-  __nv_bfloat16 k[C * kLd];    // (C, K)
-  __nv_bfloat16 dO[C * kLd];   // (C, V)
-  __nv_bfloat16 vn[C * kLd];   // (C, V) V_new
-  __nv_bfloat16 vnl[C * kLd];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T)
-  __nv_bfloat16 dx[C * kLd];   // (C, V) dX
-  __nv_bfloat16 h[kD * kLd];   // (K, V) state entering the chunk
-  __nv_bfloat16 dh[kD * kLd];  // (K, V) gradient of the state leaving it
-  __nv_bfloat16 dhl[C * kLd];  // (64, V) dh''s bf16 residual, the rows of one 64-row part of K at a time (phase 2)
-  __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
-  __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
-  float G[C];
-  float Gr[C];
-  float beta[C];
-  float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (kD / vt of them)
-  float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
-  float colp[C][32];    // column partials of M: [column][warp * 8 + row group]
-  float hdot[kD];       // <h, dh'> per row
-  float dG[C];
-  float t3[C];
+// The chunk kernel's parts that do not depend on how the tiles are laid out or multiplied, one implementation for
+// chunk_kernel (below) and chunk_wgmma_kernel (gdn_bwd_wgmma.cuh). Smem is ChunkSmem or ChunkWgSmem (the same
+// fields G, Gr, beta, dbv, rowp, colp, hdot, dG, t3); a tile's layout comes in as a callable.
+
+// The block's chunk (chunk_of) and where its data lies; false for a block past the last chunk (the same for the
+// whole block).
+struct ChunkAt {
+  int HV, NT, t0, len;       // value heads; the sequence's chunks; the chunk's first token in it and its tokens (<= C)
+  std::int64_t R, sl0;       // the slots of the sequence's chunk 0 and of this chunk
+  std::int64_t qtok0, tok0;  // q/k token (begin + t0, h); do/dg/dbeta token (begin + t0, hv)
 };
-
-static_assert(sizeof(ChunkSmem<128>) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
-
-template <int kD = gdn::DK, bool kDelta = true>
-__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
-  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
-  constexpr int kLd = kD + 8, KH = kD / 64;  // row stride of the tiles; 64-column parts of K (phase 2)
-  extern __shared__ __align__(16) char smem_raw[];
-  ChunkSmem<kD>& s = *reinterpret_cast<ChunkSmem<kD>*>(smem_raw);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int HV = a.value_heads();
+__device__ __forceinline__ bool chunk_at(const GdnBwdArgs& a, ChunkAt& p) {
+  p.HV = a.value_heads();
   Seq sq;
   int hv, c;
-  if (!chunk_of(a, blockIdx.x, blockIdx.y, sq, hv, c)) return;  // the same for the whole block
-  const int h = hv / (HV / a.H), NT = sq.nch;
-  const std::int64_t R = first_slot(a, sq, hv), sl0 = R + c;  // the slots of the sequence's chunk 0 and of chunk c
-  const int t0 = c * C, len = min(C, sq.len - t0);
-  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t qtok0 = (sq.begin + t0) * a.H + h;  // q/k token (begin + t0, h)
-  const std::int64_t tok0 = (sq.begin + t0) * HV + hv;   // do/dg/dbeta token (begin + t0, hv)
-  const int r0 = warp * 16;
+  if (!chunk_of(a, blockIdx.x, blockIdx.y, sq, hv, c)) return false;
+  const int h = hv / (p.HV / a.H);
+  p.NT = sq.nch;
+  p.R = first_slot(a, sq, hv);
+  p.sl0 = p.R + c;
+  p.t0 = c * C;
+  p.len = min(C, sq.len - p.t0);
+  p.qtok0 = (sq.begin + p.t0) * a.H + h;
+  p.tok0 = (sq.begin + p.t0) * p.HV + hv;
+  return true;
+}
 
-  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
-  // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
-  load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-  load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-  load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-  if constexpr (kDelta)
-    load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
-  else  // no delta rule: V_new = V, read from v (the padding rows zero)
-    load_tile<kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+// Phase 1's partials of a thread: M and D of its two rows, M of its 16 columns (both rows).
+struct Phase1Partials {
+  float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2] = {};
+};
+
+// Element e (0..3, the m16n8 C fragment: rows g8 and g8 + 8, columns 2 t4 and 2 t4 + 1) of 8-column block n of a
+// warp's (16 x 64) accumulator: acc[n][e] in chunk_kernel (mma.sync), d[4n + e] in chunk_wgmma_kernel (wgmma).
+__device__ __forceinline__ float frag(const float (&acc)[8][4], int n, int e) { return acc[n][e]; }
+__device__ __forceinline__ float frag(const float (&acc)[32], int n, int e) { return acc[4 * n + e]; }
+
+// Group 1's scalars: G, beta (the delta rule), Gr of the chunk's slot, and the dbeta partials of its nsl slices.
+template <bool kDelta, class Smem>
+__device__ __forceinline__ void load_chunk_scalars(Smem& s, const GdnBwdArgs& a, int tid, std::int64_t R, std::int64_t sl0,
+                                                   int nsl, int NT, int t0) {
   {
     const std::int64_t o = sl0 * C;
     if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
@@ -1045,206 +1027,78 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
       if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
     } else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
   }
-  const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
   if constexpr (kDelta)
     for (int e = tid; e < nsl * 16; e += kThreads) {
       const int sl = e >> 4, pc = e & 15;
       cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
     }
-  cp_async_commit();
-  if constexpr (kDelta) load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
-  cp_async_commit();  // (empty without the delta rule: the wait counts below stay the same)
-  {
-    const std::int64_t o = sl0 * kD * kD;
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh) {  // (kD x kD): KH tiles of 64 rows
-      load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
-      load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
-    }
-    if constexpr (kDelta) load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);  // V exact in bf16 without it
-    load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
-  }
-  cp_async_commit();
-  cp_async_wait<2>();
-  __syncthreads();
+}
 
-  // Decays between two tokens (Gamma, e^{G_L - G_i}) come from Gr, never from G: with the chunk's first gate g_0
-  // NaN, G_i - G_j is NaN - NaN, Gr_i - Gr_j the finite g_{j+1} + ... + g_i (docs/glr-math.md section 7). G itself
-  // only for the state entering the chunk (e^{G_i}, e^{G_L}).
-  const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-  // Phase 1. Row partials (per thread, its two rows) and column partials (its 16 columns, both rows).
-  float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) colM[n][0] = colM[n][1] = 0.f;
-  for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
-    // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
-    if (pass == 1) {
-      cp_async_wait<1>();  // dX
-      __syncthreads();
-    }
-    const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
-    const __nv_bfloat16* ya = pass == 0 ? s.dO : s.dx;
-    float x[8][4], y[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      std::uint32_t ax[4], ay[4];
-      ldsm_a(ax, xa, kLd, r0, ks * 16, lane);
-      ldsm_a(ay, ya, kLd, r0, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        if (np <= warp) {  // causal: column tiles j < r0 + 16
-          std::uint32_t bk[4], bv[4];
-          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
-          ldsm_b_nk(bv, s.vn, kLd, np * 16, ks * 16, lane);
-          mma_bf16_16816(x[2 * np], ax, bk[0], bk[1]);
-          mma_bf16_16816(x[2 * np + 1], ax, bk[2], bk[3]);
-          mma_bf16_16816(y[2 * np], ay, bv[0], bv[1]);
-          mma_bf16_16816(y[2 * np + 1], ay, bv[2], bv[3]);
-        }
-      }
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gri = s.Gr[i], bi = s.beta[i];
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        float out[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = n * 8 + 2 * t4 + u;
-          const float xv = x[n][half * 2 + u], yv = y[n][half * 2 + u];
-          // Rows past the chunk's tokens (i >= len) are zero in exact arithmetic (q, k, dO, beta padded with
-          // 0) but not in the products: dO_i V_new_j^T is 0 * NaN when V_new_j holds a NaN or Inf of v, and
-          // that NaN would reach every dg_j through the reverse cumulative sum; they are skipped. So is M's
-          // diagonal (dP_ii P_ii), which adds to dG_i and subtracts from it again (Gamma_ii = 1): the
-          // difference is 0 exactly, but NaN - NaN for a non-finite V_new_i, which the exact dg_i does not see.
-          float o = 0.f, m = 0.f;
-          if (i < len && pass == 0) {
-            if (j <= i) {
-              const float sg = a.scale * expf(Gri - s.Gr[j]);
-              o = sg * yv;                     // dA
-              m = j < i ? yv * sg * xv : 0.f;  // dP . P, off the diagonal
-            }
-          } else if (i < len && j < i) {
-            const float gam = expf(Gri - s.Gr[j]);
-            const float d = -gam * xv * yv;  // Gamma . KK^T . dL
-            o = -bi * gam * yv;              // E
-            m = bi * d;                      // dL . L
-            rowD[half] += d;
-          }
-          out[u] = o;
-          rowM[half] += m;
-          colM[n][u] += m;
-        }
-        *reinterpret_cast<std::uint32_t*>((pass == 0 ? s.dA : s.E) + i * LD64 + n * 8 + 2 * t4) =
-            pack_bf16x2(out[0], out[1]);
-      }
-    }
-  }
+// Phase 1's epilogue of one pass, the thread's two rows i of x, y (pass 0: x = Q K^T, y = dO V_new^T; pass 1:
+// x = K K^T, y = dX V_new^T = -dL, the delta rule only): dA (pass 0) or E (pass 1) as bf16 pairs through
+// pair(tile, i, column), and the row and column partials of M (and D).
+template <class Smem, class Acc, class Pair>
+__device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, int pass, int len, int r0, int g8, int t4,
+                                                const Acc& x, const Acc& y, Phase1Partials& p, Pair pair) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    s.rowp[0][i][t4] = rowM[half];
-    s.rowp[1][i][t4] = rowD[half];
+    const float Gri = s.Gr[i], bi = s.beta[i];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      float out[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int j = n * 8 + 2 * t4 + u;
+        const float xv = frag(x, n, half * 2 + u), yv = frag(y, n, half * 2 + u);
+        // Rows past the chunk's tokens (i >= len) are zero in exact arithmetic (q, k, dO, beta padded with
+        // 0) but not in the products: dO_i V_new_j^T is 0 * NaN when V_new_j holds a NaN or Inf of v, and
+        // that NaN would reach every dg_j through the reverse cumulative sum; they are skipped. So is M's
+        // diagonal (dP_ii P_ii), which adds to dG_i and subtracts from it again (Gamma_ii = 1): the
+        // difference is 0 exactly, but NaN - NaN for a non-finite V_new_i, which the exact dg_i does not see.
+        float o = 0.f, m = 0.f;
+        if (i < len && pass == 0) {
+          if (j <= i) {
+            const float sg = a.scale * expf(Gri - s.Gr[j]);
+            o = sg * yv;                     // dA
+            m = j < i ? yv * sg * xv : 0.f;  // dP . P, off the diagonal
+          }
+        } else if (i < len && j < i) {
+          const float gam = expf(Gri - s.Gr[j]);
+          const float d = -gam * xv * yv;  // Gamma . KK^T . dL
+          o = -bi * gam * yv;              // E
+          m = bi * d;                      // dL . L
+          p.rowD[half] += d;
+        }
+        out[u] = o;
+        p.rowM[half] += m;
+        p.colM[n][u] += m;
+      }
+      *pair(pass == 0 ? s.dA : s.E, i, n * 8 + 2 * t4) = pack_bf16x2(out[0], out[1]);
+    }
+  }
+}
+
+// Phase 1's partials to shared memory: M and D per row and lane of a quad, M per column and (warp, row group).
+template <class Smem>
+__device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Partials& p, int warp, int g8, int t4) {
+  const int r0 = warp * 16;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    s.rowp[0][i][t4] = p.rowM[half];
+    s.rowp[1][i][t4] = p.rowD[half];
   }
 #pragma unroll
   for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int u = 0; u < 2; ++u) s.colp[n * 8 + 2 * t4 + u][warp * 8 + g8] = colM[n][u];
-  cp_async_wait<0>();
-  __syncthreads();  // dA, E, h, dh' visible
+    for (int u = 0; u < 2; ++u) s.colp[n * 8 + 2 * t4 + u][warp * 8 + g8] = p.colM[n][u];
+}
 
-  // Phase 2, per 64-column part of K (two at kD = 128, one at 64).
-  float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
-  // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), each if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
-  auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
-                        const __nv_bfloat16* A2 = nullptr, const __nv_bfloat16* B2 = nullptr) {
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      std::uint32_t af[4], af2[4];
-      ldsm_a(af, A, kLd, r0, ks * 16, lane);
-      if (A2) ldsm_a(af2, A2, kLd, r0, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t bf[4];
-        ldsm_b_nk(bf, Bs, kLd, n0 + np * 16, ks * 16, lane);
-        if (A2) {
-          mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
-          mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
-        }
-        if (B2) {
-          std::uint32_t bl[4];
-          ldsm_b_nk(bl, B2, kLd, np * 16, ks * 16, lane);
-          mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
-          mma_bf16_16816(acc[2 * np + 1], af, bl[2], bl[3]);
-        }
-        mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
-        mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
-  };
-  // acc += (A or A^T) Bm over the C inner index, A a (C x C) shared tile, Bm a (C x K) one; kTrans: A^T.
-  auto cc_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, bool trans, const __nv_bfloat16* Bm, int n0) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      if (trans ? ks >= warp : ks <= warp) {
-        std::uint32_t af[4];
-        if (trans)
-          ldsm_a_trans(af, A, LD64, r0, ks * 16, lane);
-        else
-          ldsm_a(af, A, LD64, r0, ks * 16, lane);
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          std::uint32_t bf[4];
-          ldsm_b_kn(bf, Bm, kLd, ks * 16, n0 + np * 16, lane);
-          mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
-          mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
-        }
-      }
-    }
-  };
-  // rd += rowsum(X . acc) over this half's columns.
-  auto row_dot = [&](float (&r)[2], const float (&acc)[8][4], const __nv_bfloat16* X, int n0) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(X + i * kLd + n0 + n * 8 + 2 * t4));
-        r[half] = fmaf(xf.x, acc[n][half * 2], r[half]);
-        r[half] = fmaf(xf.y, acc[n][half * 2 + 1], r[half]);
-      }
-    }
-  };
-  // HV = H: bf16 to dst (B, T, H, K). HV > H: fp32 to dst32 (B, T, HV, K), this value head's share, which the
-  // group kernel sums over the group and rounds.
-  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[8][4], int n0) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      if (i < len && HV == a.H) {
-        __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
-      } else if (i < len) {
-        float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(acc[n][half * 2], acc[n][half * 2 + 1]);
-      }
-    }
-  };
-  float eg[2], bi[2], el[2];
+// Phase 2's per-row factors of the thread's two rows: e^{G_i}, beta_i (0 without the delta rule), e^{G_L - G_i}.
+template <bool kDelta, class Smem>
+__device__ __forceinline__ void phase2_row_factors(const Smem& s, int r0, int g8, float GrL, float (&eg)[2], float (&bi)[2],
+                                                   float (&el)[2]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
@@ -1252,48 +1106,50 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     bi[half] = kDelta ? s.beta[i] : 0.f;
     el[half] = expf(GrL - s.Gr[i]);
   }
-#pragma unroll 1
-  for (int kh = 0; kh < KH; ++kh) {
-    const int n0 = kh * 64;
-    float acc[8][4], out[8][4];
-    if (kh == 1) {
-      cp_async_wait<0>();
-      __syncthreads();  // dh''s residual, rows 64..127, visible
-    }
-    // dk, its V_new dh'^T term first (three pieces: h_kernel's phase B says why), which frees s.dhl for the next half
-    rows_times(acc, s.vn, s.dh, n0, kDelta ? s.vnl : nullptr, s.dhl);  // V_new = V is exact in bf16 without delta
-    row_dot(rd[2], acc, s.k, n0);
+}
+
+// rd += rowsum(X . acc) over one 64-column part (columns n0..n0+63), X's bf16 pairs through pair(i, column).
+template <class Acc, class Pair>
+__device__ __forceinline__ void add_row_dot(float (&r)[2], const Acc& acc, int r0, int g8, int t4, int n0, Pair pair) {
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
-    if (kh + 1 < KH) {
-      __syncthreads();  // every warp is done with rows 0..63 of the residual
-      load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
-      cp_async_commit();
+    for (int n = 0; n < 8; ++n) {
+      const float2 xf = unpack_bf16x2(*pair(i, n0 + n * 8 + 2 * t4));
+      r[half] = fmaf(xf.x, frag(acc, n, half * 2), r[half]);
+      r[half] = fmaf(xf.y, frag(acc, n, half * 2 + 1), r[half]);
     }
-    if constexpr (kDelta) {  // the terms through W and L (X = beta V - beta e^G K h, T = (I + L)^-1)
-      rows_times(acc, s.dx, s.h, n0);
-      row_dot(rd[1], acc, s.k, n0);
+  }
+}
+
+// A (C x 64) part of dq or dk, columns n0..n0+63. HV = H: bf16 to dst (B, T, H, K). HV > H: fp32 to dst32
+// (B, T, HV, K), this value head's share, which the group kernel sums over the group and rounds.
+template <int kD, class Acc>
+__device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* dst32, const Acc& acc, int n0,
+                                           int len, int HV, std::int64_t qtok0, std::int64_t tok0, int r0, int g8, int t4) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    if (i < len && HV == a.H) {
+      __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
 #pragma unroll
       for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(frag(acc, n, half * 2), frag(acc, n, half * 2 + 1));
+    } else if (i < len) {
+      float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
-      cc_times(out, s.E, false, s.k, n0);
-      cc_times(out, s.E, true, s.k, n0);
+      for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(frag(acc, n, half * 2), frag(acc, n, half * 2 + 1));
     }
-    cc_times(out, s.dA, true, s.q, n0);
-    store_rows(a.dk, a.dkp, out, n0);
-    // dq
-    rows_times(acc, s.dO, s.h, n0);
-    row_dot(rd[0], acc, s.q, n0);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
-    cc_times(out, s.dA, false, s.k, n0);
-    store_rows(a.dq, a.dqp, out, n0);
   }
+}
+
+// After phase 2: its row dots to shared memory, and <h, dh'> per row of K (threads 0..kD - 1, in column order),
+// chunk(tile, row, c) the 16-byte chunk c (columns 8c..8c+7) of a (K x V) tile's row.
+template <int kD, class Smem, class Chunk>
+__device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)[3][2], int tid, int r0, int g8, int t4,
+                                                      Chunk chunk) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
@@ -1301,12 +1157,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][t4] = rd[r][half];
   }
   if (tid < kD) {
-    // <h, dh'>: row tid of both, in column order (threads 0..kD - 1).
     float acc = 0.f;
 #pragma unroll 4
     for (int cc = 0; cc < kD / 8; ++cc) {
-      const uint4 x = *reinterpret_cast<const uint4*>(s.h + tid * kLd + cc * 8);
-      const uint4 y = *reinterpret_cast<const uint4*>(s.dh + tid * kLd + cc * 8);
+      const uint4 x = *chunk(s.h, tid, cc);
+      const uint4 y = *chunk(s.dh, tid, cc);
       const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
@@ -1317,10 +1172,15 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     }
     s.hdot[tid] = acc;
   }
-  __syncthreads();
+}
 
-  // Phase 3: per row (threads 0..63), then warp 0: the G_L terms and the reverse cumulative sum, lane l owning rows
-  // 63 - 2l and 62 - 2l, by an inclusive shuffle scan over the lanes (fixed order).
+// Phase 3 (after a barrier that makes phases 1 and 2's partials visible): per row (threads 0..63), then warp 0:
+// the G_L terms and the reverse cumulative sum, lane l owning rows 63 - 2l and 62 - 2l, by an inclusive shuffle
+// scan over the lanes (fixed order).
+template <int kD, bool kDelta, class Smem>
+__device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int tid, int len, int nsl, int HV,
+                                             std::int64_t tok0, std::int64_t sl0, float GL, float GrL) {
+  const int warp = tid >> 5, lane = tid & 31;
   if (tid < C) {
     const int i = tid;
     auto quad = [&](int r) { return ((s.rowp[r][i][0] + s.rowp[r][i][1]) + s.rowp[r][i][2]) + s.rowp[r][i][3]; };
@@ -1393,6 +1253,235 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel chunk: per (chunk, head), 4 warps, warp w rows 16w..16w+15 of every (C x *) tile.
+//   Phase 1: Q K^T, dO V_new^T -> dA (bf16), dP . P;  K K^T, dX V_new^T -> E (bf16), D, dL . L (causal tiles).
+//   Phase 2, per 64-column half of K: dq = scale e^G (dO h^T) + dA K;
+//            dk = -beta e^G (dX h^T) + e^{G_L - G} (V_new dh'^T) + E K + E^T K + dA^T Q; the row dots for dG.
+//   Phase 3: dG and dbeta per row (fixed-order sums of the partials), dg = reverse cumsum of dG (warp 0, scan).
+template <int kD = gdn::DK>
+struct ChunkSmem {
+  static constexpr int kLd = kD + 8;  // row stride of the (C x K) and (K x V) tiles
+  __nv_bfloat16 q[C * kLd];    // (C, K)
+  __nv_bfloat16 k[C * kLd];    // (C, K)
+  __nv_bfloat16 dO[C * kLd];   // (C, V)
+  __nv_bfloat16 vn[C * kLd];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * kLd];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T)
+  __nv_bfloat16 dx[C * kLd];   // (C, V) dX
+  __nv_bfloat16 h[kD * kLd];   // (K, V) state entering the chunk
+  __nv_bfloat16 dh[kD * kLd];  // (K, V) gradient of the state leaving it
+  __nv_bfloat16 dhl[C * kLd];  // (64, V) dh''s bf16 residual, the rows of one 64-row part of K at a time (phase 2)
+  __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
+  __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
+  float G[C];
+  float Gr[C];
+  float beta[C];
+  float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (kD / vt of them)
+  float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
+  float colp[C][32];    // column partials of M: [column][warp * 8 + row group]
+  float hdot[kD];       // <h, dh'> per row
+  float dG[C];
+  float t3[C];
+};
+
+static_assert(sizeof(ChunkSmem<128>) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
+
+template <int kD = gdn::DK, bool kDelta = true>
+__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  constexpr int kLd = kD + 8, KH = kD / 64;  // row stride of the tiles; 64-column parts of K (phase 2)
+  extern __shared__ __align__(16) char smem_raw[];
+  ChunkSmem<kD>& s = *reinterpret_cast<ChunkSmem<kD>*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
+  ChunkAt at;
+  if (!chunk_at(a, at)) return;
+  const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
+  const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
+
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
+  // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
+  load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  if constexpr (kDelta)
+    load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  else  // no delta rule: V_new = V, read from v (the padding rows zero)
+    load_tile<kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
+  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
+  cp_async_commit();
+  if constexpr (kDelta) load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  cp_async_commit();  // (empty without the delta rule: the wait counts below stay the same)
+  {
+    const std::int64_t o = sl0 * kD * kD;
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {  // (kD x kD): KH tiles of 64 rows
+      load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
+      load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
+    }
+    if constexpr (kDelta) load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);  // V exact in bf16 without it
+    load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
+  }
+  cp_async_commit();
+  cp_async_wait<2>();
+  __syncthreads();
+
+  // Decays between two tokens (Gamma, e^{G_L - G_i}) come from Gr, never from G: with the chunk's first gate g_0
+  // NaN, G_i - G_j is NaN - NaN, Gr_i - Gr_j the finite g_{j+1} + ... + g_i (docs/glr-math.md section 7). G itself
+  // only for the state entering the chunk (e^{G_i}, e^{G_L}).
+  const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+  // Phase 1. Row partials (per thread, its two rows) and column partials (its 16 columns, both rows).
+  Phase1Partials p1;
+  for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
+    // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
+    if (pass == 1) {
+      cp_async_wait<1>();  // dX
+      __syncthreads();
+    }
+    const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
+    const __nv_bfloat16* ya = pass == 0 ? s.dO : s.dx;
+    float x[8][4], y[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      std::uint32_t ax[4], ay[4];
+      ldsm_a(ax, xa, kLd, r0, ks * 16, lane);
+      ldsm_a(ay, ya, kLd, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np <= warp) {  // causal: column tiles j < r0 + 16
+          std::uint32_t bk[4], bv[4];
+          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
+          ldsm_b_nk(bv, s.vn, kLd, np * 16, ks * 16, lane);
+          mma_bf16_16816(x[2 * np], ax, bk[0], bk[1]);
+          mma_bf16_16816(x[2 * np + 1], ax, bk[2], bk[3]);
+          mma_bf16_16816(y[2 * np], ay, bv[0], bv[1]);
+          mma_bf16_16816(y[2 * np + 1], ay, bv[2], bv[3]);
+        }
+      }
+    }
+    phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [](__nv_bfloat16* t, int i, int col) {
+      return reinterpret_cast<std::uint32_t*>(t + i * LD64 + col);
+    });
+  }
+  store_phase1_partials(s, p1, warp, g8, t4);
+  cp_async_wait<0>();
+  __syncthreads();  // dA, E, h, dh' visible
+
+  // Phase 2, per 64-column part of K (two at kD = 128, one at 64).
+  float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
+  // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), each if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
+  auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
+                        const __nv_bfloat16* A2 = nullptr, const __nv_bfloat16* B2 = nullptr) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      std::uint32_t af[4], af2[4];
+      ldsm_a(af, A, kLd, r0, ks * 16, lane);
+      if (A2) ldsm_a(af2, A2, kLd, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t bf[4];
+        ldsm_b_nk(bf, Bs, kLd, n0 + np * 16, ks * 16, lane);
+        if (A2) {
+          mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
+          mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
+        }
+        if (B2) {
+          std::uint32_t bl[4];
+          ldsm_b_nk(bl, B2, kLd, np * 16, ks * 16, lane);
+          mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
+          mma_bf16_16816(acc[2 * np + 1], af, bl[2], bl[3]);
+        }
+        mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
+        mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+  };
+  // acc += (A or A^T) Bm over the C inner index, A a (C x C) shared tile, Bm a (C x K) one; kTrans: A^T.
+  auto cc_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, bool trans, const __nv_bfloat16* Bm, int n0) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (trans ? ks >= warp : ks <= warp) {
+        std::uint32_t af[4];
+        if (trans)
+          ldsm_a_trans(af, A, LD64, r0, ks * 16, lane);
+        else
+          ldsm_a(af, A, LD64, r0, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          std::uint32_t bf[4];
+          ldsm_b_kn(bf, Bm, kLd, ks * 16, n0 + np * 16, lane);
+          mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
+          mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
+        }
+      }
+    }
+  };
+  auto row_dot = [&](float (&r)[2], const float (&acc)[8][4], const __nv_bfloat16* X, int n0) {
+    add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return reinterpret_cast<const std::uint32_t*>(X + i * kLd + col); });
+  };
+  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[8][4], int n0) {
+    store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
+  };
+  float eg[2], bi[2], el[2];
+  phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+#pragma unroll 1
+  for (int kh = 0; kh < KH; ++kh) {
+    const int n0 = kh * 64;
+    float acc[8][4], out[8][4];
+    if (kh == 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // dh''s residual, rows 64..127, visible
+    }
+    // dk, its V_new dh'^T term first (three pieces: h_kernel's phase B says why), which frees s.dhl for the next half
+    rows_times(acc, s.vn, s.dh, n0, kDelta ? s.vnl : nullptr, s.dhl);  // V_new = V is exact in bf16 without delta
+    row_dot(rd[2], acc, s.k, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
+    if (kh + 1 < KH) {
+      __syncthreads();  // every warp is done with rows 0..63 of the residual
+      load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+      cp_async_commit();
+    }
+    if constexpr (kDelta) {  // the terms through W and L (X = beta V - beta e^G K h, T = (I + L)^-1)
+      rows_times(acc, s.dx, s.h, n0);
+      row_dot(rd[1], acc, s.k, n0);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
+      cc_times(out, s.E, false, s.k, n0);
+      cc_times(out, s.E, true, s.k, n0);
+    }
+    cc_times(out, s.dA, true, s.q, n0);
+    store_rows(a.dk, a.dkp, out, n0);
+    // dq
+    rows_times(acc, s.dO, s.h, n0);
+    row_dot(rd[0], acc, s.q, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
+    cc_times(out, s.dA, false, s.k, n0);
+    store_rows(a.dq, a.dqp, out, n0);
+  }
+  store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [&](const __nv_bfloat16* t, int r, int cc) {
+    return reinterpret_cast<const uint4*>(t + r * kLd + cc * 8);
+  });
+  __syncthreads();
+  chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@
 // wgmmas read them; no TMA / mbarrier pipeline, no producer warpgroup yet (one block per SM, as chunk_kernel).
 // Every commit group is waited for at once (wait_group 0) before its epilogue: one group per phase-1 pass, per
 // phase-2 product, and one for dk's E K + E^T K + dA^T Q (wgmmas on one accumulator run in issue order).
-// Included by gdn_bwd_mma.cuh after chunk_kernel (its helpers: Seq, chunk_of, first_slot, store_scalar, ...).
+// Included by gdn_bwd_mma.cuh after chunk_kernel (its helpers: Seq, chunk_of, first_slot, store_scalar, ..., and
+// the epilogues and phase 3 both chunk kernels call: load_chunk_scalars, phase1_epilogue, ..., chunk_phase3).
 #pragma once
 
 #include <cstdlib>
@@ -128,18 +129,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
   // the struct at the first 1024-byte aligned shared address (the swizzle acts on address bits)
   const std::uint32_t raw = smem_addr(smem_raw);
   ChunkWgSmem<kD>& s = *reinterpret_cast<ChunkWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int HV = a.value_heads();
-  Seq sq;
-  int hv, c;
-  if (!chunk_of(a, blockIdx.x, blockIdx.y, sq, hv, c)) return;  // the same for the whole block
-  const int h = hv / (HV / a.H), NT = sq.nch;
-  const std::int64_t R = first_slot(a, sq, hv), sl0 = R + c;
-  const int t0 = c * C, len = min(C, sq.len - t0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
+  ChunkAt at;
+  if (!chunk_at(a, at)) return;
+  const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
+  const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t qtok0 = (sq.begin + t0) * a.H + h;
-  const std::int64_t tok0 = (sq.begin + t0) * HV + hv;
-  const int r0 = warp * 16;
   const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
                       svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
                       sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E);
@@ -158,19 +153,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     load_sw128<C, kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
   else
     load_sw128<C, kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-  {
-    const std::int64_t o = sl0 * C;
-    if (tid < 16) cp_async_16(smem_addr(s.G + tid * 4), a.G + o + tid * 4, true);
-    else if (tid < 32) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - 16) * 4), a.Bc + o + (tid - 16) * 4, true);
-    } else if (tid < 48) cp_async_16(smem_addr(s.Gr + (tid - 32) * 4), a.Gr + o + (tid - 32) * 4, true);
-  }
   const int nsl = kD / a.vt;
-  if constexpr (kDelta)
-    for (int e = tid; e < nsl * 16; e += kThreads) {
-      const int sl = e >> 4, pc = e & 15;
-      cp_async_16(smem_addr(s.dbv[sl] + pc * 4), a.dbv + (R * nsl + static_cast<std::int64_t>(sl) * NT) * C + t0 + pc * 4, true);
-    }
+  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
   cp_async_commit();
   if constexpr (kDelta) load_sw128<C, kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
   cp_async_commit();
@@ -188,9 +172,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
 
   const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
   // Phase 1 (chunk_kernel's, the products on wgmma: every column tile, the causal ones unread).
-  float rowM[2] = {0.f, 0.f}, rowD[2] = {0.f, 0.f}, colM[8][2];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) colM[n][0] = colM[n][1] = 0.f;
+  Phase1Partials p1;
   for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
     if (pass == 1) {
       cp_async_wait<1>();  // dX
@@ -211,50 +193,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     wgmma_wait<0>();
     wgmma_fence_operand(x);
     wgmma_fence_operand(y);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gri = s.Gr[i], bi = s.beta[i];
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        float out[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = n * 8 + 2 * t4 + u;
-          const float xv = x[4 * n + half * 2 + u], yv = y[4 * n + half * 2 + u];
-          // (chunk_kernel's comments: padding rows and M's diagonal skipped, not multiplied by 0)
-          float o = 0.f, m = 0.f;
-          if (i < len && pass == 0) {
-            if (j <= i) {
-              const float sg = a.scale * expf(Gri - s.Gr[j]);
-              o = sg * yv;
-              m = j < i ? yv * sg * xv : 0.f;
-            }
-          } else if (i < len && j < i) {
-            const float gam = expf(Gri - s.Gr[j]);
-            const float d = -gam * xv * yv;
-            o = -bi * gam * yv;
-            m = bi * d;
-            rowD[half] += d;
-          }
-          out[u] = o;
-          rowM[half] += m;
-          colM[n][u] += m;
-        }
-        *pair_at(pass == 0 ? s.dA : s.E, i, n * 8 + 2 * t4, RowsC{}) = pack_bf16x2(out[0], out[1]);
-      }
-    }
+    phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [&](__nv_bfloat16* t, int i, int col) {
+      return pair_at(t, i, col, RowsC{});
+    });
   }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int i = r0 + g8 + half * 8;
-    s.rowp[0][i][t4] = rowM[half];
-    s.rowp[1][i][t4] = rowD[half];
-  }
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int u = 0; u < 2; ++u) s.colp[n * 8 + 2 * t4 + u][warp * 8 + g8] = colM[n][u];
+  store_phase1_partials(s, p1, warp, g8, t4);
   cp_async_wait<0>();
   fence_proxy_async();  // dA, E (st.shared) and h, dh' (cp.async) before the wgmmas
   __syncthreads();
@@ -297,43 +240,13 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     wgmma_fence_operand(acc);
   };
   auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float2 xf = unpack_bf16x2(*pair_at(X, i, n0 + n * 8 + 2 * t4, RowsC{}));
-        r[half] = fmaf(xf.x, acc[4 * n + half * 2], r[half]);
-        r[half] = fmaf(xf.y, acc[4 * n + half * 2 + 1], r[half]);
-      }
-    }
+    add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return pair_at(X, i, col, RowsC{}); });
   };
   auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      if (i < len && HV == a.H) {
-        __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) =
-              pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
-      } else if (i < len) {
-        float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
-      }
-    }
+    store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
   };
   float eg[2], bi[2], el[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int i = r0 + g8 + half * 8;
-    eg[half] = expf(s.G[i]);
-    bi[half] = kDelta ? s.beta[i] : 0.f;
-    el[half] = expf(GrL - s.Gr[i]);
-  }
+  phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
 #pragma unroll 1
   for (int kh = 0; kh < KH; ++kh) {
     const int n0 = kh * 64;
@@ -378,105 +291,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     cc_done(out);
     store_rows(a.dq, a.dqp, out, n0);
   }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int i = r0 + g8 + half * 8;
-#pragma unroll
-    for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][t4] = rd[r][half];
-  }
-  if (tid < kD) {
-    // <h, dh'>: row tid of both, in column order (threads 0..kD - 1).
-    float acc = 0.f;
-#pragma unroll 4
-    for (int cc = 0; cc < kD / 8; ++cc) {
-      const uint4 x = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.h) + sw128_offset<kD>(tid, cc * 8));
-      const uint4 y = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.dh) + sw128_offset<kD>(tid, cc * 8));
-      const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float2 xf = unpack_bf16x2(xs[w]), yf = unpack_bf16x2(ys[w]);
-        acc = fmaf(xf.x, yf.x, acc);
-        acc = fmaf(xf.y, yf.y, acc);
-      }
-    }
-    s.hdot[tid] = acc;
-  }
+  store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
+    return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
+  });
   __syncthreads();
-
-  // Phase 3: per row (threads 0..63), then warp 0: the G_L terms and the reverse cumulative sum, lane l owning rows
-  // 63 - 2l and 62 - 2l, by an inclusive shuffle scan over the lanes (fixed order).
-  if (tid < C) {
-    const int i = tid;
-    auto quad = [&](int r) { return ((s.rowp[r][i][0] + s.rowp[r][i][1]) + s.rowp[r][i][2]) + s.rowp[r][i][3]; };
-    float colsum = 0.f;
-#pragma unroll 8
-    for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
-    const float egi = expf(s.G[i]), eli = expf(GrL - s.Gr[i]), bt = kDelta ? s.beta[i] : 0.f;
-    const float r2 = quad(3), t3 = eli * quad(4);
-    // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
-    // j <= i, so t3_i is kept out of dG and added to dg_j for j > i only (an exclusive prefix sum below).
-    // Exact either way, but NaN - NaN at j <= i for a non-finite V_new_i (a NaN or Inf in v_i), where the
-    // exact dg_j does not depend on v_i (the state before token j does not contain it).
-    if constexpr (kDelta)
-      s.dG[i] = i < len ? a.scale * egi * quad(2) - bt * egi * r2 + (quad(0) - colsum) : 0.f;
-    else  // no W: no beta e^G term (skipped, not multiplied by a zero beta: docs/glr-math.md section 7, item 3)
-      s.dG[i] = i < len ? a.scale * egi * quad(2) + (quad(0) - colsum) : 0.f;
-    s.t3[i] = i < len ? t3 : 0.f;
-    if constexpr (kDelta) {
-      float dbv = 0.f;
-      for (int sl = 0; sl < nsl; ++sl) dbv += s.dbv[sl][i];
-      if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * HV, quad(1) - egi * r2 + dbv);
-    }
-  }
-  __syncthreads();
-  if (warp == 0) {
-    // extra = e^{G_L} <h, dh'> (lane partials, then the scan's last lane), added to dG_L; and the exclusive
-    // prefix sums of t3 (lane l rows 2l, 2l + 1), written over t3: s.t3[j] = t3_0 + ... + t3_{j-1}.
-    const float ta = s.t3[2 * lane], tb = s.t3[2 * lane + 1];
-    float tp = ta + tb;
-    constexpr int kRowsPerLane = kD / 32;  // hdot rows per lane, summed in ascending order
-    float part = s.hdot[kRowsPerLane * lane];
-#pragma unroll
-    for (int j = 1; j < kRowsPerLane; ++j) part += s.hdot[kRowsPerLane * lane + j];
-    part *= expf(GL);
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, part, off), z = __shfl_up_sync(0xffffffffu, tp, off);
-      if (lane >= off) {
-        part = y + part;
-        tp = z + tp;
-      }
-    }
-    float texcl = __shfl_up_sync(0xffffffffu, tp, 1);
-    if (lane == 0) texcl = 0.f;
-    // every lane has read its t3 and hdot above (the shuffles are warp-synchronous)
-    s.t3[2 * lane] = texcl;
-    s.t3[2 * lane + 1] = texcl + ta;
-    if (lane == 31) s.hdot[0] = part;
-    __syncwarp();
-    const float extra = s.hdot[0];
-    const int i0 = C - 1 - 2 * lane;
-    const float x0 = s.dG[i0] + (lane == 0 ? extra : 0.f), x1 = s.dG[i0 - 1];
-    const float2 sp = warp_scan_pairs(x0, x1, lane);  // (excl + x0, excl + x0 + x1)
-    const float s0 = sp.x + s.t3[i0], s1 = sp.y + s.t3[i0 - 1];
-    if (a.gate == 1) {  // gate 0 (DeltaNet, linear attention): no g, so no dg (dG is formed and dropped)
-      if (i0 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0) * HV, s0);
-      if (i0 - 1 < len) store_scalar(a.dg, a.g_bf16, tok0 + static_cast<std::int64_t>(i0 - 1) * HV, s1);
-    } else if (a.gate == 2) {
-      // One g per value head (RetNet): dg = the sum of every token's dg_t. This chunk's share, its tokens' dg_t in
-      // ascending order (padding rows left out by the loop bound, not multiplied by 0), to the chunk slot's word
-      // of a.dbv; dg_head_kernel sums the slots.
-      __syncwarp();  // every lane has read its dG rows
-      s.dG[i0] = s0;
-      s.dG[i0 - 1] = s1;
-      __syncwarp();
-      if (lane == 0) {
-        float sum = 0.f;
-        for (int i = 0; i < len; ++i) sum += s.dG[i];
-        a.dbv[sl0] = sum;
-      }
-    }
-  }
+  chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
 }
 
 }  // namespace glr::cuda::sm90::gdn_bwd
