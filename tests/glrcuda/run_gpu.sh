@@ -8,7 +8,7 @@
 #        offsets, per-stage diffs, the forward's and the backward's dispatch to the sm90 tensor-core kernels,
 #        the kgate entry points); kgate: `kgate verify` of every contract in glr/contracts/cuda and
 #        glr/contracts/sm90 (the tensor-core forward and backward, every member)
-#        against the kernels, with the CPU reference's float64 oracle; bench: the
+#        against the kernels, with the CPU reference's float64 oracle (KGATE_JOBS at once, default 1); bench: the
 #        side-by-side benchmark against flash-linear-attention; sass: cuobjdump of the kernels (local-memory
 #        and barrier counts per kernel). Full logs go to $OUT (or /tmp/glrcuda-out);
 #        a short summary is printed last; the logs end up in $OUT/logs.tgz beside summary.txt (GLRCUDA_PACK=0: loose).
@@ -41,16 +41,20 @@ if [[ " $phases " == *" tests "* ]]; then
 fi
 
 if [[ " $phases " == *" kgate "* ]]; then
-  echo "== kgate verify (seed ${KGATE_SEED:-1}); logs: kgate_*.log" | tee -a "$summary"
-  for c in glr/contracts/cuda/*.toml glr/contracts/sm90/*.toml; do
+  # KGATE_JOBS contracts at once (default 1): each verify is one small process on the one GPU, so a few at once
+  # share it well; the summary lines come in the contracts' order either way.
+  njobs=${KGATE_JOBS:-1}
+  echo "== kgate verify (seed ${KGATE_SEED:-1}, $njobs at once); logs: kgate_*.log" | tee -a "$summary"
+  verify_one() {  # verify_one CONTRACT: one contract's verify; its summary line into $out/kgate_NAME.line
+    local c=$1 name pass sym rc bad
     name=$(basename "$c" .toml)
     [[ $c == */sm90/* ]] && name="sm90_$name"
     pass=fwd
     [[ $name == *_bwd ]] && pass=bwd
     # glr/contracts/cuda judge the block programs (kgate_run_blocks, both passes); glr/contracts/sm90 what the
-    # API dispatches to (kgate_run: on sm_90 the tensor-core forward for these dense bf16 K = V = 128 calls, and
-    # the tensor-core backward for the *_bwd contracts' calls: HV a multiple of H, bf16 beta with f32 g, and in
-    # gated_deltanet_bf16g_f32beta_bwd bf16 g with f32 beta).
+    # API dispatches to (kgate_run: on sm_90 the tensor-core forward for these bf16 calls, and the tensor-core
+    # backward for the *_bwd contracts' calls: every member, K = V = 64 or 128, GVA, packed sequences, bf16 or
+    # fp32 g and beta).
     sym=kgate_run_blocks
     [[ $c == */sm90/* ]] && sym=kgate_run
     "$carry/bin/kgate" verify --contract "$c" --kernel "$carry/lib/glr_cuda_kgate_$pass.so:$sym" \
@@ -59,8 +63,22 @@ if [[ " $phases " == *" kgate "* ]]; then
     rc=$?
     bad=$(sed -n '/^gate/,/^result/p' "$out/kgate_$name.log" | awk 'NR>1 && $2!="PASS" && $1!="result:" && NF>1 {printf "%s=%s ", $1, $2}')
     if ! grep -q "^gate " "$out/kgate_$name.log"; then bad=$(grep -m1 -iE "error" "$out/kgate_$name.log" | cut -c1-150); fi
-    printf "  %-38s exit %d  %s\n" "$name" "$rc" "${bad:-all PASS}" | tee -a "$summary"
+    printf "  %-38s exit %d  %s\n" "$name" "$rc" "${bad:-all PASS}" > "$out/kgate_$name.line"
+  }
+  contracts=(glr/contracts/cuda/*.toml glr/contracts/sm90/*.toml)
+  start=$SECONDS
+  for c in "${contracts[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$njobs" ]; do wait -n; done
+    verify_one "$c" &
   done
+  wait
+  for c in "${contracts[@]}"; do
+    name=$(basename "$c" .toml)
+    [[ $c == */sm90/* ]] && name="sm90_$name"
+    cat "$out/kgate_$name.line" 2>/dev/null || printf "  %-38s no result\n" "$name"
+    rm -f "$out/kgate_$name.line"
+  done | tee -a "$summary"
+  echo "== kgate verify: ${#contracts[@]} contracts in $((SECONDS - start)) s" | tee -a "$summary"
 fi
 
 if [[ " $phases " == *" bench "* ]]; then
