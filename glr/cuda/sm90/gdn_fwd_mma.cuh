@@ -1332,38 +1332,40 @@ inline int gdn_fwd_slice_width(const GdnFwdArgs& a, int sms) {
 // The split-sequence state pass (state_t_kernel's comment; issue 16: few, long sequences): the number of segments
 // from the shapes and the multiprocessor count only, never from timing, so one problem on one device always runs
 // the same arithmetic (bitwise deterministic run to run; split and unsplit results differ by rounding only).
-// Split only where the unsplit pass gives at most a quarter of the multiprocessors a 64-column block (heads x D / 64
-// <= sms / 4, heads = sequences x HV: each block is then a chain over the whole sequence, 512 chunk steps at T =
+// Split only where the unsplit pass gives at most half of the multiprocessors a 64-column block (heads x D / 64
+// <= sms / 2, heads = sequences x HV: each block is then a chain over the whole sequence, 512 chunk steps at T =
 // 32768) and every segment keeps at least kSplitMinChunks chunks: segments = 2 sms / (heads D / 64) (pass C then
 // has about two 64-column blocks per multiprocessor, what its 108 KB of shared memory allows), at most
 // chunks / kSplitMinChunks and 64, and none below kSplitMinSegments. chunks: chunks per sequence (packed
 // sequences: the average, T / 64 / N). The cost: pass A runs every segment but the last twice without the output
 // work (E from the real inputs, M from I), pass B (combine_kernel) segs - 2 small fp32 products per head, pass C
 // the usual kernel per segment: about 2-2.5x the unsplit state work, so the split pays only where the unsplit grid
-// leaves most of the GPU idle. Between a quarter and a half (B1 T32768 H16 HV32: 64 blocks) a model of the H200's
-// timings (bench/glr/sm90_notes.md) predicts a small gain (about 1.15x, within the model's error), so the rule
-// leaves it unsplit until timed.
+// leaves much of the GPU idle. Timed on an H200 (2026-12-05, bench/glr/sm90_check.sh; bench/glr/sm90_notes.md):
+// B1 T32768 H16 (32 blocks) unsplit 2.760 ms, 4 / 8 / 16 segments 1.500 / 1.238 / 1.310; HV32 (64 blocks, between
+// a quarter and a half, where the first rule left it unsplit) 3.295 ms, 4 / 8 / 16 segments 2.282 / 2.342 / 2.474:
+// the rule's choices (8 and 4) are the fastest measured at both.
 inline constexpr int kSplitMinChunks = 16;
 // Pass A (all segments at once) and pass C (likewise) run one after the other: the chain is 2 / segs of the
 // sequence, so 2 segments are as long as unsplit at twice the work, and 3 save a third.
 inline constexpr int kSplitMinSegments = 4;
 constexpr int split_segments(long long heads, int D, long long chunks, int sms) {
   const long long blocks = heads * (D / 64);
-  if (blocks <= 0 || 4 * blocks > sms) return 1;
+  if (blocks <= 0 || 2 * blocks > sms) return 1;
   long long s = 2LL * sms / blocks;
   if (s > chunks / kSplitMinChunks) s = chunks / kSplitMinChunks;
   if (s > 64) s = 64;
   return s >= kSplitMinSegments ? static_cast<int>(s) : 1;
 }
 static_assert(split_segments(16, 128, 512, 132) == 8 &&   // B1 T32768 H16: 8 segments of 64 chunks
-                  split_segments(32, 128, 512, 132) == 1 &&   // B1 T32768 H16 HV32: unsplit (small gain predicted)
-                  split_segments(8, 128, 512, 132) == 16 && split_segments(17, 128, 512, 132) == 1 &&
+                  split_segments(32, 128, 512, 132) == 4 &&   // B1 T32768 H16 HV32: 4 segments
+                  split_segments(8, 128, 512, 132) == 16 && split_segments(17, 128, 512, 132) == 7 &&
+                  split_segments(33, 128, 512, 132) == 4 && split_segments(34, 128, 512, 132) == 1 &&  // half the SMs
                   split_segments(128, 128, 64, 132) == 1 &&   // B8 T4096 H16: enough blocks
                   split_segments(16, 128, 64, 132) == 4 &&    // B1 T4096 H16: segments of 16 chunks
                   split_segments(16, 128, 63, 132) == 1 &&    // T < 4096: segments too short or too few
                   split_segments(1, 128, 32, 132) == 1 &&     // 2 segments: no shorter chain
                   split_segments(1, 64, 512, 132) == 32 && split_segments(1, 128, 8192, 132) == 64 &&
-                  split_segments(33, 64, 512, 132) == 8 && split_segments(34, 64, 512, 132) == 1,
+                  split_segments(66, 64, 512, 132) == 4 && split_segments(67, 64, 512, 132) == 1,
               "the split rule's table");
 inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
   const long long seqs = a.num_seqs();
