@@ -864,6 +864,76 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 }
 
 
+// Rung 3's state step, the parts both state kernels share (state_t_kernel here, mma.sync; state_t_wgmma_kernel,
+// gdn_state_wgmma.cuh): the epilogues between the products. The accumulators in mma.m16n8 C layout, acc[n][e] for
+// n-tile n (wgmma's d[4n + e], the same element); pair(tile, i, col) the address of the bf16 pair (i, col..col+1)
+// of a (C x kVT) shared tile in the kernel's own layout.
+// Phase A's epilogue, rows i = r0 + g8 (+8): X = beta . V - (beta e^G) . (K h) to s.x with the delta rule, else
+// V_new = V and e^{G_last - G} V (its three bf16 pieces with a gate: s.vnd hi, s.x mid, s.T lo); O's Q h term
+// scaled by scale e^G; P = scale tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk).
+template <bool kDelta, bool kStateOnly, int NN, class Smem, class Pair>
+__device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs& a, int r0, int g8, int t4, float GL,
+                                                       bool split, const std::uint32_t (&vr)[NN][2],
+                                                       const float (&ax)[NN][4], float (&ao)[NN][4],
+                                                       const float (&sqk)[8][4], std::uint32_t (&pa)[4][4], Pair pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float Gi = s.G[i], eo = a.scale * expf(Gi);
+    const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
+      if (nn < NN) {
+        const int col = nn * 8 + 2 * t4;
+        if constexpr (kDelta) {
+          const float2 vf = unpack_bf16x2(vr[nn][half]);
+          *pair(s.x, i, col) = pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
+        } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
+          const float2 vf = unpack_bf16x2(vr[nn][half]);
+          *pair(s.vn, i, col) = vr[nn][half];
+          const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
+          *pair(s.vnd, i, col) = hi;
+          if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
+            const float2 hf = unpack_bf16x2(hi);
+            const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
+            const std::uint32_t mid = pack_bf16x2(e0, e1);
+            const float2 mf = unpack_bf16x2(mid);
+            *pair(s.x, i, col) = mid;
+            *pair(s.T, i, col) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
+          }
+        }
+        ao[nn][half * 2] *= eo;
+        ao[nn][half * 2 + 1] *= eo;
+      }
+      if constexpr (!kStateOnly) {  // pass A: no o, no P
+        float pv[2];
+#pragma unroll
+        for (int u2 = 0; u2 < 2; ++u2) {
+          const int j = nn * 8 + 2 * t4 + u2;
+          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+        }
+        pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+      }
+    }
+  }
+}
+// Phase B's epilogue (the delta rule): V_new = T X (an) to s.vn, e^{G_last - G} V_new to s.vnd, both bf16.
+template <int NN, class Smem, class Pair>
+__device__ __forceinline__ void state_phase_b_epilogue(Smem& s, int r0, int g8, int t4, float GL, const float (&an)[NN][4],
+                                                       Pair pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float ed = expf(GL - s.G[i]);
+#pragma unroll
+    for (int nn = 0; nn < NN; ++nn) {
+      const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
+      *pair(s.vn, i, nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+      *pair(s.vnd, i, nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+    }
+  }
+}
+
 // Rung 3's state kernel: the wy kernel leaves only T = (I + L)^-1; per chunk
 //     X = beta . V - (beta e^G) . (K h)          (K h on the tensor cores, the row scales on the accumulators)
 //     V_new = T X,  O = scale e^G . (Q h) + P V_new,  h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
@@ -942,6 +1012,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   // token t of the sequence: q/k row (begin + t) H + hq, v/o row (begin + t) HV + hv
   auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
   auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
+  auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDS + col); };
 
   // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
   // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1; without the delta
@@ -1062,47 +1133,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     // is exact: one piece. With the delta rule V_new = T X is itself rounded to bf16 (ht reduces over K too): one.
     const bool split = !kDelta && a.gate != 0;
     std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], eo = a.scale * expf(Gi);
-      const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
-#pragma unroll
-      for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
-        if (nn < NN) {
-          if constexpr (kDelta) {
-            const float2 vf = unpack_bf16x2(vr[nn][half]);
-            *reinterpret_cast<std::uint32_t*>(s.x + i * LDS + nn * 8 + 2 * t4) =
-                pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
-          } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
-            const float2 vf = unpack_bf16x2(vr[nn][half]);
-            const int at = i * LDS + nn * 8 + 2 * t4;
-            *reinterpret_cast<std::uint32_t*>(s.vn + at) = vr[nn][half];
-            const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
-            *reinterpret_cast<std::uint32_t*>(s.vnd + at) = hi;
-            if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
-              const float2 hf = unpack_bf16x2(hi);
-              const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
-              const std::uint32_t mid = pack_bf16x2(e0, e1);
-              const float2 mf = unpack_bf16x2(mid);
-              *reinterpret_cast<std::uint32_t*>(s.x + at) = mid;
-              *reinterpret_cast<std::uint32_t*>(s.T + at) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
-            }
-          }
-          ao[nn][half * 2] *= eo;
-          ao[nn][half * 2 + 1] *= eo;
-        }
-        if constexpr (!kStateOnly) {  // pass A: no o, no P
-          float pv[2];
-#pragma unroll
-          for (int u2 = 0; u2 < 2; ++u2) {
-            const int j = nn * 8 + 2 * t4 + u2;
-            pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
-          }
-          pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-        }
-      }
-    }
+    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, ao, sqk, pa, pair);
     __syncthreads();  // X (or V_new) visible; every warp is done with q and h (and, without delta, G)
     if (c + 1 < c_end) {
       load_qk(c + 1);
@@ -1131,17 +1162,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
           }
         }
       }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        const float ed = expf(GL - s.G[i]);
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn) {
-          const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
-          *reinterpret_cast<std::uint32_t*>(s.vn + i * LDS + nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
-          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDS + nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
-        }
-      }
+      state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
       __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
       if (c + 1 < c_end) load_small(c + 1);
       cp_async_commit();
@@ -1372,6 +1393,10 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
   return split_segments(seqs * (a.HV > 0 ? a.HV : a.H), a.D, chunks, sms);
 }
 
+}  // namespace glr::cuda::sm90
+#include "gdn_state_wgmma.cuh"  // state_t_wgmma_kernel, rung 3's state kernel on wgmma (GLR_FWD_WGMMA=1)
+namespace glr::cuda::sm90 {
+
 // The launchers: nvcc's, and the host emulator's (GLR_SM90_EMU_LAUNCHERS, set by glr/cuda/sm90/emu/sm90_emu.hpp
 // with the emulated device's state_slice_sms; the stage-by-stage checks of tests/glr_sm90 launch by hand), one
 // sequence of launches for both (launch_kernel, mma_sync.cuh).
@@ -1388,6 +1413,8 @@ inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
       cudaFuncSetAttribute(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(sizeof(StateTSmem<kVT>)));
   if (attributes != cudaSuccess) return attributes;
+  if constexpr (kVT == 64)  // GLR_FWD_WGMMA=1: on wgmma (64 columns only: gdn_state_wgmma.cuh)
+    if (state_wgmma_requested()) return launch_state_t_wgmma<kDelta, kD, kStateOnly>(a, stream);
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
   // pass A: E blocks, and with the delta rule M blocks (without it M_s is a scalar: combine_kernel)
   const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);
