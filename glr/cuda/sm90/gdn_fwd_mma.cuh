@@ -869,17 +869,17 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 // n-tile n (wgmma's d[4n + e], the same element); pair(tile, i, col) the address of the bf16 pair (i, col..col+1)
 // of a (C x kVT) shared tile in the kernel's own layout.
 // Phase A's epilogue, rows i = r0 + g8 (+8): X = beta . V - (beta e^G) . (K h) to s.x with the delta rule, else
-// V_new = V and e^{G_last - G} V (its three bf16 pieces with a gate: s.vnd hi, s.x mid, s.T lo); O's Q h term
-// scaled by scale e^G; P = scale tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk).
+// V_new = V and e^{G_last - G} V (its three bf16 pieces with a gate: s.vnd hi, s.x mid, s.T lo); P = scale
+// tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk).
 template <bool kDelta, bool kStateOnly, int NN, class Smem, class Pair>
 __device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs& a, int r0, int g8, int t4, float GL,
                                                        bool split, const std::uint32_t (&vr)[NN][2],
-                                                       const float (&ax)[NN][4], float (&ao)[NN][4],
-                                                       const float (&sqk)[8][4], std::uint32_t (&pa)[4][4], Pair pair) {
+                                                       const float (&ax)[NN][4], const float (&sqk)[8][4],
+                                                       std::uint32_t (&pa)[4][4], Pair pair) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float Gi = s.G[i], eo = a.scale * expf(Gi);
+    const float Gi = s.G[i];
     const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
@@ -902,8 +902,6 @@ __device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs
             *pair(s.T, i, col) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
           }
         }
-        ao[nn][half * 2] *= eo;
-        ao[nn][half * 2 + 1] *= eo;
       }
       if constexpr (!kStateOnly) {  // pass A: no o, no P
         float pv[2];
@@ -914,6 +912,19 @@ __device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs
         }
         pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
+    }
+  }
+}
+// O's Q h term scaled by scale e^G (rows i = r0 + g8 (+8)), before P V_new adds to it.
+template <int NN, class Smem>
+__device__ __forceinline__ void state_scale_o(const Smem& s, const GdnFwdArgs& a, int r0, int g8, float (&ao)[NN][4]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float eo = a.scale * expf(s.G[r0 + g8 + half * 8]);
+#pragma unroll
+    for (int nn = 0; nn < NN; ++nn) {
+      ao[nn][half * 2] *= eo;
+      ao[nn][half * 2 + 1] *= eo;
     }
   }
 }
@@ -1133,7 +1144,8 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     // is exact: one piece. With the delta rule V_new = T X is itself rounded to bf16 (ht reduces over K too): one.
     const bool split = !kDelta && a.gate != 0;
     std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
-    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, ao, sqk, pa, pair);
+    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+    state_scale_o(s, a, r0, g8, ao);
     __syncthreads();  // X (or V_new) visible; every warp is done with q and h (and, without delta, G)
     if (c + 1 < c_end) {
       load_qk(c + 1);

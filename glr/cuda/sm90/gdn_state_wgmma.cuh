@@ -9,13 +9,14 @@
 // Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 tokens is wgmma's M, so the
 // accumulator layout (wgmma.cuh) gives warp w tokens 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
 // fragment: state_t_kernel's acc[n][e] is d[4n + e] here (the same array, reinterpreted), and the epilogues between
-// the products are state_t_kernel's own (state_phase_a_epilogue, state_phase_b_epilogue). The state slice
+// the products are state_t_kernel's own (state_phase_a_epilogue, state_scale_o, state_phase_b_epilogue). The state slice
 // (K x 64, fp32) is the accumulator of the update h = e^{G_last} h + K^T (e^{G_last - G} V_new), M = K: one m64 half
 // (K = 64) or two (K = 128), hs[mt][4n + e] = h(64 mt + 16 w + g (+8), 8 n + 2 t (+1)) (state_t_kernel gives warp w
 // rows w K / 4 .. instead: another owner, the same arithmetic).
 //
 // Products (per chunk; every operand a shared tile, K-major 128B-swizzled, rows = tokens or the state's K index):
-//   phase A: K h, Q h (B = h MN-major), Q K^T (B = K K-major); phase B: V_new = T X (B = X MN-major);
+//   phase A: K h (B = h MN-major), Q K^T (B = K K-major), Q h (without the delta rule; with it in phase B);
+//   phase B: V_new = T X (B = X MN-major);
 //   phase C: O += P V_new (A = P from registers: state_t_kernel's pa fragments are wgmma's register-A layout),
 //   h += K^T (e^{G_last - G} V_new) (A = K^T, the k tile read MN-major), with the lo and mid pieces first where
 //   state_t_kernel splits (no delta rule, a gate).
@@ -36,6 +37,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <type_traits>
 
 #include "wgmma.cuh"
 
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   extern __shared__ __align__(16) char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   StateWgSmem<kD>& s = *reinterpret_cast<StateWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
   const int heads = a.num_seqs() * a.HV;
   const int seg = static_cast<int>(blockIdx.y) / heads, nh = static_cast<int>(blockIdx.y) % heads;
   const bool trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;
@@ -112,7 +114,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   const int n = nh / a.HV, hv = nh % a.HV, hq = hv / (a.HV / a.H);
   const std::int64_t hoff = static_cast<std::int64_t>(nh) * kD * kD + v0;
   const std::int64_t seg_states = static_cast<std::int64_t>(heads) * kD * kD;
-  const int r0 = warp * 16;
   if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
   if (trans && seg == 0) return;
   if (a.varlen() && a.table[0] != 0) {
@@ -137,16 +138,21 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   auto pair_h = [&](int d, int col) {
     return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw_tile_offset<kD>(d, col));
   };
-  const std::uint32_t sq_ = smem_addr(s.q), sh = smem_addr(s.h), sT = smem_addr(s.T), sx = smem_addr(s.x),
-                      svn = smem_addr(s.vn), svnd = smem_addr(s.vnd);
+  const std::uint32_t sq0 = smem_addr(s.q), sh0 = smem_addr(s.h), sT0 = smem_addr(s.T), sx0 = smem_addr(s.x),
+                      svn0 = smem_addr(s.vn), svnd0 = smem_addr(s.vnd);
 
-  // Groups Q and S as state_t_kernel's.
-  auto load_qk = [&](int c) {
+  // Groups Q and S as state_t_kernel's, but for q.
+  // With the delta rule q (one buffer) is read until phase B's end (Q h there): its next chunk's copy is issued
+  // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
+  auto load_q = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
     if constexpr (!kStateOnly) load_sw_tile<C, kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+  };
+  auto load_k = [&](int c, int tid) {
+    const int t0 = c * C, len = min(C, sq.len - t0);
     load_sw_tile<C, kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
   };
-  auto load_small = [&](int c) {
+  auto load_small = [&](int c, int tid) {
     if constexpr (kDelta) load_sw_tile<C, C>(s.T, Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
     else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       hs[mt][i] = x.x;
       hs[mt][i + 1] = x.y;
     }
-  auto write_h_bf16 = [&]() {
+  auto write_h_bf16 = [&](int tid) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -175,10 +181,11 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
         *pair_h(64 * mt + rc.row, rc.col) = pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
       }
   };
-  write_h_bf16();
+  write_h_bf16(tid);
   if (c_begin < c_end) {
-    load_qk(c_begin);
-    load_small(c_begin);
+    load_q(c_begin, tid);
+    load_k(c_begin, tid);
+    load_small(c_begin, tid);
     cp_async_commit();
     cp_async_wait<0>();
   }
@@ -187,7 +194,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
 
   for (int c = c_begin; c < c_end; ++c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    const std::uint32_t sk = smem_addr(s.k[c & 1]);
+    // The tiles' shared addresses, opaque to the compiler here: otherwise it hoists every k-step's 64-bit descriptor
+    // out of the chunk loop (about 60 registers) and spills at K = 128 (264 bytes with the delta rule, ptxas 13.0).
+    std::uint32_t sk = smem_addr(s.k[c & 1]), sq_ = sq0, sh = sh0, sT = sT0, sx = sx0, svn = svn0, svnd = svnd0;
+    asm volatile("" : "+r"(sk), "+r"(sq_), "+r"(sh), "+r"(sT), "+r"(sx), "+r"(svn), "+r"(svnd));
+    // The thread's index likewise (shadowing the block-scope names): the per-thread addresses of the epilogues'
+    // swizzled pairs, the state's bf16 copy and the cp.async pieces are recomputed each chunk, not kept live.
+    int tid_opaque = tid;
+    asm volatile("" : "+r"(tid_opaque));
+    const int tid = tid_opaque, r0 = (tid >> 5) * 16, g8 = (tid & 31) >> 2, t4 = tid & 3;
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -198,8 +213,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
         vr[nn][half] = i < len && !trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
     }
 
-    // Phase A: K h (delta rule), Q h, Q K^T (every key tile; the causal ones unread).
+    // Phase A: K h (delta rule), Q K^T (every key tile; the causal ones unread), and without the delta rule Q h.
+    // With it Q h waits for phase B (h is unchanged until the chunk's end): fewer accumulators live at once
+    // (ptxas spilled 264 bytes at K = 128 with all three here); the same sums.
     float ax[NN][4], ao[NN][4], sqk[8][4];
+    auto q_h = [&]() {  // ao = Q h, issued inside the caller's fence / commit
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks)
+        wgmma_ss<64, 0, 1>(acc_flat(ao), sw_desc_k<C>(sq_, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
+    };
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
@@ -208,11 +230,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       if constexpr (kDelta) wgmma_ss<64, 0, 1>(acc_flat(ax), sw_desc_k<C>(sk, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
-      if constexpr (!kStateOnly) {
-        wgmma_ss<64, 0, 1>(acc_flat(ao), sw_desc_k<C>(sq_, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
-        wgmma_ss<64, 0, 0>(acc_flat(sqk), sw_desc_k<C>(sq_, ks), sw_desc_k<C>(sk, ks), 1);
-      }
+      if constexpr (!kStateOnly) wgmma_ss<64, 0, 0>(acc_flat(sqk), sw_desc_k<C>(sq_, ks), sw_desc_k<C>(sk, ks), 1);
     }
+    if constexpr (!kDelta && !kStateOnly) q_h();
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc_flat(ax));
@@ -221,12 +241,16 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     const float GL = s.G[C - 1];
     const bool split = !kDelta && a.gate != 0;  // state_t_kernel's three-piece update (its Phase A comment)
     std::uint32_t pa[4][4];
-    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, ao, sqk, pa, pair);
+    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+    if constexpr (!kDelta && !kStateOnly) state_scale_o(s, a, r0, g8, ao);
     fence_proxy_async();  // X (or V_new and its pieces) before the wgmmas
     __syncthreads();
     if (c + 1 < c_end) {
-      load_qk(c + 1);
-      if constexpr (!kDelta) load_small(c + 1);
+      load_k(c + 1, tid);
+      if constexpr (!kDelta) {
+        load_q(c + 1, tid);
+        load_small(c + 1, tid);
+      }
     }
     cp_async_commit();
 
@@ -240,13 +264,19 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), sw_desc_k<C>(sT, ks), sw_desc_mn<C>(sx, 0, ks), 1);
+      if constexpr (!kStateOnly) q_h();
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc_flat(an));
+      wgmma_fence_operand(acc_flat(ao));
       state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
+      if constexpr (!kStateOnly) state_scale_o(s, a, r0, g8, ao);  // s.G is chunk c's until the barrier below
       fence_proxy_async();
       __syncthreads();
-      if (c + 1 < c_end) load_small(c + 1);
+      if (c + 1 < c_end) {
+        load_q(c + 1, tid);
+        load_small(c + 1, tid);
+      }
       cp_async_commit();
     }
 
@@ -261,17 +291,24 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], sw_desc_mn<C>(svn, 0, ks), 1);
     }
+    // (two straight-line copies: a run-time branch between the wgmmas makes ptxas insert warpgroup.arrive, C7519)
+    auto update = [&](auto three_pieces) {
 #pragma unroll
-    for (int ks = 0; ks < C / 16; ++ks)
+      for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const std::uint64_t kt = sw_desc_mn<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
-        if (!kDelta && split) {  // the small pieces first: lo (s.T), then mid (s.x)
-          wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sT, 0, ks), 1);
-          wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sx, 0, ks), 1);
+        for (int mt = 0; mt < MT; ++mt) {
+          const std::uint64_t kt = sw_desc_mn<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
+          if constexpr (decltype(three_pieces)::value) {  // the small pieces first: lo (s.T), then mid (s.x)
+            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sT, 0, ks), 1);
+            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sx, 0, ks), 1);
+          }
+          wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(svnd, 0, ks), 1);
         }
-        wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(svnd, 0, ks), 1);
-      }
+    };
+    if (!kDelta && split)
+      update(std::true_type{});
+    else
+      update(std::false_type{});
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc_flat(ao));
@@ -287,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
           *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
       }
     }
-    write_h_bf16();      // h was last read by phase A's wgmmas (retired)
+    write_h_bf16(tid);   // h was last read by phase A's wgmmas (retired)
     cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
     fence_proxy_async();
     __syncthreads();
