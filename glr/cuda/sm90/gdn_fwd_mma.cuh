@@ -864,6 +864,46 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 }
 
 
+// Where a block of rung 3's state pass works (state_t_kernel and state_t_wgmma_kernel: one grid, one walk).
+struct StateTBlock {
+  int seg, v0, hv, hq;       // segment (blockIdx.y / heads), first value column, value head, q/k head
+  bool trans;                // pass A's M block (from h = I, no value input)
+  std::int64_t hoff;         // the slice's offset in an (heads, K, V) state array (h0, ht, Es, Ms slots)
+  std::int64_t seg_states;   // one Es / Ms slot per segment
+  Seq sq;                    // the sequence
+  int c_begin, c_end;        // this segment's chunks
+  std::int64_t slot0;        // the workspace slot of the sequence's chunk 0 for this value head
+};
+// Fills b (the comment above state_t_kernel says how the grid is laid out); clears the status word (one thread).
+// False if the block has nothing to do: M_0 (never used), or invalid packed offsets (then the last segment's ht
+// slice is written NaN here; o: poison_kernel).
+template <int kD, int kVT, bool kStateOnly>
+__device__ __forceinline__ bool state_t_block(const GdnFwdArgs& a, int tid, StateTBlock& b) {
+  const int heads = a.num_seqs() * a.HV;  // grid rows per segment
+  b.seg = static_cast<int>(blockIdx.y) / heads;
+  const int nh = static_cast<int>(blockIdx.y) % heads;
+  b.trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;  // this block computes M_seg
+  b.v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
+  const int n = nh / a.HV;
+  b.hv = nh % a.HV;
+  b.hq = b.hv / (a.HV / a.H);
+  b.hoff = static_cast<std::int64_t>(nh) * kD * kD + b.v0;
+  b.seg_states = static_cast<std::int64_t>(heads) * kD * kD;
+  if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
+  if (b.trans && b.seg == 0) return false;  // M_0 is never used: segment 0 starts from h0 itself
+  if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
+    if (!kStateOnly && b.seg == a.segs - 1 && a.ht)
+      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[b.hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
+    return false;
+  }
+  b.sq = sequence(a, n);
+  const int per = (b.sq.nch + a.segs - 1) / a.segs;  // chunks per segment (segs = 1: all)
+  b.c_begin = min(b.sq.nch, b.seg * per);
+  b.c_end = min(b.sq.nch, b.c_begin + per);
+  b.slot0 = slot(a, b.sq, b.hv, 0);
+  return true;
+}
+
 // Rung 3's state step, the parts both state kernels share (state_t_kernel here, mma.sync; state_t_wgmma_kernel,
 // gdn_state_wgmma.cuh): the epilogues between the products. The accumulators in mma.m16n8 C layout, acc[n][e] for
 // n-tile n (wgmma's d[4n + e], the same element); pair(tile, i, col) the address of the bf16 pair (i, col..col+1)
@@ -996,30 +1036,19 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   extern __shared__ __align__(16) char smem_raw[];
   StateTSmem<kVT>& s = *reinterpret_cast<StateTSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int heads = a.num_seqs() * a.HV;  // grid rows per segment
-  const int seg = static_cast<int>(blockIdx.y) / heads, nh = static_cast<int>(blockIdx.y) % heads;
-  const bool trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;  // this block computes M_seg
-  const int v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
-  const int n = nh / a.HV, hv = nh % a.HV, hq = hv / (a.HV / a.H);
-  const std::int64_t hoff = static_cast<std::int64_t>(nh) * kD * kD + v0;
-  const std::int64_t seg_states = static_cast<std::int64_t>(heads) * kD * kD;  // one Es / Ms slot per segment
+  StateTBlock b;
+  if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
+  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
+  const bool trans = b.trans;
+  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
+  const Seq sq = b.sq;
+  const int c_begin = b.c_begin, c_end = b.c_end;
   const int r0 = warp * 16;  // this warp's rows of the (C x kVT) tiles
   const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x kVT)
-  if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
-  if (trans && seg == 0) return;  // M_0 is never used: segment 0 starts from h0 itself
-  if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
-    if (!kStateOnly && seg == a.segs - 1 && a.ht)
-      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
-    return;
-  }
-  const Seq sq = sequence(a, n);
-  const int per = (sq.nch + a.segs - 1) / a.segs;  // chunks per segment (segs = 1: all)
-  const int c_begin = min(sq.nch, seg * per), c_end = min(sq.nch, c_begin + per);
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t slot0 = slot(a, sq, hv, 0);
-  const __nv_bfloat16* Tw = a.P + slot0 * C * C;
-  const float* Gg = a.G + slot0 * C;
-  const float* Bg = a.Bc + slot0 * C;
+  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
+  const float* Gg = a.G + b.slot0 * C;
+  const float* Bg = a.Bc + b.slot0 * C;
   // token t of the sequence: q/k row (begin + t) H + hq, v/o row (begin + t) HV + hv
   auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
   auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };

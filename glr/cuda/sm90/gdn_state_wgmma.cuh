@@ -107,28 +107,17 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   const std::uint32_t raw = smem_addr(smem_raw);
   StateWgSmem<kD>& s = *reinterpret_cast<StateWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
   const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
-  const int heads = a.num_seqs() * a.HV;
-  const int seg = static_cast<int>(blockIdx.y) / heads, nh = static_cast<int>(blockIdx.y) % heads;
-  const bool trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;
-  const int v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
-  const int n = nh / a.HV, hv = nh % a.HV, hq = hv / (a.HV / a.H);
-  const std::int64_t hoff = static_cast<std::int64_t>(nh) * kD * kD + v0;
-  const std::int64_t seg_states = static_cast<std::int64_t>(heads) * kD * kD;
-  if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
-  if (trans && seg == 0) return;
-  if (a.varlen() && a.table[0] != 0) {
-    if (!kStateOnly && seg == a.segs - 1 && a.ht)
-      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
-    return;
-  }
-  const Seq sq = sequence(a, n);
-  const int per = (sq.nch + a.segs - 1) / a.segs;
-  const int c_begin = min(sq.nch, seg * per), c_end = min(sq.nch, c_begin + per);
+  StateTBlock b;
+  if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
+  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
+  const bool trans = b.trans;
+  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
+  const Seq sq = b.sq;
+  const int c_begin = b.c_begin, c_end = b.c_end;
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t slot0 = slot(a, sq, hv, 0);
-  const __nv_bfloat16* Tw = a.P + slot0 * C * C;
-  const float* Gg = a.G + slot0 * C;
-  const float* Bg = a.Bc + slot0 * C;
+  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
+  const float* Gg = a.G + b.slot0 * C;
+  const float* Bg = a.Bc + b.slot0 * C;
   auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
   auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
   // The bf16 pair (i, col..col+1) of a (C x 64) tile, and of the state's (K x 64) bf16 copy.
