@@ -510,7 +510,9 @@ bool slice_rule_check() {
 // [I ...]" (rung 3's features, or only cases I ...), "inf", "accumulation", "slices" (the "inf" and "features"
 // cases: the subset ctest glr_sm90_emu_slices runs at every width), or VARIANT B T H HV h0 mu [member] (that one
 // dense case). --widths: rung 3's state kernel at 64 and each width listed (16, 32, 64), every other width's o,
-// ht and status compared bit for bit with 64's (rungs 1 and 2: 64 only).
+// ht and status compared bit for bit with 64's (rungs 1 and 2: 64 only). --wgmma (after --widths, before the
+// subset): every rung-3 case also on state_t_wgmma_kernel (GLR_FWD_WGMMA's kernel), compared word for word with
+// state_t_kernel; "wgmma": ctest glr_sm90_emu_fwd_wgmma's 6 cases that way.
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--widths") {
     std::string list = argv[2];
