@@ -9,7 +9,7 @@
 //
 // Same bound as bench/glr/sm90_fwd_check.cu: normwise relative error <= 8 u (u = 2^-9) for o and ht, max
 // error <= 32 u of the largest reference value; every output element written (NaN poison before the run).
-#include "emu.hpp"
+#include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (rung 3's state kernel on wgmma, GLR_FWD_WGMMA=1)
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_fwd_mma.cuh"
 // clang-format on
@@ -64,6 +64,12 @@ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 // and the comparisons' totals.
 std::vector<int> g_widths{64};
 std::size_t g_slice_compares = 0, g_slice_words = 0;
+// --wgmma: every rung-3 case also on state_t_wgmma_kernel (after state_t_kernel at 64 columns), compared word for word;
+// the float64 checks then judge the wgmma kernel's outputs.
+// With a NaN planted (Case::nan_seq's rerun) the two kernels may differ inside the NaN's chunk (gdn_state_wgmma.cuh:
+// 0 x NaN over T's and P's zero blocks): those words are counted apart.
+bool g_compare_wgmma = false, g_wgmma_planted = false;
+std::size_t g_wgmma_compares = 0, g_wgmma_words = 0, g_wgmma_words_planted = 0;
 
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
 // gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
@@ -71,17 +77,30 @@ std::size_t g_slice_compares = 0, g_slice_words = 0;
 // kernel at 64 columns, E and, with the delta rule, M blocks, segments 0 .. segs - 2), pass B (combine_kernel,
 // segs > 2), then pass C at
 // the width vt over segs x st_rows grid rows.
+// Rung 3's state kernel as launch_state_t picks it: state_t_kernel, or at 64 columns with GLR_FWD_WGMMA=1
+// state_t_wgmma_kernel (gdn_state_wgmma.cuh), the same grid. state_on_wgmma: -1 as the environment says, 0
+// state_t_kernel, 1 state_t_wgmma_kernel (--wgmma runs both).
+int state_on_wgmma = -1;
+template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
+void launch_state(const GdnFwdArgs& a, int gx, int gy) {
+  if constexpr (kVT == 64)
+    if (state_on_wgmma < 0 ? glr::cuda::sm90::state_wgmma_requested() : state_on_wgmma == 1) {
+      emu::launch(&gdn::state_t_wgmma_kernel<kDelta, kD, kStateOnly>, gx, gy, gdn::smem_raw, gdn::state_wgmma_smem_bytes<kD>, a);
+      return;
+    }
+  emu::launch(&gdn::state_t_kernel<kDelta, kD, kVT, kStateOnly>, gx, gy, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
+}
 template <int kD, int kVT>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
   const int segs = a.segs;
   if (a.delta) {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, true, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
     if (segs > 1)
-      emu::launch(&gdn::state_t_kernel<true, kD, 64, true>, 2 * kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
+      launch_state<true, kD, 64, true>(a, 2 * kD / 64, (segs - 1) * st_rows);
   } else {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
     if (segs > 1)
-      emu::launch(&gdn::state_t_kernel<false, kD, 64, true>, kD / 64, (segs - 1) * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<64>), a);
+      launch_state<false, kD, 64, true>(a, kD / 64, (segs - 1) * st_rows);
   }
   if (segs > 2) {  // without the delta rule pass A has no M blocks: M_s is a scalar the combine kernel forms
     if (a.delta)
@@ -90,9 +109,9 @@ void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
       emu::launch(&gdn::combine_kernel<kD, false>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
   }
   if (a.delta)
-    emu::launch(&gdn::state_t_kernel<true, kD, kVT>, kD / kVT, segs * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
+    launch_state<true, kD, kVT>(a, kD / kVT, segs * st_rows);
   else
-    emu::launch(&gdn::state_t_kernel<false, kD, kVT>, kD / kVT, segs * st_rows, gdn::smem_raw, sizeof(gdn::StateTSmem<kVT>), a);
+    launch_state<false, kD, kVT>(a, kD / kVT, segs * st_rows);
 }
 template <int kD>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows, int vt) {
@@ -247,6 +266,22 @@ bool run(const Case& p, unsigned seed, int variant) {
       ++g_slice_compares;
     }
     if (widths.size() > 1) o = o64, ht = ht64;
+    if (g_compare_wgmma && variant == 3) {  // --wgmma: state_t_kernel first, then state_t_wgmma_kernel, word for word
+      const std::vector<__nv_bfloat16> o_mma = o;
+      const std::vector<float> ht_mma = ht;
+      const int st_mma = *a.status;
+      for (auto& x : o) std::memcpy(&x, &nan16, 2);
+      for (auto& x : ht) x = std::nanf("");
+      state_on_wgmma = 1;
+      launch(a, 3, 64);
+      state_on_wgmma = 0;
+      std::size_t d = *a.status != st_mma;
+      for (std::size_t i = 0; i < o.size(); ++i) d += std::memcmp(&o[i], &o_mma[i], 2) != 0;
+      for (std::size_t i = 0; i < ht.size(); ++i) d += std::memcmp(&ht[i], &ht_mma[i], 4) != 0;
+      std::printf("  wgmma vs mma.sync state kernel: differing words %zu (of %zu)\n", d, o.size() + ht.size() + 1);
+      (g_wgmma_planted ? g_wgmma_words_planted : g_wgmma_words) += d;
+      ++g_wgmma_compares;
+    }  // o and ht are now the wgmma kernel's, checked below
   };
   launch_all();
   if (std::getenv("GLR_EMU_DIGEST") != nullptr) {  // a digest of o, ht and the status word, to compare two builds bit
@@ -296,7 +331,9 @@ bool run(const Case& p, unsigned seed, int variant) {
     const int n = p.nan_seq, len = p.lens[n], t = static_cast<int>(cu64[n]) + len / 2;
     v[(static_cast<std::size_t>(t) * p.HV) * VD] = __float2bfloat16_rn(std::nanf(""));  // the state kernel's input
     k[static_cast<std::size_t>(t) * p.H * KD] = __float2bfloat16_rn(std::nanf(""));    // both kernels' (K K^T, K h)
+    g_wgmma_planted = true;
     launch_all();
+    g_wgmma_planted = false;
     std::size_t changed = 0, planted = 0;
     const int chunk0 = static_cast<int>(cu64[n]) + (len / 2) / 64 * 64;  // first token of the NaN's chunk
     for (int m = 0; m < N; ++m)
@@ -473,7 +510,9 @@ bool slice_rule_check() {
 // [I ...]" (rung 3's features, or only cases I ...), "inf", "accumulation", "slices" (the "inf" and "features"
 // cases: the subset ctest glr_sm90_emu_slices runs at every width), or VARIANT B T H HV h0 mu [member] (that one
 // dense case). --widths: rung 3's state kernel at 64 and each width listed (16, 32, 64), every other width's o,
-// ht and status compared bit for bit with 64's (rungs 1 and 2: 64 only).
+// ht and status compared bit for bit with 64's (rungs 1 and 2: 64 only). --wgmma (after --widths, before the
+// subset): every rung-3 case also on state_t_wgmma_kernel (GLR_FWD_WGMMA's kernel), compared word for word with
+// state_t_kernel; "wgmma": ctest glr_sm90_emu_fwd_wgmma's 6 cases that way.
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--widths") {
     std::string list = argv[2];
@@ -490,6 +529,12 @@ int main(int argc, char** argv) {
     argv += 2;
     argc -= 2;
   }
+  if (argc >= 2 && std::string(argv[1]) == "--wgmma") {
+    g_compare_wgmma = true;
+    state_on_wgmma = 0;
+    ++argv;
+    --argc;
+  }
   if (argc >= 8 && std::isdigit(static_cast<unsigned char>(argv[1][0]))) {
     Case c{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]) != 0,
            std::atof(argv[7])};
@@ -497,6 +542,42 @@ int main(int argc, char** argv) {
     return run(c, 99, std::atoi(argv[1])) ? 0 : 1;
   }
   const std::string only = argc >= 2 ? argv[1] : "";
+  // "wgmma" (ctest glr_sm90_emu_fwd_wgmma): rung 3's state kernel on wgmma (gdn_state_wgmma.cuh), each case run with
+  // state_t_kernel and then state_t_wgmma_kernel, compared word for word (must be 0 without a planted NaN), the
+  // wgmma outputs against the float64 recurrence: the delta rule at K = V = 128 with GVA and at 64, RetNet packed
+  // (the three-piece update), Mamba2 at 64, the split pass (pass A's E and M blocks and pass C on wgmma), NaN
+  // containment. Every case: --wgmma features, --wgmma split, --wgmma inf.
+  if (only == "wgmma") {
+    g_compare_wgmma = true;
+    state_on_wgmma = 0;
+    bool ok = true;
+    std::vector<Case> cases;
+    cases.push_back({2, 70, 1, 4, false, 2.0});
+    Case c{1, 150, 1, 1, true, 4.0};
+    c.D = 64;
+    cases.push_back(c);
+    c = Case{1, 0, 1, 1, false, 2.0};
+    c.lens = {5, 200};
+    c.member = 3;
+    cases.push_back(c);
+    c = Case{1, 130, 1, 1, true, 6.0, 2};
+    c.D = 64;
+    cases.push_back(c);
+    c = Case{1, 640, 1, 2, true, 4.0};
+    c.D = 64;
+    c.segs = 4;
+    cases.push_back(c);
+    c = Case{1, 0, 1, 2, true, 4.0, 0};
+    c.lens = {70, 100, 0, 30};
+    c.nan_seq = 1;
+    cases.push_back(c);
+    for (std::size_t i = 0; i < cases.size(); ++i) ok = run(cases[i], 3000 + static_cast<unsigned>(i), 3) && ok;
+    std::printf("wgmma vs mma.sync state kernel: %zu comparisons, differing words %zu (and %zu with a NaN planted)\n",
+                g_wgmma_compares, g_wgmma_words, g_wgmma_words_planted);
+    ok = ok && g_wgmma_words == 0;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   bool ok = slice_rule_check();
   unsigned seed = 1;
   if (only.empty() || only == "rungs") {
@@ -714,6 +795,11 @@ int main(int argc, char** argv) {
                 std::find(g_widths.begin(), g_widths.end(), 32) != g_widths.end() ? ", 32" : "",
                 std::find(g_widths.begin(), g_widths.end(), 16) != g_widths.end() ? ", 16" : "", g_slice_compares,
                 g_slice_words);
+  if (g_compare_wgmma) {
+    std::printf("wgmma vs mma.sync state kernel: %zu comparisons, differing words %zu (and %zu with a NaN planted)\n",
+                g_wgmma_compares, g_wgmma_words, g_wgmma_words_planted);
+    ok = ok && g_wgmma_words == 0;  // one rounding per k16 step on the emulator for both: the same words
+  }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
   return ok ? 0 : 1;
 }

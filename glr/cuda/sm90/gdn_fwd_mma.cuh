@@ -864,6 +864,127 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 }
 
 
+// Where a block of rung 3's state pass works (state_t_kernel and state_t_wgmma_kernel: one grid, one walk).
+struct StateTBlock {
+  int seg, v0, hv, hq;       // segment (blockIdx.y / heads), first value column, value head, q/k head
+  bool trans;                // pass A's M block (from h = I, no value input)
+  std::int64_t hoff;         // the slice's offset in an (heads, K, V) state array (h0, ht, Es, Ms slots)
+  std::int64_t seg_states;   // one Es / Ms slot per segment
+  Seq sq;                    // the sequence
+  int c_begin, c_end;        // this segment's chunks
+  std::int64_t slot0;        // the workspace slot of the sequence's chunk 0 for this value head
+};
+// Fills b (the comment above state_t_kernel says how the grid is laid out); clears the status word (one thread).
+// False if the block has nothing to do: M_0 (never used), or invalid packed offsets (then the last segment's ht
+// slice is written NaN here; o: poison_kernel).
+template <int kD, int kVT, bool kStateOnly>
+__device__ __forceinline__ bool state_t_block(const GdnFwdArgs& a, int tid, StateTBlock& b) {
+  const int heads = a.num_seqs() * a.HV;  // grid rows per segment
+  b.seg = static_cast<int>(blockIdx.y) / heads;
+  const int nh = static_cast<int>(blockIdx.y) % heads;
+  b.trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;  // this block computes M_seg
+  b.v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
+  const int n = nh / a.HV;
+  b.hv = nh % a.HV;
+  b.hq = b.hv / (a.HV / a.H);
+  b.hoff = static_cast<std::int64_t>(nh) * kD * kD + b.v0;
+  b.seg_states = static_cast<std::int64_t>(heads) * kD * kD;
+  if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
+  if (b.trans && b.seg == 0) return false;  // M_0 is never used: segment 0 starts from h0 itself
+  if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
+    if (!kStateOnly && b.seg == a.segs - 1 && a.ht)
+      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[b.hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
+    return false;
+  }
+  b.sq = sequence(a, n);
+  const int per = (b.sq.nch + a.segs - 1) / a.segs;  // chunks per segment (segs = 1: all)
+  b.c_begin = min(b.sq.nch, b.seg * per);
+  b.c_end = min(b.sq.nch, b.c_begin + per);
+  b.slot0 = slot(a, b.sq, b.hv, 0);
+  return true;
+}
+
+// Rung 3's state step, the parts both state kernels share (state_t_kernel here, mma.sync; state_t_wgmma_kernel,
+// gdn_state_wgmma.cuh): the epilogues between the products. The accumulators in mma.m16n8 C layout, acc[n][e] for
+// n-tile n (wgmma's d[4n + e], the same element); pair(tile, i, col) the address of the bf16 pair (i, col..col+1)
+// of a (C x kVT) shared tile in the kernel's own layout.
+// Phase A's epilogue, rows i = r0 + g8 (+8): X = beta . V - (beta e^G) . (K h) to s.x with the delta rule, else
+// V_new = V and e^{G_last - G} V (its three bf16 pieces with a gate: s.vnd hi, s.x mid, s.T lo); P = scale
+// tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk).
+template <bool kDelta, bool kStateOnly, int NN, class Smem, class Pair>
+__device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs& a, int r0, int g8, int t4, float GL,
+                                                       bool split, const std::uint32_t (&vr)[NN][2],
+                                                       const float (&ax)[NN][4], const float (&sqk)[8][4],
+                                                       std::uint32_t (&pa)[4][4], Pair pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float Gi = s.G[i];
+    const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
+      if (nn < NN) {
+        const int col = nn * 8 + 2 * t4;
+        if constexpr (kDelta) {
+          const float2 vf = unpack_bf16x2(vr[nn][half]);
+          *pair(s.x, i, col) = pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
+        } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
+          const float2 vf = unpack_bf16x2(vr[nn][half]);
+          *pair(s.vn, i, col) = vr[nn][half];
+          const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
+          *pair(s.vnd, i, col) = hi;
+          if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
+            const float2 hf = unpack_bf16x2(hi);
+            const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
+            const std::uint32_t mid = pack_bf16x2(e0, e1);
+            const float2 mf = unpack_bf16x2(mid);
+            *pair(s.x, i, col) = mid;
+            *pair(s.T, i, col) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
+          }
+        }
+      }
+      if constexpr (!kStateOnly) {  // pass A: no o, no P
+        float pv[2];
+#pragma unroll
+        for (int u2 = 0; u2 < 2; ++u2) {
+          const int j = nn * 8 + 2 * t4 + u2;
+          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+        }
+        pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+      }
+    }
+  }
+}
+// O's Q h term scaled by scale e^G (rows i = r0 + g8 (+8)), before P V_new adds to it.
+template <int NN, class Smem>
+__device__ __forceinline__ void state_scale_o(const Smem& s, const GdnFwdArgs& a, int r0, int g8, float (&ao)[NN][4]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float eo = a.scale * expf(s.G[r0 + g8 + half * 8]);
+#pragma unroll
+    for (int nn = 0; nn < NN; ++nn) {
+      ao[nn][half * 2] *= eo;
+      ao[nn][half * 2 + 1] *= eo;
+    }
+  }
+}
+// Phase B's epilogue (the delta rule): V_new = T X (an) to s.vn, e^{G_last - G} V_new to s.vnd, both bf16.
+template <int NN, class Smem, class Pair>
+__device__ __forceinline__ void state_phase_b_epilogue(Smem& s, int r0, int g8, int t4, float GL, const float (&an)[NN][4],
+                                                       Pair pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float ed = expf(GL - s.G[i]);
+#pragma unroll
+    for (int nn = 0; nn < NN; ++nn) {
+      const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
+      *pair(s.vn, i, nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
+      *pair(s.vnd, i, nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+    }
+  }
+}
+
 // Rung 3's state kernel: the wy kernel leaves only T = (I + L)^-1; per chunk
 //     X = beta . V - (beta e^G) . (K h)          (K h on the tensor cores, the row scales on the accumulators)
 //     V_new = T X,  O = scale e^G . (Q h) + P V_new,  h = e^{G_last} h + K^T (e^{G_last - G} . V_new)
@@ -915,33 +1036,23 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   extern __shared__ __align__(16) char smem_raw[];
   StateTSmem<kVT>& s = *reinterpret_cast<StateTSmem<kVT>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int heads = a.num_seqs() * a.HV;  // grid rows per segment
-  const int seg = static_cast<int>(blockIdx.y) / heads, nh = static_cast<int>(blockIdx.y) % heads;
-  const bool trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;  // this block computes M_seg
-  const int v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
-  const int n = nh / a.HV, hv = nh % a.HV, hq = hv / (a.HV / a.H);
-  const std::int64_t hoff = static_cast<std::int64_t>(nh) * kD * kD + v0;
-  const std::int64_t seg_states = static_cast<std::int64_t>(heads) * kD * kD;  // one Es / Ms slot per segment
+  StateTBlock b;
+  if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
+  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
+  const bool trans = b.trans;
+  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
+  const Seq sq = b.sq;
+  const int c_begin = b.c_begin, c_end = b.c_end;
   const int r0 = warp * 16;  // this warp's rows of the (C x kVT) tiles
   const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x kVT)
-  if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
-  if (trans && seg == 0) return;  // M_0 is never used: segment 0 starts from h0 itself
-  if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
-    if (!kStateOnly && seg == a.segs - 1 && a.ht)
-      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
-    return;
-  }
-  const Seq sq = sequence(a, n);
-  const int per = (sq.nch + a.segs - 1) / a.segs;  // chunks per segment (segs = 1: all)
-  const int c_begin = min(sq.nch, seg * per), c_end = min(sq.nch, c_begin + per);
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
-  const std::int64_t slot0 = slot(a, sq, hv, 0);
-  const __nv_bfloat16* Tw = a.P + slot0 * C * C;
-  const float* Gg = a.G + slot0 * C;
-  const float* Bg = a.Bc + slot0 * C;
+  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
+  const float* Gg = a.G + b.slot0 * C;
+  const float* Bg = a.Bc + b.slot0 * C;
   // token t of the sequence: q/k row (begin + t) H + hq, v/o row (begin + t) HV + hv
   auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
   auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
+  auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDS + col); };
 
   // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
   // Group S: T, G, beta of chunk c (issued once every warp is past phase B of chunk c - 1; without the delta
@@ -1062,47 +1173,8 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     // is exact: one piece. With the delta rule V_new = T X is itself rounded to bf16 (ht reduces over K too): one.
     const bool split = !kDelta && a.gate != 0;
     std::uint32_t pa[4][4];  // P as A fragments: n-tiles 2kk, 2kk+1 of the accumulator = k-tile kk
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], eo = a.scale * expf(Gi);
-      const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
-#pragma unroll
-      for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
-        if (nn < NN) {
-          if constexpr (kDelta) {
-            const float2 vf = unpack_bf16x2(vr[nn][half]);
-            *reinterpret_cast<std::uint32_t*>(s.x + i * LDS + nn * 8 + 2 * t4) =
-                pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
-          } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
-            const float2 vf = unpack_bf16x2(vr[nn][half]);
-            const int at = i * LDS + nn * 8 + 2 * t4;
-            *reinterpret_cast<std::uint32_t*>(s.vn + at) = vr[nn][half];
-            const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
-            *reinterpret_cast<std::uint32_t*>(s.vnd + at) = hi;
-            if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
-              const float2 hf = unpack_bf16x2(hi);
-              const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
-              const std::uint32_t mid = pack_bf16x2(e0, e1);
-              const float2 mf = unpack_bf16x2(mid);
-              *reinterpret_cast<std::uint32_t*>(s.x + at) = mid;
-              *reinterpret_cast<std::uint32_t*>(s.T + at) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
-            }
-          }
-          ao[nn][half * 2] *= eo;
-          ao[nn][half * 2 + 1] *= eo;
-        }
-        if constexpr (!kStateOnly) {  // pass A: no o, no P
-          float pv[2];
-#pragma unroll
-          for (int u2 = 0; u2 < 2; ++u2) {
-            const int j = nn * 8 + 2 * t4 + u2;
-            pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
-          }
-          pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-        }
-      }
-    }
+    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+    state_scale_o(s, a, r0, g8, ao);
     __syncthreads();  // X (or V_new) visible; every warp is done with q and h (and, without delta, G)
     if (c + 1 < c_end) {
       load_qk(c + 1);
@@ -1131,17 +1203,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
           }
         }
       }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        const float ed = expf(GL - s.G[i]);
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn) {
-          const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
-          *reinterpret_cast<std::uint32_t*>(s.vn + i * LDS + nn * 8 + 2 * t4) = pack_bf16x2(x0, x1);
-          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDS + nn * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
-        }
-      }
+      state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
       __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
       if (c + 1 < c_end) load_small(c + 1);
       cp_async_commit();
@@ -1374,6 +1436,10 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
   return split_segments(seqs * (a.HV > 0 ? a.HV : a.H), a.D, chunks, sms);
 }
 
+}  // namespace glr::cuda::sm90
+#include "gdn_state_wgmma.cuh"  // state_t_wgmma_kernel, rung 3's state kernel on wgmma (GLR_FWD_WGMMA=1)
+namespace glr::cuda::sm90 {
+
 // The launchers: nvcc's, and the host emulator's (GLR_SM90_EMU_LAUNCHERS, set by glr/cuda/sm90/emu/sm90_emu.hpp
 // with the emulated device's state_slice_sms; the stage-by-stage checks of tests/glr_sm90 launch by hand), one
 // sequence of launches for both (launch_kernel, mma_sync.cuh).
@@ -1390,6 +1456,8 @@ inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
       cudaFuncSetAttribute(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(sizeof(StateTSmem<kVT>)));
   if (attributes != cudaSuccess) return attributes;
+  if constexpr (kVT == 64)  // GLR_FWD_WGMMA=1: on wgmma (64 columns only: gdn_state_wgmma.cuh)
+    if (state_wgmma_requested()) return launch_state_t_wgmma<kDelta, kD, kStateOnly>(a, stream);
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
   // pass A: E blocks, and with the delta rule M blocks (without it M_s is a scalar: combine_kernel)
   const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);

@@ -1,0 +1,364 @@
+// glr/cuda/sm90/gdn_state_wgmma.cuh: rung 3's forward state kernel on wgmma (warpgroup MMA, sm_90a):
+// state_t_wgmma_kernel, the same grid, inputs, outputs, workspace and algebra as state_t_kernel (gdn_fwd_mma.cuh,
+// whose comment carries the recurrence), its products as m64nNk16 wgmmas on 128B-swizzled shared tiles instead of
+// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_FWD_WGMMA=1, state_wgmma_requested below): NOT YET RUN ON A
+// GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
+// the PTX ISA's descriptor and layout definitions) against the float64 recurrence and word for word against
+// state_t_kernel (tests/glr_sm90/emu_check.cpp "wgmma").
+//
+// Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 tokens is wgmma's M, so the
+// accumulator layout (wgmma.cuh) gives warp w tokens 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
+// fragment: state_t_kernel's acc[n][e] is d[4n + e] here (the same array, reinterpreted), and the epilogues between
+// the products are state_t_kernel's own (state_phase_a_epilogue, state_scale_o, state_phase_b_epilogue). The state slice
+// (K x 64, fp32) is the accumulator of the update h = e^{G_last} h + K^T (e^{G_last - G} V_new), M = K: one m64 half
+// (K = 64) or two (K = 128), hs[mt][4n + e] = h(64 mt + 16 w + g (+8), 8 n + 2 t (+1)) (state_t_kernel gives warp w
+// rows w K / 4 .. instead: another owner, the same arithmetic).
+//
+// Products (per chunk; every operand a shared tile, K-major 128B-swizzled, rows = tokens or the state's K index):
+//   phase A: K h (B = h MN-major), Q K^T (B = K K-major), Q h (without the delta rule; with it in phase B);
+//   phase B: V_new = T X (B = X MN-major);
+//   phase C: O += P V_new (A = P from registers: state_t_kernel's pa fragments are wgmma's register-A layout),
+//   h += K^T (e^{G_last - G} V_new) (A = K^T, the k tile read MN-major), with the lo and mid pieces first where
+//   state_t_kernel splits (no delta rule, a gate).
+// Each product is issued in state_t_kernel's order per element (k-steps ascending; lo, mid, hi per k-step) with
+// the accumulators set by the threads and scale-d = 1, so on the emulator (one rounding per k16 step for both
+// instructions) every output equals state_t_kernel's, except where state_t_kernel skips tiles that are zero (T's
+// and P's upper 16-row blocks, Q K^T's causal tiles): here they add 0 x finite = +-0 (a -0 sum may become +0) and,
+// for a non-finite v or k at token j, 0 x Inf = NaN into V_new and o rows i < j of that chunk (state_t_kernel: only
+// within j's 16-row block; the exact outputs do not depend on them). On a GPU the two instructions' accumulation
+// order inside a k-step may differ: rounding-level differences.
+//
+// Slice width 64 only: wgmma.cuh has N = 64 and 128 wrappers, and the launcher picks 64 whenever the grid fills
+// the GPU (B8 T4096 H16: 256 blocks); at 32 and 16 (few heads) launch_state_t keeps state_t_kernel. The split
+// pass's pass A (kStateOnly, always 64) and pass C at 64 run here.
+// Loads: cp.async into the swizzled layout, then fence.proxy.async + a barrier before the wgmmas read them (no TMA,
+// no producer warpgroup: one chunk step is a chain of dependent products). Every commit group is waited for at once.
+// Included by gdn_fwd_mma.cuh after state_t_kernel (Seq, sequence, slot, the epilogues).
+#pragma once
+
+#include <cstdlib>
+#include <type_traits>
+
+#include "wgmma.cuh"
+
+namespace glr::cuda::sm90::gdn {
+
+// A K-major 128B-swizzled tile of kRows rows (tokens or K index) x 64 or 128 columns (slabs of 64), as CanonTile
+// lays it out (wgmma.cuh; the same bytes as gdn_bwd_wgmma.cuh's sw128_offset): the byte offset of (r, col) from the
+// tile's 1024-byte aligned base.
+template <int kRows>
+__host__ __device__ constexpr std::uint32_t sw_tile_offset(int r, int col) {
+  return swizzle_addr(CanonTile(Swizzle::B128, false, kRows, 64, 0).offset(r, col), Swizzle::B128);
+}
+// Descriptors. K-major operand (A: the tile's 64 rows as M; B: as N), k-step s (columns 16 s ..).
+template <int kRows>
+__device__ __forceinline__ std::uint64_t sw_desc_k(std::uint32_t base, int s) {
+  return CanonTile(Swizzle::B128, false, kRows, 64, 0).desc(base, s);
+}
+// MN-major operand: M or N = the tile's columns f0 .. f0 + 63, K = its rows 16 s .. 16 s + 15 (LBO = the slab).
+template <int kRows>
+__device__ __forceinline__ std::uint64_t sw_desc_mn(std::uint32_t base, int f0, int s) {
+  constexpr CanonTile t(Swizzle::B128, true, 128, kRows, 0);
+  return make_desc(base + t.offset(f0, 16 * s), t.lbo, t.sbo, Swizzle::B128);
+}
+static_assert(sw_tile_offset<64>(9, 70) == 64 * 128 + 9 * 128 + ((0 ^ 1) * 16) + 6 * 2, "slab 1, row 9, chunk 0 ^ 1");
+
+// (kRows x kCols) bf16 rows, `stride` elements apart, to a swizzled tile; rows >= valid zero-filled (src not read).
+template <int kRows, int kCols>
+__device__ __forceinline__ void load_sw_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
+                                             int tid) {
+  constexpr int kPieces = kCols / 8;
+  const std::uint32_t base = smem_addr(dst);
+#pragma unroll
+  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+    const bool in = r < valid;
+    cp_async_16(base + sw_tile_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
+
+template <int kD = DK>
+struct StateWgSmem {  // every tile 1024-byte aligned (the struct's base is aligned at run time, sizes are multiples)
+  __nv_bfloat16 q[C * kD];     // (C, K)
+  __nv_bfloat16 k[2][C * kD];  // (C, K) per buffer (chunk c in buffer c % 2)
+  __nv_bfloat16 h[kD * 64];    // (K, 64) bf16 copy of the state slice
+  __nv_bfloat16 T[C * C];      // (C, C) (I + L)^-1; without the delta rule the (C, 64) lo piece
+  __nv_bfloat16 x[C * 64];     // (C, 64) X; without the delta rule the mid piece
+  __nv_bfloat16 vn[C * 64];    // (C, 64) V_new
+  __nv_bfloat16 vnd[C * 64];   // (C, 64) e^{G_last - G} V_new (hi piece)
+  float G[C];
+  float beta[C];
+};
+template <int kD>
+inline constexpr std::size_t state_wgmma_smem_bytes = sizeof(StateWgSmem<kD>) + 1024;
+static_assert(state_wgmma_smem_bytes<128> <= 227 * 1024, "one block per SM at least");
+static_assert((C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment");
+
+// The accumulators of state_t_kernel's layout, (8 n-tiles, 4), as wgmma's flat d[32] (d[4n + e]).
+__device__ __forceinline__ float (&acc_flat(float (&x)[8][4]))[32] { return reinterpret_cast<float(&)[32]>(x); }
+
+// Rung 3's state kernel on wgmma at slice width 64: grid, blocks, segments and pass-A blocks as state_t_kernel's.
+template <bool kDelta = true, int kD = DK, bool kStateOnly = false>
+__global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid_constant__ GdnFwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
+  constexpr int kVT = 64, NN = 8, MT = kD / 64;  // slice width, its n-tiles, m64 halves of the state's K rows
+  extern __shared__ __align__(16) char smem_raw[];
+  const std::uint32_t raw = smem_addr(smem_raw);
+  StateWgSmem<kD>& s = *reinterpret_cast<StateWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
+  StateTBlock b;
+  if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
+  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
+  const bool trans = b.trans;
+  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
+  const Seq sq = b.sq;
+  const int c_begin = b.c_begin, c_end = b.c_end;
+  const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
+  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
+  const float* Gg = a.G + b.slot0 * C;
+  const float* Bg = a.Bc + b.slot0 * C;
+  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
+  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
+  // The bf16 pair (i, col..col+1) of a (C x 64) tile, and of the state's (K x 64) bf16 copy.
+  auto pair = [](__nv_bfloat16* t, int i, int col) {
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + sw_tile_offset<C>(i, col));
+  };
+  auto pair_h = [&](int d, int col) {
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw_tile_offset<kD>(d, col));
+  };
+  const std::uint32_t sq0 = smem_addr(s.q), sh0 = smem_addr(s.h), sT0 = smem_addr(s.T), sx0 = smem_addr(s.x),
+                      svn0 = smem_addr(s.vn), svnd0 = smem_addr(s.vnd);
+
+  // Groups Q and S as state_t_kernel's, but for q.
+  // With the delta rule q (one buffer) is read until phase B's end (Q h there): its next chunk's copy is issued
+  // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
+  auto load_q = [&](int c, int tid) {
+    const int t0 = c * C, len = min(C, sq.len - t0);
+    if constexpr (!kStateOnly) load_sw_tile<C, kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+  };
+  auto load_k = [&](int c, int tid) {
+    const int t0 = c * C, len = min(C, sq.len - t0);
+    load_sw_tile<C, kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
+  };
+  auto load_small = [&](int c, int tid) {
+    if constexpr (kDelta) load_sw_tile<C, C>(s.T, Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
+    else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+  };
+
+  const float* h_in = kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
+  float hs[MT][32];  // (K, 64) state slice: hs[mt][i] at row 64 mt + wgmma_acc_coord(tid, i).row
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      const AccCoord rc = wgmma_acc_coord(tid, i);
+      const int d = 64 * mt + rc.row, col = rc.col;
+      float2 x = make_float2(0.f, 0.f);
+      if (trans) x = make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
+      else if (h_in) x = *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
+      hs[mt][i] = x.x;
+      hs[mt][i + 1] = x.y;
+    }
+  auto write_h_bf16 = [&](int tid) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const AccCoord rc = wgmma_acc_coord(tid, i);
+        *pair_h(64 * mt + rc.row, rc.col) = pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
+      }
+  };
+  write_h_bf16(tid);
+  if (c_begin < c_end) {
+    load_q(c_begin, tid);
+    load_k(c_begin, tid);
+    load_small(c_begin, tid);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  fence_proxy_async();  // h (st.shared) and the tiles (cp.async) before the wgmmas read them
+  __syncthreads();
+
+  for (int c = c_begin; c < c_end; ++c) {
+    const int t0 = c * C, len = min(C, sq.len - t0);
+    // The tiles' shared addresses, opaque to the compiler here: otherwise it hoists every k-step's 64-bit descriptor
+    // out of the chunk loop (about 60 registers) and spills at K = 128 (264 bytes with the delta rule, ptxas 13.0).
+    std::uint32_t sk = smem_addr(s.k[c & 1]), sq_ = sq0, sh = sh0, sT = sT0, sx = sx0, svn = svn0, svnd = svnd0;
+    asm volatile("" : "+r"(sk), "+r"(sq_), "+r"(sh), "+r"(sT), "+r"(sx), "+r"(svn), "+r"(svnd));
+    // The thread's index likewise (shadowing the block-scope names): the per-thread addresses of the epilogues'
+    // swizzled pairs, the state's bf16 copy and the cp.async pieces are recomputed each chunk, not kept live.
+    int tid_opaque = tid;
+    asm volatile("" : "+r"(tid_opaque));
+    const int tid = tid_opaque, r0 = (tid >> 5) * 16, g8 = (tid & 31) >> 2, t4 = tid & 3;
+    std::uint32_t vr[NN][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
+#pragma unroll
+      for (int nn = 0; nn < NN; ++nn)
+        vr[nn][half] = i < len && !trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
+    }
+
+    // Phase A: K h (delta rule), Q K^T (every key tile; the causal ones unread), and without the delta rule Q h.
+    // With it Q h waits for phase B (h is unchanged until the chunk's end): fewer accumulators live at once
+    // (ptxas spilled 264 bytes at K = 128 with all three here); the same sums.
+    float ax[NN][4], ao[NN][4], sqk[8][4];
+    auto q_h = [&]() {  // ao = Q h, issued inside the caller's fence / commit
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks)
+        wgmma_ss<64, 0, 1>(acc_flat(ao), sw_desc_k<C>(sq_, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
+    };
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ax[nn][e] = ao[nn][e] = sqk[nn][e] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      if constexpr (kDelta) wgmma_ss<64, 0, 1>(acc_flat(ax), sw_desc_k<C>(sk, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
+      if constexpr (!kStateOnly) wgmma_ss<64, 0, 0>(acc_flat(sqk), sw_desc_k<C>(sq_, ks), sw_desc_k<C>(sk, ks), 1);
+    }
+    if constexpr (!kDelta && !kStateOnly) q_h();
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc_flat(ax));
+    wgmma_fence_operand(acc_flat(ao));
+    wgmma_fence_operand(acc_flat(sqk));
+    const float GL = s.G[C - 1];
+    const bool split = !kDelta && a.gate != 0;  // state_t_kernel's three-piece update (its Phase A comment)
+    std::uint32_t pa[4][4];
+    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+    if constexpr (!kDelta && !kStateOnly) state_scale_o(s, a, r0, g8, ao);
+    fence_proxy_async();  // X (or V_new and its pieces) before the wgmmas
+    __syncthreads();
+    if (c + 1 < c_end) {
+      load_k(c + 1, tid);
+      if constexpr (!kDelta) {
+        load_q(c + 1, tid);
+        load_small(c + 1, tid);
+      }
+    }
+    cp_async_commit();
+
+    if constexpr (kDelta) {
+      // Phase B: V_new = T X over all four token k-steps (T's upper blocks are zeros).
+      float an[NN][4];
+#pragma unroll
+      for (int nn = 0; nn < NN; ++nn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), sw_desc_k<C>(sT, ks), sw_desc_mn<C>(sx, 0, ks), 1);
+      if constexpr (!kStateOnly) q_h();
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(acc_flat(an));
+      wgmma_fence_operand(acc_flat(ao));
+      state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
+      if constexpr (!kStateOnly) state_scale_o(s, a, r0, g8, ao);  // s.G is chunk c's until the barrier below
+      fence_proxy_async();
+      __syncthreads();
+      if (c + 1 < c_end) {
+        load_q(c + 1, tid);
+        load_small(c + 1, tid);
+      }
+      cp_async_commit();
+    }
+
+    // Phase C: O += P V_new (P from registers), h = e^{G_last} h + K^T (e^{G_last - G} V_new), one commit group.
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 32; ++e) hs[mt][e] *= decay;
+    wgmma_fence();
+    if constexpr (!kStateOnly) {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], sw_desc_mn<C>(svn, 0, ks), 1);
+    }
+    // (two straight-line copies: a run-time branch between the wgmmas makes ptxas insert warpgroup.arrive, C7519)
+    auto update = [&](auto three_pieces) {
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const std::uint64_t kt = sw_desc_mn<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
+          if constexpr (decltype(three_pieces)::value) {  // the small pieces first: lo (s.T), then mid (s.x)
+            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sT, 0, ks), 1);
+            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sx, 0, ks), 1);
+          }
+          wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(svnd, 0, ks), 1);
+        }
+    };
+    if (!kDelta && split)
+      update(std::true_type{});
+    else
+      update(std::false_type{});
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc_flat(ao));
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(hs[mt]);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      if (!kStateOnly && i < len) {
+        __nv_bfloat16* orow = a.o + vo_at(t0 + i);
+#pragma unroll
+        for (int nn = 0; nn < NN; ++nn)
+          *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
+      }
+    }
+    write_h_bf16(tid);   // h was last read by phase A's wgmmas (retired)
+    cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
+    fence_proxy_async();
+    __syncthreads();
+  }
+
+  float* h_out = kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+  if (h_out) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const AccCoord rc = wgmma_acc_coord(tid, i);
+        *reinterpret_cast<float2*>(h_out + hoff + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
+            make_float2(hs[mt][i], hs[mt][i + 1]);
+      }
+  }
+}
+
+}  // namespace glr::cuda::sm90::gdn
+
+namespace glr::cuda::sm90 {
+// GLR_FWD_WGMMA=1: rung 3's state kernel on wgmma (state_t_wgmma_kernel) at slice width 64, pass A and pass C of
+// the split pass included; read once per process. Opt-in because it has not run on a GPU yet.
+inline bool state_wgmma_requested() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLR_FWD_WGMMA");
+    return e != nullptr && e[0] == '1' && e[1] == '\0';
+  }();
+  return on;
+}
+}  // namespace glr::cuda::sm90
+
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
+namespace glr::cuda::sm90::gdn {
+// The wgmma state kernel's launch (grid as launch_state_t's at 64 columns), its shared-memory limit set once.
+template <bool kDelta, int kD, bool kStateOnly>
+inline cudaError_t launch_state_t_wgmma(const GdnFwdArgs& a, cudaStream_t stream) {
+  static const cudaError_t attributes =
+      cudaFuncSetAttribute(&state_t_wgmma_kernel<kDelta, kD, kStateOnly>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(state_wgmma_smem_bytes<kD>));
+  if (attributes != cudaSuccess) return attributes;
+  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
+  const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / 64, (a.segs - 1) * heads) : dim3(kD / 64, a.segs * heads);
+  return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
+                       a, emu_smem);
+}
+}  // namespace glr::cuda::sm90::gdn
+#endif
