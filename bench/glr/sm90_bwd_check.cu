@@ -365,7 +365,7 @@ void print_residency(int B, int T, int H) {
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, sizeof(gb::DhSmem<kVT>)));
-  const bool wg = glr::cuda::sm90::chunk_wgmma_requested();  // GLR_BWD_WGMMA=1: the chunk kernel on wgmma
+  const bool wg = glr::cuda::sm90::bwd_wgmma_requested();  // GLR_BWD_WGMMA=1: the chunk kernel on wgmma
   const std::size_t chunk_smem = wg ? gb::chunk_wgmma_smem_bytes<128> : sizeof(gb::ChunkSmem<128>);
   if (wg)
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_wgmma_kernel<128>, 128, chunk_smem));
@@ -461,7 +461,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
-              glr::cuda::sm90::chunk_wgmma_requested() ? "chunk_wgmma_kernel (wgmma, GLR_BWD_WGMMA=1)"
+              glr::cuda::sm90::bwd_wgmma_requested() ? "chunk_wgmma_kernel (wgmma, GLR_BWD_WGMMA=1)"
                                                        : "chunk_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {
