@@ -69,6 +69,18 @@ template <int kVT, int kRows>
 __device__ __forceinline__ std::uint64_t slice_desc(std::uint32_t base, int s) {
   return CanonTile(kSliceSwizzle<kVT>, true, kVT, kRows, 0).desc(base, s);
 }
+// The descriptor d advanced by `bytes` (a multiple of 16): its start-address field, which does not carry while the
+// address stays below 2^18 (shared memory), so desc_at(make_desc(b, ...), o) == make_desc(b + o, ...).
+__device__ __forceinline__ std::uint64_t desc_at(std::uint64_t d, std::uint32_t bytes) { return d + (bytes >> 4); }
+// x, which the compiler may not assume equal to its value in the chunk loop's previous iteration: the k-steps'
+// descriptors (about 70 64-bit values) are then formed in the iteration from a few bases instead of being hoisted
+// out of the loop into registers (255 registers and spills at kVT = 64, ptxas 13.0).
+__device__ __forceinline__ std::uint32_t per_iteration(std::uint32_t x) {
+#if !defined(GLR_SM90_HOST_EMU)
+  asm volatile("" : "+r"(x));
+#endif
+  return x;
+}
 // The 4-byte word holding columns (col, col + 1) of row r of a slice tile.
 template <int kVT>
 __device__ __forceinline__ std::uint32_t* slice_word(__nv_bfloat16* t, int r, int col) {
@@ -114,8 +126,6 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
   float* dbvg = kDelta ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C : nullptr;
   const int r0 = warp * 16;
-  const std::uint32_t sT = smem_addr(s.T), sds = smem_addr(s.ds), sdO = smem_addr(s.dO), sdvn = smem_addr(s.dvn),
-                      sy = smem_addr(s.y), sz = smem_addr(s.z);
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   auto load_qk = [&](int c) {
@@ -132,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
       const bool in = r < len;
       const __nv_bfloat16* src = a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + r) * sb.HV) * kD + sb.v0 + cc * 8;
-      cp_async_16(sdO + slice_offset<kVT>(r, cc * 8), in ? src : a.dout, in);
+      cp_async_16(smem_addr(s.dO) + slice_offset<kVT>(r, cc * 8), in ? src : a.dout, in);
     }
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
     else if (tid < C / 2) {
@@ -179,7 +189,18 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 
   for (int c = sb.sq.nch - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
-    const std::uint32_t qc = smem_addr(s.q[kDB ? (c & 1) : 0]), kc = smem_addr(s.k[kDB ? (c & 1) : 0]);
+    // The operands' descriptors at k-step 0 (k-step s: desc_at with a constant offset).
+    const std::uint32_t sbase = per_iteration(smem_addr(&s));
+    const auto at = [&](const void* p) { return sbase + static_cast<std::uint32_t>(static_cast<const char*>(p) - reinterpret_cast<const char*>(&s)); };
+    const std::uint32_t qc = at(s.q[kDB ? (c & 1) : 0]), kc = at(s.k[kDB ? (c & 1) : 0]);
+    const std::uint64_t dK = desc_kmajor<C>(kc, 0, 0), dQ = desc_kmajor<C>(qc, 0, 0), dKt = desc_mnmajor<C>(kc, 0, 0),
+                        dQt = desc_mnmajor<C>(qc, 0, 0), dTt = desc_mnmajor<C>(at(s.T), 0, 0),
+                        dDs = slice_desc<kVT, kD>(at(s.ds), 0), dDO = slice_desc<kVT, C>(at(s.dO), 0),
+                        dDvn = slice_desc<kVT, C>(at(s.dvn), 0), dY = slice_desc<kVT, C>(at(s.y), 0),
+                        dZ = slice_desc<kVT, C>(at(s.z), 0);
+    const auto kstep = [](int ks) { return sw128_offset<C>(0, 16 * ks); };      // K-major sw128, k-step ks
+    const auto tstep = [](int ks, int mt) { return sw128_offset<C>(16 * ks, 64 * mt); };  // MN-major sw128
+    constexpr std::uint32_t kSliceStep = 16 * 2 * kVT;                            // slice tile, k-step (16 rows)
     if constexpr (kDB) {
       if (c > 0) load_qk(c - 1);  // the other buffer (last read by chunk c + 1's wgmmas, retired before its barrier)
       cp_async_commit();
@@ -210,61 +231,79 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
                 bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
           }
     }
-    std::uint32_t vr[NN][2];
+    // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
+    // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
+    // acc = K dh' (C x kVT, inner K), y = scale e^G dO meanwhile; acc = e^{Gr_L - Gr_i} acc + P^T dO.
+    std::uint32_t pa[4][4];  // P^T as register-A fragments of k-step kk (n-tiles 2kk, 2kk+1)
+    {
+      float pt[32];  // (C, C)
+#pragma unroll
+      for (int e = 0; e < 32; ++e) pt[e] = 0.f;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss<64, 0, 0>(pt, desc_at(dK, kstep(ks)), desc_at(dQ, kstep(ks)), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(pt);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float Gri = s.Gr[i];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          float pv[2];
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const int j = n * 8 + 2 * t4 + u;
+            pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * n + half * 2 + u] : 0.f;  // P_ji
+          }
+          pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+        }
+      }
+    }
+    float acc[NA];  // (C, kVT)
+#pragma unroll
+    for (int e = 0; e < NA; ++e) acc[e] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<kVT, 0, 1>(acc, desc_at(dK, kstep(ks)), desc_at(dDs, ks * kSliceStep), 1);
+    wgmma_commit();
+    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // y while K dh' runs
+      const int i = r0 + g8 + half * 8;
+      const float ey = a.scale * expf(s.G[i]);
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const int j0 = n * 8 + 2 * t4;
+        const float2 dof = unpack_bf16x2(*slice_word<kVT>(s.dO, i, j0));
+        *slice_word<kVT>(s.y, i, j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
+      }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float ed = expf(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        acc[4 * n + half * 2] *= ed;
+        acc[4 * n + half * 2 + 1] *= ed;
+      }
+    }
+    wgmma_fence();  // acc and pa written by the threads
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], desc_at(dDO, ks * kSliceStep), 1);
+    wgmma_commit();
+    std::uint32_t vr[NN][2];  // v's slice of this warp's rows (phase B), loaded while P^T dO runs
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
       const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
       for (int n = 0; n < NN; ++n)
-        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+        vr[n][half] = kDelta && i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
     }
-
-    // Phase A: acc = K dh' (C x kVT, inner K), pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read).
-    float acc[NA], pt[32];  // (C, kVT), (C, C)
-#pragma unroll
-    for (int e = 0; e < NA; ++e) acc[e] = 0.f;
-#pragma unroll
-    for (int e = 0; e < 32; ++e) pt[e] = 0.f;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      wgmma_ss_n<kVT, 0, 1>(acc, desc_kmajor<C>(kc, 0, ks), slice_desc<kVT, kD>(sds, ks), 1);
-      wgmma_ss<64, 0, 0>(pt, desc_kmajor<C>(kc, 0, ks), desc_kmajor<C>(qc, 0, ks), 1);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(acc);
-    wgmma_fence_operand(pt);
-    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-    std::uint32_t pa[4][4];  // P^T as register-A fragments of k-step kk (n-tiles 2kk, 2kk+1)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], Gri = s.Gr[i], ed = expf(GrL - Gri), ey = a.scale * expf(Gi);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        float pv[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = n * 8 + 2 * t4 + u;
-          pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * n + half * 2 + u] : 0.f;  // P_ji
-        }
-        pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-      }
-#pragma unroll
-      for (int n = 0; n < NN; ++n) {
-        const int j0 = n * 8 + 2 * t4;
-        acc[4 * n + half * 2] *= ed;
-        acc[4 * n + half * 2 + 1] *= ed;
-        const float2 dof = unpack_bf16x2(*slice_word<kVT>(s.dO, i, j0));
-        *slice_word<kVT>(s.y, i, j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
-      }
-    }
-    wgmma_fence();  // acc and pa written by the threads
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], slice_desc<kVT, C>(sdO, ks), 1);
-    wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
     if constexpr (!kDelta) {
@@ -299,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       for (int e = 0; e < NA; ++e) acc[e] = 0.f;
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, desc_mnmajor<C>(sT, 0, ks), slice_desc<kVT, C>(sdvn, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, desc_at(dTt, tstep(ks, 0)), desc_at(dDvn, ks * kSliceStep), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc);
@@ -340,9 +379,8 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        wgmma_ss_n<kVT, 1, 1>(ds[mt], desc_mnmajor<C>(qc, mt * 64, ks), slice_desc<kVT, C>(sy, ks), 1);
-        if constexpr (kDelta)
-          wgmma_ss_n<kVT, 1, 1>(ds[mt], desc_mnmajor<C>(kc, mt * 64, ks), slice_desc<kVT, C>(sz, ks), 1);
+        wgmma_ss_n<kVT, 1, 1>(ds[mt], desc_at(dQt, tstep(ks, mt)), desc_at(dY, ks * kSliceStep), 1);
+        if constexpr (kDelta) wgmma_ss_n<kVT, 1, 1>(ds[mt], desc_at(dKt, tstep(ks, mt)), desc_at(dZ, ks * kSliceStep), 1);
       }
     wgmma_commit();
     wgmma_wait<0>();
