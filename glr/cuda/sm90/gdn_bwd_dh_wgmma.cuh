@@ -69,18 +69,6 @@ template <int kVT, int kRows>
 __device__ __forceinline__ std::uint64_t slice_desc(std::uint32_t base, int s) {
   return CanonTile(kSliceSwizzle<kVT>, true, kVT, kRows, 0).desc(base, s);
 }
-// The descriptor d advanced by `bytes` (a multiple of 16): its start-address field, which does not carry while the
-// address stays below 2^18 (shared memory), so desc_at(make_desc(b, ...), o) == make_desc(b + o, ...).
-__device__ __forceinline__ std::uint64_t desc_at(std::uint64_t d, std::uint32_t bytes) { return d + (bytes >> 4); }
-// x, which the compiler may not assume equal to its value in the chunk loop's previous iteration: the k-steps'
-// descriptors (about 70 64-bit values) are then formed in the iteration from a few bases instead of being hoisted
-// out of the loop into registers (255 registers and spills at kVT = 64, ptxas 13.0).
-__device__ __forceinline__ std::uint32_t per_iteration(std::uint32_t x) {
-#if !defined(GLR_SM90_HOST_EMU)
-  asm volatile("" : "+r"(x));
-#endif
-  return x;
-}
 // The 4-byte word holding columns (col, col + 1) of row r of a slice tile.
 template <int kVT>
 __device__ __forceinline__ std::uint32_t* slice_word(__nv_bfloat16* t, int r, int col) {
@@ -189,18 +177,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 
   for (int c = sb.sq.nch - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
-    // The operands' descriptors at k-step 0 (k-step s: desc_at with a constant offset).
-    const std::uint32_t sbase = per_iteration(smem_addr(&s));
-    const auto at = [&](const void* p) { return sbase + static_cast<std::uint32_t>(static_cast<const char*>(p) - reinterpret_cast<const char*>(&s)); };
-    const std::uint32_t qc = at(s.q[kDB ? (c & 1) : 0]), kc = at(s.k[kDB ? (c & 1) : 0]);
-    const std::uint64_t dK = desc_kmajor<C>(kc, 0, 0), dQ = desc_kmajor<C>(qc, 0, 0), dKt = desc_mnmajor<C>(kc, 0, 0),
-                        dQt = desc_mnmajor<C>(qc, 0, 0), dTt = desc_mnmajor<C>(at(s.T), 0, 0),
-                        dDs = slice_desc<kVT, kD>(at(s.ds), 0), dDO = slice_desc<kVT, C>(at(s.dO), 0),
-                        dDvn = slice_desc<kVT, C>(at(s.dvn), 0), dY = slice_desc<kVT, C>(at(s.y), 0),
-                        dZ = slice_desc<kVT, C>(at(s.z), 0);
-    const auto kstep = [](int ks) { return sw128_offset<C>(0, 16 * ks); };      // K-major sw128, k-step ks
-    const auto tstep = [](int ks, int mt) { return sw128_offset<C>(16 * ks, 64 * mt); };  // MN-major sw128
-    constexpr std::uint32_t kSliceStep = 16 * 2 * kVT;                            // slice tile, k-step (16 rows)
+    // The operands' descriptors, k-step ks, each formed where a wgmma takes it (64-bit values: formed at the top
+    // of the chunk they held 20 registers through it, and ptxas 13.0 spilled at kVT = 64, K = 128).
+    const std::uint32_t qc = smem_addr(s.q[kDB ? (c & 1) : 0]), kc = smem_addr(s.k[kDB ? (c & 1) : 0]);
+    const auto dK = [&](int ks) { return desc_kmajor<C>(kc, 0, ks); };
+    const auto dQt = [&](int ks, int mt) { return desc_mnmajor<C>(qc, 64 * mt, ks); };
+    const auto dKt = [&](int ks, int mt) { return desc_mnmajor<C>(kc, 64 * mt, ks); };
+    const auto dTt = [&](int ks) { return desc_mnmajor<C>(smem_addr(s.T), 0, ks); };
+    const auto dSlice = [&](const __nv_bfloat16* t, int ks) { return slice_desc<kVT, C>(smem_addr(t), ks); };
     if constexpr (kDB) {
       if (c > 0) load_qk(c - 1);  // the other buffer (last read by chunk c + 1's wgmmas, retired before its barrier)
       cp_async_commit();
@@ -235,13 +219,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
     // acc = K dh' (C x kVT, inner K), y = scale e^G dO meanwhile; acc = e^{Gr_L - Gr_i} acc + P^T dO.
     std::uint32_t pa[4][4];  // P^T as register-A fragments of k-step kk (n-tiles 2kk, 2kk+1)
-    {
-      float pt[32];  // (C, C)
 #pragma unroll
-      for (int e = 0; e < 32; ++e) pt[e] = 0.f;
+    for (int hp = 0; hp < 2; ++hp) {  // K Q^T's columns 32 hp .. 32 hp + 31 (P^T's k-steps 2 hp, 2 hp + 1) at a time
+      float pt[16];  // (C, 32)
+#pragma unroll
+      for (int e = 0; e < 16; ++e) pt[e] = 0.f;
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss<64, 0, 0>(pt, desc_at(dK, kstep(ks)), desc_at(dQ, kstep(ks)), 1);
+      for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<32, 0, 0>(pt, dK(ks), desc_kmajor<C>(qc, 32 * hp, ks), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(pt);
@@ -250,12 +235,13 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
         const int i = r0 + g8 + half * 8;
         const float Gri = s.Gr[i];
 #pragma unroll
-        for (int n = 0; n < 8; ++n) {
+        for (int nh = 0; nh < 4; ++nh) {
+          const int n = 4 * hp + nh;
           float pv[2];
 #pragma unroll
           for (int u = 0; u < 2; ++u) {
             const int j = n * 8 + 2 * t4 + u;
-            pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * n + half * 2 + u] : 0.f;  // P_ji
+            pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
           }
           pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
         }
@@ -266,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     for (int e = 0; e < NA; ++e) acc[e] = 0.f;
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<kVT, 0, 1>(acc, desc_at(dK, kstep(ks)), desc_at(dDs, ks * kSliceStep), 1);
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), slice_desc<kVT, kD>(smem_addr(s.ds), ks), 1);
     wgmma_commit();
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
 #pragma unroll
@@ -293,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     }
     wgmma_fence();  // acc and pa written by the threads
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], desc_at(dDO, ks * kSliceStep), 1);
+    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], dSlice(s.dO, ks), 1);
     wgmma_commit();
     std::uint32_t vr[NN][2];  // v's slice of this warp's rows (phase B), loaded while P^T dO runs
 #pragma unroll
@@ -338,7 +324,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       for (int e = 0; e < NA; ++e) acc[e] = 0.f;
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, desc_at(dTt, tstep(ks, 0)), desc_at(dDvn, ks * kSliceStep), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, dTt(ks), dSlice(s.dvn, ks), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc);
@@ -379,8 +365,8 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        wgmma_ss_n<kVT, 1, 1>(ds[mt], desc_at(dQt, tstep(ks, mt)), desc_at(dY, ks * kSliceStep), 1);
-        if constexpr (kDelta) wgmma_ss_n<kVT, 1, 1>(ds[mt], desc_at(dKt, tstep(ks, mt)), desc_at(dZ, ks * kSliceStep), 1);
+        wgmma_ss_n<kVT, 1, 1>(ds[mt], dQt(ks, mt), dSlice(s.y, ks), 1);
+        if constexpr (kDelta) wgmma_ss_n<kVT, 1, 1>(ds[mt], dKt(ks, mt), dSlice(s.z, ks), 1);
       }
     wgmma_commit();
     wgmma_wait<0>();
