@@ -21,15 +21,16 @@
 //   (N = the kVT columns, one atom; K = the rows), CanonTile(slice_swizzle, true, kVT, rows, 0).
 //
 // Products and order (each element's k-steps ascending, as dh_kernel's mma.syncs; accumulators zeroed by the
-// threads, scale-d = 1; every commit group waited for at once before its epilogue):
-//   A: acc = K dh' and pt = K Q^T (one group); acc *= e^{Gr_L - Gr_i}, then acc += P^T dO (one group, A from
-//      registers). B: acc = T^T dV_new. C: ds = e^{G_L} ds, then per k-step Q^T y, K^T z (one group).
+// threads, scale-d = 1; every commit group waited for before its accumulators are read):
+//   A: pt = K Q^T by 32-column halves (P^T's fragments from each); acc = K dh' (y written meanwhile); acc *=
+//      e^{Gr_L - Gr_i}, then acc += P^T dO (A from registers; v loaded meanwhile). B: acc = T^T dV_new.
+//   C: ds = e^{G_L} ds, then per k-step Q^T y, K^T z (one group).
 // dh_kernel skips the 16-token tiles that are zero for its warp (P^T's and T^T's below the diagonal, K Q^T's
 // column tiles left of it); a wgmma is warpgroup-wide, so here every warp issues every k-step: the skipped tiles
 // add 0 x (a finite value) = +-0 products (a -0 sum may become +0), and K Q^T's unread tiles are computed. So on the
 // emulator (one rounding per k16 step for both instructions) the outputs equal dh_kernel's word for word, but where
-// dO or dV_new hold a NaN or Inf: 0 x Inf = NaN then reaches dv of the earlier tokens of that chunk (dh_kernel: of
-// the tokens in the same 16-token tile only; the exact gradients do not depend on them). On a GPU the two
+// dO or dV_new hold a NaN or Inf at token j: 0 x Inf = NaN then reaches dv_i of the chunk's tokens i > j, whose
+// exact dv does not depend on it (dh_kernel: those in j's 16-token tile only). On a GPU the two
 // instructions' accumulation order inside a k-step may differ: rounding-level differences.
 //
 // Loads: cp.async as dh_kernel (q, k double-buffered at kVT <= 32), then fence.proxy.async + a barrier before the
