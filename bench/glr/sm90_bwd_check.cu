@@ -364,8 +364,12 @@ void print_residency(int B, int T, int H) {
   namespace gb = glr::cuda::sm90::gdn_bwd;
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, sizeof(gb::DhSmem<kVT>)));
-  const bool wg = glr::cuda::sm90::chunk_wgmma_requested();  // GLR_BWD_WGMMA=1: the chunk kernel on wgmma
+  const bool wg = glr::cuda::sm90::bwd_wgmma_requested();  // GLR_BWD_WGMMA=1: the chunk and dh kernels on wgmma
+  const std::size_t dh_smem = wg ? gb::dh_wgmma_smem_bytes<kVT, 128> : sizeof(gb::DhSmem<kVT>);
+  if (wg)
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_wgmma_kernel<kVT>, 128, dh_smem));
+  else
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, dh_smem));
   const std::size_t chunk_smem = wg ? gb::chunk_wgmma_smem_bytes<128> : sizeof(gb::ChunkSmem<128>);
   if (wg)
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_wgmma_kernel<128>, 128, chunk_smem));
@@ -373,7 +377,7 @@ void print_residency(int B, int T, int H) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, chunk_smem));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
               "dh %d (%zu B), chunk%s %d (%zu B); workspace %.1f MB\n",
-              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, sizeof(gb::DhSmem<kVT>),
+              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, dh_smem,
               wg ? " (wgmma)" : "", nc, chunk_smem, glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
@@ -459,10 +463,10 @@ int main(int argc, char** argv) {
   if (!do_check && !do_timing) do_check = do_timing = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s\n", prop.name, prop.major, prop.minor,
+  std::printf("device %s, sm_%d%d, %d SMs; chunk and dh kernels: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
-              glr::cuda::sm90::chunk_wgmma_requested() ? "chunk_wgmma_kernel (wgmma, GLR_BWD_WGMMA=1)"
-                                                       : "chunk_kernel (mma.sync)");
+              glr::cuda::sm90::bwd_wgmma_requested() ? "chunk_wgmma_kernel, dh_wgmma_kernel (wgmma, GLR_BWD_WGMMA=1)"
+                                                     : "chunk_kernel, dh_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {
     const Problem shapes[] = {

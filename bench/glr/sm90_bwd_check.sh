@@ -6,15 +6,16 @@
 #   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
 #      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's wy_kernel<3>) prints FAIL.
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
-#      (chunk_wgmma_kernel: without HGMMA): FAIL.
+#      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the
 #      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs.
 #   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
 #      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention. Runs even if stage 3 failed.
-#   5. GLR_BWD_WGMMA=1 sm90_bwd_check --check (check_wgmma.txt): stage 3 with the chunk kernel on wgmma
-#      (chunk_wgmma_kernel, gdn_bwd_wgmma.cuh: opt-in, first run on a GPU here); a failure fails the script.
-#   6. GLR_BWD_WGMMA=1 sm90_bwd_check --timing (timing_wgmma.txt): stage 4 with it, side by side with stage 4's
-#      "chunk" column (the wgmma kernel replaces only the chunk kernel).
+#   5. GLR_BWD_WGMMA=1 sm90_bwd_check --check (check_wgmma.txt): stage 3 with the chunk and dh kernels on wgmma
+#      (chunk_wgmma_kernel, gdn_bwd_wgmma.cuh; dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU
+#      here); a failure fails the script.
+#   6. GLR_BWD_WGMMA=1 sm90_bwd_check --timing (timing_wgmma.txt): stage 4 with them, side by side with stage 4's
+#      "dh" and "chunk" columns (the wgmma kernels replace only those two).
 # Exit status: 0 when stages 1-3 and 5 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -86,6 +87,12 @@ if [ -x "$CUOBJDUMP" ]; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::chunk_wgmma_kernel)"
     status=1
   fi
+  # the dh kernel on wgmma: every instantiation (slices of 64, 32, 16 columns; K = 64, 128; delta rule or not)
+  if ! grep -E "gdn_bwd[0-9]*dh_wgmma_kernel" "$out/sass_counts.txt" >/dev/null ||
+    grep -E "gdn_bwd[0-9]*dh_wgmma_kernel.*HGMMA 0 " "$out/sass_counts.txt" >/dev/null; then
+    say "SASS: FAIL (no HGMMA in gdn_bwd::dh_wgmma_kernel)"
+    status=1
+  fi
 else
   say "SASS: cuobjdump not found, skipped"
 fi
@@ -93,15 +100,15 @@ echo "== 3. check"
 run_stage --check check.txt "check"
 echo "== 4. timing"
 run_stage --timing timing.txt "timing"
-echo "== 5. check, chunk kernel on wgmma (GLR_BWD_WGMMA=1)"
-run_stage --check check_wgmma.txt "check (wgmma chunk kernel)" GLR_BWD_WGMMA=1
-echo "== 6. timing, chunk kernel on wgmma (GLR_BWD_WGMMA=1)"
+echo "== 5. check, chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1)"
+run_stage --check check_wgmma.txt "check (wgmma chunk and dh kernels)" GLR_BWD_WGMMA=1
+echo "== 6. timing, chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1)"
 run_stage --timing timing_wgmma.txt "timing (wgmma)" GLR_BWD_WGMMA=1
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
 grep -h -E "^timing|resident|^  \(bwd" "$out/timing.txt" || true
-echo "-- chunk kernel on wgmma (GLR_BWD_WGMMA=1):"
+echo "-- chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_wgmma.txt" || true
 grep -h -E "^timing|resident" "$out/timing_wgmma.txt" || true
 echo "exit status $status ($(($(date +%s) - start)) s)"

@@ -1,7 +1,7 @@
 // glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
 // derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n64k16 wgmmas on shared-memory operands instead of
-// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_BWD_WGMMA=1, chunk_wgmma_requested below): NOT YET RUN ON A
+// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_BWD_WGMMA=1, bwd_wgmma_requested below): NOT YET RUN ON A
 // GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
 // the PTX ISA's descriptor and layout definitions) against the float64 recurrence and against chunk_kernel.
 //
@@ -301,10 +301,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
 }  // namespace glr::cuda::sm90::gdn_bwd
 
 namespace glr::cuda::sm90 {
-// GLR_BWD_WGMMA=1: the backward's chunk kernel on wgmma (chunk_wgmma_kernel) instead of chunk_kernel; read once per
-// process. Opt-in because it has not run on a GPU yet (bench/glr/sm90_bwd_notes.md). It takes every case
-// chunk_kernel takes (K = V = 64 and 128, with and without the delta rule, packed sequences, GVA): no refusal.
-inline bool chunk_wgmma_requested() {
+// GLR_BWD_WGMMA=1: the backward's kernels on wgmma, chunk_wgmma_kernel instead of chunk_kernel and dh_wgmma_kernel
+// (gdn_bwd_dh_wgmma.cuh) instead of dh_kernel; read once per process. Opt-in because they have not run on a GPU yet
+// (bench/glr/sm90_bwd_notes.md). They take every case the mma.sync kernels take (K = V = 64 and 128, with and
+// without the delta rule, packed sequences, GVA, slices of 64, 32 and 16 columns): no refusal.
+inline bool bwd_wgmma_requested() {
   static const bool on = [] {
     const char* e = std::getenv("GLR_BWD_WGMMA");
     return e != nullptr && e[0] == '1' && e[1] == '\0';

@@ -366,4 +366,68 @@ struct CanonTile {
   }
 };
 
+
+// ---- Narrow N (16, 32: the state slices of gdn_bwd_dh_wgmma.cuh's dh kernel, whose B is a 16- or 32-column slice)
+// and wgmma_ss_n / wgmma_rs_n, which take any N of 16, 32, 64, 128 (N = 64, 128: wgmma_ss / wgmma_rs above).
+#if !defined(GLR_SM90_HOST_EMU)
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_ss_16(float (&d)[8], std::uint64_t da, std::uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+}
+template <int TB>
+__device__ __forceinline__ void wgmma_rs_16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, %14;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_ss_32(float (&d)[16], std::uint64_t da, std::uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+}
+template <int TB>
+__device__ __forceinline__ void wgmma_rs_32(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
+}
+#endif  // !GLR_SM90_HOST_EMU
+
+template <int N, int TA, int TB>
+__device__ __forceinline__ void wgmma_ss_n(float (&d)[N / 2], std::uint64_t da, std::uint64_t db, int scale_d) {
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma_ss_n: N = 16, 32, 64 or 128");
+#if defined(GLR_SM90_HOST_EMU)
+  wgmma_ss<N, TA, TB>(d, da, db, scale_d);  // the emulator's twin takes any N
+#else
+  if constexpr (N == 16)
+    wgmma_ss_16<TA, TB>(d, da, db, scale_d);
+  else if constexpr (N == 32)
+    wgmma_ss_32<TA, TB>(d, da, db, scale_d);
+  else
+    wgmma_ss<N, TA, TB>(d, da, db, scale_d);
+#endif
+}
+template <int N, int TB>
+__device__ __forceinline__ void wgmma_rs_n(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t db,
+                                           int scale_d) {
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma_rs_n: N = 16, 32, 64 or 128");
+#if defined(GLR_SM90_HOST_EMU)
+  wgmma_rs<N, TB>(d, a, db, scale_d);
+#else
+  if constexpr (N == 16)
+    wgmma_rs_16<TB>(d, a, db, scale_d);
+  else if constexpr (N == 32)
+    wgmma_rs_32<TB>(d, a, db, scale_d);
+  else
+    wgmma_rs<N, TB>(d, a, db, scale_d);
+#endif
+}
+
 }  // namespace glr::cuda::sm90

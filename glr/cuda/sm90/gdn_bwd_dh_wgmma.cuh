@@ -1,0 +1,416 @@
+// glr/cuda/sm90/gdn_bwd_dh_wgmma.cuh: the backward's reverse-state kernel on wgmma (warpgroup MMA, sm_90a):
+// dh_wgmma_kernel, the same grid, inputs, outputs and algebra as dh_kernel (gdn_bwd_mma.cuh, whose comment carries
+// the per-chunk formulas; bench/glr/sm90_bwd_notes.md), its products as m64nNk16 wgmmas (N = the slice width kVT
+// = 16, 32 or 64, and 64 for K Q^T) instead of mma.sync m16n8k16 on ldmatrix fragments. Opt-in with the chunk
+// kernel on wgmma (GLR_BWD_WGMMA=1, bwd_wgmma_requested in gdn_bwd_wgmma.cuh): NOT YET RUN ON A GPU; checked on
+// the host emulator (tests/glr_sm90/emu_wgmma.hpp) against the float64 recurrence and against dh_kernel.
+//
+// Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 tokens is wgmma's M, so phases A
+// and B (K dh', K Q^T, P^T dO, T^T dV_new: 64 token rows) give warp w rows 16w..16w+15 and, per 8-column block n,
+// the mma.m16n8 C fragment: dh_kernel's acc[n][e] is acc[4n + e] here and every epilogue reads the same (row,
+// column). P^T, formed in registers as mma.sync A fragments, is wgmma's register-A layout as it stands. Phase C's
+// state rows (K = 64 or 128) are one or two m64 accumulators: ds[mt][4n + e] holds row 64 mt + 16w + g (+8),
+// dh_kernel's warp w holds rows 32w..32w+31 at K = 128 instead (the same values, another owner).
+//
+// Shared-memory operands (every tile 1024-byte aligned; the swizzle acts on address bits):
+// - q, k, T: K-major 128B-swizzled (sw128_offset, as chunk_wgmma_kernel): q, k rows = tokens; read K-major as K Q^T's
+//   A and B and K dh''s A, MN-major (the features as M) as Q^T and K^T of phase C; T rows j, columns i, read
+//   MN-major as A = T^T (M = i).
+// - the slice tiles dh' (K x kVT), dO, dV_new, y, z (C x kVT): row r at r * 2 kVT bytes, the row's 16-byte chunks
+//   swizzled with the swizzle as wide as the row (128B at kVT = 64, 64B at 32, 32B at 16): MN-major B operands
+//   (N = the kVT columns, one atom; K = the rows), CanonTile(slice_swizzle, true, kVT, rows, 0).
+//
+// Products and order (each element's k-steps ascending, as dh_kernel's mma.syncs; accumulators zeroed by the
+// threads, scale-d = 1; every commit group waited for before its accumulators are read):
+//   A: pt = K Q^T by 32-column halves (P^T's fragments from each); acc = K dh' (y written meanwhile); acc *=
+//      e^{Gr_L - Gr_i}, then acc += P^T dO (A from registers; v loaded meanwhile). B: acc = T^T dV_new.
+//   C: ds = e^{G_L} ds, then per k-step Q^T y, K^T z (one group).
+// dh_kernel skips the 16-token tiles that are zero for its warp (P^T's and T^T's below the diagonal, K Q^T's
+// column tiles left of it); a wgmma is warpgroup-wide, so here every warp issues every k-step: the skipped tiles
+// add 0 x (a finite value) = +-0 products (a -0 sum may become +0), and K Q^T's unread tiles are computed. So on the
+// emulator (one rounding per k16 step for both instructions) the outputs equal dh_kernel's word for word, but where
+// dO or dV_new hold a NaN or Inf at token j: 0 x Inf = NaN then reaches dv_i of the chunk's tokens i > j, whose
+// exact dv does not depend on it (dh_kernel: those in j's 16-token tile only). On a GPU the two
+// instructions' accumulation order inside a k-step may differ: rounding-level differences.
+//
+// Loads: cp.async as dh_kernel (q, k double-buffered at kVT <= 32), then fence.proxy.async + a barrier before the
+// wgmmas read them; the threads' own stores (dh', dV_new, y, z) the same. No TMA, no producer warpgroup: the chunk
+// step is a dependent chain (dh' in, dh out) whose products are few; what wgmma buys here is fewer instructions
+// (no ldmatrix, 4 warps' tiles in one instruction) and registers freed from the B fragments.
+// Included by gdn_bwd_mma.cuh after gdn_bwd_wgmma.cuh (its helpers: StateBlock, state_block, bf16x2_residual,
+// prefetch_l2, kDhQkBuffers; sw128_offset, load_sw128, desc_kmajor, desc_mnmajor).
+#pragma once
+
+#include "wgmma.cuh"
+
+namespace glr::cuda::sm90::gdn_bwd {
+
+// The swizzle as wide as a slice row of kVT bf16 (2 kVT bytes).
+template <int kVT>
+inline constexpr Swizzle kSliceSwizzle = kVT == 64 ? Swizzle::B128 : kVT == 32 ? Swizzle::B64 : Swizzle::B32;
+// Byte offset of element (r, col) of a slice tile (rows of kVT bf16) from a 1024-byte aligned base.
+template <int kVT>
+__host__ __device__ constexpr std::uint32_t slice_offset(int r, int col) {
+  return swizzle_addr(static_cast<std::uint32_t>(r * 2 * kVT + col * 2), kSliceSwizzle<kVT>);
+}
+// The slice tile is CanonTile's MN-major layout with the row-wide swizzle (N = the columns, K = the rows).
+template <int kVT, int kRows>
+constexpr bool slice_matches_canon() {
+  const CanonTile t(kSliceSwizzle<kVT>, true, kVT, kRows, 0);
+  for (int r = 0; r < kRows; ++r)
+    for (int col = 0; col < kVT; ++col)
+      if (t.addr(0, col, r) != slice_offset<kVT>(r, col)) return false;
+  return true;
+}
+static_assert(slice_matches_canon<64, 128>() && slice_matches_canon<32, 128>() && slice_matches_canon<16, 128>() &&
+                  slice_matches_canon<16, 64>(),
+              "slice_offset is CanonTile's MN-major layout");
+// The B descriptor of a slice tile at `base` (kRows rows), k-step s (rows 16 s .. 16 s + 15).
+template <int kVT, int kRows>
+__device__ __forceinline__ std::uint64_t slice_desc(std::uint32_t base, int s) {
+  return CanonTile(kSliceSwizzle<kVT>, true, kVT, kRows, 0).desc(base, s);
+}
+// The 4-byte word holding columns (col, col + 1) of row r of a slice tile.
+template <int kVT>
+__device__ __forceinline__ std::uint32_t* slice_word(__nv_bfloat16* t, int r, int col) {
+  return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + slice_offset<kVT>(r, col));
+}
+
+template <int kVT, int kD = gdn::DK>
+struct DhWgSmem {  // every tile a multiple of 1024 bytes, the struct's base aligned to 1024 at run time
+  __nv_bfloat16 q[kDhQkBuffers<kVT>][C * kD];  // (C, K) per buffer, sw128
+  __nv_bfloat16 k[kDhQkBuffers<kVT>][C * kD];  // (C, K) per buffer, sw128
+  __nv_bfloat16 T[C * C];                       // (C, C) sw128
+  __nv_bfloat16 ds[kD * kVT];                   // (K, kVT) slice tile: bf16 copy of dh'
+  __nv_bfloat16 dO[C * kVT];                    // (C, kVT) slice tile
+  __nv_bfloat16 dvn[C * kVT];                   // (C, kVT) slice tile: dV_new
+  __nv_bfloat16 y[C * kVT];                     // (C, kVT) slice tile: scale e^G dO
+  __nv_bfloat16 z[C * kVT];                     // (C, kVT) slice tile: -beta e^G dX
+  float G[C];
+  float Gr[C];
+  float beta[C];
+  float red[C * 4];  // rowsum(dX . V) partials, one per lane of a row's quad
+};
+template <int kVT, int kD>
+inline constexpr std::size_t dh_wgmma_smem_bytes = sizeof(DhWgSmem<kVT, kD>) + 1024;
+static_assert(dh_wgmma_smem_bytes<64, 128> <= 113 * 1024 && dh_wgmma_smem_bytes<32, 128> <= 113 * 1024,
+              "two blocks per SM, as dh_kernel");
+static_assert((C * 16 * 2) % 1024 == 0, "slice tiles keep the 1024-byte alignment");
+
+template <int kVT, int kD = gdn::DK, bool kDelta = true>
+__global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  static_assert(kVT == 16 || kVT == 32 || kVT == 64, "slices of 16, 32 or 64 columns (wgmma N)");
+  static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
+  constexpr int NA = kVT / 2, MT = kD / 64;  // accumulators of a (64 x kVT) product; m64 parts of K
+  constexpr int NN = kVT / 8;
+  extern __shared__ __align__(16) char smem_raw[];
+  const std::uint32_t raw = smem_addr(smem_raw);
+  DhWgSmem<kVT, kD>& s = *reinterpret_cast<DhWgSmem<kVT, kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
+  StateBlock sb;
+  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
+  float* dbvg = kDelta ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C : nullptr;
+  const int r0 = warp * 16;
+
+  constexpr bool kDB = kDhQkBuffers<kVT> == 2;
+  auto load_qk = [&](int c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), buf = kDB ? (c & 1) : 0;
+    load_sw128<C, kD>(s.q[buf], a.q + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
+    load_sw128<C, kD>(s.k[buf], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
+  };
+  auto load_small = [&](int c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
+    if constexpr (kDelta) load_sw128<C, C>(s.T, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
+    constexpr int kPieces = kVT / 8;
+#pragma unroll
+    for (int it = 0; it < C * kPieces / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+      const bool in = r < len;
+      const __nv_bfloat16* src = a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + r) * sb.HV) * kD + sb.v0 + cc * 8;
+      cp_async_16(smem_addr(s.dO) + slice_offset<kVT>(r, cc * 8), in ? src : a.dout, in);
+    }
+    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
+    else if (tid < C / 2) {
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
+    } else if (tid < 3 * C / 4) {
+      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+    }
+  };
+
+  // dh' slice in wgmma accumulators: ds[mt][4n + 2 half + u] is row 64 mt + r0 + g8 + 8 half, column 8n + 2 t4 + u.
+  float ds[MT][NA];
+  auto ds_row = [&](int mt, int half) { return mt * 64 + r0 + g8 + half * 8; };
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
+        float2 x = make_float2(0.f, 0.f);
+        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
+        ds[mt][4 * n + 2 * half] = x.x;
+        ds[mt][4 * n + 2 * half + 1] = x.y;
+      }
+  auto write_ds_bf16 = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          *slice_word<kVT>(s.ds, ds_row(mt, half), n * 8 + 2 * t4) =
+              pack_bf16x2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+  };
+  write_ds_bf16();
+  if (sb.sq.nch > 0) {
+    load_qk(sb.sq.nch - 1);
+    load_small(sb.sq.nch - 1);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  fence_proxy_async();  // cp.async's and the threads' writes (generic proxy) before the wgmmas read them
+  __syncthreads();
+
+  for (int c = sb.sq.nch - 1; c >= 0; --c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
+    // The operands' descriptors, k-step ks, each formed where a wgmma takes it (64-bit values: formed at the top
+    // of the chunk they held 20 registers through it, and ptxas 13.0 spilled at kVT = 64, K = 128).
+    const std::uint32_t qc = smem_addr(s.q[kDB ? (c & 1) : 0]), kc = smem_addr(s.k[kDB ? (c & 1) : 0]);
+    const auto dK = [&](int ks) { return desc_kmajor<C>(kc, 0, ks); };
+    const auto dQt = [&](int ks, int mt) { return desc_mnmajor<C>(qc, 64 * mt, ks); };
+    const auto dKt = [&](int ks, int mt) { return desc_mnmajor<C>(kc, 64 * mt, ks); };
+    const auto dTt = [&](int ks) { return desc_mnmajor<C>(smem_addr(s.T), 0, ks); };
+    const auto dSlice = [&](const __nv_bfloat16* t, int ks) { return slice_desc<kVT, C>(smem_addr(t), ks); };
+    if constexpr (kDB) {
+      if (c > 0) load_qk(c - 1);  // the other buffer (last read by chunk c + 1's wgmmas, retired before its barrier)
+      cp_async_commit();
+    } else if (c > 0) {  // as dh_kernel: chunk c - 1's q and k to L2 now, loaded after phase C
+      const int row = tid >> 1;
+      const std::int64_t off = (sb.tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
+      prefetch_l2(a.q + off);
+      prefetch_l2(a.k + off);
+    }
+    {  // dh_{c+1} as bf16 (from the slice tile, 16 bytes a piece) and its bf16 residual (from the registers)
+      __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
+      constexpr int kPieces = kVT / 8;
+#pragma unroll
+      for (int it = 0; it < kD * kPieces / kThreads; ++it) {
+        const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+        *reinterpret_cast<uint4*>(dst + r * kD + cc * 8) =
+            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.ds) + slice_offset<kVT>(r, cc * 8));
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NN; ++n)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
+            const float x0 = ds[mt][4 * n + 2 * half], x1 = ds[mt][4 * n + 2 * half + 1];
+            *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * kD * kD + d * kD + col) =
+                bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
+          }
+    }
+    // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
+    // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
+    // acc = K dh' (C x kVT, inner K), y = scale e^G dO meanwhile; acc = e^{Gr_L - Gr_i} acc + P^T dO.
+    std::uint32_t pa[4][4];  // P^T as register-A fragments of k-step kk (n-tiles 2kk, 2kk+1)
+#pragma unroll
+    for (int hp = 0; hp < 2; ++hp) {  // K Q^T's columns 32 hp .. 32 hp + 31 (P^T's k-steps 2 hp, 2 hp + 1) at a time
+      float pt[16];  // (C, 32)
+#pragma unroll
+      for (int e = 0; e < 16; ++e) pt[e] = 0.f;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<32, 0, 0>(pt, dK(ks), desc_kmajor<C>(qc, 32 * hp, ks), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(pt);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float Gri = s.Gr[i];
+#pragma unroll
+        for (int nh = 0; nh < 4; ++nh) {
+          const int n = 4 * hp + nh;
+          float pv[2];
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const int j = n * 8 + 2 * t4 + u;
+            pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
+          }
+          pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+        }
+      }
+    }
+    float acc[NA];  // (C, kVT)
+#pragma unroll
+    for (int e = 0; e < NA; ++e) acc[e] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), slice_desc<kVT, kD>(smem_addr(s.ds), ks), 1);
+    wgmma_commit();
+    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // y while K dh' runs
+      const int i = r0 + g8 + half * 8;
+      const float ey = a.scale * expf(s.G[i]);
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const int j0 = n * 8 + 2 * t4;
+        const float2 dof = unpack_bf16x2(*slice_word<kVT>(s.dO, i, j0));
+        *slice_word<kVT>(s.y, i, j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
+      }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float ed = expf(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        acc[4 * n + half * 2] *= ed;
+        acc[4 * n + half * 2 + 1] *= ed;
+      }
+    }
+    wgmma_fence();  // acc and pa written by the threads
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], dSlice(s.dO, ks), 1);
+    wgmma_commit();
+    std::uint32_t vr[NN][2];  // v's slice of this warp's rows (phase B), loaded while P^T dO runs
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
+      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+        vr[n][half] = kDelta && i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+    if constexpr (!kDelta) {
+      // dX = dV_new (T = I), dv = dX (no beta), the fp32 sums rounded once; no dX, z or dbeta partials.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
+#pragma unroll
+        for (int n = 0; n < NN; ++n)
+          if (i < len)
+            *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) =
+                pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
+      }
+      fence_proxy_async();
+      __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
+      if (c > 0) load_small(c - 1);
+      cp_async_commit();
+    } else {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+#pragma unroll
+        for (int n = 0; n < NN; ++n)
+          *slice_word<kVT>(s.dvn, i, n * 8 + 2 * t4) = pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
+      }
+      fence_proxy_async();
+      __syncthreads();  // dV_new visible
+
+      // Phase B: acc = T^T dV_new (A = T^T: T's tile read MN-major).
+#pragma unroll
+      for (int e = 0; e < NA; ++e) acc[e] = 0.f;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, dTt(ks), dSlice(s.dvn, ks), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(acc);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
+        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
+        float rs = 0.f;
+#pragma unroll
+        for (int n = 0; n < NN; ++n) {
+          const int col = n * 8 + 2 * t4;
+          const float x0 = acc[4 * n + half * 2], x1 = acc[4 * n + half * 2 + 1];
+          const float2 vf = unpack_bf16x2(vr[n][half]);
+          rs = fmaf(x0, vf.x, rs);
+          rs = fmaf(x1, vf.y, rs);
+          if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
+          *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
+          *slice_word<kVT>(s.z, i, col) = pack_bf16x2(zi * x0, zi * x1);
+        }
+        s.red[i * 4 + t4] = rs;
+      }
+      fence_proxy_async();
+      __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
+      if (c > 0) load_small(c - 1);
+      cp_async_commit();
+      if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+    }
+
+    // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
+    const float decay = expf(GL);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < NA; ++e) ds[mt][e] *= decay;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        wgmma_ss_n<kVT, 1, 1>(ds[mt], dQt(ks, mt), dSlice(s.y, ks), 1);
+        if constexpr (kDelta) wgmma_ss_n<kVT, 1, 1>(ds[mt], dKt(ks, mt), dSlice(s.z, ks), 1);
+      }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(ds[mt]);
+    write_ds_bf16();  // dh' was last read by phase A's wgmmas (retired)
+    if constexpr (!kDB) {
+      __syncthreads();  // every warp is past phase C's wgmmas on q, k
+      if (c > 0) load_qk(c - 1);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
+  }
+
+  if (a.dh0) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(a.dh0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
+              make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+        }
+  }
+}
+
+}  // namespace glr::cuda::sm90::gdn_bwd
+
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
+namespace glr::cuda::sm90::gdn_bwd {
+// The wgmma dh kernel's launch (grid as dh_kernel's), its shared-memory limit set once per process.
+template <int kVT, int kD, bool kDelta>
+inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
+  static const cudaError_t attributes =
+      cudaFuncSetAttribute(&dh_wgmma_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(dh_wgmma_smem_bytes<kVT, kD>));
+  if (attributes != cudaSuccess) return attributes;
+  return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream, a,
+                       emu_smem);
+}
+}  // namespace glr::cuda::sm90::gdn_bwd
+#endif
