@@ -176,8 +176,19 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
   const GateInfo gi = gate.info();
   res.gate = gi.name;
   const auto t0 = std::chrono::steady_clock::now();
+  const GateContext::Counters before = ctx.counters();
   auto finish = [&]() -> GateResult {
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const GateContext::Counters& now = ctx.counters();
+    res.candidate_calls = now.candidate_calls - before.candidate_calls;
+    res.candidate_seconds = now.candidate_seconds - before.candidate_seconds;
+    res.oracle_evaluations = now.oracle_evaluations - before.oracle_evaluations;
+    res.oracle_reuses = now.oracle_reuses - before.oracle_reuses;
+    res.reference_evaluations = now.reference_evaluations - before.reference_evaluations;
+    res.label_evaluations = now.label_evaluations - before.label_evaluations;
+    res.oracle_seconds = now.oracle_seconds - before.oracle_seconds;
+    res.input_draws = now.input_draws - before.input_draws;
+    res.draw_seconds = now.draw_seconds - before.draw_seconds;
     return res;
   };
   std::vector<GateCase> cases;
