@@ -60,6 +60,7 @@ struct GateResult {
   // cost model of a row (docs/audit.md) is read from these.
   int candidate_calls = 0;
   double candidate_seconds = 0.0;
+  int shrink_runs = 0;                   // re-runs of the failing case at smaller shapes (in the counts above)
   int oracle_evaluations = 0;            // float64 oracle runs (memo misses)
   int oracle_reuses = 0;                 // oracle lookups the memo answered
   int reference_evaluations = 0;         // working-precision reference runs

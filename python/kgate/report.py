@@ -156,7 +156,7 @@ def summary_text(paths) -> str:
 # oracle_reuses, reference_evaluations, candidate_seconds, oracle_seconds, draw_seconds); the row's `phases`
 # the rest (worker start, builds, baseline, public harness). docs/audit.md's cost model reads this table.
 
-COST_FIELDS = ("cases", "candidate_calls", "oracle_evaluations", "oracle_reuses", "reference_evaluations",
+COST_FIELDS = ("cases", "shrink_runs", "candidate_calls", "oracle_evaluations", "oracle_reuses", "reference_evaluations",
                "label_evaluations", "input_draws", "seconds", "candidate_seconds", "oracle_seconds", "draw_seconds")
 
 
@@ -197,7 +197,7 @@ def cost_text(recs) -> str:
                 phases[k] += v if isinstance(v, (int, float)) else 0
     head = (f"where the audited rows' time went ({n} rows with per-gate counters): phases "
             + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])))
-    return head + "\n" + table(["gate", "rows", "cases", "candidate calls", "oracle runs", "oracle memo hits",
+    return head + "\n" + table(["gate", "rows", "cases", "shrink runs", "candidate calls", "oracle runs", "oracle memo hits",
                                  "reference runs", "label runs", "input draws", "seconds", "in candidate",
                                  "in oracle", "drawing", "kgate host"], rows)
 

@@ -194,8 +194,8 @@ def test_report_renders_from_results_alone(workdir):
     assert "where the audited rows' time went" in r.stdout, r.stdout
     cost = {line.split()[0]: line.split() for line in r.stdout.splitlines()
             if line.split() and line.split()[0] in ("oracle", "nan", "every")}
-    # columns: gate | rows | cases | candidate calls | oracle runs | oracle memo hits | ...
-    assert int(cost["nan"][3]) >= int(cost["nan"][2]) >= 1 and int(cost["oracle"][4]) >= 1, r.stdout
+    # columns: gate | rows | cases | shrink runs | candidate calls | oracle runs | oracle memo hits | ...
+    assert int(cost["nan"][4]) >= int(cost["nan"][2]) >= 1 and int(cost["oracle"][5]) >= 1, r.stdout
     page = (workdir / "r.html").read_text()
     assert page.count("<svg") == 4 and "threshold sweep" in page
     for cmd in ("sweep", "agreement", "sample"):

@@ -54,6 +54,7 @@ json gate_json(const GateResult& g) {
               {"excused_total", total},
               {"candidate_calls", g.candidate_calls},
               {"candidate_seconds", g.candidate_seconds},
+              {"shrink_runs", g.shrink_runs},
               {"oracle_evaluations", g.oracle_evaluations},
               {"oracle_reuses", g.oracle_reuses},
               {"reference_evaluations", g.reference_evaluations},
