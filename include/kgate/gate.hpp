@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,9 @@ struct InputSet {
   std::uint64_t seed = 0;     // the stream the values came from
   std::string label;          // "nominal set 0", "wide inputs"
   std::vector<HostArray> arrays;  // contract order
+  // One of the sets nearly every gate returns to (standard sets 0 and 1 at the nominal bindings): it, its
+  // oracle result and its reference runs stay memoised for the whole run (GateContext::standard_inputs).
+  bool pinned = false;
   // The memo key of these values (GateContext: a hash of every byte), computed at the first lookup: the
   // oracle, reference and label memos each look a set up, often several times per case, and hashing a large
   // task's set costs a pass over hundreds of MB. A set is never changed once published (InputSetPtr is
@@ -183,8 +187,13 @@ class GateContext {
   // An input set drawn from `stream` with distribution d (memoised by stream, distribution and bindings).
   // Distribution::contract asks the source (seed = stream.key()); the others exist only for the contract's
   // own domains (std::invalid_argument otherwise). A source that fails throws SourceError.
-  InputSetPtr inputs(const Bindings& b, Stream stream, Distribution d, std::string label);
-  // The standard sets shared by every gate: set k, contract domain. Set 0 is "the nominal set".
+  // `pin`: kept for the whole run, past the memo's limit (standard_inputs pins the sets every gate reuses).
+  InputSetPtr inputs(const Bindings& b, Stream stream, Distribution d, std::string label, bool pin = false);
+  // The standard sets shared by every gate: set k, contract domain. Set 0 is "the nominal set". Sets 0 and 1
+  // at the nominal bindings are pinned (InputSet::pinned): oracle, nan, inf, determinism, shapes (its nominal
+  // rms floor), immutability, coverage, bounds, freshness, stream and layout all run on them, and on a large
+  // task one memo entry passes the byte limit alone, so the LRU alone evaluated them again gate after gate.
+  // KGATE_MEMO_PIN=0 turns it off (to measure what it saves).
   InputSetPtr standard_inputs(const Bindings& b, int k);
   Stream standard_stream(int k) const { return Stream(run_seed_).child("inputs").child(static_cast<std::uint64_t>(k)); }
   // A set made by hand (injected values, accumulation patterns): not memoised as a draw, but the oracle of
@@ -225,8 +234,22 @@ class GateContext {
   const std::vector<SeenGuard>& candidate_owned_violations() const { return candidate_owned_; }
   void set_current_gate(std::string gate) { current_gate_ = std::move(gate); }
 
-  // Cheap statistics for the report.
-  int oracle_evaluations() const { return oracle_evaluations_; }
+  // Cheap statistics for the report: what a run spent where (verify.cpp takes each gate's share as the
+  // difference across it). The oracle's memo hits are evaluations a gate did not pay for; a miss is one
+  // float64 Model run (on torch: a GPU run of the task's Model and a copy of its outputs to the host).
+  struct Counters {
+    int candidate_calls = 0;        // calls issued to the candidate (each a worker round trip)
+    double candidate_seconds = 0;   // wall time inside those calls
+    int oracle_evaluations = 0;     // float64 oracle runs (memo misses)
+    int oracle_reuses = 0;          // oracle lookups answered by the memo
+    int reference_evaluations = 0;  // working-precision reference runs (memo misses)
+    int label_evaluations = 0;      // lower-precision label runs (fetched only for a failure's label)
+    double oracle_seconds = 0;      // wall time in the oracle, its reference and label runs and their judging
+    int input_draws = 0;            // input sets drawn from the source (memo misses)
+    double draw_seconds = 0;        // wall time drawing them
+  };
+  const Counters& counters() const { return counters_; }
+  int oracle_evaluations() const { return counters_.oracle_evaluations; }
 
  private:
   const Contract& contract_;
@@ -244,9 +267,10 @@ class GateContext {
     std::list<std::string> order;  // most recent first
     std::size_t bytes = 0;
     std::size_t limit = 0;
-    std::size_t keep = 1;  // the most recent entries kept whatever their size (see kgate::memo_keep)
+    std::size_t keep = 1;  // the most recent unpinned entries kept whatever their size (see kgate::memo_keep)
+    std::set<std::string> pinned;  // never evicted (InputSet::pinned)
     const V* find(const std::string& key);
-    void put(const std::string& key, V value, std::size_t bytes);
+    void put(const std::string& key, V value, std::size_t bytes, bool pin = false);
   };
   Cache<InputSetPtr> input_cache_;
   Cache<OracleResultPtr> oracle_cache_;
@@ -255,7 +279,7 @@ class GateContext {
   std::map<Bindings, std::vector<InputStructure>> structures_;
   std::vector<SeenGuard> candidate_owned_;
   std::string current_gate_;
-  int oracle_evaluations_ = 0;
+  Counters counters_;
 };
 
 }  // namespace kgate

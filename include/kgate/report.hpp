@@ -56,6 +56,18 @@ struct GateResult {
   // The nearest lower precision whose reference run the failing output matches ("tf32", "fp16"), or empty.
   std::string precision_label;
   std::vector<Excused> excused;          // summed over every case the gate ran
+  // Where the gate's seconds went (GateContext::Counters, this gate's share; shrinking included): the audit's
+  // cost model of a row (docs/audit.md) is read from these.
+  int candidate_calls = 0;
+  double candidate_seconds = 0.0;
+  int shrink_runs = 0;                   // re-runs of the failing case at smaller shapes (in the counts above)
+  int oracle_evaluations = 0;            // float64 oracle runs (memo misses)
+  int oracle_reuses = 0;                 // oracle lookups the memo answered
+  int reference_evaluations = 0;         // working-precision reference runs
+  int label_evaluations = 0;             // lower-precision label runs
+  double oracle_seconds = 0.0;           // in the oracle and its reference/label runs
+  int input_draws = 0;
+  double draw_seconds = 0.0;
 };
 
 struct Report {

@@ -135,6 +135,10 @@ def summary_text(paths) -> str:
     out.append(f"time: {s['row_seconds']:.0f} row-seconds for {n} audited rows ({rate:.2f} rows per row-minute; "
                f"divide by the parallelism for wall time), of which {s['compile_seconds']:.0f} s compiling in "
                f"the rows' own workers; {apart}")
+    cost = cost_text(recs)
+    if cost:
+        out.append("")
+        out.append(cost)
     mem = gpu_memory_text(recs)
     if mem:
         out.append("")
@@ -145,6 +149,57 @@ def summary_text(paths) -> str:
             out.append("")
             out.append(throughput_text(p, spans))
     return "\n".join(out)
+
+
+# ---- where a row's time goes -----------------------------------------------------------------------------
+# Each engine gate's record carries what it spent (docs/report.md: candidate_calls, oracle_evaluations,
+# oracle_reuses, reference_evaluations, candidate_seconds, oracle_seconds, draw_seconds); the row's `phases`
+# the rest (worker start, builds, baseline, public harness). docs/audit.md's cost model reads this table.
+
+COST_FIELDS = ("cases", "shrink_runs", "candidate_calls", "oracle_evaluations", "oracle_reuses", "reference_evaluations",
+               "label_evaluations", "input_draws", "seconds", "candidate_seconds", "oracle_seconds", "draw_seconds")
+
+
+def cost_rows(recs) -> list[list]:
+    """Per engine gate, summed over the audited rows whose records carry the counters: rows, then COST_FIELDS,
+    then the seconds left to kgate's own host work (seconds - candidate - oracle - draws)."""
+    sums: dict = {}
+    rows_of: dict = defaultdict(int)
+    for r in audited(recs):
+        for g in r.get("gates") or []:
+            if "candidate_calls" not in g:
+                continue
+            name = g.get("gate")
+            acc = sums.setdefault(name, dict.fromkeys(COST_FIELDS, 0.0))
+            rows_of[name] += 1
+            for f in COST_FIELDS:
+                v = g.get(f)
+                acc[f] += v if isinstance(v, (int, float)) else 0
+    out = []
+    for name, a in sums.items():
+        host = a["seconds"] - a["candidate_seconds"] - a["oracle_seconds"] - a["draw_seconds"]
+        out.append([name, rows_of[name]] + [int(a[f]) if not f.endswith("seconds") else round(a[f], 1)
+                                             for f in COST_FIELDS] + [round(host, 1)])
+    return out
+
+
+def cost_text(recs) -> str:
+    rows = cost_rows(recs)
+    if not rows:
+        return ""
+    n = max(r[1] for r in rows)
+    tot = [sum(r[i] for r in rows) for i in range(2, len(rows[0]))]
+    rows.append(["every gate", n] + [round(t, 1) if isinstance(t, float) else t for t in tot])
+    phases: dict = defaultdict(float)
+    for r in audited(recs):
+        if any("candidate_calls" in g for g in r.get("gates") or []):
+            for k, v in (r.get("phases") or {}).items():
+                phases[k] += v if isinstance(v, (int, float)) else 0
+    head = (f"where the audited rows' time went ({n} rows with per-gate counters): phases "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])))
+    return head + "\n" + table(["gate", "rows", "cases", "shrink runs", "candidate calls", "oracle runs", "oracle memo hits",
+                                 "reference runs", "label runs", "input draws", "seconds", "in candidate",
+                                 "in oracle", "drawing", "kgate host"], rows)
 
 
 # ---- GPU memory admission -----------------------------------------------------------------------------------

@@ -190,6 +190,12 @@ def test_report_renders_from_results_alone(workdir):
     assert runs[0][3:5] == total[2:4] == ["0", str(len(names))]
     secs, rate = float(total[1]), float(total[6])  # seconds printed rounded to 1 s, the rate to 0.1
     assert 60 * len(names) / (secs + 0.5) - 0.05 <= rate <= 60 * len(names) / max(secs - 0.5, 1e-3) + 0.05
+    # Where the rows' time went: per gate, the candidate calls and oracle runs the records carry.
+    assert "where the audited rows' time went" in r.stdout, r.stdout
+    cost = {line.split()[0]: line.split() for line in r.stdout.splitlines()
+            if line.split() and line.split()[0] in ("oracle", "nan", "every")}
+    # columns: gate | rows | cases | shrink runs | candidate calls | oracle runs | oracle memo hits | ...
+    assert int(cost["nan"][4]) >= int(cost["nan"][2]) >= 1 and int(cost["oracle"][5]) >= 1, r.stdout
     page = (workdir / "r.html").read_text()
     assert page.count("<svg") == 4 and "threshold sweep" in page
     for cmd in ("sweep", "agreement", "sample"):

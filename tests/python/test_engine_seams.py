@@ -190,6 +190,70 @@ def test_on_result_streams_every_gate_and_the_report_carries_the_new_fields():
     assert r["classification"] in ("clean", "violation", "broken") and "broken_reasons" in r
 
 
+def test_every_gate_says_what_it_called_and_evaluated():
+    # The audit's cost model of a row (docs/audit.md) is read off these counters: each gate's candidate calls,
+    # float64 oracle runs and memo hits, and the seconds inside them.
+    r = verify(sum_in(np.float64), ["oracle", "immutability", "coverage"])
+    by = {g["gate"]: g for g in r["gates"]}
+    for g in r["gates"]:
+        assert g["candidate_calls"] >= g["cases"] >= 1, g
+        assert 0 <= g["candidate_seconds"] <= g["seconds"] and 0 <= g["oracle_seconds"] <= g["seconds"], g
+        assert g["oracle_evaluations"] >= 0 and g["oracle_reuses"] >= 0 and g["input_draws"] >= 0, g
+    assert by["oracle"]["oracle_evaluations"] >= 1
+    assert all(g["shrink_runs"] == 0 for g in r["gates"])  # nothing failed, nothing shrunk
+    # a failure is shrunk, and the re-runs are counted (in candidate_calls too)
+    bad = gate(verify(sum_in(np.float16), ["oracle"]), "oracle")
+    assert bad["verdict"] == "FAIL" and 1 <= bad["shrink_runs"] <= 24 and bad["candidate_calls"] > bad["shrink_runs"], bad
+    # immutability compares bytes only; coverage compares against the nominal set's oracle, which an earlier
+    # gate already evaluated: neither pays for an oracle run of its own.
+    assert by["immutability"]["oracle_evaluations"] == 0
+    assert by["coverage"]["oracle_evaluations"] == 0
+
+
+_MEMO_RUN = """
+import json, sys
+import numpy as np
+from test_engine_seams import Randn, gate, reference_runs, sum_in, verify
+out = {}
+for name, dt in (("f64", np.float64), ("f16", np.float16)):
+    # every gate but stream, whose verdict on this candidate depends on whether two calls happened to overlap
+    r = verify(sum_in(dt), ["oracle", "nan", "inf", "determinism", "shapes", "accumulation", "immutability",
+                            "coverage", "bounds", "freshness", "layout", "baseline"],
+               source=Randn(), reference_runs=reference_runs)
+    out[name] = [(g["gate"], g["verdict"], g["summary"], g["oracle_evaluations"], g["oracle_reuses"],
+                  g["reference_evaluations"], g["input_draws"]) for g in r["gates"]]
+print(json.dumps(out))
+"""
+
+
+def _memo_run(**env):
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, "-c", _MEMO_RUN], capture_output=True, text=True, cwd=here,
+                       env=dict(os.environ, **env))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_the_nominal_sets_stay_memoised_when_a_large_task_passes_the_memo_limit():
+    # KGATE_MEMO_BYTES=1 runs this small task as a large one runs (each memo entry past the limit alone, as a
+    # 67M-element output is): only pinned sets and the most recent entries stay. Pinning the nominal sets 0
+    # and 1 (on by default) must save oracle and reference runs and change no verdict, summary or lookup.
+    pinned = _memo_run(KGATE_MEMO_BYTES="1")
+    unpinned = _memo_run(KGATE_MEMO_BYTES="1", KGATE_MEMO_PIN="0")
+    roomy = _memo_run()
+    for cand in ("f64", "f16"):
+        a, b, c = pinned[cand], unpinned[cand], roomy[cand]
+        assert [g[:3] for g in a] == [g[:3] for g in b] == [g[:3] for g in c], cand
+        assert [g[3] + g[4] for g in a] == [g[3] + g[4] for g in b], "the gates asked for other oracle runs"
+        evals = [sum(g[i] for g in run) for run in (a, b, c) for i in (3, 5, 6)]
+        assert evals[0] < evals[3] and evals[1] < evals[4] and evals[2] < evals[5], (cand, evals)
+        assert evals[6] <= evals[0], (cand, evals)  # a roomy memo never evaluates more than the pinned one
+    assert any(g[1] == "FAIL" for g in pinned["f16"]), pinned["f16"]
+
+
 def test_a_raising_on_result_surfaces_after_the_run():
     def boom(_):
         raise ValueError("callback broke")

@@ -99,10 +99,10 @@ CaseInfo info_of(const std::string& gate, const GateCase& gc, const Bindings& b)
 
 // Re-runs a failing case at smaller admissible bindings, dim by dim, smallest value first; keeps the
 // smallest that still FAILs (a crash or a pass at a smaller shape does not count as the same failure).
-CaseOutcome shrink(GateContext& ctx, const std::string& gate, const GateCase& gc, CaseOutcome failing) {
+// `tries` counts the re-runs (GateResult::shrink_runs).
+CaseOutcome shrink(GateContext& ctx, const std::string& gate, const GateCase& gc, CaseOutcome failing, int& tries) {
   const Contract& c = ctx.contract();
   Bindings current = gc.bindings;
-  int tries = 0;
   for (const DimSpec& d : c.dims) {
     for (std::int64_t v : smaller_values(d, current.at(d.name), kShrinkTriesPerDim)) {
       if (tries >= kShrinkTries) return failing;
@@ -176,8 +176,19 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
   const GateInfo gi = gate.info();
   res.gate = gi.name;
   const auto t0 = std::chrono::steady_clock::now();
+  const GateContext::Counters before = ctx.counters();
   auto finish = [&]() -> GateResult {
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const GateContext::Counters& now = ctx.counters();
+    res.candidate_calls = now.candidate_calls - before.candidate_calls;
+    res.candidate_seconds = now.candidate_seconds - before.candidate_seconds;
+    res.oracle_evaluations = now.oracle_evaluations - before.oracle_evaluations;
+    res.oracle_reuses = now.oracle_reuses - before.oracle_reuses;
+    res.reference_evaluations = now.reference_evaluations - before.reference_evaluations;
+    res.label_evaluations = now.label_evaluations - before.label_evaluations;
+    res.oracle_seconds = now.oracle_seconds - before.oracle_seconds;
+    res.input_draws = now.input_draws - before.input_draws;
+    res.draw_seconds = now.draw_seconds - before.draw_seconds;
     return res;
   };
   std::vector<GateCase> cases;
@@ -230,7 +241,7 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
     res.out_of_domain = o.out_of_domain;
     res.precision_label = o.precision_label;
     if (o.verdict == Verdict::fail && options.shrink && gc.shrinkable) {
-      CaseOutcome small = shrink(ctx, res.gate, gc, o);
+      CaseOutcome small = shrink(ctx, res.gate, gc, o, res.shrink_runs);
       if (small.evidence && o.evidence && small.evidence->bindings != o.evidence->bindings) {
         res.original = o.evidence;
         if (!std::isnan(o.error_ratio)) res.error_ratio = worse(o.error_ratio, small.error_ratio);

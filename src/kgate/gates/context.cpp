@@ -1,9 +1,11 @@
 // The context gates share: memoised input sets and oracle outputs, bounds, and tensor placement.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -13,8 +15,7 @@
 namespace kgate {
 namespace {
 
-constexpr std::size_t kInputCacheBytes = std::size_t{256} << 20;
-constexpr std::size_t kOracleCacheBytes = std::size_t{512} << 20;
+constexpr std::size_t kOracleCacheBytes = std::size_t{512} << 20;  // the input memo gets half, labels a quarter
 
 // A 128-bit content hash (two independent 64-bit lanes): the oracle memo is keyed by what the oracle would
 // see, so any gate that happens to build the same values reuses the same evaluation.
@@ -74,19 +75,57 @@ std::string content_key(const InputSet& s, const Attrs& attrs) {
   return fmt::format("{}|{:016x}{:016x}", to_string(s.bindings), h.a, h.b);
 }
 
-// How many of the most recent entries a memo keeps even past its byte limit. One entry of a large task (an
-// oracle output and its two float64 references) can pass the limit alone; keeping only the newest made the
-// oracle gate's sweep evaluate the unscaled set's oracle and reference runs again for every factor (it
-// alternates between the unscaled and the scaled set). Two keeps the set a gate returns to. KGATE_MEMO_KEEP
-// (>= 1) trades that back for memory: 12 rows at once each hold up to this many entries per memo.
+// Whether the nominal standard sets 0 and 1 stay memoised for the whole run (GateContext::standard_inputs);
+// KGATE_MEMO_PIN=0 turns it off, to measure what it saves.
+bool memo_pin() {
+  static const bool pin = [] {
+    const char* env = std::getenv("KGATE_MEMO_PIN");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return pin;
+}
+constexpr int kPinnedSets = 2;
+
+// How many of the most recent unpinned entries a memo keeps even past its byte limit. One entry of a large
+// task (an oracle output and its two float64 references) can pass the limit alone; keeping only the newest
+// made the oracle gate's sweep evaluate the unscaled set's oracle and reference runs again for every factor (it
+// alternates between the unscaled and the scaled set). That set is standard set 0, pinned now (memo_pin), so
+// one is enough; without pinning (KGATE_MEMO_PIN=0) two keep the set a gate returns to. KGATE_MEMO_KEEP (>= 1)
+// trades that back for memory: 12 rows at once each hold up to this many entries per memo, plus the pinned.
 std::size_t memo_keep() {
   static const std::size_t keep = [] {
     const char* env = std::getenv("KGATE_MEMO_KEEP");
-    const long v = env && *env ? std::strtol(env, nullptr, 10) : 2;
+    const long v = env && *env ? std::strtol(env, nullptr, 10) : memo_pin() ? 1 : 2;
     return static_cast<std::size_t>(std::max(v, 1L));
   }();
   return keep;
 }
+
+// Adds the wall time of a scope to a counter (GateContext::Counters).
+class Timed {
+ public:
+  explicit Timed(double& sum) : sum_(sum), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() { sum_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  double& sum_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// The oracle and reference memos' byte limit: kOracleCacheBytes, or KGATE_MEMO_BYTES. A small task's whole run
+// fits; one output of a large task (16 bytes an element memoised: 32M elements) passes it alone, and then only
+// the pinned sets and the `keep` most recent entries stay. Tests set it low to run a small task as a large one.
+std::size_t memo_bytes() {
+  static const std::size_t bytes = [] {
+    const char* env = std::getenv("KGATE_MEMO_BYTES");
+    const long long v = env && *env ? std::strtoll(env, nullptr, 10) : 0;
+    return v > 0 ? static_cast<std::size_t>(v) : kOracleCacheBytes;
+  }();
+  return bytes;
+}
+
 
 std::size_t bytes_of(const std::vector<HostArray>& v) {
   std::size_t n = 0;
@@ -115,16 +154,28 @@ const V* GateContext::Cache<V>::find(const std::string& key) {
 }
 
 template <class V>
-void GateContext::Cache<V>::put(const std::string& key, V value, std::size_t size) {
-  if (items.count(key)) return;
+void GateContext::Cache<V>::put(const std::string& key, V value, std::size_t size, bool pin) {
+  if (auto it = items.find(key); it != items.end()) {
+    if (pin && pinned.insert(key).second) bytes -= it->second.second;  // now outside the limit
+    return;
+  }
   items.emplace(key, std::make_pair(std::move(value), size));
   order.push_front(key);
+  if (pin) {
+    pinned.insert(key);
+    return;
+  }
+  // Pinned entries are outside the limit: the others keep the whole limit, as they had before pinning, so
+  // a large pinned set never crowds small entries (a shrunk case's shapes) out.
   bytes += size;
-  while (bytes > limit && order.size() > keep) {
-    const std::string victim = order.back();
-    order.pop_back();
-    bytes -= items[victim].second;
-    items.erase(victim);
+  std::size_t unpinned = order.size() - pinned.size();
+  for (auto it = order.end(); bytes > limit && unpinned > keep && it != order.begin();) {
+    --it;
+    if (pinned.count(*it)) continue;
+    bytes -= items[*it].second;
+    items.erase(*it);
+    it = order.erase(it);
+    --unpinned;
   }
 }
 
@@ -137,20 +188,24 @@ GateContext::GateContext(const Contract& contract, Target& candidate, Oracle& or
       run_seed_(run_seed),
       tolerance_scale_(tolerance_scale),
       attrs_(contract.attrs) {
-  input_cache_.limit = kInputCacheBytes;
-  oracle_cache_.limit = kOracleCacheBytes;
-  reference_cache_.limit = kOracleCacheBytes;
-  label_cache_.limit = kOracleCacheBytes / 4;
+  const std::size_t oracle_bytes = memo_bytes();
+  input_cache_.limit = oracle_bytes / 2;
+  oracle_cache_.limit = oracle_bytes;
+  reference_cache_.limit = oracle_bytes;
+  label_cache_.limit = oracle_bytes / 4;
   input_cache_.keep = oracle_cache_.keep = reference_cache_.keep = memo_keep();
 }
 
-InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d, std::string label) {
+InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d, std::string label, bool pin) {
   const std::string key = fmt::format("{:016x}|{}|{}", stream.key(), to_string(d), to_string(b));
   if (const InputSetPtr* hit = input_cache_.find(key)) return *hit;
+  ++counters_.input_draws;
+  Timed timed(counters_.draw_seconds);
   auto set = std::make_shared<InputSet>();
   set->bindings = b;
   set->seed = stream.key();
   set->label = std::move(label);
+  set->pinned = pin;
   if (d == Distribution::contract) {
     try {
       set->arrays = source_.draw(b, stream.key());
@@ -168,12 +223,13 @@ InputSetPtr GateContext::inputs(const Bindings& b, Stream stream, Distribution d
   }
   const std::size_t bytes = bytes_of(set->arrays);
   InputSetPtr ptr = set;
-  input_cache_.put(key, ptr, bytes);
+  input_cache_.put(key, ptr, bytes, pin);
   return ptr;
 }
 
 InputSetPtr GateContext::standard_inputs(const Bindings& b, int k) {
-  return inputs(b, standard_stream(k), Distribution::contract, fmt::format("standard set {}", k));
+  const bool pin = memo_pin() && k < kPinnedSets && b == contract_.nominal();
+  return inputs(b, standard_stream(k), Distribution::contract, fmt::format("standard set {}", k), pin);
 }
 
 InputSetPtr GateContext::custom_inputs(const Bindings& b, std::uint64_t seed, std::string label,
@@ -188,8 +244,12 @@ InputSetPtr GateContext::custom_inputs(const Bindings& b, std::uint64_t seed, st
 
 OracleResultPtr GateContext::oracle(const InputSet& in) {
   const std::string key = content_key(in, attrs_);
-  if (const OracleResultPtr* hit = oracle_cache_.find(key)) return *hit;
-  ++oracle_evaluations_;
+  if (const OracleResultPtr* hit = oracle_cache_.find(key)) {
+    ++counters_.oracle_reuses;
+    return *hit;
+  }
+  ++counters_.oracle_evaluations;
+  Timed timed(counters_.oracle_seconds);
   auto res = std::make_shared<OracleResult>();
   std::vector<HostArray> outputs = oracle_.evaluate(in.arrays, in.bindings, attrs_);
   if (outputs.size() != contract_.outputs.size())
@@ -210,11 +270,13 @@ OracleResultPtr GateContext::oracle(const InputSet& in) {
   std::size_t bytes = 0;
   for (const Reference& r : res->refs) bytes += 2 * r.exact.size() * sizeof(double);
   OracleResultPtr ptr = res;
-  oracle_cache_.put(key, ptr, bytes);
+  oracle_cache_.put(key, ptr, bytes, in.pinned);
   return ptr;
 }
 
 CallResult GateContext::call(const CallRequest& request) {
+  ++counters_.candidate_calls;
+  Timed timed(counters_.candidate_seconds);
   CallResult r = candidate_.call(request);
   for (const GuardViolation& g : r.guards)
     if (g.buffer == kCandidateOwnedBuffer) candidate_owned_.push_back({g, current_gate_});
@@ -316,12 +378,14 @@ ReferenceResultPtr GateContext::references(const InputSet& in, const OracleResul
   if (!oracle_.has_reference_runs()) return none;
   const std::string key = content_key(in, attrs_);
   if (const ReferenceResultPtr* hit = reference_cache_.find(key)) return *hit;
+  ++counters_.reference_evaluations;
+  Timed timed(counters_.oracle_seconds);
   auto res = std::make_shared<ReferenceResult>();
   std::size_t bytes = 0;
   for (ReferenceRun& run : oracle_.reference_runs(in.arrays, in.bindings, attrs_))
     res->runs.push_back(judge_reference_run(run, oracle, contract_, bytes));
   ReferenceResultPtr ptr = res;
-  reference_cache_.put(key, ptr, bytes);
+  reference_cache_.put(key, ptr, bytes, in.pinned);
   return ptr;
 }
 
@@ -330,6 +394,8 @@ ReferenceResultPtr GateContext::labelled_references(const InputSet& in, const Or
   if (working->runs.empty()) return working;
   const std::string key = content_key(in, attrs_);
   if (const ReferenceResultPtr* hit = label_cache_.find(key)) return *hit;
+  ++counters_.label_evaluations;
+  Timed timed(counters_.oracle_seconds);
   std::size_t bytes = 0;
   std::vector<ReferenceRun> lower = oracle_.label_runs(in.arrays, in.bindings, attrs_);
   if (lower.empty()) return working;

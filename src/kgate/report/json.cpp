@@ -51,7 +51,17 @@ json gate_json(const GateResult& g) {
               {"attributed_to", g.attributed_to.empty() ? json(nullptr) : json(g.attributed_to)},
               {"precision_label", g.precision_label.empty() ? json(nullptr) : json(g.precision_label)},
               {"excused", excused},
-              {"excused_total", total}};
+              {"excused_total", total},
+              {"candidate_calls", g.candidate_calls},
+              {"candidate_seconds", g.candidate_seconds},
+              {"shrink_runs", g.shrink_runs},
+              {"oracle_evaluations", g.oracle_evaluations},
+              {"oracle_reuses", g.oracle_reuses},
+              {"reference_evaluations", g.reference_evaluations},
+              {"label_evaluations", g.label_evaluations},
+              {"oracle_seconds", g.oracle_seconds},
+              {"input_draws", g.input_draws},
+              {"draw_seconds", g.draw_seconds}};
 }
 
 }  // namespace
