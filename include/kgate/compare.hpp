@@ -68,7 +68,11 @@ Tolerance default_tolerance(const TensorSpec& output, DType working, std::int64_
 // The accumulation gate's bound: the rigorous bound for a sum of N positive terms, gamma_{N+4} |ref| in the
 // working precision (the +4 covers the rounding of each term, e.g. an exp), plus four ulps of the output
 // dtype and its smallest normal. Returns rel = +Inf when (N+4) u_w >= 1: no rigorous bound exists.
-Tolerance accumulation_tolerance(DType output, DType working, std::int64_t reduction_size, double verify_scale);
+// An output whose terms' operands are rounded (TensorSpec::operands: r roundings at u_op each) adds them:
+// gamma_r(u_op) + gamma_{N+4}(u_w) + gamma_r(u_op) gamma_{N+4}(u_w), the bound of
+// (1 + u_op)^r (1 + u_w)^{N+4} - 1 (docs/contracts.md, `operands`); r = 0 is the plain bound.
+Tolerance accumulation_tolerance(DType output, DType working, std::int64_t reduction_size, double verify_scale,
+                                 DType operands = DType::f32, int operand_roundings = 0);
 
 // The reference-error term of the bound (docs/report.md, "Bounds"): K_REF * e_ref + FLOOR_ULPS * u_d *
 // max|oracle|, where e_ref is the largest |run - oracle| over elements where both are finite, u_d the output
