@@ -123,7 +123,9 @@ SignCheck inf_sign_undetermined(GateContext& ctx, const CaseInfo& info, const In
   r.offending = static_cast<std::int64_t>(open.size());
   if (open.empty()) return r;
   const Tolerance t = default_tolerance(out, c.working_precision, 1, ctx.tolerance_scale());
-  r.rho = t.rel * t.scale;
+  // At most a quarter: a looser tolerance (a --tolerance-scale in the hundreds) would move inputs through
+  // zero and excuse every sign.
+  r.rho = std::min(t.rel * t.scale, 0.25);
   r.mask.assign(ref.exact.size(), 0);
   const std::vector<InputStructure>& st = ctx.structure(info.bindings);
   for (int k = 0; k < kSignPatterns && !open.empty(); ++k) {
