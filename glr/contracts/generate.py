@@ -53,6 +53,46 @@ def stored_tolerance(operands, roundings, stored, comment):
                                                                  comment)
 
 
+def operand_roundings(operands, roundings, comment):
+    """An output's `operands` line (docs/contracts.md): every term of its sums passes through at most `roundings`
+    roundings to `operands` on the way (tensor-core operands), which kgate's accumulation gate adds to its
+    positive-sum bound; no other gate reads it."""
+    return "operands = { precision = \"%s\", roundings = %d }  # %s\n" % (operands, roundings, comment)
+
+
+# The bf16 roundings each term of an output carries on the sm90 tensor-core paths: {output: (without the delta
+# rule, with it)}, each (count, why); None: the terms' operands are exact (nothing declared, the gate's exact
+# bound). Counted along the formulas of bench/glr/sm90_bwd_notes.md "Derivation" / "Kernels" and
+# bench/glr/sm90_notes.md, a rounding where a tensor-core operand (or a stored intermediate) is rounded to bf16;
+# the inputs q, k, v, dO are bf16 already (exact), the output's own rounding is the gate's 4 ulps, the fp32 decays
+# and scalings its N + 4 working-precision roundings. With the delta rule the counts are to first order in the
+# delta term: a path through m more delta steps adds about 5 m roundings at weight (beta |k|^2)^m (2^-11 per step
+# in the accumulation case), as the notes' "about ten" for the longest path counts too.
+SM90_FWD_OPERANDS = {
+    # o = scale e^G Q h + P V_new: the state's bf16 copy or P (1); with the delta rule h also carries K_d, V_new,
+    # T, X and the inner bf16 copy of h (X = beta V - beta e^G K h).
+    "o": ((1, "h's bf16 copy or P, once per term"), (6, "h's copy, K_d, V_new, T, X, h's copy in X: first order in the delta term")),
+    # ht without the delta rule: the update's e^{G_L - G} v goes in as three bf16 pieces equal to the fp32 product
+    # (sm90_notes.md), K and V exact: no operand rounding, the exact bound.
+    "ht": (None, (5, "K_d, V_new, T, X, h's copy in X: first order in the delta term")),
+}
+SM90_BWD_OPERANDS = {
+    # dh = e^{G_L} dh' + Q^T (scale e^G dO) [- K^T (beta e^G dX)].
+    "dh0": ((1, "the scaled dO (scale e^G dO) rounded to bf16, once per term"),
+            (6, "scaled dX, dX, T, dV_new, the copy of dh', scaled dO: first order in the delta term")),
+    # dq = scale e^G (dO h^T) + dA K: h's copy and K_d in h; dA.
+    "dq": ((2, "h's bf16 copy and K_d in h, or dA"), (10, "the notes' longest paths, first order in the delta term")),
+    # dk = e^{G_L - G} (V_new dh'^T) + dA^T Q: the copy of dh' and the scaled dO in dh'; dA.
+    "dk": ((2, "the bf16 copy of dh' and the scaled dO in it, or dA"), (10, "the notes' longest path (dh' -> dV_new -> dX -> E)")),
+    # dV_new = P^T dO + e^{G_L - G} (K dh') rounded, dX = T^T dV_new, dv = beta dX.
+    "dv": ((4, "the copy of dh', the scaled dO in it, dV_new, dX"), (10, "the notes' longest paths, first order in the delta term")),
+    # dG: <q, dO h^T>, <k, V_new dh'^T>, dP . P, and e^{G_L} <h, dh'> (h's 2 times dh' 2).
+    "dg": ((4, "e^{G_L} <h, dh'>: h's copy and K_d times the copy of dh' and the scaled dO"),
+           (10, "the notes' longest paths, first order in the delta term")),
+    "dbeta": (None, (10, "the notes' longest paths, first order in the delta term")),
+}
+
+
 STATE_SCALE_4 = "tolerance = { scale = 4 }  # fp32 state: see glr/contracts/generate.py\n"
 
 # The sm90 backward's tolerance notes (profile sm90, pass bwd). The first paragraph was measured on the HV = H, f32
@@ -388,6 +428,7 @@ PROFILES = {
                 tolerance={**{name: operand_tolerance("bf16", 4, "bf16 operands: see the header")
                               for name in ("dq", "dk", "dv", "dg", "dh0")},
                            "dbeta": stored_tolerance("bf16", 4, "bf16", "bf16 operands, stored bf16: see the header")},
+                operands=SM90_BWD_OPERANDS,
                 # The other dtype of each scalar: bf16 g (so dg), f32 beta (so dbeta), grouped value heads on.
                 variants={"bf16g_f32beta": dict(
                     members=("gated_deltanet",),
@@ -454,6 +495,7 @@ PROFILES = {
         # A defect shows as an error of order rms.
         tolerance={name: operand_tolerance("bf16", 4, "bf16 operands: see glr/contracts/generate.py (profile sm90)")
                    for name in ("o", "ht")},
+        operands=SM90_FWD_OPERANDS,
         accumulation=dict(T=320, K=128, V=128, chunks=5, delta_note=("2^-13", " and h0 small,"), k_delta=0.0625,
                           beta=2.0 ** -10, h0_delta=0.01),
         timeout=120,
@@ -620,8 +662,12 @@ def make(prof, member, backward, varlen, filename):
     # The delta read P^T k is a sum over K inside the recurrence; without it the states sum over T only.
     state_reduced = 'reduced = %s\n' % ('["T", "K"]' if delta else '["T"]')
 
+    ops = prof.get("operands", {})
+
     def output(name, dtype, shape, reduced):
-        return tensor("outputs", name, dtype, shape, extra=reduced + tol.get(name, ""))
+        op = ops.get(name, (None, None))[delta]
+        line = operand_roundings("bf16", op[0], "bf16 roundings per term: " + op[1]) if op else ""
+        return tensor("outputs", name, dtype, shape, extra=reduced + tol.get(name, "") + line)
     if not backward:
         s += output("o", tok, [Bdim, "T", HV, "V"], 'reduced = ["T", "K"]\n')
         s += output("ht", state, [Ndim, HV, "K", "V"], state_reduced)

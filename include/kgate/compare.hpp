@@ -68,7 +68,11 @@ Tolerance default_tolerance(const TensorSpec& output, DType working, std::int64_
 // The accumulation gate's bound: the rigorous bound for a sum of N positive terms, gamma_{N+4} |ref| in the
 // working precision (the +4 covers the rounding of each term, e.g. an exp), plus four ulps of the output
 // dtype and its smallest normal. Returns rel = +Inf when (N+4) u_w >= 1: no rigorous bound exists.
-Tolerance accumulation_tolerance(DType output, DType working, std::int64_t reduction_size, double verify_scale);
+// An output whose terms' operands are rounded (TensorSpec::operands: r roundings at u_op each) adds them:
+// gamma_r(u_op) + gamma_{N+4}(u_w) + gamma_r(u_op) gamma_{N+4}(u_w), the bound of
+// (1 + u_op)^r (1 + u_w)^{N+4} - 1 (docs/contracts.md, `operands`); r = 0 is the plain bound.
+Tolerance accumulation_tolerance(DType output, DType working, std::int64_t reduction_size, double verify_scale,
+                                 DType operands = DType::f32, int operand_roundings = 0);
 
 // The reference-error term of the bound (docs/report.md, "Bounds"): K_REF * e_ref + FLOOR_ULPS * u_d *
 // max|oracle|, where e_ref is the largest |run - oracle| over elements where both are finite, u_d the output
@@ -103,8 +107,10 @@ enum class Excuse {
   reference_nonfinite,  // the working-precision reference run is non-finite there too, in the same class
   structural_zero,      // the oracle's NaN arrives only through a structural zero of the source (0 * NaN,
                         // 0 * Inf): the operator on the source's domain does not depend on the planted value
+  inf_sign_undetermined,  // inf mode: the kernel gives the other Inf where the oracle's own sign flips (or turns
+                          // NaN or 0) with the finite inputs moved within the output's relative tolerance
 };
-inline constexpr std::size_t kExcuseKinds = 5;
+inline constexpr std::size_t kExcuseKinds = 6;
 const char* to_string(Excuse e);
 const char* to_string(Mismatch m);
 
@@ -143,10 +149,13 @@ Comparison compare_allclose(const HostArray& got, const Reference& ref, double r
 // `structural` (empty, or one byte per element): elements where the oracle's NaN comes only from a planted
 // value meeting a structural zero of the source (gates/nonfinite.cpp finds them); a finite kernel value there
 // is excused (Excuse::structural_zero) instead of nan_masked or indeterminate.
+// `sign_free` (empty, or one byte per element): elements where the oracle is +-Inf but its sign is not
+// determined within the output's tolerance (gates/nonfinite.cpp finds them); the other Inf there is excused
+// (Excuse::inf_sign_undetermined) instead of inf_mismatch. Anything else (finite, NaN unless allowed) is not.
 enum class NonfiniteMode { nan, inf };
 Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
                            NonfiniteMode mode, bool inf_may_become_nan,
-                           std::span<const std::uint8_t> structural = {});
+                           std::span<const std::uint8_t> structural = {}, std::span<const std::uint8_t> sign_free = {});
 
 // Elements where the oracle's value seeds the spread: non-finite after rounding, or (inf mode) |exact| >=
 // max_d / 2, i.e. anything a correct kernel might legitimately return as non-finite.

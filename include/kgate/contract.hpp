@@ -74,6 +74,14 @@ struct TensorSpec {
   // bound derived from dtypes and reduced sizes.
   std::optional<double> rtol, atol, atol_rms;
   double tolerance_scale = 1.0;
+  // operands = { precision = "bf16", roundings = 2 } (outputs): the kernel rounds the operands of the products
+  // that make this output to `precision` (tensor-core operands), each term passing through at most `roundings`
+  // such roundings before it is summed. Only the accumulation gate's bound uses it; absent, operands are exact.
+  struct OperandRounding {
+    DType precision = DType::f32;
+    int roundings = 0;
+  };
+  std::optional<OperandRounding> operands;
 
   Shape resolve(const Bindings& b) const;  // throws std::invalid_argument naming an unbound dim
 };

@@ -166,6 +166,21 @@ TEST(Tolerance, AccumulationBoundIsGammaNAndVanishesWhenNoBoundExists) {
   EXPECT_TRUE(std::isinf(accumulation_tolerance(DType::f16, DType::f16, 4096, 1.0).rel));
 }
 
+TEST(Tolerance, AccumulationBoundAddsDeclaredOperandRoundings) {
+  // r roundings at u_op and N + 4 at u_w: gamma_r(u_op) + gamma_{N+4}(u_w) + their product, + 8 u_d.
+  const double nu = 324 * 0x1p-24, g_w = nu / (1 - nu), g_op = 2 * 0x1p-8 / (1 - 2 * 0x1p-8);
+  const Tolerance t = accumulation_tolerance(DType::f32, DType::f32, 320, 1.0, DType::bf16, 2);
+  EXPECT_DOUBLE_EQ(t.rel, g_op + g_w + g_op * g_w + 8 * 0x1p-24);
+  // It covers (1 + u_op)^r (1 + u_w)^{N+4} - 1, the worst a term of one sign can move.
+  EXPECT_GE(t.rel, std::pow(1 + 0x1p-8, 2) * std::pow(1 + 0x1p-24, 324) - 1);
+  // Nothing declared: the exact-operand bound, bit for bit.
+  EXPECT_EQ(accumulation_tolerance(DType::f32, DType::f32, 320, 1.0).rel,
+            accumulation_tolerance(DType::f32, DType::f32, 320, 1.0, DType::bf16, 0).rel);
+  EXPECT_DOUBLE_EQ(accumulation_tolerance(DType::f32, DType::f32, 320, 1.0).rel, g_w + 8 * 0x1p-24);
+  // r u_op >= 1: no bound.
+  EXPECT_TRUE(std::isinf(accumulation_tolerance(DType::f32, DType::f32, 320, 1.0, DType::bf16, 256).rel));
+}
+
 TEST(Tolerance, ReductionSizeIsTheProductOfReducedDims) {
   TensorSpec out = test::tensor("y", DType::f32, {"M"});
   out.reduced = {"K", "J"};

@@ -126,6 +126,20 @@ def test_tolerances_are_those_of_their_precision():
     assert "tolerance" not in tensors(cuda)["dq"]
 
 
+def test_operands_follow_the_profile_row():
+    # The accumulation gate's operand roundings: only where a profile counts them (sm90), per member's delta rule.
+    for rel, (doc, p, member, bwd, varlen) in parsed().items():
+        delta = gen.MEMBERS[member][1]
+        for name, spec in tensors(doc).items():
+            want = p.get("operands", {}).get(name, (None, None))[delta]
+            if want:
+                assert spec["operands"] == {"precision": "bf16", "roundings": want[0]}, (rel, name)
+            else:
+                assert "operands" not in spec, (rel, name)
+    assert tensors(parsed()["sm90/mamba2_bwd.toml"][0])["dh0"]["operands"] == {"precision": "bf16", "roundings": 1}
+    assert "operands" not in tensors(parsed()["cuda/mamba2_bwd.toml"][0])["dh0"]
+
+
 def header(text):
     return text[:text.index("\n[op]\n")]
 

@@ -74,6 +74,7 @@ name = "o"
 dtype = "bf16"
 shape = [1, "T", "HV", "K"]
 reduced = ["T", "K"]
+operands = { precision = "bfloat16", roundings = 2 }
 [outputs.tolerance]
 rtol = 0.02
 scale = 2
@@ -132,6 +133,9 @@ TEST(Contract, ValidFileReadsIntoTheStruct) {
   EXPECT_DOUBLE_EQ(*c.outputs[0].rtol, 0.02);
   EXPECT_FALSE(c.outputs[0].atol.has_value());
   EXPECT_DOUBLE_EQ(c.outputs[0].tolerance_scale, 2.0);
+  ASSERT_TRUE(c.outputs[0].operands.has_value());
+  EXPECT_EQ(c.outputs[0].operands->precision, DType::bf16);
+  EXPECT_EQ(c.outputs[0].operands->roundings, 2);
 
   EXPECT_FALSE(c.spread.exact);
   EXPECT_EQ(c.spread.dim, "T");
@@ -285,6 +289,16 @@ const BadCase kBadCases[] = {
     {"endless timeout", HEAD IN OUT "[limits]\ntimeout = 1e308\n", 16, "limits.timeout", "must be from 0.001 to 3600 seconds"},
     {"nominal larger than the budget", HEAD IN OUT "[limits]\nmax_case_elements = 4\n", 10, "inputs[0].shape",
      "more than limits.max_case_elements = 4"},
+    {"operands of an integer precision", HEAD IN OUT "reduced = [\"N\"]\noperands = { precision = \"i32\", roundings = 2 }\n",
+     16, "outputs[0].operands.precision", "must be a float dtype, got i32"},
+    {"operands with no rounding", HEAD IN OUT "reduced = [\"N\"]\noperands = { precision = \"bf16\", roundings = 0 }\n",
+     16, "outputs[0].operands.roundings", "must be 1 to 1000, got 0"},
+    {"operands without roundings", HEAD IN OUT "reduced = [\"N\"]\noperands = { precision = \"bf16\" }\n", 16,
+     "outputs[0].operands.roundings", "missing"},
+    {"operands key typo", HEAD IN OUT "reduced = [\"N\"]\noperands = { precision = \"bf16\", rounding = 2 }\n", 16,
+     "outputs[0].operands.rounding", "did you mean 'roundings'?"},
+    {"operands on an output that reduces nothing", HEAD IN OUT "operands = { precision = \"bf16\", roundings = 2 }\n", 15,
+     "outputs[0].operands", "the output has no `reduced` dims"},
     {"no outputs", HEAD IN, 1, "outputs", "missing"},
     {"working precision integer", "[op]\nname = \"t\"\nworking_precision = \"i32\"\n" OUT, 3, "op.working_precision",
      "must be a float dtype"},

@@ -110,11 +110,22 @@ Tolerance default_tolerance(const TensorSpec& out, DType working, std::int64_t n
   return t;
 }
 
-Tolerance accumulation_tolerance(DType output, DType working, std::int64_t n, double verify_scale) {
+Tolerance accumulation_tolerance(DType output, DType working, std::int64_t n, double verify_scale, DType operands,
+                                 int operand_roundings) {
   const DTypeInfo& d = info(output);
-  const double nu = static_cast<double>(n + 4) * info(working).unit_roundoff;
+  // gamma_k(u) = k u / (1 - k u) >= (1 + u)^k - 1; +Inf where k u >= 1 (no such bound).
+  auto gamma = [](double k, double u) {
+    const double ku = k * u;
+    return ku >= 1.0 ? std::numeric_limits<double>::infinity() : ku / (1.0 - ku);
+  };
+  const double g_w = gamma(static_cast<double>(n + 4), info(working).unit_roundoff);
+  // Each term carries r operand roundings and N + 4 working-precision ones, all of one sign on a term of one
+  // sign: (1 + u_op)^r (1 + u_w)^(N+4) - 1 <= (1 + g_op)(1 + g_w) - 1 = g_op + g_w + g_op g_w. With r = 0 this
+  // is g_w exactly, the bound for exact operands.
+  const double g_op = operand_roundings > 0 ? gamma(operand_roundings, info(operands).unit_roundoff) : 0.0;
   Tolerance t;
-  t.rel = nu >= 1.0 ? std::numeric_limits<double>::infinity() : nu / (1.0 - nu) + 8.0 * d.unit_roundoff;
+  t.rel = std::isinf(g_w) || std::isinf(g_op) ? std::numeric_limits<double>::infinity()
+                                               : g_w + g_op + g_op * g_w + 8.0 * d.unit_roundoff;
   t.abs = d.is_float ? d.min_normal : 0.0;
   t.scale = verify_scale;
   return t;

@@ -167,6 +167,9 @@ class Checker {
     for (const TensorSpec& in : c_.inputs)
       for (const std::string& entry : in.shape) input_dims.insert(parse_shape_entry(entry, nullptr)->dim);
     input_dims.erase("");
+    if (s.operands && s.reduced.empty())
+      fail(p + ".operands", "says how the terms of a reduction are rounded, but the output has no `reduced` dims "
+                            "(only the accumulation gate uses it, on outputs that reduce)");
     for (std::size_t k = 0; k < s.reduced.size(); ++k) {
       const std::string at = fmt::format("{}.reduced[{}]", p, k);
       if (!c_.dim(s.reduced[k])) fail(at, fmt::format("dim \"{}\" is not declared ({})", s.reduced[k], declared_dims()));

@@ -240,7 +240,7 @@ class ContractReader {
 
   TensorSpec read_tensor(const toml::table& t, const std::string& path, bool input) {
     if (input) w_.only_keys(t, path, {"name", "dtype", "shape", "domain", "layout", "nonfinite", "overflow"});
-    else w_.only_keys(t, path, {"name", "dtype", "shape", "layout", "reduced", "tolerance"});
+    else w_.only_keys(t, path, {"name", "dtype", "shape", "layout", "reduced", "tolerance", "operands"});
     TensorSpec s;
     if (const toml::node* n = t.get("name")) s.name = w_.name(*n, path + ".name");
     else w_.missing(t, path, "name");
@@ -258,6 +258,7 @@ class ContractReader {
       for (std::size_t i = 0; i < a.size(); ++i) s.reduced.push_back(w_.name(a[i], fmt::format("{}.reduced[{}]", path, i)));
     }
     if (const toml::node* n = t.get("tolerance")) read_tolerance(w_.table(*n, path + ".tolerance"), path + ".tolerance", s);
+    if (const toml::node* n = t.get("operands")) read_operands(w_.table(*n, path + ".operands"), path + ".operands", s);
     return s;
   }
 
@@ -369,6 +370,27 @@ class ContractReader {
       s.tolerance_scale = w_.number(*n, path + ".scale");
       if (s.tolerance_scale <= 0) w_.fail(*n, path + ".scale", fmt::format("must be > 0, got {}", s.tolerance_scale));
     }
+  }
+
+  void read_operands(const toml::table& t, const std::string& path, TensorSpec& s) {
+    w_.only_keys(t, path, {"precision", "roundings"});
+    TensorSpec::OperandRounding r;
+    if (const toml::node* n = t.get("precision")) {
+      r.precision = w_.dtype(*n, path + ".precision");
+      if (!is_float(r.precision))
+        w_.fail(*n, path + ".precision", fmt::format("must be a float dtype, got {}", name_of(r.precision)));
+    } else {
+      w_.missing(t, path, "precision");
+    }
+    if (const toml::node* n = t.get("roundings")) {
+      const std::int64_t v = w_.integer(*n, path + ".roundings");
+      // r u_op < 1 is where gamma_r exists; 1000 is far past any real path and keeps the int honest.
+      if (v < 1 || v > 1000) w_.fail(*n, path + ".roundings", fmt::format("must be 1 to 1000, got {}", v));
+      r.roundings = static_cast<int>(v);
+    } else {
+      w_.missing(t, path, "roundings");
+    }
+    s.operands = r;
   }
 
   void read_spread(const toml::table& t, Contract& c) {

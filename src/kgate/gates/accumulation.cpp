@@ -1,7 +1,8 @@
 // Gate 6, accumulation: the kernel accumulates at the precision it promises. Long reductions of constant or
 // same-sign terms (an fp16 partial sum overflows, a bf16 one stalls, an fp32 one is exact or nearly) judged
-// against the rigorous bound for a sum of N positive terms, gamma_N |ref| plus a few output ulps. Not
-// tolerance-free, but the bound is a proof, not a guess. SKIP when no output reduces over any dim.
+// against the rigorous bound for a sum of N positive terms, gamma_N |ref| plus a few output ulps (plus
+// gamma_r(u_op) for an output that declares r operand roundings, `operands`). Not tolerance-free, but the bound
+// is a proof, not a guess. SKIP when no output reduces over any dim.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -17,7 +18,8 @@ class AccumulationGate final : public Gate {
   GateInfo info() const override {
     return {"accumulation", "accumulates at the promised precision",
             "the contract's accumulation patterns (default: every float input constant 1) with reduced dims at "
-            "their large size; each element within gamma_{N+4}(u_w) |ref| + 4 ulps of the output dtype",
+            "their large size; each element within gamma_{N+4}(u_w) |ref| + 4 ulps of the output dtype (an output "
+            "declaring `operands`: (gamma_r(u_op) + gamma_{N+4}(u_w) + their product) |ref| + 4 ulps)",
             false, false};
   }
 
@@ -44,13 +46,19 @@ class AccumulationGate final : public Gate {
     info.variant = fmt::format("{} at {}", base.variant, to_string(base.bindings));
     std::vector<Tolerance> tol;
     for (const TensorSpec& o : c.outputs) {
+      const DType op = o.operands ? o.operands->precision : DType::f32;
+      const int r = o.operands ? o.operands->roundings : 0;
       tol.push_back(accumulation_tolerance(o.dtype, c.working_precision, reduction_size(o, info.bindings),
-                                           ctx.tolerance_scale() * o.tolerance_scale));
+                                           ctx.tolerance_scale() * o.tolerance_scale, op, r));
       if (!o.reduced.empty() && std::isinf(tol.back().rel)) {
         CaseOutcome skip;
         skip.verdict = Verdict::skip;
-        skip.message = fmt::format("N = {} terms at {} working precision: (N+4) u_w >= 1, no rigorous bound exists",
-                                   reduction_size(o, info.bindings), name_of(c.working_precision));
+        skip.message =
+            r > 0 ? fmt::format("{}: N = {} terms at {} working precision, {} operand roundings at {}: (N+4) u_w >= 1 "
+                                "or r u_op >= 1, no rigorous bound exists",
+                                o.name, reduction_size(o, info.bindings), name_of(c.working_precision), r, name_of(op))
+                  : fmt::format("N = {} terms at {} working precision: (N+4) u_w >= 1, no rigorous bound exists",
+                                reduction_size(o, info.bindings), name_of(c.working_precision));
         return skip;
       }
     }

@@ -87,6 +87,87 @@ std::vector<std::vector<std::uint8_t>> through_structural_zeros(GateContext& ctx
   return out;
 }
 
+// Where the kernel gives the other Inf, whether the oracle's sign there is determined within tolerance. A
+// kernel that rounds computes the finite factor an Inf multiplies (dv = beta dX with beta = +Inf) only to
+// within its error, so where that factor is within rounding of zero no sign can be demanded; where it is
+// not, the other Inf is a wrong answer. Backward-error view: every finite element x of every float input
+// (the planted site kept; a symmetric input moved symmetrically) becomes x (1 + s rho), rounded to its
+// dtype, with rho the output's relative tolerance (rtol x scale) and s = +-1 from kSignPatterns seeded
+// patterns and their negations (one of each pair moves a nearly linear factor towards zero). An element is
+// undetermined when the oracle there turns NaN, 0 or the other sign in any of them. Runs only when such
+// elements exist (a clean kernel costs nothing) and stops once every one is found undetermined.
+constexpr int kSignPatterns = 8;
+
+struct SignCheck {
+  std::vector<std::uint8_t> mask;  // per element of the output: the oracle's Inf sign is not determined
+  std::int64_t offending = 0;      // elements with the other Inf
+  std::int64_t undetermined = 0;   // of those, how many
+  int evaluations = 0;
+  double rho = 0;
+};
+
+SignCheck inf_sign_undetermined(GateContext& ctx, const CaseInfo& info, const InputSet& planted,
+                                const std::vector<std::int64_t>& planted_at, std::size_t input, std::size_t o,
+                                const HostArray& got, const Reference& ref, Stream stream) {
+  const Contract& c = ctx.contract();
+  const TensorSpec& out = c.outputs[o];
+  SignCheck r;
+  if (!is_float(got.dtype()) || got.numel() != static_cast<std::int64_t>(ref.exact.size())) return r;
+  const double max_finite = kgate::info(got.dtype()).max_finite;
+  std::vector<std::int64_t> open;  // offending elements not yet found undetermined
+  for (std::int64_t i = 0; i < got.numel(); ++i) {
+    const double e = ref.exact[static_cast<std::size_t>(i)], g = got.get(i);
+    if (!(std::isinf(e) || std::fabs(e) > 2 * max_finite) || !std::isinf(g)) continue;
+    if (std::signbit(g) != std::signbit(e)) open.push_back(i);
+  }
+  r.offending = static_cast<std::int64_t>(open.size());
+  if (open.empty()) return r;
+  const Tolerance t = default_tolerance(out, c.working_precision, 1, ctx.tolerance_scale());
+  // At most a quarter: a looser tolerance (a --tolerance-scale in the hundreds) would move inputs through
+  // zero and excuse every sign.
+  r.rho = std::min(t.rel * t.scale, 0.25);
+  r.mask.assign(ref.exact.size(), 0);
+  const std::vector<InputStructure>& st = ctx.structure(info.bindings);
+  for (int k = 0; k < kSignPatterns && !open.empty(); ++k) {
+    for (const int s : {+1, -1}) {
+      std::vector<HostArray> arrays = planted.arrays;
+      for (std::size_t j = 0; j < arrays.size(); ++j) {
+        HostArray& a = arrays[j];
+        if (!is_float(a.dtype())) continue;
+        const Stream signs = stream.child(static_cast<std::uint64_t>(k)).child(c.inputs[j].name);
+        for (std::int64_t p = 0; p < a.numel(); ++p) {
+          if (j == input && std::find(planted_at.begin(), planted_at.end(), p) != planted_at.end()) continue;
+          const double x = a.get(p);
+          if (!std::isfinite(x) || x == 0) continue;
+          std::int64_t key = p;  // a symmetric input's (i, j) and (j, i) move together
+          if (st.at(j).symmetric && a.shape().size() >= 2) {
+            Shape idx = unravel(p, a.shape());
+            std::swap(idx[idx.size() - 1], idx[idx.size() - 2]);
+            key = std::min(p, ravel(idx, a.shape()));
+          }
+          const double sign = (signs.bits(static_cast<std::uint64_t>(key)) & 1) ? s : -s;
+          a.set(p, round_to(x * (1 + sign * r.rho), a.dtype()));
+        }
+      }
+      const OracleResultPtr moved = ctx.oracle(*ctx.custom_inputs(
+          info.bindings, planted.seed, fmt::format("{}: finite inputs moved by rho {:.3g}, sign pattern {}{}",
+                                                   planted.label, r.rho, s > 0 ? "+" : "-", k),
+          std::move(arrays)));
+      ++r.evaluations;
+      const std::vector<double>& v = moved->refs[o].exact;
+      std::erase_if(open, [&](std::int64_t i) {
+        const double m = v[static_cast<std::size_t>(i)];
+        const bool flips = std::isnan(m) || m == 0 || std::signbit(m) != std::signbit(ref.exact[static_cast<std::size_t>(i)]);
+        if (flips) r.mask[static_cast<std::size_t>(i)] = 1;
+        return flips;
+      });
+      if (open.empty()) break;
+    }
+  }
+  r.undetermined = r.offending - static_cast<std::int64_t>(open.size());
+  return r;
+}
+
 }  // namespace
 
 const char* site_name(int site) {
@@ -180,10 +261,16 @@ CaseOutcome run_injection(GateContext& ctx, const CaseInfo& base_info, const Inj
     const std::vector<std::uint8_t> allowed =
         allowed_spread(c, out, ref.shape, nonfinite_seeds(ref, plan.mode), in->arrays);
     Comparison cmp = check_nonfinite(run.outputs[o], ref, allowed, plan.mode, c.spread.inf_may_become_nan);
+    SignCheck sign;
     if (!cmp.ok) {
       if (!structural) structural = through_structural_zeros(ctx, info, *in, drawn, plan.input, planted_at);
-      if (!structural->empty())
-        cmp = check_nonfinite(run.outputs[o], ref, allowed, plan.mode, c.spread.inf_may_become_nan, structural->at(o));
+      if (plan.mode == NonfiniteMode::inf)
+        sign = inf_sign_undetermined(ctx, info, *in, planted_at, plan.input, o, run.outputs[o], ref,
+                                     plan.stream.child("inf sign"));
+      if (!structural->empty() || sign.undetermined > 0)
+        cmp = check_nonfinite(run.outputs[o], ref, allowed, plan.mode, c.spread.inf_may_become_nan,
+                              structural->empty() ? std::span<const std::uint8_t>{} : std::span<const std::uint8_t>(structural->at(o)),
+                              sign.mask);
     }
     pass.add_excused(cmp);
     if (cmp.ok) continue;
@@ -192,6 +279,12 @@ CaseOutcome run_injection(GateContext& ctx, const CaseInfo& base_info, const Inj
     if (cmp.kind == Mismatch::indeterminate)
       e.detail = "an ordinary number where the operator has no value (the oracle is NaN: Inf - Inf, 0 * Inf, "
                  "Inf / Inf under the injected Inf)\n" + e.detail;
+    if (sign.offending > sign.undetermined)
+      e.detail = fmt::format("the other Inf at {} element{}; the oracle's sign holds at {} of them with every finite "
+                             "input moved by the output's rtol {:.3g} ({} oracle evaluation{}): not a rounding of a "
+                             "factor near zero\n",
+                             sign.offending, sign.offending == 1 ? "" : "s", sign.offending - sign.undetermined, sign.rho,
+                             sign.evaluations, sign.evaluations == 1 ? "" : "s") + e.detail;
     CaseOutcome f = failed(std::move(e), &run.call, std::numeric_limits<double>::quiet_NaN(), to_string(cmp.kind));
     for (std::size_t k = 0; k < kExcuseKinds; ++k) f.excused[k] = pass.excused[k];
     return label_domain(ctx, std::move(f), *in);
