@@ -45,10 +45,12 @@ if [[ " $phases " == *" kgate "* ]]; then
   # share it well; the summary lines come in the contracts' order either way.
   njobs=${KGATE_JOBS:-1}
   echo "== kgate verify (seed ${KGATE_SEED:-1}, $njobs at once); logs: kgate_*.log" | tee -a "$summary"
+  contract_name() {  # contract_name CONTRACT: the name its log, JSON and summary line go under
+    if [[ $1 == */sm90/* ]]; then echo "sm90_$(basename "$1" .toml)"; else basename "$1" .toml; fi
+  }
   verify_one() {  # verify_one CONTRACT: one contract's verify; its summary line into $out/kgate_NAME.line
     local c=$1 name pass sym rc bad
-    name=$(basename "$c" .toml)
-    [[ $c == */sm90/* ]] && name="sm90_$name"
+    name=$(contract_name "$c")
     pass=fwd
     [[ $name == *_bwd ]] && pass=bwd
     # glr/contracts/cuda judge the block programs (kgate_run_blocks, both passes); glr/contracts/sm90 what the
@@ -73,8 +75,7 @@ if [[ " $phases " == *" kgate "* ]]; then
   done
   wait
   for c in "${contracts[@]}"; do
-    name=$(basename "$c" .toml)
-    [[ $c == */sm90/* ]] && name="sm90_$name"
+    name=$(contract_name "$c")
     cat "$out/kgate_$name.line" 2>/dev/null || printf "  %-38s no result\n" "$name"
     rm -f "$out/kgate_$name.line"
   done | tee -a "$summary"
