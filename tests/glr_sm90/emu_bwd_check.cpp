@@ -75,6 +75,37 @@ void launch_dh(int gy, const GdnBwdArgs& a) {
   else
     emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
 }
+// The h and dh passes as gdn_bwd::launch_state_passes launches them, heads = sequences x HV grid rows a segment;
+// a.segs > 1: the split passes (the forward's passes A and B on wy_args, the h kernel over every segment; the dh
+// kernel's pass A' over segments 1 .. segs - 1, the reverse combine, pass C over segments 0 .. segs - 2; the dh
+// pass unsplit on wgmma). chunks: the batch has a chunk (T > 0).
+template <int kVT, int kD, bool kDelta>
+void launch_state_passes(const GdnBwdArgs& a, int heads, bool chunks) {
+  const int segs = chunks ? a.segs : 1;
+  const glr::cuda::sm90::GdnFwdArgs f = gdn_bwd::wy_args(a);
+  if (chunks) {
+    if (segs > 1) {
+      emu::launch(&gdn::state_t_kernel<kDelta, kD, 64, true>, (kDelta ? 2 : 1) * kD / 64, (segs - 1) * heads, gdn::smem_raw,
+                  sizeof(gdn::StateTSmem<64>), f);
+      if (segs > 2) emu::launch(&gdn::combine_kernel<kD, kDelta>, kD / 8, heads, gdn::smem_raw, gdn::combine_smem_bytes(kD), f);
+    }
+    emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, segs * heads, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
+  }
+  GdnBwdArgs d = a;
+  if (segs == 1 || wgmma_now()) {
+    d.segs = 1;
+    launch_dh<kVT, kD, kDelta>(heads, d);
+    return;
+  }
+  d.dh_ends = true;
+  emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, (segs - 1) * heads, gdn_bwd::smem_raw,
+              sizeof(gdn_bwd::DhSmem<kVT, kD>), d);
+  if (segs > 2)
+    emu::launch(&gdn::combine_kernel<kD, kDelta, true>, kD / 8, heads, gdn::smem_raw, gdn::combine_smem_bytes(kD), f);
+  d.dh_ends = false;
+  emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, (segs - 1) * heads, gdn_bwd::smem_raw,
+              sizeof(gdn_bwd::DhSmem<kVT, kD>), d);
+}
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
@@ -100,6 +131,7 @@ struct Shape {
   // kDelta = false): 1 Mamba2 (g per token), 2 RetNet (one g per value head: batch row 0's first token's draw,
   // repeated at every token; dg (HV), the sum over every token), 3 linear attention (g = 0). No beta, no dbeta.
   int member = 0;
+  int segs = 1;  // the split state passes forced to this many segments (GdnBwdArgs::segs; > 1: also run unsplit)
   bool deltanet() const { return member == 0 && std::isinf(mu) && mu > 0; }
   bool delta() const { return member == 0; }
   int gate() const { return member == 0 ? (deltanet() ? 0 : 1) : member == 1 ? 1 : member == 2 ? 2 : 0; }
@@ -374,6 +406,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.vt = p.vt;
   a.HV = p.hv();
   a.D = KD;
+  a.segs = p.segs;
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
@@ -390,12 +423,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     if (NT > 0) {
       emu::launch(&gdn::wy_kernel<3, kDelta, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
     }
-    auto state_passes = [&](auto vt) {
-      constexpr int kVT = decltype(vt)::value;
-      if (NT > 0)
-        emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
-      launch_dh<kVT, kD, kDelta>(BH, a);
-    };
+    auto state_passes = [&](auto vt) { launch_state_passes<decltype(vt)::value, kD, kDelta>(a, BH, NT > 0); };
     if (p.vt == 64)
       state_passes(std::integral_constant<int, 64>{});
     else if (p.vt == 32)
@@ -508,6 +536,9 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
   return ok;
 }
 
+// The split cases' largest split-vs-unsplit differences (normwise relative; max |diff| / rms), for the summary.
+double g_split_worst = 0, g_split_worst_elem = 0;
+
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
   if (skip_case(p.D)) return true;
   use_dims(p.D);
@@ -612,6 +643,46 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     const bool near = worst <= 1.0 / 256;  // bf16 rounding level
     std::snprintf(buf, sizeof buf, " | wgmma vs mma.sync chunk+dh kernels: %zu words differ, max |diff|/rms %.1e%s", words,
                   worst, near ? "" : "!");
+    line += buf;
+    ok = ok && near;
+  }
+  if (p.segs > 1) {
+    // The same case unsplit: the split passes reorder only the state's sums (a segment's state or gradient from 0,
+    // then the maps M_s carry the rest), so the outputs differ by rounding. Per output the normwise relative
+    // difference, within the output's bound against float64 above (8 u, dg 16 u: each run is within it of the
+    // exact gradient, and their roundings are independent), and max |diff| / rms; both finite where either is.
+    Shape pu = p;
+    pu.segs = 1;
+    const Outputs ou = run_kernels(pu, in, scale);
+    double worst = 0, worst_elem = 0;
+    bool finite_alike = true, within = true;
+    auto cmp = [&](const auto& x, const auto& y, double bnd) {
+      double d2 = 0, r2 = 0, dm = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
+        if (std::isfinite(xv) != std::isfinite(yv)) finite_alike = false;
+        if (!std::isfinite(xv) || !std::isfinite(yv)) continue;
+        d2 += (xv - yv) * (xv - yv);
+        r2 += yv * yv;
+        dm = std::max(dm, std::fabs(xv - yv));
+      }
+      if (r2 > 0) {
+        within = within && std::sqrt(d2 / r2) <= bnd;
+        worst = std::max(worst, std::sqrt(d2 / r2));
+        worst_elem = std::max(worst_elem, dm / std::sqrt(r2 / static_cast<double>(x.size())));
+      }
+    };
+    cmp(o.dq, ou.dq, bound[0]);
+    cmp(o.dk, ou.dk, bound[1]);
+    cmp(o.dv, ou.dv, bound[2]);
+    cmp(o.dg, ou.dg, bound[3]);
+    cmp(o.dbeta, ou.dbeta, bound[4]);
+    cmp(o.dh0, ou.dh0, bound[5]);
+    const bool near = finite_alike && within;
+    g_split_worst = std::max(g_split_worst, worst);
+    g_split_worst_elem = std::max(g_split_worst_elem, worst_elem);
+    std::snprintf(buf, sizeof buf, " | split %d vs unsplit: rel2 %.1e, max |diff|/rms %.1e%s", p.segs, worst, worst_elem,
+                  near ? "" : "!");
     line += buf;
     ok = ok && near;
   }
@@ -1001,6 +1072,8 @@ int main(int argc, char** argv) {
     s.HV = argc == 9 ? std::atoi(argv[8]) : 0;
     if (const char* m = std::getenv("GLR_EMU_MEMBER")) s.member = std::atoi(m);  // 1 mamba2, 2 retnet, 3 linear attention
     if (std::getenv("GLR_EMU_K64") != nullptr) s.D = 64;
+    if (const char* sg = std::getenv("GLR_EMU_SEGS")) s.segs = std::atoi(sg);  // the split passes in that many segments
+    if (s.segs < 1) return 2;
     if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
     if (s.hv() < s.H || s.hv() % s.H != 0) return 2;
     const char* sd = std::getenv("GLR_EMU_SEED");  // the single case's seed (99 unless given)
@@ -1103,6 +1176,41 @@ int main(int argc, char** argv) {
     unsigned wseed = 700;
     for (int i = 0; i < 8; ++i, ++wseed)
       if (all || i == 0 || i == 1 || i == 3 || i == 5 || i == 6) ok = run(cases[i], wseed, false) && ok;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && std::string(argv[1]) == "split") {
+    // The split state passes (GdnBwdArgs::segs forced; launch_state_passes): each case against the float64
+    // recurrence and against the same case unsplit (rounding-level differences). Segments of 1 or 2 chunks (the
+    // rule's 16-chunk minimum is the dispatch's: any segs >= 1 runs), empty last segments, T not a multiple of 64,
+    // combine chains of 1 to 3 steps; Gated DeltaNet with two sequences and GVA, DeltaNet, Mamba2 (kDelta = false:
+    // scalar maps), RetNet with GVA at K = V = 64, h0 / dht present and absent, slice widths 64, 32, 16; packed
+    // sequences (one run split, each sequence alone split too: bitwise equal). Seeds 1300 on.
+    const Shape split_cases[] = {
+        {2, 300, 1, true, true, 2.0, 64, 0, 2, 128, 0, 4},       // 5 chunks: 2, 2, 1, 0
+        {1, 230, 1, true, true, INFINITY, 32, 0, 0, 128, 0, 4},  // DeltaNet, 4 chunks of 1, the last short
+        {1, 200, 1, false, true, 8.0, 16, 0, 0, 128, 1, 3},      // Mamba2, slow decay, no h0
+        {1, 330, 1, true, false, 4.0, 16, 0, 2, 64, 2, 5},       // RetNet GVA K = V = 64, 6 chunks: 2, 2, 2, 0, 0
+    };
+    unsigned sseed = 1300;
+    for (const Shape& c : split_cases) ok = run(c, sseed++, false) && ok;
+    VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 32};
+    vc.segs = 3;
+    ok = run_varlen(vc, sseed++) && ok;
+    // The dispatch's rule (the forward's, on the backward's shapes; 132 SMs): 8 segments at B1 T32768 H16, 4 at HV32,
+    // none at B8 T4096 H16 or B1 T2048 H16.
+    auto rule = [](int B, int T, int H, int HV) {
+      GdnBwdArgs a;
+      a.B = B, a.T = T, a.H = H, a.HV = HV, a.D = 128;
+      return glr::cuda::sm90::gdn_bwd_split_segments(a, 132);
+    };
+    const bool rule_ok = rule(1, 32768, 16, 16) == 8 && rule(1, 32768, 16, 32) == 4 && rule(8, 4096, 16, 16) == 1 &&
+                         rule(1, 2048, 16, 16) == 1;
+    ok = ok && rule_ok;
+    std::printf("split rule: B1 T32768 H16 %d, HV32 %d, B8 T4096 %d, B1 T2048 %d | %s\n", rule(1, 32768, 16, 16),
+                rule(1, 32768, 16, 32), rule(8, 4096, 16, 16), rule(1, 2048, 16, 16), rule_ok ? "PASS" : "FAIL");
+    std::printf("split vs unsplit, worst over the cases: rel2 %.1e, max |diff|/rms %.1e\n", g_split_worst,
+                g_split_worst_elem);
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }
