@@ -1179,24 +1179,38 @@ int main(int argc, char** argv) {
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }
-  if (argc == 2 && std::string(argv[1]) == "split") {
+  if (argc == 2 && (std::string(argv[1]) == "split" || std::string(argv[1]) == "split-all")) {
     // The split state passes (GdnBwdArgs::segs forced; launch_state_passes): each case against the float64
     // recurrence and against the same case unsplit (rounding-level differences). Segments of 1 or 2 chunks (the
     // rule's 16-chunk minimum is the dispatch's: any segs >= 1 runs), empty last segments, T not a multiple of 64,
-    // combine chains of 1 to 3 steps; Gated DeltaNet with two sequences and GVA, DeltaNet, Mamba2 (kDelta = false:
-    // scalar maps), RetNet with GVA at K = V = 64, h0 / dht present and absent, slice widths 64, 32, 16; packed
-    // sequences (one run split, each sequence alone split too: bitwise equal). Seeds 1300 on.
+    // combine chains of 1 to 3 steps; Gated DeltaNet (two sequences, GVA), DeltaNet, Mamba2 (kDelta = false: scalar
+    // maps), RetNet with GVA, K = V = 128 and 64, h0 / dht present and absent, slice widths 64, 32, 16; packed
+    // sequences (split, and each sequence alone split the same: bitwise equal). "split" (ctest
+    // glr_sm90_emu_bwd_split) runs the K = V = 64 ones and the first K = V = 128 one; "split-all" every case.
+    // Seeds 1300 on.
+    const bool all = std::string(argv[1]) == "split-all";
     const Shape split_cases[] = {
-        {2, 300, 1, true, true, 2.0, 64, 0, 2, 128, 0, 4},       // 5 chunks: 2, 2, 1, 0
-        {1, 230, 1, true, true, INFINITY, 32, 0, 0, 128, 0, 4},  // DeltaNet, 4 chunks of 1, the last short
+        {1, 200, 1, true, true, 8.0, 64, 0, 0, 128, 0, 3},       // 4 chunks: 2, 2, 0, the last short; slow decay
+        {2, 300, 1, true, true, 6.0, 64, 0, 2, 128, 0, 4},       // 5 chunks: 2, 2, 1, 0; GVA, two sequences
+        {1, 230, 1, true, true, INFINITY, 32, 0, 0, 128, 0, 4},  // DeltaNet, 4 chunks of 1
         {1, 200, 1, false, true, 8.0, 16, 0, 0, 128, 1, 3},      // Mamba2, slow decay, no h0
-        {1, 330, 1, true, false, 4.0, 16, 0, 2, 64, 2, 5},       // RetNet GVA K = V = 64, 6 chunks: 2, 2, 2, 0, 0
+        {2, 300, 1, true, true, 6.0, 32, 0, 0, 64, 0, 4},        // K = V = 64: the delta rule, two sequences
+        {1, 230, 1, true, true, INFINITY, 16, 0, 0, 64, 0, 4},   // DeltaNet
+        {1, 200, 1, false, true, 8.0, 64, 0, 0, 64, 1, 3},       // Mamba2
+        {1, 330, 1, true, false, 4.0, 16, 0, 2, 64, 2, 5},       // RetNet GVA, 6 chunks: 2, 2, 2, 0, 0
     };
     unsigned sseed = 1300;
-    for (const Shape& c : split_cases) ok = run(c, sseed++, false) && ok;
-    VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 32};
-    vc.segs = 3;
-    ok = run_varlen(vc, sseed++) && ok;
+    for (const Shape& c : split_cases) {
+      if (all || c.D == 64 || &c == split_cases) ok = run(c, sseed, false) && ok;
+      ++sseed;
+    }
+    for (int D : {64, 128}) {
+      if (!all && D == 128) continue;
+      VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 32};
+      vc.D = D;
+      vc.segs = 3;
+      ok = run_varlen(vc, sseed++) && ok;
+    }
     // The dispatch's rule (the forward's, on the backward's shapes; 132 SMs): 8 segments at B1 T32768 H16, 4 at HV32,
     // none at B8 T4096 H16 or B1 T2048 H16.
     auto rule = [](int B, int T, int H, int HV) {
