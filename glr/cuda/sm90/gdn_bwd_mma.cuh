@@ -319,7 +319,8 @@ __device__ __forceinline__ bool chunk_of(const GdnBwdArgs& a, int bx, int by, Se
 // unsplit one segment): sequence n (dense: batch row n), value head hv, q/k head hv / (HV / H), state columns v0 ..
 // v0 + kVT - 1, segment s (its chunks c_begin .. c_end - 1; the dh kernel's pass A' counts its rows from segment 1),
 // and where its tokens, chunk slots and states lie. False for invalid packed offsets (then nothing else is set: the
-// poison kernel writes every output).
+// poison kernel writes every output). kSplit false (dh_wgmma_kernel, launched unsplit only): the grid is one
+// segment, blockIdx.y = n HV + hv, and no segment arithmetic is emitted (at 255 registers every instruction counts).
 struct StateBlock {
   int HV, v0, bh, n, hv, h;
   int seg, c_begin, c_end;  // the segment and its chunks (unsplit: 0, 0, nch)
@@ -333,20 +334,20 @@ struct StateBlock {
   const __nv_bfloat16* Tw;  // T of chunk slot R (null without the delta rule)
   const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R (beta: null without the delta rule)
 };
-template <int kVT, int kD, bool kDelta>
+template <int kVT, int kD, bool kDelta, bool kSplit = false>
 __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
   b.HV = a.value_heads();
   b.v0 = blockIdx.x * kVT;
   const int heads = a.num_seqs() * b.HV;  // grid rows per segment
-  b.seg = static_cast<int>(blockIdx.y) / heads + (a.dh_ends ? 1 : 0);
-  b.bh = static_cast<int>(blockIdx.y) % heads;
+  b.seg = kSplit ? static_cast<int>(blockIdx.y) / heads + (a.dh_ends ? 1 : 0) : 0;
+  b.bh = kSplit ? static_cast<int>(blockIdx.y) % heads : static_cast<int>(blockIdx.y);
   b.seg_states = static_cast<std::int64_t>(heads) * kD * kD;
   b.n = b.bh / b.HV;
   b.hv = b.bh % b.HV;
   b.h = b.hv / (b.HV / a.H);
   if (bad_offsets(a)) return false;
   b.sq = sequence(a, b.n);
-  const int per = (b.sq.nch + a.segs - 1) / a.segs;  // chunks per segment (the forward's split, state_t_block)
+  const int per = kSplit ? (b.sq.nch + a.segs - 1) / a.segs : b.sq.nch;  // chunks per segment (as state_t_block)
   b.c_begin = min(b.sq.nch, b.seg * per);
   b.c_end = min(b.sq.nch, b.c_begin + per);
   b.R = first_slot(a, b.sq, b.hv);
@@ -430,7 +431,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
   __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
@@ -711,7 +712,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
   // dX and this slice's nch C floats of dbv, with the delta rule only (dX = dv and no dbeta without it)
@@ -752,9 +753,8 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   };
 
   // The gradient leaving the block's segment: dht (or 0) for the last, 0 in pass A', else Es slot s (the reverse
-  // combine's); the one entering it goes to dh0 from segment 0, to Es slot s - 1 from pass A'.
+  // combine's); the one entering it goes to dh0 from segment 0, to Es slot s - 1 from pass A' (dh_out, at the end).
   const float* dh_in = sb.seg == a.segs - 1 ? a.dht : a.dh_ends ? nullptr : a.Es + sb.seg * sb.seg_states;
-  float* dh_out = sb.seg == 0 ? a.dh0 : a.dh_ends ? a.Es + (sb.seg - 1) * sb.seg_states : nullptr;
   float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -1011,6 +1011,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
+  float* dh_out = sb.seg == 0 ? a.dh0 : a.dh_ends ? a.Es + (sb.seg - 1) * sb.seg_states : nullptr;
   if (dh_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
