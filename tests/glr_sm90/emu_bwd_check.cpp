@@ -26,9 +26,11 @@
 // bf16, sweep, planted, rule, varlen), tagged "K=V=64" in their lines; "k64" (or GLR_EMU_K64=1 with any subset) runs
 // those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
 // partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
-#include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1)
 // clang-format off
-#include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
+// emu.hpp, the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1) and gdn_bwd_mma.cuh with its launchers on the
+// emulator (gdn_bwd_mma itself runs the split cases; glr/cuda/sm90/emu/emu_launch.cpp, linked in, defines the
+// kernels' shared memory and the runtime calls the launchers make)
+#include "../../glr/cuda/sm90/emu/sm90_emu.hpp"
 #include "../../bench/glr/sm90_bwd_reference.cuh"
 // clang-format on
 
@@ -40,11 +42,6 @@
 #include <string>
 #include <type_traits>
 
-// The kernels' `extern __shared__` array, the forward's wy kernel's and the backward's (one array: gdn::smem_raw and
-// gdn_bwd::smem_raw name it, see mma_sync.cuh).
-namespace glr::cuda::sm90::gdn {
-alignas(16) char smem_raw[256 * 1024];
-}
 namespace glr::sm90_bwd_reference {  // the GPU check's float64 reference (bench/glr/sm90_bwd_reference.cuh)
 alignas(16) double ref_smem[kSmemBytes / sizeof(double)];
 }
@@ -74,37 +71,6 @@ void launch_dh(int gy, const GdnBwdArgs& a) {
                 gdn_bwd::dh_wgmma_smem_bytes<kVT, kD>, a);
   else
     emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
-}
-// The h and dh passes as gdn_bwd::launch_state_passes launches them, heads = sequences x HV grid rows a segment;
-// a.segs > 1: the split passes (the forward's passes A and B on wy_args, the h kernel over every segment; the dh
-// kernel's pass A' over segments 1 .. segs - 1, the reverse combine, pass C over segments 0 .. segs - 2; the dh
-// pass unsplit on wgmma). chunks: the batch has a chunk (T > 0).
-template <int kVT, int kD, bool kDelta>
-void launch_state_passes(const GdnBwdArgs& a, int heads, bool chunks) {
-  const int segs = chunks ? a.segs : 1;
-  const glr::cuda::sm90::GdnFwdArgs f = gdn_bwd::wy_args(a);
-  if (chunks) {
-    if (segs > 1) {
-      emu::launch(&gdn::state_t_kernel<kDelta, kD, 64, true>, (kDelta ? 2 : 1) * kD / 64, (segs - 1) * heads, gdn::smem_raw,
-                  sizeof(gdn::StateTSmem<64>), f);
-      if (segs > 2) emu::launch(&gdn::combine_kernel<kD, kDelta>, kD / 8, heads, gdn::smem_raw, gdn::combine_smem_bytes(kD), f);
-    }
-    emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, segs * heads, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
-  }
-  GdnBwdArgs d = a;
-  if (segs == 1 || wgmma_now()) {
-    d.segs = 1;
-    launch_dh<kVT, kD, kDelta>(heads, d);
-    return;
-  }
-  d.dh_ends = true;
-  emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, (segs - 1) * heads, gdn_bwd::smem_raw,
-              sizeof(gdn_bwd::DhSmem<kVT, kD>), d);
-  if (segs > 2)
-    emu::launch(&gdn::combine_kernel<kD, kDelta, true>, kD / 8, heads, gdn::smem_raw, gdn::combine_smem_bytes(kD), f);
-  d.dh_ends = false;
-  emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, (segs - 1) * heads, gdn_bwd::smem_raw,
-              sizeof(gdn_bwd::DhSmem<kVT, kD>), d);
 }
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
@@ -406,7 +372,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.vt = p.vt;
   a.HV = p.hv();
   a.D = KD;
-  a.segs = p.segs;
+  a.segs = p.T > 0 ? p.segs : 1;  // (no chunks: launch_state_passes runs unsplit)
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
@@ -416,6 +382,14 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
   }
+  if (a.segs > 1) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
+    const cudaError_t e = glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, p.vt);
+    if (e != cudaSuccess) {
+      std::printf("emu bwd: gdn_bwd_mma: %s | FAIL\n", cudaGetErrorName(e));
+      std::exit(1);
+    }
+    return o;
+  }
   const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
   auto launch_d = [&](auto d, auto dl) {  // the kernels at head dims kD, as gdn_bwd_mma's launch_all
     constexpr int kD = decltype(d)::value;
@@ -423,7 +397,12 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     if (NT > 0) {
       emu::launch(&gdn::wy_kernel<3, kDelta, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
     }
-    auto state_passes = [&](auto vt) { launch_state_passes<decltype(vt)::value, kD, kDelta>(a, BH, NT > 0); };
+    auto state_passes = [&](auto vt) {
+      constexpr int kVT = decltype(vt)::value;
+      if (NT > 0)
+        emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
+      launch_dh<kVT, kD, kDelta>(BH, a);
+    };
     if (p.vt == 64)
       state_passes(std::integral_constant<int, 64>{});
     else if (p.vt == 32)

@@ -17,5 +17,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p build-emu
 g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include -o build-emu/glr_sm90_emu_bwd_check \
-  tests/glr_sm90/emu_bwd_check.cpp -lpthread
+  tests/glr_sm90/emu_bwd_check.cpp glr/cuda/sm90/emu/emu_launch.cpp -lpthread
 build-emu/glr_sm90_emu_bwd_check "$@"
