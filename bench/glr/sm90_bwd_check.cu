@@ -520,9 +520,9 @@ int main(int argc, char** argv) {
         {1, 1, 1, false, false, 2.0},  {1, 33, 1, true, true, 2.0},     {1, 64, 2, false, true, -1.0},
         {2, 100, 3, true, false, 2.0}, {3, 257, 2, false, true, -1.0},  {2, 1000, 4, true, true, 8.0},
         {1, 4096, 2, true, true, 8.0}, {2, 4095, 3, false, false, 4.0}, {2, 4096, 4, true, true, 2.0},
-        // the split state passes (forced segments; the rule would not split these): 16 chunks a segment, and 3
-        // segments of 6, 6, 4 chunks with h0 and slow decay
-        {1, 4096, 2, true, true, 8.0, 4}, {2, 1000, 4, true, true, 8.0, 3},
+        // the split state passes (forced segments; the rule would not split these), slow decay, h0 and dht: 4
+        // segments of 8 chunks, and 3 of 6, 6, 4 chunks (a short last chunk) over two sequences
+        {1, 2048, 2, true, true, 8.0, 4}, {2, 1000, 2, true, true, 8.0, 3},
     };
     int i = 0;
     for (const Problem& p : shapes) {

@@ -10,7 +10,7 @@
 #      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the
 #      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes
-#      with the split-sequence h and dh passes forced (B1 T4096 H2 in 4 segments, B2 T1000 H4 in 3: "split n").
+#      with the split-sequence h and dh passes forced (B1 T2048 H2 in 4 segments, B2 T1000 H2 in 3: "split n").
 #   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
 #      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention; then "split bwd" lines: the backward
 #      and its h and dh passes at B1 T32768 H16 and H32 (H16 HV32's state-pass grid) unsplit and in the split rule's
