@@ -1190,6 +1190,11 @@ int main(int argc, char** argv) {
       vc.segs = 3;
       ok = run_varlen(vc, sseed++) && ok;
     }
+    {  // invalid packed offsets, split: status 1 and every output NaN (the split passes do nothing)
+      VarlenCase vc{{40, 70, 90}, 1, 2, true, true, 2.0, 16, false, false, false, 1, 64};
+      vc.segs = 3;
+      ok = run_varlen(vc, sseed++) && ok;
+    }
     // The dispatch's rule (the forward's, on the backward's shapes; 132 SMs): 8 segments at B1 T32768 H16, 4 at HV32,
     // none at B8 T4096 H16 or B1 T2048 H16.
     auto rule = [](int B, int T, int H, int HV) {
