@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
@@ -183,6 +184,7 @@ struct Problem {
   int B, T, H;
   bool h0, dht;
   double mu;  // g = logsigmoid(mu + z): mu -1 and 2 forget the state within a chunk, 4 keep a third, 8 nearly all
+  int segs = 1;  // the split state passes' segments (GdnBwdArgs::segs; the workspace holds up to this many)
 };
 
 template <class T>
@@ -202,6 +204,7 @@ struct Buffers {
     a.B = p.B;
     a.T = p.T;
     a.H = p.H;
+    a.segs = p.segs;
     a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
     tok = static_cast<std::int64_t>(p.B) * p.T * p.H;
     hs = static_cast<std::int64_t>(p.B) * p.H * KV;
@@ -243,7 +246,7 @@ struct Buffers {
     a.dv = dalloc<__nv_bfloat16>(tok * VD);
     a.dg = dalloc<float>(tok);
     a.dbeta = dalloc<float>(tok);
-    ws = dalloc<char>(glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H) + 256);
+    ws = dalloc<char>(glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, 0, 0, KD, true, 1, p.segs) + 256);
     glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws);
     // the forward, for timing: its own output, rung 3's workspace
     f.q = q;
@@ -333,7 +336,8 @@ bool check(const Problem& p, std::uint64_t seed) {
     const char* names[6] = {"dq", "dk", "dv", "dg", "dbeta", "dh0"};
     const double bound[6] = {8 * u, 8 * u, 8 * u, 16 * u, 8 * u, 8 * u};
     bool pass = diff == 0;
-    std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f vt=%-2d |", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, vt);
+    std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f vt=%-2d%s |", p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, vt,
+                p.segs > 1 ? (" split " + std::to_string(p.segs)).c_str() : "");
     for (int i = 0; i < 6; ++i) {
       if (i == 5 && !p.h0) {
         std::printf(" dh0 -");
@@ -447,6 +451,49 @@ void timing(int B, int T, int H) {
   CK(cudaStreamDestroy(st));
 }
 
+// The split-sequence h and dh passes (gdn_bwd_split_segments; GdnBwdArgs::segs) against the unsplit ones on one
+// workspace: the backward's total and its h and dh passes (h: the forward's passes A and B and the h kernel; dh:
+// pass A', the reverse combine, pass C) at 1 segment, the rule's and half and twice it. Informational only.
+void timing_split(int B, int T, int H) {
+  GdnBwdArgs probe;
+  probe.B = B, probe.T = T, probe.H = H, probe.D = KD;
+  int sms = 132;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int rule = glr::cuda::sm90::gdn_bwd_split_segments(probe, sms);
+  std::vector<int> segs = rule > 1 ? std::vector<int>{1, rule / 2, rule, 2 * rule} : std::vector<int>{1, 4, 8};
+  segs.erase(std::remove_if(segs.begin(), segs.end(), [](int s) { return s < 1; }), segs.end());
+  segs.erase(std::unique(segs.begin(), segs.end()), segs.end());
+  Buffers buf(Problem{B, T, H, false, false, 2.0, segs.back()}, 7);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t ev[5];
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  std::printf("split bwd B%d T%d H%d K=V=128 (%d SMs; the rule: %d segments) |", B, T, H, sms, rule);
+  for (int s : segs) {
+    GdnBwdArgs a = buf.a;
+    a.segs = s;
+    for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_bwd_mma(a, st));
+    std::vector<float> tot, hw, dw;
+    for (int i = 0; i < 20; ++i) {
+      CK(cudaEventRecord(ev[0], st));
+      CK(glr::cuda::sm90::gdn_bwd_mma(a, st, &ev[1]));
+      CK(cudaEventRecord(ev[4], st));
+      CK(cudaEventSynchronize(ev[4]));
+      float x[4];
+      for (int j = 0; j < 4; ++j) CK(cudaEventElapsedTime(&x[j], ev[j], ev[j + 1]));
+      tot.push_back(x[0] + x[1] + x[2] + x[3]);
+      hw.push_back(x[1]);
+      dw.push_back(x[2]);
+    }
+    std::printf(" %d seg%s: bwd %.3f ms (h %.3f, dh %.3f; slices of %d) |", s, s == 1 ? " (unsplit)" : "s",
+                median(tot), median(hw), median(dw), glr::cuda::sm90::gdn_bwd_slice_width(B * H * s));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  CK(cudaStreamDestroy(st));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -473,6 +520,9 @@ int main(int argc, char** argv) {
         {1, 1, 1, false, false, 2.0},  {1, 33, 1, true, true, 2.0},     {1, 64, 2, false, true, -1.0},
         {2, 100, 3, true, false, 2.0}, {3, 257, 2, false, true, -1.0},  {2, 1000, 4, true, true, 8.0},
         {1, 4096, 2, true, true, 8.0}, {2, 4095, 3, false, false, 4.0}, {2, 4096, 4, true, true, 2.0},
+        // the split state passes (forced segments; the rule would not split these), slow decay, h0 and dht: 4
+        // segments of 8 chunks, and 3 of 6, 6, 4 chunks (a short last chunk) over two sequences
+        {1, 2048, 2, true, true, 8.0, 4}, {2, 1000, 2, true, true, 8.0, 3},
     };
     int i = 0;
     for (const Problem& p : shapes) {
@@ -485,6 +535,10 @@ int main(int argc, char** argv) {
     timing(8, 4096, 16);
     timing(4, 8192, 32);
     timing(1, 32768, 16);
+    // The split h and dh passes (few, long sequences): H16 (8 segments by the rule on 132 SMs) and H32, whose h and
+    // dh grids (32 value heads) are those of H16 HV32 (4 segments).
+    timing_split(1, 32768, 16);
+    timing_split(1, 32768, 32);
   }
   return ok ? 0 : 1;
 }

@@ -4,13 +4,17 @@
 #                                                             what is left of 380 s)
 # Stages, logs under $OUT (or build-sm90bwd/):
 #   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
-#      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's wy_kernel<3>) prints FAIL.
+#      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's kernels it launches:
+#      wy_kernel<3>, the split passes' state_t_kernel<.., 64, kStateOnly> and combine_kernel) prints FAIL.
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
 #      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the
-#      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs.
+#      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes
+#      with the split-sequence h and dh passes forced (B1 T2048 H2 in 4 segments, B2 T1000 H2 in 3: "split n").
 #   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
-#      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention. Runs even if stage 3 failed.
+#      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention; then "split bwd" lines: the backward
+#      and its h and dh passes at B1 T32768 H16 and H32 (H16 HV32's state-pass grid) unsplit and in the split rule's
+#      segments (and half and twice them). Runs even if stage 3 failed.
 #   5. GLR_BWD_WGMMA=1 sm90_bwd_check --check (check_wgmma.txt): stage 3 with the chunk and dh kernels on wgmma
 #      (chunk_wgmma_kernel, gdn_bwd_wgmma.cuh; dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU
 #      here); a failure fails the script.
@@ -64,7 +68,8 @@ awk '/Compiling entry function/ { match($0, /_ZN3glr4cuda4sm90[^'"'"']*/); name 
      keep && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print name ": " substr($0, RSTART, RLENGTH) " |" stack; keep = 0 }' \
   "$out/ptxas.txt" | sed 's/ptxas info    ://; s/  */ /g' | tee "$out/ptxas_gdn.txt"
 # the gate covers the backward's kernels and the forward's rung-3 wy kernel it launches; the others are listed only
-if grep -E "gdn_bwd|wy_kernelILi3E" "$out/ptxas_gdn.txt" | grep -E "[1-9][0-9]* bytes (stack frame|spill)" >/dev/null; then
+if grep -E "gdn_bwd|wy_kernelILi3E|state_t_kernelILb[01]ELi(64|128)ELi64ELb1E|combine_kernel" "$out/ptxas_gdn.txt" |
+  grep -E "[1-9][0-9]* bytes (stack frame|spill)" >/dev/null; then
   say "ptxas: FAIL (a backward kernel has a stack frame or spills)"
   status=1
 else
@@ -107,7 +112,7 @@ run_stage --timing timing_wgmma.txt "timing (wgmma)" GLR_BWD_WGMMA=1
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
-grep -h -E "^timing|resident|^  \(bwd" "$out/timing.txt" || true
+grep -h -E "^timing|resident|^  \(bwd|^split bwd" "$out/timing.txt" || true
 echo "-- chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_wgmma.txt" || true
 grep -h -E "^timing|resident" "$out/timing_wgmma.txt" || true

@@ -26,9 +26,11 @@
 // bf16, sweep, planted, rule, varlen), tagged "K=V=64" in their lines; "k64" (or GLR_EMU_K64=1 with any subset) runs
 // those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
 // partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
-#include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1)
 // clang-format off
-#include "../../glr/cuda/sm90/gdn_bwd_mma.cuh"
+// emu.hpp, the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1) and gdn_bwd_mma.cuh with its launchers on the
+// emulator (gdn_bwd_mma itself runs the split cases; glr/cuda/sm90/emu/emu_launch.cpp, linked in, defines the
+// kernels' shared memory and the runtime calls the launchers make)
+#include "../../glr/cuda/sm90/emu/sm90_emu.hpp"
 #include "../../bench/glr/sm90_bwd_reference.cuh"
 // clang-format on
 
@@ -40,11 +42,6 @@
 #include <string>
 #include <type_traits>
 
-// The kernels' `extern __shared__` array, the forward's wy kernel's and the backward's (one array: gdn::smem_raw and
-// gdn_bwd::smem_raw name it, see mma_sync.cuh).
-namespace glr::cuda::sm90::gdn {
-alignas(16) char smem_raw[256 * 1024];
-}
 namespace glr::sm90_bwd_reference {  // the GPU check's float64 reference (bench/glr/sm90_bwd_reference.cuh)
 alignas(16) double ref_smem[kSmemBytes / sizeof(double)];
 }
@@ -100,6 +97,7 @@ struct Shape {
   // kDelta = false): 1 Mamba2 (g per token), 2 RetNet (one g per value head: batch row 0's first token's draw,
   // repeated at every token; dg (HV), the sum over every token), 3 linear attention (g = 0). No beta, no dbeta.
   int member = 0;
+  int segs = 1;  // the split state passes forced to this many segments (GdnBwdArgs::segs; > 1: also run unsplit)
   bool deltanet() const { return member == 0 && std::isinf(mu) && mu > 0; }
   bool delta() const { return member == 0; }
   int gate() const { return member == 0 ? (deltanet() ? 0 : 1) : member == 1 ? 1 : member == 2 ? 2 : 0; }
@@ -374,6 +372,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.vt = p.vt;
   a.HV = p.hv();
   a.D = KD;
+  a.segs = p.T > 0 ? p.segs : 1;  // (no chunks: launch_state_passes runs unsplit)
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
@@ -382,6 +381,14 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   if (const char* why = p.T > 0 ? glr::cuda::sm90::gdn_bwd_mma_refusal(a) : nullptr) {
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
+  }
+  if (a.segs > 1) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
+    const cudaError_t e = glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, p.vt);
+    if (e != cudaSuccess) {
+      std::printf("emu bwd: gdn_bwd_mma: %s | FAIL\n", cudaGetErrorName(e));
+      std::exit(1);
+    }
+    return o;
   }
   const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
   auto launch_d = [&](auto d, auto dl) {  // the kernels at head dims kD, as gdn_bwd_mma's launch_all
@@ -508,6 +515,9 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
   return ok;
 }
 
+// The split cases' largest split-vs-unsplit differences (normwise relative; max |diff| / rms), for the summary.
+double g_split_worst = 0, g_split_worst_elem = 0;
+
 bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
   if (skip_case(p.D)) return true;
   use_dims(p.D);
@@ -612,6 +622,46 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     const bool near = worst <= 1.0 / 256;  // bf16 rounding level
     std::snprintf(buf, sizeof buf, " | wgmma vs mma.sync chunk+dh kernels: %zu words differ, max |diff|/rms %.1e%s", words,
                   worst, near ? "" : "!");
+    line += buf;
+    ok = ok && near;
+  }
+  if (p.segs > 1) {
+    // The same case unsplit: the split passes reorder only the state's sums (a segment's state or gradient from 0,
+    // then the maps M_s carry the rest), so the outputs differ by rounding. Per output the normwise relative
+    // difference, within the output's bound against float64 above (8 u, dg 16 u: each run is within it of the
+    // exact gradient, and their roundings are independent), and max |diff| / rms; both finite where either is.
+    Shape pu = p;
+    pu.segs = 1;
+    const Outputs ou = run_kernels(pu, in, scale);
+    double worst = 0, worst_elem = 0;
+    bool finite_alike = true, within = true;
+    auto cmp = [&](const auto& x, const auto& y, double bnd) {
+      double d2 = 0, r2 = 0, dm = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
+        if (std::isfinite(xv) != std::isfinite(yv)) finite_alike = false;
+        if (!std::isfinite(xv) || !std::isfinite(yv)) continue;
+        d2 += (xv - yv) * (xv - yv);
+        r2 += yv * yv;
+        dm = std::max(dm, std::fabs(xv - yv));
+      }
+      if (r2 > 0) {
+        within = within && std::sqrt(d2 / r2) <= bnd;
+        worst = std::max(worst, std::sqrt(d2 / r2));
+        worst_elem = std::max(worst_elem, dm / std::sqrt(r2 / static_cast<double>(x.size())));
+      }
+    };
+    cmp(o.dq, ou.dq, bound[0]);
+    cmp(o.dk, ou.dk, bound[1]);
+    cmp(o.dv, ou.dv, bound[2]);
+    cmp(o.dg, ou.dg, bound[3]);
+    cmp(o.dbeta, ou.dbeta, bound[4]);
+    cmp(o.dh0, ou.dh0, bound[5]);
+    const bool near = finite_alike && within;
+    g_split_worst = std::max(g_split_worst, worst);
+    g_split_worst_elem = std::max(g_split_worst_elem, worst_elem);
+    std::snprintf(buf, sizeof buf, " | split %d vs unsplit: rel2 %.1e, max |diff|/rms %.1e%s", p.segs, worst, worst_elem,
+                  near ? "" : "!");
     line += buf;
     ok = ok && near;
   }
@@ -1001,6 +1051,8 @@ int main(int argc, char** argv) {
     s.HV = argc == 9 ? std::atoi(argv[8]) : 0;
     if (const char* m = std::getenv("GLR_EMU_MEMBER")) s.member = std::atoi(m);  // 1 mamba2, 2 retnet, 3 linear attention
     if (std::getenv("GLR_EMU_K64") != nullptr) s.D = 64;
+    if (const char* sg = std::getenv("GLR_EMU_SEGS")) s.segs = std::atoi(sg);  // the split passes in that many segments
+    if (s.segs < 1) return 2;
     if (s.vt != 16 && s.vt != 32 && s.vt != 64) return 2;
     if (s.hv() < s.H || s.hv() % s.H != 0) return 2;
     const char* sd = std::getenv("GLR_EMU_SEED");  // the single case's seed (99 unless given)
@@ -1103,6 +1155,60 @@ int main(int argc, char** argv) {
     unsigned wseed = 700;
     for (int i = 0; i < 8; ++i, ++wseed)
       if (all || i == 0 || i == 1 || i == 3 || i == 5 || i == 6) ok = run(cases[i], wseed, false) && ok;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && (std::string(argv[1]) == "split" || std::string(argv[1]) == "split-all")) {
+    // The split state passes (GdnBwdArgs::segs forced; launch_state_passes): each case against the float64
+    // recurrence and against the same case unsplit (rounding-level differences). Segments of 1 or 2 chunks (the
+    // rule's 16-chunk minimum is the dispatch's: any segs >= 1 runs), empty last segments, T not a multiple of 64,
+    // combine chains of 1 to 3 steps; Gated DeltaNet (two sequences, GVA), DeltaNet, Mamba2 (kDelta = false: scalar
+    // maps), RetNet with GVA, K = V = 128 and 64, h0 / dht present and absent, slice widths 64, 32, 16; packed
+    // sequences (split, and each sequence alone split the same: bitwise equal). "split" (ctest
+    // glr_sm90_emu_bwd_split) runs the K = V = 64 ones and the first K = V = 128 one; "split-all" every case.
+    // Seeds 1300 on.
+    const bool all = std::string(argv[1]) == "split-all";
+    const Shape split_cases[] = {
+        {1, 200, 1, true, true, 8.0, 64, 0, 0, 128, 0, 3},       // 4 chunks: 2, 2, 0, the last short; slow decay
+        {2, 300, 1, true, true, 6.0, 64, 0, 2, 128, 0, 4},       // 5 chunks: 2, 2, 1, 0; GVA, two sequences
+        {1, 230, 1, true, true, INFINITY, 32, 0, 0, 128, 0, 4},  // DeltaNet, 4 chunks of 1
+        {1, 200, 1, false, true, 8.0, 16, 0, 0, 128, 1, 3},      // Mamba2, slow decay, no h0
+        {2, 300, 1, true, true, 6.0, 32, 0, 0, 64, 0, 4},        // K = V = 64: the delta rule, two sequences
+        {1, 230, 1, true, true, INFINITY, 16, 0, 0, 64, 0, 4},   // DeltaNet
+        {1, 200, 1, false, true, 8.0, 64, 0, 0, 64, 1, 3},       // Mamba2
+        {1, 330, 1, true, false, 4.0, 16, 0, 2, 64, 2, 5},       // RetNet GVA, 6 chunks: 2, 2, 2, 0, 0
+    };
+    unsigned sseed = 1300;
+    for (const Shape& c : split_cases) {
+      if (all || c.D == 64 || &c == split_cases) ok = run(c, sseed, false) && ok;
+      ++sseed;
+    }
+    for (int D : {64, 128}) {
+      if (!all && D == 128) continue;
+      VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 32};
+      vc.D = D;
+      vc.segs = 3;
+      ok = run_varlen(vc, sseed++) && ok;
+    }
+    {  // invalid packed offsets, split: status 1 and every output NaN (the split passes do nothing)
+      VarlenCase vc{{40, 70, 90}, 1, 2, true, true, 2.0, 16, false, false, false, 1, 64};
+      vc.segs = 3;
+      ok = run_varlen(vc, sseed++) && ok;
+    }
+    // The dispatch's rule (the forward's, on the backward's shapes; 132 SMs): 8 segments at B1 T32768 H16, 4 at HV32,
+    // none at B8 T4096 H16 or B1 T2048 H16.
+    auto rule = [](int B, int T, int H, int HV) {
+      GdnBwdArgs a;
+      a.B = B, a.T = T, a.H = H, a.HV = HV, a.D = 128;
+      return glr::cuda::sm90::gdn_bwd_split_segments(a, 132);
+    };
+    const bool rule_ok = rule(1, 32768, 16, 16) == 8 && rule(1, 32768, 16, 32) == 4 && rule(8, 4096, 16, 16) == 1 &&
+                         rule(1, 2048, 16, 16) == 1;
+    ok = ok && rule_ok;
+    std::printf("split rule: B1 T32768 H16 %d, HV32 %d, B8 T4096 %d, B1 T2048 %d | %s\n", rule(1, 32768, 16, 16),
+                rule(1, 32768, 16, 32), rule(8, 4096, 16, 16), rule(1, 2048, 16, 16), rule_ok ? "PASS" : "FAIL");
+    std::printf("split vs unsplit, worst over the cases: rel2 %.1e, max |diff|/rms %.1e\n", g_split_worst,
+                g_split_worst_elem);
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

@@ -9,11 +9,13 @@
 # dense, GVA, K 64 and 128, planted, rule, packed), "members-quick" a subset (ctest glr_sm90_emu_bwd_members);
 # GLR_EMU_MEMBER=1|2|3 makes the single case one of them. GLR_BWD_WGMMA=1 runs any of these with the chunk and dh
 # kernels on wgmma (glr/cuda/sm90/gdn_bwd_wgmma.cuh, gdn_bwd_dh_wgmma.cuh); "wgmma" (5 cases) and "wgmma-all" (8)
-# run them and compare each case with chunk_kernel and dh_kernel word for word.
+# run them and compare each case with chunk_kernel and dh_kernel word for word. "split" (6 cases) and "split-all"
+# (10): the split-sequence h and dh passes in forced segments, against float64 and the unsplit run; GLR_EMU_SEGS=n
+# splits the single case.
 # Exit status non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p build-emu
 g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include -o build-emu/glr_sm90_emu_bwd_check \
-  tests/glr_sm90/emu_bwd_check.cpp -lpthread
+  tests/glr_sm90/emu_bwd_check.cpp glr/cuda/sm90/emu/emu_launch.cpp -lpthread
 build-emu/glr_sm90_emu_bwd_check "$@"

@@ -236,12 +236,14 @@ TEST(BackwardDispatch, WorkspacePerPath) {
                 mfast, fast);
   }
   // Grouped value heads: everything per value head, and dq, dk of each value head in fp32 (B T HV K 4 bytes each)
-  // for the group kernel's fixed-order sums. B1 T32768 H16 HV32: 3666 MB.
+  // for the group kernel's fixed-order sums. B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
+  // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
+  // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB).
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
   EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
-                       2 * gbh * gtp * 128 * 4);
+                       2 * gbh * gtp * 128 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
   // Packed sequences (the benchmark's varlen rows: mixed lengths summing to 32k, HV32): the per-chunk pieces for

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backward.hpp"
+#include "forward.hpp"  // split_segments_switch
 #include "gdn_bwd_mma.cuh"
 
 namespace glr::cuda::sm90 {
@@ -57,6 +58,9 @@ GdnBwdArgs args_of(const Problem& p) {
     else
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
+  // GLR_BACKWARD_SPLIT: the split state passes' segments (gdn_bwd_split_segments, the forward's rule; not yet timed
+  // on a GPU: bench/glr/sm90_bwd_notes.md); split_segments_switch (forward.hpp) says what it takes.
+  a.segs = split_segments_switch("GLR_BACKWARD_SPLIT", gdn_bwd_split_segments(a, state_slice_sms()));
   return a;
 }
 
@@ -101,7 +105,7 @@ std::string backward_refusal(const Problem& p) {
   // The kernels' own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
   alignas(256) static char stand_in[256];
   a.Tm = a.hc = a.dhc = a.dhcl = a.vn = a.vnl = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
-  a.G = a.Bc = a.Gr = a.dbv = a.dqp = a.dkp = reinterpret_cast<float*>(stand_in);
+  a.G = a.Bc = a.Gr = a.dbv = a.dqp = a.dkp = a.Es = a.Ms = reinterpret_cast<float*>(stand_in);
   a.status = a.table = reinterpret_cast<std::int32_t*>(stand_in);
   if (const char* why = gdn_bwd_mma_refusal(a)) return why;
   return "";

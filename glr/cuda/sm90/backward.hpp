@@ -20,7 +20,16 @@ namespace glr::cuda::sm90 {
 // bf16, dg and dbeta in their dtypes; fp32 states; K = V = 64 or 128 (the kernels' head-dim template parameter); HV a
 // multiple of H; dense batches or packed sequences (cu_seqlens, B = 1, any lengths, 0 included; h0, dht, dh0 per
 // sequence); dense row-major layouts (flash-linear-attention's, any size-1 dim's stride ignored); the kernels'
-// alignment and grid limits. h0, dht and dh0 are taken. The device is not looked at.
+// alignment and grid limits. h0, dht and dh0 are taken. The device is not looked at (but the split rule below reads
+// its multiprocessor count).
+//
+// Few, long sequences can run the split-sequence h and dh passes (gdn_bwd_split_segments, the forward's rule:
+// segments of each sequence in parallel, chained by their K x K maps, forward for the state and transposed in
+// reverse for its gradient; results differ from the unsplit passes by rounding only, and are bitwise the same run to
+// run). GLR_BACKWARD_SPLIT chooses for every call, as GLR_FORWARD_SPLIT does for the forward: unset, empty or "auto"
+// the rule (the default); a whole number 1 to 4096 that many segments (1: never split); anything else is an
+// InvalidArgument. The workspace size depends on the segments, so the variable must not change between sizing and
+// launching.
 std::string backward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough): a 256-byte header (the status word) and the kernels' bf16

@@ -32,4 +32,9 @@ std::size_t forward_workspace_bytes(const Problem& p);
 // invalid device-only offsets, then every output NaN). Throws CudaError on a launch failure.
 void launch_forward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
+// The split switches' one reader (GLR_FORWARD_SPLIT here, GLR_BACKWARD_SPLIT in backward.cu): the environment
+// variable unset, empty or "auto" gives `rule` (the shapes' rule); a whole number 1 to 4096 that many segments (1:
+// never split); anything else throws InvalidArgument.
+int split_segments_switch(const char* variable, int rule);
+
 }  // namespace glr::cuda::sm90

@@ -124,20 +124,36 @@ struct GdnBwdArgs {
                                 // without the delta rule and gate 2: each chunk slot's share of dg (S floats)
   float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
+  // The split-sequence state passes (few, long sequences; gdn_bwd_split_segments picks segs, 1 = not split; see
+  // launch_state_passes): each sequence's chunks in segs segments of ceil(nch / segs) chunks, as the forward's
+  // (GdnFwdArgs::segs), the h and dh kernels' grid rows segment-major (s (sequences HV) + n HV + hv). Per segment
+  // slot s < segs - 1 and (sequence, value head) a (K, V) fp32 state in Es and Ms (set by gdn_bwd_workspace_carve
+  // when segs > 1; the forward's slot numbering, so wy_args hands them to its passes A and B):
+  //   Es slot s: the state entering segment s + 1 (the forward's pass A and combine_kernel), read by the h kernel;
+  //     then (the dh pass) the gradient leaving segment s: pass A' leaves there the gradient entering segment s + 1
+  //     from 0 (the last segment from dht), the reverse combine turns it into the whole one, pass C starts from it;
+  //   Ms slot s: M_s, segment s's K x K state map (the forward's pass A, delta rule only; s >= 1): the dh pass
+  //     uses its transpose.
+  int segs = 1;
+  bool dh_ends = false;  // the dh kernel's pass A': grid rows are segments 1 .. segs - 1 (else from segment 0)
+  float* Es = nullptr;
+  float* Ms = nullptr;
 };
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
-// order, for a's sizes (B, T, H, HV, N, D) and member (delta, gate); kAbsent for a piece the member does not use.
+// order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
 // Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
 // the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
 // each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
 // K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
-// for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end.
+// for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end. The
+// split state passes (a.segs > 1: set a.segs before asking) add Es and, with the delta rule, Ms: (segs - 1)
+// sequences HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB).
 struct GdnBwdLayout {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
-  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table;
+  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table, Es, Ms;
   std::size_t end;  // the workspace's bytes
 };
 inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
@@ -168,13 +184,17 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
   l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
+  const std::size_t split_states =
+      a.segs > 1 ? static_cast<std::size_t>(a.segs - 1) * static_cast<std::size_t>(a.num_seqs()) * a.value_heads() * d * d : 0;
+  l.Es = piece(a.segs > 1, split_states * 4);
+  l.Ms = piece(a.segs > 1 && delta, split_states * 4);  // without the delta rule M_s is a scalar (combine_kernel)
   l.end = at;
   return l;
 }
 inline std::size_t gdn_bwd_workspace_bytes(const GdnBwdArgs& a) { return gdn_bwd_workspace_layout(a).end; }
 // The same from the sizes and the member alone (HV = 0 means H; N > 0 packed sequences, B = 1).
 inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int N = 0, int D = gdn::DK,
-                                           bool delta = true, int gate = 1) {
+                                           bool delta = true, int gate = 1, int segs = 1) {
   GdnBwdArgs a;
   a.B = B;
   a.T = T;
@@ -184,9 +204,10 @@ inline std::size_t gdn_bwd_workspace_bytes(int B, int T, int H, int HV = 0, int 
   a.D = D;
   a.delta = delta;
   a.gate = gate;
+  a.segs = segs;
   return gdn_bwd_workspace_bytes(a);
 }
-// Every piece starts 16-byte aligned when ws is. a's sizes (B, T, H, HV, N, D) and member (delta, gate) must be set.
+// Every piece starts 16-byte aligned when ws is. a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs must be set.
 inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   const GdnBwdLayout l = gdn_bwd_workspace_layout(a);
   char* const base = static_cast<char*>(ws);
@@ -205,6 +226,8 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.dqp = static_cast<float*>(at(l.dqp));
   a.dkp = static_cast<float*>(at(l.dkp));
   a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
+  a.Es = static_cast<float*>(at(l.Es));
+  a.Ms = static_cast<float*>(at(l.Ms));
 }
 
 namespace gdn_bwd {
@@ -213,7 +236,8 @@ using namespace gdn;
 
 // The forward's rung-3 wy kernel fills T, G and beta of this backward's workspace (dense batches or packed
 // sequences, HV value heads, Gated DeltaNet or DeltaNet), and for packed sequences its chunk table kernel checks the
-// offsets and builds the table: their arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the
+// offsets and builds the table; with a.segs > 1 its split state pass's passes A and B (state_t_kernel<.., true> on
+// v and h0, combine_kernel) fill Es and Ms, and the reverse combine runs on them: their arguments. GdnFwdArgs gains fields as the forward grows (value heads HV, the
 // member, packed sequences); those left at their defaults mean Gated DeltaNet on a dense batch, and HV is set where
 // it exists.
 template <class FwdArgs>
@@ -242,6 +266,12 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.G = a.G;
   f.Bc = a.Bc;
   f.Gr = a.Gr;  // the wy kernel writes Gr too and forms T's decays from it
+  f.D = a.D;
+  f.v = a.v;  // the split pass's pass A: the segments' end states from v (and h0), M_s
+  f.h0 = a.h0;
+  f.segs = a.segs;
+  f.Es = a.Es;
+  f.Ms = a.Ms;
   return f;
 }
 
@@ -285,11 +315,16 @@ __device__ __forceinline__ bool chunk_of(const GdnBwdArgs& a, int bx, int by, Se
   return true;
 }
 
-// Block (slice, n HV + hv) of the h and dh kernels (grid (kD / kVT, sequences x HV)): sequence n (dense: batch row
-// n), value head hv, q/k head hv / (HV / H), state columns v0 .. v0 + kVT - 1, and where its tokens, chunk slots and
-// states lie. False for invalid packed offsets (then nothing else is set: the poison kernel writes every output).
+// Block (slice, s (sequences HV) + n HV + hv) of the h and dh kernels (grid (kD / kVT, segments x sequences x HV);
+// unsplit one segment): sequence n (dense: batch row n), value head hv, q/k head hv / (HV / H), state columns v0 ..
+// v0 + kVT - 1, segment s (its chunks c_begin .. c_end - 1; the dh kernel's pass A' counts its rows from segment 1),
+// and where its tokens, chunk slots and states lie. False for invalid packed offsets (then nothing else is set: the
+// poison kernel writes every output). kSplit false (dh_wgmma_kernel, launched unsplit only): the grid is one
+// segment, blockIdx.y = n HV + hv, and no segment arithmetic is emitted (at 255 registers every instruction counts).
 struct StateBlock {
   int HV, v0, bh, n, hv, h;
+  int seg, c_begin, c_end;  // the segment and its chunks (unsplit: 0, 0, nch)
+  std::int64_t seg_states;  // one Es / Ms slot: sequences HV K V
   Seq sq;
   std::int64_t R;           // the slot of the sequence's chunk 0 for this value head
   std::int64_t row_stride;  // q/k token stride, H K
@@ -299,16 +334,22 @@ struct StateBlock {
   const __nv_bfloat16* Tw;  // T of chunk slot R (null without the delta rule)
   const float *Gg, *Grg, *Bg;  // G, Gr (laid out as G), beta of chunk slot R (beta: null without the delta rule)
 };
-template <int kVT, int kD, bool kDelta>
+template <int kVT, int kD, bool kDelta, bool kSplit = false>
 __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
   b.HV = a.value_heads();
   b.v0 = blockIdx.x * kVT;
-  b.bh = blockIdx.y;
+  const int heads = a.num_seqs() * b.HV;  // grid rows per segment
+  b.seg = kSplit ? static_cast<int>(blockIdx.y) / heads + (a.dh_ends ? 1 : 0) : 0;
+  b.bh = kSplit ? static_cast<int>(blockIdx.y) % heads : static_cast<int>(blockIdx.y);
+  b.seg_states = static_cast<std::int64_t>(heads) * kD * kD;
   b.n = b.bh / b.HV;
   b.hv = b.bh % b.HV;
   b.h = b.hv / (b.HV / a.H);
   if (bad_offsets(a)) return false;
   b.sq = sequence(a, b.n);
+  const int per = kSplit ? (b.sq.nch + a.segs - 1) / a.segs : b.sq.nch;  // chunks per segment (as state_t_block)
+  b.c_begin = min(b.sq.nch, b.seg * per);
+  b.c_end = min(b.sq.nch, b.c_begin + per);
   b.R = first_slot(a, b.sq, b.hv);
   b.row_stride = static_cast<std::int64_t>(a.H) * kD;
   b.tokb = b.sq.begin * a.H + b.h;
@@ -390,7 +431,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
   __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
@@ -417,6 +458,8 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
   };
 
+  // The state entering the block's segment: h0 (or 0) for segment 0, else Es slot s - 1 (the split pass's A and B).
+  const float* h_in = sb.seg == 0 ? a.h0 : a.Es + (sb.seg - 1) * sb.seg_states;
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -426,7 +469,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.h0) x = *reinterpret_cast<const float2*>(a.h0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (h_in) x = *reinterpret_cast<const float2*>(h_in + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][n][half * 2] = x.x;
         hs[mt][n][half * 2 + 1] = x.y;
       }
@@ -443,16 +486,17 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
   };
   write_h_bf16();
-  if (sb.sq.nch > 0) {
-    load_k(0);
-    load_small(0);
+  const int c_end = sb.c_end;
+  if (sb.c_begin < c_end) {
+    load_k(sb.c_begin);
+    load_small(sb.c_begin);
     cp_async_commit();
     cp_async_wait<0>();
   }
   if (tid == 0) s.nonfinite = 0;
   __syncthreads();
 
-  for (int c = 0; c < sb.sq.nch; ++c) {
+  for (int c = sb.c_begin; c < c_end; ++c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
     store_tile<kD, kVT>(hcg + static_cast<std::int64_t>(c) * kD * kD, kD, s.h, tid);  // h_c, as the tensor cores read it
@@ -482,7 +526,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
       __syncthreads();  // e^{G_last - G} V visible; every warp is done with h (its copy out), G, Gr
-      if (c + 1 < sb.sq.nch) {
+      if (c + 1 < c_end) {
         load_k(c + 1);
         load_small(c + 1);
       }
@@ -523,7 +567,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     if (bad) s.nonfinite = 1;  // every writer writes 1: the value does not depend on the order
     __syncthreads();  // X visible; every warp is done with h (and its copy out)
-    if (c + 1 < sb.sq.nch) load_k(c + 1);
+    if (c + 1 < c_end) load_k(c + 1);
     cp_async_commit();
 
     // Phase B: V_new = T X (T lower triangular: k tiles <= warp), X in two bf16 pieces (X and its residual) and
@@ -594,7 +638,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
     if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
-    if (c + 1 < sb.sq.nch) load_small(c + 1);
+    if (c + 1 < c_end) load_small(c + 1);
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
     store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
@@ -668,7 +712,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
   DhSmem<kVT, kD>& s = *reinterpret_cast<DhSmem<kVT, kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
   // dX and this slice's nch C floats of dbv, with the delta rule only (dX = dv and no dbeta without it)
@@ -708,6 +752,9 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     }
   };
 
+  // The gradient leaving the block's segment: dht (or 0) for the last, 0 in pass A', else Es slot s (the reverse
+  // combine's); the one entering it goes to dh0 from segment 0, to Es slot s - 1 from pass A' (dh_out, at the end).
+  const float* dh_in = sb.seg == a.segs - 1 ? a.dht : a.dh_ends ? nullptr : a.Es + sb.seg * sb.seg_states;
   float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -717,7 +764,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (dh_in) x = *reinterpret_cast<const float2*>(dh_in + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
         ds[mt][n][half * 2] = x.x;
         ds[mt][n][half * 2 + 1] = x.y;
       }
@@ -734,23 +781,24 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
   };
   write_ds_bf16();
-  if (sb.sq.nch > 0) {
-    load_qk(sb.sq.nch - 1);
-    load_small(sb.sq.nch - 1);
+  const int c_first = sb.c_begin;
+  if (c_first < sb.c_end) {
+    load_qk(sb.c_end - 1);
+    load_small(sb.c_end - 1);
     cp_async_commit();
     cp_async_wait<0>();
   }
   __syncthreads();
 
-  for (int c = sb.sq.nch - 1; c >= 0; --c) {
+  for (int c = sb.c_end - 1; c >= c_first; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* qc = s.q[kDB ? (c & 1) : 0];
     const __nv_bfloat16* kc = s.k[kDB ? (c & 1) : 0];
     if constexpr (kDB) {
       // chunk c - 1's q and k into the other buffer (last read by chunk c + 1, before the barrier that ended it)
-      if (c > 0) load_qk(c - 1);
+      if (c > c_first) load_qk(c - 1);
       cp_async_commit();
-    } else if (c > 0) {
+    } else if (c > c_first) {
       // q and k of chunk c - 1 can only be loaded once phase C is done with this chunk's; their first touch goes
       // to L2 now so that the load after phase C is short. 2 x 64 rows of 2 kD bytes: 2 lines per thread at
       // kD = 128; at 64 a row is one line, touched twice.
@@ -864,7 +912,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
             *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
       }
       __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
-      if (c > 0) load_small(c - 1);
+      if (c > c_first) load_small(c - 1);
       cp_async_commit();
     } else {
 #pragma unroll
@@ -916,7 +964,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       s.red[i * 4 + t4] = rs;
     }
     __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
-    if (c > 0) load_small(c - 1);
+    if (c > c_first) load_small(c - 1);
     cp_async_commit();
     if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
     }  // kDelta
@@ -956,14 +1004,15 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     write_ds_bf16();  // dh' was last read in phase A
     if constexpr (!kDB) {
       __syncthreads();  // every warp is done with q, k
-      if (c > 0) load_qk(c - 1);
+      if (c > c_first) load_qk(c - 1);
       cp_async_commit();
     }
     cp_async_wait<0>();
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
-  if (a.dh0) {
+  float* dh_out = sb.seg == 0 ? a.dh0 : a.dh_ends ? a.Es + (sb.seg - 1) * sb.seg_states : nullptr;
+  if (dh_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -971,7 +1020,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.dh0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(dh_out + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
         }
   }
@@ -1584,6 +1633,19 @@ namespace gdn_bwd {
 template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
+// a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
+// entering it):
+//   h pass: the forward's split pass's passes A and B (gdn::launch_split_ab on wy_args(a): state_t_kernel<.., true>
+//     at 64 columns leaves each segment's end state from 0 (segment 0 from h0) and its map M_s, combine_kernel makes
+//     Es slot s the state entering segment s + 1), then the h kernel over every segment at once (its pass C).
+//   dh pass (the adjoint: dh_c = A_c^T dh_{c+1} + b_c, A_c the forward's map, so M_s^T carries a gradient across
+//     segment s): pass A', the dh kernel over segments 1 .. segs - 1 from 0 (the last from dht), each leaving the
+//     gradient entering it in Es slot s - 1 (the h pass is done with Es), and writing every output of its chunks;
+//     the reverse combine (combine_kernel<.., kReverse>) makes Es slot s the gradient leaving segment s; pass C, the
+//     dh kernel over segments 0 .. segs - 2 from Es slot s, overwrites their outputs and writes dh0. The last
+//     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
+// Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
+// With GLR_BWD_WGMMA=1 the dh pass stays unsplit (dh_wgmma_kernel walks whole sequences); the h pass splits.
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   static const cudaError_t attributes = [] {
@@ -1597,22 +1659,38 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   const int NT = (a.T + C - 1) / C;
-  const dim3 grid(kD / kVT, a.num_seqs() * a.value_heads());  // (slice, sequence x value head)
+  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
+  const dim3 grid(kD / kVT, heads);  // (slice, sequence x value head)
+  const int segs = NT > 0 ? a.segs : 1;
   if (NT > 0) {
-    if ((e = launch_kernel(&h_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(HSmem<kVT, kD>), stream, a, emu_smem)) !=
-        cudaSuccess)
+    if (segs > 1 && (e = gdn::launch_split_ab<kDelta, kD>(wy_args(a), stream)) != cudaSuccess) return e;
+    if ((e = launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, segs * heads), kThreads, sizeof(HSmem<kVT, kD>),
+                           stream, a, emu_smem)) != cudaSuccess)
       return e;
   }
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
-  return bwd_wgmma_requested()  // opt-in: not yet run on a GPU (gdn_bwd_dh_wgmma.cuh)
-             ? launch_dh_wgmma<kVT, kD, kDelta>(a, grid, stream, emu_smem)
-             : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, a, emu_smem);
+  GdnBwdArgs d = a;
+  if (bwd_wgmma_requested() || segs == 1) {
+    d.segs = 1;
+    return bwd_wgmma_requested()  // opt-in: not yet run on a GPU (gdn_bwd_dh_wgmma.cuh)
+               ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem)
+               : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
+  }
+  const dim3 split_grid(kD / kVT, (segs - 1) * heads);
+  d.dh_ends = true;  // pass A'
+  if ((e = launch_kernel(&dh_kernel<kVT, kD, kDelta>, split_grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d,
+                         emu_smem)) != cudaSuccess ||
+      (e = gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream)) != cudaSuccess)
+    return e;
+  d.dh_ends = false;  // pass C
+  return launch_kernel(&dh_kernel<kVT, kD, kDelta>, split_grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
 }
 }  // namespace gdn_bwd
 
 // The slice width of the h and dh kernels: the widest (64, 32, 16 columns) that still gives every multiprocessor
-// a block (BH DV / vt >= SMs, BH the sequences x value heads); 16 below that (B1 T32768 H16: 128 blocks instead of
-// 32). The rule is the forward's too: state_slice_width (state_slice.cuh).
+// a block (BH DV / vt >= SMs, BH the sequences x value heads, times the segments when split); 16 below that (B1
+// T32768 H16: 128 blocks instead of 32; in 8 segments 64 columns, 256 blocks). The rule is the forward's too:
+// state_slice_width (state_slice.cuh).
 inline int gdn_bwd_slice_width(int BH, int D = gdn::DV) { return state_slice_width(BH, D); }
 
 #endif  // __CUDACC__ || GLR_SM90_EMU_LAUNCHERS
@@ -1631,6 +1709,8 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
     return "packed sequences need B = 1 and one offset array";
   if (static_cast<long long>(a.num_seqs()) * a.value_heads() > 65535)
     return a.varlen() ? "sequences x HV > 65535" : "B HV > 65535";
+  if (a.segs < 1 || a.dh_ends) return "split state pass segments (>= 1; dh_ends is the launcher's)";
+  if (static_cast<long long>(a.num_seqs()) * a.value_heads() * a.segs > 65535) return "sequences x HV x split segments > 65535";
   if (a.gate < 0 || a.gate > 2) return "gate (0: none, 1: per token, 2: per head)";
   if (a.gate == 2 && a.delta) return "a per-head gate (2) only without the delta rule";
   if (!a.q || !a.k || !a.v || (a.gate != 0 && (!a.g || !a.dg)) || (a.delta && (!a.beta || !a.dbeta)) || !a.dout ||
@@ -1646,10 +1726,17 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
-      (a.varlen() && (!a.table || !a.status || misaligned(a.table, 16))))
-    return "workspace (carve it with gdn_bwd_workspace_carve)";
+      (a.varlen() && (!a.table || !a.status || misaligned(a.table, 16))) ||
+      (a.segs > 1 && (!a.Es || misaligned(a.Es, 16) || (a.delta && (!a.Ms || misaligned(a.Ms, 16))))))
+    return "workspace (carve it with gdn_bwd_workspace_carve, a.segs set)";
   return nullptr;
 }
+
+// The split state passes' segments (launch_state_passes): the forward's rule (split_segments, gdn_fwd_mma.cuh:
+// only where the unsplit pass gives at most half the multiprocessors a 64-column block, segments of at least
+// kSplitMinChunks chunks) on the same shapes, through wy_args; packed sequences split as the forward's do (by the
+// average sequence). B1 T32768 H16 on 132 SMs: 8; HV32: 4; B8 T4096 H16: 1. a's sizes (B, T, H, HV, N, D) set.
+inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd_split_segments(gdn_bwd::wy_args(a), sms); }
 
 }  // namespace glr::cuda::sm90
 #include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (GLR_BWD_WGMMA=1; uses the helpers above)
@@ -1717,13 +1804,15 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
 // otherwise (or for a vt other than 0, 16, 32, 64, or wider than D), else the first launch error. marks, if not null, are 3 events
 // recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
 // gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each
-// width is deterministic run to run).
+// width is deterministic run to run). args.segs (set before sizing and carving the workspace): the split state
+// passes in that many segments (1: unsplit; the rule is gdn_bwd_split_segments, glr's dispatch applies it); split
+// and unsplit results differ by rounding only.
 inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cudaEvent_t* marks = nullptr, int vt = 0) {
   if (gdn_bwd_mma_refusal(args) != nullptr || (vt != 0 && vt != 16 && vt != 32 && vt != 64) || vt > args.D)
     return cudaErrorInvalidValue;
   GdnBwdArgs a = args;
   a.HV = a.value_heads();
-  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV, a.D);
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV * a.segs, a.D);
   if (a.delta)
     return a.D == 64 ? gdn_bwd::launch_all<64, true>(a, stream, marks) : gdn_bwd::launch_all<128, true>(a, stream, marks);
   return a.D == 64 ? gdn_bwd::launch_all<64, false>(a, stream, marks) : gdn_bwd::launch_all<128, false>(a, stream, marks);

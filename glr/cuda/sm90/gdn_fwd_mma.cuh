@@ -1299,8 +1299,12 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 // Without the delta rule A_c = e^{G_last} I, so M_s is the scalar m_s = prod over the segment's chunks of
 // e^{G_last} (the G workspace's last entries, multiplied in chunk order) and pass A has no M blocks:
 // Es[s] = fmaf(m_s, Es[s - 1], Es[s]).
+// kReverse: the backward's dh pass (gdn_bwd_mma.cuh, launch_state_passes), the adjoint recurrence in reverse order:
+// Es slot s holds the gradient entering segment s + 1 from 0 (its pass A'; slot segs - 2 from dht, already whole),
+// and for s = segs - 3 .. 0, Es[s] = M_{s+1}^T Es[s + 1] + Es[s] (M_{s+1}: Ms slot s + 1, read by columns; without
+// the delta rule the scalar m_{s+1}), the same fixed order of sums. Afterwards Es[s] is the gradient leaving segment s.
 constexpr std::size_t combine_smem_bytes(int kD) { return static_cast<std::size_t>(kD) * 8 * sizeof(float); }
-template <int kD, bool kDelta = true>
+template <int kD, bool kDelta = true, bool kReverse = false>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant__ GdnFwdArgs a) {
   constexpr int kCols = 8, kGroups = kThreads / kD, kPer = kCols / kGroups;
   static_assert(kThreads % kD == 0 && kCols % kGroups == 0, "rows x column groups = the block");
@@ -1311,18 +1315,26 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
   const std::int64_t seg_states = static_cast<std::int64_t>(a.num_seqs()) * a.HV * kD * kD;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kD * kD;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCols;
-  for (int e = tid; e < kD * kCols; e += kThreads) prev[e] = a.Es[head + (e / kCols) * kD + c0 + e % kCols];
+  const std::int64_t first = kReverse ? (a.segs - 2) * seg_states : 0;  // the slot the chain starts from
+  for (int e = tid; e < kD * kCols; e += kThreads) prev[e] = a.Es[first + head + (e / kCols) * kD + c0 + e % kCols];
   __syncthreads();
-  for (int sg = 1; sg + 1 < a.segs; ++sg) {
+  for (int step = 1; step + 1 < a.segs; ++step) {
+    const int sg = kReverse ? a.segs - 2 - step : step;  // the slot this step completes
+    const int ms = kReverse ? sg + 1 : sg;                // the segment whose map it applies
     float* E = a.Es + sg * seg_states + head + static_cast<std::int64_t>(d) * kD + c0 + j0;
     float acc[kPer];
     if constexpr (kDelta) {
-      const float* M = a.Ms + sg * seg_states + head + static_cast<std::int64_t>(d) * kD;  // row d of M_s
+      // row d of M (forward), or column d of M: row d of M^T (reverse)
+      const float* M = a.Ms + ms * seg_states + head + (kReverse ? d : static_cast<std::int64_t>(d) * kD);
 #pragma unroll
       for (int j = 0; j < kPer; ++j) acc[j] = E[j];
 #pragma unroll 4
       for (int k = 0; k < kD; k += 4) {
-        const float4 m = *reinterpret_cast<const float4*>(M + k);
+        float4 m;
+        if constexpr (kReverse)
+          m = make_float4(M[k * kD], M[(k + 1) * kD], M[(k + 2) * kD], M[(k + 3) * kD]);
+        else
+          m = *reinterpret_cast<const float4*>(M + k);
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           acc[j] = fmaf(m.x, prev[k * kCols + j0 + j], acc[j]);
@@ -1335,7 +1347,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
       const int n = static_cast<int>(blockIdx.y) / a.HV, hv = static_cast<int>(blockIdx.y) % a.HV;
       const Seq sq = sequence(a, n);
       const int per = (sq.nch + a.segs - 1) / a.segs;
-      const int c_begin = min(sq.nch, sg * per), c_end = min(sq.nch, c_begin + per);
+      const int c_begin = min(sq.nch, ms * per), c_end = min(sq.nch, c_begin + per);
       float m = 1.f;
       for (int c = c_begin; c < c_end; ++c) m *= expf(a.G[slot(a, sq, hv, c) * C + C - 1]);
 #pragma unroll
@@ -1464,13 +1476,18 @@ inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
   return launch_kernel(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, grid, kThreads, sizeof(StateTSmem<kVT>), stream, a,
                        emu_smem);
 }
+// Pass B (kReverse: the backward's reverse combine); nothing to combine below 3 segments.
+template <int kD, bool kDelta, bool kReverse = false>
+inline cudaError_t launch_combine(const GdnFwdArgs& a, cudaStream_t stream) {
+  if (a.segs <= 2) return cudaSuccess;
+  return launch_kernel(&combine_kernel<kD, kDelta, kReverse>, dim3(kD / 8, a.num_seqs() * a.HV), kThreads,
+                       combine_smem_bytes(kD), stream, a, emu_smem);
+}
 // The split pass's passes A and B (a.segs > 1; pass C is launch_state_t at the chosen width).
 template <bool kDelta, int kD>
 inline cudaError_t launch_split_ab(const GdnFwdArgs& a, cudaStream_t stream) {
-  cudaError_t e = launch_state_t<kDelta, kD, 64, true>(a, stream);
-  if (e != cudaSuccess || a.segs <= 2) return e;
-  return launch_kernel(&combine_kernel<kD, kDelta>, dim3(kD / 8, a.num_seqs() * a.HV), kThreads, combine_smem_bytes(kD),
-                       stream, a, emu_smem);
+  const cudaError_t e = launch_state_t<kDelta, kD, 64, true>(a, stream);
+  return e != cudaSuccess ? e : launch_combine<kD, kDelta>(a, stream);
 }
 }  // namespace gdn
 
