@@ -194,28 +194,24 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   // dh' slice in wgmma accumulators: ds[mt][4n + 2 half + u] is row 64 mt + r0 + g8 + 8 half, column 8n + 2 t4 + u.
   float ds[MT][NA];
   auto ds_row = [&](int mt, int half) { return mt * 64 + r0 + g8 + half * 8; };
+  // the pair's place in a (K x K) fp32 state of this block's head (dht, dh0)
+  auto state_at = [&](int mt, int n, int half) {
+    return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + n * 8 + 2 * t4;
+  };
   const SliceLane<kVT> sl(lane);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int n = 0; n < NN; ++n)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
-        float2 x = make_float2(0.f, 0.f);
-        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
-        ds[mt][4 * n + 2 * half] = x.x;
-        ds[mt][4 * n + 2 * half + 1] = x.y;
-      }
+  for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+    const float2 x = a.dht ? *reinterpret_cast<const float2*>(a.dht + state_at(mt, n, half)) : make_float2(0.f, 0.f);
+    ds[mt][4 * n + 2 * half] = x.x;
+    ds[mt][4 * n + 2 * half + 1] = x.y;
+  });
+  auto ds_pair = [&](int mt, int n, int half) {
+    return make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+  };
   auto write_ds_bf16 = [&]() {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          *sl.word(s.ds, ds_row(mt, half) - g8, n) =
-              pack_bf16x2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+    for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+      const float2 x = ds_pair(mt, n, half);
+      *sl.word(s.ds, ds_row(mt, half) - g8, n) = pack_bf16x2(x.x, x.y);
+    });
   };
   write_ds_bf16();
   if (sb.sq.nch > 0) {
@@ -253,17 +249,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       for (int it = 0; it < kD / pc.kRowStep; ++it)
         *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
             *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.ds) + pc.offset(it));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
-            const float x0 = ds[mt][4 * n + 2 * half], x1 = ds[mt][4 * n + 2 * half + 1];
-            *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * kD * kD + d * kD + col) =
-                bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
-          }
+      store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
     }
     // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
     // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
@@ -332,30 +318,16 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
+    const auto accp = [&](int n, int half) { return make_float2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]); };
+    const auto tile_word = [&](__nv_bfloat16* t, int i, int n) { return sl.word(t, i - g8, n); };
     if constexpr (!kDelta) {
-      // dX = dV_new (T = I), dv = dX (no beta), the fp32 sums rounded once; no dX, z or dbeta partials.
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-          if (i < len)
-            *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) =
-                pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
-      }
+      store_dv_rows<kD, NN>(a, sb, t0, len, r0, g8, t4, accp);  // dv = dX = dV_new; no dX, z or dbeta partials
       fence_proxy_async();
       __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
       if (c > 0) load_small(c - 1);
       cp_async_commit();
     } else {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-          *sl.word(s.dvn, i - g8, n) = pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
-      }
+      store_pairs_bf16<NN>(r0, g8, accp, [&](int i, int n) { return tile_word(s.dvn, i, n); });
       fence_proxy_async();
       __syncthreads();  // dV_new visible
 
@@ -368,30 +340,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-        float rs = 0.f;
-#pragma unroll
-        for (int n = 0; n < NN; ++n) {
-          const int col = n * 8 + 2 * t4;
-          const float x0 = acc[4 * n + half * 2], x1 = acc[4 * n + half * 2 + 1];
-          const float2 vf = unpack_bf16x2(*sl.word(s.v, i - g8, n));
-          rs = fmaf(x0, vf.x, rs);
-          rs = fmaf(x1, vf.y, rs);
-          if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
-          *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
-          *sl.word(s.z, i - g8, n) = pack_bf16x2(zi * x0, zi * x1);
-        }
-        s.red[i * 4 + t4] = rs;
-      }
+      dx_epilogue<kD, NN>(s, a, sb, dxg, t0, len, r0, g8, t4, accp,
+                          [&](int n, int half) { return *tile_word(s.v, r0 + g8 + half * 8, n); },
+                          [&](int i, int n) { return tile_word(s.z, i, n); });
       fence_proxy_async();
       __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
       if (c > 0) load_small(c - 1);
       cp_async_commit();
-      if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+      store_dbeta_partials(s.red, dbvg, t0, tid);
     }
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
@@ -423,18 +379,10 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
-  if (a.dh0) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.dh0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
-              make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
-        }
-  }
+  if (a.dh0)
+    for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+      *reinterpret_cast<float2*>(a.dh0 + state_at(mt, n, half)) = ds_pair(mt, n, half);
+    });
 }
 
 }  // namespace glr::cuda::sm90::gdn_bwd
