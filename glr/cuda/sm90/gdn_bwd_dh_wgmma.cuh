@@ -16,14 +16,19 @@
 // - q, k, T: K-major 128B-swizzled (sw128_offset, as chunk_wgmma_kernel): q, k rows = tokens; read K-major as K Q^T's
 //   A and B and K dh''s A, MN-major (the features as M) as Q^T and K^T of phase C; T rows j, columns i, read
 //   MN-major as A = T^T (M = i).
-// - the slice tiles dh' (K x kVT), dO, dV_new, y, z (C x kVT): row r at r * 2 kVT bytes, the row's 16-byte chunks
-//   swizzled with the swizzle as wide as the row (128B at kVT = 64, 64B at 32, 32B at 16): MN-major B operands
-//   (N = the kVT columns, one atom; K = the rows), CanonTile(slice_swizzle, true, kVT, rows, 0).
+// - the slice tiles dh' (K x kVT), dO, dV_new, y, z, v (C x kVT; v with the delta rule, for dbeta's rowsum): row r
+//   at r * 2 kVT bytes, the row's 16-byte chunks swizzled with the swizzle as wide as the row (128B at kVT = 64, 64B
+//   at 32, 32B at 16): MN-major B operands (N = the kVT columns, one atom; K = the rows), CanonTile(slice_swizzle,
+//   true, kVT, rows, 0).
+//
+// Registers (no spill in any instantiation, ptxas 13.0; bench/glr/sm90_bwd_notes.md): the loads form their
+// addresses from opaque values where they are issued, a thread's slice offsets follow from one (SliceLane), and v
+// comes through shared memory (no 2 kVT / 8 registers held through phase A).
 //
 // Products and order (each element's k-steps ascending, as dh_kernel's mma.syncs; accumulators zeroed by the
 // threads, scale-d = 1; every commit group waited for before its accumulators are read):
 //   A: pt = K Q^T by 32-column halves (P^T's fragments from each); acc = K dh' (y written meanwhile); acc *=
-//      e^{Gr_L - Gr_i}, then acc += P^T dO (A from registers; v loaded meanwhile). B: acc = T^T dV_new.
+//      e^{Gr_L - Gr_i}, then acc += P^T dO (A from registers). B: acc = T^T dV_new.
 //   C: ds = e^{G_L} ds, then per k-step Q^T y, K^T z (one group).
 // dh_kernel skips the 16-token tiles that are zero for its warp (P^T's and T^T's below the diagonal, K Q^T's
 // column tiles left of it); a wgmma is warpgroup-wide, so here every warp issues every k-step: the skipped tiles
@@ -70,11 +75,50 @@ template <int kVT, int kRows>
 __device__ __forceinline__ std::uint64_t slice_desc(std::uint32_t base, int s) {
   return CanonTile(kSliceSwizzle<kVT>, true, kVT, kRows, 0).desc(base, s);
 }
-// The 4-byte word holding columns (col, col + 1) of row r of a slice tile.
-template <int kVT>
-__device__ __forceinline__ std::uint32_t* slice_word(__nv_bfloat16* t, int r, int col) {
-  return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + slice_offset<kVT>(r, col));
+// The swizzle reads a row r only through r % 8 and moves whole 16-byte chunks, so from one offset per thread the
+// others follow by an immediate: slice_offset(r + 8 k, col + 8 n) = (slice_offset(r, col) ^ 16 n) + 16 kVT k
+// (col < 8). Every thread-side slice access is formed so (SliceLane, the 16-byte pieces below): formed from
+// (row, column) directly, each of the 50 to 100 swizzled offsets a thread touches was a separate loop-invariant
+// register, and ptxas 13.0 spilled at kVT = 64, K = 128 (bench/glr/sm90_bwd_notes.md, "dh_wgmma_kernel's registers").
+template <int kVT, int kRows>
+constexpr bool slice_offsets_shift() {
+  for (int r = 0; r < 8; ++r)
+    for (int col = 0; col < 8; ++col)
+      for (int k = 0; 8 * k + r < kRows; ++k)
+        for (int n = 0; 8 * n + col < kVT; ++n)
+          if (slice_offset<kVT>(r + 8 * k, col + 8 * n) != ((slice_offset<kVT>(r, col) ^ (16u * n)) + 16u * kVT * k))
+            return false;
+  return true;
 }
+static_assert(slice_offsets_shift<64, 128>() && slice_offsets_shift<32, 128>() && slice_offsets_shift<16, 128>(),
+              "a slice tile's offsets follow from one per thread");
+// A thread's words of the slice tiles in the accumulator layout: rows g + 8 k, columns 8 n + 2 t and + 1 (g = lane
+// / 4, t = lane % 4), the word of (row g + r8, 8-column block n) at word(tile, r8, n).
+template <int kVT>
+struct SliceLane {
+  std::uint32_t base;  // slice_offset(g, 2 t)
+  __device__ __forceinline__ explicit SliceLane(int lane) : base(slice_offset<kVT>(lane >> 2, 2 * (lane & 3))) {}
+  __device__ __forceinline__ std::uint32_t offset(int r8, int n) const {
+    return (base ^ (16u * static_cast<std::uint32_t>(n))) + static_cast<std::uint32_t>(r8) * (2 * kVT);
+  }
+  __device__ __forceinline__ std::uint32_t* word(__nv_bfloat16* t, int r8, int n) const {
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + offset(r8, n));
+  }
+};
+// The 16-byte pieces of a (kRows x kVT) slice tile that thread tid moves, piece it of kRows kVT / (8 kThreads):
+// row tid / (kVT / 8) + it kThreads / (kVT / 8), chunk tid % (kVT / 8); piece_offset(it) its byte offset.
+template <int kVT>
+struct SlicePieces {
+  static constexpr int kPieces = kVT / 8, kRowStep = kThreads / kPieces;  // 16-byte chunks a row; rows per piece step
+  static_assert(kRowStep % 8 == 0, "piece rows step by multiples of 8 (one swizzle pattern)");
+  int row, chunk;
+  std::uint32_t base;  // slice_offset(row, 8 chunk)
+  __device__ __forceinline__ explicit SlicePieces(int tid)
+      : row(tid / kPieces), chunk(tid % kPieces), base(slice_offset<kVT>(tid / kPieces, 8 * (tid % kPieces))) {}
+  __device__ __forceinline__ std::uint32_t offset(int it) const {
+    return base + static_cast<std::uint32_t>(it * kRowStep) * (2 * kVT);
+  }
+};
 
 template <int kVT, int kD = gdn::DK>
 struct DhWgSmem {  // every tile a multiple of 1024 bytes, the struct's base aligned to 1024 at run time
@@ -86,6 +130,7 @@ struct DhWgSmem {  // every tile a multiple of 1024 bytes, the struct's base ali
   __nv_bfloat16 dvn[C * kVT];                   // (C, kVT) slice tile: dV_new
   __nv_bfloat16 y[C * kVT];                     // (C, kVT) slice tile: scale e^G dO
   __nv_bfloat16 z[C * kVT];                     // (C, kVT) slice tile: -beta e^G dX
+  __nv_bfloat16 v[C * kVT];                     // (C, kVT) slice tile: v (delta rule: dbeta's rowsum(dX . V))
   float G[C];
   float Gr[C];
   float beta[C];
@@ -117,54 +162,56 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   const int r0 = warp * 16;
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
+  // The loads form their addresses from opaque(tid) and opaque strides: where they are issued, not as invariants
+  // of the chunk loop (kept in registers through every phase, they spilled at kVT = 64, K = 128).
   auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, sb.sq.len - t0), buf = kDB ? (c & 1) : 0;
-    load_sw128<C, kD>(s.q[buf], a.q + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
-    load_sw128<C, kD>(s.k[buf], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), buf = kDB ? (c & 1) : 0, tl = opaque(tid);
+    const std::int64_t rs = opaque(sb.row_stride);
+    load_sw128<C, kD>(s.q[buf], a.q + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, rs, len, tl);
+    load_sw128<C, kD>(s.k[buf], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, rs, len, tl);
   };
   auto load_small = [&](int c) {
-    const int t0 = c * C, len = min(C, sb.sq.len - t0);
-    if constexpr (kDelta) load_sw128<C, C>(s.T, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
-    constexpr int kPieces = kVT / 8;
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), tl = opaque(tid), HV = opaque(sb.HV);
+    if constexpr (kDelta) load_sw128<C, C>(s.T, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tl);
+    const SlicePieces<kVT> pc(tl);
 #pragma unroll
-    for (int it = 0; it < C * kPieces / kThreads; ++it) {
-      const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+    for (int it = 0; it < C / pc.kRowStep; ++it) {
+      const int r = pc.row + it * pc.kRowStep;
       const bool in = r < len;
-      const __nv_bfloat16* src = a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + r) * sb.HV) * kD + sb.v0 + cc * 8;
-      cp_async_16(smem_addr(s.dO) + slice_offset<kVT>(r, cc * 8), in ? src : a.dout, in);
+      const std::int64_t off = (sb.vtokb + static_cast<std::int64_t>(t0 + r) * HV) * kD + sb.v0 + pc.chunk * 8;
+      cp_async_16(smem_addr(s.dO) + pc.offset(it), in ? a.dout + off : a.dout, in);
+      if constexpr (kDelta)  // v's rows of this chunk (0 past len), read by phase B's epilogue
+        cp_async_16(smem_addr(s.v) + pc.offset(it), in ? a.v + off : a.v, in);
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
-    else if (tid < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
-    } else if (tid < 3 * C / 4) {
-      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+    if (tl < C / 4) cp_async_16(smem_addr(s.G + tl * 4), sb.Gg + c * C + tl * 4, true);
+    else if (tl < C / 2) {
+      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tl - C / 4) * 4), sb.Bg + c * C + (tl - C / 4) * 4, true);
+    } else if (tl < 3 * C / 4) {
+      cp_async_16(smem_addr(s.Gr + (tl - C / 2) * 4), sb.Grg + c * C + (tl - C / 2) * 4, true);
     }
   };
 
   // dh' slice in wgmma accumulators: ds[mt][4n + 2 half + u] is row 64 mt + r0 + g8 + 8 half, column 8n + 2 t4 + u.
   float ds[MT][NA];
   auto ds_row = [&](int mt, int half) { return mt * 64 + r0 + g8 + half * 8; };
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int n = 0; n < NN; ++n)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
-        float2 x = make_float2(0.f, 0.f);
-        if (a.dht) x = *reinterpret_cast<const float2*>(a.dht + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
-        ds[mt][4 * n + 2 * half] = x.x;
-        ds[mt][4 * n + 2 * half + 1] = x.y;
-      }
+  // the pair's place in a (K x K) fp32 state of this block's head (dht, dh0)
+  auto state_at = [&](int mt, int n, int half) {
+    return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + n * 8 + 2 * t4;
+  };
+  const SliceLane<kVT> sl(lane);
+  for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+    const float2 x = a.dht ? *reinterpret_cast<const float2*>(a.dht + state_at(mt, n, half)) : make_float2(0.f, 0.f);
+    ds[mt][4 * n + 2 * half] = x.x;
+    ds[mt][4 * n + 2 * half + 1] = x.y;
+  });
+  auto ds_pair = [&](int mt, int n, int half) {
+    return make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+  };
   auto write_ds_bf16 = [&]() {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          *slice_word<kVT>(s.ds, ds_row(mt, half), n * 8 + 2 * t4) =
-              pack_bf16x2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+    for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+      const float2 x = ds_pair(mt, n, half);
+      *sl.word(s.ds, ds_row(mt, half) - g8, n) = pack_bf16x2(x.x, x.y);
+    });
   };
   write_ds_bf16();
   if (sb.sq.nch > 0) {
@@ -197,24 +244,12 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     }
     {  // dh_{c+1} as bf16 (from the slice tile, 16 bytes a piece) and its bf16 residual (from the registers)
       __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
-      constexpr int kPieces = kVT / 8;
+      const SlicePieces<kVT> pc(tid);
 #pragma unroll
-      for (int it = 0; it < kD * kPieces / kThreads; ++it) {
-        const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
-        *reinterpret_cast<uint4*>(dst + r * kD + cc * 8) =
-            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.ds) + slice_offset<kVT>(r, cc * 8));
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
-            const float x0 = ds[mt][4 * n + 2 * half], x1 = ds[mt][4 * n + 2 * half + 1];
-            *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * kD * kD + d * kD + col) =
-                bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
-          }
+      for (int it = 0; it < kD / pc.kRowStep; ++it)
+        *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
+            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.ds) + pc.offset(it));
+      store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
     }
     // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
     // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
@@ -262,9 +297,8 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       const float ey = a.scale * expf(s.G[i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
-        const int j0 = n * 8 + 2 * t4;
-        const float2 dof = unpack_bf16x2(*slice_word<kVT>(s.dO, i, j0));
-        *slice_word<kVT>(s.y, i, j0) = pack_bf16x2(ey * dof.x, ey * dof.y);
+        const float2 dof = unpack_bf16x2(*sl.word(s.dO, i - g8, n));
+        *sl.word(s.y, i - g8, n) = pack_bf16x2(ey * dof.x, ey * dof.y);
       }
     }
     wgmma_wait<0>();
@@ -282,41 +316,18 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], dSlice(s.dO, ks), 1);
     wgmma_commit();
-    std::uint32_t vr[NN][2];  // v's slice of this warp's rows (phase B), loaded while P^T dO runs
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-        vr[n][half] = kDelta && i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
-    }
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
+    const auto accp = [&](int n, int half) { return make_float2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]); };
+    const auto tile_word = [&](__nv_bfloat16* t, int i, int n) { return sl.word(t, i - g8, n); };
     if constexpr (!kDelta) {
-      // dX = dV_new (T = I), dv = dX (no beta), the fp32 sums rounded once; no dX, z or dbeta partials.
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-          if (i < len)
-            *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) =
-                pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
-      }
+      store_dv_rows<kD, NN>(a, sb, t0, len, r0, g8, t4, accp);  // dv = dX = dV_new; no dX, z or dbeta partials
       fence_proxy_async();
       __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
       if (c > 0) load_small(c - 1);
       cp_async_commit();
     } else {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-          *slice_word<kVT>(s.dvn, i, n * 8 + 2 * t4) = pack_bf16x2(acc[4 * n + half * 2], acc[4 * n + half * 2 + 1]);
-      }
+      store_pairs_bf16<NN>(r0, g8, accp, [&](int i, int n) { return tile_word(s.dvn, i, n); });
       fence_proxy_async();
       __syncthreads();  // dV_new visible
 
@@ -329,30 +340,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-        float rs = 0.f;
-#pragma unroll
-        for (int n = 0; n < NN; ++n) {
-          const int col = n * 8 + 2 * t4;
-          const float x0 = acc[4 * n + half * 2], x1 = acc[4 * n + half * 2 + 1];
-          const float2 vf = unpack_bf16x2(vr[n][half]);
-          rs = fmaf(x0, vf.x, rs);
-          rs = fmaf(x1, vf.y, rs);
-          if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
-          *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
-          *slice_word<kVT>(s.z, i, col) = pack_bf16x2(zi * x0, zi * x1);
-        }
-        s.red[i * 4 + t4] = rs;
-      }
+      dx_epilogue<kD, NN>(s, a, sb, dxg, t0, len, r0, g8, t4, accp,
+                          [&](int n, int half) { return *tile_word(s.v, r0 + g8 + half * 8, n); },
+                          [&](int i, int n) { return tile_word(s.z, i, n); });
       fence_proxy_async();
       __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
       if (c > 0) load_small(c - 1);
       cp_async_commit();
-      if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+      store_dbeta_partials(s.red, dbvg, t0, tid);
     }
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
@@ -384,18 +379,10 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
-  if (a.dh0) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int d = ds_row(mt, half), col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(a.dh0 + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
-              make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
-        }
-  }
+  if (a.dh0)
+    for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+      *reinterpret_cast<float2*>(a.dh0 + state_at(mt, n, half)) = ds_pair(mt, n, half);
+    });
 }
 
 }  // namespace glr::cuda::sm90::gdn_bwd

@@ -702,6 +702,96 @@ struct DhSmem {
   float red[C * 4];                        // rowsum(dX . V) partials, one per lane of a row's quad
 };
 
+// The per-chunk epilogues of dh_kernel and dh_wgmma_kernel (gdn_bwd_dh_wgmma.cuh): the same stores of the same
+// values at the same (row, column). The kernels differ only in where a thread's fragment pair sits and in their
+// slice tiles' layouts, which the callers pass as accessors: pair(.., n, half) the fp32 pair (a float2) at columns
+// 8n + 2t4 (+1) of the fragment's row `half` (or state row row(mt, half)), word(i, n) the address of the 4-byte
+// word of row i, columns 8n + 2t4 (+1), of a (C x kVT) shared tile.
+
+// f(mt, n, half) for each fp32 pair of a thread's state fragments: MT row tiles, NN 8-column blocks, 2 rows each.
+template <int MT, int NN, class F>
+__device__ __forceinline__ void for_state_pairs(F f) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) f(mt, n, half);
+}
+
+// dh_{c+1}'s bf16 residual, from the fp32 state fragments its bf16 copy was written from (4-byte stores; no tile
+// to stage it in). dst: chunk c's (K x K) residual block at the slice's first column.
+template <int kD, int MT, int NN, class Row, class Pair>
+__device__ __forceinline__ void store_state_residual(__nv_bfloat16* dst, int t4, Row row, Pair pair) {
+  for_state_pairs<MT, NN>([&](int mt, int n, int half) {
+    const int d = row(mt, half), col = n * 8 + 2 * t4;
+    const float2 x = pair(mt, n, half);
+    *reinterpret_cast<std::uint32_t*>(dst + d * kD + col) = bf16x2_residual(x.x, x.y, pack_bf16x2(x.x, x.y));
+  });
+}
+
+// The (C x kVT) fragments (rows r0 + g8, + 8) as bf16 to a shared tile: dV_new for phase B.
+template <int NN, class Pair, class Word>
+__device__ __forceinline__ void store_pairs_bf16(int r0, int g8, Pair pair, Word word) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float2 x = pair(n, half);
+      *word(r0 + g8 + half * 8, n) = pack_bf16x2(x.x, x.y);
+    }
+}
+
+// No delta rule: dv = dX = dV_new (T = I, no beta), the fp32 sums rounded once, rows < len.
+template <int kD, int NN, class Pair>
+__device__ __forceinline__ void store_dv_rows(const GdnBwdArgs& a, const StateBlock& sb, int t0, int len, int r0,
+                                              int g8, int t4, Pair pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+      if (i < len) {
+        const float2 x = pair(n, half);
+        *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) = pack_bf16x2(x.x, x.y);
+      }
+  }
+}
+
+// Phase B's epilogue (delta rule), dX = T^T dV_new in the fragments: dv = beta dX (rows < len), dX to the
+// workspace (dxg: the chunk slots' (C x K) blocks at the slice's first column), z = -beta e^G dX to its tile, and
+// this lane's share of rowsum(dX . V) (v(n, half): v's bf16 pair at the fragment's place) to s.red.
+template <int kD, int NN, class Smem, class Pair, class VPair, class ZWord>
+__device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const StateBlock& sb, __nv_bfloat16* dxg,
+                                            int t0, int len, int r0, int g8, int t4, Pair pair, VPair v, ZWord zword) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
+    __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
+    float rs = 0.f;
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const int col = n * 8 + 2 * t4;
+      const float2 x = pair(n, half);
+      const float x0 = x.x, x1 = x.y;
+      const float2 vf = unpack_bf16x2(v(n, half));
+      rs = fmaf(x0, vf.x, rs);
+      rs = fmaf(x1, vf.y, rs);
+      if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
+      *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
+      *zword(i, n) = pack_bf16x2(zi * x0, zi * x1);
+    }
+    s.red[i * 4 + t4] = rs;
+  }
+}
+
+// This slice's dbeta partials of chunk c (t0 = c C): the four lanes' shares of each row summed in lane order.
+__device__ __forceinline__ void store_dbeta_partials(const float* red, float* dbvg, int t0, int tid) {
+  if (tid < C) dbvg[t0 + tid] = ((red[tid * 4] + red[tid * 4 + 1]) + red[tid * 4 + 2]) + red[tid * 4 + 3];
+}
+
 template <int kVT, int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
@@ -808,18 +898,10 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       prefetch_l2(a.k + off);
     }
     store_tile<kD, kVT>(dhg + static_cast<std::int64_t>(c) * kD * kD, kD, s.ds, tid);  // dh_{c+1} as bf16
-    // and its bf16 residual, from the registers s.ds was written from (4-byte stores; no tile to stage it in)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          const float x0 = ds[mt][n][half * 2], x1 = ds[mt][n][half * 2 + 1];
-          *reinterpret_cast<std::uint32_t*>(dhlg + static_cast<std::int64_t>(c) * kD * kD + d * kD + col) =
-              bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
-        }
+    store_state_residual<kD, MT, NN>(  // and its bf16 residual
+        dhlg + static_cast<std::int64_t>(c) * kD * kD, t4,
+        [&](int mt, int half) { return d0 + mt * 16 + g8 + half * 8; },
+        [&](int mt, int n, int half) { return make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]); });
     std::uint32_t vr[NN][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -899,30 +981,22 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
       }
     }
+    // the epilogues' accessors: acc's pair (n, half); the word (i, n) of a (C x kVT) tile (rows kVT + 8 apart)
+    const auto accp = [&](int n, int half) { return make_float2(acc[n][half * 2], acc[n][half * 2 + 1]); };
+    const auto tile_word = [&](__nv_bfloat16* t, int i, int n) {
+      const int col = n * 8 + 2 * t4;
+      return reinterpret_cast<std::uint32_t*>(t + i * LDV + col);
+    };
     if constexpr (!kDelta) {
-      // No delta rule: dX = dV_new (T = I) and dv = dX (no beta), the fp32 sums rounded once; no dX, z or dbeta
-      // partials (nothing reads them).
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-          if (i < len)
-            *reinterpret_cast<std::uint32_t*>(dvrow + n * 8 + 2 * t4) = pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
-      }
+      // No delta rule: dv = dX = dV_new; no dX, z or dbeta partials (nothing reads them).
+      store_dv_rows<kD, NN>(a, sb, t0, len, r0, g8, t4, accp);
       __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
       if (c > c_first) load_small(c - 1);
       cp_async_commit();
     } else {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-#pragma unroll
-      for (int n = 0; n < NN; ++n)
-        *reinterpret_cast<std::uint32_t*>(s.dvn + i * LDV + n * 8 + 2 * t4) =
-            pack_bf16x2(acc[n][half * 2], acc[n][half * 2 + 1]);
-    }
+    store_pairs_bf16<NN>(r0, g8, accp, [&](int i, int n) {
+      return reinterpret_cast<std::uint32_t*>(s.dvn + i * LDV + n * 8 + 2 * t4);
+    });
     __syncthreads();  // dV_new visible
 
     // Phase B: dX = T^T dV_new (T^T upper triangular: k tiles >= warp).
@@ -944,29 +1018,12 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
         }
       }
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
-      __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
-      float rs = 0.f;
-#pragma unroll
-      for (int n = 0; n < NN; ++n) {
-        const int col = n * 8 + 2 * t4;
-        const float x0 = acc[n][half * 2], x1 = acc[n][half * 2 + 1];
-        const float2 vf = unpack_bf16x2(vr[n][half]);
-        rs = fmaf(x0, vf.x, rs);
-        rs = fmaf(x1, vf.y, rs);
-        if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
-        *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
-        *reinterpret_cast<std::uint32_t*>(s.z + i * LDV + col) = pack_bf16x2(zi * x0, zi * x1);
-      }
-      s.red[i * 4 + t4] = rs;
-    }
+    dx_epilogue<kD, NN>(s, a, sb, dxg, t0, len, r0, g8, t4, accp, [&](int n, int half) { return vr[n][half]; },
+                        [&](int i, int n) { return tile_word(s.z, i, n); });
     __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
     if (c > c_first) load_small(c - 1);
     cp_async_commit();
-    if (tid < C) dbvg[t0 + tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+    store_dbeta_partials(s.red, dbvg, t0, tid);
     }  // kDelta
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z).

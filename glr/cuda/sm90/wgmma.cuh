@@ -276,6 +276,25 @@ __device__ __forceinline__ void bulk_wait() {
 
 #endif  // !GLR_SM90_HOST_EMU
 
+// x, through a value the compiler cannot see into: what is formed from opaque(x) is formed where it is written,
+// not hoisted out of a loop as an invariant (a loop's load addresses, each held in a register through the whole
+// loop, spilled in dh_wgmma_kernel). No instruction; the host emulator's is the identity.
+#if !defined(GLR_SM90_HOST_EMU)
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+__device__ __forceinline__ std::int64_t opaque(std::int64_t x) {
+  asm volatile("" : "+l"(x));
+  return x;
+}
+#else
+template <class T>
+inline T opaque(T x) {
+  return x;
+}
+#endif
+
 __device__ __forceinline__ void mbarrier_wait_parity(std::uint32_t bar, std::uint32_t parity) {
   while (!mbarrier_try_wait_parity(bar, parity)) {
   }
