@@ -1,9 +1,11 @@
 // glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
 // derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n64k16 wgmmas on shared-memory operands instead of
-// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_BWD_WGMMA=1, bwd_wgmma_requested below): NOT YET RUN ON A
-// GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
-// the PTX ISA's descriptor and layout definitions) against the float64 recurrence and against chunk_kernel.
+// mma.sync m16n8k16 on ldmatrix fragments. The default chunk kernel (GLR_BWD_WGMMA=0 selects chunk_kernel instead:
+// bwd_chunk_wgmma below): on an H200 (2026-12-05, docs/perf.md) it passed every check against the float64 backward
+// and ran 1.29x chunk_kernel; on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
+// descriptor and layout definitions) it is checked against the float64 recurrence and word for word against
+// chunk_kernel.
 //
 // Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 rows is wgmma's M; the wgmma
 // accumulator layout (wgmma.cuh) gives warp w rows 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
@@ -301,13 +303,23 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
 }  // namespace glr::cuda::sm90::gdn_bwd
 
 namespace glr::cuda::sm90 {
-// GLR_BWD_WGMMA=1: the backward's kernels on wgmma, chunk_wgmma_kernel instead of chunk_kernel and dh_wgmma_kernel
-// (gdn_bwd_dh_wgmma.cuh) instead of dh_kernel; read once per process. Opt-in because they have not run on a GPU yet
-// (bench/glr/sm90_bwd_notes.md). They take every case the mma.sync kernels take (K = V = 64 and 128, with and
-// without the delta rule, packed sequences, GVA, slices of 64, 32 and 16 columns): no refusal.
-inline bool bwd_wgmma_requested() {
+// Which backward kernels run on wgmma, each read once per process (the switches' one description: glr/cuda/README.md).
+// GLR_BWD_WGMMA: the chunk kernel. Unset, empty or "1": chunk_wgmma_kernel (the default since its H200 run,
+// 2026-12-05: every check passed, 1.29x chunk_kernel; docs/perf.md); "0": chunk_kernel (mma.sync), for side-by-side
+// timing. GLR_DH_WGMMA: the dh kernel. "1": dh_wgmma_kernel (gdn_bwd_dh_wgmma.cuh; opt-in, not yet run on a GPU);
+// unset, empty or "0": dh_kernel. The two are independent. The wgmma kernels take every case the mma.sync ones take
+// (K = V = 64 and 128, with and without the delta rule, packed sequences, GVA, slices of 64, 32 and 16 columns): no
+// refusal.
+inline bool bwd_chunk_wgmma() {
   static const bool on = [] {
     const char* e = std::getenv("GLR_BWD_WGMMA");
+    return !(e != nullptr && e[0] == '0' && e[1] == '\0');
+  }();
+  return on;
+}
+inline bool bwd_dh_wgmma() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLR_DH_WGMMA");
     return e != nullptr && e[0] == '1' && e[1] == '\0';
   }();
   return on;
