@@ -2,7 +2,7 @@
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
 // derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n64k16 wgmmas on shared-memory operands instead of
 // mma.sync m16n8k16 on ldmatrix fragments. The default chunk kernel (GLR_BWD_WGMMA=0 selects chunk_kernel instead:
-// bwd_chunk_wgmma below): on an H200 (2026-12-05, docs/perf.md) it passed every check against the float64 backward
+// bwd_chunk_wgmma, env_switch.hpp): on an H200 (2026-12-05, docs/perf.md) it passed every check against the float64 backward
 // and ran 1.29x chunk_kernel; on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
 // descriptor and layout definitions) it is checked against the float64 recurrence and word for word against
 // chunk_kernel.
@@ -301,30 +301,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
 }
 
 }  // namespace glr::cuda::sm90::gdn_bwd
-
-namespace glr::cuda::sm90 {
-// Which backward kernels run on wgmma, each read once per process (the switches' one description: glr/cuda/README.md).
-// GLR_BWD_WGMMA: the chunk kernel. Unset, empty or "1": chunk_wgmma_kernel (the default since its H200 run,
-// 2026-12-05: every check passed, 1.29x chunk_kernel; docs/perf.md); "0": chunk_kernel (mma.sync), for side-by-side
-// timing. GLR_DH_WGMMA: the dh kernel. "1": dh_wgmma_kernel (gdn_bwd_dh_wgmma.cuh; opt-in, not yet run on a GPU);
-// unset, empty or "0": dh_kernel. The two are independent. The wgmma kernels take every case the mma.sync ones take
-// (K = V = 64 and 128, with and without the delta rule, packed sequences, GVA, slices of 64, 32 and 16 columns): no
-// refusal.
-inline bool bwd_chunk_wgmma() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLR_BWD_WGMMA");
-    return !(e != nullptr && e[0] == '0' && e[1] == '\0');
-  }();
-  return on;
-}
-inline bool bwd_dh_wgmma() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLR_DH_WGMMA");
-    return e != nullptr && e[0] == '1' && e[1] == '\0';
-  }();
-  return on;
-}
-}  // namespace glr::cuda::sm90
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {

@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "env_switch.hpp"  // the GLR_* switches (bwd_chunk_wgmma, state_wgmma_requested, ...)
 #include "mma_sync.cuh"
 #include "state_slice.cuh"
 

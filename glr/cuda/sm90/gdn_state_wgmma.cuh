@@ -1,7 +1,7 @@
 // glr/cuda/sm90/gdn_state_wgmma.cuh: rung 3's forward state kernel on wgmma (warpgroup MMA, sm_90a):
 // state_t_wgmma_kernel, the same grid, inputs, outputs, workspace and algebra as state_t_kernel (gdn_fwd_mma.cuh,
 // whose comment carries the recurrence), its products as m64nNk16 wgmmas on 128B-swizzled shared tiles instead of
-// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_FWD_WGMMA=1, state_wgmma_requested below): NOT YET RUN ON A
+// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_FWD_WGMMA=1, state_wgmma_requested in env_switch.hpp): NOT YET RUN ON A
 // GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
 // the PTX ISA's descriptor and layout definitions) against the float64 recurrence and word for word against
 // state_t_kernel (tests/glr_sm90/emu_check.cpp "wgmma").
@@ -333,18 +333,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
 }
 
 }  // namespace glr::cuda::sm90::gdn
-
-namespace glr::cuda::sm90 {
-// GLR_FWD_WGMMA=1: rung 3's state kernel on wgmma (state_t_wgmma_kernel) at slice width 64, pass A and pass C of
-// the split pass included; read once per process. Opt-in because it has not run on a GPU yet.
-inline bool state_wgmma_requested() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLR_FWD_WGMMA");
-    return e != nullptr && e[0] == '1' && e[1] == '\0';
-  }();
-  return on;
-}
-}  // namespace glr::cuda::sm90
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn {
