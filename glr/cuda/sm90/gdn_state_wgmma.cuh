@@ -43,40 +43,8 @@
 
 namespace glr::cuda::sm90::gdn {
 
-// A K-major 128B-swizzled tile of kRows rows (tokens or K index) x 64 or 128 columns (slabs of 64), as CanonTile
-// lays it out (wgmma.cuh; the same bytes as gdn_bwd_wgmma.cuh's sw128_offset): the byte offset of (r, col) from the
-// tile's 1024-byte aligned base.
-template <int kRows>
-__host__ __device__ constexpr std::uint32_t sw_tile_offset(int r, int col) {
-  return swizzle_addr(CanonTile(Swizzle::B128, false, kRows, 64, 0).offset(r, col), Swizzle::B128);
-}
-// Descriptors. K-major operand (A: the tile's 64 rows as M; B: as N), k-step s (columns 16 s ..).
-template <int kRows>
-__device__ __forceinline__ std::uint64_t sw_desc_k(std::uint32_t base, int s) {
-  return CanonTile(Swizzle::B128, false, kRows, 64, 0).desc(base, s);
-}
-// MN-major operand: M or N = the tile's columns f0 .. f0 + 63, K = its rows 16 s .. 16 s + 15 (LBO = the slab).
-template <int kRows>
-__device__ __forceinline__ std::uint64_t sw_desc_mn(std::uint32_t base, int f0, int s) {
-  constexpr CanonTile t(Swizzle::B128, true, 128, kRows, 0);
-  return make_desc(base + t.offset(f0, 16 * s), t.lbo, t.sbo, Swizzle::B128);
-}
-static_assert(sw_tile_offset<64>(9, 70) == 64 * 128 + 9 * 128 + ((0 ^ 1) * 16) + 6 * 2, "slab 1, row 9, chunk 0 ^ 1");
-
-// (kRows x kCols) bf16 rows, `stride` elements apart, to a swizzled tile; rows >= valid zero-filled (src not read).
-template <int kRows, int kCols>
-__device__ __forceinline__ void load_sw_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
-                                             int tid) {
-  constexpr int kPieces = kCols / 8;
-  const std::uint32_t base = smem_addr(dst);
-#pragma unroll
-  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
-    const bool in = r < valid;
-    cp_async_16(base + sw_tile_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
-  }
-}
-
+// Every shared tile is wgmma.cuh's 128B-swizzled K-major tile (sw128_offset, load_sw128, desc_kmajor,
+// desc_mnmajor), rows = tokens or the state's K index, 64 or 128 columns.
 template <int kD = DK>
 struct StateWgSmem {  // every tile 1024-byte aligned (the struct's base is aligned at run time, sizes are multiples)
   __nv_bfloat16 q[C * kD];     // (C, K)
@@ -122,10 +90,10 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
   // The bf16 pair (i, col..col+1) of a (C x 64) tile, and of the state's (K x 64) bf16 copy.
   auto pair = [](__nv_bfloat16* t, int i, int col) {
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + sw_tile_offset<C>(i, col));
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + sw128_offset<C>(i, col));
   };
   auto pair_h = [&](int d, int col) {
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw_tile_offset<kD>(d, col));
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw128_offset<kD>(d, col));
   };
   const std::uint32_t sq0 = smem_addr(s.q), sh0 = smem_addr(s.h), sT0 = smem_addr(s.T), sx0 = smem_addr(s.x),
                       svn0 = smem_addr(s.vn), svnd0 = smem_addr(s.vnd);
@@ -135,14 +103,14 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
   auto load_q = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    if constexpr (!kStateOnly) load_sw_tile<C, kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+    if constexpr (!kStateOnly) load_sw128<C, kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
   };
   auto load_k = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    load_sw_tile<C, kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
+    load_sw128<C, kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
   };
   auto load_small = [&](int c, int tid) {
-    if constexpr (kDelta) load_sw_tile<C, C>(s.T, Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
+    if constexpr (kDelta) load_sw128<C, C>(s.T, Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
     if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
     else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
   };
@@ -209,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     auto q_h = [&]() {  // ao = Q h, issued inside the caller's fence / commit
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_ss<64, 0, 1>(acc_flat(ao), sw_desc_k<C>(sq_, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
+        wgmma_ss<64, 0, 1>(acc_flat(ao), desc_kmajor<C>(sq_, 0, ks), desc_mnmajor<kD>(sh, 0, ks), 1);
     };
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn)
@@ -218,8 +186,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      if constexpr (kDelta) wgmma_ss<64, 0, 1>(acc_flat(ax), sw_desc_k<C>(sk, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
-      if constexpr (!kStateOnly) wgmma_ss<64, 0, 0>(acc_flat(sqk), sw_desc_k<C>(sq_, ks), sw_desc_k<C>(sk, ks), 1);
+      if constexpr (kDelta) wgmma_ss<64, 0, 1>(acc_flat(ax), desc_kmajor<C>(sk, 0, ks), desc_mnmajor<kD>(sh, 0, ks), 1);
+      if constexpr (!kStateOnly) wgmma_ss<64, 0, 0>(acc_flat(sqk), desc_kmajor<C>(sq_, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
     }
     if constexpr (!kDelta && !kStateOnly) q_h();
     wgmma_commit();
@@ -252,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
         for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), sw_desc_k<C>(sT, ks), sw_desc_mn<C>(sx, 0, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), desc_kmajor<C>(sT, 0, ks), desc_mnmajor<C>(sx, 0, ks), 1);
       if constexpr (!kStateOnly) q_h();
       wgmma_commit();
       wgmma_wait<0>();
@@ -278,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence();
     if constexpr (!kStateOnly) {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], sw_desc_mn<C>(svn, 0, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], desc_mnmajor<C>(svn, 0, ks), 1);
     }
     // (two straight-line copies: a run-time branch between the wgmmas makes ptxas insert warpgroup.arrive, C7519)
     auto update = [&](auto three_pieces) {
@@ -286,12 +254,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          const std::uint64_t kt = sw_desc_mn<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
+          const std::uint64_t kt = desc_mnmajor<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
           if constexpr (decltype(three_pieces)::value) {  // the small pieces first: lo (s.T), then mid (s.x)
-            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sT, 0, ks), 1);
-            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sx, 0, ks), 1);
+            wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(sT, 0, ks), 1);
+            wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(sx, 0, ks), 1);
           }
-          wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(svnd, 0, ks), 1);
+          wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(svnd, 0, ks), 1);
         }
     };
     if (!kDelta && split)
