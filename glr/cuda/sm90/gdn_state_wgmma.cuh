@@ -9,10 +9,11 @@
 // Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 tokens is wgmma's M, so the
 // accumulator layout (wgmma.cuh) gives warp w tokens 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
 // fragment: state_t_kernel's acc[n][e] is d[4n + e] here (the same array, reinterpreted), and the epilogues between
-// the products are state_t_kernel's own (state_phase_a_epilogue, state_scale_o, state_phase_b_epilogue). The state slice
-// (K x 64, fp32) is the accumulator of the update h = e^{G_last} h + K^T (e^{G_last - G} V_new), M = K: one m64 half
-// (K = 64) or two (K = 128), hs[mt][4n + e] = h(64 mt + 16 w + g (+8), 8 n + 2 t (+1)) (state_t_kernel gives warp w
-// rows w K / 4 .. instead: another owner, the same arithmetic).
+// the products are state_t_kernel's own (state_phase_a_epilogue, state_scale_o, state_phase_b_epilogue), and so are
+// the block's set-up, the v and o rows and the G / beta loads (StateTBlock, load_v_rows, store_o_rows, load_g_beta).
+// The state slice (K x 64, fp32) is the accumulator of the update h = e^{G_last} h + K^T (e^{G_last - G} V_new),
+// M = K: one m64 half (K = 64) or two (K = 128), hs[mt][4n + e] = h(64 mt + 16 w + g (+8), 8 n + 2 t (+1))
+// (state_t_kernel gives warp w rows w K / 4 .. instead: another owner, the same arithmetic).
 //
 // Products (per chunk; every operand a shared tile, K-major 128B-swizzled, rows = tokens or the state's K index):
 //   phase A: K h (B = h MN-major), Q K^T (B = K K-major), Q h (without the delta rule; with it in phase B);
@@ -77,17 +78,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
   StateTBlock b;
   if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
-  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
-  const bool trans = b.trans;
-  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
   const Seq sq = b.sq;
   const int c_begin = b.c_begin, c_end = b.c_end;
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
-  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
-  const float* Gg = a.G + b.slot0 * C;
-  const float* Bg = a.Bc + b.slot0 * C;
-  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
-  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
   // The bf16 pair (i, col..col+1) of a (C x 64) tile, and of the state's (K x 64) bf16 copy.
   auto pair = [](__nv_bfloat16* t, int i, int col) {
     return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + sw128_offset<C>(i, col));
@@ -103,29 +96,25 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
   auto load_q = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    if constexpr (!kStateOnly) load_sw128<C, kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+    if constexpr (!kStateOnly) load_sw128<C, kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_k = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    load_sw128<C, kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
+    load_sw128<C, kD>(s.k[c & 1], a.k + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_small = [&](int c, int tid) {
-    if constexpr (kDelta) load_sw128<C, C>(s.T, Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
-    else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    if constexpr (kDelta) load_sw128<C, C>(s.T, b.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
+    load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
   };
 
-  const float* h_in = kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
+  const float* h_in = b.h_in<kStateOnly>(a);
   float hs[MT][32];  // (K, 64) state slice: hs[mt][i] at row 64 mt + wgmma_acc_coord(tid, i).row
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 32; i += 2) {
       const AccCoord rc = wgmma_acc_coord(tid, i);
-      const int d = 64 * mt + rc.row, col = rc.col;
-      float2 x = make_float2(0.f, 0.f);
-      if (trans) x = make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
-      else if (h_in) x = *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
+      const float2 x = b.h_start<kD>(h_in, 64 * mt + rc.row, rc.col);
       hs[mt][i] = x.x;
       hs[mt][i + 1] = x.y;
     }
@@ -161,14 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     asm volatile("" : "+r"(tid_opaque));
     const int tid = tid_opaque, r0 = (tid >> 5) * 16, g8 = (tid & 31) >> 2, t4 = tid & 3;
     std::uint32_t vr[NN][2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
-#pragma unroll
-      for (int nn = 0; nn < NN; ++nn)
-        vr[nn][half] = i < len && !trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
-    }
+    load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
 
     // Phase A: K h (delta rule), Q K^T (every key tile; the causal ones unread), and without the delta rule Q h.
     // With it Q h waits for phase B (h is unchanged until the chunk's end): fewer accumulators live at once
@@ -271,30 +253,21 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence_operand(acc_flat(ao));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(hs[mt]);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      if (!kStateOnly && i < len) {
-        __nv_bfloat16* orow = a.o + vo_at(t0 + i);
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn)
-          *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
-      }
-    }
+    if constexpr (!kStateOnly) store_o_rows<kD>(a, b, ao, t0, len, r0, g8, t4);
     write_h_bf16(tid);   // h was last read by phase A's wgmmas (retired)
     cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
     fence_proxy_async();
     __syncthreads();
   }
 
-  float* h_out = kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+  float* h_out = b.h_out<kStateOnly>(a);
   if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
         const AccCoord rc = wgmma_acc_coord(tid, i);
-        *reinterpret_cast<float2*>(h_out + hoff + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
+        *reinterpret_cast<float2*>(h_out + b.hoff + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
             make_float2(hs[mt][i], hs[mt][i + 1]);
       }
   }
