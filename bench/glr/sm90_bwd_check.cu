@@ -2,8 +2,9 @@
 // (glr/cuda/sm90/gdn_bwd_mma.cuh) against a float64 sequential recurrence backward on the GPU; time the rung-3
 // forward (gdn_fwd_mma.cuh) beside it.
 //
-// Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. With
-// GLR_BWD_WGMMA=1 in the environment the backward runs its chunk kernel on wgmma (gdn_bwd_wgmma.cuh).
+// Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. The kernels as
+// the launcher picks them (glr/cuda/README.md): the chunk kernel on wgmma (GLR_BWD_WGMMA=0: chunk_kernel), the dh
+// kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel).
 // --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, or two
 // runs differ in one bit; --timing never fails on a number.
 //
@@ -368,9 +369,9 @@ void print_residency(int B, int T, int H) {
   namespace gb = glr::cuda::sm90::gdn_bwd;
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
-  const bool wg = glr::cuda::sm90::bwd_wgmma_requested();  // GLR_BWD_WGMMA=1: the chunk and dh kernels on wgmma
-  const std::size_t dh_smem = wg ? gb::dh_wgmma_smem_bytes<kVT, 128> : sizeof(gb::DhSmem<kVT>);
-  if (wg)
+  const bool wg = glr::cuda::sm90::bwd_chunk_wgmma(), dh_wg = glr::cuda::sm90::bwd_dh_wgmma();
+  const std::size_t dh_smem = dh_wg ? gb::dh_wgmma_smem_bytes<kVT, 128> : sizeof(gb::DhSmem<kVT>);
+  if (dh_wg)
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_wgmma_kernel<kVT>, 128, dh_smem));
   else
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, dh_smem));
@@ -380,8 +381,8 @@ void print_residency(int B, int T, int H) {
   else
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, chunk_smem));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
-              "dh %d (%zu B), chunk%s %d (%zu B); workspace %.1f MB\n",
-              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), nd, dh_smem,
+              "dh%s %d (%zu B), chunk%s %d (%zu B); workspace %.1f MB\n",
+              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), dh_wg ? " (wgmma)" : "", nd, dh_smem,
               wg ? " (wgmma)" : "", nc, chunk_smem, glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
@@ -510,10 +511,10 @@ int main(int argc, char** argv) {
   if (!do_check && !do_timing) do_check = do_timing = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, sm_%d%d, %d SMs; chunk and dh kernels: %s\n", prop.name, prop.major, prop.minor,
+  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
-              glr::cuda::sm90::bwd_wgmma_requested() ? "chunk_wgmma_kernel, dh_wgmma_kernel (wgmma, GLR_BWD_WGMMA=1)"
-                                                     : "chunk_kernel, dh_kernel (mma.sync)");
+              glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",
+              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)" : "dh_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {
     const Problem shapes[] = {

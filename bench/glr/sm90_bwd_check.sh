@@ -8,18 +8,20 @@
 #      wy_kernel<3>, the split passes' state_t_kernel<.., 64, kStateOnly> and combine_kernel) prints FAIL.
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
 #      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
-#   3. sm90_bwd_check --check (check.txt): 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the
-#      GPU, six gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes
-#      with the split-sequence h and dh passes forced (B1 T2048 H2 in 4 segments, B2 T1000 H2 in 3: "split n").
+#   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel, dh_kernel; the switches:
+#      glr/cuda/README.md), 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the GPU, six
+#      gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes with the
+#      split-sequence h and dh passes forced (B1 T2048 H2 in 4 segments, B2 T1000 H2 in 3: "split n").
 #   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
 #      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention; then "split bwd" lines: the backward
 #      and its h and dh passes at B1 T32768 H16 and H32 (H16 HV32's state-pass grid) unsplit and in the split rule's
 #      segments (and half and twice them). Runs even if stage 3 failed.
-#   5. GLR_BWD_WGMMA=1 sm90_bwd_check --check (check_wgmma.txt): stage 3 with the chunk and dh kernels on wgmma
-#      (chunk_wgmma_kernel, gdn_bwd_wgmma.cuh; dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU
-#      here); a failure fails the script.
-#   6. GLR_BWD_WGMMA=1 sm90_bwd_check --timing (timing_wgmma.txt): stage 4 with them, side by side with stage 4's
-#      "dh" and "chunk" columns (the wgmma kernels replace only those two).
+#   5. GLR_DH_WGMMA=1 sm90_bwd_check --check (check_dh_wgmma.txt): stage 3 with the dh kernel on wgmma too
+#      (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU here); a failure fails the script.
+#   6. GLR_DH_WGMMA=1 sm90_bwd_check --timing (timing_dh_wgmma.txt): stage 4 with it, side by side with stage 4's
+#      "dh" column (the only kernel it replaces).
+#   7. GLR_BWD_WGMMA=0 sm90_bwd_check --timing (timing_mma_chunk.txt): stage 4 with chunk_kernel (mma.sync), side
+#      by side with stage 4's "chunk" column.
 # Exit status: 0 when stages 1-3 and 5 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -105,16 +107,20 @@ echo "== 3. check"
 run_stage --check check.txt "check"
 echo "== 4. timing"
 run_stage --timing timing.txt "timing"
-echo "== 5. check, chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1)"
-run_stage --check check_wgmma.txt "check (wgmma chunk and dh kernels)" GLR_BWD_WGMMA=1
-echo "== 6. timing, chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1)"
-run_stage --timing timing_wgmma.txt "timing (wgmma)" GLR_BWD_WGMMA=1
+echo "== 5. check, dh kernel on wgmma (GLR_DH_WGMMA=1)"
+run_stage --check check_dh_wgmma.txt "check (wgmma dh kernel)" GLR_DH_WGMMA=1
+echo "== 6. timing, dh kernel on wgmma (GLR_DH_WGMMA=1)"
+run_stage --timing timing_dh_wgmma.txt "timing (wgmma dh kernel)" GLR_DH_WGMMA=1
+echo "== 7. timing, chunk kernel on mma.sync (GLR_BWD_WGMMA=0)"
+run_stage --timing timing_mma_chunk.txt "timing (chunk_kernel)" GLR_BWD_WGMMA=0
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
 grep -h -E "^timing|resident|^  \(bwd|^split bwd" "$out/timing.txt" || true
-echo "-- chunk and dh kernels on wgmma (GLR_BWD_WGMMA=1):"
-grep -h -E "FAIL|CHECK" "$out/check_wgmma.txt" || true
-grep -h -E "^timing|resident" "$out/timing_wgmma.txt" || true
+echo "-- dh kernel on wgmma (GLR_DH_WGMMA=1):"
+grep -h -E "FAIL|CHECK" "$out/check_dh_wgmma.txt" || true
+grep -h -E "^timing|resident" "$out/timing_dh_wgmma.txt" || true
+echo "-- chunk kernel on mma.sync (GLR_BWD_WGMMA=0):"
+grep -h -E "^timing|resident" "$out/timing_mma_chunk.txt" || true
 echo "exit status $status ($(($(date +%s) - start)) s)"
 exit $status

@@ -27,7 +27,7 @@
 // those alone. Mutation that fails them and no K = 128 case (checked 2026-12-04, in a copy): the dh kernel's dbeta
 // partials offset with the 128 constant, R * (gdn::DV / kVT): dbeta inf/NaN wherever a second head or sequence exists.
 // clang-format off
-// emu.hpp, the wgmma twins (the chunk kernel on wgmma, GLR_BWD_WGMMA=1) and gdn_bwd_mma.cuh with its launchers on the
+// emu.hpp, the wgmma twins (the chunk kernel on wgmma, the default; dh with GLR_DH_WGMMA=1) and gdn_bwd_mma.cuh with its launchers on the
 // emulator (gdn_bwd_mma itself runs the split cases; glr/cuda/sm90/emu/emu_launch.cpp, linked in, defines the
 // kernels' shared memory and the runtime calls the launchers make)
 #include "../../glr/cuda/sm90/emu/sm90_emu.hpp"
@@ -51,22 +51,23 @@ namespace {
 using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
-// The chunk and dh kernels, as gdn_bwd_mma's launcher picks them: chunk_kernel and dh_kernel (mma.sync), or with
-// GLR_BWD_WGMMA=1 chunk_wgmma_kernel (gdn_bwd_wgmma.cuh) and dh_wgmma_kernel (gdn_bwd_dh_wgmma.cuh), the same grids.
-// on_wgmma: -1 as the environment says (GLR_BWD_WGMMA), 0 the mma.sync kernels, 1 the wgmma ones (the "wgmma"
-// subset runs each case both ways).
+// The chunk and dh kernels, as gdn_bwd_mma's launcher picks them (the switches: glr/cuda/README.md): the chunk
+// kernel chunk_wgmma_kernel (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel dh_kernel
+// (GLR_DH_WGMMA=1: dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the same grids. on_wgmma: -1 as the environment says,
+// 0 both on mma.sync, 1 both on wgmma (the "wgmma" subset runs each case both ways and compares them).
 int on_wgmma = -1;
-bool wgmma_now() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_wgmma_requested() : on_wgmma == 1; }
+bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma() : on_wgmma == 1; }
+bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_wgmma == 1; }
 template <int kD, bool kDelta>
 void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
-  if (wgmma_now())
+  if (chunk_on_wgmma())
     emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a);
   else
     emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
 }
 template <int kVT, int kD, bool kDelta>
 void launch_dh(int gy, const GdnBwdArgs& a) {
-  if (wgmma_now())
+  if (dh_on_wgmma())
     emu::launch(&gdn_bwd::dh_wgmma_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw,
                 gdn_bwd::dh_wgmma_smem_bytes<kVT, kD>, a);
   else
@@ -1136,12 +1137,12 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   if (argc == 2 && (std::string(argv[1]) == "wgmma" || std::string(argv[1]) == "wgmma-all")) {
-    // The chunk and dh kernels on wgmma (gdn_bwd_wgmma.cuh, gdn_bwd_dh_wgmma.cuh; GLR_BWD_WGMMA=1 in the
-    // launcher), each case also run with chunk_kernel and dh_kernel and compared. "wgmma-all": the delta rule at
+    // The chunk and dh kernels on wgmma (gdn_bwd_wgmma.cuh, gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=1 in the launcher,
+    // the chunk kernel's by default), each case also run with chunk_kernel and dh_kernel and compared. "wgmma-all": the delta rule at
     // K = V = 128 and 64 (a short last chunk, two sequences, h0 / dht, DeltaNet), GVA, Mamba2, RetNet, linear
     // attention, NaN planted in v, state slices of 64, 32 and 16 columns; "wgmma" (ctest glr_sm90_emu_bwd_wgmma)
     // the first, second (16-column slices), fourth, sixth and seventh. Packed sequences and every other family by hand:
-    // GLR_BWD_WGMMA=1 tests/glr_sm90/run_emu_bwd.sh [varlen|members|gva|rule|...].
+    // GLR_DH_WGMMA=1 (GLR_BWD_WGMMA=0 for chunk_kernel) tests/glr_sm90/run_emu_bwd.sh [varlen|members|gva|rule|...].
     const bool all = std::string(argv[1]) == "wgmma-all";
     on_wgmma = 1;
     const Shape cases[] = {{1, 100, 1, true, true, 2.0, 64},

@@ -7,11 +7,12 @@
 # (emu_bwd_varlen.inc, not in the default run); "k64": every family's K = V = 64 cases alone (GLR_EMU_K64=1 does
 # that for any subset); "members": Mamba2, RetNet and linear attention (the kernels' kDelta = false instantiation:
 # dense, GVA, K 64 and 128, planted, rule, packed), "members-quick" a subset (ctest glr_sm90_emu_bwd_members);
-# GLR_EMU_MEMBER=1|2|3 makes the single case one of them. GLR_BWD_WGMMA=1 runs any of these with the chunk and dh
-# kernels on wgmma (glr/cuda/sm90/gdn_bwd_wgmma.cuh, gdn_bwd_dh_wgmma.cuh); "wgmma" (5 cases) and "wgmma-all" (8)
-# run them and compare each case with chunk_kernel and dh_kernel word for word. "split" (6 cases) and "split-all"
-# (10): the split-sequence h and dh passes in forced segments, against float64 and the unsplit run; GLR_EMU_SEGS=n
-# splits the single case.
+# GLR_EMU_MEMBER=1|2|3 makes the single case one of them. The kernels as the launcher picks them (glr/cuda/README.md):
+# the chunk kernel on wgmma (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel on mma.sync
+# (GLR_DH_WGMMA=1: gdn_bwd_dh_wgmma.cuh); "wgmma" (5 cases) and "wgmma-all" (8) run both wgmma kernels and compare
+# each case with chunk_kernel and dh_kernel word for word. "split" (6 cases) and "split-all" (10): the
+# split-sequence h and dh passes in forced segments, against float64 and the unsplit run; GLR_EMU_SEGS=n splits the
+# single case.
 # Exit status non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "backward.hpp"
-#include "forward.hpp"  // split_segments_switch
 #include "gdn_bwd_mma.cuh"
 
 namespace glr::cuda::sm90 {
@@ -58,9 +57,10 @@ GdnBwdArgs args_of(const Problem& p) {
     else
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
-  // GLR_BACKWARD_SPLIT: the split state passes' segments (gdn_bwd_split_segments, the forward's rule; not yet timed
-  // on a GPU: bench/glr/sm90_bwd_notes.md); split_segments_switch (forward.hpp) says what it takes.
-  a.segs = split_segments_switch("GLR_BACKWARD_SPLIT", gdn_bwd_split_segments(a, state_slice_sms()));
+  // GLR_BACKWARD_SPLIT (backward_split_override, env_switch.hpp): the split state passes' segments; unset, empty or
+  // "auto": gdn_bwd_split_segments, the forward's rule (not yet timed on a GPU: bench/glr/sm90_bwd_notes.md).
+  const int segs = backward_split_override();
+  a.segs = segs > 0 ? segs : gdn_bwd_split_segments(a, state_slice_sms());
   return a;
 }
 

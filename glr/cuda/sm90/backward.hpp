@@ -28,8 +28,8 @@ namespace glr::cuda::sm90 {
 // reverse for its gradient; results differ from the unsplit passes by rounding only, and are bitwise the same run to
 // run). GLR_BACKWARD_SPLIT chooses for every call, as GLR_FORWARD_SPLIT does for the forward: unset, empty or "auto"
 // the rule (the default); a whole number 1 to 4096 that many segments (1: never split); anything else is an
-// InvalidArgument. The workspace size depends on the segments, so the variable must not change between sizing and
-// launching.
+// InvalidArgument. It is read once per process (env_switch.hpp), so the workspace is never sized with one value and
+// launched with another.
 std::string backward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough): a 256-byte header (the status word) and the kernels' bf16

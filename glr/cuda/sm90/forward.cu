@@ -21,6 +21,15 @@ bool state_dense(const TensorRef& t, std::int64_t N, std::int64_t HV, std::int64
   return t.s[3] == 1 && t.s[2] == V && (HV == 1 || t.s[1] == K * V) && (N <= 1 || t.s[0] == HV * K * V);
 }
 
+// GLR_FORWARD_SPLIT (forward_split_override, env_switch.hpp): the split-sequence state pass's segments. Unset,
+// empty or "auto": the rule, from the shapes and the device's multiprocessor count (the default since its H200
+// timing, 2026-12-05: bench/glr/sm90_notes.md); a whole number 1 to 4096: that many segments for every call (1 =
+// never split; for tests and timing).
+int env_split_segments(const GdnFwdArgs& a) {
+  const int n = forward_split_override();
+  return n > 0 ? n : gdn_fwd_split_segments(a, state_slice_sms());
+}
+
 // Sizes, member and pointers; the workspace is carved separately.
 GdnFwdArgs args_of(const Problem& p) {
   GdnFwdArgs a;
@@ -49,23 +58,11 @@ GdnFwdArgs args_of(const Problem& p) {
     else
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
-  // GLR_FORWARD_SPLIT: the split-sequence state pass's segments (gdn_fwd_split_segments, the default since its H200
-  // timing, 2026-12-05: bench/glr/sm90_notes.md); split_segments_switch (forward.hpp) says what it takes.
-  a.segs = split_segments_switch("GLR_FORWARD_SPLIT", gdn_fwd_split_segments(a, state_slice_sms()));
+  a.segs = env_split_segments(a);
   return a;
 }
 
 }  // namespace
-
-int split_segments_switch(const char* variable, int rule) {
-  const char* e = std::getenv(variable);
-  if (e == nullptr || *e == '\0' || std::string(e) == "auto") return rule;
-  char* end = nullptr;
-  const long n = std::strtol(e, &end, 10);
-  if (*end != '\0' || n < 1 || n > 4096 || !(*e >= '0' && *e <= '9'))
-    throw InvalidArgument(variable, std::string("is '") + e + "'; use 'auto' or a number of segments, 1 to 4096");
-  return static_cast<int>(n);
-}
 
 std::string forward_refusal(const Problem& p) {
   if (p.K != p.V || (p.K != 64 && p.K != 128))

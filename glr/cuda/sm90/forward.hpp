@@ -21,8 +21,8 @@ namespace glr::cuda::sm90 {
 // Few, long sequences can run the split-sequence state pass (gdn_fwd_split_segments: segments of each sequence in
 // parallel, chained by their K x K transitions; results differ from the unsplit pass by rounding only, and are
 // bitwise the same run to run). GLR_FORWARD_SPLIT chooses for every call: unset, empty or "auto" the rule (the
-// default); a whole number 1 to 4096 that many segments (1: never split); anything else is an InvalidArgument. The
-// workspace size depends on the segments, so the variable must not change between sizing and launching.
+// default); a whole number 1 to 4096 that many segments (1: never split); anything else is an InvalidArgument. It is
+// read once per process (env_switch.hpp), so the workspace is never sized with one value and launched with another.
 std::string forward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough), 256-byte aligned base required.
@@ -31,10 +31,5 @@ std::size_t forward_workspace_bytes(const Problem& p);
 // Launch on `stream`; the status word (workspace offset 0) is written as by the block programs (0, or 1 for
 // invalid device-only offsets, then every output NaN). Throws CudaError on a launch failure.
 void launch_forward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
-
-// The split switches' one reader (GLR_FORWARD_SPLIT here, GLR_BACKWARD_SPLIT in backward.cu): the environment
-// variable unset, empty or "auto" gives `rule` (the shapes' rule); a whole number 1 to 4096 that many segments (1:
-// never split); anything else throws InvalidArgument.
-int split_segments_switch(const char* variable, int rule);
 
 }  // namespace glr::cuda::sm90

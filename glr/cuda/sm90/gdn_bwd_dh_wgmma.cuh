@@ -1,8 +1,8 @@
 // glr/cuda/sm90/gdn_bwd_dh_wgmma.cuh: the backward's reverse-state kernel on wgmma (warpgroup MMA, sm_90a):
 // dh_wgmma_kernel, the same grid, inputs, outputs and algebra as dh_kernel (gdn_bwd_mma.cuh, whose comment carries
 // the per-chunk formulas; bench/glr/sm90_bwd_notes.md), its products as m64nNk16 wgmmas (N = the slice width kVT
-// = 16, 32 or 64, and 64 for K Q^T) instead of mma.sync m16n8k16 on ldmatrix fragments. Opt-in with the chunk
-// kernel on wgmma (GLR_BWD_WGMMA=1, bwd_wgmma_requested in gdn_bwd_wgmma.cuh): NOT YET RUN ON A GPU; checked on
+// = 16, 32 or 64, and 64 for K Q^T) instead of mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_DH_WGMMA=1,
+// bwd_dh_wgmma in gdn_bwd_wgmma.cuh): NOT YET RUN ON A GPU; checked on
 // the host emulator (tests/glr_sm90/emu_wgmma.hpp) against the float64 recurrence and against dh_kernel.
 //
 // Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 tokens is wgmma's M, so phases A
@@ -43,7 +43,7 @@
 // step is a dependent chain (dh' in, dh out) whose products are few; what wgmma buys here is fewer instructions
 // (no ldmatrix, 4 warps' tiles in one instruction) and registers freed from the B fragments.
 // Included by gdn_bwd_mma.cuh after gdn_bwd_wgmma.cuh (its helpers: StateBlock, state_block, bf16x2_residual,
-// prefetch_l2, kDhQkBuffers; sw128_offset, load_sw128, desc_kmajor, desc_mnmajor).
+// prefetch_l2, kDhQkBuffers; and wgmma.cuh's sw128_offset, load_sw128, desc_kmajor, desc_mnmajor).
 #pragma once
 
 #include "wgmma.cuh"

@@ -1685,7 +1685,6 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 // sequence of launches for both (launch_kernel and emu_smem, mma_sync.cuh: one emulated shared memory for the
 // forward's kernels and these).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
-inline bool bwd_wgmma_requested();  // GLR_BWD_WGMMA=1 (gdn_bwd_wgmma.cuh, included below)
 namespace gdn_bwd {
 template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
@@ -1727,9 +1726,9 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   }
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
   GdnBwdArgs d = a;
-  if (bwd_wgmma_requested() || segs == 1) {
+  if (bwd_dh_wgmma() || segs == 1) {  // dh on wgmma: the dh pass unsplit
     d.segs = 1;
-    return bwd_wgmma_requested()  // opt-in: not yet run on a GPU (gdn_bwd_dh_wgmma.cuh)
+    return bwd_dh_wgmma()  // GLR_DH_WGMMA=1, opt-in: not yet run on a GPU (gdn_bwd_dh_wgmma.cuh; env_switch.hpp)
                ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem)
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
   }
@@ -1796,8 +1795,8 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
 inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd_split_segments(gdn_bwd::wy_args(a), sms); }
 
 }  // namespace glr::cuda::sm90
-#include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (GLR_BWD_WGMMA=1; uses the helpers above)
-#include "gdn_bwd_dh_wgmma.cuh"  // dh_wgmma_kernel, the dh kernel on wgmma (GLR_BWD_WGMMA=1; uses the helpers above)
+#include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (the default; uses the helpers above)
+#include "gdn_bwd_dh_wgmma.cuh"  // dh_wgmma_kernel, the dh kernel on wgmma (GLR_DH_WGMMA=1; uses the helpers above)
 namespace glr::cuda::sm90 {
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
@@ -1830,7 +1829,7 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0) {
-    e = bwd_wgmma_requested()  // opt-in: not yet run on a GPU (gdn_bwd_wgmma.cuh)
+    e = bwd_chunk_wgmma()  // the default (GLR_BWD_WGMMA=0: chunk_kernel; env_switch.hpp)
             ? launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem)
             : launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
                             sizeof(ChunkSmem<kD>), stream, a, emu_smem);

@@ -1,9 +1,11 @@
 // glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
 // derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n64k16 wgmmas on shared-memory operands instead of
-// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_BWD_WGMMA=1, bwd_wgmma_requested below): NOT YET RUN ON A
-// GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
-// the PTX ISA's descriptor and layout definitions) against the float64 recurrence and against chunk_kernel.
+// mma.sync m16n8k16 on ldmatrix fragments. The default chunk kernel (GLR_BWD_WGMMA=0 selects chunk_kernel instead:
+// bwd_chunk_wgmma, env_switch.hpp): on an H200 (2026-12-05, docs/perf.md) it passed every check against the float64 backward
+// and ran 1.29x chunk_kernel; on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
+// descriptor and layout definitions) it is checked against the float64 recurrence and word for word against
+// chunk_kernel.
 //
 // Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 rows is wgmma's M; the wgmma
 // accumulator layout (wgmma.cuh) gives warp w rows 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
@@ -42,54 +44,7 @@
 
 namespace glr::cuda::sm90::gdn_bwd {
 
-// Byte offset of element (r, f) in a K-major 128B-swizzled tile of kRows rows (tokens or K index) x f features,
-// from a 1024-byte aligned base: slab f / 64, row r, 16-byte chunk (f % 64) / 8 XOR r % 8.
-template <int kRows>
-__host__ __device__ constexpr std::uint32_t sw128_offset(int r, int f) {
-  return static_cast<std::uint32_t>((f / 64) * kRows * 128 + r * 128 + ((((f % 64) / 8) ^ (r % 8)) * 16) + (f % 8) * 2);
-}
-// The closed form is CanonTile's K-major 128B layout, and the same bytes as its MN-major reading (the features as
-// M / N, the rows as K) that E K, E^T K, dA K, dA^T Q use.
-template <int kRows, int kD>
-constexpr bool sw128_matches_canon() {
-  const CanonTile km(Swizzle::B128, false, kRows, kD, 0), mn(Swizzle::B128, true, kD, kRows, 0);
-  for (int r = 0; r < kRows; ++r)
-    for (int f = 0; f < kD; f += 1)
-      if (km.addr(0, r, f) != sw128_offset<kRows>(r, f) || mn.addr(0, f, r) != sw128_offset<kRows>(r, f)) return false;
-  return true;
-}
-static_assert(sw128_matches_canon<64, 128>() && sw128_matches_canon<64, 64>() && sw128_matches_canon<128, 128>(),
-              "sw128_offset is CanonTile's 128B layout, K-major and MN-major");
-
-// Descriptors (the tile at shared address `base`, 1024-byte aligned). K-major operand rows r0.. (a multiple of 8),
-// k-step s (features 16 s .. 16 s + 15): the start moves by 32 bytes a k-step inside a slab (the swizzle acts on
-// the address bits), slabs kRows * 128 bytes apart; SBO 1024 (8-row groups); LBO unused.
-template <int kRows>
-__device__ __forceinline__ std::uint64_t desc_kmajor(std::uint32_t base, int r0, int s) {
-  return make_desc(base + sw128_offset<kRows>(r0, 16 * s), 16, 1024, Swizzle::B128);
-}
-// MN-major operand: M or N = the features f0 .. f0 + 63 (one 128-byte atom), K = the rows 16 s .. 16 s + 15;
-// SBO 1024 (8-row groups), LBO the slab (unused at 64 wide).
-template <int kRows>
-__device__ __forceinline__ std::uint64_t desc_mnmajor(std::uint32_t base, int f0, int s) {
-  return make_desc(base + sw128_offset<kRows>(16 * s, f0), kRows * 128, 1024, Swizzle::B128);
-}
-
-// (kRows x kD) bf16 rows, `stride` elements apart, to a swizzled tile; rows >= valid zero-filled (src not read).
-template <int kRows, int kD>
-__device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
-                                           int tid) {
-  static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
-  constexpr int kPieces = kD / 8;
-  const std::uint32_t base = smem_addr(dst);
-#pragma unroll
-  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
-    const bool in = r < valid;
-    cp_async_16(base + sw128_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
-  }
-}
-
+// The tiles: wgmma.cuh's sw128_offset layout (load_sw128, desc_kmajor, desc_mnmajor).
 template <int kD = gdn::DK>
 struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is aligned at run time, sizes are multiples)
   __nv_bfloat16 q[C * kD];    // (C, K)
@@ -299,20 +254,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
 }
 
 }  // namespace glr::cuda::sm90::gdn_bwd
-
-namespace glr::cuda::sm90 {
-// GLR_BWD_WGMMA=1: the backward's kernels on wgmma, chunk_wgmma_kernel instead of chunk_kernel and dh_wgmma_kernel
-// (gdn_bwd_dh_wgmma.cuh) instead of dh_kernel; read once per process. Opt-in because they have not run on a GPU yet
-// (bench/glr/sm90_bwd_notes.md). They take every case the mma.sync kernels take (K = V = 64 and 128, with and
-// without the delta rule, packed sequences, GVA, slices of 64, 32 and 16 columns): no refusal.
-inline bool bwd_wgmma_requested() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLR_BWD_WGMMA");
-    return e != nullptr && e[0] == '1' && e[1] == '\0';
-  }();
-  return on;
-}
-}  // namespace glr::cuda::sm90
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {

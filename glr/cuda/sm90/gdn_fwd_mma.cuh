@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "env_switch.hpp"  // the GLR_* switches (bwd_chunk_wgmma, state_wgmma_requested, ...)
 #include "mma_sync.cuh"
 #include "state_slice.cuh"
 
@@ -864,7 +865,9 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 }
 
 
-// Where a block of rung 3's state pass works (state_t_kernel and state_t_wgmma_kernel: one grid, one walk).
+// Where a block of rung 3's state pass works (state_t_kernel and state_t_wgmma_kernel: one grid, one walk), and
+// its set-up, which both kernels take from here: the rows of its tokens, its workspace slots, the state it starts
+// from and leaves (below: load_g_beta, load_v_rows, store_o_rows, the loads and stores both kernels issue alike).
 struct StateTBlock {
   int seg, v0, hv, hq;       // segment (blockIdx.y / heads), first value column, value head, q/k head
   bool trans;                // pass A's M block (from h = I, no value input)
@@ -873,6 +876,35 @@ struct StateTBlock {
   Seq sq;                    // the sequence
   int c_begin, c_end;        // this segment's chunks
   std::int64_t slot0;        // the workspace slot of the sequence's chunk 0 for this value head
+  const __nv_bfloat16* Tw;   // its T (C x C), G and beta (C) in the workspace, chunk c at + c C C, + c C
+  const float *Gg, *Bg;
+
+  // Element offsets of the sequence's token t: its q/k row (head hq) and its v/o row (value head hv, column v0).
+  template <int kD>
+  __device__ __forceinline__ std::int64_t qk_at(const GdnFwdArgs& a, int t) const {
+    return ((sq.begin + t) * a.H + hq) * kD;
+  }
+  template <int kD>
+  __device__ __forceinline__ std::int64_t vo_at(const GdnFwdArgs& a, int t) const {
+    return ((sq.begin + t) * a.HV + hv) * kD + v0;
+  }
+  // The state entering: h0 (or 0) for segment 0, 0 for pass A's later segments, I for M, Es slot seg - 1 in pass C.
+  template <bool kStateOnly>
+  __device__ __forceinline__ const float* h_in(const GdnFwdArgs& a) const {
+    return kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
+  }
+  // Its elements (d, col..col+1) of the slice (col from v0), from h_in (null: 0), or I's for an M block.
+  template <int kD>
+  __device__ __forceinline__ float2 h_start(const float* h_in, int d, int col) const {
+    if (trans) return make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
+    if (h_in) return *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
+    return make_float2(0.f, 0.f);
+  }
+  // The state leaving: ht from the last segment (pass C); pass A's Es or Ms slot of this segment; else null.
+  template <bool kStateOnly>
+  __device__ __forceinline__ float* h_out(const GdnFwdArgs& a) const {
+    return kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+  }
 };
 // Fills b (the comment above state_t_kernel says how the grid is laid out); clears the status word (one thread).
 // False if the block has nothing to do: M_0 (never used), or invalid packed offsets (then the last segment's ht
@@ -901,7 +933,49 @@ __device__ __forceinline__ bool state_t_block(const GdnFwdArgs& a, int tid, Stat
   b.c_begin = min(b.sq.nch, b.seg * per);
   b.c_end = min(b.sq.nch, b.c_begin + per);
   b.slot0 = slot(a, b.sq, b.hv, 0);
+  b.Tw = a.P + b.slot0 * C * C;
+  b.Gg = a.G + b.slot0 * C;
+  b.Bg = a.Bc + b.slot0 * C;
   return true;
+}
+
+// Chunk c's G and (with the delta rule) beta rows to s.G, s.beta: threads 0 .. C / 2 - 1 issue one cp.async each.
+template <bool kDelta>
+__device__ __forceinline__ void load_g_beta(float* G, float* beta, const StateTBlock& b, int c, int tid) {
+  if (tid < C / 4) cp_async_16(smem_addr(G + tid * 4), b.Gg + c * C + tid * 4, true);
+  else if (kDelta && tid < C / 2) cp_async_16(smem_addr(beta + (tid - C / 4) * 4), b.Bg + c * C + (tid - C / 4) * 4, true);
+}
+
+// The v rows i = r0 + g8 (+8) of the chunk starting at token t0 (len tokens), the slice's NN n-tiles, straight from
+// global memory into the mma.m16n8 C layout (vr[n][half] the pair (i, 8 n + 2 t4 ..)); 0 past len and for an M
+// block (no value input).
+template <int kD, int NN>
+__device__ __forceinline__ void load_v_rows(std::uint32_t (&vr)[NN][2], const GdnFwdArgs& a, const StateTBlock& b,
+                                            int t0, int len, int r0, int g8, int t4) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const __nv_bfloat16* vrow = a.v + b.vo_at<kD>(a, t0 + i);
+#pragma unroll
+    for (int nn = 0; nn < NN; ++nn)
+      vr[nn][half] = i < len && !b.trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
+  }
+}
+
+// Its mirror for o: the rows i = r0 + g8 (+8) < len of the accumulators ao (mma.m16n8 C layout) to o as bf16 pairs.
+template <int kD, int NN>
+__device__ __forceinline__ void store_o_rows(const GdnFwdArgs& a, const StateTBlock& b, const float (&ao)[NN][4], int t0,
+                                             int len, int r0, int g8, int t4) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    if (i < len) {
+      __nv_bfloat16* orow = a.o + b.vo_at<kD>(a, t0 + i);
+#pragma unroll
+      for (int nn = 0; nn < NN; ++nn)
+        *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
+    }
+  }
 }
 
 // Rung 3's state step, the parts both state kernels share (state_t_kernel here, mma.sync; state_t_wgmma_kernel,
@@ -1038,20 +1112,11 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateTBlock b;
   if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
-  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
-  const bool trans = b.trans;
-  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
   const Seq sq = b.sq;
   const int c_begin = b.c_begin, c_end = b.c_end;
   const int r0 = warp * 16;  // this warp's rows of the (C x kVT) tiles
   const int d0 = warp * (kD / 4);  // this warp's rows of the state slice (K x kVT)
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
-  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
-  const float* Gg = a.G + b.slot0 * C;
-  const float* Bg = a.Bc + b.slot0 * C;
-  // token t of the sequence: q/k row (begin + t) H + hq, v/o row (begin + t) HV + hv
-  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
-  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
   auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDS + col); };
 
   // Group Q: q and k of chunk c (issued once every warp is past phase A of chunk c - 1).
@@ -1059,24 +1124,22 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
   // rule G only, with group Q).
   auto load_qk = [&](int c) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    if constexpr (!kStateOnly) load_tile<kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
-    load_tile<kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
+    if constexpr (!kStateOnly) load_tile<kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
+    load_tile<kD>(s.k[c & 1], a.k + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_small = [&](int c) {
     if constexpr (kDelta) {
-      const __nv_bfloat16* Tc = Tw + static_cast<std::int64_t>(c) * C * C;
+      const __nv_bfloat16* Tc = b.Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
       for (int it = 0; it < C * 8 / kThreads; ++it) {
         const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
         cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
       }
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
-    else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
   };
 
-  // The state entering: h0 (or 0) for segment 0, 0 for pass A's later segments, I for M, Es slot s - 1 in pass C.
-  const float* h_in = kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
+  const float* h_in = b.h_in<kStateOnly>(a);
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -1084,10 +1147,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
-        float2 x = make_float2(0.f, 0.f);
-        if (trans) x = make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
-        else if (h_in) x = *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
+        const float2 x = b.h_start<kD>(h_in, d0 + mt * 16 + g8 + half * 8, nn * 8 + 2 * t4);
         hs[mt][nn][half * 2] = x.x;
         hs[mt][nn][half * 2 + 1] = x.y;
       }
@@ -1117,14 +1177,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     const __nv_bfloat16* kc = s.k[c & 1];
     // v rows of this warp, straight into accumulator layout (issued first, used after the K h loop).
     std::uint32_t vr[NN][2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
-#pragma unroll
-      for (int nn = 0; nn < NN; ++nn)
-        vr[nn][half] = i < len && !trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
-    }
+    load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
 
     // Phase A: K h (delta rule only), Q h (C x kVT, inner K) and Q K^T (causal column tiles), warp rows
     // r0..r0+15. The pair loop runs over the C / 16 = 4 key tile pairs of Q K^T; the first NP of them are the
@@ -1222,16 +1275,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
         }
       }
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      if (!kStateOnly && i < len) {
-        __nv_bfloat16* orow = a.o + vo_at(t0 + i);
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn)
-          *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
-      }
-    }
+    if constexpr (!kStateOnly) store_o_rows<kD>(a, b, ao, t0, len, r0, g8, t4);
     const float decay = expf(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -1274,8 +1318,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
   }
 
-  // The state leaving: ht from the last segment (pass C); pass A's Es or Ms slot of this segment.
-  float* h_out = kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+  float* h_out = b.h_out<kStateOnly>(a);
   if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -1284,7 +1327,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(h_out + hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(h_out + b.hoff + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
   }

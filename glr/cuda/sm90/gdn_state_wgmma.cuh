@@ -1,7 +1,7 @@
 // glr/cuda/sm90/gdn_state_wgmma.cuh: rung 3's forward state kernel on wgmma (warpgroup MMA, sm_90a):
 // state_t_wgmma_kernel, the same grid, inputs, outputs, workspace and algebra as state_t_kernel (gdn_fwd_mma.cuh,
 // whose comment carries the recurrence), its products as m64nNk16 wgmmas on 128B-swizzled shared tiles instead of
-// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_FWD_WGMMA=1, state_wgmma_requested below): NOT YET RUN ON A
+// mma.sync m16n8k16 on ldmatrix fragments. Opt-in (GLR_FWD_WGMMA=1, state_wgmma_requested in env_switch.hpp): NOT YET RUN ON A
 // GPU (no GPU in the session that wrote it); checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from
 // the PTX ISA's descriptor and layout definitions) against the float64 recurrence and word for word against
 // state_t_kernel (tests/glr_sm90/emu_check.cpp "wgmma").
@@ -9,10 +9,11 @@
 // Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 tokens is wgmma's M, so the
 // accumulator layout (wgmma.cuh) gives warp w tokens 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
 // fragment: state_t_kernel's acc[n][e] is d[4n + e] here (the same array, reinterpreted), and the epilogues between
-// the products are state_t_kernel's own (state_phase_a_epilogue, state_scale_o, state_phase_b_epilogue). The state slice
-// (K x 64, fp32) is the accumulator of the update h = e^{G_last} h + K^T (e^{G_last - G} V_new), M = K: one m64 half
-// (K = 64) or two (K = 128), hs[mt][4n + e] = h(64 mt + 16 w + g (+8), 8 n + 2 t (+1)) (state_t_kernel gives warp w
-// rows w K / 4 .. instead: another owner, the same arithmetic).
+// the products are state_t_kernel's own (state_phase_a_epilogue, state_scale_o, state_phase_b_epilogue), and so are
+// the block's set-up, the v and o rows and the G / beta loads (StateTBlock, load_v_rows, store_o_rows, load_g_beta).
+// The state slice (K x 64, fp32) is the accumulator of the update h = e^{G_last} h + K^T (e^{G_last - G} V_new),
+// M = K: one m64 half (K = 64) or two (K = 128), hs[mt][4n + e] = h(64 mt + 16 w + g (+8), 8 n + 2 t (+1))
+// (state_t_kernel gives warp w rows w K / 4 .. instead: another owner, the same arithmetic).
 //
 // Products (per chunk; every operand a shared tile, K-major 128B-swizzled, rows = tokens or the state's K index):
 //   phase A: K h (B = h MN-major), Q K^T (B = K K-major), Q h (without the delta rule; with it in phase B);
@@ -43,40 +44,8 @@
 
 namespace glr::cuda::sm90::gdn {
 
-// A K-major 128B-swizzled tile of kRows rows (tokens or K index) x 64 or 128 columns (slabs of 64), as CanonTile
-// lays it out (wgmma.cuh; the same bytes as gdn_bwd_wgmma.cuh's sw128_offset): the byte offset of (r, col) from the
-// tile's 1024-byte aligned base.
-template <int kRows>
-__host__ __device__ constexpr std::uint32_t sw_tile_offset(int r, int col) {
-  return swizzle_addr(CanonTile(Swizzle::B128, false, kRows, 64, 0).offset(r, col), Swizzle::B128);
-}
-// Descriptors. K-major operand (A: the tile's 64 rows as M; B: as N), k-step s (columns 16 s ..).
-template <int kRows>
-__device__ __forceinline__ std::uint64_t sw_desc_k(std::uint32_t base, int s) {
-  return CanonTile(Swizzle::B128, false, kRows, 64, 0).desc(base, s);
-}
-// MN-major operand: M or N = the tile's columns f0 .. f0 + 63, K = its rows 16 s .. 16 s + 15 (LBO = the slab).
-template <int kRows>
-__device__ __forceinline__ std::uint64_t sw_desc_mn(std::uint32_t base, int f0, int s) {
-  constexpr CanonTile t(Swizzle::B128, true, 128, kRows, 0);
-  return make_desc(base + t.offset(f0, 16 * s), t.lbo, t.sbo, Swizzle::B128);
-}
-static_assert(sw_tile_offset<64>(9, 70) == 64 * 128 + 9 * 128 + ((0 ^ 1) * 16) + 6 * 2, "slab 1, row 9, chunk 0 ^ 1");
-
-// (kRows x kCols) bf16 rows, `stride` elements apart, to a swizzled tile; rows >= valid zero-filled (src not read).
-template <int kRows, int kCols>
-__device__ __forceinline__ void load_sw_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
-                                             int tid) {
-  constexpr int kPieces = kCols / 8;
-  const std::uint32_t base = smem_addr(dst);
-#pragma unroll
-  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
-    const bool in = r < valid;
-    cp_async_16(base + sw_tile_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
-  }
-}
-
+// Every shared tile is wgmma.cuh's 128B-swizzled K-major tile (sw128_offset, load_sw128, desc_kmajor,
+// desc_mnmajor), rows = tokens or the state's K index, 64 or 128 columns.
 template <int kD = DK>
 struct StateWgSmem {  // every tile 1024-byte aligned (the struct's base is aligned at run time, sizes are multiples)
   __nv_bfloat16 q[C * kD];     // (C, K)
@@ -109,23 +78,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
   StateTBlock b;
   if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
-  const int seg = b.seg, v0 = b.v0, hv = b.hv, hq = b.hq;
-  const bool trans = b.trans;
-  const std::int64_t hoff = b.hoff, seg_states = b.seg_states;
   const Seq sq = b.sq;
   const int c_begin = b.c_begin, c_end = b.c_end;
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
-  const __nv_bfloat16* Tw = a.P + b.slot0 * C * C;
-  const float* Gg = a.G + b.slot0 * C;
-  const float* Bg = a.Bc + b.slot0 * C;
-  auto qk_at = [&](int t) { return ((sq.begin + t) * a.H + hq) * kD; };
-  auto vo_at = [&](int t) { return ((sq.begin + t) * a.HV + hv) * kD + v0; };
   // The bf16 pair (i, col..col+1) of a (C x 64) tile, and of the state's (K x 64) bf16 copy.
   auto pair = [](__nv_bfloat16* t, int i, int col) {
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + sw_tile_offset<C>(i, col));
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(t) + sw128_offset<C>(i, col));
   };
   auto pair_h = [&](int d, int col) {
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw_tile_offset<kD>(d, col));
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw128_offset<kD>(d, col));
   };
   const std::uint32_t sq0 = smem_addr(s.q), sh0 = smem_addr(s.h), sT0 = smem_addr(s.T), sx0 = smem_addr(s.x),
                       svn0 = smem_addr(s.vn), svnd0 = smem_addr(s.vnd);
@@ -135,29 +96,25 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
   auto load_q = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    if constexpr (!kStateOnly) load_sw_tile<C, kD>(s.q, a.q + qk_at(t0), qrow, len, tid);
+    if constexpr (!kStateOnly) load_sw128<C, kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_k = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    load_sw_tile<C, kD>(s.k[c & 1], a.k + qk_at(t0), qrow, len, tid);
+    load_sw128<C, kD>(s.k[c & 1], a.k + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_small = [&](int c, int tid) {
-    if constexpr (kDelta) load_sw_tile<C, C>(s.T, Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), Gg + c * C + tid * 4, true);
-    else if (kDelta && tid < C / 2) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), Bg + c * C + (tid - C / 4) * 4, true);
+    if constexpr (kDelta) load_sw128<C, C>(s.T, b.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
+    load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
   };
 
-  const float* h_in = kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
+  const float* h_in = b.h_in<kStateOnly>(a);
   float hs[MT][32];  // (K, 64) state slice: hs[mt][i] at row 64 mt + wgmma_acc_coord(tid, i).row
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 32; i += 2) {
       const AccCoord rc = wgmma_acc_coord(tid, i);
-      const int d = 64 * mt + rc.row, col = rc.col;
-      float2 x = make_float2(0.f, 0.f);
-      if (trans) x = make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
-      else if (h_in) x = *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
+      const float2 x = b.h_start<kD>(h_in, 64 * mt + rc.row, rc.col);
       hs[mt][i] = x.x;
       hs[mt][i + 1] = x.y;
     }
@@ -193,14 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     asm volatile("" : "+r"(tid_opaque));
     const int tid = tid_opaque, r0 = (tid >> 5) * 16, g8 = (tid & 31) >> 2, t4 = tid & 3;
     std::uint32_t vr[NN][2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + vo_at(t0 + i);
-#pragma unroll
-      for (int nn = 0; nn < NN; ++nn)
-        vr[nn][half] = i < len && !trans ? *reinterpret_cast<const std::uint32_t*>(vrow + nn * 8 + 2 * t4) : 0u;
-    }
+    load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
 
     // Phase A: K h (delta rule), Q K^T (every key tile; the causal ones unread), and without the delta rule Q h.
     // With it Q h waits for phase B (h is unchanged until the chunk's end): fewer accumulators live at once
@@ -209,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     auto q_h = [&]() {  // ao = Q h, issued inside the caller's fence / commit
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_ss<64, 0, 1>(acc_flat(ao), sw_desc_k<C>(sq_, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
+        wgmma_ss<64, 0, 1>(acc_flat(ao), desc_kmajor<C>(sq_, 0, ks), desc_mnmajor<kD>(sh, 0, ks), 1);
     };
 #pragma unroll
     for (int nn = 0; nn < 8; ++nn)
@@ -218,8 +168,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      if constexpr (kDelta) wgmma_ss<64, 0, 1>(acc_flat(ax), sw_desc_k<C>(sk, ks), sw_desc_mn<kD>(sh, 0, ks), 1);
-      if constexpr (!kStateOnly) wgmma_ss<64, 0, 0>(acc_flat(sqk), sw_desc_k<C>(sq_, ks), sw_desc_k<C>(sk, ks), 1);
+      if constexpr (kDelta) wgmma_ss<64, 0, 1>(acc_flat(ax), desc_kmajor<C>(sk, 0, ks), desc_mnmajor<kD>(sh, 0, ks), 1);
+      if constexpr (!kStateOnly) wgmma_ss<64, 0, 0>(acc_flat(sqk), desc_kmajor<C>(sq_, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
     }
     if constexpr (!kDelta && !kStateOnly) q_h();
     wgmma_commit();
@@ -252,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
         for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), sw_desc_k<C>(sT, ks), sw_desc_mn<C>(sx, 0, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), desc_kmajor<C>(sT, 0, ks), desc_mnmajor<C>(sx, 0, ks), 1);
       if constexpr (!kStateOnly) q_h();
       wgmma_commit();
       wgmma_wait<0>();
@@ -278,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence();
     if constexpr (!kStateOnly) {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], sw_desc_mn<C>(svn, 0, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], desc_mnmajor<C>(svn, 0, ks), 1);
     }
     // (two straight-line copies: a run-time branch between the wgmmas makes ptxas insert warpgroup.arrive, C7519)
     auto update = [&](auto three_pieces) {
@@ -286,12 +236,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          const std::uint64_t kt = sw_desc_mn<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
+          const std::uint64_t kt = desc_mnmajor<C>(sk, 64 * mt, ks);  // K^T: M = K rows 64 mt .., K = the tokens
           if constexpr (decltype(three_pieces)::value) {  // the small pieces first: lo (s.T), then mid (s.x)
-            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sT, 0, ks), 1);
-            wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(sx, 0, ks), 1);
+            wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(sT, 0, ks), 1);
+            wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(sx, 0, ks), 1);
           }
-          wgmma_ss<64, 1, 1>(hs[mt], kt, sw_desc_mn<C>(svnd, 0, ks), 1);
+          wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(svnd, 0, ks), 1);
         }
     };
     if (!kDelta && split)
@@ -303,48 +253,27 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence_operand(acc_flat(ao));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(hs[mt]);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      if (!kStateOnly && i < len) {
-        __nv_bfloat16* orow = a.o + vo_at(t0 + i);
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn)
-          *reinterpret_cast<std::uint32_t*>(orow + nn * 8 + 2 * t4) = pack_bf16x2(ao[nn][half * 2], ao[nn][half * 2 + 1]);
-      }
-    }
+    if constexpr (!kStateOnly) store_o_rows<kD>(a, b, ao, t0, len, r0, g8, t4);
     write_h_bf16(tid);   // h was last read by phase A's wgmmas (retired)
     cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
     fence_proxy_async();
     __syncthreads();
   }
 
-  float* h_out = kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+  float* h_out = b.h_out<kStateOnly>(a);
   if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
         const AccCoord rc = wgmma_acc_coord(tid, i);
-        *reinterpret_cast<float2*>(h_out + hoff + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
+        *reinterpret_cast<float2*>(h_out + b.hoff + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
             make_float2(hs[mt][i], hs[mt][i + 1]);
       }
   }
 }
 
 }  // namespace glr::cuda::sm90::gdn
-
-namespace glr::cuda::sm90 {
-// GLR_FWD_WGMMA=1: rung 3's state kernel on wgmma (state_t_wgmma_kernel) at slice width 64, pass A and pass C of
-// the split pass included; read once per process. Opt-in because it has not run on a GPU yet.
-inline bool state_wgmma_requested() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLR_FWD_WGMMA");
-    return e != nullptr && e[0] == '1' && e[1] == '\0';
-  }();
-  return on;
-}
-}  // namespace glr::cuda::sm90
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn {

@@ -48,6 +48,8 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+
+#include "mma_sync.cuh"  // smem_addr, cp_async_16 (load_sw128)
 #if !defined(GLR_SM90_HOST_EMU)
 #include <cuda.h>  // CUtensorMap (types only: the encoder is looked up at run time, no -lcuda)
 #include <cuda_runtime.h>
@@ -385,6 +387,59 @@ struct CanonTile {
   }
 };
 
+
+// ---- The 128B-swizzled K-major tile every glr kernel on wgmma uses (chunk_wgmma_kernel, dh_wgmma_kernel,
+// state_t_wgmma_kernel): kRows rows (tokens or the state's K index) x 64 or 128 features, in slabs of 64 features
+// (kRows x 128 bytes each), from a 1024-byte aligned base.
+// Byte offset of element (r, f): slab f / 64, row r, 16-byte chunk (f % 64) / 8 XOR r % 8.
+template <int kRows>
+__host__ __device__ constexpr std::uint32_t sw128_offset(int r, int f) {
+  return static_cast<std::uint32_t>((f / 64) * kRows * 128 + r * 128 + ((((f % 64) / 8) ^ (r % 8)) * 16) + (f % 8) * 2);
+}
+// The closed form is CanonTile's K-major 128B layout, and the same bytes as its MN-major reading (the features as
+// M / N, the rows as K; e.g. the backward's E K, E^T K, dA K, dA^T Q and the forward's K^T V_new).
+template <int kRows, int kD>
+constexpr bool sw128_matches_canon() {
+  const CanonTile km(Swizzle::B128, false, kRows, kD, 0), mn(Swizzle::B128, true, kD, kRows, 0);
+  for (int r = 0; r < kRows; ++r)
+    for (int f = 0; f < kD; f += 1)
+      if (km.addr(0, r, f) != sw128_offset<kRows>(r, f) || mn.addr(0, f, r) != sw128_offset<kRows>(r, f)) return false;
+  return true;
+}
+static_assert(sw128_matches_canon<64, 128>() && sw128_matches_canon<64, 64>() && sw128_matches_canon<128, 128>(),
+              "sw128_offset is CanonTile's 128B layout, K-major and MN-major");
+static_assert(sw128_offset<64>(9, 70) == 64 * 128 + 9 * 128 + ((0 ^ 1) * 16) + 6 * 2, "slab 1, row 9, chunk 0 ^ 1");
+
+// Descriptors of a sw128_offset tile at shared address `base` (1024-byte aligned). K-major operand rows r0.. (a multiple of 8),
+// k-step s (features 16 s .. 16 s + 15): the start moves by 32 bytes a k-step inside a slab (the swizzle acts on
+// the address bits), slabs kRows * 128 bytes apart; SBO 1024 (8-row groups); LBO unused.
+template <int kRows>
+__device__ __forceinline__ std::uint64_t desc_kmajor(std::uint32_t base, int r0, int s) {
+  return make_desc(base + sw128_offset<kRows>(r0, 16 * s), 16, 1024, Swizzle::B128);
+}
+// MN-major operand: M or N = the features f0 .. f0 + 63 (one 128-byte atom), K = the rows 16 s .. 16 s + 15;
+// SBO 1024 (8-row groups), LBO the slab (unused at 64 wide).
+template <int kRows>
+__device__ __forceinline__ std::uint64_t desc_mnmajor(std::uint32_t base, int f0, int s) {
+  return make_desc(base + sw128_offset<kRows>(16 * s, f0), kRows * 128, 1024, Swizzle::B128);
+}
+
+// (kRows x kD) bf16 rows, `stride` elements apart, to a sw128_offset tile by cp.async (mma_sync.cuh), kThreads
+// threads (one warpgroup) sharing the copy; rows >= valid zero-filled (src not read). The caller commits and waits.
+template <int kRows, int kD, int kThreads = 128>
+__device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
+                                           int tid) {
+  static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
+  static_assert(kRows * (kD / 8) % kThreads == 0, "every thread the same number of 16-byte pieces");
+  constexpr int kPieces = kD / 8;
+  const std::uint32_t base = smem_addr(dst);
+#pragma unroll
+  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
+    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
+    const bool in = r < valid;
+    cp_async_16(base + sw128_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  }
+}
 
 // ---- Narrow N (16, 32: the state slices of gdn_bwd_dh_wgmma.cuh's dh kernel, whose B is a 16- or 32-column slice)
 // and wgmma_ss_n / wgmma_rs_n, which take any N of 16, 32, 64, 128 (N = 64, 128: wgmma_ss / wgmma_rs above).

@@ -1,0 +1,68 @@
+// glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA,
+// GLR_DH_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
+// glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
+// static, so that a workspace sized with one value is never launched with another. A value outside the documented
+// ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
+// silently the default.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../../include/glr/params.hpp"  // glr::InvalidArgument
+
+namespace glr::cuda::sm90 {
+
+// An on/off switch: unset or empty -> `unset`; "0" -> false; "1" -> true.
+inline bool env_flag(const char* name, bool unset) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return unset;
+  if (std::strcmp(e, "0") == 0) return false;
+  if (std::strcmp(e, "1") == 0) return true;
+  throw InvalidArgument(name, std::string("is '") + e + "'; use 0 or 1 (unset: " + (unset ? "1" : "0") + ")");
+}
+
+// A count: unset, empty or "auto" -> 0 (the caller's rule); a whole number from lo to hi -> that number.
+inline int env_count(const char* name, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(e, &end, 10);
+  if (*end != '\0' || !(*e >= '0' && *e <= '9') || n < lo || n > hi)
+    throw InvalidArgument(name, std::string("is '") + e + "'; use 'auto' or a number from " + std::to_string(lo) +
+                                    " to " + std::to_string(hi));
+  return static_cast<int>(n);
+}
+
+// The switches, each read once per process (the first call throws on a bad value, and so does every later one).
+// GLR_BWD_WGMMA: the backward's chunk kernel on wgmma (chunk_wgmma_kernel, gdn_bwd_wgmma.cuh), the default; 0:
+// chunk_kernel.
+inline bool bwd_chunk_wgmma() {
+  static const bool on = env_flag("GLR_BWD_WGMMA", true);
+  return on;
+}
+// GLR_DH_WGMMA=1: the backward's dh kernel on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh; not yet run on a GPU).
+inline bool bwd_dh_wgmma() {
+  static const bool on = env_flag("GLR_DH_WGMMA", false);
+  return on;
+}
+// GLR_FWD_WGMMA=1: the forward's rung-3 state kernel on wgmma (state_t_wgmma_kernel, gdn_state_wgmma.cuh) at slice
+// width 64, the split pass's passes A and C included; not yet run on a GPU.
+inline bool state_wgmma_requested() {
+  static const bool on = env_flag("GLR_FWD_WGMMA", false);
+  return on;
+}
+// GLR_FORWARD_SPLIT: the forward split-sequence state pass's segments for every call, 1 to 4096 (1: never split);
+// 0 (unset, empty or "auto"): the rule (gdn_fwd_split_segments).
+inline int forward_split_override() {
+  static const int n = env_count("GLR_FORWARD_SPLIT", 1, 4096);
+  return n;
+}
+// GLR_BACKWARD_SPLIT: the backward's split h and dh passes, the same values (0: the rule, gdn_bwd_split_segments).
+inline int backward_split_override() {
+  static const int n = env_count("GLR_BACKWARD_SPLIT", 1, 4096);
+  return n;
+}
+
+}  // namespace glr::cuda::sm90

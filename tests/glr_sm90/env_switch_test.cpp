@@ -1,0 +1,86 @@
+// tests/glr_sm90/env_switch_test.cpp: the sm90 switches' one reader (glr/cuda/sm90/env_switch.hpp) gives each
+// documented value its meaning (glr/cuda/README.md) and refuses every other value with an InvalidArgument naming the
+// variable. Tolerance-free; no GPU. Exits non-zero on the first failure, printing the variable, value and what came.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "../../glr/cuda/sm90/env_switch.hpp"
+
+namespace {
+
+namespace sm90 = glr::cuda::sm90;
+constexpr const char* kVar = "GLR_ENV_SWITCH_TEST";
+int failures = 0;
+
+void set(const char* value) {
+  if (value) setenv(kVar, value, 1);
+  else unsetenv(kVar);
+}
+
+void expect_flag(const char* value, bool unset, bool want) {
+  set(value);
+  try {
+    const bool got = sm90::env_flag(kVar, unset);
+    if (got != want) {
+      std::printf("FAIL env_flag %s='%s' (unset %d): %d, want %d\n", kVar, value ? value : "(unset)", unset, got, want);
+      ++failures;
+    }
+  } catch (const glr::InvalidArgument& e) {
+    std::printf("FAIL env_flag %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
+    ++failures;
+  }
+}
+
+void expect_count(const char* value, int want) {
+  set(value);
+  try {
+    const int got = sm90::env_count(kVar, 1, 4096);
+    if (got != want) {
+      std::printf("FAIL env_count %s='%s': %d, want %d\n", kVar, value ? value : "(unset)", got, want);
+      ++failures;
+    }
+  } catch (const glr::InvalidArgument& e) {
+    std::printf("FAIL env_count %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
+    ++failures;
+  }
+}
+
+// f reads the variable set to value and must throw an InvalidArgument whose argument() is the variable.
+template <class F>
+void expect_refused(const char* what, const char* value, F f) {
+  set(value);
+  try {
+    f();
+    std::printf("FAIL %s %s='%s': accepted\n", what, kVar, value);
+    ++failures;
+  } catch (const glr::InvalidArgument& e) {
+    if (e.argument() != kVar) {
+      std::printf("FAIL %s %s='%s': the error names '%s'\n", what, kVar, value, e.argument().c_str());
+      ++failures;
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  for (bool unset : {false, true}) {
+    expect_flag(nullptr, unset, unset);
+    expect_flag("", unset, unset);
+    expect_flag("0", unset, false);
+    expect_flag("1", unset, true);
+  }
+  for (const char* bad : {"2", "01", "1 ", "true", "on", "-1", "yes"})
+    expect_refused("env_flag", bad, [] { sm90::env_flag(kVar, true); });
+  expect_count(nullptr, 0);
+  expect_count("", 0);
+  expect_count("auto", 0);
+  expect_count("1", 1);
+  expect_count("8", 8);
+  expect_count("4096", 4096);
+  for (const char* bad : {"0", "4097", "-1", "+8", " 8", "8x", "x", "Auto", "99999999999999999999"})
+    expect_refused("env_count", bad, [] { sm90::env_count(kVar, 1, 4096); });
+  std::printf("%s\n", failures == 0 ? "ALL PASS" : "SOME FAILED");
+  return failures == 0 ? 0 : 1;
+}
