@@ -138,6 +138,11 @@ struct GdnBwdArgs {
   bool dh_ends = false;  // the dh kernel's pass A': grid rows are segments 1 .. segs - 1 (else from segment 0)
   float* Es = nullptr;
   float* Ms = nullptr;
+  // Tm, G, Bc, Gr (and for packed sequences the chunk table) already hold the wy kernel's outputs, the forward's
+  // saved ones (gdn_bwd_use_saved): launch_all skips the chunk table and wy kernels and copies the saved verdict
+  // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
+  // backward calls.
+  bool wy_saved = false;
 };
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
@@ -228,6 +233,24 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
   a.Es = static_cast<float*>(at(l.Es));
   a.Ms = static_cast<float*>(at(l.Ms));
+}
+
+namespace gdn_bwd {
+inline GdnFwdArgs wy_args(const GdnBwdArgs& a);
+}
+// Reads the wy kernel's outputs from `saved` (gdn_wy_saved_carve's block, filled by the forward's wy kernel for the
+// same sizes, member, dtypes and inputs) instead of computing them: Tm, G, Bc, Gr and the chunk table point there,
+// wy_saved set. The outputs are then word for word those of the backward that runs its own wy kernel (the same
+// kernel on the same inputs wrote the same bytes). a carved (gdn_bwd_workspace_carve); its wy pieces go unused.
+inline void gdn_bwd_use_saved(GdnBwdArgs& a, void* saved) {
+  GdnFwdArgs f = gdn_bwd::wy_args(a);
+  gdn_wy_saved_carve(f, saved);
+  a.Tm = a.delta ? f.P : nullptr;
+  a.G = f.G;
+  a.Bc = a.delta ? f.Bc : nullptr;
+  a.Gr = f.Gr;
+  if (a.varlen()) a.table = f.table;
+  a.wy_saved = true;
 }
 
 namespace gdn_bwd {
@@ -1757,11 +1780,13 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, wy_args(a),
-                      emu_smem);
+    // saved by the forward: its chunk table kernel's verdict, table[0], is the status word (the table is read only)
+    e = a.wy_saved ? cudaMemcpyAsync(a.status, a.table, sizeof(std::int32_t), cudaMemcpyDeviceToDevice, stream)
+                   : launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream,
+                                   wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
   }
-  if (NT > 0) {
+  if (NT > 0 && !a.wy_saved) {
     e = launch_kernel(&gdn::wy_kernel<3, kDelta, kD>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
                       gdn::wy_smem_bytes(3), stream, wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
