@@ -1,7 +1,7 @@
 // The forward's saved intermediates through glr's sm90 host code on the host emulator (glr_sm90_emu: sm90/forward.cu
 // and backward.cu unchanged, the kernels emulated): launch_forward leaves its wy outputs in a saved block, and
 // launch_backward given it returns every output and the status word bit for bit as launch_backward without it
-// (tolerance-free; dense with GVA, packed sequences, invalid packed offsets), and differently from a zeroed block; a short
+// (tolerance-free; dense with GVA, invalid packed offsets), and differently from a zeroed block; a short
 // or misaligned block is refused by name ("saved"). The public API's key check needs a device: gpu_test.cpp
 // BackwardSavedIntermediates. ctest label glrcuda, no GPU.
 #include <gtest/gtest.h>
@@ -76,12 +76,11 @@ void saved_matches_recomputed(const Case& c, bool bad_offsets = false) {
 
 TEST(Sm90SavedEmu, BackwardFromSavedIsBitwiseTheRecomputingOne) {
   std::uint64_t seed = 1700;
-  saved_matches_recomputed(make_case(Member::gated_deltanet, {"K64_B2_T130_H1_HV2", 2, 130, 1, 2, 64, 64, {}, true},
+  saved_matches_recomputed(make_case(Member::gated_deltanet, {"K64_B2_T100_H1_HV2", 2, 100, 1, 2, 64, 64, {}, true},
                                      {DType::bf16}, {}, seed++));
-  const Shape packed{"K64_varlen_HV2", 1, 200, 1, 2, 64, 64, {0, 65, 65, 200}, true};
-  saved_matches_recomputed(make_case(Member::gated_deltanet, packed, {DType::bf16}, {}, seed++));
+  const Shape packed{"K64_varlen_HV2", 1, 100, 1, 2, 64, 64, {0, 65, 65, 100}, true};
   saved_matches_recomputed(make_case(Member::gated_deltanet, packed, {DType::bf16}, {}, seed++), true);
-  // (the members without the delta rule: tests/glr_sm90 emu_bwd_saved.inc)
+  // (valid packed sequences and the members without the delta rule: tests/glr_sm90 emu_bwd_saved.inc)
 }
 
 TEST(Sm90SavedEmu, ShortOrMisalignedSavedIsRefused) {

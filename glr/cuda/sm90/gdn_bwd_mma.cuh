@@ -47,7 +47,8 @@
 // (derivation: bench/glr/sm90_bwd_notes.md; float64 check: tests/glr_sm90/bwd_formulas_check.py).
 //
 // Four kernels:
-//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace.
+//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace (skipped when the forward saved
+//        them: gdn_bwd_use_saved, GdnBwdArgs::wy_saved).
 //   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
 //        residual) to the workspace.
 //   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
@@ -1825,7 +1826,8 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
 }  // namespace gdn_bwd
 
 // Launch the four kernels on `stream` (packed sequences: the forward's chunk table kernel first, the poison kernel
-// last; the status word a.status then 0, or 1 for invalid offsets). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
+// last; the status word a.status then 0, or 1 for invalid offsets; a.wy_saved: no chunk table or wy kernel, the
+// saved verdict copied to a.status). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
 // otherwise (or for a vt other than 0, 16, 32, 64, or wider than D), else the first launch error. marks, if not null, are 3 events
 // recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
 // gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each
