@@ -241,13 +241,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fwd_save_cpu(const Tensor& q, const T
   auto [o, ht] = fwd_cpu(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
   return {o, ht, at::empty({0}, q.options().dtype(at::kByte)), at::zeros({cuda::kSavedKeyWords}, at::kLong)};
 }
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_saved_cpu(
+// bwd_saved where nothing is read from the saved tensors: bwd's kernel (the CPU's, and the Meta one for shapes).
+template <auto kBwd>
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_ignoring_saved(
     const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
     const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
     bool delta, std::int64_t gate, const Tensor& saved, const Tensor& saved_key) {
   (void)saved;
   (void)saved_key;
-  return bwd_cpu(q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
+  return kBwd(q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
 }
 std::tuple<Tensor, Tensor> oracle_fwd_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
                                           const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
@@ -280,15 +282,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_meta(
   const Params p = describe(c);
   check_backward(c, p, dout, dht);
   return backward_outputs(p, c, q.options()).tuple();
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_saved_meta(
-    const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
-    const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
-    bool delta, std::int64_t gate, const Tensor& saved, const Tensor& saved_key) {
-  (void)saved;
-  (void)saved_key;
-  return bwd_meta(q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
 }
 
 // ---- autograd ----------------------------------------------------------------------------------------
@@ -355,7 +348,7 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
     // it off PyTorch 1.13's missing Autograd fallbacks (AutogradMeta).
     at::AutoDispatchBelowADInplaceOrView guard;
     static auto op_saved =
-        c10::Dispatcher::singleton().findSchemaOrThrow("glr::bwd_saved", "").typed<decltype(bwd_saved_cpu)>();
+        c10::Dispatcher::singleton().findSchemaOrThrow("glr::bwd_saved", "").typed<decltype(bwd_ignoring_saved<bwd_cpu>)>();
     const double scale = ctx->saved_data["scale"].toDouble();
     const bool delta = ctx->saved_data["delta"].toBool();
     const std::int64_t gate = ctx->saved_data["gate"].toInt();
@@ -446,7 +439,7 @@ TORCH_LIBRARY_IMPL(glr, CPU, m) {
   m.impl("fwd", fwd_cpu);
   m.impl("bwd", bwd_cpu);
   m.impl("fwd_save", fwd_save_cpu);
-  m.impl("bwd_saved", bwd_saved_cpu);
+  m.impl("bwd_saved", bwd_ignoring_saved<bwd_cpu>);
   m.impl("oracle_fwd", oracle_fwd_cpu);
   m.impl("oracle_bwd", oracle_bwd_cpu);
   m.impl("forward_path", forward_path_cpu);
@@ -456,7 +449,7 @@ TORCH_LIBRARY_IMPL(glr, CPU, m) {
 TORCH_LIBRARY_IMPL(glr, Meta, m) {
   m.impl("fwd", fwd_meta);
   m.impl("bwd", bwd_meta);
-  m.impl("bwd_saved", bwd_saved_meta);  // (fwd_save's Meta kernel: cuda_ops.cpp, which knows the saved bytes)
+  m.impl("bwd_saved", bwd_ignoring_saved<bwd_meta>);  // (fwd_save's Meta kernel: cuda_ops.cpp, which knows the saved bytes)
 }
 
 // recurrence: the Autograd kernel wraps fwd/bwd in Recurrence; below autograd (inference mode) it is fwd.
