@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -273,6 +274,21 @@ struct Buffers {
     for (const void* x : all)
       if (x) cudaFree(const_cast<void*>(x));
   }
+  // The six outputs (dq, dk, dv, dg, dbeta, dh0), their bytes (dh0: 0 without h0), and device copies of them (each
+  // to cudaFree).
+  std::array<const void*, 6> outputs() const { return {a.dq, a.dk, a.dv, a.dg, a.dbeta, a.dh0}; }
+  std::array<std::size_t, 6> output_bytes() const {
+    const std::size_t t = static_cast<std::size_t>(tok);
+    return {t * KD * 2, t * KD * 2, t * VD * 2, t * 4, t * 4, a.dh0 ? static_cast<std::size_t>(hs) * 4 : 0};
+  }
+  std::array<void*, 6> snapshot() const {
+    std::array<void*, 6> copy{};
+    for (int i = 0; i < 6; ++i) {
+      copy[i] = dalloc<char>(output_bytes()[i]);
+      if (output_bytes()[i]) CK(cudaMemcpy(copy[i], outputs()[i], output_bytes()[i], cudaMemcpyDeviceToDevice));
+    }
+    return copy;
+  }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
   void run_poisoned(int vt) {
     CK(cudaMemset(a.dq, 0xFF, tok * KD * 2));
@@ -364,28 +380,19 @@ bool check(const Problem& p, std::uint64_t seed) {
 // (tolerance-free), outputs poisoned before each run.
 bool check_saved(const Problem& p, std::uint64_t seed) {
   Buffers buf(p, seed);
-  const std::int64_t tok = buf.tok, hs = buf.hs;
   GdnFwdArgs f = buf.f;
   void* saved = dalloc<char>(glr::cuda::sm90::gdn_wy_saved_bytes(f));
   glr::cuda::sm90::gdn_wy_saved_carve(f, saved);
   CK(glr::cuda::sm90::gdn_fwd_mma(f, nullptr));
   buf.run_poisoned(0);
-  const std::size_t bytes[6] = {static_cast<std::size_t>(tok) * KD * 2, static_cast<std::size_t>(tok) * KD * 2,
-                                static_cast<std::size_t>(tok) * VD * 2, static_cast<std::size_t>(tok) * 4,
-                                static_cast<std::size_t>(tok) * 4, p.h0 ? static_cast<std::size_t>(hs) * 4 : 0};
-  const void* outs[6] = {buf.a.dq, buf.a.dk, buf.a.dv, buf.a.dg, buf.a.dbeta, buf.a.dh0};
-  std::vector<void*> recomputed(6, nullptr);
-  for (int i = 0; i < 6; ++i) {
-    recomputed[i] = dalloc<char>(bytes[i]);
-    if (bytes[i]) CK(cudaMemcpy(recomputed[i], outs[i], bytes[i], cudaMemcpyDeviceToDevice));
-  }
+  const std::array<void*, 6> recomputed = buf.snapshot();
   const GdnBwdArgs plain = buf.a;
   glr::cuda::sm90::gdn_bwd_use_saved(buf.a, saved);
   buf.run_poisoned(0);
   buf.a = plain;
   unsigned long long diff = 0;
   for (int i = 0; i < 6; ++i) {
-    diff += differing_words(recomputed[i], outs[i], bytes[i]);
+    diff += differing_words(recomputed[i], buf.outputs()[i], buf.output_bytes()[i]);
     CK(cudaFree(recomputed[i]));
   }
   CK(cudaFree(saved));
