@@ -311,10 +311,14 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
                                                 const OptTensor& cu_seqlens, double scale, bool delta,
                                                 std::int64_t gate, bool final_state) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    // On CUDA the forward leaves its wy outputs for the backward (glr.fwd_save; the sm90 backward then skips its wy
-    // kernel, its outputs unchanged word for word); saved and saved_key stay undefined on the CPU.
+    // On CUDA, when an input needs a gradient, the forward leaves its wy outputs for the backward (glr.fwd_save;
+    // the sm90 backward then skips its wy kernel, its outputs unchanged word for word); saved and saved_key stay
+    // undefined otherwise (the CPU; inputs that need no gradient keep the 73 MB off).
+    auto grad = [](const OptTensor& t) { return present(t) && t->requires_grad(); };
+    const bool save = q.is_cuda() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || grad(g) ||
+                                      grad(beta) || grad(h0));
     Tensor o, ht, saved, saved_key;
-    if (q.is_cuda())
+    if (save)
       std::tie(o, ht, saved, saved_key) = call_fwd_save(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
     else
       std::tie(o, ht) = call_fwd(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
