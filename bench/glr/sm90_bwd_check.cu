@@ -5,8 +5,9 @@
 // Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. The kernels as
 // the launcher picks them (glr/cuda/README.md): the chunk kernel on wgmma (GLR_BWD_WGMMA=0: chunk_kernel), the dh
 // kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel).
-// --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, or two
-// runs differ in one bit; --timing never fails on a number.
+// --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, two
+// runs differ in one bit, or the backward from the forward's saved wy outputs differs in one bit from the one that
+// recomputes them (check_saved); --timing never fails on a number (timing_saved: the backward from saved outputs).
 //
 // Reference (float64, one block per (b, h), 128 threads): the forward walks the tokens keeping the state at every
 // 64th step (global memory), then the backward walks the blocks of 64 steps last to first, recomputing the states
@@ -22,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -273,6 +275,21 @@ struct Buffers {
     for (const void* x : all)
       if (x) cudaFree(const_cast<void*>(x));
   }
+  // The six outputs (dq, dk, dv, dg, dbeta, dh0), their bytes (dh0: 0 without h0), and device copies of them (each
+  // to cudaFree).
+  std::array<const void*, 6> outputs() const { return {a.dq, a.dk, a.dv, a.dg, a.dbeta, a.dh0}; }
+  std::array<std::size_t, 6> output_bytes() const {
+    const std::size_t t = static_cast<std::size_t>(tok);
+    return {t * KD * 2, t * KD * 2, t * VD * 2, t * 4, t * 4, a.dh0 ? static_cast<std::size_t>(hs) * 4 : 0};
+  }
+  std::array<void*, 6> snapshot() const {
+    std::array<void*, 6> copy{};
+    for (int i = 0; i < 6; ++i) {
+      copy[i] = dalloc<char>(output_bytes()[i]);
+      if (output_bytes()[i]) CK(cudaMemcpy(copy[i], outputs()[i], output_bytes()[i], cudaMemcpyDeviceToDevice));
+    }
+    return copy;
+  }
   // Outputs poisoned with NaN (0xFFFF bf16, 0xFFFFFFFF fp32) first: an unwritten element fails the check.
   void run_poisoned(int vt) {
     CK(cudaMemset(a.dq, 0xFF, tok * KD * 2));
@@ -357,6 +374,81 @@ bool check(const Problem& p, std::uint64_t seed) {
   for (void* x : at64) CK(cudaFree(x));
   for (double* x : {r.dq, r.dk, r.dv, r.dg, r.dbeta, r.dh0, r.ckpt, r.blk}) CK(cudaFree(x));
   return all;
+}
+
+// The forward's saved wy outputs (glr::cuda::Saved; gdn_wy_saved_carve, gdn_bwd_use_saved): rung 3 with a saved
+// block, then the backward from it, against the backward that recomputes them: every output word for word the same
+// (tolerance-free), outputs poisoned before each run.
+bool check_saved(const Problem& p, std::uint64_t seed) {
+  Buffers buf(p, seed);
+  GdnFwdArgs f = buf.f;
+  void* saved = dalloc<char>(glr::cuda::sm90::gdn_wy_saved_bytes(f));
+  glr::cuda::sm90::gdn_wy_saved_carve(f, saved);
+  CK(glr::cuda::sm90::gdn_fwd_mma(f, nullptr));
+  buf.run_poisoned(0);
+  const std::array<void*, 6> recomputed = buf.snapshot();
+  const GdnBwdArgs plain = buf.a;
+  glr::cuda::sm90::gdn_bwd_use_saved(buf.a, saved);
+  buf.run_poisoned(0);
+  buf.a = plain;
+  unsigned long long diff = 0;
+  for (int i = 0; i < 6; ++i) {
+    diff += differing_words(recomputed[i], buf.outputs()[i], buf.output_bytes()[i]);
+    CK(cudaFree(recomputed[i]));
+  }
+  CK(cudaFree(saved));
+  std::printf("B%-2d T%-5d H%-2d h0=%d dht=%d mu=%+.0f%s | saved wy outputs (the forward's) vs recomputed: words "
+              "differing %llu | %s\n",
+              p.B, p.T, p.H, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.segs > 1 ? (" split " + std::to_string(p.segs)).c_str() : "",
+              diff, diff == 0 ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return diff == 0;
+}
+
+double median(std::vector<float> x);
+
+// The backward from the forward's saved wy outputs (no wy kernel): its total and the forward that saves them.
+// Informational only.
+void timing_saved(int B, int T, int H) {
+  Buffers buf(Problem{B, T, H, false, false, 2.0}, 7);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t ev[6];
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  GdnFwdArgs f = buf.f;
+  const std::size_t saved_bytes = glr::cuda::sm90::gdn_wy_saved_bytes(f);
+  void* saved = dalloc<char>(saved_bytes);
+  glr::cuda::sm90::gdn_wy_saved_carve(f, saved);
+  GdnBwdArgs a = buf.a;
+  glr::cuda::sm90::gdn_bwd_use_saved(a, saved);
+  for (int i = 0; i < 3; ++i) {
+    CK(glr::cuda::sm90::gdn_fwd_mma(f, st));
+    CK(glr::cuda::sm90::gdn_bwd_mma(a, st));
+  }
+  std::vector<float> fwd, bwd, hk, dh, ch;
+  for (int i = 0; i < 20; ++i) {
+    CK(cudaEventRecord(ev[0], st));
+    CK(glr::cuda::sm90::gdn_fwd_mma(f, st));
+    CK(cudaEventRecord(ev[1], st));
+    CK(glr::cuda::sm90::gdn_bwd_mma(a, st, &ev[2]));
+    CK(cudaEventRecord(ev[5], st));
+    CK(cudaEventSynchronize(ev[5]));
+    float x[5];
+    for (int j = 0; j < 5; ++j) CK(cudaEventElapsedTime(&x[j], ev[j], ev[j + 1]));
+    fwd.push_back(x[0]);
+    hk.push_back(x[2]);
+    dh.push_back(x[3]);
+    ch.push_back(x[4]);
+    bwd.push_back(x[1] + x[2] + x[3] + x[4]);
+  }
+  const double mf = median(fwd), mb = median(bwd);
+  std::printf("timing B%d T%d H%d saved wy outputs (%.1f MB): fwd saving %.3f ms | bwd from them %.3f ms (h %.3f, dh "
+              "%.3f, chunk %.3f; no wy) | fwd+bwd %.3f ms\n",
+              B, T, H, saved_bytes / 1e6, mf, mb, median(hk), median(dh), median(ch), mf + mb);
+  std::fflush(stdout);
+  CK(cudaFree(saved));
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  CK(cudaStreamDestroy(st));
 }
 
 double median(std::vector<float> x) {
@@ -530,12 +622,20 @@ int main(int argc, char** argv) {
       if (quick && p.T > 300) continue;
       ok = check(p, 1000 + i++) && ok;
     }
+    // The forward's saved wy outputs in the backward: bitwise the recomputing backward (a split case among them).
+    const Problem saved_shapes[] = {{3, 257, 2, false, true, -1.0}, {2, 1000, 4, true, true, 8.0},
+                                    {1, 2048, 2, true, true, 8.0, 4}};
+    for (const Problem& p : saved_shapes) {
+      if (quick && p.T > 300) continue;
+      ok = check_saved(p, 1100 + i++) && ok;
+    }
     std::printf("%s\n", ok ? "CHECK ALL PASS" : "CHECK SOME FAILED");
   }
   if (do_timing) {
     timing(8, 4096, 16);
     timing(4, 8192, 32);
     timing(1, 32768, 16);
+    timing_saved(8, 4096, 16);  // the backward without its wy kernel (the forward's saved outputs)
     // The split h and dh passes (few, long sequences): H16 (8 segments by the rule on 132 SMs) and H32, whose h and
     // dh grids (32 value heads) are those of H16 HV32 (4 segments).
     timing_split(1, 32768, 16);

@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <string>
 
 #include "glr/glr_cuda.hpp"
@@ -128,6 +129,56 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
   return {f.o, f.ht};
 }
 
+// glr.fwd_save: glr.fwd that also returns the forward's saved intermediates for glr.bwd_saved (glr_cuda.hpp Saved):
+// a uint8 tensor of cuda::saved_bytes (the same size whichever path runs, so the Meta kernel below can say it; the
+// block programs leave it unused) and its key, int64 [kSavedKeyWords] on the CPU (all 0: nothing saved, the
+// backward recomputes).
+std::tuple<Tensor, Tensor, Tensor, Tensor> fwd_save_cuda(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                         const OptTensor& g, const OptTensor& beta, const OptTensor& h0,
+                                                         const OptTensor& cu_seqlens, double scale, bool delta,
+                                                         std::int64_t gate, bool final_state) {
+  const char* op = "glr.fwd_save";
+  const c10::cuda::CUDAGuard guard(q.device());
+  const ForwardCall f = forward_call(op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
+  Tensor saved, key = at::zeros({cuda::kSavedKeyWords}, at::TensorOptions().dtype(at::kLong));
+  translate_errors(op, [&] {
+    const cuda::ForwardPath path = cuda::forward_path(f.p, f.t, f.d).path;
+    Tensor ws = workspace(cuda::forward_workspace_bytes(f.p, f.d, path), q);
+    saved = workspace(cuda::saved_bytes(f.p, f.d), q);
+    cuda::Saved s{saved.data_ptr(), static_cast<std::size_t>(saved.numel())};
+    cuda::ForwardOptions options;
+    options.save = &s;
+    cuda::forward(f.p, f.t, f.d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream, options);
+    std::copy(std::begin(s.key), std::end(s.key), key.data_ptr<std::int64_t>());
+  });
+  return {f.o, f.ht, saved, key};
+}
+
+// fwd_save's shapes for torch.compile's fake tensors: fwd's, the saved bytes (sizes only) and the key.
+std::tuple<Tensor, Tensor, Tensor, Tensor> fwd_save_meta(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                         const OptTensor& g, const OptTensor& beta, const OptTensor& h0,
+                                                         const OptTensor& cu_seqlens, double scale, bool delta,
+                                                         std::int64_t gate, bool final_state) {
+  const char* op = "glr.fwd_save";
+  const Call c{op, q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate};
+  Params p = describe(c);
+  p.set_contiguous_strides();  // sizes only: the strides do not change the saved bytes
+  const std::int64_t N = present(cu_seqlens) ? cu_seqlens->size(0) - 1 : p.B;
+  Tensor o = at::empty({p.B, p.T, p.HV, p.V}, v.options());
+  Tensor ht = final_state ? at::empty({N, p.HV, p.K, p.V}, q.options().dtype(at::kFloat)) : at::empty({0}, q.options().dtype(at::kFloat));
+  cuda::DeviceOffsets d;
+  static const std::int64_t stand_in[1] = {0};  // only the offsets' count and alignment are read for the sizes
+  if (present(cu_seqlens)) {
+    d.num_seqs = N;
+    d.cu_seqlens = stand_in;
+  }
+  std::size_t bytes = 0;
+  translate_errors(op, [&] { bytes = cuda::saved_bytes(p, d); });
+  Tensor saved = at::empty({static_cast<std::int64_t>(bytes > 0 ? bytes : 1)}, q.options().dtype(at::kByte));
+  return {o, ht, saved, at::empty({cuda::kSavedKeyWords}, at::TensorOptions().device(at::kMeta).dtype(at::kLong))};
+}
+
 // One backward call as glr's CUDA API takes it (as ForwardCall): the problem, the gradients allocated, the
 // tensors and the device offsets. Shared by glr.bwd and glr.backward_path.
 struct BackwardCall {
@@ -216,14 +267,45 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   return {b.dq, b.dk, b.dv, b.dg, b.dbeta, b.dh0};
 }
 
+// glr.bwd_saved: glr.bwd given fwd_save's saved tensor and key (cuda::BackwardOptions::saved): the same outputs, word
+// for word, without recomputing the forward's wy outputs on the sm90 path; a key of another problem is refused.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_saved_cuda(
+    const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
+    const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
+    bool delta, std::int64_t gate, const Tensor& saved, const Tensor& saved_key) {
+  const char* op = "glr.bwd_saved";
+  const c10::cuda::CUDAGuard guard(q.device());
+  TORCH_CHECK(saved.is_cuda() && saved.scalar_type() == at::kByte && saved.is_contiguous(), op,
+              ": saved: expected the contiguous uint8 CUDA tensor of glr.fwd_save");
+  TORCH_CHECK(saved_key.device().is_cpu() && saved_key.scalar_type() == at::kLong &&
+                  saved_key.numel() == cuda::kSavedKeyWords && saved_key.is_contiguous(),
+              op, ": saved_key: expected the int64 CPU tensor [", cuda::kSavedKeyWords, "] of glr.fwd_save");
+  const BackwardCall b = backward_call(op, q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(q.device().index()).stream();
+  translate_errors(op, [&] {
+    const cuda::BackwardPath path = cuda::backward_path(b.p, b.t, b.d).path;
+    Tensor ws = workspace(cuda::backward_workspace_bytes(b.p, b.d, path), q);
+    cuda::Saved s{saved.data_ptr(), static_cast<std::size_t>(saved.numel())};
+    std::copy(saved_key.data_ptr<std::int64_t>(), saved_key.data_ptr<std::int64_t>() + cuda::kSavedKeyWords, s.key);
+    cuda::BackwardOptions options;
+    options.saved = &s;
+    cuda::backward(b.p, b.t, b.d, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), stream, options);
+  });
+  return {b.dq, b.dk, b.dv, b.dg, b.dbeta, b.dh0};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(glr, CUDA, m) {
+  m.impl("fwd_save", fwd_save_cuda);
+  m.impl("bwd_saved", bwd_saved_cuda);
   m.impl("fwd", fwd_cuda);
   m.impl("bwd", bwd_cuda);
   m.impl("forward_path", forward_path_cuda);
   m.impl("backward_path", backward_path_cuda);
 }
+// fwd_save's Meta kernel lives here: the saved tensor's size is glr's CUDA API's (cuda::saved_bytes).
+TORCH_LIBRARY_IMPL(glr, Meta, m) { m.impl("fwd_save", fwd_save_meta); }
 
 }  // namespace glr::torch_ops
 

@@ -3,7 +3,13 @@
 //   glr::fwd        (q, k, v, g?, beta?, h0?, cu_seqlens?, scale, delta, gate, final_state) -> (o, ht)
 //   glr::bwd        (q, k, v, g?, beta?, h0?, cu_seqlens?, dout, dht?, scale, delta, gate)
 //                   -> (dq, dk, dv, dg, dbeta, dh0)
-//   glr::recurrence (the arguments of fwd) -> (o, ht): fwd with autograd (backward = bwd)
+//   glr::fwd_save   (the arguments of fwd) -> (o, ht, saved, saved_key): fwd that also returns the forward's
+//                   saved intermediates (glr/glr_cuda.hpp Saved): uint8 saved and its int64 [12] CPU key (CPU
+//                   kernel: nothing saved, an empty saved and a key of zeros)
+//   glr::bwd_saved  (the arguments of bwd, saved, saved_key) -> bwd's outputs, word for word, the CUDA sm90 path
+//                   reading the forward's wy outputs from saved instead of recomputing them (a key of zeros: bwd)
+//   glr::recurrence (the arguments of fwd) -> (o, ht): fwd with autograd (backward = bwd); on CUDA tensors
+//                   fwd_save and bwd_saved (the saved tensor kept for the backward: 73 MB at B8 T4096 H16)
 //   glr::oracle_fwd, glr::oracle_bwd: the float64 recurrence and its exact backward (CPU, float64 only), the
 //                   judge of the tests
 //
@@ -23,6 +29,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "glr/glr_cuda.hpp"  // kSavedKeyWords (a header without CUDA: the CPU build includes it too)
 #include "glr/reference/chunked.hpp"
 #include "glr/reference/oracle.hpp"
 #include "problem.hpp"
@@ -226,6 +233,24 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_cpu(
   return backward_cpu(Algorithm::chunked, "glr.bwd", q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta,
                       gate);
 }
+// fwd_save and bwd_saved on the CPU: fwd and bwd (nothing saved: the key is all 0, and bwd_saved recomputes).
+std::tuple<Tensor, Tensor, Tensor, Tensor> fwd_save_cpu(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                        const OptTensor& g, const OptTensor& beta, const OptTensor& h0,
+                                                        const OptTensor& cu_seqlens, double scale, bool delta,
+                                                        std::int64_t gate, bool final_state) {
+  auto [o, ht] = fwd_cpu(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
+  return {o, ht, at::empty({0}, q.options().dtype(at::kByte)), at::zeros({cuda::kSavedKeyWords}, at::kLong)};
+}
+// bwd_saved where nothing is read from the saved tensors: bwd's kernel (the CPU's, and the Meta one for shapes).
+template <auto kBwd>
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> bwd_ignoring_saved(
+    const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g, const OptTensor& beta,
+    const OptTensor& h0, const OptTensor& cu_seqlens, const Tensor& dout, const OptTensor& dht, double scale,
+    bool delta, std::int64_t gate, const Tensor& saved, const Tensor& saved_key) {
+  (void)saved;
+  (void)saved_key;
+  return kBwd(q, k, v, g, beta, h0, cu_seqlens, dout, dht, scale, delta, gate);
+}
 std::tuple<Tensor, Tensor> oracle_fwd_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& g,
                                           const OptTensor& beta, const OptTensor& h0, const OptTensor& cu_seqlens,
                                           double scale, bool delta, std::int64_t gate, bool final_state) {
@@ -268,6 +293,14 @@ std::tuple<Tensor, Tensor> call_fwd(const Tensor& q, const Tensor& k, const Tens
   return op.call(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
 }
 
+std::tuple<Tensor, Tensor, Tensor, Tensor> call_fwd_save(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                         const OptTensor& g, const OptTensor& beta, const OptTensor& h0,
+                                                         const OptTensor& cu_seqlens, double scale, bool delta,
+                                                         std::int64_t gate, bool final_state) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("glr::fwd_save", "").typed<decltype(fwd_save_cpu)>();
+  return op.call(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
+}
+
 OptTensor opt(const Tensor& t) { return t.defined() ? OptTensor(t) : OptTensor(); }
 
 class Recurrence : public torch::autograd::Function<Recurrence> {
@@ -278,9 +311,20 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
                                                 const OptTensor& cu_seqlens, double scale, bool delta,
                                                 std::int64_t gate, bool final_state) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    auto [o, ht] = call_fwd(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
+    // On CUDA, when an input needs a gradient, the forward leaves its wy outputs for the backward (glr.fwd_save;
+    // the sm90 backward then skips its wy kernel, its outputs unchanged word for word); saved and saved_key stay
+    // undefined otherwise (the CPU; inputs that need no gradient keep the 73 MB off).
+    auto grad = [](const OptTensor& t) { return present(t) && t->requires_grad(); };
+    const bool save = q.is_cuda() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || grad(g) ||
+                                      grad(beta) || grad(h0));
+    Tensor o, ht, saved, saved_key;
+    if (save)
+      std::tie(o, ht, saved, saved_key) = call_fwd_save(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
+    else
+      std::tie(o, ht) = call_fwd(q, k, v, g, beta, h0, cu_seqlens, scale, delta, gate, final_state);
     ctx->save_for_backward({q, k, v, present(g) ? *g : Tensor(), present(beta) ? *beta : Tensor(),
-                            present(h0) ? *h0 : Tensor(), present(cu_seqlens) ? *cu_seqlens : Tensor()});
+                            present(h0) ? *h0 : Tensor(), present(cu_seqlens) ? *cu_seqlens : Tensor(), saved,
+                            saved_key});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["delta"] = delta;
     ctx->saved_data["gate"] = gate;
@@ -307,9 +351,15 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
     // bwd has no derivative of its own (no double backward): it runs below autograd, which also keeps
     // it off PyTorch 1.13's missing Autograd fallbacks (AutogradMeta).
     at::AutoDispatchBelowADInplaceOrView guard;
+    static auto op_saved =
+        c10::Dispatcher::singleton().findSchemaOrThrow("glr::bwd_saved", "").typed<decltype(bwd_ignoring_saved<bwd_cpu>)>();
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const bool delta = ctx->saved_data["delta"].toBool();
+    const std::int64_t gate = ctx->saved_data["gate"].toInt();
     auto [dq, dk, dv, dg, dbeta, dh0] =
-        op.call(q, k, v, opt(s[3]), opt(s[4]), opt(s[5]), opt(s[6]), dout, dht, ctx->saved_data["scale"].toDouble(),
-                ctx->saved_data["delta"].toBool(), ctx->saved_data["gate"].toInt());
+        s[7].defined()  // the forward's saved wy outputs (CUDA)
+            ? op_saved.call(q, k, v, opt(s[3]), opt(s[4]), opt(s[5]), opt(s[6]), dout, dht, scale, delta, gate, s[7], s[8])
+            : op.call(q, k, v, opt(s[3]), opt(s[4]), opt(s[5]), opt(s[6]), dout, dht, scale, delta, gate);
     return {dq,
             dk,
             dv,
@@ -359,6 +409,15 @@ TORCH_LIBRARY(glr, m) {
   m.def(
       "bwd(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, Tensor dout, "
       "Tensor? dht, float scale, bool delta, int gate) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // fwd that also returns the forward's saved intermediates (uint8) and their key (int64 [12], CPU), and bwd that
+  // reads them (glr/glr_cuda.hpp Saved): recurrence's autograd pair on CUDA tensors.
+  m.def(
+      "fwd_save(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, float scale, "
+      "bool delta, int gate, bool final_state) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "bwd_saved(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, Tensor dout, "
+      "Tensor? dht, float scale, bool delta, int gate, Tensor saved, Tensor saved_key) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "recurrence(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, Tensor? h0, Tensor? cu_seqlens, "
       "float scale, bool delta, int gate, bool final_state) -> (Tensor, Tensor)");
@@ -383,6 +442,8 @@ TORCH_LIBRARY(glr, m) {
 TORCH_LIBRARY_IMPL(glr, CPU, m) {
   m.impl("fwd", fwd_cpu);
   m.impl("bwd", bwd_cpu);
+  m.impl("fwd_save", fwd_save_cpu);
+  m.impl("bwd_saved", bwd_ignoring_saved<bwd_cpu>);
   m.impl("oracle_fwd", oracle_fwd_cpu);
   m.impl("oracle_bwd", oracle_bwd_cpu);
   m.impl("forward_path", forward_path_cpu);
@@ -392,6 +453,7 @@ TORCH_LIBRARY_IMPL(glr, CPU, m) {
 TORCH_LIBRARY_IMPL(glr, Meta, m) {
   m.impl("fwd", fwd_meta);
   m.impl("bwd", bwd_meta);
+  m.impl("bwd_saved", bwd_ignoring_saved<bwd_meta>);  // (fwd_save's Meta kernel: cuda_ops.cpp, which knows the saved bytes)
 }
 
 // recurrence: the Autograd kernel wraps fwd/bwd in Recurrence; below autograd (inference mode) it is fwd.

@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -1038,6 +1039,7 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
 }
 
 #include "emu_bwd_varlen.inc"  // packed sequences: run_varlen_cases ("varlen")
+#include "emu_bwd_saved.inc"   // the forward's saved wy outputs in the backward: run_saved_cases ("saved")
 
 }  // namespace
 
@@ -1130,6 +1132,11 @@ int main(int argc, char** argv) {
     argc = 1;
     ok = run_rule_cases() && ok;
     ok = run_varlen_cases() && ok;
+  }
+  if (argc == 2 && std::string(argv[1]) == "saved") {  // the forward's saved wy outputs (emu_bwd_saved.inc)
+    ok = run_saved_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
   }
   if (argc == 2 && std::string(argv[1]) == "varlen") {  // packed sequences (emu_bwd_varlen.inc)
     ok = run_varlen_cases();

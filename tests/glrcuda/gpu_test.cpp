@@ -12,7 +12,8 @@
 //     since 2026-12-04 Mamba2, RetNet, linear attention) with
 //     HV a multiple of H (g and beta fp32 or bf16), dense batches or packed sequences, take the sm90 tensor-core
 //     backward on an sm_90 device; the same checks, T up to 4096, invalid packed offsets, the refusal reasons,
-//     GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace.
+//     GLR_BACKWARD_PATH=blocks and BackwardOptions::force_blocks, the per-path workspace;
+//   * the forward's saved intermediates (cuda::Saved): the backward from them bit for bit the recomputing one.
 // When an output is off, the workspace comes back and each stage is diffed against its CPU chunked twin,
 // so one log says which stage broke.
 #include <gtest/gtest.h>
@@ -657,6 +658,74 @@ TEST_F(Gpu, BackwardDispatchSm90AndFallback) {
       EXPECT_EQ(e.argument(), "GLR_BACKWARD_PATH");
     }
   }
+}
+
+// The forward's saved intermediates (cuda::Saved): on an sm_90 device the forward fills the key and the backward given
+// the Saved returns every output bit for bit as the backward that recomputes (dense and packed, the delta rule and
+// Mamba2, K = V = 128 and 64, GVA); a Saved made for another problem is refused by name ("saved"), short data too.
+// Elsewhere the forward takes the block programs, leaves the key all 0, and the backward recomputes.
+TEST_F(Gpu, BackwardSavedIntermediates) {
+  const bool sm90 = on_sm90();
+  struct SavedShape {
+    Member member;
+    Shape shape;
+  };
+  const std::vector<SavedShape> shapes = {
+      {Member::gated_deltanet, {"K128_B2_T1000_H2_HV4_states", 2, 1000, 2, 4, 128, 128, {}, true}},
+      {Member::deltanet, {"K64_T300_states", 1, 300, 1, 1, 64, 64, {}, true}},
+      {Member::mamba2, {"K64_B2_T200_no_states", 2, 200, 1, 1, 64, 64, {}, false}},
+      {Member::gated_deltanet, {"K128_varlen_HV2_states", 1, 2049, 1, 2, 128, 128, {0, 0, 1000, 1001, 2049}, true}},
+  };
+  std::uint64_t salt = 1495;
+  std::vector<Case> cases;
+  for (const SavedShape& s : shapes) cases.push_back(make_case(s.member, s.shape, {DType::bf16}, {}, test_seed(salt++)));
+  for (const Case& c : cases) {
+    DeviceCall f(c, stream_);
+    const std::size_t bytes = cuda::saved_bytes(c.call, f.offsets);
+    DeviceBuffer data(bytes);
+    cuda::Saved saved{data.ptr, bytes};
+    cuda::ForwardOptions fo;
+    fo.save = &saved;
+    cuda::forward(c.call, f.forward(), f.offsets, stream_, fo);
+    EXPECT_EQ(saved.key[0] != 0, sm90) << c.describe();
+    DeviceCall recomputed(c, stream_), from_saved(c, stream_);
+    cuda::backward(c.call, recomputed.backward(), recomputed.offsets, stream_);
+    cuda::BackwardOptions bo;
+    bo.saved = &saved;
+    cuda::backward(c.call, from_saved.backward(), from_saved.offsets, stream_, bo);
+    recomputed.download(true, stream_);
+    from_saved.download(true, stream_);
+    EXPECT_EQ(diff_results(from_saved.host.read(true), recomputed.host.read(true)), "") << "saved vs recomputed " << c.describe();
+    std::printf("saved %s: %zu bytes, key %s\n", c.describe().c_str(), bytes, saved.key[0] != 0 ? "set" : "all 0");
+  }
+  if (!sm90) return;
+  // A Saved made for another problem (cases[1]'s, given to cases[2]'s backward), and short data.
+  DeviceCall f(cases[1], stream_);
+  const std::size_t bytes = cuda::saved_bytes(cases[1].call, f.offsets);
+  DeviceBuffer data(bytes);
+  cuda::Saved saved{data.ptr, bytes};
+  cuda::ForwardOptions fo;
+  fo.save = &saved;
+  cuda::forward(cases[1].call, f.forward(), f.offsets, stream_, fo);
+  DeviceCall other(cases[2], stream_);
+  cuda::BackwardOptions bo;
+  bo.saved = &saved;
+  try {
+    cuda::backward(cases[2].call, other.backward(), other.offsets, stream_, bo);
+    ADD_FAILURE() << "a Saved made for another problem was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(e.argument(), "saved");
+  }
+  cuda::Saved short_saved{data.ptr, bytes - 256};
+  fo.save = &short_saved;
+  try {
+    cuda::forward(cases[1].call, f.forward(), f.offsets, stream_, fo);
+    ADD_FAILURE() << "a short Saved was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(e.argument(), "saved");
+  }
+  EXPECT_EQ(short_saved.key[0], 0) << "a refused forward left a key";
+  cuda_ok(cudaStreamSynchronize(stream_), "sync");
 }
 
 // Packed sequences on the sm90 backward with device-only offsets (the chunk table kernel reads them on the device):

@@ -122,8 +122,8 @@ def test_cuda_forward_takes_sm90_and_matches_the_block_programs(member, shape):
 
 @cuda
 def test_cuda_backward_after_the_sm90_forward_is_the_block_programs():
-    # The autograd backward recomputes the forward on the block programs: its gradients do not depend on the
-    # forward's path, bit for bit.
+    # The autograd backward reads the sm90 forward's saved wy outputs (glr.fwd_save), or recomputes them after the
+    # block programs' forward (nothing saved): its gradients do not depend on the forward's path, bit for bit.
     p = to_cuda_bf16(make_problem("gdn", 2, 200, 1, 2, 128, 128, initial_state=True))
     leaves = {n: t.clone().requires_grad_(True) for n, t in p.items() if n != "cu_seqlens" and t is not None}
     grads = []
@@ -135,6 +135,29 @@ def test_cuda_backward_after_the_sm90_forward_is_the_block_programs():
                                              [torch.ones_like(o), torch.ones_like(ht)]))
     for a, b in zip(*grads):
         assert torch.equal(a, b)
+
+
+@cuda
+def test_cuda_bwd_saved_is_bwd_bit_for_bit():
+    # glr.fwd_save leaves the forward's wy outputs (glr_cuda.hpp Saved) and their key; glr.bwd_saved reads them
+    # instead of recomputing: the same gradients, bit for bit. A key made for another problem is refused by name.
+    p = to_cuda_bf16(make_problem("gdn", 2, 200, 1, 2, 128, 128, initial_state=True))
+    args = op_args(p)
+    o, ht, saved, key = torch.ops.glr.fwd_save(*args, True)
+    assert saved.dtype == torch.uint8 and saved.is_cuda and key.dtype == torch.int64 and not key.is_cuda
+    assert (key[0].item() != 0) == on_sm90(), key
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    dout = torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype)
+    dht = torch.randn(ht.shape, generator=gen, device="cuda")
+    want = torch.ops.glr.bwd(*args[:7], dout, dht, *args[7:])
+    got = torch.ops.glr.bwd_saved(*args[:7], dout, dht, *args[7:], saved, key)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    if on_sm90():
+        other = key.clone()
+        other[2] += 64  # T
+        with pytest.raises(RuntimeError, match="saved"):
+            torch.ops.glr.bwd_saved(*args[:7], dout, dht, *args[7:], saved, other)
 
 
 @cuda

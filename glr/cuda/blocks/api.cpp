@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -79,17 +80,51 @@ ForwardChoice choose(const Problem& p, const ForwardOptions& options = {}) {
   return {ForwardPath::sm90, "sm90 tensor-core forward: bf16, K = V = " + std::to_string(p.K) + ", dense layouts, sm_90 device"};
 }
 
+// Saved::key: what the saved wy outputs were made for (glr_cuda.hpp Saved); word 0 a nonzero tag, so all 0 is
+// "nothing saved". Absent g or beta count as dtype -1.
+using SavedKey = std::array<std::int64_t, kSavedKeyWords>;
+SavedKey saved_key(const Problem& p) {
+  return {0x474c5231,  // "GLR1"
+          p.B,
+          p.T,
+          p.H,
+          p.HV,
+          p.varlen ? p.N : 0,
+          p.K,
+          p.V,
+          p.delta,
+          p.gate,
+          p.gate != kGateNone ? static_cast<std::int64_t>(p.g.dt) : -1,
+          p.delta ? static_cast<std::int64_t>(p.beta.dt) : -1};
+}
+std::string describe(const SavedKey& k) {
+  return "B " + std::to_string(k[1]) + " T " + std::to_string(k[2]) + " H " + std::to_string(k[3]) + " HV " +
+         std::to_string(k[4]) + " N " + std::to_string(k[5]) + " K " + std::to_string(k[6]) + " V " +
+         std::to_string(k[7]) + " delta " + std::to_string(k[8]) + " gate " + std::to_string(k[9]) + " g dtype " +
+         std::to_string(k[10]) + " beta dtype " + std::to_string(k[11]);
+}
+void check_saved_data(const Saved& s) {
+  if (s.data == nullptr) throw InvalidArgument("saved", "data is null");
+}
+
 void forward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStream_t stream,
                 const ForwardOptions& options = {}) {
   const ForwardChoice c = choose(p, options);
   if (std::getenv("GLR_FORWARD_LOG") != nullptr) std::fprintf(stderr, "glr forward: %s (%s)\n", name_of(c.path), c.reason.c_str());
+  Saved* const save = options.save;
+  if (save) std::fill(std::begin(save->key), std::end(save->key), 0);  // nothing saved until the launch is in
   if (c.path == ForwardPath::sm90) {
     if (workspace == nullptr) throw InvalidArgument("workspace", "is null");
     if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlign != 0)
       throw InvalidArgument("workspace", "must be " + std::to_string(kWorkspaceAlign) + "-byte aligned");
-    sm90::launch_forward(p, workspace, bytes, stream);
+    if (save) check_saved_data(*save);
+    sm90::launch_forward(p, workspace, bytes, stream, save ? save->data : nullptr, save ? save->bytes : 0);
+    if (save) {
+      const SavedKey k = saved_key(p);
+      std::copy(k.begin(), k.end(), save->key);
+    }
   } else {
-    launch_forward(p, place(p, false, workspace, bytes), stream);
+    launch_forward(p, place(p, false, workspace, bytes), stream);  // save->key stays 0: the backward recomputes
   }
 }
 
@@ -122,8 +157,17 @@ void backward_on(const Problem& p, void* workspace, std::size_t bytes, cudaStrea
     std::fprintf(stderr, "glr backward: %s (%s)\n", name_of(c.path), c.reason.c_str());
   if (c.path == BackwardPath::sm90) {
     check_workspace_pointer(workspace);
-    sm90::launch_backward(p, workspace, bytes, stream);
-  } else {
+    const Saved* const saved = options.saved;
+    const bool use = saved && std::any_of(std::begin(saved->key), std::end(saved->key), [](std::int64_t w) { return w != 0; });
+    if (use) {  // a key all 0: nothing was saved, the wy kernel runs here
+      SavedKey k;
+      std::copy(std::begin(saved->key), std::end(saved->key), k.begin());
+      if (k != saved_key(p))
+        throw InvalidArgument("saved", "made for " + describe(k) + ", not this backward's " + describe(saved_key(p)));
+      check_saved_data(*saved);
+    }
+    sm90::launch_backward(p, workspace, bytes, stream, use ? saved->data : nullptr, use ? saved->bytes : 0);
+  } else {  // the block programs recompute everything: options.saved is not read
     launch_backward(p, place(p, true, workspace, bytes), stream);
   }
 }
@@ -152,6 +196,10 @@ std::size_t forward_workspace_bytes(const Params& params, const DeviceOffsets& o
   const Problem p = setup_sizes(params, offsets, Pass::forward);
   return std::max(WorkspacePlan<float>(p, false, nullptr).bytes, sm90::forward_workspace_bytes(p));
 }
+std::size_t saved_bytes(const Params& params, const DeviceOffsets& offsets) {
+  return sm90::saved_bytes(setup_sizes(params, offsets, Pass::forward));
+}
+
 std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& offsets) {
   const Problem p = setup_sizes(params, offsets, Pass::backward);
   return std::max(backward_bytes(p, BackwardPath::blocks), backward_bytes(p, BackwardPath::sm90));
@@ -161,9 +209,9 @@ std::size_t backward_workspace_bytes(const Params& params, const DeviceOffsets& 
 }
 
 void forward(const Params& params, const ForwardTensors& t, const DeviceOffsets& offsets, void* workspace,
-             std::size_t workspace_bytes, cudaStream_t stream) {
+             std::size_t workspace_bytes, cudaStream_t stream, const ForwardOptions& options) {
   const Problem p = setup_forward(params, t, offsets);
-  forward_on(p, workspace, workspace_bytes, stream);
+  forward_on(p, workspace, workspace_bytes, stream, options);
 }
 
 void backward(const Params& params, const BackwardTensors& t, const DeviceOffsets& offsets, void* workspace,

@@ -115,7 +115,8 @@ std::size_t backward_workspace_bytes(const Problem& p) {
   return kHeader + gdn_bwd_workspace_bytes(args_of(p));  // the sizes and the member (the pieces it uses)
 }
 
-void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream, void* saved,
+                     std::size_t saved_size) {
   const std::size_t need = backward_workspace_bytes(p);
   if (workspace_bytes < need)
     throw InvalidArgument("workspace", std::to_string(workspace_bytes) + " bytes given, " + std::to_string(need) +
@@ -123,6 +124,10 @@ void launch_backward(const Problem& p, void* workspace, std::size_t workspace_by
   GdnBwdArgs a = args_of(p);
   gdn_bwd_workspace_carve(a, static_cast<char*>(workspace) + kHeader);
   a.status = static_cast<std::int32_t*>(workspace);  // packed sequences: the chunk table kernel's verdict (0 or 1)
+  if (saved) {  // the forward's wy outputs (forward.cu check_saved: the same sizes as saved_bytes(p))
+    check_saved(p, saved, saved_size);
+    gdn_bwd_use_saved(a, saved);
+  }
   cudaError_t e = cudaMemsetAsync(workspace, 0, sizeof(std::int32_t), stream);  // status: ok
   if (e == cudaSuccess) e = gdn_bwd_mma(a, stream);
   if (e != cudaSuccess)

@@ -41,6 +41,10 @@ std::size_t backward_workspace_bytes(const Problem& p);
 // Launch on `stream`; the status word (workspace offset 0) is written as by the block programs: 0, or 1 for invalid
 // packed offsets (checked on the device; then every output NaN). Throws InvalidArgument for a short workspace,
 // CudaError on a launch failure.
-void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+// saved (or null): launch_forward's saved block for this p (the caller has matched the problem): the chunk table
+// and wy kernels are skipped and their outputs read from there (gdn_bwd_use_saved), every output word for word
+// the same; InvalidArgument "saved" if it is short or misaligned.
+void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                     void* saved = nullptr, std::size_t saved_size = 0);
 
 }  // namespace glr::cuda::sm90

@@ -97,13 +97,29 @@ std::size_t forward_workspace_bytes(const Problem& p) {
   return gdn_fwd_workspace_bytes(args_of(p), GdnFwdVariant::t_only);
 }
 
-void launch_forward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+std::size_t saved_bytes(const Problem& p) { return gdn_wy_saved_bytes(args_of(p)); }
+
+void check_saved(const Problem& p, const void* saved, std::size_t saved_size) {
+  const std::size_t need = saved_bytes(p);
+  if (reinterpret_cast<std::uintptr_t>(saved) % 256 != 0)
+    throw InvalidArgument("saved", "data must be 256-byte aligned");
+  if (saved_size < need)
+    throw InvalidArgument("saved", std::to_string(saved_size) + " bytes given, " + std::to_string(need) +
+                                       " needed (see saved_bytes)");
+}
+
+void launch_forward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream, void* saved,
+                    std::size_t saved_size) {
   GdnFwdArgs a = args_of(p);
   const std::size_t need = gdn_fwd_workspace_bytes(a, GdnFwdVariant::t_only);
   if (workspace_bytes < need)
     throw InvalidArgument("workspace", std::to_string(workspace_bytes) + " bytes given, " + std::to_string(need) +
                                            " needed by the sm90 forward (see forward_workspace_bytes)");
   gdn_fwd_workspace_carve(a, workspace, GdnFwdVariant::t_only);
+  if (saved) {  // the wy outputs (with Gr: the backward's T) into the caller's block; the state kernel reads them there
+    check_saved(p, saved, saved_size);
+    gdn_wy_saved_carve(a, saved);
+  }
   const cudaError_t e = gdn_fwd_mma(a, stream, GdnFwdVariant::t_only);
   if (e != cudaSuccess)
     throw CudaError(std::string("glr cuda: sm90 forward: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));

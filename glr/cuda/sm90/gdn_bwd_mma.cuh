@@ -47,7 +47,8 @@
 // (derivation: bench/glr/sm90_bwd_notes.md; float64 check: tests/glr_sm90/bwd_formulas_check.py).
 //
 // Four kernels:
-//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace.
+//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace (skipped when the forward saved
+//        them: gdn_bwd_use_saved, GdnBwdArgs::wy_saved).
 //   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
 //        residual) to the workspace.
 //   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
@@ -138,6 +139,11 @@ struct GdnBwdArgs {
   bool dh_ends = false;  // the dh kernel's pass A': grid rows are segments 1 .. segs - 1 (else from segment 0)
   float* Es = nullptr;
   float* Ms = nullptr;
+  // Tm, G, Bc, Gr (and for packed sequences the chunk table) already hold the wy kernel's outputs, the forward's
+  // saved ones (gdn_bwd_use_saved): launch_all skips the chunk table and wy kernels and copies the saved verdict
+  // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
+  // backward calls.
+  bool wy_saved = false;
 };
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
@@ -228,6 +234,24 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
   a.Es = static_cast<float*>(at(l.Es));
   a.Ms = static_cast<float*>(at(l.Ms));
+}
+
+namespace gdn_bwd {
+inline GdnFwdArgs wy_args(const GdnBwdArgs& a);
+}
+// Reads the wy kernel's outputs from `saved` (gdn_wy_saved_carve's block, filled by the forward's wy kernel for the
+// same sizes, member, dtypes and inputs) instead of computing them: Tm, G, Bc, Gr and the chunk table point there,
+// wy_saved set. The outputs are then word for word those of the backward that runs its own wy kernel (the same
+// kernel on the same inputs wrote the same bytes). a carved (gdn_bwd_workspace_carve); its wy pieces go unused.
+inline void gdn_bwd_use_saved(GdnBwdArgs& a, void* saved) {
+  GdnFwdArgs f = gdn_bwd::wy_args(a);
+  gdn_wy_saved_carve(f, saved);
+  a.Tm = a.delta ? f.P : nullptr;
+  a.G = f.G;
+  a.Bc = a.delta ? f.Bc : nullptr;
+  a.Gr = f.Gr;
+  if (a.varlen()) a.table = f.table;
+  a.wy_saved = true;
 }
 
 namespace gdn_bwd {
@@ -1701,7 +1725,7 @@ inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t 
 //     dh kernel over segments 0 .. segs - 2 from Es slot s, overwrites their outputs and writes dh0. The last
 //     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
 // Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
-// With GLR_BWD_WGMMA=1 the dh pass stays unsplit (dh_wgmma_kernel walks whole sequences); the h pass splits.
+// With GLR_DH_WGMMA=1 the dh pass stays unsplit (dh_wgmma_kernel walks whole sequences); the h pass splits.
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   static const cudaError_t attributes = [] {
@@ -1813,11 +1837,13 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   if (a.varlen()) {
-    e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, wy_args(a),
-                      emu_smem);
+    // saved by the forward: its chunk table kernel's verdict, table[0], is the status word (the table is read only)
+    e = a.wy_saved ? cudaMemcpyAsync(a.status, a.table, sizeof(std::int32_t), cudaMemcpyDeviceToDevice, stream)
+                   : launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream,
+                                   wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
   }
-  if (NT > 0) {
+  if (NT > 0 && !a.wy_saved) {
     e = launch_kernel(&gdn::wy_kernel<3, kDelta, kD>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
                       gdn::wy_smem_bytes(3), stream, wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
@@ -1856,7 +1882,8 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
 }  // namespace gdn_bwd
 
 // Launch the four kernels on `stream` (packed sequences: the forward's chunk table kernel first, the poison kernel
-// last; the status word a.status then 0, or 1 for invalid offsets). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
+// last; the status word a.status then 0, or 1 for invalid offsets; a.wy_saved: no chunk table or wy kernel, the
+// saved verdict copied to a.status). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
 // otherwise (or for a vt other than 0, 16, 32, 64, or wider than D), else the first launch error. marks, if not null, are 3 events
 // recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
 // gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each

@@ -181,6 +181,52 @@ inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant varia
   a.Ms = a.segs > 1 ? reinterpret_cast<float*>(base + p.Ms) : nullptr;
 }
 
+// The wy kernel's outputs as the backward reads them, apart from the workspace: what glr's forward can save for its
+// backward (glr::cuda::Saved, glr_cuda.hpp). Per chunk slot T (C, C) bf16 (delta rule only), G, beta (delta rule
+// only) and Gr (C) fp32, and for packed sequences the chunk table: the backward workspace's Tm, G, Bc, Gr and table
+// pieces (gdn_bwd_workspace_layout), the same sizes, each 256-byte aligned from a 256-byte aligned base. The wy kernel
+// fills them when a's P, G, Bc, Gr and table point here (gdn_wy_saved_carve): rung 3 with Gr, so T is formed from Gr
+// (the backward's T; the forward without Gr forms it from G: o differs by rounding). At B8 T4096 H16 K = V = 128
+// with the delta rule 73.4 MB (T 67.1, G, beta, Gr 2.1 each); without it 4.2 MB.
+namespace gdn_ws {
+struct SavedPlan {
+  static constexpr std::size_t kAbsent = ~std::size_t{0};
+  std::size_t P = kAbsent, G = kAbsent, Bc = kAbsent, Gr = kAbsent, table = kAbsent, bytes = 0;
+};
+inline SavedPlan saved_plan(const GdnFwdArgs& a) {
+  const std::size_t rows = static_cast<std::size_t>(a.chunk_slots()) * static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H) * 64;
+  SavedPlan p;
+  std::size_t o = 0;
+  auto piece = [&o](std::size_t bytes) {
+    const std::size_t at = o;
+    o += up256(bytes);
+    return at;
+  };
+  if (a.delta) p.P = piece(rows * 64 * 2);
+  p.G = piece(rows * 4);
+  if (a.delta) p.Bc = piece(rows * 4);
+  p.Gr = piece(rows * 4);
+  if (a.varlen()) p.table = piece(4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
+  p.bytes = o;
+  return p;
+}
+}  // namespace gdn_ws
+// a's sizes (B, T, H, HV, N) and delta set.
+inline std::size_t gdn_wy_saved_bytes(const GdnFwdArgs& a) { return gdn_ws::saved_plan(a).bytes; }
+// Points a's wy outputs (P = T, G, Bc, Gr; table for packed sequences) into `saved`, a 256-byte aligned block of
+// gdn_wy_saved_bytes(a); without the delta rule P and Bc stay where they were (no T, no beta is written).
+inline void gdn_wy_saved_carve(GdnFwdArgs& a, void* saved) {
+  const gdn_ws::SavedPlan p = gdn_ws::saved_plan(a);
+  char* base = static_cast<char*>(saved);
+  if (a.delta) {
+    a.P = reinterpret_cast<__nv_bfloat16*>(base + p.P);
+    a.Bc = reinterpret_cast<float*>(base + p.Bc);
+  }
+  a.G = reinterpret_cast<float*>(base + p.G);
+  a.Gr = reinterpret_cast<float*>(base + p.Gr);
+  if (a.varlen()) a.table = reinterpret_cast<std::int32_t*>(base + p.table);
+}
+
 namespace gdn {
 
 struct WySmem {
