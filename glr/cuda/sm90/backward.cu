@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backward.hpp"
+#include "forward.hpp"  // check_saved (the saved wy outputs)
 #include "gdn_bwd_mma.cuh"
 
 namespace glr::cuda::sm90 {
