@@ -91,7 +91,7 @@ struct GdnFwdArgs {
   __nv_bfloat16* P = nullptr;  // (slots, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
   float* G = nullptr;          // (slots, C)
   float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
-  float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3, for the backward)
+  float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3 out, for the backward)
   // The split-sequence state pass (rung 3 only; gdn_fwd_split_segments picks segs, 1 = not split): each sequence's
   // chunks in segs segments of ceil(nch / segs) chunks (the last ones may be shorter or empty). Per segment s and
   // (sequence, value head) a (K, V) fp32 slot of Es and Ms, slot index (s (sequences HV) + n HV + hv), s < segs - 1:
