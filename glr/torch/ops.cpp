@@ -311,9 +311,9 @@ class Recurrence : public torch::autograd::Function<Recurrence> {
                                                 const OptTensor& cu_seqlens, double scale, bool delta,
                                                 std::int64_t gate, bool final_state) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    // On CUDA, when an input needs a gradient, the forward leaves its wy outputs for the backward (glr.fwd_save;
-    // the sm90 backward then skips its wy kernel, its outputs unchanged word for word); saved and saved_key stay
-    // undefined otherwise (the CPU; inputs that need no gradient keep the 73 MB off).
+    // On CUDA, when an input needs a gradient, the forward leaves its wy outputs for the backward (glr.fwd_save:
+    // o and ht word for word fwd's; the sm90 backward then skips its wy kernel, its outputs unchanged word for
+    // word); saved and saved_key stay undefined otherwise (the CPU; inputs that need no gradient keep the 73 MB off).
     auto grad = [](const OptTensor& t) { return present(t) && t->requires_grad(); };
     const bool save = q.is_cuda() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || grad(g) ||
                                       grad(beta) || grad(h0));

@@ -1,7 +1,8 @@
 // The forward's saved intermediates through glr's sm90 host code on the host emulator (glr_sm90_emu: sm90/forward.cu
 // and backward.cu unchanged, the kernels emulated): launch_forward leaves its wy outputs in a saved block, and
-// launch_backward given it returns every output and the status word bit for bit as launch_backward without it
-// (tolerance-free; dense with GVA, invalid packed offsets), and differently from a zeroed block; a short
+// launch_backward given it returns every output and the status word bit for bit as launch_backward without it,
+// and the saving forward's o and ht are the plain forward's bit for bit (tolerance-free; dense with GVA, invalid
+// packed offsets), and differently from a zeroed block; a short
 // or misaligned block is refused by name ("saved"). The public API's key check needs a device: gpu_test.cpp
 // BackwardSavedIntermediates. ctest label glrcuda, no GPU.
 #include <gtest/gtest.h>
@@ -52,6 +53,13 @@ void saved_matches_recomputed(const Case& c, bool bad_offsets = false) {
   const std::size_t bytes = cuda::sm90::saved_bytes(pf);
   Aligned saved(bytes, 0x7f);
   cuda::sm90::launch_forward(pf, fws.p, fws.n, nullptr, saved.p, bytes);
+  {  // a saving forward's o and ht are the plain forward's word for word (both form T from Gr)
+    CallTensors plain = make_call(c);
+    const cuda::Problem pp = cuda::setup_forward(call, plain.forward(), off);
+    Aligned pws(cuda::sm90::forward_workspace_bytes(pp), 0);
+    cuda::sm90::launch_forward(pp, pws.p, pws.n, nullptr, nullptr, 0);
+    EXPECT_EQ(diff_results(f.read(false), plain.read(false)), "") << "saving vs plain forward " << c.describe();
+  }
   auto backward = [&](bool use) {
     CallTensors b = make_call(c);  // outputs poisoned (NaN bytes): every element must be written
     const cuda::Problem pb = cuda::setup_backward(call, b.backward(), off);

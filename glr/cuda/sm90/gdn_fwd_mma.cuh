@@ -91,7 +91,7 @@ struct GdnFwdArgs {
   __nv_bfloat16* P = nullptr;  // (slots, C, C): P (rung 1) or T = (I + L)^-1 (rung 3)
   float* G = nullptr;          // (slots, C)
   float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
-  float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3, for the backward)
+  float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3 out, for the backward)
   // The split-sequence state pass (rung 3 only; gdn_fwd_split_segments picks segs, 1 = not split): each sequence's
   // chunks in segs segments of ceil(nch / segs) chunks (the last ones may be shorter or empty). Per segment s and
   // (sequence, value head) a (K, V) fp32 slot of Es and Ms, slot index (s (sequences HV) + n HV + hv), s < segs - 1:
@@ -185,8 +185,8 @@ inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant varia
 // backward (glr::cuda::Saved, glr_cuda.hpp). Per chunk slot T (C, C) bf16 (delta rule only), G, beta (delta rule
 // only) and Gr (C) fp32, and for packed sequences the chunk table: the backward workspace's Tm, G, Bc, Gr and table
 // pieces (gdn_bwd_workspace_layout), the same sizes, each 256-byte aligned from a 256-byte aligned base. The wy kernel
-// fills them when a's P, G, Bc, Gr and table point here (gdn_wy_saved_carve): rung 3 with Gr, so T is formed from Gr
-// (the backward's T; the forward without Gr forms it from G: o differs by rounding). At B8 T4096 H16 K = V = 128
+// fills them when a's P, G, Bc, Gr and table point here (gdn_wy_saved_carve). Rung 3 forms T from Gr whether or not
+// it saves, so a saving forward's o is the non-saving one's word for word. At B8 T4096 H16 K = V = 128
 // with the delta rule 73.4 MB (T 67.1, G, beta, Gr 2.1 each); without it 4.2 MB.
 namespace gdn_ws {
 struct SavedPlan {
@@ -532,16 +532,19 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     s.beta[2 * lane + 1] = bb[1];
     *reinterpret_cast<float2*>(a.G + sl * C + 2 * lane) = make_float2(G0, G1);
     if constexpr (kMode == 3) {
-      if (a.Gr) {
-        // The backward's Gr_i = g_1 + ... + g_i (the same scan without the chunk's first gate), also in s.G for
-        // L below (rung 3 reads s.G only there): Gamma_ij = exp(Gr_i - Gr_j), so a NaN or +Inf g_0 (which only
-        // decays the state entering the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN
-        // (docs/glr-math.md section 7). The forward passes no Gr: its T and G are unchanged.
+      if (kDelta || a.Gr) {
+        // Gr_i = g_1 + ... + g_i (the same scan without the chunk's first gate), in s.G for L below (rung 3 reads
+        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j), so a NaN or +Inf g_0 (which only decays the state entering
+        // the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN (docs/glr-math.md section 7). Every rung-3
+        // wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving forward): one T, so a
+        // forward gives the same o bits with and without save. a.G keeps G (the state kernel's decays).
         const float2 Rp = warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
         const float R0 = Rp.x, R1 = Rp.y;
-        s.G[2 * lane] = R0;
-        s.G[2 * lane + 1] = R1;
-        *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = make_float2(R0, R1);
+        if constexpr (kDelta) {
+          s.G[2 * lane] = R0;
+          s.G[2 * lane + 1] = R1;
+        }
+        if (a.Gr) *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = make_float2(R0, R1);
       }
     }
     if constexpr (kMode == 3 && kDelta)

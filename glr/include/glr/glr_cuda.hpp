@@ -27,8 +27,8 @@
 // (ForwardOptions::save, saved_bytes() of device memory): the sm90 forward leaves its wy outputs there (T = (I + L)^-1,
 // the cumulative gates and beta per chunk, the chunk table of packed sequences), and the sm90 backward given it
 // (BackwardOptions::saved) skips its own wy and chunk table kernels (0.226 ms of 2.4 ms at B8 T4096 H16 on an H200,
-// 73.4 MB held between the calls). The backward's outputs are word for word the same either way; the forward's o
-// with a Saved may differ from o without one by rounding (its T is then formed as the backward's is). A Saved made
+// 73.4 MB held between the calls). The backward's outputs are word for word the same either way, and so are the
+// forward's o and ht (the sm90 forward forms T as the backward does whether or not it saves). A Saved made
 // for another problem is refused ("saved"); one the forward left empty (its block programs ran) is recomputed.
 #pragma once
 
