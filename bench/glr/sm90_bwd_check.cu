@@ -405,7 +405,35 @@ bool check_saved(const Problem& p, std::uint64_t seed) {
   return diff == 0;
 }
 
-double median(std::vector<float> x);
+double median(std::vector<float> x) {
+  std::sort(x.begin(), x.end());
+  return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+}
+
+// Medians over `reps` runs of the forward (f, if given; 0 otherwise) and the backward's kernels between its marks
+// (wy, h, dh, chunk: gdn_bwd_mma's three events), and the backward's total; vt as gdn_bwd_mma takes it. CUDA events.
+struct PhaseTimes {
+  double fwd, wy, h, dh, chunk, bwd;
+};
+PhaseTimes time_phases(const GdnFwdArgs* f, const GdnBwdArgs& a, cudaStream_t st, int vt = 0, int reps = 20) {
+  cudaEvent_t ev[6];
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  std::vector<float> x[5], bwd;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(ev[0], st));
+    if (f) CK(glr::cuda::sm90::gdn_fwd_mma(*f, st));
+    CK(cudaEventRecord(ev[1], st));
+    CK(glr::cuda::sm90::gdn_bwd_mma(a, st, &ev[2], vt));
+    CK(cudaEventRecord(ev[5], st));
+    CK(cudaEventSynchronize(ev[5]));
+    float t[5];
+    for (int j = 0; j < 5; ++j) CK(cudaEventElapsedTime(&t[j], ev[j], ev[j + 1]));
+    for (int j = 0; j < 5; ++j) x[j].push_back(t[j]);
+    bwd.push_back(t[1] + t[2] + t[3] + t[4]);
+  }
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  return {f ? median(x[0]) : 0.0, median(x[1]), median(x[2]), median(x[3]), median(x[4]), median(bwd)};
+}
 
 // The backward from the forward's saved wy outputs (no wy kernel): its total and the forward that saves them.
 // Informational only.
@@ -413,8 +441,6 @@ void timing_saved(int B, int T, int H) {
   Buffers buf(Problem{B, T, H, false, false, 2.0}, 7);
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  cudaEvent_t ev[6];
-  for (auto& e : ev) CK(cudaEventCreate(&e));
   GdnFwdArgs f = buf.f;
   const std::size_t saved_bytes = glr::cuda::sm90::gdn_wy_saved_bytes(f);
   void* saved = dalloc<char>(saved_bytes);
@@ -425,35 +451,13 @@ void timing_saved(int B, int T, int H) {
     CK(glr::cuda::sm90::gdn_fwd_mma(f, st));
     CK(glr::cuda::sm90::gdn_bwd_mma(a, st));
   }
-  std::vector<float> fwd, bwd, hk, dh, ch;
-  for (int i = 0; i < 20; ++i) {
-    CK(cudaEventRecord(ev[0], st));
-    CK(glr::cuda::sm90::gdn_fwd_mma(f, st));
-    CK(cudaEventRecord(ev[1], st));
-    CK(glr::cuda::sm90::gdn_bwd_mma(a, st, &ev[2]));
-    CK(cudaEventRecord(ev[5], st));
-    CK(cudaEventSynchronize(ev[5]));
-    float x[5];
-    for (int j = 0; j < 5; ++j) CK(cudaEventElapsedTime(&x[j], ev[j], ev[j + 1]));
-    fwd.push_back(x[0]);
-    hk.push_back(x[2]);
-    dh.push_back(x[3]);
-    ch.push_back(x[4]);
-    bwd.push_back(x[1] + x[2] + x[3] + x[4]);
-  }
-  const double mf = median(fwd), mb = median(bwd);
+  const PhaseTimes t = time_phases(&f, a, st);
   std::printf("timing B%d T%d H%d saved wy outputs (%.1f MB): fwd saving %.3f ms | bwd from them %.3f ms (h %.3f, dh "
               "%.3f, chunk %.3f; no wy) | fwd+bwd %.3f ms\n",
-              B, T, H, saved_bytes / 1e6, mf, mb, median(hk), median(dh), median(ch), mf + mb);
+              B, T, H, saved_bytes / 1e6, t.fwd, t.bwd, t.h, t.dh, t.chunk, t.fwd + t.bwd);
   std::fflush(stdout);
   CK(cudaFree(saved));
-  for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(st));
-}
-
-double median(std::vector<float> x) {
-  std::sort(x.begin(), x.end());
-  return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
 }
 
 template <int kVT>
@@ -482,8 +486,6 @@ void timing(int B, int T, int H) {
   Buffers buf(Problem{B, T, H, false, false, 2.0}, 7);
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  cudaEvent_t ev[6];
-  for (auto& e : ev) CK(cudaEventCreate(&e));
   for (int i = 0; i < 3; ++i) {
     CK(glr::cuda::sm90::gdn_fwd_mma(buf.f, st));
     CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st));
@@ -493,54 +495,25 @@ void timing(int B, int T, int H) {
   if (vt == 64) print_residency<64>(B, T, H);
   else if (vt == 32) print_residency<32>(B, T, H);
   else print_residency<16>(B, T, H);
-  std::vector<float> fwd, bwd, wy, hk, dh, ch;
-  for (int i = 0; i < 20; ++i) {
-    CK(cudaEventRecord(ev[0], st));
-    CK(glr::cuda::sm90::gdn_fwd_mma(buf.f, st));
-    CK(cudaEventRecord(ev[1], st));
-    CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st, &ev[2]));
-    CK(cudaEventRecord(ev[5], st));
-    CK(cudaEventSynchronize(ev[5]));
-    float x[5];
-    for (int j = 0; j < 5; ++j) CK(cudaEventElapsedTime(&x[j], ev[j], ev[j + 1]));
-    fwd.push_back(x[0]);
-    wy.push_back(x[1]);
-    hk.push_back(x[2]);
-    dh.push_back(x[3]);
-    ch.push_back(x[4]);
-    bwd.push_back(x[1] + x[2] + x[3] + x[4]);
-  }
+  const PhaseTimes t = time_phases(&buf.f, buf.a, st);
   // DESIGN.md's convention, per token and value head: fwd 2 (3 K V + C (3 K + 2 V)), bwd 2 (8 K V + C (9 K + 5 V)
   // + 2 C^2), C = 64.
   const double n = static_cast<double>(B) * T * H, C = 64;
   const double ff = 2.0 * (3.0 * KD * VD + C * (3.0 * KD + 2.0 * VD)) * n;
   const double fb = 2.0 * (8.0 * KD * VD + C * (9.0 * KD + 5.0 * VD) + 2.0 * C * C) * n;
-  const double mf = median(fwd), mb = median(bwd);
+  const double mf = t.fwd, mb = t.bwd;
   std::printf("timing B%d T%d H%d K=V=128 bf16 (median of 20): fwd %.3f ms %.1f TFLOP/s | bwd %.3f ms %.1f TFLOP/s "
               "(wy %.3f, h %.3f, dh %.3f, chunk %.3f; slices of %d) | fwd+bwd %.3f ms %.1f TFLOP/s\n",
-              B, T, H, mf, ff / (mf * 1e-3) / 1e12, mb, fb / (mb * 1e-3) / 1e12, median(wy), median(hk), median(dh),
-              median(ch), vt, mf + mb, (ff + fb) / ((mf + mb) * 1e-3) / 1e12);
+              B, T, H, mf, ff / (mf * 1e-3) / 1e12, mb, fb / (mb * 1e-3) / 1e12, t.wy, t.h, t.dh, t.chunk, vt, mf + mb, (ff + fb) / ((mf + mb) * 1e-3) / 1e12);
   std::fflush(stdout);
   // The other slice widths of the h and dh kernels, for the record (the launcher's choice is the line above).
   for (int w : {64, 32, 16}) {
     if (w == vt) continue;
-    std::vector<float> tot, hw, dw;
-    for (int i = 0; i < 20; ++i) {
-      CK(cudaEventRecord(ev[1], st));
-      CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st, &ev[2], w));
-      CK(cudaEventRecord(ev[5], st));
-      CK(cudaEventSynchronize(ev[5]));
-      float x[4];
-      for (int j = 0; j < 4; ++j) CK(cudaEventElapsedTime(&x[j], ev[j + 1], ev[j + 2]));
-      tot.push_back(x[0] + x[1] + x[2] + x[3]);
-      hw.push_back(x[1]);
-      dw.push_back(x[2]);
-    }
+    const PhaseTimes tw = time_phases(nullptr, buf.a, st, w);
     std::printf("  (bwd B%d T%d H%d with state slices of %d columns instead of %d: %.3f ms; h %.3f, dh %.3f)\n", B, T, H,
-                w, vt, median(tot), median(hw), median(dw));
+                w, vt, tw.bwd, tw.h, tw.dh);
     std::fflush(stdout);
   }
-  for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(st));
 }
 
@@ -559,31 +532,17 @@ void timing_split(int B, int T, int H) {
   Buffers buf(Problem{B, T, H, false, false, 2.0, segs.back()}, 7);
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  cudaEvent_t ev[5];
-  for (auto& e : ev) CK(cudaEventCreate(&e));
   std::printf("split bwd B%d T%d H%d K=V=128 (%d SMs; the rule: %d segments) |", B, T, H, sms, rule);
   for (int s : segs) {
     GdnBwdArgs a = buf.a;
     a.segs = s;
     for (int i = 0; i < 3; ++i) CK(glr::cuda::sm90::gdn_bwd_mma(a, st));
-    std::vector<float> tot, hw, dw;
-    for (int i = 0; i < 20; ++i) {
-      CK(cudaEventRecord(ev[0], st));
-      CK(glr::cuda::sm90::gdn_bwd_mma(a, st, &ev[1]));
-      CK(cudaEventRecord(ev[4], st));
-      CK(cudaEventSynchronize(ev[4]));
-      float x[4];
-      for (int j = 0; j < 4; ++j) CK(cudaEventElapsedTime(&x[j], ev[j], ev[j + 1]));
-      tot.push_back(x[0] + x[1] + x[2] + x[3]);
-      hw.push_back(x[1]);
-      dw.push_back(x[2]);
-    }
-    std::printf(" %d seg%s: bwd %.3f ms (h %.3f, dh %.3f; slices of %d) |", s, s == 1 ? " (unsplit)" : "s",
-                median(tot), median(hw), median(dw), glr::cuda::sm90::gdn_bwd_slice_width(B * H * s));
+    const PhaseTimes t = time_phases(nullptr, a, st);
+    std::printf(" %d seg%s: bwd %.3f ms (h %.3f, dh %.3f; slices of %d) |", s, s == 1 ? " (unsplit)" : "s", t.bwd,
+                t.h, t.dh, glr::cuda::sm90::gdn_bwd_slice_width(B * H * s));
   }
   std::printf("\n");
   std::fflush(stdout);
-  for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(st));
 }
 
