@@ -5,7 +5,8 @@
 # Stages, logs under $OUT (or build-sm90bwd/):
 #   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
 #      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's kernels it launches:
-#      wy_kernel<3>, the split passes' state_t_kernel<.., 64, kStateOnly> and combine_kernel) prints FAIL.
+#      wy_kernel<3>, the split passes' state_t_kernel<.., 64, kStateOnly> and combine_kernel) prints FAIL, and so
+#      does a ptxas C7519 (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
 #      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel, dh_kernel; the switches:
@@ -77,6 +78,8 @@ if grep -E "gdn_bwd|wy_kernelILi3E|state_t_kernelILb[01]ELi(64|128)ELi64ELb1E|co
 else
   say "ptxas: PASS (no stack frame, no spills in the backward's kernels)"
 fi
+c7519=$(bench/glr/ptxas_c7519.sh "$out/ptxas.txt") || status=1
+say "$c7519"
 echo "== 2. SASS"
 if [ -x "$CUOBJDUMP" ]; then
   timeout "$(limit 30)" "$CUOBJDUMP" -sass "$out/sm90_bwd_check" >"$out/sass.txt"

@@ -11,11 +11,12 @@
 # on wgmma; the bitwise width comparison then counts only 64 run to run and prints 16 / 32 against it as "wgmma vs
 # mma.sync"). Then rungs 2 and 1 (10 shapes each, timings). Each rung in its own process with its own time limit (a
 # fault in one loses only its results): 100 s, 60 s, 45 s, 45 s, cut so that the whole script ends within 235 s of
-# its start. SASS gate: every gdn::state_t_wgmma_kernel instantiation holds HGMMA (sass_wgmma.txt).
+# its start. ptxas gate: no C7519 (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
+# SASS gate: every gdn::state_t_wgmma_kernel instantiation holds HGMMA (sass_wgmma.txt).
 # Every checked case prints one line ending in PASS or FAIL (float64 reference: normwise and max error;
 # bitwise equality of two runs; NaN-poisoned outputs all written). Logs under $OUT (or build-sm90check/):
-# ptxas.txt, sass.txt, sass_wgmma.txt, check_rung{1,2,3,3w}.txt, summary.txt.
-# Exit status: non-zero if any check failed, a rung faulted or ran out of time (timings never fail it);
+# ptxas.txt, ptxas_c7519.txt, sass.txt, sass_wgmma.txt, check_rung{1,2,3,3w}.txt, summary.txt.
+# Exit status: non-zero if any check or gate failed, a rung faulted or ran out of time (timings never fail it);
 # 3 if nvcc failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,11 +29,12 @@ start=$SECONDS
   bench/glr/sm90_fwd_check.cu 2>"$out/ptxas.txt" || { cat "$out/ptxas.txt"; exit 3; }
 echo "nvcc: $((SECONDS - start)) s"
 grep -A3 -E "Compiling entry function '_ZN3glr4cuda4sm903gdn" "$out/ptxas.txt" | grep -E "entry|registers|spill" || true
+status=0
+bench/glr/ptxas_c7519.sh "$out/ptxas.txt" | tee "$out/ptxas_c7519.txt" || status=1
 if [ -x "$CUOBJDUMP" ]; then
   "$CUOBJDUMP" -sass "$out/sm90_fwd_check" >"$out/sass.txt"
   echo "SASS: HMMA $(grep -c HMMA "$out/sass.txt") HGMMA $(grep -c HGMMA "$out/sass.txt") LDSM $(grep -c LDSM "$out/sass.txt") LDGSTS $(grep -c LDGSTS "$out/sass.txt") (whole binary)"
 fi
-status=0
 # SASS gate: rung 3's state kernel on wgmma (gdn_state_wgmma.cuh, GLR_FWD_WGMMA=1) must hold HGMMA in every instantiation.
 if [ -s "$out/sass.txt" ]; then
   awk '/Function :/ { name = $3; if (name ~ /state_t_wgmma_kernel/) n[name] = 0 } /HGMMA/ && name ~ /state_t_wgmma_kernel/ { n[name]++ }
@@ -71,6 +73,7 @@ for rung in 3 3w 2 1; do  # 3w: rung 3 with its state kernel on wgmma (GLR_FWD_W
 done
 {
   echo "== summary ($((SECONDS - start)) s)"
+  head -1 "$out/ptxas_c7519.txt"
   grep -h -E "FAIL|^timing|resident|error|usage|TIMEOUT|\.cu:[0-9]+:" "$out"/check_rung*.txt || true
   for rung in 3 3w 2 1; do
     f="$out/check_rung$rung.txt"

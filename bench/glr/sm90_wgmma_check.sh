@@ -12,7 +12,9 @@
 # must come out wrong ("PASS (wrong, as it must be)"). On a FAIL the emulator is wrong too: fix both together.
 # Also: ptxas report and SASS instruction counts (HGMMA must be there: exit 4 otherwise; cuobjdump needs
 # nvdisasm on PATH). Files under $OUT (or build-wgmmacheck/): ptxas.txt, sass.txt, check.txt, the binary.
-# Exit status: 0 all pass; 1 a case failed or the run faulted; 3 nvcc failed; 4 no HGMMA in the SASS.
+# ptxas gate: no C7519 (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
+# Exit status: 0 all pass; 1 a case failed or the run faulted; 3 nvcc failed; 4 no HGMMA in the SASS; 5 all cases
+# passed but ptxas reported C7519.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-wgmmacheck}"
@@ -24,6 +26,8 @@ start=$SECONDS
   bench/glr/sm90_wgmma_check.cu 2>"$out/ptxas.txt" || { cat "$out/ptxas.txt"; exit 3; }
 echo "nvcc: $((SECONDS - start)) s"
 grep -E "registers|spill" "$out/ptxas.txt" | sort | uniq -c | head -20 || true
+c7519=0
+bench/glr/ptxas_c7519.sh "$out/ptxas.txt" || c7519=1
 if [ -x "$CUOBJDUMP" ] || command -v "$CUOBJDUMP" >/dev/null 2>&1; then
   "$CUOBJDUMP" -sass "$out/sm90_wgmma_check" >"$out/sass.txt"
   hgmma=$(grep -c 'HGMMA\.' "$out/sass.txt" || true)
@@ -42,3 +46,4 @@ rc=0
 timeout 120 "$out/sm90_wgmma_check" >"$out/check.txt" 2>&1 || rc=$?
 cat "$out/check.txt"
 [ "$rc" -eq 0 ] || { echo "sm90_wgmma_check: exit $rc"; exit 1; }
+[ "$c7519" -eq 0 ] || { echo "sm90_wgmma_check: FAIL (ptxas C7519, above)"; exit 5; }

@@ -490,6 +490,8 @@ inline void wgmma_wait() {
 }
 template <int R>
 inline void wgmma_fence_operand(float (&)[R]) {}
+template <int R>
+inline void wgmma_fence_operand(std::uint32_t (&)[R]) {}
 inline void fence_proxy_async() {}
 
 template <int N, int TA, int TB>

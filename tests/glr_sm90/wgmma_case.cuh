@@ -270,8 +270,12 @@ __global__ void __launch_bounds__(128) tma_wgmma_kernel(const __grid_constant__ 
   }
   for (int i = 0; i < N / 2; ++i) d[i] = qnan;
   for (int st = 0; st < c.k / 16; ++st) {
+    // The descriptors (a run-time swizzle: a branch) and d's writes (the NaNs) before the fence: a branch or a
+    // write of d between wgmma.fence and the wgmma makes ptxas inject a warpgroup.arrive (C7519).
+    const std::uint64_t da = ta.desc(base + kTileA, st), db = tb.desc(base + kTileB, st);
+    s9::wgmma_fence_operand(d);
     s9::wgmma_fence();
-    s9::wgmma_ss<N, 0, 1>(d, ta.desc(base + kTileA, st), tb.desc(base + kTileB, st), st > 0 ? 1 : 0);
+    s9::wgmma_ss<N, 0, 1>(d, da, db, st > 0 ? 1 : 0);
     s9::wgmma_commit();
     s9::wgmma_fence_operand(d);
   }

@@ -260,6 +260,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       float pt[16];  // (C, 32)
 #pragma unroll
       for (int e = 0; e < 16; ++e) pt[e] = 0.f;
+      wgmma_fence_operand(pt);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<32, 0, 0>(pt, dK(ks), desc_kmajor<C>(qc, 32 * hp, ks), 1);
@@ -286,6 +287,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     float acc[NA];  // (C, kVT)
 #pragma unroll
     for (int e = 0; e < NA; ++e) acc[e] = 0.f;
+    wgmma_fence_operand(acc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), slice_desc<kVT, kD>(smem_addr(s.ds), ks), 1);
@@ -312,7 +314,9 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
         acc[4 * n + half * 2 + 1] *= ed;
       }
     }
-    wgmma_fence();  // acc and pa written by the threads
+    wgmma_fence_operand(acc);  // acc and pa written by the threads
+    wgmma_fence_operand(pa);
+    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, pa[ks], dSlice(s.dO, ks), 1);
     wgmma_commit();
@@ -334,6 +338,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       // Phase B: acc = T^T dV_new (A = T^T: T's tile read MN-major).
 #pragma unroll
       for (int e = 0; e < NA; ++e) acc[e] = 0.f;
+      wgmma_fence_operand(acc);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, dTt(ks), dSlice(s.dvn, ks), 1);
@@ -356,6 +361,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int e = 0; e < NA; ++e) ds[mt][e] *= decay;
+    wgmma_fence_operand(ds);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks)

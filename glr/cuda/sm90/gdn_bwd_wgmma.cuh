@@ -138,6 +138,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     float x[32], y[32];  // (C, C): x[4n + e] is chunk_kernel's x[n][e]
 #pragma unroll
     for (int e = 0; e < 32; ++e) x[e] = y[e] = 0.f;
+    wgmma_fence_operand(x);
+    wgmma_fence_operand(y);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -166,6 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
 #pragma unroll
     for (int e = 0; e < 32; ++e) acc[e] = 0.f;
+    wgmma_fence_operand(acc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -227,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
 #pragma unroll
       for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
     }
-    wgmma_fence();  // out written by the threads
+    wgmma_fence_operand(out);  // out written by the threads
+    wgmma_fence();
     if constexpr (kDelta) {
       cc_times(out, sE, false, sk, n0);
       cc_times(out, sE, true, sk, n0);
@@ -241,6 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
     row_dot(rd[0], acc, s.q, n0);
 #pragma unroll
     for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
+    wgmma_fence_operand(out);
     wgmma_fence();
     cc_times(out, sdA, false, sk, n0);
     cc_done(out);

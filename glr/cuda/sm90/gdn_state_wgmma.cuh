@@ -165,6 +165,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     for (int nn = 0; nn < 8; ++nn)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ax[nn][e] = ao[nn][e] = sqk[nn][e] = 0.f;
+    if constexpr (kDelta) wgmma_fence_operand(ax);
+    if constexpr (!kDelta && !kStateOnly) wgmma_fence_operand(ao);
+    if constexpr (!kStateOnly) wgmma_fence_operand(sqk);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -200,6 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
         for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
+      wgmma_fence_operand(an);
+      if constexpr (!kStateOnly) wgmma_fence_operand(ao);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), desc_kmajor<C>(sT, 0, ks), desc_mnmajor<C>(sx, 0, ks), 1);
@@ -225,13 +230,19 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int e = 0; e < 32; ++e) hs[mt][e] *= decay;
-    wgmma_fence();
-    if constexpr (!kStateOnly) {
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], desc_mnmajor<C>(svn, 0, ks), 1);
-    }
-    // (two straight-line copies: a run-time branch between the wgmmas makes ptxas insert warpgroup.arrive, C7519)
+    // The group whole (fence to wait) in two straight-line copies: a run-time branch between wgmma.fence and the
+    // wgmmas, or between them and their wait, makes ptxas insert warpgroup.arrive (C7519).
     auto update = [&](auto three_pieces) {
+      wgmma_fence_operand(hs);
+      if constexpr (!kStateOnly) {  // ao and P written by the epilogues
+        wgmma_fence_operand(ao);
+        wgmma_fence_operand(pa);
+      }
+      wgmma_fence();
+      if constexpr (!kStateOnly) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs<64, 1>(acc_flat(ao), pa[ks], desc_mnmajor<C>(svn, 0, ks), 1);
+      }
 #pragma unroll
       for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
@@ -243,13 +254,13 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
           }
           wgmma_ss<64, 1, 1>(hs[mt], kt, desc_mnmajor<C>(svnd, 0, ks), 1);
         }
+      wgmma_commit();
+      wgmma_wait<0>();
     };
     if (!kDelta && split)
       update(std::true_type{});
     else
       update(std::false_type{});
-    wgmma_commit();
-    wgmma_wait<0>();
     wgmma_fence_operand(acc_flat(ao));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(hs[mt]);

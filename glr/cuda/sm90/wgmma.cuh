@@ -42,7 +42,7 @@
 // by other instructions since; shared memory written by ordinary stores needs fence.proxy.async (each writing
 // thread) and a barrier before a wgmma reads it; results are readable after commit_group + wait_group. The
 // accumulator registers must not be touched while a wgmma on them is in flight (wgmma_fence_operand keeps the
-// compiler from moving accesses across the asm).
+// compiler from moving accesses across the asm: before wgmma_fence and after wgmma_wait, see there).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -75,11 +75,22 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Keep the compiler from moving reads or writes of the accumulators across an in-flight wgmma.
+// A register fence (no instruction): keeps the compiler from moving reads or writes of the accumulators (or of
+// register-A fragments) across it. Each wgmma group is bracketed by them, as CUTLASS's warpgroup_fence_operand:
+//   wgmma_fence_operand(d) [and each A fragment];  wgmma_fence();  wgmma_*(d, ..) ...;  wgmma_commit();
+//   wgmma_wait<N>();  wgmma_fence_operand(d);
+// The first pins the threads' last writes of d (zeroing, scaling) before wgmma.fence: without it the compiler may
+// sink them between wgmma.fence and the wgmma, and ptxas then injects a warpgroup.arrive of its own (C7519,
+// "warpgroup.arrive is injected ... to allow use of registers in GMMA"), which waits for every wgmma in flight.
 template <int R>
 __device__ __forceinline__ void wgmma_fence_operand(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operand(std::uint32_t (&a)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 // Shared memory written by ordinary stores, to be read by wgmma or a bulk copy (the async proxy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -277,6 +288,13 @@ __device__ __forceinline__ void bulk_wait() {
 }
 
 #endif  // !GLR_SM90_HOST_EMU
+
+// The register fence on each row of a 2-D register array (the state slice's hs[MT][32], register-A pa[4][4]).
+template <class T, int M, int R>
+__device__ __forceinline__ void wgmma_fence_operand(T (&x)[M][R]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) wgmma_fence_operand(x[m]);
+}
 
 // x, through a value the compiler cannot see into: what is formed from opaque(x) is formed where it is written,
 // not hoisted out of a loop as an invariant (a loop's load addresses, each held in a register through the whole
