@@ -4,7 +4,8 @@
 //
 // Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. The kernels as
 // the launcher picks them (glr/cuda/README.md): the chunk kernel on wgmma (GLR_BWD_WGMMA=0: chunk_kernel), the dh
-// kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel).
+// kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel), the h pass on mma.sync (GLR_H_WGMMA=1: on wgmma at 64-column
+// slices, state_t_wgmma_kernel's h mode).
 // --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, two
 // runs differ in one bit, or the backward from the forward's saved wy outputs differs in one bit from the one that
 // recomputes them (check_saved); --timing never fails on a number (timing_saved: the backward from saved outputs).
@@ -517,6 +518,47 @@ void timing(int B, int T, int H) {
   CK(cudaStreamDestroy(st));
 }
 
+// The h pass alone (gdn_bwd::launch_h_pass: split, the forward's passes A and B, then the h kernel) with h_kernel and
+// on wgmma (GLR_H_WGMMA=1's kernels, whatever the environment says), segs segments, at the slice width gdn_bwd_mma
+// takes; the wgmma pass runs at 64 columns only, so where that width is narrower h_kernel at 64 is timed too. Median
+// of 20, CUDA events, after a backward that leaves the wy outputs the pass reads. Informational only.
+void timing_h_pass(int B, int T, int H, int segs) {
+  namespace gb = glr::cuda::sm90::gdn_bwd;
+  Buffers buf(Problem{B, T, H, false, false, 2.0, segs}, 7);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  for (int i = 0; i < 2; ++i) CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st));
+  const int vt = glr::cuda::sm90::gdn_bwd_slice_width(B * H * segs);
+  auto time_h = [&](int w, bool wgmma) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> x;
+    for (int i = 0; i < 23; ++i) {
+      CK(cudaEventRecord(e0, st));
+      const cudaError_t e = w == 64   ? gb::launch_h_pass<64, KD, true>(buf.a, st, wgmma)
+                            : w == 32 ? gb::launch_h_pass<32, KD, true>(buf.a, st, wgmma)
+                                      : gb::launch_h_pass<16, KD, true>(buf.a, st, wgmma);
+      CK(e);
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float t = 0;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      if (i >= 3) x.push_back(t);  // the first 3: warm-up (and each instantiation's attribute call)
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return median(x);
+  };
+  const double mma = time_h(vt, false), wg = time_h(64, true);
+  std::printf("h pass B%d T%d H%d K=V=128%s (median of 20): h_kernel %.3f ms (slices of %d)", B, T, H,
+              segs > 1 ? (" in " + std::to_string(segs) + " segments").c_str() : "", mma, vt);
+  if (vt != 64) std::printf(", %.3f ms (slices of 64)", time_h(64, false));
+  std::printf(" | on wgmma (GLR_H_WGMMA=1, slices of 64) %.3f ms: %.2fx h_kernel's\n", wg, mma / wg);
+  std::fflush(stdout);
+  CK(cudaStreamDestroy(st));
+}
+
 // The split-sequence h and dh passes (gdn_bwd_split_segments; GdnBwdArgs::segs) against the unsplit ones on one
 // workspace: the backward's total and its h and dh passes (h: the forward's passes A and B and the h kernel; dh:
 // pass A', the reverse combine, pass C) at 1 segment, the rule's and half and twice it. Informational only.
@@ -562,10 +604,11 @@ int main(int argc, char** argv) {
   if (!do_check && !do_timing) do_check = do_timing = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s\n", prop.name, prop.major, prop.minor,
+  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
               glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",
-              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)" : "dh_kernel (mma.sync)");
+              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)" : "dh_kernel (mma.sync)",
+              glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {
     const Problem shapes[] = {
@@ -591,6 +634,15 @@ int main(int argc, char** argv) {
     std::printf("%s\n", ok ? "CHECK ALL PASS" : "CHECK SOME FAILED");
   }
   if (do_timing) {
+    // The h pass with and without GLR_H_WGMMA's kernels (first: the lines a cut-short stage keeps): B8 T4096 H16,
+    // and B1 T32768 H16 in the split rule's segments (8 on 132 SMs) and unsplit (slices of 16).
+    {
+      GdnBwdArgs probe;
+      probe.B = 1, probe.T = 32768, probe.H = 16, probe.D = KD;
+      timing_h_pass(8, 4096, 16, 1);
+      timing_h_pass(1, 32768, 16, glr::cuda::sm90::gdn_bwd_split_segments(probe, prop.multiProcessorCount));
+      timing_h_pass(1, 32768, 16, 1);
+    }
     timing(8, 4096, 16);
     timing(4, 8192, 32);
     timing(1, 32768, 16);
