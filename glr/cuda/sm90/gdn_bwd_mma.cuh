@@ -50,7 +50,7 @@
 //   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace (skipped when the forward saved
 //        them: gdn_bwd_use_saved, GdnBwdArgs::wy_saved).
 //   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
-//        residual) to the workspace.
+//        residual) to the workspace (GLR_H_WGMMA=1: on wgmma at 64 columns, state_t_wgmma_kernel's h mode).
 //   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
 //        and dX (bf16) to the workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
 //   chunk (per chunk and head): dq, dk, dg, dbeta.
@@ -1658,21 +1658,6 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 namespace gdn_bwd {
 template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
-// The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
-// a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
-// entering it):
-//   h pass: the forward's split pass's passes A and B (gdn::launch_split_ab on wy_args(a): state_t_kernel<.., true>
-//     at 64 columns leaves each segment's end state from 0 (segment 0 from h0) and its map M_s, combine_kernel makes
-//     Es slot s the state entering segment s + 1), then the h kernel over every segment at once (its pass C).
-//   dh pass (the adjoint: dh_c = A_c^T dh_{c+1} + b_c, A_c the forward's map, so M_s^T carries a gradient across
-//     segment s): pass A', the dh kernel over segments 1 .. segs - 1 from 0 (the last from dht), each leaving the
-//     gradient entering it in Es slot s - 1 (the h pass is done with Es), and writing every output of its chunks;
-//     the reverse combine (combine_kernel<.., kReverse>) makes Es slot s the gradient leaving segment s; pass C, the
-//     dh kernel over segments 0 .. segs - 2 from Es slot s, overwrites their outputs and writes dh0. The last
-//     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
-// Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
-// With GLR_DH_WGMMA=1 the dh pass stays unsplit (dh_wgmma_kernel walks whole sequences); the h pass splits.
-// GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
 // The h pass alone (a with T > 0; a.segs > 1: split): the forward's passes A and B (gdn::launch_split_ab), then
 // h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
 // on state_t_wgmma_kernel<.., true> whatever GLR_FWD_WGMMA says, and the h kernel as its kHPass mode (gdn_state_wgmma.cuh;
@@ -1703,6 +1688,21 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
   return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, a.segs * heads), kThreads, sizeof(HSmem<kVT, kD>),
                        stream, a, emu_smem);
 }
+// The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
+// a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
+// entering it):
+//   h pass: the forward's split pass's passes A and B (gdn::launch_split_ab on wy_args(a): state_t_kernel<.., true>
+//     at 64 columns leaves each segment's end state from 0 (segment 0 from h0) and its map M_s, combine_kernel makes
+//     Es slot s the state entering segment s + 1), then the h kernel over every segment at once (its pass C).
+//   dh pass (the adjoint: dh_c = A_c^T dh_{c+1} + b_c, A_c the forward's map, so M_s^T carries a gradient across
+//     segment s): pass A', the dh kernel over segments 1 .. segs - 1 from 0 (the last from dht), each leaving the
+//     gradient entering it in Es slot s - 1 (the h pass is done with Es), and writing every output of its chunks;
+//     the reverse combine (combine_kernel<.., kReverse>) makes Es slot s the gradient leaving segment s; pass C, the
+//     dh kernel over segments 0 .. segs - 2 from Es slot s, overwrites their outputs and writes dh0. The last
+//     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
+// Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
+// With GLR_DH_WGMMA=1 the dh pass stays unsplit (dh_wgmma_kernel walks whole sequences); the h pass splits.
+// GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
   static const cudaError_t attributes = cudaFuncSetAttribute(
