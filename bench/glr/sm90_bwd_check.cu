@@ -406,6 +406,57 @@ bool check_saved(const Problem& p, std::uint64_t seed) {
   return diff == 0;
 }
 
+// The h pass on wgmma (GLR_H_WGMMA=1's kernels) against h_kernel on one workspace, slices of 64 columns, p.segs
+// segments (gdn_bwd::launch_h_pass both ways after a backward that leaves the wy outputs): per piece (h_c, V_new,
+// its residual) the bf16 words that differ and the largest difference over the piece's rms. The emulator finds 0
+// words; here the two instructions may order a k-step's sums differently, and the recurrence carries such roundings
+// on. Informational: stage 7 (GLR_H_WGMMA=1 --check) judges the backward against float64.
+void check_h_pass(const Problem& p, std::uint64_t seed) {
+  namespace gb = glr::cuda::sm90::gdn_bwd;
+  Buffers buf(p, seed);
+  CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, nullptr));
+  const GdnBwdArgs& a = buf.a;
+  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();
+  const std::size_t n[3] = {S * KD * VD, S * 64 * VD, S * 64 * VD};
+  const __nv_bfloat16* piece[3] = {a.hc, a.vn, a.vnl};
+  std::vector<__nv_bfloat16> ref[3], got[3];
+  auto take = [&](std::vector<__nv_bfloat16>* out) {
+    CK(cudaDeviceSynchronize());
+    for (int i = 0; i < 3; ++i) {
+      out[i].resize(n[i]);
+      CK(cudaMemcpy(out[i].data(), piece[i], n[i] * 2, cudaMemcpyDeviceToHost));
+    }
+  };
+  auto h_pass = [&](bool wgmma) { return gb::launch_h_pass<64, KD, true>(a, nullptr, wgmma); };
+  CK(h_pass(false));
+  take(ref);
+  CK(h_pass(true));
+  take(got);
+  std::string line;
+  const char* names[3] = {"h_c", "V_new", "residual"};
+  for (int i = 0; i < 3; ++i) {
+    std::size_t words = 0, unlike = 0;
+    double r2 = 0, dmax = 0;
+    for (std::size_t j = 0; j < n[i]; ++j) {
+      const double x = __bfloat162float(ref[i][j]), y = __bfloat162float(got[i][j]);
+      if (std::memcmp(&ref[i][j], &got[i][j], 2) != 0) ++words;
+      if (std::isfinite(x) != std::isfinite(y)) ++unlike;
+      if (std::isfinite(x) && std::isfinite(y)) {
+        r2 += x * x;
+        dmax = std::max(dmax, std::fabs(x - y));
+      }
+    }
+    char buf2[160];
+    std::snprintf(buf2, sizeof buf2, " %s %zu of %zu words differ, max |diff|/rms %.1e%s;", names[i], words, n[i],
+                  r2 > 0 ? dmax / std::sqrt(r2 / static_cast<double>(n[i])) : 0.0,
+                  unlike ? (" (" + std::to_string(unlike) + " finite in one only)").c_str() : "");
+    line += buf2;
+  }
+  std::printf("B%-2d T%-5d H%-2d mu=%+.0f%s | h pass on wgmma vs h_kernel (slices of 64):%s informational\n", p.B, p.T,
+              p.H, p.mu, p.segs > 1 ? (" split " + std::to_string(p.segs)).c_str() : "", line.c_str());
+  std::fflush(stdout);
+}
+
 double median(std::vector<float> x) {
   std::sort(x.begin(), x.end());
   return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
@@ -630,6 +681,12 @@ int main(int argc, char** argv) {
     for (const Problem& p : saved_shapes) {
       if (quick && p.T > 300) continue;
       ok = check_saved(p, 1100 + i++) && ok;
+    }
+    // The h pass on wgmma against h_kernel, word for word (informational; GLR_H_WGMMA=1 --check is the gate).
+    check_h_pass(Problem{2, 1000, 4, true, true, 8.0}, 1200);
+    if (!quick) {
+      check_h_pass(Problem{2, 4096, 4, true, true, 2.0}, 1201);
+      check_h_pass(Problem{1, 2048, 2, true, true, 8.0, 4}, 1202);
     }
     std::printf("%s\n", ok ? "CHECK ALL PASS" : "CHECK SOME FAILED");
   }
