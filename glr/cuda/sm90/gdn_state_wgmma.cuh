@@ -237,15 +237,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       hs[mt][i] = x.x;
       hs[mt][i + 1] = x.y;
     }
-  auto write_h_bf16 = [&](int tid) {
+  // The state's bf16 pairs to at(d, col) (the shared copy; the h pass's h_c too).
+  auto h_bf16_to = [&](int tid, auto at) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
         const AccCoord rc = wgmma_acc_coord(tid, i);
-        *pair_h(64 * mt + rc.row, rc.col) = pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
+        *at(64 * mt + rc.row, rc.col) = pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
       }
   };
+  auto write_h_bf16 = [&](int tid) { h_bf16_to(tid, pair_h); };
   write_h_bf16(tid);
   if (c_begin < c_end) {
     load_q(c_begin, tid);
@@ -274,14 +276,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
     if constexpr (kHPass) {  // h_c from the registers: the words write_h_bf16 left in s.h
       __nv_bfloat16* hcg = a.hc + (b.slot0 + c) * kD * kD + b.v0;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 32; i += 2) {
-          const AccCoord rc = wgmma_acc_coord(tid, i);
-          *reinterpret_cast<std::uint32_t*>(hcg + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
-              pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
-        }
+      h_bf16_to(tid, [hcg](int d, int col) {
+        return reinterpret_cast<std::uint32_t*>(hcg + static_cast<std::int64_t>(d) * kD + col);
+      });
     }
 
     // Phase A: K h (delta rule), Q K^T (every key tile; the causal ones unread), and without the delta rule Q h.
