@@ -4,7 +4,8 @@
 //
 // Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. The kernels as
 // the launcher picks them (glr/cuda/README.md): the chunk kernel on wgmma (GLR_BWD_WGMMA=0: chunk_kernel), the dh
-// kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel).
+// kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel), the h pass on mma.sync (GLR_H_WGMMA=1: on wgmma at 64-column
+// slices, state_t_wgmma_kernel's h mode).
 // --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, two
 // runs differ in one bit, or the backward from the forward's saved wy outputs differs in one bit from the one that
 // recomputes them (check_saved); --timing never fails on a number (timing_saved: the backward from saved outputs).
@@ -405,6 +406,57 @@ bool check_saved(const Problem& p, std::uint64_t seed) {
   return diff == 0;
 }
 
+// The h pass on wgmma (GLR_H_WGMMA=1's kernels) against h_kernel on one workspace, slices of 64 columns, p.segs
+// segments (gdn_bwd::launch_h_pass both ways after a backward that leaves the wy outputs): per piece (h_c, V_new,
+// its residual) the bf16 words that differ and the largest difference over the piece's rms. The emulator finds 0
+// words; here the two instructions may order a k-step's sums differently, and the recurrence carries such roundings
+// on. Informational: stage 7 (GLR_H_WGMMA=1 --check) judges the backward against float64.
+void check_h_pass(const Problem& p, std::uint64_t seed) {
+  namespace gb = glr::cuda::sm90::gdn_bwd;
+  Buffers buf(p, seed);
+  CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, nullptr));
+  const GdnBwdArgs& a = buf.a;
+  const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();
+  const std::size_t n[3] = {S * KD * VD, S * 64 * VD, S * 64 * VD};
+  const __nv_bfloat16* piece[3] = {a.hc, a.vn, a.vnl};
+  std::vector<__nv_bfloat16> ref[3], got[3];
+  auto take = [&](std::vector<__nv_bfloat16>* out) {
+    CK(cudaDeviceSynchronize());
+    for (int i = 0; i < 3; ++i) {
+      out[i].resize(n[i]);
+      CK(cudaMemcpy(out[i].data(), piece[i], n[i] * 2, cudaMemcpyDeviceToHost));
+    }
+  };
+  auto h_pass = [&](bool wgmma) { return gb::launch_h_pass<64, KD, true>(a, nullptr, wgmma); };
+  CK(h_pass(false));
+  take(ref);
+  CK(h_pass(true));
+  take(got);
+  std::string line;
+  const char* names[3] = {"h_c", "V_new", "residual"};
+  for (int i = 0; i < 3; ++i) {
+    std::size_t words = 0, unlike = 0;
+    double r2 = 0, dmax = 0;
+    for (std::size_t j = 0; j < n[i]; ++j) {
+      const double x = __bfloat162float(ref[i][j]), y = __bfloat162float(got[i][j]);
+      if (std::memcmp(&ref[i][j], &got[i][j], 2) != 0) ++words;
+      if (std::isfinite(x) != std::isfinite(y)) ++unlike;
+      if (std::isfinite(x) && std::isfinite(y)) {
+        r2 += x * x;
+        dmax = std::max(dmax, std::fabs(x - y));
+      }
+    }
+    char buf2[160];
+    std::snprintf(buf2, sizeof buf2, " %s %zu of %zu words differ, max |diff|/rms %.1e%s;", names[i], words, n[i],
+                  r2 > 0 ? dmax / std::sqrt(r2 / static_cast<double>(n[i])) : 0.0,
+                  unlike ? (" (" + std::to_string(unlike) + " finite in one only)").c_str() : "");
+    line += buf2;
+  }
+  std::printf("B%-2d T%-5d H%-2d mu=%+.0f%s | h pass on wgmma vs h_kernel (slices of 64):%s informational\n", p.B, p.T,
+              p.H, p.mu, p.segs > 1 ? (" split " + std::to_string(p.segs)).c_str() : "", line.c_str());
+  std::fflush(stdout);
+}
+
 double median(std::vector<float> x) {
   std::sort(x.begin(), x.end());
   return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
@@ -517,6 +569,47 @@ void timing(int B, int T, int H) {
   CK(cudaStreamDestroy(st));
 }
 
+// The h pass alone (gdn_bwd::launch_h_pass: split, the forward's passes A and B, then the h kernel) with h_kernel and
+// on wgmma (GLR_H_WGMMA=1's kernels, whatever the environment says), segs segments, at the slice width gdn_bwd_mma
+// takes; the wgmma pass runs at 64 columns only, so where that width is narrower h_kernel at 64 is timed too. Median
+// of 20, CUDA events, after a backward that leaves the wy outputs the pass reads. Informational only.
+void timing_h_pass(int B, int T, int H, int segs) {
+  namespace gb = glr::cuda::sm90::gdn_bwd;
+  Buffers buf(Problem{B, T, H, false, false, 2.0, segs}, 7);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  for (int i = 0; i < 2; ++i) CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, st));
+  const int vt = glr::cuda::sm90::gdn_bwd_slice_width(B * H * segs);
+  auto time_h = [&](int w, bool wgmma) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> x;
+    for (int i = 0; i < 23; ++i) {
+      CK(cudaEventRecord(e0, st));
+      const cudaError_t e = w == 64   ? gb::launch_h_pass<64, KD, true>(buf.a, st, wgmma)
+                            : w == 32 ? gb::launch_h_pass<32, KD, true>(buf.a, st, wgmma)
+                                      : gb::launch_h_pass<16, KD, true>(buf.a, st, wgmma);
+      CK(e);
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float t = 0;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      if (i >= 3) x.push_back(t);  // the first 3: warm-up (and each instantiation's attribute call)
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return median(x);
+  };
+  const double mma = time_h(vt, false), wg = time_h(64, true);
+  std::printf("h pass B%d T%d H%d K=V=128%s (median of 20): h_kernel %.3f ms (slices of %d)", B, T, H,
+              segs > 1 ? (" in " + std::to_string(segs) + " segments").c_str() : "", mma, vt);
+  if (vt != 64) std::printf(", %.3f ms (slices of 64)", time_h(64, false));
+  std::printf(" | on wgmma (GLR_H_WGMMA=1, slices of 64) %.3f ms: %.2fx h_kernel's\n", wg, mma / wg);
+  std::fflush(stdout);
+  CK(cudaStreamDestroy(st));
+}
+
 // The split-sequence h and dh passes (gdn_bwd_split_segments; GdnBwdArgs::segs) against the unsplit ones on one
 // workspace: the backward's total and its h and dh passes (h: the forward's passes A and B and the h kernel; dh:
 // pass A', the reverse combine, pass C) at 1 segment, the rule's and half and twice it. Informational only.
@@ -562,10 +655,11 @@ int main(int argc, char** argv) {
   if (!do_check && !do_timing) do_check = do_timing = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s\n", prop.name, prop.major, prop.minor,
+  std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
               glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",
-              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)" : "dh_kernel (mma.sync)");
+              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)" : "dh_kernel (mma.sync)",
+              glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {
     const Problem shapes[] = {
@@ -588,9 +682,24 @@ int main(int argc, char** argv) {
       if (quick && p.T > 300) continue;
       ok = check_saved(p, 1100 + i++) && ok;
     }
+    // The h pass on wgmma against h_kernel, word for word (informational; GLR_H_WGMMA=1 --check is the gate).
+    check_h_pass(Problem{2, 1000, 4, true, true, 8.0}, 1200);
+    if (!quick) {
+      check_h_pass(Problem{2, 4096, 4, true, true, 2.0}, 1201);
+      check_h_pass(Problem{1, 2048, 2, true, true, 8.0, 4}, 1202);
+    }
     std::printf("%s\n", ok ? "CHECK ALL PASS" : "CHECK SOME FAILED");
   }
   if (do_timing) {
+    // The h pass with and without GLR_H_WGMMA's kernels (first: the lines a cut-short stage keeps): B8 T4096 H16,
+    // and B1 T32768 H16 in the split rule's segments (8 on 132 SMs) and unsplit (slices of 16).
+    {
+      GdnBwdArgs probe;
+      probe.B = 1, probe.T = 32768, probe.H = 16, probe.D = KD;
+      timing_h_pass(8, 4096, 16, 1);
+      timing_h_pass(1, 32768, 16, glr::cuda::sm90::gdn_bwd_split_segments(probe, prop.multiProcessorCount));
+      timing_h_pass(1, 32768, 16, 1);
+    }
     timing(8, 4096, 16);
     timing(4, 8192, 32);
     timing(1, 32768, 16);

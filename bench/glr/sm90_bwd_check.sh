@@ -5,8 +5,9 @@
 # Stages, logs under $OUT (or build-sm90bwd/):
 #   1. nvcc -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (ptxas.txt); registers, stack and spills of the gdn
 #      kernels; a stack frame or spill in a backward kernel (gdn_bwd::*, and the forward's kernels it launches:
-#      wy_kernel<3>, the split passes' state_t_kernel<.., 64, kStateOnly> and combine_kernel) prints FAIL, and so
-#      does a ptxas C7519 (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
+#      wy_kernel<3>, the split passes' state_t_kernel<.., 64, kStateOnly> and combine_kernel, and with GLR_H_WGMMA=1
+#      state_t_wgmma_kernel<.., kStateOnly> and its h mode <.., true, true>) prints FAIL, and so does a ptxas C7519
+#      (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
 #      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel, dh_kernel; the switches:
@@ -21,9 +22,12 @@
 #      (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU here); a failure fails the script.
 #   6. GLR_DH_WGMMA=1 sm90_bwd_check --timing (timing_dh_wgmma.txt): stage 4 with it, side by side with stage 4's
 #      "dh" column (the only kernel it replaces).
-#   7. GLR_BWD_WGMMA=0 sm90_bwd_check --timing (timing_mma_chunk.txt): stage 4 with chunk_kernel (mma.sync), side
+#   7. GLR_H_WGMMA=1 sm90_bwd_check --check (check_h_wgmma.txt): stage 3 with the h pass on wgmma at 64-column
+#      slices (state_t_wgmma_kernel's h mode and, split, its pass A: opt-in, first run on a GPU here); a failure
+#      fails the script. (Stage 4's first lines, "h pass ...", time the h pass with and without it.)
+#   8. GLR_BWD_WGMMA=0 sm90_bwd_check --timing (timing_mma_chunk.txt): stage 4 with chunk_kernel (mma.sync), side
 #      by side with stage 4's "chunk" column.
-# Exit status: 0 when stages 1-3 and 5 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
+# Exit status: 0 when stages 1-3, 5 and 7 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-sm90bwd}"
@@ -71,7 +75,7 @@ awk '/Compiling entry function/ { match($0, /_ZN3glr4cuda4sm90[^'"'"']*/); name 
      keep && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print name ": " substr($0, RSTART, RLENGTH) " |" stack; keep = 0 }' \
   "$out/ptxas.txt" | sed 's/ptxas info    ://; s/  */ /g' | tee "$out/ptxas_gdn.txt"
 # the gate covers the backward's kernels and the forward's rung-3 wy kernel it launches; the others are listed only
-if grep -E "gdn_bwd|wy_kernelILi3E|state_t_kernelILb[01]ELi(64|128)ELi64ELb1E|combine_kernel" "$out/ptxas_gdn.txt" |
+if grep -E "gdn_bwd|wy_kernelILi3E|state_t_kernelILb[01]ELi(64|128)ELi64ELb1E|state_t_wgmma_kernelILb[01]ELi(64|128)ELb1E|combine_kernel" "$out/ptxas_gdn.txt" |
   grep -E "[1-9][0-9]* bytes (stack frame|spill)" >/dev/null; then
   say "ptxas: FAIL (a backward kernel has a stack frame or spills)"
   status=1
@@ -103,6 +107,12 @@ if [ -x "$CUOBJDUMP" ]; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::dh_wgmma_kernel)"
     status=1
   fi
+  # the h pass on wgmma (state_t_wgmma_kernel<kDelta, kD, true, true>: K = 64, 128; delta rule or not)
+  if ! grep -E "state_t_wgmma_kernelILb[01]ELi(64|128)ELb1ELb1E" "$out/sass_counts.txt" >/dev/null ||
+    grep -E "state_t_wgmma_kernelILb[01]ELi(64|128)ELb1ELb1E.*HGMMA 0 " "$out/sass_counts.txt" >/dev/null; then
+    say "SASS: FAIL (no HGMMA in the h pass's state_t_wgmma_kernel<.., true, true>)"
+    status=1
+  fi
 else
   say "SASS: cuobjdump not found, skipped"
 fi
@@ -114,15 +124,19 @@ echo "== 5. check, dh kernel on wgmma (GLR_DH_WGMMA=1)"
 run_stage --check check_dh_wgmma.txt "check (wgmma dh kernel)" GLR_DH_WGMMA=1
 echo "== 6. timing, dh kernel on wgmma (GLR_DH_WGMMA=1)"
 run_stage --timing timing_dh_wgmma.txt "timing (wgmma dh kernel)" GLR_DH_WGMMA=1
-echo "== 7. timing, chunk kernel on mma.sync (GLR_BWD_WGMMA=0)"
+echo "== 7. check, h pass on wgmma (GLR_H_WGMMA=1)"
+run_stage --check check_h_wgmma.txt "check (wgmma h pass)" GLR_H_WGMMA=1
+echo "== 8. timing, chunk kernel on mma.sync (GLR_BWD_WGMMA=0)"
 run_stage --timing timing_mma_chunk.txt "timing (chunk_kernel)" GLR_BWD_WGMMA=0
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
-grep -h -E "^timing|resident|^  \(bwd|^split bwd" "$out/timing.txt" || true
+grep -h -E "^h pass|^timing|resident|^  \(bwd|^split bwd" "$out/timing.txt" || true
 echo "-- dh kernel on wgmma (GLR_DH_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_dh_wgmma.txt" || true
 grep -h -E "^timing|resident" "$out/timing_dh_wgmma.txt" || true
+echo "-- h pass on wgmma (GLR_H_WGMMA=1):"
+grep -h -E "FAIL|CHECK" "$out/check_h_wgmma.txt" || true
 echo "-- chunk kernel on mma.sync (GLR_BWD_WGMMA=0):"
 grep -h -E "^timing|resident" "$out/timing_mma_chunk.txt" || true
 echo "exit status $status ($(($(date +%s) - start)) s)"

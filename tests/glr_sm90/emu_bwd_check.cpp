@@ -74,6 +74,25 @@ void launch_dh(int gy, const GdnBwdArgs& a) {
   else
     emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
 }
+// The h pass, as launch_state_passes picks it (gdn_bwd::launch_h_pass: GLR_H_WGMMA=1 puts it on wgmma,
+// state_t_wgmma_kernel's h mode, at 64-column slices; else h_kernel). h_wgmma: -1 as the environment says, 0
+// h_kernel, 1 wgmma (the "h-wgmma" subset runs both and compares them). The split cases' runs are gdn_bwd_mma's
+// own launches, which follow the environment.
+int h_wgmma = -1;
+bool h_on_wgmma() { return h_wgmma < 0 ? glr::cuda::sm90::bwd_h_wgmma() : h_wgmma == 1; }
+template <int kVT, int kD, bool kDelta>
+void launch_h(const GdnBwdArgs& a) {
+  if (gdn_bwd::launch_h_pass<kVT, kD, kDelta>(a, nullptr, h_on_wgmma()) != cudaSuccess) std::exit(3);
+}
+// g_h_only 0 / 1: run_kernels runs the wy kernel and then only the h pass (launch_h_pass, split or not) with h_kernel
+// (0) or on wgmma (1), and leaves the h pass's words in g_h_words: h_c, V_new and its residual (16-bit words, the
+// whole workspace pieces, unwritten padding slots included) and Es (32-bit words; split only). -1: the whole backward.
+int g_h_only = -1;
+struct HWords {
+  std::vector<std::uint16_t> h16;
+  std::vector<std::uint32_t> es;
+};
+HWords g_h_words;
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
@@ -384,7 +403,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
   }
-  if (a.segs > 1) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
+  if (a.segs > 1 && g_h_only < 0) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
     const cudaError_t e = glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, p.vt);
     if (e != cudaSuccess) {
       std::printf("emu bwd: gdn_bwd_mma: %s | FAIL\n", cudaGetErrorName(e));
@@ -399,10 +418,33 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     if (NT > 0) {
       emu::launch(&gdn::wy_kernel<3, kDelta, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
     }
+    if (g_h_only >= 0) {  // the h pass alone (g_h_only's comment)
+      auto h_pass = [&](auto vt) {
+        constexpr int kVT = decltype(vt)::value;
+        if (NT > 0 && gdn_bwd::launch_h_pass<kVT, kD, kDelta>(a, nullptr, g_h_only == 1) != cudaSuccess) std::exit(3);
+      };
+      if (p.vt == 64) h_pass(std::integral_constant<int, 64>{});
+      else if (p.vt == 32) h_pass(std::integral_constant<int, 32>{});
+      else h_pass(std::integral_constant<int, 16>{});
+      const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * p.hv(), d = kD;
+      g_h_words.h16.clear();
+      auto take16 = [&](const __nv_bfloat16* x, std::size_t n) {
+        if (x == nullptr) return;
+        const std::size_t at = g_h_words.h16.size();
+        g_h_words.h16.resize(at + n);
+        std::memcpy(g_h_words.h16.data() + at, x, n * 2);
+      };
+      take16(a.hc, S * d * d);
+      take16(a.vn, S * gdn::C * d);
+      take16(a.vnl, S * gdn::C * d);
+      const std::size_t es = a.segs > 1 ? static_cast<std::size_t>(a.segs - 1) * p.B * p.hv() * d * d : 0;
+      g_h_words.es.assign(es, 0);
+      if (es > 0) std::memcpy(g_h_words.es.data(), a.Es, es * 4);
+      return;
+    }
     auto state_passes = [&](auto vt) {
       constexpr int kVT = decltype(vt)::value;
-      if (NT > 0)
-        emu::launch(&gdn_bwd::h_kernel<kVT, kD, kDelta>, kD / kVT, BH, gdn_bwd::smem_raw, sizeof(gdn_bwd::HSmem<kVT, kD>), a);
+      if (NT > 0) launch_h<kVT, kD, kDelta>(a);
       launch_dh<kVT, kD, kDelta>(BH, a);
     };
     if (p.vt == 64)
@@ -517,13 +559,8 @@ bool gpu_reference_agrees(const Shape& p, const Inputs& in, float scale, const G
   return ok;
 }
 
-// The split cases' largest split-vs-unsplit differences (normwise relative; max |diff| / rms), for the summary.
-double g_split_worst = 0, g_split_worst_elem = 0;
-
-bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
-  if (skip_case(p.D)) return true;
-  use_dims(p.D);
-  check_reference = check_reference && p.D == 128;  // the GPU check's reference kernel is written for K = V = 128
+// make_inputs with Shape::plant's value planted.
+Inputs make_planted_inputs(const Shape& p, unsigned seed) {
   Inputs in = make_inputs(p, seed);
   if (p.plant == 3)
     for (int b = 0; b < p.B; ++b) in.g[(static_cast<std::size_t>(b) * p.T + p.T / 2) * p.hv()] = -INFINITY;
@@ -534,6 +571,55 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
       in.v[row + (b == 0 ? 0 : VD - 1)] = __float2bfloat16_rn(x);
       in.v[row + 55] = __float2bfloat16_rn(b == 0 ? x : -x);
     }
+  return in;
+}
+
+// The h pass on wgmma (GLR_H_WGMMA's: state_t_wgmma_kernel's h mode; split: pass A on state_t_wgmma_kernel too)
+// against h_kernel (split: pass A on state_t_kernel) on the same case: every word of h_c, V_new and its residual, and
+// with segments of Es (pass A's end states through combine_kernel). On the emulator both instructions round once per
+// k16 step and the wgmma pass issues h_kernel's products in its order per element: 0 words differ (a -0 that reads
+// +0, counted apart, aside), but in a chunk whose X is not finite (a planted NaN / Inf: V_new there by FMAs over the
+// whole chunk, where h_kernel keeps the tiles left of the diagonal on mma.sync): reported, not failed (run judges
+// those cases' outputs against float64).
+bool run_h_compare(const Shape& p, unsigned seed) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
+  const Inputs in = make_planted_inputs(p, seed);
+  const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
+  g_h_only = 0;
+  run_kernels(p, in, scale);
+  const HWords mma = g_h_words;
+  g_h_only = 1;
+  run_kernels(p, in, scale);
+  const HWords wg = g_h_words;
+  g_h_only = -1;
+  std::size_t words = 0, zeros = 0, es_words = 0;
+  for (std::size_t i = 0; i < mma.h16.size(); ++i)
+    if (mma.h16[i] != wg.h16[i]) ++((mma.h16[i] | wg.h16[i]) == 0x8000u ? zeros : words);
+  for (std::size_t i = 0; i < mma.es.size(); ++i) es_words += mma.es[i] != wg.es[i];
+  const bool same = mma.h16.size() == wg.h16.size() && mma.es.size() == wg.es.size() && words == 0 && es_words == 0;
+  const bool ok = same || p.plant != 0;
+  char hvs[24] = "", segs[24] = "";
+  if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
+  if (p.segs > 1) std::snprintf(segs, sizeof segs, " split %d", p.segs);
+  std::printf("emu bwd h pass%s%s B%d T%-4d H%d%s h0=%d mu=%+.0f vt=%-2d%s%s | wgmma vs h_kernel: h_c, V_new, residual "
+              "words differing %zu of %zu (-0/+0 %zu), Es %zu of %zu%s | %s\n",
+              member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.mu, p.vt, segs,
+              p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "",
+              words, mma.h16.size(), zeros, es_words, mma.es.size(), p.plant != 0 && !same ? " (planted: reported)" : "",
+              ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok;
+}
+
+// The split cases' largest split-vs-unsplit differences (normwise relative; max |diff| / rms), for the summary.
+double g_split_worst = 0, g_split_worst_elem = 0;
+
+bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
+  check_reference = check_reference && p.D == 128;  // the GPU check's reference kernel is written for K = V = 128
+  const Inputs in = make_planted_inputs(p, seed);
   const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
   const Outputs o = run_kernels(p, in, scale);
   const Grads r = reference(p, in, scale);
@@ -1163,6 +1249,68 @@ int main(int argc, char** argv) {
     unsigned wseed = 700;
     for (int i = 0; i < 8; ++i, ++wseed)
       if (all || i == 0 || i == 1 || i == 3 || i == 5 || i == 6) ok = run(cases[i], wseed, false) && ok;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && (std::string(argv[1]) == "h-wgmma" || std::string(argv[1]) == "h-wgmma-all")) {
+    // The backward's h pass on wgmma (GLR_H_WGMMA=1, set here for the whole run: gdn_bwd_mma's own launches, the
+    // split cases', read it too): each case's h pass against h_kernel word for word (run_h_compare), then the whole
+    // backward with it against the float64 recurrence (run; split cases also against their unsplit run, both on
+    // wgmma). State slices of 64 columns (the wgmma h pass's only width). "h-wgmma-all": the delta rule, DeltaNet,
+    // Mamba2, RetNet, linear attention at K = V = 128 and 64, GVA, two sequences, h0 / dht, the split passes
+    // (segments of 1 or 2 chunks, empty ones), NaN / +-Inf in v and g = -Inf, kgate's nan/inf rule at 64 columns
+    // (NaN, +Inf, -Inf in v, k, g, beta), packed sequences (each sequence bit for bit alone, invalid offsets);
+    // "h-wgmma" (ctest glr_sm90_emu_bwd_h_wgmma) the cases marked quick. Seeds 1500 on.
+    setenv("GLR_H_WGMMA", "1", 1);
+    const bool all = std::string(argv[1]) == "h-wgmma-all";
+    struct HCase {
+      Shape s;
+      int quick;  // "h-wgmma": 2 both checks, 1 the h pass comparison only, 0 neither
+    };
+    const HCase hcases[] = {
+        {{1, 100, 1, true, true, 2.0, 64}, 2},                          // the delta rule, K = V = 128
+        {{2, 70, 1, true, false, -1.0, 64, 0, 4, 64}, 1},               // K = V = 64, GVA, two sequences
+        {{1, 70, 1, true, true, INFINITY, 64, 0, 0, 64}, 1},            // DeltaNet
+        {{1, 100, 1, true, true, 2.0, 64, 0, 2, 64, 1}, 1},             // Mamba2, GVA
+        {{2, 70, 1, true, false, 2.0, 64, 0, 0, 64, 2}, 1},             // RetNet
+        {{1, 64, 2, false, true, 0.0, 64, 0, 4, 64, 3}, 1},             // linear attention, GVA
+        {{1, 200, 1, true, true, 8.0, 64, 0, 0, 64, 0, 3}, 2},          // split: 4 chunks in 2, 2, 0
+        {{1, 130, 1, true, true, 2.0, 64, 1, 0, 64}, 1},                // NaN in v at T - 1
+        {{2, 130, 1, false, true, INFINITY, 64}, 0},                    // DeltaNet, K = V = 128
+        {{1, 100, 1, true, true, 2.0, 64, 0, 2, 128, 1}, 0},            // Mamba2, GVA
+        {{1, 100, 2, true, true, 4.0, 64, 0, 0, 128, 2}, 0},            // RetNet
+        {{1, 130, 1, true, true, 0.0, 64, 0, 0, 128, 3}, 0},            // linear attention
+        {{1, 200, 1, true, true, 8.0, 64, 0, 0, 128, 0, 3}, 0},         // split, slow decay
+        {{2, 300, 1, true, true, 6.0, 64, 0, 2, 128, 0, 4}, 0},         // split, GVA, two sequences
+        {{1, 200, 1, false, true, 8.0, 64, 0, 0, 64, 1, 3}, 0},         // split Mamba2
+        {{1, 330, 1, true, false, 4.0, 64, 0, 2, 64, 2, 5}, 0},         // split RetNet, GVA
+        {{1, 130, 1, true, true, 2.0, 64, 1}, 0},                       // NaN in v, K = V = 128
+        {{1, 100, 1, false, true, 4.0, 64, 2}, 0},                      // +-Inf in v
+        {{1, 100, 1, true, true, 2.0, 64, 3}, 0},                       // g = -Inf at T / 2
+        {{2, 1, 1, true, true, 2.0, 64, 1, 0, 64}, 0},                  // T = 1, NaN
+    };
+    unsigned hseed = 1500;
+    for (const HCase& c : hcases) {
+      if (all || c.quick >= 1) ok = run_h_compare(c.s, hseed) && ok;
+      if (all || c.quick == 2) ok = run(c.s, hseed, false) && ok;
+      ++hseed;
+    }
+    // kgate's rule at 64 columns (B2 T100 H1 HV2, the contract's nominal shape; run_rule_cases runs it at 32)
+    const Shape r128{2, 100, 1, true, true, 2.0, 64, 0, 2};
+    if (all) {
+      for (float val : {NAN, INFINITY, -INFINITY}) {
+        for (PlantIn w : {PlantIn::v, PlantIn::k, PlantIn::beta}) ok = run_rule(r128, hseed++, w, 70, val) && ok;
+        for (int t : {0, 64}) ok = run_rule(r128, hseed++, PlantIn::g, t, val) && ok;
+        ok = run_rule(Shape{2, 100, 1, true, true, 2.0, 64, 0, 2, 64, 1}, hseed++, PlantIn::v, 70, val) && ok;  // Mamba2
+      }
+      // packed sequences at 64 columns: each sequence bit for bit alone (both on wgmma), float64; invalid offsets
+      VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 64};
+      ok = run_varlen(vc, hseed++) && ok;
+      vc.D = 64;
+      vc.segs = 3;
+      ok = run_varlen(vc, hseed++) && ok;
+      ok = run_varlen(VarlenCase{{40, 70, 90}, 1, 2, true, true, 2.0, 64, false, false, false, 1, 64}, hseed++) && ok;
+    }
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

@@ -81,6 +81,24 @@ int main() {
   expect_count("4096", 4096);
   for (const char* bad : {"0", "4097", "-1", "+8", " 8", "8x", "x", "Auto", "99999999999999999999"})
     expect_refused("env_count", bad, [] { sm90::env_count(kVar, 1, 4096); });
+  // A switch's reader itself (GLR_H_WGMMA's, bwd_h_wgmma): a bad value throws naming the variable, and since the
+  // function-local static was not set, the next call reads the variable again.
+  setenv("GLR_H_WGMMA", "on", 1);
+  try {
+    sm90::bwd_h_wgmma();
+    std::printf("FAIL bwd_h_wgmma GLR_H_WGMMA='on': accepted\n");
+    ++failures;
+  } catch (const glr::InvalidArgument& e) {
+    if (e.argument() != "GLR_H_WGMMA") {
+      std::printf("FAIL bwd_h_wgmma GLR_H_WGMMA='on': the error names '%s'\n", e.argument().c_str());
+      ++failures;
+    }
+  }
+  setenv("GLR_H_WGMMA", "1", 1);
+  if (!sm90::bwd_h_wgmma()) {
+    std::printf("FAIL bwd_h_wgmma GLR_H_WGMMA='1' after a refused value: false\n");
+    ++failures;
+  }
   std::printf("%s\n", failures == 0 ? "ALL PASS" : "SOME FAILED");
   return failures == 0 ? 0 : 1;
 }

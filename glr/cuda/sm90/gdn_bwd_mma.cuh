@@ -50,7 +50,7 @@
 //   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace (skipped when the forward saved
 //        them: gdn_bwd_use_saved, GdnBwdArgs::wy_saved).
 //   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
-//        residual) to the workspace.
+//        residual) to the workspace (GLR_H_WGMMA=1: on wgmma at 64 columns, state_t_wgmma_kernel's h mode).
 //   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
 //        and dX (bf16) to the workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
 //   chunk (per chunk and head): dq, dk, dg, dbeta.
@@ -401,13 +401,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 inline void prefetch_l2(const void*) {}
 #endif
 
-// The bf16 residual pair (x0 - bf16(x0), x1 - bf16(x1)) of hi = pack_bf16x2(x0, x1): hi + residual equals the pair
-// to 2^-16 relative. 0 where hi is not finite (x - hi would be NaN; hi carries the NaN or Inf alone).
-__device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std::uint32_t hi) {
-  const float2 h = unpack_bf16x2(hi);
-  const bool f0 = (hi & 0x7f80u) != 0x7f80u, f1 = (hi & 0x7f800000u) != 0x7f800000u;
-  return pack_bf16x2(f0 ? x0 - h.x : 0.f, f1 ? x1 - h.y : 0.f);
-}
+// (bf16x2_residual, the bf16 residual pair: gdn_state_wgmma.cuh, beside the h pass's epilogues that use it.)
 
 // ---------------------------------------------------------------------------------------------------------
 // The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
@@ -460,6 +454,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
   __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
+  auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDV + col); };
 
   auto load_k = [&](int c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
@@ -538,17 +533,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     if constexpr (!kDelta) {
       // No delta rule: V_new = V (T = I, no K h; the chunk kernel reads v itself). Only e^{G_last - G} V, for phase C.
       GL = s.G[C - 1];
-      const float GrL = s.Gr[C - 1];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G
-#pragma unroll
-        for (int n = 0; n < NN; ++n) {
-          const float2 vf = unpack_bf16x2(vr[n][half]);
-          *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(ed * vf.x, ed * vf.y);
-        }
-      }
+      h_vd_epilogue(s, r0, g8, t4, vr, pair);
       __syncthreads();  // e^{G_last - G} V visible; every warp is done with h (its copy out), G, Gr
       if (c + 1 < c_end) {
         load_k(c + 1);
@@ -574,22 +559,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
       }
     }
-    bool bad = false;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float bi = s.beta[i], bgi = bi * expf(s.G[i]);
-#pragma unroll
-      for (int n = 0; n < NN; ++n) {
-        const float2 vf = unpack_bf16x2(vr[n][half]);
-        const float x0 = bi * vf.x - bgi * ax[n][half * 2], x1 = bi * vf.y - bgi * ax[n][half * 2 + 1];
-        const std::uint32_t xp = pack_bf16x2(x0, x1);
-        bad = bad || (xp & 0x7f80u) == 0x7f80u || (xp & 0x7f800000u) == 0x7f800000u;  // a bf16 NaN or Inf (after rounding)
-        *reinterpret_cast<std::uint32_t*>(s.x + i * LDV + n * 8 + 2 * t4) = xp;
-        *reinterpret_cast<std::uint32_t*>(s.xl + i * LDV + n * 8 + 2 * t4) = bf16x2_residual(x0, x1, xp);
-      }
-    }
-    if (bad) s.nonfinite = 1;  // every writer writes 1: the value does not depend on the order
+    h_x_epilogue(s, r0, g8, t4, vr, ax, s.x, s.xl, pair);  // (sets s.nonfinite where X is not finite)
     __syncthreads();  // X visible; every warp is done with h (and its copy out)
     if (c + 1 < c_end) load_k(c + 1);
     cp_async_commit();
@@ -629,37 +599,13 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
     }
-    if (scalar_diag) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        for (int m = r0; m <= i; ++m) {
-          const float tim = __bfloat162float(s.T[i * LD64 + m]);
-#pragma unroll
-          for (int n = 0; n < NN; ++n) {
-            const float2 xf = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.x + m * LDV + n * 8 + 2 * t4));
-            const float2 xr = unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(s.xl + m * LDV + n * 8 + 2 * t4));
-            an[n][half * 2] = fmaf(tim, xf.x, fmaf(tim, xr.x, an[n][half * 2]));
-            an[n][half * 2 + 1] = fmaf(tim, xf.y, fmaf(tim, xr.y, an[n][half * 2 + 1]));
-          }
-        }
-      }
-    }
+    if (scalar_diag)  // the diagonal tile over m <= i alone
+      h_tx_rows(an, r0, r0, g8, t4, [&](int i, int m) { return __bfloat162float(s.T[i * LD64 + m]); }, s.x, s.xl, pair);
     GL = s.G[C - 1];
-    const float GrL = s.Gr[C - 1];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
-#pragma unroll
-      for (int n = 0; n < NN; ++n) {
-        const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
-        const std::uint32_t hi = pack_bf16x2(x0, x1);
-        *reinterpret_cast<std::uint32_t*>(s.vn + i * LDV + n * 8 + 2 * t4) = hi;
-        *reinterpret_cast<std::uint32_t*>(s.vnl + i * LDV + n * 8 + 2 * t4) = bf16x2_residual(x0, x1, hi);
-        *reinterpret_cast<std::uint32_t*>(s.vnd + i * LDV + n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
-      }
-    }
+    h_vnew_epilogue(s, r0, g8, t4, an, pair, [&](int i, int col, std::uint32_t hi, std::uint32_t lo) {
+      *pair(s.vn, i, col) = hi;
+      *pair(s.vnl, i, col) = lo;
+    });
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
     if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
     if (c + 1 < c_end) load_small(c + 1);
@@ -1712,6 +1658,36 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 namespace gdn_bwd {
 template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
+// The h pass alone (a with T > 0; a.segs > 1: split): the forward's passes A and B (gdn::launch_split_ab), then
+// h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
+// on state_t_wgmma_kernel<.., true> whatever GLR_FWD_WGMMA says, and the h kernel as its kHPass mode (gdn_state_wgmma.cuh;
+// not yet run on a GPU). The same outputs (h_c, V_new, its residual; Es), to rounding.
+template <int kVT, int kD, bool kDelta>
+inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma) {
+  static const cudaError_t attributes = cudaFuncSetAttribute(
+      &h_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(HSmem<kVT, kD>)));
+  if (attributes != cudaSuccess) return attributes;
+  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
+  const GdnFwdArgs f = wy_args(a);
+  cudaError_t e = cudaSuccess;
+  if constexpr (kVT == 64) {
+    if (wgmma) {
+      if (a.segs > 1 && ((e = gdn::launch_state_t_wgmma<kDelta, kD, true>(f, stream)) != cudaSuccess ||
+                         (e = gdn::launch_combine<kD, kDelta>(f, stream)) != cudaSuccess))
+        return e;
+      gdn::StateHArgs h;
+      static_cast<GdnFwdArgs&>(h) = f;
+      h.status = nullptr;  // (the forward's dense blocks clear it; here the chunk table kernel's verdict, packed only)
+      h.hc = a.hc;
+      h.vn = a.vn;
+      h.vnl = a.vnl;
+      return gdn::launch_state_t_wgmma<kDelta, kD, true, true>(h, stream);
+    }
+  }
+  if (a.segs > 1 && (e = gdn::launch_split_ab<kDelta, kD>(f, stream)) != cudaSuccess) return e;
+  return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, a.segs * heads), kThreads, sizeof(HSmem<kVT, kD>),
+                       stream, a, emu_smem);
+}
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
 // a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
 // entering it):
@@ -1726,28 +1702,18 @@ inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t 
 //     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
 // Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
 // With GLR_DH_WGMMA=1 the dh pass stays unsplit (dh_wgmma_kernel walks whole sequences); the h pass splits.
+// GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
-  static const cudaError_t attributes = [] {
-    cudaError_t e = cudaFuncSetAttribute(&h_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(HSmem<kVT, kD>)));
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(&dh_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(DhSmem<kVT, kD>)));
-    return e;
-  }();
+  static const cudaError_t attributes = cudaFuncSetAttribute(
+      &dh_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(DhSmem<kVT, kD>)));
   cudaError_t e = attributes;
   if (e != cudaSuccess) return e;
   const int NT = (a.T + C - 1) / C;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
   const dim3 grid(kD / kVT, heads);  // (slice, sequence x value head)
   const int segs = NT > 0 ? a.segs : 1;
-  if (NT > 0) {
-    if (segs > 1 && (e = gdn::launch_split_ab<kDelta, kD>(wy_args(a), stream)) != cudaSuccess) return e;
-    if ((e = launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, segs * heads), kThreads, sizeof(HSmem<kVT, kD>),
-                           stream, a, emu_smem)) != cudaSuccess)
-      return e;
-  }
+  if (NT > 0 && (e = launch_h_pass<kVT, kD, kDelta>(a, stream, bwd_h_wgmma())) != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
   GdnBwdArgs d = a;
   if (bwd_dh_wgmma() || segs == 1) {  // dh on wgmma: the dh pass unsplit

@@ -34,6 +34,9 @@
 // pass's pass A (kStateOnly, always 64) and pass C at 64 run here.
 // Loads: cp.async into the swizzled layout, then fence.proxy.async + a barrier before the wgmmas read them (no TMA,
 // no producer warpgroup: one chunk step is a chain of dependent products). Every commit group is waited for at once.
+// The backward's h pass (gdn_bwd_mma.cuh h_kernel's outputs: h_c, V_new and its residual per chunk) is this kernel's
+// kHPass mode (GLR_H_WGMMA=1, bwd_h_wgmma in env_switch.hpp; not yet run on a GPU): the same chain and products, its
+// own epilogues (h_x_epilogue, h_vd_epilogue, h_tx_rows, h_vnew_epilogue, below), which h_kernel runs too.
 // Included by gdn_fwd_mma.cuh after state_t_kernel (Seq, sequence, slot, the epilogues).
 #pragma once
 
@@ -57,6 +60,8 @@ struct StateWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   __nv_bfloat16 vnd[C * 64];   // (C, 64) e^{G_last - G} V_new (hi piece)
   float G[C];
   float beta[C];
+  float Gr[C];    // the backward's h pass (kHPass): Gr, the decays between two tokens (h_vnew_epilogue)
+  int nonfinite;  // the h pass: this chunk's X holds a NaN or Inf (h_x_epilogue)
 };
 template <int kD>
 inline constexpr std::size_t state_wgmma_smem_bytes = sizeof(StateWgSmem<kD>) + 1024;
@@ -66,10 +71,121 @@ static_assert((C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment
 // The accumulators of state_t_kernel's layout, (8 n-tiles, 4), as wgmma's flat d[32] (d[4n + e]).
 __device__ __forceinline__ float (&acc_flat(float (&x)[8][4]))[32] { return reinterpret_cast<float(&)[32]>(x); }
 
+// ---- The backward's h pass (gdn_bwd_mma.cuh: h_kernel, and this file's kernel with kHPass), the pieces both run.
+// The h pass is this chain without q, P and o that leaves, per chunk c of a sequence and value head (chunk slot R + c,
+// the forward's numbering; the backward's workspace, GdnBwdArgs): h_c, the state entering the chunk, bf16 (K x V),
+// the copy the tensor cores read; with the delta rule V_new = T X in two bf16 words, vn = bf16(V_new) and vnl =
+// bf16(V_new - vn) (C x V; padding rows included), from X in two pieces too (x = bf16(X), xl = bf16(X - x):
+// V_new = T xl + T x, so its residual carries none of X's rounding; h_kernel's phase B says why). No end state: the
+// split pass's later segments start from Es (passes A and B). Its decays between two tokens come from Gr (e^{Gr_L -
+// Gr_i}, never G differences: a NaN first gate only decays the state entering the chunk); without the delta rule the
+// update's B operand is bf16(e^{Gr_L - Gr} V), one piece (h_c is rounded to bf16 anyway).
+// The h pass's arguments on this kernel: the forward's (gdn_bwd::wy_args) and where it leaves h_c, V_new, vnl.
+struct StateHArgs : GdnFwdArgs {
+  __nv_bfloat16* hc = nullptr;   // (slots, K, V) h_c
+  __nv_bfloat16* vn = nullptr;   // (slots, C, V) bf16(V_new) (delta rule only)
+  __nv_bfloat16* vnl = nullptr;  // (slots, C, V) bf16(V_new - vn)
+};
+
+// The bf16 residual pair (x0 - bf16(x0), x1 - bf16(x1)) of hi = pack_bf16x2(x0, x1): hi + residual equals the pair
+// to 2^-16 relative. 0 where hi is not finite (x - hi would be NaN; hi carries the NaN or Inf alone).
+__device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std::uint32_t hi) {
+  const float2 h = unpack_bf16x2(hi);
+  const bool f0 = (hi & 0x7f80u) != 0x7f80u, f1 = (hi & 0x7f800000u) != 0x7f800000u;
+  return pack_bf16x2(f0 ? x0 - h.x : 0.f, f1 ? x1 - h.y : 0.f);
+}
+
+// The h pass's epilogues, rows i = r0 + g8 (+8), the accumulators in mma.m16n8 C layout (acc[n][e], wgmma's
+// d[4n + e]); pair(tile, i, col) the bf16 pair (i, col..col+1) of a (C x 64-or-fewer) shared tile in the kernel's
+// own layout. Phase A, delta rule: X = beta . V - (beta e^G) . (K h) to x and its residual to xl; s.nonfinite set
+// if a rounded X is a NaN or Inf (every writer writes 1: the value does not depend on the order).
+template <int NN, class Smem, class Pair>
+__device__ __forceinline__ void h_x_epilogue(Smem& s, int r0, int g8, int t4, const std::uint32_t (&vr)[NN][2],
+                                             const float (&ax)[NN][4], __nv_bfloat16* x, __nv_bfloat16* xl, Pair pair) {
+  bool bad = false;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float bi = s.beta[i], bgi = bi * expf(s.G[i]);
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float2 vf = unpack_bf16x2(vr[n][half]);
+      const float x0 = bi * vf.x - bgi * ax[n][half * 2], x1 = bi * vf.y - bgi * ax[n][half * 2 + 1];
+      const std::uint32_t xp = pack_bf16x2(x0, x1);
+      bad = bad || (xp & 0x7f80u) == 0x7f80u || (xp & 0x7f800000u) == 0x7f800000u;  // a bf16 NaN or Inf (after rounding)
+      *pair(x, i, n * 8 + 2 * t4) = xp;
+      *pair(xl, i, n * 8 + 2 * t4) = bf16x2_residual(x0, x1, xp);
+    }
+  }
+  if (bad) s.nonfinite = 1;
+}
+// Phase A without the delta rule (V_new = V): e^{Gr_L - Gr} V, one bf16 piece, to s.vnd (phase C's B operand).
+template <int NN, class Smem, class Pair>
+__device__ __forceinline__ void h_vd_epilogue(Smem& s, int r0, int g8, int t4, const std::uint32_t (&vr)[NN][2], Pair pair) {
+  const float GrL = s.Gr[C - 1];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float2 vf = unpack_bf16x2(vr[n][half]);
+      *pair(s.vnd, i, n * 8 + 2 * t4) = pack_bf16x2(ed * vf.x, ed * vf.y);
+    }
+  }
+}
+// Phase B's V_new = T X where X is not finite (s.nonfinite): rows i summed over the tokens m = m0 .. i alone (T_im =
+// 0 for m > i), xl then x per m, in FMAs (m ascending) onto an. The exact V_new_i, and so the exact dg of every
+// token up to m, does not depend on v_m: a tensor-core tile would form 0 x NaN there. t_at(i, m): T_im as a float.
+template <int NN, class TAt, class Pair>
+__device__ __forceinline__ void h_tx_rows(float (&an)[NN][4], int m0, int r0, int g8, int t4, TAt t_at,
+                                          __nv_bfloat16* x, __nv_bfloat16* xl, Pair pair) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    for (int m = m0; m <= i; ++m) {
+      const float tim = t_at(i, m);
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const float2 xf = unpack_bf16x2(*pair(x, m, n * 8 + 2 * t4));
+        const float2 xr = unpack_bf16x2(*pair(xl, m, n * 8 + 2 * t4));
+        an[n][half * 2] = fmaf(tim, xf.x, fmaf(tim, xr.x, an[n][half * 2]));
+        an[n][half * 2 + 1] = fmaf(tim, xf.y, fmaf(tim, xr.y, an[n][half * 2 + 1]));
+      }
+    }
+  }
+}
+// Phase B's epilogue, delta rule: V_new (an) as store(i, col, bf16(V_new), its residual) and e^{Gr_L - Gr} V_new
+// to s.vnd.
+template <int NN, class Smem, class Pair, class Store>
+__device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4, const float (&an)[NN][4], Pair pair,
+                                                Store store) {
+  const float GrL = s.Gr[C - 1];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
+      const std::uint32_t hi = pack_bf16x2(x0, x1);
+      store(i, n * 8 + 2 * t4, hi, bf16x2_residual(x0, x1, hi));
+      *pair(s.vnd, i, n * 8 + 2 * t4) = pack_bf16x2(ed * x0, ed * x1);
+    }
+  }
+}
+
 // Rung 3's state kernel on wgmma at slice width 64: grid, blocks, segments and pass-A blocks as state_t_kernel's.
-template <bool kDelta = true, int kD = DK, bool kStateOnly = false>
-__global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid_constant__ GdnFwdArgs a) {
+// kHPass (with kStateOnly: no q, no o, as pass A): the backward's h pass (above; StateHArgs), grid (kD / 64,
+// segs sequences x HV) as pass C's, each segment from h0 or Es (passes A and B), no end state written; every product
+// issued in h_kernel's order per element (V_new's k-steps xl then x), so on the emulator its outputs equal
+// h_kernel's at 64 columns word for word (a -0 may read +0), but in a chunk whose X is not finite (V_new there by
+// h_tx_rows over the whole chunk; h_kernel keeps its tiles left of the diagonal on the tensor cores).
+template <bool kDelta = true, int kD = DK, bool kStateOnly = false, bool kHPass = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    state_t_wgmma_kernel(const __grid_constant__ std::conditional_t<kHPass, StateHArgs, GdnFwdArgs> a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  static_assert(!kHPass || kStateOnly, "the h pass has no q and no o");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
   constexpr int kVT = 64, NN = 8, MT = kD / 64;  // slice width, its n-tiles, m64 halves of the state's K rows
   extern __shared__ __align__(16) char smem_raw[];
@@ -105,9 +221,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
   auto load_small = [&](int c, int tid) {
     if constexpr (kDelta) load_sw128<C, C>(s.T, b.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
     load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
+    if constexpr (kHPass)  // Gr, laid out as G (threads C / 2 .. 3 C / 4 - 1, as h_kernel's)
+      if (tid >= C / 2 && tid < 3 * C / 4)
+        cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), a.Gr + (b.Gg - a.G) + c * C + (tid - C / 2) * 4, true);
   };
 
-  const float* h_in = b.h_in<kStateOnly>(a);
+  const float* h_in = b.h_in<kStateOnly && !kHPass>(a);  // (the h pass: h0, or Es for a later segment, as pass C)
   float hs[MT][32];  // (K, 64) state slice: hs[mt][i] at row 64 mt + wgmma_acc_coord(tid, i).row
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -118,15 +237,17 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       hs[mt][i] = x.x;
       hs[mt][i + 1] = x.y;
     }
-  auto write_h_bf16 = [&](int tid) {
+  // The state's bf16 pairs to at(d, col) (the shared copy; the h pass's h_c too).
+  auto h_bf16_to = [&](int tid, auto at) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
         const AccCoord rc = wgmma_acc_coord(tid, i);
-        *pair_h(64 * mt + rc.row, rc.col) = pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
+        *at(64 * mt + rc.row, rc.col) = pack_bf16x2(hs[mt][i], hs[mt][i + 1]);
       }
   };
+  auto write_h_bf16 = [&](int tid) { h_bf16_to(tid, pair_h); };
   write_h_bf16(tid);
   if (c_begin < c_end) {
     load_q(c_begin, tid);
@@ -135,6 +256,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     cp_async_commit();
     cp_async_wait<0>();
   }
+  if constexpr (kHPass)
+    if (tid == 0) s.nonfinite = 0;
   fence_proxy_async();  // h (st.shared) and the tiles (cp.async) before the wgmmas read them
   __syncthreads();
 
@@ -151,6 +274,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     const int tid = tid_opaque, r0 = (tid >> 5) * 16, g8 = (tid & 31) >> 2, t4 = tid & 3;
     std::uint32_t vr[NN][2];
     load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
+    if constexpr (kHPass) {  // h_c from the registers: the words write_h_bf16 left in s.h
+      __nv_bfloat16* hcg = a.hc + (b.slot0 + c) * kD * kD + b.v0;
+      h_bf16_to(tid, [hcg](int d, int col) {
+        return reinterpret_cast<std::uint32_t*>(hcg + static_cast<std::int64_t>(d) * kD + col);
+      });
+    }
 
     // Phase A: K h (delta rule), Q K^T (every key tile; the causal ones unread), and without the delta rule Q h.
     // With it Q h waits for phase B (h is unchanged until the chunk's end): fewer accumulators live at once
@@ -181,9 +310,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     wgmma_fence_operand(acc_flat(ao));
     wgmma_fence_operand(acc_flat(sqk));
     const float GL = s.G[C - 1];
-    const bool split = !kDelta && a.gate != 0;  // state_t_kernel's three-piece update (its Phase A comment)
+    // state_t_kernel's three-piece update (its Phase A comment); the h pass: one piece (h_vd_epilogue)
+    const bool split = !kDelta && !kHPass && a.gate != 0;
     std::uint32_t pa[4][4];
-    state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+    if constexpr (!kHPass)
+      state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+    else if constexpr (kDelta)
+      h_x_epilogue(s, r0, g8, t4, vr, ax, s.x, s.q, pair);  // X's residual in q's tile (no q in the h pass)
+    else
+      h_vd_epilogue(s, r0, g8, t4, vr, pair);
     if constexpr (!kDelta && !kStateOnly) state_scale_o(s, a, r0, g8, ao);
     fence_proxy_async();  // X (or V_new and its pieces) before the wgmmas
     __syncthreads();
@@ -207,13 +342,35 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
       if constexpr (!kStateOnly) wgmma_fence_operand(ao);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_ss<64, 0, 1>(acc_flat(an), desc_kmajor<C>(sT, 0, ks), desc_mnmajor<C>(sx, 0, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) {  // (the h pass: X's residual, in q's tile, first per k-step, as h_kernel)
+        if constexpr (kHPass) wgmma_ss<64, 0, 1>(acc_flat(an), desc_kmajor<C>(sT, 0, ks), desc_mnmajor<C>(sq_, 0, ks), 1);
+        wgmma_ss<64, 0, 1>(acc_flat(an), desc_kmajor<C>(sT, 0, ks), desc_mnmajor<C>(sx, 0, ks), 1);
+      }
       if constexpr (!kStateOnly) q_h();
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc_flat(an));
       wgmma_fence_operand(acc_flat(ao));
-      state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
+      if constexpr (!kHPass) {
+        state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
+      } else {
+        if (s.nonfinite) {  // X not finite: V_new without 0 x NaN (h_tx_rows), the wgmma sums dropped
+#pragma unroll
+          for (int nn = 0; nn < NN; ++nn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) an[nn][e] = 0.f;
+          auto t_at = [&](int i, int m) {
+            return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(s.T) + sw128_offset<C>(i, m)));
+          };
+          h_tx_rows(an, 0, r0, g8, t4, t_at, s.x, s.q, pair);
+        }
+        // bf16(V_new) and its residual straight from the registers, every row of the chunk slot (as store_o_rows)
+        const std::int64_t at = (b.slot0 + c) * C * kD + b.v0;
+        h_vnew_epilogue(s, r0, g8, t4, an, pair, [&](int i, int col, std::uint32_t hi, std::uint32_t lo) {
+          *reinterpret_cast<std::uint32_t*>(a.vn + at + static_cast<std::int64_t>(i) * kD + col) = hi;
+          *reinterpret_cast<std::uint32_t*>(a.vnl + at + static_cast<std::int64_t>(i) * kD + col) = lo;
+        });
+      }
       if constexpr (!kStateOnly) state_scale_o(s, a, r0, g8, ao);  // s.G is chunk c's until the barrier below
       fence_proxy_async();
       __syncthreads();
@@ -222,6 +379,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
         load_small(c + 1, tid);
       }
       cp_async_commit();
+      if constexpr (kHPass)
+        if (tid == 0) s.nonfinite = 0;  // read above only, set next in chunk c + 1's phase A (past two barriers)
     }
 
     // Phase C: O += P V_new (P from registers), h = e^{G_last} h + K^T (e^{G_last - G} V_new), one commit group.
@@ -271,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
     __syncthreads();
   }
 
-  float* h_out = b.h_out<kStateOnly>(a);
+  float* h_out = kHPass ? nullptr : b.h_out<kStateOnly>(a);  // (the h pass leaves no end state)
   if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -289,15 +448,16 @@ __global__ void __launch_bounds__(kThreads, 1) state_t_wgmma_kernel(const __grid
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn {
 // The wgmma state kernel's launch (grid as launch_state_t's at 64 columns), its shared-memory limit set once.
-template <bool kDelta, int kD, bool kStateOnly>
-inline cudaError_t launch_state_t_wgmma(const GdnFwdArgs& a, cudaStream_t stream) {
+// kHPass: the backward's h pass (a: StateHArgs; grid as pass C's).
+template <bool kDelta, int kD, bool kStateOnly, bool kHPass = false>
+inline cudaError_t launch_state_t_wgmma(const std::conditional_t<kHPass, StateHArgs, GdnFwdArgs>& a, cudaStream_t stream) {
   static const cudaError_t attributes =
-      cudaFuncSetAttribute(&state_t_wgmma_kernel<kDelta, kD, kStateOnly>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(state_wgmma_smem_bytes<kD>));
   if (attributes != cudaSuccess) return attributes;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
-  const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / 64, (a.segs - 1) * heads) : dim3(kD / 64, a.segs * heads);
-  return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
+  const dim3 grid = kStateOnly && !kHPass ? dim3((kDelta ? 2 : 1) * kD / 64, (a.segs - 1) * heads) : dim3(kD / 64, a.segs * heads);
+  return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
                        a, emu_smem);
 }
 }  // namespace glr::cuda::sm90::gdn
