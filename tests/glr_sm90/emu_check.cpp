@@ -10,6 +10,7 @@
 // Same bound as bench/glr/sm90_fwd_check.cu: normwise relative error <= 8 u (u = 2^-9) for o and ht, max
 // error <= 32 u of the largest reference value; every output element written (NaN poison before the run).
 #include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (rung 3's state kernel on wgmma, GLR_FWD_WGMMA=1)
+#include "emu_dump.hpp"   // GLR_EMU_DUMP: each case's o and ht, to count the words a change moves
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_fwd_mma.cuh"
 // clang-format on
@@ -284,6 +285,9 @@ bool run(const Case& p, unsigned seed, int variant) {
     }  // o and ht are now the wgmma kernel's, checked below
   };
   launch_all();
+  emu_dump::next_case();
+  emu_dump::dump("o", o.data(), o.size() * 2);
+  emu_dump::dump("ht", ht.data(), ht.size() * 4);
   if (std::getenv("GLR_EMU_DIGEST") != nullptr) {  // a digest of o, ht and the status word, to compare two builds bit
                                                   // for bit (as emu_bwd_check.cpp's)
     std::uint64_t d = 1469598103934665603ull;
