@@ -561,6 +561,27 @@ void timing(const Problem& pr, GdnFwdVariant var, int segs = 1) {
     std::sort(x.begin(), x.end());
     return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
   };
+  // Rung 3's wy kernel alone on a dense batch (the launcher's grid; the forward above left the workspace as it reads
+  // it): what the forward and, again, the backward spend on it (bench/glr/sm90_notes.md, 2026-12-05 hAM).
+  double wy_alone = -1;
+  if (var == GdnFwdVariant::t_only && p.lens.empty()) {
+    namespace gdn = glr::cuda::sm90::gdn;
+    const bool delta = buf.a.delta;
+    void (*wyk)(GdnFwdArgs) = p.D == 64 ? (delta ? gdn::wy_kernel<3, true, 64> : gdn::wy_kernel<3, false, 64>)
+                                        : (delta ? gdn::wy_kernel<3, true, 128> : gdn::wy_kernel<3, false, 128>);
+    const dim3 grid(static_cast<unsigned>((p.T + 63) / 64), static_cast<unsigned>(p.B * buf.a.HV));
+    std::vector<float> w;
+    for (int i = 0; i < 23; ++i) {
+      CK(cudaEventRecord(e0, st));
+      CK(glr::cuda::sm90::launch_kernel(wyk, grid, gdn::kThreads, gdn::wy_smem_bytes(3), st, buf.a, nullptr));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float a = 0;
+      CK(cudaEventElapsedTime(&a, e0, e1));
+      if (i >= 3) w.push_back(a);
+    }
+    wy_alone = med(w);
+  }
   // DESIGN.md's convention: fwd FLOP per token and value head 2 (3 K V + C (3 K + 2 V)), C = 64.
   const double KD = p.D, VD = p.D;
   const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * p.B * static_cast<double>(p.T) * p.HV;
@@ -570,6 +591,9 @@ void timing(const Problem& pr, GdnFwdVariant var, int segs = 1) {
               static_cast<int>(var), describe(p).c_str(), vt,
               buf.a.segs > 1 ? (" split " + std::to_string(buf.a.segs)).c_str() : "", ms, med(k1), med(tot) - med(k1),
               flop / (ms * 1e-3) / 1e12);
+  if (wy_alone >= 0)
+    std::printf("timing v3 %s: wy kernel alone %.3f ms (median of 20, %lld blocks)\n", describe(p).c_str(), wy_alone,
+                static_cast<long long>((p.T + 63) / 64) * p.B * buf.a.HV);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
