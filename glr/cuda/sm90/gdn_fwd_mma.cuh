@@ -53,6 +53,7 @@ inline constexpr int VT = 64;        // state columns per block of rungs 1 and 2
 inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared tiles: 272 B, ldmatrix conflict-free
 inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
 inline constexpr int kThreads = 128;
+inline constexpr float kLog2e = 1.4426950408889634f;  // the wy kernel keeps its decays in base 2 (WySmem::G)
 static_assert(DV % VT == 0, "state columns split evenly");
 static_assert(VT == C, "the state kernel's column-pair loops serve both the VT state columns and the C keys of Q K^T");
 }  // namespace gdn
@@ -229,7 +230,7 @@ namespace gdn {
 
 struct WySmem {
   __nv_bfloat16 k[C * LD128];    // (C, K) k; then (rungs 1, 2) beta e^G k
-  float G[C];
+  float G[C];                    // G log2 e (rung 3 with the delta rule: Gr log2 e)
   float beta[C];
   __nv_bfloat16 T[C * LD64];     // (C, C) the solve's hi words (invert_unit_lower), at its end bf16((I + L)^-1)
   __nv_bfloat16 Tlo[C * LD64];   // (C, C) the solve's lo words
@@ -433,16 +434,18 @@ __device__ __forceinline__ float* diag_scratch(__nv_bfloat16* H, __nv_bfloat16* 
   __nv_bfloat16* base = (q < 2 ? H : Lo) + (16 * b + row) * LD64 + 16 * b;
   return reinterpret_cast<float*>(base) + 4 * (q & 1);
 }
-// L's pair (i, j), (i, j + 1), j even, where the solve reads it.
+// L's pair (i, j), (i, j + 1), j even, in i's diagonal block: to the block's scratch, transposed.
+__device__ __forceinline__ void put_diag(__nv_bfloat16* H, __nv_bfloat16* Lo, int i, int j, float x0, float x1) {
+  const int b = i >> 4, il = i & 15, jl = j & 15;
+  diag_scratch(H, Lo, b, jl, il >> 2)[il & 3] = x0;
+  diag_scratch(H, Lo, b, jl + 1, il >> 2)[il & 3] = x1;
+}
+// L's pair (i, j), (i, j + 1), j even, where the solve reads it (nothing right of the diagonal blocks).
 __device__ __forceinline__ void put_l(__nv_bfloat16* H, __nv_bfloat16* Lo, int i, int j, float x0, float x1) {
-  const int b = i >> 4, c = j >> 4;
-  if (c < b) {
+  if (j >> 4 < i >> 4)
     put_pair(H, Lo, i, j, x0, x1);
-  } else if (c == b) {
-    const int il = i & 15, jl = j & 15;
-    diag_scratch(H, Lo, b, jl, il >> 2)[il & 3] = x0;
-    diag_scratch(H, Lo, b, jl + 1, il >> 2)[il & 3] = x1;
-  }
+  else if (j >> 4 == i >> 4)
+    put_diag(H, Lo, i, j, x0, x1);
 }
 // Accumulators c (mma C layout) of the n-tile at column n0, rows r0 + g8 (+8), through put_pair.
 template <bool kLo = true>
@@ -609,23 +612,26 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     }
     const float2 Gp = warp_scan_pairs(gg[0], gg[1], lane);
     const float G0 = Gp.x, G1 = Gp.y;
-    s.G[2 * lane] = G0;
-    s.G[2 * lane + 1] = G1;
+    // s.G holds the decays in base 2 (times log2 e): the kernel's exponentials are exp2f (MUFU.EX2 and a denormal
+    // fix-up) instead of expf's range reduction, 8 instructions an element of L. The product's rounding adds about
+    // ulp(|G| log2 e) to a difference's absolute error, the order of G's own rounding (clamp_log_decay's comment).
+    s.G[2 * lane] = G0 * kLog2e;
+    s.G[2 * lane + 1] = G1 * kLog2e;
     s.beta[2 * lane] = bb[0];
     s.beta[2 * lane + 1] = bb[1];
     *reinterpret_cast<float2*>(a.G + sl * C + 2 * lane) = make_float2(G0, G1);
     if constexpr (kMode == 3) {
       if (kDelta || a.Gr) {
         // Gr_i = g_1 + ... + g_i (the same scan without the chunk's first gate), in s.G for L below (rung 3 reads
-        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j), so a NaN or +Inf g_0 (which only decays the state entering
+        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j) = 2^(s.G_i - s.G_j), so a NaN or +Inf g_0 (which only decays the state entering
         // the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN (docs/glr-math.md section 7). Every rung-3
         // wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving forward): one T, so a
         // forward gives the same o bits with and without save. a.G keeps G (the state kernel's decays).
         const float2 Rp = warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
         const float R0 = Rp.x, R1 = Rp.y;
         if constexpr (kDelta) {
-          s.G[2 * lane] = R0;
-          s.G[2 * lane + 1] = R1;
+          s.G[2 * lane] = R0 * kLog2e;
+          s.G[2 * lane + 1] = R1 * kLog2e;
         }
         if (a.Gr) *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = make_float2(R0, R1);
       }
@@ -663,28 +669,44 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
         }
       }
     }
-    // L = strictly_lower(diag(beta) (K K^T . Gamma)) to the solve's tiles (put_l), this warp's rows and only its
-    // column tiles n < 2 (w + 1); rung 1 also P (every column tile: zeros right of the diagonal).
-    // gam: exp of a masked argument (-Inf: 0) rather than a branch around expf; lv, pv by select as before.
+    // L = strictly_lower(diag(beta) (K K^T . Gamma)) to the solve's tiles (put_l's two cases), this warp's rows and
+    // only its column tiles n < 2 (w + 1); rung 1 also P (every column tile: zeros right of the diagonal). Gamma_ij =
+    // 2^(s.G_i - s.G_j). Tiles left of the diagonal block (j < 16 w <= i) need no mask; in the others, a masked
+    // argument (-Inf right of the diagonal: 0) and lv, pv by select, never by a zero factor (a NaN k stays out).
     __nv_bfloat16* Pg = a.P + sl * C * C;
+    float Gi[2], bi[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], bi = s.beta[i];
+      Gi[half] = s.G[r0 + g8 + half * 8];
+      bi[half] = s.beta[r0 + g8 + half * 8];
+    }
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        if (!kP && n >= 2 * (warp + 1)) continue;
-        const float2 Gj = *reinterpret_cast<const float2*>(s.G + n * 8 + 2 * t4);
+    for (int n = 0; n < 8; ++n) {
+      if (!kP && n >= 2 * (warp + 1)) break;
+      const float2 Gj = *reinterpret_cast<const float2*>(s.G + n * 8 + 2 * t4);
+      const bool below = n < 2 * warp;  // the same for the warp
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
         float lv[2], pv[2];
+        if (below) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = n * 8 + 2 * t4 + u;
-          const float x = kk[n][half * 2 + u], y = qk[n][half * 2 + u];
-          const float gam = expf(j <= i ? Gi - (u == 0 ? Gj.x : Gj.y) : -INFINITY);  // never exp of a positive difference
-          lv[u] = j < i ? bi * gam * x : 0.f;
-          pv[u] = j <= i ? a.scale * gam * y : 0.f;
+          for (int u = 0; u < 2; ++u) {
+            const float gam = exp2f(Gi[half] - (u == 0 ? Gj.x : Gj.y));
+            lv[u] = bi[half] * gam * kk[n][half * 2 + u];
+            pv[u] = a.scale * gam * qk[n][half * 2 + u];
+          }
+          put_pair(s.T, s.Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const int j = n * 8 + 2 * t4 + u;
+            const float gam = exp2f(j <= i ? Gi[half] - (u == 0 ? Gj.x : Gj.y) : -INFINITY);  // never of a positive difference
+            lv[u] = j < i ? bi[half] * gam * kk[n][half * 2 + u] : 0.f;
+            pv[u] = j <= i ? a.scale * gam * qk[n][half * 2 + u] : 0.f;
+          }
+          if (n < 2 * (warp + 1)) put_diag(s.T, s.Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
         }
-        if (n < 2 * (warp + 1)) put_l(s.T, s.Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
         if constexpr (kP) *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
       }
     }
@@ -696,7 +718,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     if constexpr (kMode != 3) {
       for (int e = t; e < C * (DK / 2); e += 64) {
         const int r = e / (DK / 2), cp = e % (DK / 2);
-        const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
+        const float bG = s.beta[r] * exp2f(s.G[r]), bt = s.beta[r];
         auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
         auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
         const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
