@@ -616,20 +616,23 @@ std::vector<int> mixed_lengths(int total) {
 
 }  // namespace
 
-// Usage: sm90_fwd_check [--quick] [--rung 1|2|3] [--features] [--vt 16|32|64]. --vt: rung 3's state slice width
+// Usage: sm90_fwd_check [--quick | --timing] [--rung 1|2|3] [--features] [--vt 16|32|64]. --timing: the timings
+// alone, no checks (rung 3's lines include the wy kernel alone at each dense shape). --vt: rung 3's state slice width
 // for the checks' first runs and the timings (default: the launcher's rule; every rung 3 check also compares all
 // three widths bit for bit). Default: the three rungs' Gated DeltaNet shapes,
 // then (unless --rung excludes 3) rung 3's features, then timings. --quick: small shapes, no timing. --rung N:
 // rung N's checks and timings only (the script runs each rung in its own process, so a fault in one leaves the
 // others' results). --features: rung 3's feature checks and timings only.
 int main(int argc, char** argv) {
-  bool quick = false, features_only = false;
+  bool quick = false, features_only = false, timing_only = false;
   std::vector<GdnFwdVariant> rungs;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[a], "--features") == 0) {
       features_only = true;
+    } else if (std::strcmp(argv[a], "--timing") == 0) {
+      timing_only = true;
     } else if (std::strcmp(argv[a], "--rung") == 0 && a + 1 < argc && std::atoi(argv[a + 1]) >= 1 &&
                std::atoi(argv[a + 1]) <= 3) {
       rungs.push_back(static_cast<GdnFwdVariant>(std::atoi(argv[++a])));
@@ -637,7 +640,7 @@ int main(int argc, char** argv) {
                (std::atoi(argv[a + 1]) == 16 || std::atoi(argv[a + 1]) == 32 || std::atoi(argv[a + 1]) == 64)) {
       g_vt = std::atoi(argv[++a]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3] [--features] [--vt 16|32|64]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick | --timing] [--rung 1|2|3] [--features] [--vt 16|32|64]\n", argv[0]);
       return 2;
     }
   }
@@ -647,7 +650,7 @@ int main(int argc, char** argv) {
   std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
   bool ok = true;
   int i = 0;
-  if (!features_only) {
+  if (!features_only && !timing_only) {
     const Problem shapes[] = {
         {1, 1, 1, false, 2.0},    {1, 33, 1, true, 2.0},    {1, 64, 2, true, -1.0},   {2, 100, 3, true, 2.0},
         {3, 257, 2, false, -1.0}, {2, 1000, 4, true, 8.0},  {1, 4096, 2, true, 8.0},  {2, 4095, 3, false, 4.0},
@@ -659,7 +662,7 @@ int main(int argc, char** argv) {
     }
   }
   const bool rung3 = std::find(rungs.begin(), rungs.end(), GdnFwdVariant::t_only) != rungs.end();
-  if (rung3 || features_only) {
+  if ((rung3 || features_only) && !timing_only) {
     // Rung 3's features (what glr's dispatch sends it): GVA, packed sequences, bf16 scalars, the members.
     std::vector<Problem> feats;
     auto add = [&](Problem p) { feats.push_back(std::move(p)); };

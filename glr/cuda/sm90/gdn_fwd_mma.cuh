@@ -15,7 +15,8 @@
 //   wy (one block per chunk and head, 4 warps):
 //     G = cumsum(g), each g clamped below at -128 (clamp_log_decay);  K K^T on the tensor cores;
 //     L = strictly_lower(diag(beta) (K K^T . Gamma)),  Gamma_ij = exp(G_i - G_j);
-//     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
+//     T = (I + L)^-1 by 16 x 16 blocks (invert_unit_lower): each warp inverts its diagonal block in fp32
+//     registers, the off-diagonal blocks are mma products in two bf16 pieces a factor (about 2^-16 relative);
 //     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
 //     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
 //     rung 3: T stored (bf16), nothing else; without the delta rule only G (no K K^T, no T)
@@ -572,7 +573,7 @@ __device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat1
 
 // Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
-// The minimum blocks per multiprocessor match what shared memory allows (62 KB: 3; rung 3's 35 KB: 6); without
+// The minimum blocks per multiprocessor match what shared memory allows (71 KB: 3; rung 3's 36 KB: 6); without
 // them ptxas capped rungs 1 and 2 at 128 registers and spilled.
 template <int kMode, bool kDelta = true, int kD = DK>
 __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
