@@ -465,10 +465,10 @@ void inv_kernel(InvArgs a) {
   const int tid = static_cast<int>(threadIdx.x);
   for (int e = tid; e < 64 * 32; e += 128) {
     const int i = e / 32, j = 2 * (e % 32);
-    gdn::put_l(s.T, s.Tlo, i, j, a.L[i * 64 + j], a.L[i * 64 + j + 1]);
+    gdn::put_l(s.T, s.k, i, j, a.L[i * 64 + j], a.L[i * 64 + j + 1]);  // the lo words where rung 3 keeps them
   }
   __syncthreads();
-  gdn::invert_unit_lower(s.T, s.Tlo, tid >> 5, tid & 31, [](int) {});
+  gdn::invert_unit_lower(s.T, s.k, tid >> 5, tid & 31, [](int) {});
   __syncthreads();
   for (int e = tid; e < 64 * 64; e += 128) {
     const int i = e / 64, j = e % 64;

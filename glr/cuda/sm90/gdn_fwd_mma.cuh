@@ -234,12 +234,14 @@ struct WySmem {
   float G[C];                    // G log2 e (rung 3 with the delta rule: Gr log2 e)
   float beta[C];
   __nv_bfloat16 T[C * LD64];     // (C, C) the solve's hi words (invert_unit_lower), at its end bf16((I + L)^-1)
-  __nv_bfloat16 Tlo[C * LD64];   // (C, C) the solve's lo words
+  __nv_bfloat16 Tlo[C * LD64];   // (C, C) the solve's lo words    (not in rung 3's allocation: it uses k's place)
   __nv_bfloat16 q[C * LD128];    // (C, K) q (rung 1); then the W/U staging tile   (not in rung 3's allocation)
   __nv_bfloat16 v[C * LD128];    // (C, V) v; then beta v                          (not in rung 3's allocation)
 };
-// Rung 3 needs neither q, v nor the staging tile: 36 KB instead of 71 KB, 6 blocks per multiprocessor (as 35 KB were).
-inline constexpr std::size_t wy_smem_bytes(int mode) { return mode == 3 ? offsetof(WySmem, q) : sizeof(WySmem); }
+// Rung 3 needs neither q, v nor the staging tile, and k only until K K^T is done, so the solve's lo words take k's
+// place: 27 KB (71 KB for rungs 1 and 2), 8 blocks per multiprocessor (35 KB gave 6).
+inline constexpr std::size_t wy_smem_bytes(int mode) { return mode == 3 ? offsetof(WySmem, Tlo) : sizeof(WySmem); }
+static_assert(C * LD64 <= C * LD128, "rung 3's lo words fit in k's place");
 
 // kQK: Q K^T computed by the state kernel itself and kept in registers (P never leaves the chip; k double
 // buffered so the next chunk's whole tile set arrives during this chunk's second half). Otherwise P comes
@@ -410,12 +412,12 @@ static __global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
 //   c) warps 2, 3: T_b,01.
 // The products run on the tensor cores, each fp32 operand x in two bf16 pieces, hi = bf16(x) and lo = bf16(x - hi)
 // (x to about 2^-17 |x|), a b as lo_a hi_b + hi_a lo_b + hi_a hi_b (mma3): about 2^-16 of |a| |b|, where fp32 FMA
-// gave 2^-24 and T is then rounded to bf16 (2^-9) anyway. Every sum a fixed sequence of mma/FMA.
-// The tiles: s.T (hi) and s.Tlo (lo), (C x C) bf16, row stride LD64. The caller writes L with put_l (below the
-// diagonal blocks as hi and lo words; each diagonal block transposed in fp32 over its own hi and lo words, the
-// scratch of phase a); the solve leaves bf16(T) in s.T's lower block triangle (D_b^-1 with its zeros above the
-// diagonal), and s.T right of row block b's diagonal block is undefined. Each warp must have written its own row block
-// of L (put_l) before it calls; all threads call.
+// gave 2^-24 and T is then rounded to bf16 (2^-8 relative) anyway. Every sum a fixed sequence of mma/FMA.
+// The tiles: H = s.T (hi words) and Lo (lo words: s.Tlo; rung 3: over s.k), (C x C) bf16, row stride LD64. The
+// caller writes L with put_l (below the diagonal blocks as hi and lo words; each diagonal block transposed in fp32
+// over its own hi and lo words, the scratch of phase a); the solve leaves bf16(T) in H's lower block triangle (D_b^-1
+// with its zeros above the diagonal); H right of row block b's diagonal block is undefined. Each warp must have
+// written its own row block of L (put_l) before it calls; all threads call.
 __device__ __forceinline__ void split_bf16x2(float x0, float x1, std::uint32_t& hi, std::uint32_t& lo) {
   hi = pack_bf16x2(x0, x1);
   const float2 h = unpack_bf16x2(hi);
@@ -450,7 +452,8 @@ __device__ __forceinline__ void put_l(__nv_bfloat16* H, __nv_bfloat16* Lo, int i
 }
 // Accumulators c (mma C layout) of the n-tile at column n0, rows r0 + g8 (+8), through put_pair.
 template <bool kLo = true>
-__device__ __forceinline__ void put_tile(__nv_bfloat16* H, __nv_bfloat16* Lo, const float (&c)[4], int r0, int n0, int lane) {
+__device__ __forceinline__ void put_tile(__nv_bfloat16* H, __nv_bfloat16* Lo, const float (&c)[4], int r0, int n0,
+                                         int lane) {
   const int i = r0 + (lane >> 2), j = n0 + 2 * (lane & 3);
   put_pair<kLo>(H, Lo, i, j, c[0], c[1]);
   put_pair<kLo>(H, Lo, i + 8, j, c[2], c[3]);
@@ -465,8 +468,9 @@ __device__ __forceinline__ void neg_a_split(const float (&c0)[4], const float (&
 }
 // d0, d1 (n-tiles n0, n0 + 8) += A B, A in hi and lo fragments, B = rows k0..k0+15, columns n0..n0+15 of the (C x C)
 // tiles (row-major, K x N): the small terms first.
-__device__ __forceinline__ void mma3(float (&d0)[4], float (&d1)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
-                                     const __nv_bfloat16* H, const __nv_bfloat16* Lo, int k0, int n0, int lane) {
+__device__ __forceinline__ void mma3(float (&d0)[4], float (&d1)[4], const std::uint32_t (&ah)[4],
+                                     const std::uint32_t (&al)[4], const __nv_bfloat16* H, const __nv_bfloat16* Lo,
+                                     int k0, int n0, int lane) {
   std::uint32_t bh[4], bl[4];
   ldsm_b_kn(bh, H, LD64, k0, n0, lane);
   ldsm_b_kn(bl, Lo, LD64, k0, n0, lane);
@@ -478,7 +482,8 @@ __device__ __forceinline__ void mma3(float (&d0)[4], float (&d1)[4], const std::
   mma_bf16_16816(d1, ah, bh[2], bh[3]);
 }
 template <class Others>
-__device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat16* Lo, int warp, int lane, Others others) {
+__device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat16* Lo, int warp, int lane,
+                                                  Others others) {
   const int b = warp, r0 = 16 * b, j = lane & 15;
   // a) D_b^-1, row j: x_i = [i == j] - sum_{m > i} L_mi x_m from i = 15 down (x_i = 0 for i > j); the scratch's row i
   // is L's column i. The newest term, m = i + 1, enters last.
@@ -535,7 +540,8 @@ __device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat1
     }
   }
   __syncthreads();
-  // b) T_10 = -W_1 D_0^-1 (warp 1, hi and lo: A^-1 for warps 2, 3); T_32 = -U D_2^-1 (hi only), W_3 = D_3^-1 L_3,01 - U W_2.
+  // b) T_10 = -W_1 D_0^-1 (warp 1, hi and lo: A^-1 for warps 2, 3); T_32 = -U D_2^-1 (hi only),
+  //    W_3 = D_3^-1 L_3,01 - U W_2.
   if (b == 1 || b == 3) {
     std::uint32_t ah[4], al[4];
     neg_a_split(u[0], u[1], ah, al);
@@ -573,10 +579,10 @@ __device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat1
 
 // Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
-// The minimum blocks per multiprocessor match what shared memory allows (71 KB: 3; rung 3's 36 KB: 6); without
+// The minimum blocks per multiprocessor match what shared memory allows (71 KB: 3; rung 3's 27 KB: 8); without
 // them ptxas capped rungs 1 and 2 at 128 registers and spilled.
 template <int kMode, bool kDelta = true, int kD = DK>
-__global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+__global__ void __launch_bounds__(kThreads, kMode == 3 ? 8 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
   static_assert(kDelta || kMode == 3, "members without the delta rule run on rung 3 only");
   static_assert(kD == DK || kMode == 3, "head dim 64 runs on rung 3 only");
   constexpr int kLd = kD + 8;  // row stride of the k tile
@@ -624,10 +630,11 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     if constexpr (kMode == 3) {
       if (kDelta || a.Gr) {
         // Gr_i = g_1 + ... + g_i (the same scan without the chunk's first gate), in s.G for L below (rung 3 reads
-        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j) = 2^(s.G_i - s.G_j), so a NaN or +Inf g_0 (which only decays the state entering
-        // the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN (docs/glr-math.md section 7). Every rung-3
-        // wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving forward): one T, so a
-        // forward gives the same o bits with and without save. a.G keeps G (the state kernel's decays).
+        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j) = 2^(s.G_i - s.G_j), so a NaN or +Inf g_0 (which only decays
+        // the state entering the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN (docs/glr-math.md
+        // section 7). Every rung-3 wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving
+        // forward): one T, so a forward gives the same o bits with and without save. a.G keeps G (the state
+        // kernel's decays).
         const float2 Rp = warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
         const float R0 = Rp.x, R1 = Rp.y;
         if constexpr (kDelta) {
@@ -646,6 +653,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
 
   // Step 1: KK^T and QK^T, warp w rows 16w..16w+15, only the column tiles j < 16w + 16 (causal).
   const int r0 = warp * 16;
+  __nv_bfloat16* const Tlo = kMode == 3 ? s.k : s.Tlo;  // the solve's lo words (rung 3: over k once K K^T is done)
   {
     float kk[8][4], qk[8][4];
 #pragma unroll
@@ -670,6 +678,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
         }
       }
     }
+    if constexpr (kMode == 3) __syncthreads();  // every warp is done with k: the solve's lo words take its place
     // L = strictly_lower(diag(beta) (K K^T . Gamma)) to the solve's tiles (put_l's two cases), this warp's rows and
     // only its column tiles n < 2 (w + 1); rung 1 also P (every column tile: zeros right of the diagonal). Gamma_ij =
     // 2^(s.G_i - s.G_j). Tiles left of the diagonal block (j < 16 w <= i) need no mask; in the others, a masked
@@ -697,16 +706,17 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
             lv[u] = bi[half] * gam * kk[n][half * 2 + u];
             pv[u] = a.scale * gam * qk[n][half * 2 + u];
           }
-          put_pair(s.T, s.Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
+          put_pair(s.T, Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
         } else {
 #pragma unroll
           for (int u = 0; u < 2; ++u) {
             const int j = n * 8 + 2 * t4 + u;
-            const float gam = exp2f(j <= i ? Gi[half] - (u == 0 ? Gj.x : Gj.y) : -INFINITY);  // never of a positive difference
+            // never of a positive difference
+            const float gam = exp2f(j <= i ? Gi[half] - (u == 0 ? Gj.x : Gj.y) : -INFINITY);
             lv[u] = j < i ? bi[half] * gam * kk[n][half * 2 + u] : 0.f;
             pv[u] = j <= i ? a.scale * gam * qk[n][half * 2 + u] : 0.f;
           }
-          if (n < 2 * (warp + 1)) put_diag(s.T, s.Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
+          if (n < 2 * (warp + 1)) put_diag(s.T, Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
         }
         if constexpr (kP) *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
       }
@@ -715,7 +725,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
 
   // Step 2: T = (I + L)^-1 (invert_unit_lower; each warp starts from its own rows of L, no barrier first); in its
   // phase b warps 0 and 2 scale k by beta e^G and v by beta in place (rungs 1, 2).
-  invert_unit_lower(s.T, s.Tlo, warp, lane, [&](int t) {
+  invert_unit_lower(s.T, Tlo, warp, lane, [&](int t) {
     if constexpr (kMode != 3) {
       for (int e = t; e < C * (DK / 2); e += 64) {
         const int r = e / (DK / 2), cp = e % (DK / 2);
