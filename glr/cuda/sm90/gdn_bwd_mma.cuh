@@ -401,14 +401,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 inline void prefetch_l2(const void*) {}
 #endif
 
-// The bf16 residual pair (x0 - bf16(x0), x1 - bf16(x1)) of hi = pack_bf16x2(x0, x1): hi + residual equals the pair
-// to 2^-16 relative. 0 where hi is not finite (x - hi would be NaN; hi carries the NaN or Inf alone).
-__device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std::uint32_t hi) {
-  const float2 h = unpack_bf16x2(hi);
-  const bool f0 = (hi & 0x7f80u) != 0x7f80u, f1 = (hi & 0x7f800000u) != 0x7f800000u;
-  return pack_bf16x2(f0 ? x0 - h.x : 0.f, f1 ? x1 - h.y : 0.f);
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
 // head): narrower slices give more blocks and a shorter chain per chunk where B H is small (B1 T32768 H16: 32

@@ -420,8 +420,7 @@ static __global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
 // written its own row block of L (put_l) before it calls; all threads call.
 __device__ __forceinline__ void split_bf16x2(float x0, float x1, std::uint32_t& hi, std::uint32_t& lo) {
   hi = pack_bf16x2(x0, x1);
-  const float2 h = unpack_bf16x2(hi);
-  lo = pack_bf16x2(x0 - h.x, x1 - h.y);
+  lo = bf16x2_residual(x0, x1, hi);  // 0 beside a non-finite hi: an Inf stays one piece (the backward's rule)
 }
 // The pair (i, j), (i, j + 1) as hi words to H and (kLo) lo words to Lo.
 template <bool kLo = true>
