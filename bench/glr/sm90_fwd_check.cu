@@ -561,6 +561,27 @@ void timing(const Problem& pr, GdnFwdVariant var, int segs = 1) {
     std::sort(x.begin(), x.end());
     return 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
   };
+  // Rung 3's wy kernel alone on a dense batch (the launcher's grid; the forward above left the workspace as it reads
+  // it): what the forward and, again, the backward spend on it (bench/glr/sm90_notes.md, 2026-12-05 hAM).
+  double wy_alone = -1;
+  if (var == GdnFwdVariant::t_only && p.lens.empty()) {
+    namespace gdn = glr::cuda::sm90::gdn;
+    const bool delta = buf.a.delta;
+    void (*wyk)(GdnFwdArgs) = p.D == 64 ? (delta ? gdn::wy_kernel<3, true, 64> : gdn::wy_kernel<3, false, 64>)
+                                        : (delta ? gdn::wy_kernel<3, true, 128> : gdn::wy_kernel<3, false, 128>);
+    const dim3 grid(static_cast<unsigned>((p.T + 63) / 64), static_cast<unsigned>(p.B * buf.a.HV));
+    std::vector<float> w;
+    for (int i = 0; i < 23; ++i) {
+      CK(cudaEventRecord(e0, st));
+      CK(glr::cuda::sm90::launch_kernel(wyk, grid, gdn::kThreads, gdn::wy_smem_bytes(3), st, buf.a, nullptr));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float a = 0;
+      CK(cudaEventElapsedTime(&a, e0, e1));
+      if (i >= 3) w.push_back(a);
+    }
+    wy_alone = med(w);
+  }
   // DESIGN.md's convention: fwd FLOP per token and value head 2 (3 K V + C (3 K + 2 V)), C = 64.
   const double KD = p.D, VD = p.D;
   const double flop = 2.0 * (3.0 * KD * VD + 64.0 * (3.0 * KD + 2.0 * VD)) * p.B * static_cast<double>(p.T) * p.HV;
@@ -570,6 +591,9 @@ void timing(const Problem& pr, GdnFwdVariant var, int segs = 1) {
               static_cast<int>(var), describe(p).c_str(), vt,
               buf.a.segs > 1 ? (" split " + std::to_string(buf.a.segs)).c_str() : "", ms, med(k1), med(tot) - med(k1),
               flop / (ms * 1e-3) / 1e12);
+  if (wy_alone >= 0)
+    std::printf("timing v3 %s: wy kernel alone %.3f ms (median of 20, %lld blocks)\n", describe(p).c_str(), wy_alone,
+                static_cast<long long>((p.T + 63) / 64) * p.B * buf.a.HV);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   CK(cudaEventDestroy(e2));
@@ -592,20 +616,23 @@ std::vector<int> mixed_lengths(int total) {
 
 }  // namespace
 
-// Usage: sm90_fwd_check [--quick] [--rung 1|2|3] [--features] [--vt 16|32|64]. --vt: rung 3's state slice width
+// Usage: sm90_fwd_check [--quick | --timing] [--rung 1|2|3] [--features] [--vt 16|32|64]. --timing: the timings
+// alone, no checks (rung 3's lines include the wy kernel alone at each dense shape). --vt: rung 3's state slice width
 // for the checks' first runs and the timings (default: the launcher's rule; every rung 3 check also compares all
 // three widths bit for bit). Default: the three rungs' Gated DeltaNet shapes,
 // then (unless --rung excludes 3) rung 3's features, then timings. --quick: small shapes, no timing. --rung N:
 // rung N's checks and timings only (the script runs each rung in its own process, so a fault in one leaves the
 // others' results). --features: rung 3's feature checks and timings only.
 int main(int argc, char** argv) {
-  bool quick = false, features_only = false;
+  bool quick = false, features_only = false, timing_only = false;
   std::vector<GdnFwdVariant> rungs;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[a], "--features") == 0) {
       features_only = true;
+    } else if (std::strcmp(argv[a], "--timing") == 0) {
+      timing_only = true;
     } else if (std::strcmp(argv[a], "--rung") == 0 && a + 1 < argc && std::atoi(argv[a + 1]) >= 1 &&
                std::atoi(argv[a + 1]) <= 3) {
       rungs.push_back(static_cast<GdnFwdVariant>(std::atoi(argv[++a])));
@@ -613,7 +640,7 @@ int main(int argc, char** argv) {
                (std::atoi(argv[a + 1]) == 16 || std::atoi(argv[a + 1]) == 32 || std::atoi(argv[a + 1]) == 64)) {
       g_vt = std::atoi(argv[++a]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rung 1|2|3] [--features] [--vt 16|32|64]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick | --timing] [--rung 1|2|3] [--features] [--vt 16|32|64]\n", argv[0]);
       return 2;
     }
   }
@@ -623,7 +650,7 @@ int main(int argc, char** argv) {
   std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
   bool ok = true;
   int i = 0;
-  if (!features_only) {
+  if (!features_only && !timing_only) {
     const Problem shapes[] = {
         {1, 1, 1, false, 2.0},    {1, 33, 1, true, 2.0},    {1, 64, 2, true, -1.0},   {2, 100, 3, true, 2.0},
         {3, 257, 2, false, -1.0}, {2, 1000, 4, true, 8.0},  {1, 4096, 2, true, 8.0},  {2, 4095, 3, false, 4.0},
@@ -635,7 +662,7 @@ int main(int argc, char** argv) {
     }
   }
   const bool rung3 = std::find(rungs.begin(), rungs.end(), GdnFwdVariant::t_only) != rungs.end();
-  if (rung3 || features_only) {
+  if ((rung3 || features_only) && !timing_only) {
     // Rung 3's features (what glr's dispatch sends it): GVA, packed sequences, bf16 scalars, the members.
     std::vector<Problem> feats;
     auto add = [&](Problem p) { feats.push_back(std::move(p)); };

@@ -32,6 +32,7 @@
 // kernels' shared memory and the runtime calls the launchers make)
 #include "../../glr/cuda/sm90/emu/sm90_emu.hpp"
 #include "../../bench/glr/sm90_bwd_reference.cuh"
+#include "emu_dump.hpp"  // GLR_EMU_DUMP: each case's gradients, to count the words a change moves
 // clang-format on
 
 #include <algorithm>
@@ -791,6 +792,13 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += rep ? " | dv dg dbeta dh0 = HV=H run bitwise" : " | dv dg dbeta dh0 DIFFER from the HV=H run";
     ok = ok && rep;
   }
+  emu_dump::next_case();
+  emu_dump::dump("dq", o.dq.data(), o.dq.size() * 2);
+  emu_dump::dump("dk", o.dk.data(), o.dk.size() * 2);
+  emu_dump::dump("dv", o.dv.data(), o.dv.size() * 2);
+  emu_dump::dump("dg", o.dg.data(), o.dg.size() * 4);
+  emu_dump::dump("dbeta", o.dbeta.data(), o.dbeta.size() * 4);
+  emu_dump::dump("dh0", o.dh0.data(), o.dh0.size() * 4);
   if (std::getenv("GLR_EMU_DIGEST") != nullptr) {  // a digest of every output's bytes, to compare two builds bit for bit
     std::uint64_t d = 1469598103934665603ull;
     auto mix = [&d](const void* x, std::size_t n) {

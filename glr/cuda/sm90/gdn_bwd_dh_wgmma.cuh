@@ -42,8 +42,8 @@
 // wgmmas read them; the threads' own stores (dh', dV_new, y, z) the same. No TMA, no producer warpgroup: the chunk
 // step is a dependent chain (dh' in, dh out) whose products are few; what wgmma buys here is fewer instructions
 // (no ldmatrix, 4 warps' tiles in one instruction) and registers freed from the B fragments.
-// Included by gdn_bwd_mma.cuh after gdn_bwd_wgmma.cuh (its helpers: StateBlock, state_block, bf16x2_residual,
-// prefetch_l2, kDhQkBuffers; and wgmma.cuh's sw128_offset, load_sw128, desc_kmajor, desc_mnmajor).
+// Included by gdn_bwd_mma.cuh after gdn_bwd_wgmma.cuh (its helpers: StateBlock, state_block, prefetch_l2,
+// kDhQkBuffers; mma_sync.cuh's bf16x2_residual; wgmma.cuh's sw128_offset, load_sw128, desc_kmajor, desc_mnmajor).
 #pragma once
 
 #include "wgmma.cuh"

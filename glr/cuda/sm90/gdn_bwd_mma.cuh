@@ -401,8 +401,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 inline void prefetch_l2(const void*) {}
 #endif
 
-// (bf16x2_residual, the bf16 residual pair: gdn_state_wgmma.cuh, beside the h pass's epilogues that use it.)
-
 // ---------------------------------------------------------------------------------------------------------
 // The h and dh kernels work on a (K x kVT) slice of the state (kVT = 64, 32 or 16 columns, DV / kVT blocks per
 // head): narrower slices give more blocks and a shorter chain per chunk where B H is small (B1 T32768 H16: 32

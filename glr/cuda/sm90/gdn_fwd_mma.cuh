@@ -15,7 +15,8 @@
 //   wy (one block per chunk and head, 4 warps):
 //     G = cumsum(g), each g clamped below at -128 (clamp_log_decay);  K K^T on the tensor cores;
 //     L = strictly_lower(diag(beta) (K K^T . Gamma)),  Gamma_ij = exp(G_i - G_j);
-//     T = (I + L)^-1 by forward substitution in fp32, one column per thread, the column in registers;
+//     T = (I + L)^-1 by 16 x 16 blocks (invert_unit_lower): each warp inverts its diagonal block in fp32
+//     registers, the off-diagonal blocks are mma products in two bf16 pieces a factor (about 2^-16 relative);
 //     rungs 1, 2: W = T (beta e^G . K),  U = T (beta . V)  (bf16 operands, fp32 accumulation, stored bf16)
 //     rung 1 only: P = scale tril(Gamma . Q K^T)          (diagonal included, stored bf16)
 //     rung 3: T stored (bf16), nothing else; without the delta rule only G (no K K^T, no T)
@@ -52,10 +53,9 @@ inline constexpr int DV = 128;       // V
 inline constexpr int VT = 64;        // state columns per block of rungs 1 and 2's state kernel (rung 3: Slice<kVT>)
 inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared tiles: 272 B, ldmatrix conflict-free
 inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
-inline constexpr int LDL = C + 4;    // fp32 row stride of L
 inline constexpr int kThreads = 128;
+inline constexpr float kLog2e = 1.4426950408889634f;  // the wy kernel keeps its decays in base 2 (WySmem::G)
 static_assert(DV % VT == 0, "state columns split evenly");
-static_assert(C * LDL * 4 == C * LD128 * 2, "L (fp32) aliases the q tile (bf16)");
 static_assert(VT == C, "the state kernel's column-pair loops serve both the VT state columns and the C keys of Q K^T");
 }  // namespace gdn
 
@@ -230,15 +230,18 @@ inline void gdn_wy_saved_carve(GdnFwdArgs& a, void* saved) {
 namespace gdn {
 
 struct WySmem {
-  __nv_bfloat16 q[C * LD128];  // (C, K) q; then L (C, C) fp32; then the W/U staging tile
-  __nv_bfloat16 k[C * LD128];  // (C, K) k; then beta e^G k
-  float G[C];
+  __nv_bfloat16 k[C * LD128];    // (C, K) k; then (rungs 1, 2) beta e^G k
+  float G[C];                    // G log2 e (rung 3 with the delta rule: Gr log2 e)
   float beta[C];
-  __nv_bfloat16 v[C * LD128];  // (C, V) v; then beta v          (not in rung 3's allocation)
-  __nv_bfloat16 T[C * LD64];   // (C, C) (I + L)^-1                (not in rung 3's allocation)
+  __nv_bfloat16 T[C * LD64];     // (C, C) the solve's hi words (invert_unit_lower), at its end bf16((I + L)^-1)
+  __nv_bfloat16 Tlo[C * LD64];   // (C, C) the solve's lo words    (not in rung 3's allocation: it uses k's place)
+  __nv_bfloat16 q[C * LD128];    // (C, K) q (rung 1); then the W/U staging tile   (not in rung 3's allocation)
+  __nv_bfloat16 v[C * LD128];    // (C, V) v; then beta v                          (not in rung 3's allocation)
 };
-// Rung 3 needs neither v nor the shared T: 35 KB instead of 62 KB, more blocks per multiprocessor.
-inline constexpr std::size_t wy_smem_bytes(int mode) { return mode == 3 ? offsetof(WySmem, v) : sizeof(WySmem); }
+// Rung 3 needs neither q, v nor the staging tile, and k only until K K^T is done, so the solve's lo words take k's
+// place: 27 KB (71 KB for rungs 1 and 2), 8 blocks per multiprocessor (35 KB gave 6).
+inline constexpr std::size_t wy_smem_bytes(int mode) { return mode == 3 ? offsetof(WySmem, Tlo) : sizeof(WySmem); }
+static_assert(C * LD64 <= C * LD128, "rung 3's lo words fit in k's place");
 
 // kQK: Q K^T computed by the state kernel itself and kept in registers (P never leaves the chip; k double
 // buffered so the next chunk's whole tile set arrives during this chunk's second half). Otherwise P comes
@@ -395,101 +398,190 @@ static __global__ void poison_kernel(const __grid_constant__ GdnFwdArgs a) {
     reinterpret_cast<std::uint16_t*>(a.o)[i] = 0xffffu;
 }
 
-// (I + L)^-1 for a strictly lower triangular 64 x 64 L (fp32 in shared memory, row stride LDL), by blocks of
-// 32:  [[A, 0], [L21, B]]^-1 = [[A^-1, 0], [-B^-1 L21 A^-1, B^-1]],  A = I + L11,  B = I + L22.
-//   a) warp 0 inverts A, warp 1 inverts B: forward substitution, one column per thread, the column in
-//      registers (496 FMA a thread instead of 2016 for the whole 64 x 64); each stores its inverse's strictly
-//      lower part transposed into the unused strictly upper part of its diagonal block: (A^-1)_mj at L[j][m].
-//      Warps 2 and 3 run others(tid) meanwhile.
-//   b) all threads: X = L21 A^-1 into the unused L12 block (X_ij at L[i][32 + j]).
-//   c) all threads: T21 = -B^-1 X over L21 (T21_ij at L[32 + i][j]).
-//   d) store(i, j, T_ij) for all 64 x 64 elements, consecutive j on consecutive threads.
-// Overwrites L. Every sum in a fixed order; barriers between the phases (all threads must call it).
-template <class Store, class Others>
-__device__ __forceinline__ void invert_unit_lower(float* L, int tid, Store store, Others others) {
-  const int warp = tid >> 5, lane = tid & 31;
-  if (warp < 2) {
-    const int base = warp * 32, j = lane;
-    float t[32];
+// ---- T = (I + L)^-1, the wy kernel's triangular solve ----
+// L strictly lower triangular, 64 x 64, fp32 values; 16 x 16 blocks L_bc, D_b = I + L_bb, warp b owns row block b.
+// With the 32 x 32 halves A = [[D_0, 0], [L_10, D_1]], B = [[D_2, 0], [L_32, D_3]] and L21 = [[L_2,01], [L_3,01]]:
+//   T = [[A^-1, 0], [-(B^-1 L21) A^-1, B^-1]],   A^-1 = [[D_0^-1, 0], [T_10, D_1^-1]],   T_10 = -W_1 D_0^-1,
+//   B^-1 L21 = [[W_2], [W_3]],  T_32 = -U D_2^-1,  T_b,01 = -W_b A^-1  (b = 2, 3), where
+//   W_1 = D_1^-1 L_10,  W_2 = D_2^-1 L_2,01,  U = D_3^-1 L_32,  W_3 = D_3^-1 L_3,01 - U W_2.
+// Three phases, a block barrier between them (the old solve had three, and two warps idle in its longest phase):
+//   a) every warp: D_b^-1 by back substitution in fp32 registers (lane j, j = lane % 16, row j: x D_b = e_j, 120 FMA
+//      a lane), to the tiles; then from its own rows only: warp 1 W_1, warp 2 W_2 (to the tiles, over L_2,01),
+//      warp 3 U and D_3^-1 L_3,01.
+//   b) warp 1: T_10 (to the tiles, over L_10); warp 3: T_32, W_3. Warps 0 and 2 run others(0..63) (rungs 1, 2).
+//   c) warps 2, 3: T_b,01.
+// The products run on the tensor cores, each fp32 operand x in two bf16 pieces, hi = bf16(x) and lo = bf16(x - hi)
+// (x to about 2^-17 |x|), a b as lo_a hi_b + hi_a lo_b + hi_a hi_b (mma3): about 2^-16 of |a| |b|, where fp32 FMA
+// gave 2^-24 and T is then rounded to bf16 (2^-8 relative) anyway. Every sum a fixed sequence of mma/FMA.
+// The tiles: H = s.T (hi words) and Lo (lo words: s.Tlo; rung 3: over s.k), (C x C) bf16, row stride LD64. The
+// caller writes L with put_l (below the diagonal blocks as hi and lo words; each diagonal block transposed in fp32
+// over its own hi and lo words, the scratch of phase a); the solve leaves bf16(T) in H's lower block triangle (D_b^-1
+// with its zeros above the diagonal); H right of row block b's diagonal block is undefined. Each warp must have
+// written its own row block of L (put_l) before it calls; all threads call.
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = pack_bf16x2(x0, x1);
+  lo = bf16x2_residual(x0, x1, hi);  // 0 beside a non-finite hi: an Inf stays one piece (the backward's rule)
+}
+// The pair (i, j), (i, j + 1) as hi words to H and (kLo) lo words to Lo.
+template <bool kLo = true>
+__device__ __forceinline__ void put_pair(__nv_bfloat16* H, __nv_bfloat16* Lo, int i, int j, float x0, float x1) {
+  std::uint32_t h, l;
+  split_bf16x2(x0, x1, h, l);
+  *reinterpret_cast<std::uint32_t*>(H + i * LD64 + j) = h;
+  if constexpr (kLo) *reinterpret_cast<std::uint32_t*>(Lo + i * LD64 + j) = l;
+}
+// Row `row`, columns 4 q .. 4 q + 3 of diagonal block b's fp32 scratch (L_bb transposed): columns 0..7 over the hi
+// words of the block's row, 8..15 over its lo words (32 bytes each).
+__device__ __forceinline__ float* diag_scratch(__nv_bfloat16* H, __nv_bfloat16* Lo, int b, int row, int q) {
+  __nv_bfloat16* base = (q < 2 ? H : Lo) + (16 * b + row) * LD64 + 16 * b;
+  return reinterpret_cast<float*>(base) + 4 * (q & 1);
+}
+// L's pair (i, j), (i, j + 1), j even, in i's diagonal block: to the block's scratch, transposed.
+__device__ __forceinline__ void put_diag(__nv_bfloat16* H, __nv_bfloat16* Lo, int i, int j, float x0, float x1) {
+  const int b = i >> 4, il = i & 15, jl = j & 15;
+  diag_scratch(H, Lo, b, jl, il >> 2)[il & 3] = x0;
+  diag_scratch(H, Lo, b, jl + 1, il >> 2)[il & 3] = x1;
+}
+// L's pair (i, j), (i, j + 1), j even, where the solve reads it (nothing right of the diagonal blocks).
+__device__ __forceinline__ void put_l(__nv_bfloat16* H, __nv_bfloat16* Lo, int i, int j, float x0, float x1) {
+  if (j >> 4 < i >> 4)
+    put_pair(H, Lo, i, j, x0, x1);
+  else if (j >> 4 == i >> 4)
+    put_diag(H, Lo, i, j, x0, x1);
+}
+// Accumulators c (mma C layout) of the n-tile at column n0, rows r0 + g8 (+8), through put_pair.
+template <bool kLo = true>
+__device__ __forceinline__ void put_tile(__nv_bfloat16* H, __nv_bfloat16* Lo, const float (&c)[4], int r0, int n0,
+                                         int lane) {
+  const int i = r0 + (lane >> 2), j = n0 + 2 * (lane & 3);
+  put_pair<kLo>(H, Lo, i, j, c[0], c[1]);
+  put_pair<kLo>(H, Lo, i + 8, j, c[2], c[3]);
+}
+// The A operand of k-tile (n-tiles c0, c1 of accumulators) as hi and lo fragments, negated.
+__device__ __forceinline__ void neg_a_split(const float (&c0)[4], const float (&c1)[4], std::uint32_t (&hi)[4],
+                                            std::uint32_t (&lo)[4]) {
+  split_bf16x2(-c0[0], -c0[1], hi[0], lo[0]);
+  split_bf16x2(-c0[2], -c0[3], hi[1], lo[1]);
+  split_bf16x2(-c1[0], -c1[1], hi[2], lo[2]);
+  split_bf16x2(-c1[2], -c1[3], hi[3], lo[3]);
+}
+// d0, d1 (n-tiles n0, n0 + 8) += A B, A in hi and lo fragments, B = rows k0..k0+15, columns n0..n0+15 of the (C x C)
+// tiles (row-major, K x N): the small terms first.
+__device__ __forceinline__ void mma3(float (&d0)[4], float (&d1)[4], const std::uint32_t (&ah)[4],
+                                     const std::uint32_t (&al)[4], const __nv_bfloat16* H, const __nv_bfloat16* Lo,
+                                     int k0, int n0, int lane) {
+  std::uint32_t bh[4], bl[4];
+  ldsm_b_kn(bh, H, LD64, k0, n0, lane);
+  ldsm_b_kn(bl, Lo, LD64, k0, n0, lane);
+  mma_bf16_16816(d0, al, bh[0], bh[1]);
+  mma_bf16_16816(d1, al, bh[2], bh[3]);
+  mma_bf16_16816(d0, ah, bl[0], bl[1]);
+  mma_bf16_16816(d1, ah, bl[2], bl[3]);
+  mma_bf16_16816(d0, ah, bh[0], bh[1]);
+  mma_bf16_16816(d1, ah, bh[2], bh[3]);
+}
+template <class Others>
+__device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat16* Lo, int warp, int lane,
+                                                  Others others) {
+  const int b = warp, r0 = 16 * b, j = lane & 15;
+  // a) D_b^-1, row j: x_i = [i == j] - sum_{m > i} L_mi x_m from i = 15 down (x_i = 0 for i > j); the scratch's row i
+  // is L's column i. The newest term, m = i + 1, enters last.
+  __syncwarp();
+  float x[16];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      // t_i = [i == j] - sum_{m < i} L_im t_m  (t_m = 0 for m < j, so the sum may start at 0)
-      float acc0 = 0.f, acc1 = 0.f;
-      const float* Li = L + (base + i) * LDL + base;
-#pragma unroll
-      for (int m = 0; m + 3 < i; m += 4) {
-        const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
-        acc0 = fmaf(l4.x, t[m], acc0);
-        acc1 = fmaf(l4.y, t[m + 1], acc1);
-        acc0 = fmaf(l4.z, t[m + 2], acc0);
-        acc1 = fmaf(l4.w, t[m + 3], acc1);
-      }
-#pragma unroll
-      for (int m = i & ~3; m < i; ++m) acc0 = fmaf(Li[m], t[m], acc0);
-      t[i] = i == j ? 1.f : (i < j ? 0.f : -(acc0 + acc1));
-    }
-    // Reads above touch only the strictly lower part of the block; these writes only the strictly upper.
-#pragma unroll
-    for (int m = 0; m < 32; ++m)
-      if (m > j) L[(base + j) * LDL + base + m] = t[m];
-  } else {
-    others(tid);
-  }
-  __syncthreads();
-  const int j = lane;
-  // b) X_ij = sum_m L21_im (A^-1)_mj, (A^-1)_mj = 0 (m < j), 1 (m = j), L[j][m] (m > j).
-#pragma unroll 1
-  for (int r = 0; r < 8; ++r) {
-    const int i = warp + 4 * r;
-    const float* Li = L + (32 + i) * LDL;
-    const float* Aj = L + j * LDL;
+  for (int i = 15; i >= 0; --i) {
     float acc0 = 0.f, acc1 = 0.f;
 #pragma unroll
-    for (int m = 0; m < 32; m += 4) {
-      const float4 l4 = *reinterpret_cast<const float4*>(Li + m);
-      const float4 a4 = *reinterpret_cast<const float4*>(Aj + m);
-      acc0 = fmaf(l4.x, m > j ? a4.x : (m == j ? 1.f : 0.f), acc0);
-      acc1 = fmaf(l4.y, m + 1 > j ? a4.y : (m + 1 == j ? 1.f : 0.f), acc1);
-      acc0 = fmaf(l4.z, m + 2 > j ? a4.z : (m + 2 == j ? 1.f : 0.f), acc0);
-      acc1 = fmaf(l4.w, m + 3 > j ? a4.w : (m + 3 == j ? 1.f : 0.f), acc1);
+    for (int q = 3; q >= 0; --q) {
+      if (4 * q + 3 > i) {
+        const float4 l4 = *reinterpret_cast<const float4*>(diag_scratch(H, Lo, b, i, q));
+        const int m = 4 * q;
+        acc0 = fmaf(l4.w, x[m + 3], acc0);
+        if (m + 2 > i) acc1 = fmaf(l4.z, x[m + 2], acc1);
+        if (m + 1 > i) acc0 = fmaf(l4.y, x[m + 1], acc0);
+        if (m > i) acc1 = fmaf(l4.x, x[m], acc1);
+      }
     }
-    L[i * LDL + 32 + j] = acc0 + acc1;
+    x[i] = i == j ? 1.f : (i > j ? 0.f : -(acc0 + acc1));
+  }
+  __syncwarp();  // every lane is done with the scratch: D_b^-1 takes its place
+  if (lane < 16) {
+    std::uint32_t h[8], l[8];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) split_bf16x2(x[2 * p], x[2 * p + 1], h[p], l[p]);
+    uint4* dh = reinterpret_cast<uint4*>(H + (r0 + j) * LD64 + r0);
+    uint4* dl = reinterpret_cast<uint4*>(Lo + (r0 + j) * LD64 + r0);
+    dh[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    dh[1] = make_uint4(h[4], h[5], h[6], h[7]);
+    dl[0] = make_uint4(l[0], l[1], l[2], l[3]);
+    dl[1] = make_uint4(l[4], l[5], l[6], l[7]);
+  }
+  __syncwarp();
+  // The warp's products from its own rows: D_b^-1 (A, from the tiles) times row block b of L (B) at columns n0.
+  float w[4][4], u[2][4];  // warp 2: W_2; warp 3: D_3^-1 L_3,01, then W_3 | warp 1: W_1; warp 3: U
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) w[n][e] = u[n & 1][e] = 0.f;
+  if (b > 0) {
+    std::uint32_t dh[4], dl[4];
+    ldsm_a(dh, H, LD64, r0, r0, lane);
+    ldsm_a(dl, Lo, LD64, r0, r0, lane);
+    if (b == 1 || b == 3) mma3(u[0], u[1], dh, dl, H, Lo, r0, r0 - 16, lane);  // W_1 = D_1^-1 L_10, U = D_3^-1 L_32
+    if (b >= 2) {
+      mma3(w[0], w[1], dh, dl, H, Lo, r0, 0, lane);  // D_b^-1 L_b,01
+      mma3(w[2], w[3], dh, dl, H, Lo, r0, 16, lane);
+    }
+    if (b == 2) {
+      __syncwarp();  // every lane's ldmatrix of L_2,01 is done: W_2 takes its place
+#pragma unroll
+      for (int n = 0; n < 4; ++n) put_tile(H, Lo, w[n], r0, 8 * n, lane);
+    }
   }
   __syncthreads();
-  // c) T21_ij = -(X_ij + sum_{m < i} (B^-1)_im X_mj), (B^-1)_im at L[32 + m][32 + i] (the same for the warp).
-#pragma unroll 1
-  for (int r = 0; r < 8; ++r) {
-    const int i = warp + 4 * r;
-    float acc0 = L[i * LDL + 32 + j], acc1 = 0.f;
-    int m = 0;
-#pragma unroll 1
-    for (; m + 1 < i; m += 2) {
-      acc0 = fmaf(L[(32 + m) * LDL + 32 + i], L[m * LDL + 32 + j], acc0);
-      acc1 = fmaf(L[(33 + m) * LDL + 32 + i], L[(m + 1) * LDL + 32 + j], acc1);
+  // b) T_10 = -W_1 D_0^-1 (warp 1, hi and lo: A^-1 for warps 2, 3); T_32 = -U D_2^-1 (hi only),
+  //    W_3 = D_3^-1 L_3,01 - U W_2.
+  if (b == 1 || b == 3) {
+    std::uint32_t ah[4], al[4];
+    neg_a_split(u[0], u[1], ah, al);
+    float t[2][4] = {};
+    mma3(t[0], t[1], ah, al, H, Lo, r0 - 16, r0 - 16, lane);
+    if (b == 3) {
+      mma3(w[0], w[1], ah, al, H, Lo, 32, 0, lane);
+      mma3(w[2], w[3], ah, al, H, Lo, 32, 16, lane);
     }
-    if (m < i) acc0 = fmaf(L[(32 + m) * LDL + 32 + i], L[m * LDL + 32 + j], acc0);
-    L[(32 + i) * LDL + j] = -(acc0 + acc1);
+    if (b == 1) {
+      put_tile(H, Lo, t[0], r0, r0 - 16, lane);
+      put_tile(H, Lo, t[1], r0, r0 - 8, lane);
+    } else {
+      put_tile<false>(H, Lo, t[0], r0, r0 - 16, lane);
+      put_tile<false>(H, Lo, t[1], r0, r0 - 8, lane);
+    }
+  } else {
+    others(b == 0 ? lane : 32 + lane);
   }
   __syncthreads();
-  // d) T = [[A^-1, 0], [T21, B^-1]].
-#pragma unroll 4
-  for (int e = tid; e < C * C; e += kThreads) {
-    const int i = e / C, jj = e % C;
-    float x;
-    if ((i < 32) == (jj < 32))
-      x = i == jj ? 1.f : (i > jj ? L[jj * LDL + i] : 0.f);
-    else
-      x = i >= 32 ? L[i * LDL + jj] : 0.f;
-    store(i, jj, x);
+  // c) T_b,01 = -W_b A^-1 (warps 2, 3); A^-1's zero block (rows 0..15, columns 16..31) is skipped.
+  if (b >= 2) {
+    std::uint32_t a0h[4], a0l[4], a1h[4], a1l[4];
+    neg_a_split(w[0], w[1], a0h, a0l);
+    neg_a_split(w[2], w[3], a1h, a1l);
+    float t[4][4] = {};
+    mma3(t[0], t[1], a0h, a0l, H, Lo, 0, 0, lane);
+    mma3(t[0], t[1], a1h, a1l, H, Lo, 16, 0, lane);
+    mma3(t[2], t[3], a1h, a1l, H, Lo, 16, 16, lane);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) put_tile<false>(H, Lo, t[n], r0, 8 * n, lane);
   }
+  __syncwarp();
 }
 
 // Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
-// The minimum blocks per multiprocessor match what shared memory allows (62 KB: 3; rung 3's 35 KB: 6); without
+// The minimum blocks per multiprocessor match what shared memory allows (71 KB: 3; rung 3's 27 KB: 8); without
 // them ptxas capped rungs 1 and 2 at 128 registers and spilled.
 template <int kMode, bool kDelta = true, int kD = DK>
-__global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
+__global__ void __launch_bounds__(kThreads, kMode == 3 ? 8 : 3) wy_kernel(const __grid_constant__ GdnFwdArgs a) {
   static_assert(kDelta || kMode == 3, "members without the delta rule run on rung 3 only");
   static_assert(kD == DK || kMode == 3, "head dim 64 runs on rung 3 only");
   constexpr int kLd = kD + 8;  // row stride of the k tile
@@ -526,23 +618,27 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
     }
     const float2 Gp = warp_scan_pairs(gg[0], gg[1], lane);
     const float G0 = Gp.x, G1 = Gp.y;
-    s.G[2 * lane] = G0;
-    s.G[2 * lane + 1] = G1;
+    // s.G holds the decays in base 2 (times log2 e): the kernel's exponentials are exp2f (MUFU.EX2 and a denormal
+    // fix-up) instead of expf's range reduction, 8 instructions an element of L. The product's rounding adds about
+    // ulp(|G| log2 e) to a difference's absolute error, the order of G's own rounding (clamp_log_decay's comment).
+    s.G[2 * lane] = G0 * kLog2e;
+    s.G[2 * lane + 1] = G1 * kLog2e;
     s.beta[2 * lane] = bb[0];
     s.beta[2 * lane + 1] = bb[1];
     *reinterpret_cast<float2*>(a.G + sl * C + 2 * lane) = make_float2(G0, G1);
     if constexpr (kMode == 3) {
       if (kDelta || a.Gr) {
         // Gr_i = g_1 + ... + g_i (the same scan without the chunk's first gate), in s.G for L below (rung 3 reads
-        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j), so a NaN or +Inf g_0 (which only decays the state entering
-        // the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN (docs/glr-math.md section 7). Every rung-3
-        // wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving forward): one T, so a
-        // forward gives the same o bits with and without save. a.G keeps G (the state kernel's decays).
+        // s.G only there): Gamma_ij = exp(Gr_i - Gr_j) = 2^(s.G_i - s.G_j), so a NaN or +Inf g_0 (which only decays
+        // the state entering the chunk) leaves T finite, where exp(G_i - G_j) is NaN - NaN (docs/glr-math.md
+        // section 7). Every rung-3 wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving
+        // forward): one T, so a forward gives the same o bits with and without save. a.G keeps G (the state
+        // kernel's decays).
         const float2 Rp = warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
         const float R0 = Rp.x, R1 = Rp.y;
         if constexpr (kDelta) {
-          s.G[2 * lane] = R0;
-          s.G[2 * lane + 1] = R1;
+          s.G[2 * lane] = R0 * kLog2e;
+          s.G[2 * lane + 1] = R1 * kLog2e;
         }
         if (a.Gr) *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = make_float2(R0, R1);
       }
@@ -556,6 +652,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
 
   // Step 1: KK^T and QK^T, warp w rows 16w..16w+15, only the column tiles j < 16w + 16 (causal).
   const int r0 = warp * 16;
+  __nv_bfloat16* const Tlo = kMode == 3 ? s.k : s.Tlo;  // the solve's lo words (rung 3: over k once K K^T is done)
   {
     float kk[8][4], qk[8][4];
 #pragma unroll
@@ -569,69 +666,89 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 6 : 3) wy_kernel(const 
       if constexpr (kP) ldsm_a(aq, s.q, LD128, r0, ks * 16, lane);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
-        if (np <= warp) {
-          std::uint32_t bk[4];
-          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
-          mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
-          mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
-          if constexpr (kP) {
-            mma_bf16_16816(qk[2 * np], aq, bk[0], bk[1]);
-            mma_bf16_16816(qk[2 * np + 1], aq, bk[2], bk[3]);
-          }
+        if (np > warp) break;  // a branch past the warp's causal tiles, not predicated-off mma that still issue
+        std::uint32_t bk[4];
+        ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
+        mma_bf16_16816(kk[2 * np], ak, bk[0], bk[1]);
+        mma_bf16_16816(kk[2 * np + 1], ak, bk[2], bk[3]);
+        if constexpr (kP) {
+          mma_bf16_16816(qk[2 * np], aq, bk[0], bk[1]);
+          mma_bf16_16816(qk[2 * np + 1], aq, bk[2], bk[3]);
         }
       }
     }
-    __syncthreads();  // every warp is done reading q: L takes its place
-    float* L = reinterpret_cast<float*>(s.q);
+    if constexpr (kMode == 3) __syncthreads();  // every warp is done with k: the solve's lo words take its place
+    // L = strictly_lower(diag(beta) (K K^T . Gamma)) to the solve's tiles (put_l's two cases), this warp's rows and
+    // only its column tiles n < 2 (w + 1); rung 1 also P (every column tile: zeros right of the diagonal). Gamma_ij =
+    // 2^(s.G_i - s.G_j). Tiles left of the diagonal block (j < 16 w <= i) need no mask; in the others, a masked
+    // argument (-Inf right of the diagonal: 0) and lv, pv by select, never by a zero factor (a NaN k stays out).
     __nv_bfloat16* Pg = a.P + sl * C * C;
+    float Gi[2], bi[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const float Gi = s.G[i], bi = s.beta[i];
+      Gi[half] = s.G[r0 + g8 + half * 8];
+      bi[half] = s.beta[r0 + g8 + half * 8];
+    }
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
+    for (int n = 0; n < 8; ++n) {
+      if (!kP && n >= 2 * (warp + 1)) break;
+      const float2 Gj = *reinterpret_cast<const float2*>(s.G + n * 8 + 2 * t4);
+      const bool below = n < 2 * warp;  // the same for the warp
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
         float lv[2], pv[2];
+        if (below) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = n * 8 + 2 * t4 + u;
-          const float x = kk[n][half * 2 + u], y = qk[n][half * 2 + u];
-          const float gam = j <= i ? expf(Gi - s.G[j]) : 0.f;  // never exp of a positive difference
-          lv[u] = j < i ? bi * gam * x : 0.f;
-          pv[u] = j <= i ? a.scale * gam * y : 0.f;
+          for (int u = 0; u < 2; ++u) {
+            const float gam = exp2f(Gi[half] - (u == 0 ? Gj.x : Gj.y));
+            lv[u] = bi[half] * gam * kk[n][half * 2 + u];
+            pv[u] = a.scale * gam * qk[n][half * 2 + u];
+          }
+          put_pair(s.T, Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const int j = n * 8 + 2 * t4 + u;
+            // never of a positive difference
+            const float gam = exp2f(j <= i ? Gi[half] - (u == 0 ? Gj.x : Gj.y) : -INFINITY);
+            lv[u] = j < i ? bi[half] * gam * kk[n][half * 2 + u] : 0.f;
+            pv[u] = j <= i ? a.scale * gam * qk[n][half * 2 + u] : 0.f;
+          }
+          if (n < 2 * (warp + 1)) put_diag(s.T, Tlo, i, n * 8 + 2 * t4, lv[0], lv[1]);
         }
-        *reinterpret_cast<float2*>(L + i * LDL + n * 8 + 2 * t4) = make_float2(lv[0], lv[1]);
         if constexpr (kP) *reinterpret_cast<std::uint32_t*>(Pg + i * C + n * 8 + 2 * t4) = pack_bf16x2(pv[0], pv[1]);
       }
     }
   }
-  __syncthreads();
 
-  // Step 2: T = (I + L)^-1 (invert_unit_lower); meanwhile warps 2, 3 scale k by beta e^G and v by beta in place.
-  {
+  // Step 2: T = (I + L)^-1 (invert_unit_lower; each warp starts from its own rows of L, no barrier first); in its
+  // phase b warps 0 and 2 scale k by beta e^G and v by beta in place (rungs 1, 2).
+  invert_unit_lower(s.T, Tlo, warp, lane, [&](int t) {
+    if constexpr (kMode != 3) {
+      for (int e = t; e < C * (DK / 2); e += 64) {
+        const int r = e / (DK / 2), cp = e % (DK / 2);
+        const float bG = s.beta[r] * exp2f(s.G[r]), bt = s.beta[r];
+        auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
+        auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
+        const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
+        *kp = pack_bf16x2(bG * kf.x, bG * kf.y);
+        *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
+      }
+    }
+  });
+  if constexpr (kMode == 3) {
+    // This warp's 16 rows of T to the workspace in 16-byte pieces (zeros right of its diagonal block).
     __nv_bfloat16* Tg = a.P + sl * C * C;
-    invert_unit_lower(
-        reinterpret_cast<float*>(s.q), tid,
-        [&](int i, int j, float x) {
-          if constexpr (kMode == 3)
-            Tg[i * C + j] = __float2bfloat16_rn(x);
-          else
-            s.T[i * LD64 + j] = __float2bfloat16_rn(x);
-        },
-        [&](int t) {
-          if constexpr (kMode != 3) {
-            for (int e = t - 64; e < C * (DK / 2); e += kThreads - 64) {
-              const int r = e / (DK / 2), cp = e % (DK / 2);
-              const float bG = s.beta[r] * expf(s.G[r]), bt = s.beta[r];
-              auto* kp = reinterpret_cast<std::uint32_t*>(s.k + r * LD128) + cp;
-              auto* vp = reinterpret_cast<std::uint32_t*>(s.v + r * LD128) + cp;
-              const float2 kf = unpack_bf16x2(*kp), vf = unpack_bf16x2(*vp);
-              *kp = pack_bf16x2(bG * kf.x, bG * kf.y);
-              *vp = pack_bf16x2(bt * vf.x, bt * vf.y);
-            }
-          }
-        });
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+      const int p = lane + 32 * it, r = r0 + (p >> 3), cc = p & 7;
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(Tg + r * C + cc * 8) =
+          cc < 2 * (warp + 1) ? *reinterpret_cast<const uint4*>(s.T + r * LD64 + cc * 8) : z;
+    }
+    return;
   }
-  if constexpr (kMode == 3) return;
   __syncthreads();
 
   // Step 3: W = T (beta e^G k), U = T (beta v); warp w rows 16w.., T is lower triangular (k tiles <= w).

@@ -87,13 +87,7 @@ struct StateHArgs : GdnFwdArgs {
   __nv_bfloat16* vnl = nullptr;  // (slots, C, V) bf16(V_new - vn)
 };
 
-// The bf16 residual pair (x0 - bf16(x0), x1 - bf16(x1)) of hi = pack_bf16x2(x0, x1): hi + residual equals the pair
-// to 2^-16 relative. 0 where hi is not finite (x - hi would be NaN; hi carries the NaN or Inf alone).
-__device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std::uint32_t hi) {
-  const float2 h = unpack_bf16x2(hi);
-  const bool f0 = (hi & 0x7f80u) != 0x7f80u, f1 = (hi & 0x7f800000u) != 0x7f800000u;
-  return pack_bf16x2(f0 ? x0 - h.x : 0.f, f1 ? x1 - h.y : 0.f);
-}
+// (bf16x2_residual, the bf16 residual pair: mma_sync.cuh.)
 
 // The h pass's epilogues, rows i = r0 + g8 (+8), the accumulators in mma.m16n8 C layout (acc[n][e], wgmma's
 // d[4n + e]); pair(tile, i, col) the bf16 pair (i, col..col+1) of a (C x 64-or-fewer) shared tile in the kernel's

@@ -107,6 +107,14 @@ __device__ __forceinline__ float2 unpack_bf16x2(std::uint32_t u) {
   *reinterpret_cast<std::uint32_t*>(&v) = u;
   return __bfloat1622float2(v);
 }
+// The bf16 residual pair (x0 - bf16(x0), x1 - bf16(x1)) of hi = pack_bf16x2(x0, x1): hi + residual equals the pair
+// to 2^-16 relative. 0 where hi is not finite (x - hi would be NaN; hi carries the NaN or Inf alone). The backward's
+// two-piece operands and the wy kernel's solve (gdn_fwd_mma.cuh split_bf16x2) both split so.
+__device__ __forceinline__ std::uint32_t bf16x2_residual(float x0, float x1, std::uint32_t hi) {
+  const float2 h = unpack_bf16x2(hi);
+  const bool f0 = (hi & 0x7f80u) != 0x7f80u, f1 = (hi & 0x7f800000u) != 0x7f800000u;
+  return pack_bf16x2(f0 ? x0 - h.x : 0.f, f1 ? x1 - h.y : 0.f);
+}
 
 // A operand, tile (r0.., c0..) of a row-major (M x K) array.
 __device__ __forceinline__ void ldsm_a(std::uint32_t (&a)[4], const __nv_bfloat16* s, int ld, int r0, int c0,
