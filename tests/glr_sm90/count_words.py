@@ -4,7 +4,7 @@
 usage: count_words.py BEFORE AFTER
 Per output name (o, ht, dq, dk, ...): files compared, words, words that differ, and of those how many are non-finite
 in one run and finite in the other, and the largest difference relative to the output's largest |value| (the worst
-relative move). Words are 2 bytes for bf16 outputs (o, dq, dk, dv) and 4 for the fp32 ones.
+relative move). Words are 2 bytes for bf16 outputs (o, dq, dk, dv), 4 for the fp32 ones and the int32 status word.
 """
 import math
 import os
@@ -12,6 +12,7 @@ import struct
 import sys
 
 BF16 = {"o", "dq", "dk", "dv"}
+INT32 = {"status"}
 
 
 def words(path, name):
@@ -20,7 +21,8 @@ def words(path, name):
         n = len(raw) // 2
         return [struct.unpack("<f", b"\0\0" + raw[2 * i:2 * i + 2])[0] for i in range(n)], [raw[2 * i:2 * i + 2] for i in range(n)]
     n = len(raw) // 4
-    return list(struct.unpack("<%df" % n, raw[:4 * n])), [raw[4 * i:4 * i + 4] for i in range(n)]
+    fmt = "<%d%s" % (n, "i" if name in INT32 else "f")
+    return [float(x) for x in struct.unpack(fmt, raw[:4 * n])], [raw[4 * i:4 * i + 4] for i in range(n)]
 
 
 def main():

@@ -32,7 +32,7 @@
 // kernels' shared memory and the runtime calls the launchers make)
 #include "../../glr/cuda/sm90/emu/sm90_emu.hpp"
 #include "../../bench/glr/sm90_bwd_reference.cuh"
-#include "emu_dump.hpp"  // GLR_EMU_DUMP: each case's gradients, to count the words a change moves
+#include "emu_dump.hpp"  // each case's gradients: GLR_EMU_DIGEST, GLR_EMU_DUMP
 // clang-format on
 
 #include <algorithm>
@@ -792,26 +792,18 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += rep ? " | dv dg dbeta dh0 = HV=H run bitwise" : " | dv dg dbeta dh0 DIFFER from the HV=H run";
     ok = ok && rep;
   }
-  emu_dump::next_case();
-  emu_dump::dump("dq", o.dq.data(), o.dq.size() * 2);
-  emu_dump::dump("dk", o.dk.data(), o.dk.size() * 2);
-  emu_dump::dump("dv", o.dv.data(), o.dv.size() * 2);
-  emu_dump::dump("dg", o.dg.data(), o.dg.size() * 4);
-  emu_dump::dump("dbeta", o.dbeta.data(), o.dbeta.size() * 4);
-  emu_dump::dump("dh0", o.dh0.data(), o.dh0.size() * 4);
-  if (std::getenv("GLR_EMU_DIGEST") != nullptr) {  // a digest of every output's bytes, to compare two builds bit for bit
-    std::uint64_t d = 1469598103934665603ull;
-    auto mix = [&d](const void* x, std::size_t n) {
-      for (std::size_t i = 0; i < n; ++i) d = (d ^ static_cast<const unsigned char*>(x)[i]) * 1099511628211ull;
-    };
-    mix(o.dq.data(), o.dq.size() * 2);
-    mix(o.dk.data(), o.dk.size() * 2);
-    mix(o.dv.data(), o.dv.size() * 2);
-    mix(o.dg.data(), o.dg.size() * 4);
-    mix(o.dbeta.data(), o.dbeta.size() * 4);
-    mix(o.dh0.data(), o.dh0.size() * 4);
-    std::snprintf(buf, sizeof buf, " | digest %016llx", static_cast<unsigned long long>(d));
-    line += buf;
+  {  // every gradient, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP)
+    emu_dump::Case record;
+    record.add("dq", o.dq.data(), o.dq.size() * 2);
+    record.add("dk", o.dk.data(), o.dk.size() * 2);
+    record.add("dv", o.dv.data(), o.dv.size() * 2);
+    record.add("dg", o.dg.data(), o.dg.size() * 4);
+    record.add("dbeta", o.dbeta.data(), o.dbeta.size() * 4);
+    record.add("dh0", o.dh0.data(), o.dh0.size() * 4);
+    if (unsigned long long d; record.digest(d)) {
+      std::snprintf(buf, sizeof buf, " | digest %016llx", d);
+      line += buf;
+    }
   }
   char hvs[24] = "";
   if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());

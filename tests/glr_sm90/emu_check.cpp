@@ -10,7 +10,7 @@
 // Same bound as bench/glr/sm90_fwd_check.cu: normwise relative error <= 8 u (u = 2^-9) for o and ht, max
 // error <= 32 u of the largest reference value; every output element written (NaN poison before the run).
 #include "emu_wgmma.hpp"  // emu.hpp and the wgmma twins (rung 3's state kernel on wgmma, GLR_FWD_WGMMA=1)
-#include "emu_dump.hpp"   // GLR_EMU_DUMP: each case's o and ht, to count the words a change moves
+#include "emu_dump.hpp"   // each case's o, ht and status: GLR_EMU_DIGEST, GLR_EMU_DUMP
 // clang-format off
 #include "../../glr/cuda/sm90/gdn_fwd_mma.cuh"
 // clang-format on
@@ -285,19 +285,12 @@ bool run(const Case& p, unsigned seed, int variant) {
     }  // o and ht are now the wgmma kernel's, checked below
   };
   launch_all();
-  emu_dump::next_case();
-  emu_dump::dump("o", o.data(), o.size() * 2);
-  emu_dump::dump("ht", ht.data(), ht.size() * 4);
-  if (std::getenv("GLR_EMU_DIGEST") != nullptr) {  // a digest of o, ht and the status word, to compare two builds bit
-                                                  // for bit (as emu_bwd_check.cpp's)
-    std::uint64_t d = 1469598103934665603ull;
-    auto mix = [&d](const void* x, std::size_t n) {
-      for (std::size_t i = 0; i < n; ++i) d = (d ^ static_cast<const unsigned char*>(x)[i]) * 1099511628211ull;
-    };
-    mix(o.data(), o.size() * 2);
-    mix(ht.data(), ht.size() * 4);
-    mix(a.status, 4);
-    std::printf("  digest %016llx\n", static_cast<unsigned long long>(d));
+  {  // o, ht and the status word, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP)
+    emu_dump::Case record;
+    record.add("o", o.data(), o.size() * 2);
+    record.add("ht", ht.data(), ht.size() * 4);
+    record.add("status", a.status, 4);
+    if (unsigned long long d; record.digest(d)) std::printf("  digest %016llx\n", d);
   }
   // The split pass against the unsplit one (a.segs = 1 on the same workspace; Es and Ms unused): normwise
   // relative difference of o and ht, both finite where the split run is.
