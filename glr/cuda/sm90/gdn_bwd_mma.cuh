@@ -57,6 +57,8 @@
 // No atomics: every sum is a fixed sequence of mma/FMA, so results are bitwise deterministic run to run.
 #pragma once
 
+#include <type_traits>
+
 #include "gdn_fwd_mma.cuh"
 
 namespace glr::cuda::sm90 {
@@ -1086,9 +1088,13 @@ struct Phase1Partials {
 };
 
 // Element e (0..3, the m16n8 C fragment: rows g8 and g8 + 8, columns 2 t4 and 2 t4 + 1) of 8-column block n of a
-// warp's (16 x 64) accumulator: acc[n][e] in chunk_kernel (mma.sync), d[4n + e] in chunk_wgmma_kernel (wgmma).
+// warp's (16 x 8 kNB) accumulator: acc[n][e] in chunk_kernel (mma.sync, 64 columns), d[4n + e] in
+// chunk_wgmma_kernel (wgmma, a warpgroup's 32 columns of a 64-column part). kAccBlocks: the 8-column blocks.
 __device__ __forceinline__ float frag(const float (&acc)[8][4], int n, int e) { return acc[n][e]; }
-__device__ __forceinline__ float frag(const float (&acc)[32], int n, int e) { return acc[4 * n + e]; }
+template <int R>
+__device__ __forceinline__ float frag(const float (&acc)[R], int n, int e) { return acc[4 * n + e]; }
+template <class Acc>
+inline constexpr int kAccBlocks = static_cast<int>(sizeof(Acc) / (4 * sizeof(float)));
 
 // Group 1's scalars: G, beta (the delta rule), Gr of the chunk's slot, and the dbeta partials of its nsl slices.
 template <bool kDelta, class Smem>
@@ -1109,21 +1115,22 @@ __device__ __forceinline__ void load_chunk_scalars(Smem& s, const GdnBwdArgs& a,
 }
 
 // Phase 1's epilogue of one pass, the thread's two rows i of x, y (pass 0: x = Q K^T, y = dO V_new^T; pass 1:
-// x = K K^T, y = dX V_new^T = -dL, the delta rule only): dA (pass 0) or E (pass 1) as bf16 pairs through
-// pair(tile, i, column), and the row and column partials of M (and D).
+// x = K K^T, y = dX V_new^T = -dL, the delta rule only) over the accumulators' columns j0 .. j0 + 8 kNB - 1 (all
+// 64 in chunk_kernel; a warpgroup's 32 in chunk_wgmma_kernel): dA (pass 0) or E (pass 1) as bf16 pairs through
+// pair(tile, i, column), and the row and column partials of M (and D) over those columns.
 template <class Smem, class Acc, class Pair>
 __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, int pass, int len, int r0, int g8, int t4,
-                                                const Acc& x, const Acc& y, Phase1Partials& p, Pair pair) {
+                                                const Acc& x, const Acc& y, Phase1Partials& p, Pair pair, int j0 = 0) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
     const float Gri = s.Gr[i], bi = s.beta[i];
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int n = 0; n < kAccBlocks<Acc>; ++n) {
       float out[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        const int j = n * 8 + 2 * t4 + u;
+        const int j = j0 + n * 8 + 2 * t4 + u;
         const float xv = frag(x, n, half * 2 + u), yv = frag(y, n, half * 2 + u);
         // Rows past the chunk's tokens (i >= len) are zero in exact arithmetic (q, k, dO, beta padded with
         // 0) but not in the products: dO_i V_new_j^T is 0 * NaN when V_new_j holds a NaN or Inf of v, and
@@ -1148,25 +1155,28 @@ __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, in
         p.rowM[half] += m;
         p.colM[n][u] += m;
       }
-      *pair(pass == 0 ? s.dA : s.E, i, n * 8 + 2 * t4) = pack_bf16x2(out[0], out[1]);
+      *pair(pass == 0 ? s.dA : s.E, i, j0 + n * 8 + 2 * t4) = pack_bf16x2(out[0], out[1]);
     }
   }
 }
 
-// Phase 1's partials to shared memory: M and D per row and lane of a quad, M per column and (warp, row group).
-template <class Smem>
-__device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Partials& p, int warp, int g8, int t4) {
-  const int r0 = warp * 16;
+// Phase 1's partials to shared memory: M and D per row and slot (chunk_kernel: the lane of a quad, t4;
+// chunk_wgmma_kernel: 4 warpgroup + t4), M per column (kNB blocks of 8 from j0, as phase1_epilogue) and (warp,
+// row group).
+template <int kNB = 8, class Smem>
+__device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Partials& p, int warp, int g8, int t4,
+                                                      int j0 = 0, int slot = -1) {
+  const int r0 = warp * 16, sl = slot < 0 ? t4 : slot;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    s.rowp[0][i][t4] = p.rowM[half];
-    s.rowp[1][i][t4] = p.rowD[half];
+    s.rowp[0][i][sl] = p.rowM[half];
+    s.rowp[1][i][sl] = p.rowD[half];
   }
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < kNB; ++n)
 #pragma unroll
-    for (int u = 0; u < 2; ++u) s.colp[n * 8 + 2 * t4 + u][warp * 8 + g8] = p.colM[n][u];
+    for (int u = 0; u < 2; ++u) s.colp[j0 + n * 8 + 2 * t4 + u][warp * 8 + g8] = p.colM[n][u];
 }
 
 // Phase 2's per-row factors of the thread's two rows: e^{G_i}, beta_i (0 without the delta rule), e^{G_L - G_i}.
@@ -1182,14 +1192,15 @@ __device__ __forceinline__ void phase2_row_factors(const Smem& s, int r0, int g8
   }
 }
 
-// rd += rowsum(X . acc) over one 64-column part (columns n0..n0+63), X's bf16 pairs through pair(i, column).
+// rd += rowsum(X . acc) over the accumulators' columns (n0 .. n0 + 8 kNB - 1: a 64-column part in chunk_kernel,
+// a warpgroup's 32 columns of one in chunk_wgmma_kernel), X's bf16 pairs through pair(i, column).
 template <class Acc, class Pair>
 __device__ __forceinline__ void add_row_dot(float (&r)[2], const Acc& acc, int r0, int g8, int t4, int n0, Pair pair) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int n = 0; n < kAccBlocks<Acc>; ++n) {
       const float2 xf = unpack_bf16x2(*pair(i, n0 + n * 8 + 2 * t4));
       r[half] = fmaf(xf.x, frag(acc, n, half * 2), r[half]);
       r[half] = fmaf(xf.y, frag(acc, n, half * 2 + 1), r[half]);
@@ -1197,7 +1208,7 @@ __device__ __forceinline__ void add_row_dot(float (&r)[2], const Acc& acc, int r
   }
 }
 
-// A (C x 64) part of dq or dk, columns n0..n0+63. HV = H: bf16 to dst (B, T, H, K). HV > H: fp32 to dst32
+// A (C x 8 kNB) part of dq or dk, columns n0 .. n0 + 8 kNB - 1. HV = H: bf16 to dst (B, T, H, K). HV > H: fp32 to dst32
 // (B, T, HV, K), this value head's share, which the group kernel sums over the group and rounds.
 template <int kD, class Acc>
 __device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* dst32, const Acc& acc, int n0,
@@ -1208,29 +1219,31 @@ __device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16
     if (i < len && HV == a.H) {
       __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < kAccBlocks<Acc>; ++n)
         *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(frag(acc, n, half * 2), frag(acc, n, half * 2 + 1));
     } else if (i < len) {
       float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < kAccBlocks<Acc>; ++n)
         *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(frag(acc, n, half * 2), frag(acc, n, half * 2 + 1));
     }
   }
 }
 
-// After phase 2: its row dots to shared memory, and <h, dh'> per row of K (threads 0..kD - 1, in column order),
-// chunk(tile, row, c) the 16-byte chunk c (columns 8c..8c+7) of a (K x V) tile's row.
+// After phase 2: its row dots to shared memory (slot: as store_phase1_partials), and <h, dh'> of row hrow of K
+// (hrow < kD; chunk_kernel: hrow = tid, threads 0..kD - 1; chunk_wgmma_kernel: the second warpgroup's), in column
+// order, chunk(tile, row, c) the 16-byte chunk c (columns 8c..8c+7) of a (K x V) tile's row.
 template <int kD, class Smem, class Chunk>
-__device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)[3][2], int tid, int r0, int g8, int t4,
+__device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)[3][2], int hrow, int r0, int g8, int slot,
                                                       Chunk chunk) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
 #pragma unroll
-    for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][t4] = rd[r][half];
+    for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][slot] = rd[r][half];
   }
-  if (tid < kD) {
+  if (hrow < kD) {
+    const int tid = hrow;
     float acc = 0.f;
 #pragma unroll 4
     for (int cc = 0; cc < kD / 8; ++cc) {
@@ -1255,9 +1268,18 @@ template <int kD, bool kDelta, class Smem>
 __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int tid, int len, int nsl, int HV,
                                              std::int64_t tok0, std::int64_t sl0, float GL, float GrL) {
   const int warp = tid >> 5, lane = tid & 31;
+  // Row partials per row: 4 (chunk_kernel: a quad's lanes) or 8 (chunk_wgmma_kernel: warpgroup 0's quad, then 1's),
+  // summed in that fixed order.
+  constexpr int kSlots = static_cast<int>(std::extent_v<decltype(Smem::rowp), 2>);
+  static_assert(kSlots == 4 || kSlots == 8, "row partials: one quad or two warpgroups' quads");
   if (tid < C) {
     const int i = tid;
-    auto quad = [&](int r) { return ((s.rowp[r][i][0] + s.rowp[r][i][1]) + s.rowp[r][i][2]) + s.rowp[r][i][3]; };
+    auto quad = [&](int r) {
+      const float* p = s.rowp[r][i];
+      float q = ((p[0] + p[1]) + p[2]) + p[3];
+      if constexpr (kSlots == 8) q += ((p[4] + p[5]) + p[6]) + p[7];
+      return q;
+    };
     float colsum = 0.f;
 #pragma unroll 8
     for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
