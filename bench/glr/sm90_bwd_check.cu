@@ -525,7 +525,7 @@ void print_residency(int B, int T, int H) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, dh_smem));
   const std::size_t chunk_smem = wg ? gb::chunk_wgmma_smem_bytes<128> : sizeof(gb::ChunkSmem<128>);
   if (wg)
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_wgmma_kernel<128>, 128, chunk_smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_wgmma_kernel<128>, gb::kChunkWgThreads, chunk_smem));
   else
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, chunk_smem));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "

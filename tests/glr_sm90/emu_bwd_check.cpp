@@ -63,7 +63,8 @@ bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_
 template <int kD, bool kDelta>
 void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
   if (chunk_on_wgmma())
-    emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a);
+    emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a,
+                gdn_bwd::kChunkWgThreads);
   else
     emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
 }

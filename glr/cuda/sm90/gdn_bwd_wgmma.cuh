@@ -1,16 +1,23 @@
 // glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
-// derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n64k16 wgmmas on shared-memory operands instead of
-// mma.sync m16n8k16 on ldmatrix fragments. The default chunk kernel (GLR_BWD_WGMMA=0 selects chunk_kernel instead:
+// derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n32k16 wgmmas on shared-memory operands instead of
+// mma.sync m16n8k16 on ldmatrix fragments, by two warpgroups (256 threads) a block. The default chunk kernel (GLR_BWD_WGMMA=0 selects chunk_kernel instead:
 // bwd_chunk_wgmma, env_switch.hpp): on an H200 (2026-12-05, docs/perf.md) it passed every check against the float64 backward
-// and ran 1.29x chunk_kernel; on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
+// and ran 1.29x chunk_kernel (as one warpgroup of m64n64 wgmmas; the two-warpgroup split of 2026-12-05, helper
+// hAN, is not yet run on a GPU); on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
 // descriptor and layout definitions) it is checked against the float64 recurrence and word for word against
-// chunk_kernel.
+// chunk_kernel (dq, dk word for word; dg, dbeta up to the order of their row sums, below).
 //
-// Why it maps one to one: the block is one warpgroup (128 threads) and C = 64 rows is wgmma's M; the wgmma
-// accumulator layout (wgmma.cuh) gives warp w rows 16w..16w+15 and, per 8-column block n, the mma.m16n8 C
-// fragment, i.e. chunk_kernel's acc[n][e] is d[4n + e] here, so every epilogue (phase 1's dA / E / partials, phase
-// 2's row dots and stores, phase 3) is chunk_kernel's, reading accumulators at the same (row, column).
+// Why it maps one to one: C = 64 rows is wgmma's M; each warpgroup w (threads 128w..128w+127) computes columns
+// 32w..32w+31 of every 64-column part of every product (m64n32), all 64 rows, from the same shared tiles. The
+// wgmma accumulator layout (wgmma.cuh) gives warp v of a warpgroup rows 16v..16v+15 and, per 8-column block n,
+// the mma.m16n8 C fragment, i.e. chunk_kernel's acc[4w + n][e] is warpgroup w's d[4n + e], so every epilogue
+// (phase 1's dA / E / partials, phase 2's row dots and stores, phase 3) is chunk_kernel's device function, called
+// on 4 column blocks from column 32w, reading accumulators at the same (row, column). Per-column results (dA, E,
+// dq, dk, the column partials of M) are chunk_kernel's words. Row sums over a 64-column part (phase 1's M and D
+// partials, phase 2's row dots) are split between the warpgroups: each thread's partial covers its warpgroup's
+// columns only, 8 partials per row (4 lanes x 2 warpgroups, in shared memory) that chunk_phase3 adds in a fixed
+// order, so dg and dbeta are bitwise deterministic but not chunk_kernel's words (rounding-level: the notes).
 //
 // Shared-memory operands: every tile is K-major with the 128-byte swizzle (CanonTile(B128, false, R, kD)): kD / 64
 // slabs of R rows x 128 bytes, row r of a slab at r * 128, its 16-byte chunk c at (c ^ r % 8) * 16 (sw128_offset).
@@ -29,10 +36,12 @@
 // A non-finite q or k at token j > i meets E_ij = dA_ij = 0 in dq_i, dk_i (0 x Inf = NaN) over the whole chunk
 // here, over the 16-row diagonal block only in chunk_kernel (the exact gradients do not depend on them).
 //
-// Loads: cp.async (as chunk_kernel) into the swizzled layout, then fence.proxy.async + a barrier before the
-// wgmmas read them; no TMA / mbarrier pipeline, no producer warpgroup yet (one block per SM, as chunk_kernel).
-// Every commit group is waited for at once (wait_group 0) before its epilogue: one group per phase-1 pass, per
-// phase-2 product, and one for dk's E K + E^T K + dA^T Q (wgmmas on one accumulator run in issue order).
+// Loads: cp.async (as chunk_kernel) by all 256 threads into the swizzled layout, then fence.proxy.async + a
+// barrier before the wgmmas read them; no TMA / mbarrier pipeline, no producer warpgroup (one block per SM, as
+// chunk_kernel). Commit groups: phase 1 one per pass, pass 1's issued before pass 0's epilogue (wait_group 1);
+// phase 2 per 64-column part V_new dh'^T, dX h^T and dO h^T issued together and each epilogue run once its group
+// is done (wait_group 2, 1), then dk's E K + E^T K + dA^T Q (one group: wgmmas on one accumulator run in issue
+// order) in flight through dq's row dot and scaling, dq's dA K through dk's store.
 // Included by gdn_bwd_mma.cuh after chunk_kernel (its helpers: Seq, chunk_of, first_slot, store_scalar, ..., and
 // the epilogues and phase 3 both chunk kernels call: load_chunk_scalars, phase1_epilogue, ..., chunk_phase3).
 #pragma once
@@ -62,29 +71,38 @@ struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   float Gr[C];
   float beta[C];
   float dbv[8][C];
-  float rowp[5][C][4];
+  float rowp[5][C][8];  // row partials per row: warpgroup 0's quad lanes, then warpgroup 1's (chunk_phase3)
   float colp[C][32];
   float hdot[kD];
   float dG[C];
   float t3[C];
 };
+// The block: two warpgroups (consumers both), on the same tiles.
+inline constexpr int kChunkWgThreads = 256;
 // The launch's dynamic shared memory: the struct plus the slack to align it to 1024 bytes.
 template <int kD>
 inline constexpr std::size_t chunk_wgmma_smem_bytes = sizeof(ChunkWgSmem<kD>) + 1024;
 static_assert(chunk_wgmma_smem_bytes<128> <= 227 * 1024, "the wgmma chunk kernel's shared memory fits one block per SM");
 static_assert((C * 128 * 2) % 1024 == 0 && (C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment");
 
-// Kernel chunk on wgmma: grid and phases as chunk_kernel; the block one warpgroup, warp w rows 16w..16w+15.
+// Kernel chunk on wgmma: grid and phases as chunk_kernel; the block two warpgroups (kChunkWgThreads = 256) on the
+// same tiles, warpgroup w computing columns 32w..32w+31 of every 64-column part of every product (m64n32 wgmmas),
+// warp (w, v) rows 16v..16v+15 of them.
 template <int kD = gdn::DK, bool kDelta = true>
-__global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
+__global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
-  static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
+  static_assert(kChunkWgThreads == 256 && C == 64, "two warpgroups, wgmma's M = 64 rows = the chunk");
   constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
+  constexpr int kN = 32;       // a warpgroup's columns of a 64-column part: the wgmmas are m64n32
+  constexpr int NT_ = kChunkWgThreads;
   extern __shared__ __align__(16) char smem_raw[];  // (declared so by the other kernels; aligned below)
   // the struct at the first 1024-byte aligned shared address (the swizzle acts on address bits)
   const std::uint32_t raw = smem_addr(smem_raw);
   ChunkWgSmem<kD>& s = *reinterpret_cast<ChunkWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3,
+            r0 = warp * 16;
+  const int c0 = kN * wg;        // the warpgroup's first column of each 64-column part (warpgroup-uniform)
+  const int slot = 4 * wg + t4;  // the thread's slot among a row's 8 row partials (chunk_phase3 sums them in order)
   ChunkAt at;
   if (!chunk_at(a, at)) return;
   const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
@@ -100,25 +118,26 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
   };
   using RowsC = std::integral_constant<int, C>;
 
-  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials. Group 2: dX. Group 3: h, dh', the residuals.
-  load_sw128<C, kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-  load_sw128<C, kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-  load_sw128<C, kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials. Group 2: dX. Group 3: h, dh', the residuals. The tiles
+  // by all 256 threads.
+  load_sw128<C, kD, NT_>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_sw128<C, kD, NT_>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_sw128<C, kD, NT_>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
   if constexpr (kDelta)
-    load_sw128<C, kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+    load_sw128<C, kD, NT_>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
   else
-    load_sw128<C, kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+    load_sw128<C, kD, NT_>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
   const int nsl = kD / a.vt;
-  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
+  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);  // (threads 0..127: nsl * 16 <= 128 pieces)
   cp_async_commit();
-  if constexpr (kDelta) load_sw128<C, kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  if constexpr (kDelta) load_sw128<C, kD, NT_>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
   cp_async_commit();
   {
     const std::int64_t o = sl0 * kD * kD;
-    load_sw128<kD, kD>(s.h, a.hc + o, kD, kD, tid);
-    load_sw128<kD, kD>(s.dh, a.dhc + o, kD, kD, tid);
-    if constexpr (kDelta) load_sw128<C, kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);
-    load_sw128<C, kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
+    load_sw128<kD, kD, NT_>(s.h, a.hc + o, kD, kD, tid);
+    load_sw128<kD, kD, NT_>(s.dh, a.dhc + o, kD, kD, tid);
+    if constexpr (kDelta) load_sw128<C, kD, NT_>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);
+    load_sw128<C, kD, NT_>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
   }
   cp_async_commit();
   cp_async_wait<2>();
@@ -126,132 +145,150 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_wgmma_kernel(const __grid_c
   __syncthreads();
 
   const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-  // Phase 1 (chunk_kernel's, the products on wgmma: every column tile, the causal ones unread).
+  // Phase 1 (chunk_kernel's, the products on wgmma: every column tile, the causal ones unread), the warpgroup's 32
+  // columns of the (C x C) products. Pass 1's wgmmas (the delta rule) are issued before pass 0's epilogue runs.
   Phase1Partials p1;
-  for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
-    if (pass == 1) {
-      cp_async_wait<1>();  // dX
-      fence_proxy_async();
-      __syncthreads();
-    }
-    const std::uint32_t xa = pass == 0 ? sq_ : sk, ya = pass == 0 ? sdO : sdx;
-    float x[32], y[32];  // (C, C): x[4n + e] is chunk_kernel's x[n][e]
+  // x = X Y^T, y = Z V_new^T over the features, this warpgroup's columns: one commit group
+  auto phase1_issue = [&](float (&x)[kN / 2], float (&y)[kN / 2], std::uint32_t xa, std::uint32_t ya) {
 #pragma unroll
-    for (int e = 0; e < 32; ++e) x[e] = y[e] = 0.f;
+    for (int e = 0; e < kN / 2; ++e) x[e] = y[e] = 0.f;
     wgmma_fence_operand(x);
     wgmma_fence_operand(y);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      wgmma_ss<64, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
-      wgmma_ss<64, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, 0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, c0, ks), 1);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+  };
+  auto phase1_finish = [&](int pass, float (&x)[kN / 2], float (&y)[kN / 2]) {
     wgmma_fence_operand(x);
     wgmma_fence_operand(y);
     phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [&](__nv_bfloat16* t, int i, int col) {
       return pair_at(t, i, col, RowsC{});
-    });
+    }, c0);
+  };
+  {
+    float x0[kN / 2], y0[kN / 2];  // Q K^T, dO V_new^T
+    phase1_issue(x0, y0, sq_, sdO);
+    if constexpr (kDelta) {
+      float x1[kN / 2], y1[kN / 2];  // K K^T, dX V_new^T
+      cp_async_wait<1>();  // dX
+      fence_proxy_async();
+      __syncthreads();
+      phase1_issue(x1, y1, sk, sdx);
+      wgmma_wait<1>();
+      phase1_finish(0, x0, y0);
+      wgmma_wait<0>();
+      phase1_finish(1, x1, y1);
+    } else {
+      wgmma_wait<0>();
+      phase1_finish(0, x0, y0);
+    }
   }
-  store_phase1_partials(s, p1, warp, g8, t4);
+  store_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
   cp_async_wait<0>();
   fence_proxy_async();  // dA, E (st.shared) and h, dh' (cp.async) before the wgmmas
   __syncthreads();
 
-  // Phase 2, per 64-column part of K.
+  // Phase 2, per 64-column part of K; the warpgroup's columns n0 + c0 .. n0 + c0 + 31.
   float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-  // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows n0..n0+63
-  // of a (kD x kD) tile, B2 a (64 x kD) one; A2 used if kA2, B2 if kB2.
-  auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
+  // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows
+  // n0 + c0 .. of a (kD x kD) tile, B2 rows c0 .. of a (64 x kD) one; A2 used if kA2, B2 if kB2. One commit group.
+  auto rows_issue = [&](float (&acc)[kN / 2], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
                         auto with_b2, std::uint32_t B2) {
     constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
 #pragma unroll
-    for (int e = 0; e < 32; ++e) acc[e] = 0.f;
+    for (int e = 0; e < kN / 2; ++e) acc[e] = 0.f;
     wgmma_fence_operand(acc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      if constexpr (kA2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
-      if constexpr (kB2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
-      wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
+      if constexpr (kA2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
+      if constexpr (kB2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(acc);
   };
-  // Issues acc += (A or A^T) Bm[:, n0..n0+63] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B;
-  // A^T MN-major A). Several in a row accumulate in issue order (wgmmas on one accumulator are ordered): the caller
-  // fences before the first and commits and waits after the last (cc_done), one group for dk's three products.
-  auto cc_times = [&](float (&acc)[32], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
+  // Issues acc += (A or A^T) Bm[:, n0 + c0 ..] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B:
+  // its start 64 bytes into the 128-byte swizzle row for warpgroup 1; A^T MN-major A). Several in a row accumulate
+  // in issue order (wgmmas on one accumulator are ordered): the caller fences before the first and commits after
+  // the last.
+  auto cc_times = [&](float (&acc)[kN / 2], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if (trans)
-        wgmma_ss<64, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
+        wgmma_ss_n<kN, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
       else
-        wgmma_ss<64, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
+        wgmma_ss_n<kN, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
     }
   };
-  auto cc_done = [&](float (&acc)[32]) {
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(acc);
+  auto row_dot = [&](float (&r)[2], const float (&acc)[kN / 2], const __nv_bfloat16* X, int n0) {
+    add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col, RowsC{}); });
   };
-  auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
-    add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return pair_at(X, i, col, RowsC{}); });
-  };
-  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
-    store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
+  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
+    store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
   };
   float eg[2], bi[2], el[2];
   phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
 #pragma unroll 1
   for (int kh = 0; kh < KH; ++kh) {
     const int n0 = kh * 64;
-    float acc[32], out[32];
+    // dk: V_new dh'^T (three pieces; then dk's accumulator), dX h^T (the delta rule); dq: dO h^T. Issued as three
+    // groups at once, each epilogue as soon as its group is done, dq's dO h^T in flight through dk's epilogue.
+    float ak[kN / 2], ax[kN / 2], aq[kN / 2];
     if (kh == 1) {
       cp_async_wait<0>();
       fence_proxy_async();
       __syncthreads();  // dh''s residual, rows 64..127, visible
     }
-    // dk, its V_new dh'^T term first (three pieces), which frees s.dhl for the next part
-    rows_times(acc, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);  // V exact in bf16 without delta
-    row_dot(rd[2], acc, s.k, n0);
+    rows_issue(ak, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);  // V exact in bf16 without delta
+    if constexpr (kDelta) rows_issue(ax, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+    rows_issue(aq, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+    wgmma_wait<kDelta ? 2 : 1>();
+    wgmma_fence_operand(ak);
+    row_dot(rd[2], ak, s.k, n0);
 #pragma unroll
-    for (int e = 0; e < 32; ++e) out[e] = el[(e >> 1) & 1] * acc[e];
+    for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
     if (kh + 1 < KH) {
-      __syncthreads();  // every warp is past the wgmmas that read rows 0..63 of the residual (retired above)
-      load_sw128<C, kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+      __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired above)
+      load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
       cp_async_commit();
     }
     if constexpr (kDelta) {
-      rows_times(acc, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      row_dot(rd[1], acc, s.k, n0);
+      wgmma_wait<1>();
+      wgmma_fence_operand(ax);
+      row_dot(rd[1], ax, s.k, n0);
 #pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
+      for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], ax[e], ak[e]);
     }
-    wgmma_fence_operand(out);  // out written by the threads
+    wgmma_fence_operand(ak);  // written by the threads
     wgmma_fence();
     if constexpr (kDelta) {
-      cc_times(out, sE, false, sk, n0);
-      cc_times(out, sE, true, sk, n0);
+      cc_times(ak, sE, false, sk, n0);
+      cc_times(ak, sE, true, sk, n0);
     }
-    cc_times(out, sdA, true, sq_, n0);
-    cc_done(out);
-    store_rows(a.dk, a.dkp, out, n0);
-    // dq (issuing its dO h^T before dk's store, to overlap the two, spilled at K = 128 with the delta rule: 255
-    // registers, 60 bytes; ptxas 13.0)
-    rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-    row_dot(rd[0], acc, s.q, n0);
+    cc_times(ak, sdA, true, sq_, n0);
+    wgmma_commit();
+    wgmma_wait<1>();  // dO h^T (dk's E K + E^T K + dA^T Q stay in flight)
+    wgmma_fence_operand(aq);
+    row_dot(rd[0], aq, s.q, n0);
 #pragma unroll
-    for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
-    wgmma_fence_operand(out);
+    for (int e = 0; e < kN / 2; ++e) aq[e] = a.scale * eg[(e >> 1) & 1] * aq[e];
+    wgmma_fence_operand(aq);
     wgmma_fence();
-    cc_times(out, sdA, false, sk, n0);
-    cc_done(out);
-    store_rows(a.dq, a.dqp, out, n0);
+    cc_times(aq, sdA, false, sk, n0);
+    wgmma_commit();
+    wgmma_wait<1>();  // dk
+    wgmma_fence_operand(ak);
+    store_rows(a.dk, a.dkp, ak, n0);
+    wgmma_wait<0>();  // dq
+    wgmma_fence_operand(aq);
+    store_rows(a.dq, a.dqp, aq, n0);
   }
-  store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
+  // The row dots to their slots; <h, dh'> per row of K by the second warpgroup (its thread r sums row r).
+  store_phase2_partials<kD>(s, rd, wg == 1 ? tid - 128 : kD, r0, g8, slot, [](const __nv_bfloat16* t, int r, int cc) {
     return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
   });
   __syncthreads();
@@ -269,7 +306,8 @@ inline cudaError_t launch_chunk_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream
       cudaFuncSetAttribute(&chunk_wgmma_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(chunk_wgmma_smem_bytes<kD>));
   if (attributes != cudaSuccess) return attributes;
-  return launch_kernel(&chunk_wgmma_kernel<kD, kDelta>, grid, kThreads, chunk_wgmma_smem_bytes<kD>, stream, a, emu_smem);
+  return launch_kernel(&chunk_wgmma_kernel<kD, kDelta>, grid, kChunkWgThreads, chunk_wgmma_smem_bytes<kD>, stream, a,
+                       emu_smem);
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
 #endif
