@@ -1,10 +1,10 @@
 // glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
 // derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n32k16 wgmmas on shared-memory operands instead of
-// mma.sync m16n8k16 on ldmatrix fragments, by two warpgroups (256 threads) a block. The default chunk kernel (GLR_BWD_WGMMA=0 selects chunk_kernel instead:
-// bwd_chunk_wgmma, env_switch.hpp): on an H200 (2026-12-05, docs/perf.md) it passed every check against the float64 backward
-// and ran 1.29x chunk_kernel (as one warpgroup of m64n64 wgmmas; the two-warpgroup split of 2026-12-05, helper
-// hAN, is not yet run on a GPU); on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
+// mma.sync m16n8k16 on ldmatrix fragments, by two warpgroups (256 threads) a block. The default chunk kernel
+// (GLR_BWD_WGMMA=0 selects chunk_kernel instead: bwd_chunk_wgmma, env_switch.hpp): on an H200 (2026-12-05,
+// docs/perf.md) it passed every check against the float64 backward and ran 1.29x chunk_kernel (as one warpgroup of
+// m64n64 wgmmas; the two-warpgroup split of 2026-12-05, helper hAN, is not yet run on a GPU); on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
 // descriptor and layout definitions) it is checked against the float64 recurrence and word for word against
 // chunk_kernel (dq, dk word for word; dg, dbeta up to the order of their row sums, below).
 //
@@ -243,7 +243,8 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
       fence_proxy_async();
       __syncthreads();  // dh''s residual, rows 64..127, visible
     }
-    rows_issue(ak, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);  // V exact in bf16 without delta
+    // (A2 = V_new's residual with the delta rule only: V is exact in bf16 without it)
+    rows_issue(ak, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);
     if constexpr (kDelta) rows_issue(ax, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
     rows_issue(aq, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
     wgmma_wait<kDelta ? 2 : 1>();
