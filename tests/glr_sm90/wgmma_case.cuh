@@ -5,10 +5,13 @@
 // in the case's canonical layouts (CanonTile, as a kernel would), fence.proxy.async + barrier, then K/16 wgmmas
 // accumulate D = A B (the first with scale-d = 0 over NaN accumulators, so a wrong scale-d shows), and D is
 // written row-major through the documented accumulator layout.
-// Case knobs: swizzle and major-ness of each operand, A from registers, N, K, the layouts' `outer`, and a
-// deliberate fault (`bad`) that must make the result wrong: 1 SBO of B + 16 bytes, 2 B's swizzle mode changed
-// in its descriptor, 3 B's transpose bit flipped (the host launches the other instantiation), 4 A's swizzle
-// mode changed (A from shared memory); on the emulator only (racy on a GPU): 5 the accumulators read without
+// Case knobs: swizzle and major-ness of each operand, A from registers, N, K, the layouts' `outer`, B's operand
+// row offset `noff` (B laid out as rows noff..noff+N-1 of an (N + noff)-row tile, rows 0..noff-1 NaN, and the
+// descriptor's start moved to row noff: at N = 32, noff = 32, MN-major 128B, 64 bytes into the swizzle row, as the
+// second warpgroup of chunk_wgmma_kernel reads K and Q), and a deliberate fault (`bad`) that must make the result
+// wrong: 1 SBO of B + 16 bytes, 2 B's swizzle mode changed in its descriptor, 3 B's transpose bit flipped (the
+// host launches the other instantiation), 4 A's swizzle mode changed (A from shared memory), 7 B's start left at
+// row 0 (noff > 0: reads the NaN rows); on the emulator only (racy on a GPU): 5 the accumulators read without
 // wgmma_wait, 6 B's tile zeroed after the wgmmas were issued, before the wait.
 #pragma once
 
@@ -29,6 +32,7 @@ struct Case {
   bool a_mn, b_mn, a_reg;
   int outer_a, outer_b;
   int bad;
+  int noff;                // B's operand rows before the wgmma's first (0: none)
   const __nv_bfloat16* a;  // 64 x k row-major
   const __nv_bfloat16* b;  // k x n row-major
   float* d;                // 64 x n row-major
@@ -75,15 +79,17 @@ __global__ void __launch_bounds__(128) wgmma_case_kernel(Case c) {
   const auto* sa = reinterpret_cast<const std::uint16_t*>(sp + kStageA);
   const auto* sb = reinterpret_cast<const std::uint16_t*>(sp + kStageB);
   const CanonTile ta(c.sw_a, c.a_mn, 64, c.k, c.outer_a);
-  const CanonTile tb(c.sw_b, c.b_mn, c.n, c.k, c.outer_b);
+  const CanonTile tb(c.sw_b, c.b_mn, c.n + c.noff, c.k, c.outer_b);
   for (int i = tid; i < 64 * c.k; i += 128) {  // A(m, kk): operand row m, k kk
     const int m = i / c.k, kk = i % c.k;
     *reinterpret_cast<std::uint16_t*>(sp + (ta.addr(base + kTileA, m, kk) - base)) = sa[i];
   }
-  for (int i = tid; i < c.k * c.n; i += 128) {  // B(kk, nn): operand row nn, k kk
+  for (int i = tid; i < c.k * c.n; i += 128) {  // B(kk, nn): operand row noff + nn, k kk
     const int kk = i / c.n, nn = i % c.n;
-    *reinterpret_cast<std::uint16_t*>(sp + (tb.addr(base + kTileB, nn, kk) - base)) = sb[i];
+    *reinterpret_cast<std::uint16_t*>(sp + (tb.addr(base + kTileB, c.noff + nn, kk) - base)) = sb[i];
   }
+  for (int i = tid; i < c.k * c.noff; i += 128)  // operand rows 0..noff-1: NaN (read only by a wrong start)
+    *reinterpret_cast<std::uint16_t*>(sp + (tb.addr(base + kTileB, i % c.noff, i / c.noff) - base)) = 0x7fc0u;
   s9::fence_proxy_async();
   __syncthreads();
 
@@ -96,7 +102,7 @@ __global__ void __launch_bounds__(128) wgmma_case_kernel(Case c) {
   for (int i = 0; i < N / 2; ++i) d[i] = qnan;  // scale-d = 0 on the first k-step must ignore it
   const int r = (tid % 128) / 32, g = (tid % 32) / 4, t = tid % 4;
   for (int st = 0; st < c.k / 16; ++st) {
-    std::uint64_t db = tb.desc(base + kTileB, st);
+    std::uint64_t db = s9::make_desc(base + kTileB + tb.offset(c.bad == 7 ? 0 : c.noff, 16 * st), tb.lbo, tb.sbo, tb.sw);
     if (c.bad == 1) db += static_cast<std::uint64_t>(1) << 32;  // SBO + 16 bytes
     if (c.bad == 2)
       db = (db & ~(static_cast<std::uint64_t>(3) << 62)) |
@@ -110,14 +116,14 @@ __global__ void __launch_bounds__(128) wgmma_case_kernel(Case c) {
       a[2] = at(m0, k0 + 8) | at(m0, k0 + 9) << 16;
       a[3] = at(m0 + 8, k0 + 8) | at(m0 + 8, k0 + 9) << 16;
       s9::wgmma_fence();
-      s9::wgmma_rs<N, TB>(d, a, db, st > 0 ? 1 : 0);
+      s9::wgmma_rs_n<N, TB>(d, a, db, st > 0 ? 1 : 0);
     } else {
       std::uint64_t da = ta.desc(base + kTileA, st);
       if (c.bad == 4)
         da = (da & ~(static_cast<std::uint64_t>(3) << 62)) |
              static_cast<std::uint64_t>(next_swizzle(c.sw_a)) << 62;
       s9::wgmma_fence();
-      s9::wgmma_ss<N, TA, TB>(d, da, db, st > 0 ? 1 : 0);
+      s9::wgmma_ss_n<N, TA, TB>(d, da, db, st > 0 ? 1 : 0);
     }
     s9::wgmma_commit();
     s9::wgmma_fence_operand(d);
@@ -303,6 +309,7 @@ struct Spec {
   bool a_mn, b_mn, a_reg;
   int outer;
   int bad;
+  int noff = 0;
 };
 
 inline const char* swizzle_name(Swizzle s) {
@@ -310,15 +317,16 @@ inline const char* swizzle_name(Swizzle s) {
 }
 inline std::string name(const Spec& s) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "N%-3d K%d A:%s B:%s-%s outer%d%s", s.n, s.k,
+  std::snprintf(buf, sizeof buf, "N%-3d K%d A:%s B:%s-%s outer%d%s%s", s.n, s.k,
                 s.a_reg ? "registers" : (std::string(s.a_mn ? "MN-" : "K-") + swizzle_name(s.sw_a)).c_str(),
-                s.b_mn ? "MN" : "K", swizzle_name(s.sw_b), s.outer,
+                s.b_mn ? "MN" : "K", swizzle_name(s.sw_b), s.outer, s.noff == 32 ? " B rows from 32" : "",
                 s.bad == 1   ? "  [fault: B SBO + 16]"
                 : s.bad == 2 ? "  [fault: B swizzle mode]"
                 : s.bad == 3 ? "  [fault: B transpose bit]"
                 : s.bad == 4 ? "  [fault: A swizzle mode]"
                 : s.bad == 5 ? "  [fault: no wgmma_wait]"
                 : s.bad == 6 ? "  [fault: B overwritten in flight]"
+                : s.bad == 7 ? "  [fault: B start not moved]"
                              : "");
   return buf;
 }
@@ -340,6 +348,12 @@ inline std::vector<Spec> specs(bool emulator) {
       for (int bad = 1; bad <= 3; ++bad) v.push_back({64, 64, sw[(ib + 2) % 4], sw[ib], false, mn, false, 0, bad});
       v.push_back({64, 64, sw[ib], sw[(ib + 1) % 4], mn, false, false, 1, 4});
     }
+  // N = 32 from the second half of a 64-row B tile (chunk_wgmma_kernel's warpgroup 1): 128B, B MN-major (E K,
+  // dA K; A MN-major: E^T K, dA^T Q) and K-major (Q K^T's K, h), and the same from row 0; then the start not moved.
+  for (int noff : {0, 32})
+    for (bool b_mn : {true, false})
+      for (bool a_mn : {false, true}) v.push_back({32, 64, Swizzle::B128, Swizzle::B128, a_mn, b_mn, false, 0, 0, noff});
+  for (bool b_mn : {true, false}) v.push_back({32, 64, Swizzle::B128, Swizzle::B128, false, b_mn, false, 0, 7, 32});
   if (emulator)
     for (int bad : {5, 6}) {
       v.push_back({64, 64, Swizzle::B128, Swizzle::B128, false, false, false, 0, bad});
@@ -394,8 +408,12 @@ inline double worst_ratio(const Spec& s, const std::vector<std::uint16_t>& a, co
 template <class F>
 void with_kernel(const Spec& s, F&& f) {
   const int tb = s.b_mn != (s.bad == 3);
-  const int key = (s.n == 128) << 3 | s.a_reg << 2 | (s.a_reg ? 0 : s.a_mn) << 1 | tb;
+  const int key = (s.n == 32) << 4 | (s.n == 128) << 3 | s.a_reg << 2 | (s.a_reg ? 0 : s.a_mn) << 1 | tb;
   switch (key) {
+    case 16: f(&wgmma_case_kernel<32, false, 0, 0>); break;
+    case 17: f(&wgmma_case_kernel<32, false, 0, 1>); break;
+    case 18: f(&wgmma_case_kernel<32, false, 1, 0>); break;
+    case 19: f(&wgmma_case_kernel<32, false, 1, 1>); break;
     case 0: f(&wgmma_case_kernel<64, false, 0, 0>); break;
     case 1: f(&wgmma_case_kernel<64, false, 0, 1>); break;
     case 2: f(&wgmma_case_kernel<64, false, 1, 0>); break;
@@ -424,7 +442,7 @@ int run_specs(Run&& run, bool emulator) {
     const auto a = random_bf16(64 * static_cast<std::size_t>(s.k), 2 * i + 1);
     const auto b = random_bf16(static_cast<std::size_t>(s.k) * s.n, 2 * i + 2);
     std::vector<float> d(64 * static_cast<std::size_t>(s.n), 0.0f);
-    Case c{s.n, s.k, s.sw_a, s.sw_b, s.a_mn, s.b_mn, s.a_reg, s.outer, s.outer, s.bad, nullptr, nullptr, nullptr};
+    Case c{s.n, s.k, s.sw_a, s.sw_b, s.a_mn, s.b_mn, s.a_reg, s.outer, s.outer, s.bad, s.noff, nullptr, nullptr, nullptr};
     run(s, c, a, b, d);
     const double w = worst_ratio(s, a, b, d);
     const bool ok = s.bad == 0 ? w <= 1.0 : !(w <= 1.0);
