@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 namespace glr::cuda::sm90 {
 
@@ -145,11 +146,26 @@ __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bflo
 // caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
 // do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
 // emu_blocks are unused.
+#if defined(GLR_SM90_HOST_EMU)
+// The largest dynamic shared memory a launch of `kernel` may ask for: what cudaFuncSetAttribute(kernel,
+// cudaFuncAttributeMaxDynamicSharedMemorySize, n) last set, else the device's default of 48 KB (emu_launch.cpp).
+extern "C" int glr_emu_max_dynamic_smem(const void* kernel);
+#endif
 template <class Args>
 inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threads, std::size_t smem,
                                  cudaStream_t stream, const Args& arg, char* emu_smem, unsigned emu_blocks = 0) {
 #if defined(GLR_SM90_HOST_EMU)
   (void)stream;
+  // The launch limits an H200 enforces with cudaErrorInvalidValue, so a launch the GPU would refuse fails here too:
+  // 1..1024 threads, a non-empty grid of at most 65535 rows, dynamic shared memory within 227 KB and within what
+  // the kernel's attribute allows (48 KB unless set).
+  if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535 || smem > 227 * 1024 ||
+      smem > static_cast<std::size_t>(glr_emu_max_dynamic_smem(reinterpret_cast<const void*>(kernel))))
+    return cudaErrorInvalidValue;
+  // GLR_EMU_DRY set: the launches are checked and not run, so a production shape's whole launch sequence (grids,
+  // shared memory, attributes) can be checked on the host in seconds; the outputs are then garbage.
+  if (std::getenv("GLR_EMU_DRY") != nullptr) return cudaSuccess;
   const unsigned gx = emu_blocks > 0 && grid.x > emu_blocks ? emu_blocks : grid.x;
   emu::launch(kernel, static_cast<int>(gx), static_cast<int>(grid.y), emu_smem, smem, arg, static_cast<int>(threads));
   return cudaSuccess;

@@ -3,6 +3,8 @@
 // launchers on the host. The launchers themselves are gdn_fwd_mma.cuh's and gdn_bwd_mma.cuh's (launch_kernel,
 // mma_sync.cuh, runs each launch on the emulator).
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "sm90_emu.hpp"
 
@@ -24,9 +26,30 @@ extern "C" cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t b
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-// The launchers set each kernel's shared memory limit once (the emulator has none) and, when asked, record events
-// between launches (nothing is asynchronous: there is nothing to wait for; forward.cu and backward.cu pass none).
-extern "C" cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaSuccess; }
+// The launchers set each kernel's shared-memory limit once; launch_kernel (mma_sync.cuh) refuses a launch past it, as
+// the GPU does (cudaErrorInvalidValue), so a kernel launched with more than 48 KB and no attribute fails here too.
+namespace {
+std::mutex limits_mutex;
+std::map<const void*, int>& dynamic_smem_limits() {
+  static std::map<const void*, int> m;
+  return m;
+}
+}  // namespace
+extern "C" cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > 227 * 1024) return cudaErrorInvalidValue;
+    const std::lock_guard<std::mutex> lock(limits_mutex);
+    dynamic_smem_limits()[kernel] = value;
+  }
+  return cudaSuccess;
+}
+extern "C" int glr_emu_max_dynamic_smem(const void* kernel) {
+  const std::lock_guard<std::mutex> lock(limits_mutex);
+  const auto it = dynamic_smem_limits().find(kernel);
+  return it == dynamic_smem_limits().end() ? 48 * 1024 : it->second;
+}
+// Events between launches, when asked: nothing is asynchronous, there is nothing to wait for (forward.cu and
+// backward.cu pass none).
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 extern "C" const char* cudaGetErrorName(cudaError_t e) {
   return e == cudaSuccess ? "cudaSuccess" : e == cudaErrorInvalidValue ? "cudaErrorInvalidValue" : "cudaError";
