@@ -98,6 +98,9 @@ HWords g_h_words;
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
 void use_dims(int D) { KD = VD = D; }
+// GLR_FUSED_BWD=1 takes this case (K = V = 128 with the delta rule: gdn_bwd::fused_bwd_takes): run_kernels and the
+// packed runs go through gdn_bwd_mma's launch_all, which dispatches it.
+bool fused_case(bool delta) { return glr::cuda::sm90::bwd_fused() && KD == 128 && delta; }
 const char* dims_tag() { return KD == 128 ? "" : " K=V=64"; }  // in every result line of a K = 64 case
 // "k64" (or GLR_EMU_K64 set, with any subset): only the K = 64 cases of every family (the default run's, the rule cases and the packed sequences); the
 // K = 128 cases return at once, unprinted.
@@ -404,7 +407,9 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
   }
-  if (a.segs > 1 && g_h_only < 0) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
+  // the split state passes, and the fused sweep (GLR_FUSED_BWD=1 where it applies: gdn_bwd_fused.cuh): gdn_bwd_mma's own
+  // launches (launch_all), on the emulator
+  if ((a.segs > 1 || fused_case(p.delta())) && g_h_only < 0) {
     const cudaError_t e = glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, p.vt);
     if (e != cudaSuccess) {
       std::printf("emu bwd: gdn_bwd_mma: %s | FAIL\n", cudaGetErrorName(e));
