@@ -454,9 +454,10 @@ inline bool fused_bwd_takes(const GdnBwdArgs&) {
   return kD == 128 && kDelta && bwd_fused();
 }
 // The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
-// head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's).
+// head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass
+// on wgmma (1) or h_kernel (0); -1 as GLR_H_WGMMA says (the emulator check passes its own choice).
 template <int kD, bool kDelta>
-inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
+inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks, int h_wgmma = -1) {
   if constexpr (kD != 128 || !kDelta) {
     return cudaErrorInvalidValue;
   } else {
@@ -467,7 +468,7 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
     if (e != cudaSuccess) return e;
     const int NT = (a.T + C - 1) / C;
     if (NT > 0) {
-      const bool hw = bwd_h_wgmma();
+      const bool hw = h_wgmma < 0 ? bwd_h_wgmma() : h_wgmma == 1;
       e = a.vt == 64   ? launch_h_pass<64, kD, kDelta>(a, stream, hw)
           : a.vt == 32 ? launch_h_pass<32, kD, kDelta>(a, stream, hw)
                        : launch_h_pass<16, kD, kDelta>(a, stream, hw);
