@@ -107,6 +107,24 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     load_sw128<C, kD>(s.vnl, a.vnl + (sb.R + c) * C * kD, kD, C, tl);
     cp_async_commit();
   };
+  // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k): their cp.async waits for the chunk's
+  // last readers (after phase C, after W's phase 3); the prefetch lets them hit L2. Chunk c - 1 is whole (only the
+  // last chunk is short). S: q, k, dO (a row half a thread), V_new, T; W: h, V_new's residual (128 bytes a line).
+  auto prefetch_s = [&](int c) {
+    const int tl = opaque(tid), row = tl >> 1, t0 = c * C;
+    const std::int64_t qt = sb.tokb + static_cast<std::int64_t>(t0 + row) * a.H, off = (tl & 1) * (kD / 2);
+    prefetch_l2(a.q + qt * kD + off);
+    prefetch_l2(a.k + qt * kD + off);
+    prefetch_l2(a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + row) * HV) * kD + off);
+    prefetch_l2(a.vn + (sb.R + c) * C * kD + tl * 64);
+    if (tl < C) prefetch_l2(sb.Tw + static_cast<std::int64_t>(c) * C * C + tl * 64);
+  };
+  auto prefetch_w = [&](int c) {
+    const int tl = opaque(tid);
+    prefetch_l2(a.hc + (sb.R + c) * kD * kD + tl * 64);
+    prefetch_l2(a.hc + (sb.R + c) * kD * kD + (tl + 128) * 64);
+    prefetch_l2(a.vnl + (sb.R + c) * C * kD + tl * 64);
+  };
   if (NT > 0) {
     if (wg == 0) load_s(NT - 1);
     else load_w(NT - 1);
@@ -152,6 +170,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       write_residual(std::integral_constant<int, 0>{});
       fence_proxy_async();
       named_barrier_sync(kBarS, 128);  // dh' visible to S's wgmmas
+      if (c > 0) prefetch_s(c - 1);
 
       // Phase A: P^T (register-A fragments) from K Q^T by 32-column halves, as dh_wgmma_kernel.
       std::uint32_t pa[4][4];
@@ -333,6 +352,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
                        tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
     fence_proxy_async();
     __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv; W's own h, V_new's residual
+    if (c > 0) prefetch_w(c - 1);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
     // Phase 1.
     Phase1Partials p1;
