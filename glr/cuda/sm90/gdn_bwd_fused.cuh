@@ -11,8 +11,9 @@
 //     K Q^T once, then per half K dh' and P^T dO -> dV_new), phase B (T^T dV_new -> dX epilogue: dv, dX and z to
 //     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z).
 //   W (warpgroup 1) runs chunk_wgmma_kernel's phases 1-3 for the same chunk on the tiles S left in shared memory.
-// Serial within a chunk: S's A, B -> W's 1, 2, 3 (S hands dh''s residual rows 64..127 over between W's two phase-2
-// parts) -> S's C -> both load chunk c - 1. Every product is issued as in today's kernels, per element in the same
+// Within a chunk: S's A, B run beside W's work that needs nothing from S (phase 1's first pass: dA; all of dq);
+// then W's phase 1 second pass, dk and phase 3 (S hands dh''s residual rows 64..127 over between W's two dk parts);
+// then S's C; then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
 // k-step order, accumulators zeroed by the threads: on the host emulator the outputs equal today's path
 // (GLR_DH_WGMMA=1 at 64-column slices) word for word but where noted in the notes.
 // Included by gdn_bwd_mma.cuh after gdn_bwd_dh_wgmma.cuh (its helpers: StateBlock, state_block, SliceLane,
@@ -130,6 +131,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     else load_w(NT - 1);
     cp_async_wait<0>();
   }
+  fence_proxy_async();
+  __syncthreads();  // (0) the last chunk's tiles visible to both warpgroups (W's first pass starts at once)
 
   if (wg == 0) {
     // ---------------- S: the dh chain (dh_wgmma_kernel<64>'s, both halves in one warpgroup) ----------------
@@ -343,6 +346,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   }
 
   // ---------------- W: chunk_wgmma_kernel's phases 1-3 on the tiles S leaves (tid = threadIdx.x - 128) ----------------
+  // What needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first pass (Q K^T, dO V_new^T
+  // -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the hand-off (1), phase 1's second
+  // pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as chunk_wgmma_kernel's (dq's row dots
+  // still summed part 0 then part 1): the same words.
   auto pair_at = [](const __nv_bfloat16* t, int r, int col) -> std::uint32_t* {
     return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<C>(r, col));
   };
@@ -350,13 +357,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const std::int64_t sl0 = sb.R + c, qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
                        tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
-    fence_proxy_async();
-    __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv; W's own h, V_new's residual
     if (c > 0) prefetch_w(c - 1);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-    // Phase 1.
     Phase1Partials p1;
-    for (int pass = 0; pass < 2; ++pass) {
+    auto phase1_pass = [&](int pass) {
       const std::uint32_t xa = pass == 0 ? sq_ : sk, ya = pass == 0 ? sdO : sdx;
       float x[32], y[32];
 #pragma unroll
@@ -374,12 +378,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       wgmma_fence_operand(x);
       wgmma_fence_operand(y);
       phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, pair_at);
-    }
-    store_phase1_partials(s, p1, warp, g8, t4);
-    fence_proxy_async();  // dA, E (st.shared) before the wgmmas
-    named_barrier_sync(kBarW, 128);
-
-    // Phase 2, per 64-column part of K (chunk_wgmma_kernel's).
+    };
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
     auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
                           auto with_b2, std::uint32_t B2) {
@@ -418,8 +417,34 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
       store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
     };
+
+    // Before the hand-off: phase 1's first pass, then dq per 64-column part of K.
+    phase1_pass(0);
+    fence_proxy_async();  // dA (st.shared) before the wgmmas
+    named_barrier_sync(kBarW, 128);
     float eg[2], bi[2], el[2];
     phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+#pragma unroll 1
+    for (int kh = 0; kh < kD / 64; ++kh) {
+      const int n0 = kh * 64;
+      float acc[32], out[32];
+      rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+      row_dot(rd[0], acc, s.q, n0);
+#pragma unroll
+      for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
+      wgmma_fence_operand(out);
+      wgmma_fence();
+      cc_times(out, sdA, false, sk, n0);
+      cc_done(out);
+      store_rows(a.dq, a.dqp, out, n0);
+    }
+    __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv
+
+    // After it: phase 1's second pass, then dk per part.
+    phase1_pass(1);
+    store_phase1_partials(s, p1, warp, g8, t4);
+    fence_proxy_async();  // E (st.shared) before the wgmmas
+    named_barrier_sync(kBarW, 128);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
       const int n0 = kh * 64;
@@ -441,15 +466,6 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       cc_times(out, sdA, true, sq_, n0);
       cc_done(out);
       store_rows(a.dk, a.dkp, out, n0);
-      rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      row_dot(rd[0], acc, s.q, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
-      wgmma_fence_operand(out);
-      wgmma_fence();
-      cc_times(out, sdA, false, sk, n0);
-      cc_done(out);
-      store_rows(a.dq, a.dqp, out, n0);
     }
     store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
       return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
@@ -457,10 +473,11 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     named_barrier_sync(kBarW, 128);
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
-    if (c > 0) load_w(c - 1);  // h and V_new's residual are read by no one until chunk c - 1's phase 2
+    if (c > 0) load_w(c - 1);  // h and V_new's residual are read by no one until chunk c - 1's dq
     __syncthreads();           // (2) W done with the chunk
     cp_async_wait<0>();
-    __syncthreads();  // (3)
+    fence_proxy_async();  // W's h and V_new's residual before chunk c - 1's wgmmas
+    __syncthreads();      // (3)
   }
 }
 
