@@ -12,8 +12,8 @@
 //     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z).
 //   W (warpgroup 1) runs chunk_wgmma_kernel's phases 1-3 for the same chunk on the tiles S left in shared memory.
 // Within a chunk: S's A, B run beside W's work that needs nothing from S (phase 1's first pass: dA; all of dq);
-// then W's phase 1 second pass, dk and phase 3 (S hands dh''s residual rows 64..127 over between W's two dk parts);
-// then S's C; then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
+// then W's phase 1 second pass, dk and phase 3 beside S's C (S hands dh''s residual rows 64..127 over between W's
+// two dk parts before it updates dh'); then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
 // k-step order, accumulators zeroed by the threads: on the host emulator the outputs equal today's path
 // (GLR_DH_WGMMA=1 at 64-column slices) word for word but where noted in the notes.
 // Included by gdn_bwd_mma.cuh after gdn_bwd_dh_wgmma.cuh (its helpers: StateBlock, state_block, SliceLane,
@@ -35,8 +35,8 @@ template <int kD = gdn::DK>
 struct FusedSmem {
   __nv_bfloat16 q[C * kD];    // (C, K)
   __nv_bfloat16 k[C * kD];    // (C, K)
-  __nv_bfloat16 dO[C * kD];   // (C, V)
-  __nv_bfloat16 vn[C * kD];   // (C, V) V_new; phase C: y = scale e^G dO
+  __nv_bfloat16 dO[C * kD];   // (C, V); after the hand-off: y = scale e^G dO (phase C)
+  __nv_bfloat16 vn[C * kD];   // (C, V) V_new
   __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new)
   __nv_bfloat16 dx[C * kD];   // (C, V) phases A, B: dV_new, then dX (half v over half v once read)
   __nv_bfloat16 h[kD * kD];   // (K, V) state entering the chunk
@@ -285,13 +285,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       }
       fence_proxy_async();  // dX, z (and dh', its residual) before W's and phase C's wgmmas
       __syncthreads();      // (1) hand-off to W: dX, dh', residual rows 0..63, dbv
-      named_barrier_sync(kBarDhlFree, 256);  // W is past its wgmmas on residual rows 0..63
-      write_residual(std::integral_constant<int, 1>{});
-      fence_proxy_async();
-      named_barrier_arrive(kBarDhlReady, 256);
-      __syncthreads();  // (2) W's phases done: V_new's slot is free for y, the E slot for T of chunk c - 1
-
-      // Phase C: y = scale e^G dO (into V_new's slot), dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
+      // Phase C beside W's dk: y = scale e^G dO over dO in its own tile (W reads dO no more after the hand-off:
+      // dO V_new^T and dq came before it), then dh''s residual rows 64..127 once W is past rows 0..63, then
+      // dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
@@ -300,12 +296,16 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         for (int v = 0; v < NH; ++v)
 #pragma unroll
           for (int n = 0; n < 8; ++n) {
-            const float2 dof = unpack_bf16x2(*sl.word(s.dO + v * kSlab, i - g8, n));
-            *sl.word(s.vn + v * kSlab, i - g8, n) = pack_bf16x2(ey * dof.x, ey * dof.y);
+            std::uint32_t* w = sl.word(s.dO + v * kSlab, i - g8, n);
+            const float2 dof = unpack_bf16x2(*w);
+            *w = pack_bf16x2(ey * dof.x, ey * dof.y);
           }
       }
-      fence_proxy_async();
-      named_barrier_sync(kBarS, 128);  // y visible
+      named_barrier_sync(kBarDhlFree, 256);  // W is past its wgmmas on residual rows 0..63
+      write_residual(std::integral_constant<int, 1>{});
+      fence_proxy_async();  // the residual (W's wgmmas) and y (S's)
+      named_barrier_arrive(kBarDhlReady, 256);
+      named_barrier_sync(kBarS, 128);  // y visible to S
       const float decay = expf(s.G[C - 1]);
 #pragma unroll
       for (int v = 0; v < NH; ++v)
@@ -321,14 +321,14 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         for (int ks = 0; ks < C / 16; ++ks)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            wgmma_ss_n<64, 1, 1>(ds[v][mt], desc_mnmajor<C>(sq_, 64 * mt, ks), slice_desc<64, C>(svn + v * C * 128, ks), 1);
+            wgmma_ss_n<64, 1, 1>(ds[v][mt], desc_mnmajor<C>(sq_, 64 * mt, ks), slice_desc<64, C>(sdO + v * C * 128, ks), 1);
             wgmma_ss_n<64, 1, 1>(ds[v][mt], desc_mnmajor<C>(sk, 64 * mt, ks), slice_desc<64, C>(sz + v * C * 128, ks), 1);
           }
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operand(ds[v]);
       }
-      named_barrier_sync(kBarS, 128);  // every S warp past phase C's wgmmas on q, k, y, z
+      __syncthreads();  // (2) W's phases done (the E slot is free for T of chunk c - 1), S's phase C too
       if (c > 0) load_s(c - 1);
       cp_async_wait<0>();
       fence_proxy_async();
