@@ -655,6 +655,10 @@ int main(int argc, char** argv) {
   if (!do_check && !do_timing) do_check = do_timing = true;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
+  if (glr::cuda::sm90::bwd_fused())  // GLR_FUSED_BWD=1: the dh and chunk kernels below are not launched at K = V = 128
+    std::printf("GLR_FUSED_BWD=1: dh pass + chunk kernel as fused_bwd_kernel (gdn_bwd_fused.cuh; one block of 256 threads per "
+                "(sequence, head), %zu B shared); in the timing lines its time is the dh column, chunk ~0\n",
+                glr::cuda::sm90::gdn_bwd::fused_bwd_smem_bytes<128>);
   std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
               glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",

@@ -9,7 +9,7 @@
 #      state_t_wgmma_kernel<.., kStateOnly> and its h mode <.., true, true>) prints FAIL, and so does a ptxas C7519
 #      (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
-#      (chunk_wgmma_kernel, dh_wgmma_kernel: without HGMMA): FAIL.
+#      (chunk_wgmma_kernel, dh_wgmma_kernel, fused_bwd_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel, dh_kernel; the switches:
 #      glr/cuda/README.md), 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the GPU, six
 #      gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes with the
@@ -25,9 +25,14 @@
 #   7. GLR_H_WGMMA=1 sm90_bwd_check --check (check_h_wgmma.txt): stage 3 with the h pass on wgmma at 64-column
 #      slices (state_t_wgmma_kernel's h mode and, split, its pass A: opt-in, first run on a GPU here); a failure
 #      fails the script. (Stage 4's first lines, "h pass ...", time the h pass with and without it.)
-#   8. GLR_BWD_WGMMA=0 sm90_bwd_check --timing (timing_mma_chunk.txt): stage 4 with chunk_kernel (mma.sync), side
+#   8. GLR_FUSED_BWD=1 sm90_bwd_check --check (check_fused.txt): stage 3 with the dh pass and chunk kernel as one
+#      fused reverse sweep (fused_bwd_kernel, gdn_bwd_fused.cuh: opt-in, first run on a GPU here); a failure fails
+#      the script.
+#   9. GLR_FUSED_BWD=1 sm90_bwd_check --timing (timing_fused.txt): stage 4 with it; its "dh" column is the fused
+#      kernel (dh + chunk), "chunk" ~0: compare bwd and dh + chunk with stage 4's.
+#  10. GLR_BWD_WGMMA=0 sm90_bwd_check --timing (timing_mma_chunk.txt): stage 4 with chunk_kernel (mma.sync), side
 #      by side with stage 4's "chunk" column.
-# Exit status: 0 when stages 1-3, 5 and 7 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
+# Exit status: 0 when stages 1-3, 5, 7 and 8 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-sm90bwd}"
@@ -107,6 +112,11 @@ if [ -x "$CUOBJDUMP" ]; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::dh_wgmma_kernel)"
     status=1
   fi
+  # the fused reverse sweep (fused_bwd_kernel<128, true>)
+  if ! grep -E "gdn_bwd[0-9]*fused_bwd_kernel.*HGMMA [1-9]" "$out/sass_counts.txt" >/dev/null; then
+    say "SASS: FAIL (no HGMMA in gdn_bwd::fused_bwd_kernel)"
+    status=1
+  fi
   # the h pass on wgmma (state_t_wgmma_kernel<kDelta, kD, true, true>: K = 64, 128; delta rule or not)
   if ! grep -E "state_t_wgmma_kernelILb[01]ELi(64|128)ELb1ELb1E" "$out/sass_counts.txt" >/dev/null ||
     grep -E "state_t_wgmma_kernelILb[01]ELi(64|128)ELb1ELb1E.*HGMMA 0 " "$out/sass_counts.txt" >/dev/null; then
@@ -126,7 +136,11 @@ echo "== 6. timing, dh kernel on wgmma (GLR_DH_WGMMA=1)"
 run_stage --timing timing_dh_wgmma.txt "timing (wgmma dh kernel)" GLR_DH_WGMMA=1
 echo "== 7. check, h pass on wgmma (GLR_H_WGMMA=1)"
 run_stage --check check_h_wgmma.txt "check (wgmma h pass)" GLR_H_WGMMA=1
-echo "== 8. timing, chunk kernel on mma.sync (GLR_BWD_WGMMA=0)"
+echo "== 8. check, fused reverse sweep (GLR_FUSED_BWD=1)"
+run_stage --check check_fused.txt "check (fused sweep)" GLR_FUSED_BWD=1
+echo "== 9. timing, fused reverse sweep (GLR_FUSED_BWD=1)"
+run_stage --timing timing_fused.txt "timing (fused sweep)" GLR_FUSED_BWD=1
+echo "== 10. timing, chunk kernel on mma.sync (GLR_BWD_WGMMA=0)"
 run_stage --timing timing_mma_chunk.txt "timing (chunk_kernel)" GLR_BWD_WGMMA=0
 echo "== summary"
 cat "$out/stages.txt"
@@ -137,6 +151,9 @@ grep -h -E "FAIL|CHECK" "$out/check_dh_wgmma.txt" || true
 grep -h -E "^timing|resident" "$out/timing_dh_wgmma.txt" || true
 echo "-- h pass on wgmma (GLR_H_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_h_wgmma.txt" || true
+echo "-- fused reverse sweep (GLR_FUSED_BWD=1; dh column = fused_bwd_kernel):"
+grep -h -E "FAIL|CHECK" "$out/check_fused.txt" || true
+grep -h -E "^timing|^  \(bwd|^split bwd" "$out/timing_fused.txt" || true
 echo "-- chunk kernel on mma.sync (GLR_BWD_WGMMA=0):"
 grep -h -E "^timing|resident" "$out/timing_mma_chunk.txt" || true
 echo "exit status $status ($(($(date +%s) - start)) s)"

@@ -99,6 +99,14 @@ HWords g_h_words;
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
 void use_dims(int D) { KD = VD = D; }
+// The fused reverse sweep (gdn_bwd_fused.cuh) takes this case: GLR_FUSED_BWD=1 (fused_mode -1: as the environment
+// says; 0 off, 1 on: the "fused" subset runs each case both ways and compares them) at K = V = 128 with the delta
+// rule (gdn_bwd::fused_bwd_takes). run_kernels' launches then run the h pass and launch_fused_bwd instead of the
+// dh and chunk kernels; split and packed runs are gdn_bwd_mma's own launches (launch_all), which read the environment.
+int fused_mode = -1;
+bool fused_case(bool delta) {
+  return (fused_mode < 0 ? glr::cuda::sm90::bwd_fused() : fused_mode == 1) && KD == 128 && delta;
+}
 const char* dims_tag() { return KD == 128 ? "" : " K=V=64"; }  // in every result line of a K = 64 case
 // "k64" (or GLR_EMU_K64 set, with any subset): only the K = 64 cases of every family (the default run's, the rule cases and the packed sequences); the
 // K = 128 cases return at once, unprinted.
@@ -449,13 +457,15 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       if (NT > 0) launch_h<kVT, kD, kDelta>(a);
       launch_dh<kVT, kD, kDelta>(BH, a);
     };
-    if (p.vt == 64)
+    if (fused_case(kDelta)) {  // the h pass and the fused sweep (gdn_bwd_fused.cuh), as launch_all with GLR_FUSED_BWD=1
+      if (gdn_bwd::launch_fused_bwd<kD, kDelta>(a, nullptr, nullptr, h_on_wgmma() ? 1 : 0) != cudaSuccess) std::exit(3);
+    } else if (p.vt == 64)
       state_passes(std::integral_constant<int, 64>{});
     else if (p.vt == 32)
       state_passes(std::integral_constant<int, 32>{});
     else
       state_passes(std::integral_constant<int, 16>{});
-    if (NT > 0) launch_chunk<kD, kDelta>(NT, BH, a);
+    if (NT > 0 && !fused_case(kDelta)) launch_chunk<kD, kDelta>(NT, BH, a);
     if (a.gate == 2) emu::launch(&gdn_bwd::dg_head_kernel, p.hv(), 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
     if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
       const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
@@ -712,6 +722,45 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     const bool near = worst <= 1.0 / 256;  // bf16 rounding level
     std::snprintf(buf, sizeof buf, " | wgmma vs mma.sync chunk+dh kernels: %zu words differ, max |diff|/rms %.1e%s", words,
                   worst, near ? "" : "!");
+    line += buf;
+    ok = ok && near;
+  }
+  if (fused_mode == 1 && fused_case(p.delta()) && p.segs == 1) {
+    // The same case on today's path (the h pass, dh_kernel, chunk_wgmma_kernel): per output the words that differ and
+    // the largest difference relative to the rms of today's output. The fused sweep issues every product in the
+    // order of dh_wgmma_kernel<64> and chunk_wgmma_kernel, which equal dh_kernel's word for word on the emulator
+    // (a -0 / +0 and the NaN spread of a planted NaN aside), so expect 0; at state slices of 32 or 16 columns
+    // today's dbeta sums 4 or 8 per-slice partials where the fused kernel sums 2 (its halves): dbeta's words move
+    // by rounding there.
+    fused_mode = 0;
+    const Outputs ot = run_kernels(p, in, scale);
+    fused_mode = 1;
+    double worst = 0;
+    std::string counts;
+    auto cmp = [&](const char* name, const auto& x, const auto& y) {
+      std::size_t words = 0;
+      double r2 = 0, dmax = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
+        if (std::memcmp(&x[i], &y[i], sizeof x[i]) != 0) ++words;
+        if (std::isfinite(yv)) r2 += yv * yv;
+        if (std::isfinite(xv) && std::isfinite(yv)) dmax = std::max(dmax, std::fabs(xv - yv));
+        else if (std::isfinite(xv) != std::isfinite(yv) && !(std::isnan(xv) && std::isnan(yv))) dmax = INFINITY;
+      }
+      const double rms = x.empty() ? 0 : std::sqrt(r2 / static_cast<double>(x.size()));
+      if (dmax > 0) worst = std::max(worst, rms > 0 ? dmax / rms : INFINITY);
+      counts += std::string(" ") + name + " " + std::to_string(words);
+    };
+    cmp("dq", o.dq, ot.dq);
+    cmp("dk", o.dk, ot.dk);
+    cmp("dv", o.dv, ot.dv);
+    cmp("dg", o.dg, ot.dg);
+    cmp("dbeta", o.dbeta, ot.dbeta);
+    cmp("dh0", o.dh0, ot.dh0);
+    // planted NaN / Inf: the NaN spread may differ (the wgmma kernels' documented 0 x Inf corner), judged above
+    const bool near = worst <= 1.0 / 256 || p.plant == 1 || p.plant == 2;
+    std::snprintf(buf, sizeof buf, " | fused vs today's, words differ:%s; max |diff|/rms %.1e%s", counts.c_str(), worst,
+                  near ? "" : "!");
     line += buf;
     ok = ok && near;
   }
@@ -1227,6 +1276,43 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 && std::string(argv[1]) == "varlen") {  // packed sequences (emu_bwd_varlen.inc)
     ok = run_varlen_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && (std::string(argv[1]) == "fused" || std::string(argv[1]) == "fused-all")) {
+    // The fused reverse sweep (GLR_FUSED_BWD=1, set here for the whole run: the split and packed runs are gdn_bwd_mma's
+    // own launches, which read it; gdn_bwd_fused.cuh): each dense unsplit case against the float64 recurrence and
+    // word for word against today's path (fused_mode 0); the split case (today's split passes: the sweep takes
+    // unsplit runs only, gdn_bwd::fused_bwd_takes) against float64 and its unsplit run, the fused sweep; packed
+    // sequences: each sequence bit for bit alone, float64, invalid offsets. "fused" (ctest glr_sm90_emu_bwd_fused)
+    // the cases marked quick; "fused-all" every one.
+    setenv("GLR_FUSED_BWD", "1", 1);
+    const bool all = std::string(argv[1]) == "fused-all";
+    fused_mode = 1;
+    struct FCase {
+      Shape s;
+      bool quick;
+    };
+    const FCase fcases[] = {
+        {{1, 100, 1, true, true, 2.0, 64}, true},                   // a short last chunk, h0, dht
+        {{2, 130, 1, false, true, INFINITY, 16}, true},             // DeltaNet (gate 0), two sequences, h pass at 16
+        {{1, 200, 1, true, true, -1.0, 32, 0, 2}, true},            // GVA (HV 2), fast decay, h pass at 32
+        {{1, 130, 1, true, true, 2.0, 64, 1}, true},                // NaN planted in v
+        {{1, 100, 1, false, true, 4.0, 64, 2}, false},              // +-Inf planted in v
+        {{1, 150, 1, true, true, 2.0, 64, 3}, true},                // g = -Inf at T / 2
+        {{2, 1, 1, true, true, 2.0, 64}, false},                    // T = 1
+        {{1, 300, 1, true, true, 2.0, 64, 0, 0, 128, 0, 3}, true},  // split (3 segments): today's path; unsplit: fused
+        {{2, 64, 2, true, true, 0.0, 64}, false},                   // whole chunks, two heads
+    };
+    unsigned fseed = 1900;
+    for (const FCase& c : fcases) {
+      if (all || c.quick) ok = run(c.s, fseed, false) && ok;
+      ++fseed;
+    }
+    // packed sequences: an empty one, a short last chunk, h0 / dht; HV 2; invalid offsets (every output NaN)
+    ok = run_varlen(VarlenCase{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 64}, fseed++) && ok;
+    if (all) ok = run_varlen(VarlenCase{{70, 140}, 1, 2, true, true, 2.0, 32}, fseed++) && ok;
+    ok = run_varlen(VarlenCase{{40, 70, 90}, 1, 2, true, true, 2.0, 64, false, false, false, 1}, fseed++) && ok;
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

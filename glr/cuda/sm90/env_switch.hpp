@@ -1,5 +1,5 @@
 // glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA,
-// GLR_DH_WGMMA, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
+// GLR_DH_WGMMA, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
 // glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
 // static, so that a workspace sized with one value is never launched with another. A value outside the documented
 // ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
@@ -45,6 +45,12 @@ inline bool bwd_chunk_wgmma() {
 // GLR_DH_WGMMA=1: the backward's dh kernel on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh; not yet run on a GPU).
 inline bool bwd_dh_wgmma() {
   static const bool on = env_flag("GLR_DH_WGMMA", false);
+  return on;
+}
+// GLR_FUSED_BWD=1: the backward's dh pass and chunk kernel as one reverse sweep per (sequence, value head)
+// (fused_bwd_kernel, gdn_bwd_fused.cuh) where it applies (K = V = 128, the delta rule); not yet run on a GPU.
+inline bool bwd_fused() {
+  static const bool on = env_flag("GLR_FUSED_BWD", false);
   return on;
 }
 // GLR_H_WGMMA=1: the backward's h pass on wgmma (state_t_wgmma_kernel's kHPass mode, gdn_state_wgmma.cuh) at slice

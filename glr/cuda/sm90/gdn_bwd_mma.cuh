@@ -1264,9 +1264,14 @@ __device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)
 // Phase 3 (after a barrier that makes phases 1 and 2's partials visible): per row (threads 0..63), then warp 0:
 // the G_L terms and the reverse cumulative sum, lane l owning rows 63 - 2l and 62 - 2l, by an inclusive shuffle
 // scan over the lanes (fixed order).
-template <int kD, bool kDelta, class Smem>
+// sync: the barrier over the threads that run it (the chunk kernels' whole block: __syncthreads; the fused
+// kernel's chunk warpgroup: a named barrier, gdn_bwd_fused.cuh).
+struct BlockSync {
+  __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+template <int kD, bool kDelta, class Smem, class Sync = BlockSync>
 __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int tid, int len, int nsl, int HV,
-                                             std::int64_t tok0, std::int64_t sl0, float GL, float GrL) {
+                                             std::int64_t tok0, std::int64_t sl0, float GL, float GrL, Sync sync = {}) {
   const int warp = tid >> 5, lane = tid & 31;
   // Row partials per row: 4 (chunk_kernel: a quad's lanes) or 8 (chunk_wgmma_kernel: warpgroup 0's quad, then 1's),
   // summed in that fixed order.
@@ -1300,7 +1305,7 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
       if (i < len) store_scalar(a.dbeta, a.beta_bf16, tok0 + static_cast<std::int64_t>(i) * HV, quad(1) - egi * r2 + dbv);
     }
   }
-  __syncthreads();
+  sync();
   if (warp == 0) {
     // extra = e^{G_L} <h, dh'> (lane partials, then the scan's last lane), added to dG_L; and the exclusive
     // prefix sums of t3 (lane l rows 2l, 2l + 1), written over t3: s.t3[j] = t3_0 + ... + t3_{j-1}.
@@ -1807,6 +1812,7 @@ inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd
 }  // namespace glr::cuda::sm90
 #include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (the default; uses the helpers above)
 #include "gdn_bwd_dh_wgmma.cuh"  // dh_wgmma_kernel, the dh kernel on wgmma (GLR_DH_WGMMA=1; uses the helpers above)
+#include "gdn_bwd_fused.cuh"  // fused_bwd_kernel, dh chain + chunk phases in one sweep (GLR_FUSED_BWD=1; uses the helpers above)
 namespace glr::cuda::sm90 {
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
@@ -1835,12 +1841,16 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
     if (e != cudaSuccess) return e;
   }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
-  e = a.vt == 64   ? launch_state_passes<64, kD, kDelta>(a, stream, marks)
+  // GLR_FUSED_BWD=1 (K = V = 128, the delta rule): the h pass, then one fused sweep for the dh and chunk kernels
+  // (gdn_bwd_fused.cuh; opt-in, not yet run on a GPU)
+  const bool fused = fused_bwd_takes<kD, kDelta>(a);
+  e = fused          ? launch_fused_bwd<kD, kDelta>(a, stream, marks)
+      : a.vt == 64   ? launch_state_passes<64, kD, kDelta>(a, stream, marks)
       : a.vt == 32 ? launch_state_passes<32, kD, kDelta>(a, stream, marks)
                    : launch_state_passes<16, kD, kDelta>(a, stream, marks);
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
-  if (NT > 0) {
+  if (NT > 0 && !fused) {
     e = bwd_chunk_wgmma()  // the default (GLR_BWD_WGMMA=0: chunk_kernel; env_switch.hpp)
             ? launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem)
             : launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,

@@ -1,0 +1,526 @@
+// glr/cuda/sm90/gdn_bwd_fused.cuh: the backward's fused reverse sweep (sm_90a, wgmma): fused_bwd_kernel, ONE block
+// per (sequence, value head) that walks the chunks last to first and does, per chunk, what dh_wgmma_kernel<64>
+// (gdn_bwd_dh_wgmma.cuh, over both 64-column halves of V) and chunk_wgmma_kernel (gdn_bwd_wgmma.cuh) do today, with
+// dh' in fp32 registers of one warpgroup for the whole sweep: dh', its bf16 residual and dX never go through global
+// memory; q, k, T, dO are read once per chunk-head. FlashQLA's fused_bwd structure on glr's algebra (design, budget,
+// barriers: bench/glr/sm90_bwd_notes.md, "The fused reverse sweep"). Opt-in GLR_FUSED_BWD=1 (bwd_fused,
+// env_switch.hpp), K = V = 128 with the delta rule (gate 0 or 1); NOT YET RUN ON A GPU.
+//
+// First form (correctness first): two warpgroups, 256 threads, one block per SM (230,656 B shared):
+//   S (warpgroup 0) holds dh' (128 x 128 fp32: ds[half v][row tile mt][32]) and runs the dh chain: phase A (P^T from
+//     K Q^T once, then per half K dh' and P^T dO -> dV_new), phase B (T^T dV_new -> dX epilogue: dv, dX and z to
+//     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z).
+//   W (warpgroup 1) runs chunk_wgmma_kernel's phases 1-3 for the same chunk on the tiles S left in shared memory.
+// Within a chunk: S's A, B run beside W's work that needs nothing from S (phase 1's first pass: dA; all of dq);
+// then W's phase 1 second pass, dk and phase 3 beside S's C (S hands dh''s residual rows 64..127 over between W's
+// two dk parts before it updates dh'); then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
+// k-step order, accumulators zeroed by the threads: on the host emulator the outputs equal today's path
+// (GLR_DH_WGMMA=1 at 64-column slices) word for word but where noted in the notes.
+// Included by gdn_bwd_mma.cuh after gdn_bwd_dh_wgmma.cuh (its helpers: StateBlock, state_block, SliceLane,
+// slice_desc, for_state_pairs, store_pairs_bf16, the chunk kernels' epilogues and chunk_phase3).
+#pragma once
+
+#include <type_traits>
+
+#include "wgmma.cuh"
+
+namespace glr::cuda::sm90::gdn_bwd {
+
+inline constexpr int kFusedThreads = 256;  // S = warpgroup 0, W = warpgroup 1
+
+// Every tile 1024-byte aligned (the struct's base aligned at run time; sizes are multiples of 1024). sw128 tiles
+// (sw128_offset): a (R x 128) tile is two (R x 64) slabs, each slab the dh kernel's 64-column slice tile (the same
+// bytes: slice_offset<64> is sw128_offset within a slab), so S reads half v of a tile at base + v R 128 bytes.
+template <int kD = gdn::DK>
+struct FusedSmem {
+  __nv_bfloat16 q[C * kD];    // (C, K)
+  __nv_bfloat16 k[C * kD];    // (C, K)
+  __nv_bfloat16 dO[C * kD];   // (C, V); after the hand-off: y = scale e^G dO (phase C)
+  __nv_bfloat16 vn[C * kD];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new)
+  __nv_bfloat16 dx[C * kD];   // (C, V) phases A, B: dV_new, then dX (half v over half v once read)
+  __nv_bfloat16 h[kD * kD];   // (K, V) state entering the chunk
+  __nv_bfloat16 dh[kD * kD];  // (K, V) bf16(dh'), dh' the gradient of the state leaving the chunk
+  __nv_bfloat16 dhl[C * kD];  // (64, V) dh''s bf16 residual, rows 0..63 of K, then 64..127
+  __nv_bfloat16 dA[C * C];    // (C, C)
+  __nv_bfloat16 E[C * C];     // (C, C) E; phase B: T (dead before W's phase 1 writes E)
+  __nv_bfloat16 z[C * kD];    // (C, V) -beta e^G dX
+  float G[C];
+  float Gr[C];
+  float beta[C];
+  float dbv[kD / 64][C];  // the dbeta partials rowsum(dX . V) of each 64-column half (chunk_phase3's slices)
+  float rowp[5][C][4];
+  float colp[C][32];
+  float hdot[kD];
+  float dG[C];
+  float t3[C];
+  float red[C * 4];  // S: rowsum(dX . V) partials of one half, one per lane of a row's quad
+};
+template <int kD>
+inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024;
+static_assert(fused_bwd_smem_bytes<128> <= 227 * 1024, "the fused kernel's shared memory fits one block per SM");
+
+// The barriers: bar 0 (__syncthreads, both warpgroups) at the hand-offs; named ones below.
+inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4;
+
+// chunk_phase3's barrier over W only.
+struct WSync {
+  __device__ __forceinline__ void operator()() const { named_barrier_sync(kBarW, 128); }
+};
+
+template <int kD = gdn::DK, bool kDelta = true>
+__global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __grid_constant__ GdnBwdArgs a) {
+  static_assert(kD == 128 && kDelta, "first form: K = V = 128 with the delta rule");
+  static_assert(C == 64, "wgmma's M = 64 rows = the chunk");
+  constexpr int MT = kD / 64, NH = kD / 64;  // m64 row tiles of K; 64-column halves of V
+  constexpr int kSlab = C * 64;              // elements of one (C x 64) slab
+  extern __shared__ __align__(16) char smem_raw[];
+  const std::uint32_t raw = smem_addr(smem_raw);
+  FusedSmem<kD>& s = *reinterpret_cast<FusedSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  const int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2,
+            t4 = lane & 3, r0 = warp * 16;
+  StateBlock sb;
+  if (!state_block<64, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  const int NT = sb.sq.nch, HV = sb.HV;
+  const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
+                      svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
+                      sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E), sz = smem_addr(s.z);
+
+  // Chunk c's tiles: S q, k, dO, T, G, Gr, beta and V_new; W h and V_new's residual (each thread its own
+  // cp.async groups; the caller waits, fences and syncs).
+  auto load_s = [&](int c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), tl = opaque(tid);
+    const std::int64_t rs = opaque(sb.row_stride), qt = sb.tokb + static_cast<std::int64_t>(t0) * a.H;
+    load_sw128<C, kD>(s.q, a.q + qt * kD, rs, len, tl);
+    load_sw128<C, kD>(s.k, a.k + qt * kD, rs, len, tl);
+    load_sw128<C, kD>(s.dO, a.dout + (sb.vtokb + static_cast<std::int64_t>(t0) * HV) * kD,
+                      static_cast<std::int64_t>(HV) * kD, len, tl);
+    load_sw128<C, C>(s.E, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tl);
+    load_sw128<C, kD>(s.vn, a.vn + (sb.R + c) * C * kD, kD, C, tl);
+    if (tl < C / 4) cp_async_16(smem_addr(s.G + tl * 4), sb.Gg + c * C + tl * 4, true);
+    else if (tl < C / 2) cp_async_16(smem_addr(s.beta + (tl - C / 4) * 4), sb.Bg + c * C + (tl - C / 4) * 4, true);
+    else if (tl < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tl - C / 2) * 4), sb.Grg + c * C + (tl - C / 2) * 4, true);
+    cp_async_commit();
+  };
+  auto load_w = [&](int c) {
+    const int tl = opaque(tid);
+    load_sw128<kD, kD>(s.h, a.hc + (sb.R + c) * kD * kD, kD, kD, tl);
+    load_sw128<C, kD>(s.vnl, a.vnl + (sb.R + c) * C * kD, kD, C, tl);
+    cp_async_commit();
+  };
+  // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k): their cp.async waits for the chunk's
+  // last readers (after phase C, after W's phase 3); the prefetch lets them hit L2. Chunk c - 1 is whole (only the
+  // last chunk is short). S: q, k, dO (a row half a thread), V_new, T; W: h, V_new's residual (128 bytes a line).
+  auto prefetch_s = [&](int c) {
+    const int tl = opaque(tid), row = tl >> 1, t0 = c * C;
+    const std::int64_t qt = sb.tokb + static_cast<std::int64_t>(t0 + row) * a.H, off = (tl & 1) * (kD / 2);
+    prefetch_l2(a.q + qt * kD + off);
+    prefetch_l2(a.k + qt * kD + off);
+    prefetch_l2(a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + row) * HV) * kD + off);
+    prefetch_l2(a.vn + (sb.R + c) * C * kD + tl * 64);
+    if (tl < C) prefetch_l2(sb.Tw + static_cast<std::int64_t>(c) * C * C + tl * 64);
+  };
+  auto prefetch_w = [&](int c) {
+    const int tl = opaque(tid);
+    prefetch_l2(a.hc + (sb.R + c) * kD * kD + tl * 64);
+    prefetch_l2(a.hc + (sb.R + c) * kD * kD + (tl + 128) * 64);
+    prefetch_l2(a.vnl + (sb.R + c) * C * kD + tl * 64);
+  };
+  if (NT > 0) {
+    if (wg == 0) load_s(NT - 1);
+    else load_w(NT - 1);
+    cp_async_wait<0>();
+  }
+  fence_proxy_async();
+  __syncthreads();  // (0) the last chunk's tiles visible to both warpgroups (W's first pass starts at once)
+
+  if (wg == 0) {
+    // ---------------- S: the dh chain (dh_wgmma_kernel<64>'s, both halves in one warpgroup) ----------------
+    // dh' in wgmma accumulators: ds[v][mt][4n + 2 half + u] is row 64 mt + r0 + g8 + 8 half, column 64 v + 8n + 2 t4 + u.
+    float ds[NH][MT][32];
+    auto ds_row = [&](int mt, int half) { return mt * 64 + r0 + g8 + half * 8; };
+    auto state_at = [&](int v, int mt, int n, int half) {
+      return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + v * 64 + n * 8 + 2 * t4;
+    };
+    const SliceLane<64> sl(lane);
+#pragma unroll
+    for (int v = 0; v < NH; ++v)
+      for_state_pairs<MT, 8>([&](int mt, int n, int half) {
+        const float2 x = a.dht ? *reinterpret_cast<const float2*>(a.dht + state_at(v, mt, n, half)) : make_float2(0.f, 0.f);
+        ds[v][mt][4 * n + 2 * half] = x.x;
+        ds[v][mt][4 * n + 2 * half + 1] = x.y;
+      });
+    // dh''s bf16 residual rows 64 part .. 64 part + 63 to the dhl tile (as store_state_residual's words)
+    auto write_residual = [&](auto part_c) {  // (part a constant: ds indexed by registers only, no stack)
+      constexpr int part = decltype(part_c)::value;
+#pragma unroll
+      for (int v = 0; v < NH; ++v)
+        for_state_pairs<1, 8>([&](int, int n, int half) {
+          const float x0 = ds[v][part][4 * n + 2 * half], x1 = ds[v][part][4 * n + 2 * half + 1];
+          *sl.word(s.dhl + v * kSlab, r0 + half * 8, n) = bf16x2_residual(x0, x1, pack_bf16x2(x0, x1));
+        });
+    };
+
+    for (int c = NT - 1; c >= 0; --c) {
+      const int t0 = c * C, len = min(C, sb.sq.len - t0);
+      // bf16(dh') (both halves: the state's B operand and W's dh tile) and the residual's first 64 rows
+#pragma unroll
+      for (int v = 0; v < NH; ++v)
+        for_state_pairs<MT, 8>([&](int mt, int n, int half) {
+          *sl.word(s.dh + v * kD * 64, ds_row(mt, half) - g8, n) =
+              pack_bf16x2(ds[v][mt][4 * n + 2 * half], ds[v][mt][4 * n + 2 * half + 1]);
+        });
+      write_residual(std::integral_constant<int, 0>{});
+      fence_proxy_async();
+      named_barrier_sync(kBarS, 128);  // dh' visible to S's wgmmas
+      if (c > 0) prefetch_s(c - 1);
+
+      // Phase A: P^T (register-A fragments) from K Q^T by 32-column halves, as dh_wgmma_kernel.
+      std::uint32_t pa[4][4];
+#pragma unroll
+      for (int hp = 0; hp < 2; ++hp) {
+        float pt[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) pt[e] = 0.f;
+        wgmma_fence_operand(pt);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kD / 16; ++ks)
+          wgmma_ss_n<32, 0, 0>(pt, desc_kmajor<C>(sk, 0, ks), desc_kmajor<C>(sq_, 32 * hp, ks), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(pt);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = r0 + g8 + half * 8;
+          const float Gri = s.Gr[i];
+#pragma unroll
+          for (int nh = 0; nh < 4; ++nh) {
+            const int n = 4 * hp + nh;
+            float pv[2];
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+              const int j = n * 8 + 2 * t4 + u;
+              pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
+            }
+            pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+          }
+        }
+      }
+      const float GrL = s.Gr[C - 1];
+#pragma unroll 1
+      for (int v = 0; v < NH; ++v) {  // dV_new[:, v] = e^{Gr_L - Gr_i} K dh'[:, v] + P^T dO[:, v] -> the dx tile's half v
+        float acc[32];
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc[e] = 0.f;
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kD / 16; ++ks)
+          wgmma_ss_n<64, 0, 1>(acc, desc_kmajor<C>(sk, 0, ks), slice_desc<64, kD>(sdh + v * kD * 128, ks), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(acc);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float ed = expf(GrL - s.Gr[r0 + g8 + half * 8]);
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            acc[4 * n + half * 2] *= ed;
+            acc[4 * n + half * 2 + 1] *= ed;
+          }
+        }
+        wgmma_fence_operand(acc);
+        wgmma_fence_operand(pa);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<64, 1>(acc, pa[ks], slice_desc<64, C>(sdO + v * C * 128, ks), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(acc);
+        store_pairs_bf16<8>(r0, g8, [&](int n, int half) { return make_float2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]); },
+                            [&](int i, int n) { return sl.word(s.dx + v * kSlab, i - g8, n); });
+      }
+      fence_proxy_async();
+      named_barrier_sync(kBarS, 128);  // dV_new visible
+
+      // Phase B per half: dX = T^T dV_new[:, v]; dh_kernel's dX epilogue, dX over dV_new's half v in the dx tile.
+#pragma unroll 1
+      for (int v = 0; v < NH; ++v) {
+        float acc[32];
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc[e] = 0.f;
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_ss_n<64, 1, 1>(acc, desc_mnmajor<C>(sE, 0, ks), slice_desc<64, C>(sdx + v * C * 128, ks), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(acc);
+        named_barrier_sync(kBarS, 128);  // every warp past the wgmmas that read dV_new's half v (and, v = 1, red)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = r0 + g8 + half * 8;
+          const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
+          const std::int64_t vrow = (sb.vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v * 64;
+          float rsum = 0.f;
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            const int col = n * 8 + 2 * t4;
+            const float x0 = acc[4 * n + 2 * half], x1 = acc[4 * n + 2 * half + 1];
+            // v's pair (0 past len, as the dh kernels' zero-filled v tile), read from global: no tile for it
+            const float2 vf = i < len ? unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(a.v + vrow + col))
+                                      : make_float2(0.f, 0.f);
+            rsum = fmaf(x0, vf.x, rsum);
+            rsum = fmaf(x1, vf.y, rsum);
+            if (i < len) *reinterpret_cast<std::uint32_t*>(a.dv + vrow + col) = pack_bf16x2(bi * x0, bi * x1);
+            *sl.word(s.dx + v * kSlab, i - g8, n) = pack_bf16x2(x0, x1);
+            *sl.word(s.z + v * kSlab, i - g8, n) = pack_bf16x2(zi * x0, zi * x1);
+          }
+          s.red[i * 4 + t4] = rsum;
+        }
+        named_barrier_sync(kBarS, 128);  // red visible
+        if (tid < C) s.dbv[v][tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
+      }
+      fence_proxy_async();  // dX, z (and dh', its residual) before W's and phase C's wgmmas
+      __syncthreads();      // (1) hand-off to W: dX, dh', residual rows 0..63, dbv
+      // Phase C beside W's dk: y = scale e^G dO over dO in its own tile (W reads dO no more after the hand-off:
+      // dO V_new^T and dq came before it), then dh''s residual rows 64..127 once W is past rows 0..63, then
+      // dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const float ey = a.scale * expf(s.G[i]);
+#pragma unroll
+        for (int v = 0; v < NH; ++v)
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            std::uint32_t* w = sl.word(s.dO + v * kSlab, i - g8, n);
+            const float2 dof = unpack_bf16x2(*w);
+            *w = pack_bf16x2(ey * dof.x, ey * dof.y);
+          }
+      }
+      named_barrier_sync(kBarDhlFree, 256);  // W is past its wgmmas on residual rows 0..63
+      write_residual(std::integral_constant<int, 1>{});
+      fence_proxy_async();  // the residual (W's wgmmas) and y (S's)
+      named_barrier_arrive(kBarDhlReady, 256);
+      named_barrier_sync(kBarS, 128);  // y visible to S
+      const float decay = expf(s.G[C - 1]);
+#pragma unroll
+      for (int v = 0; v < NH; ++v)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int e = 0; e < 32; ++e) ds[v][mt][e] *= decay;
+#pragma unroll
+      for (int v = 0; v < NH; ++v) {  // (unrolled: ds indexed by constants only)
+        wgmma_fence_operand(ds[v]);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < C / 16; ++ks)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            wgmma_ss_n<64, 1, 1>(ds[v][mt], desc_mnmajor<C>(sq_, 64 * mt, ks), slice_desc<64, C>(sdO + v * C * 128, ks), 1);
+            wgmma_ss_n<64, 1, 1>(ds[v][mt], desc_mnmajor<C>(sk, 64 * mt, ks), slice_desc<64, C>(sz + v * C * 128, ks), 1);
+          }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(ds[v]);
+      }
+      __syncthreads();  // (2) W's phases done (the E slot is free for T of chunk c - 1), S's phase C too
+      if (c > 0) load_s(c - 1);
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();  // (3) chunk c - 1's tiles visible
+    }
+    if (a.dh0) {
+#pragma unroll
+      for (int v = 0; v < NH; ++v)
+        for_state_pairs<MT, 8>([&](int mt, int n, int half) {
+          *reinterpret_cast<float2*>(a.dh0 + state_at(v, mt, n, half)) =
+              make_float2(ds[v][mt][4 * n + 2 * half], ds[v][mt][4 * n + 2 * half + 1]);
+        });
+    }
+    return;
+  }
+
+  // ---------------- W: chunk_wgmma_kernel's phases 1-3 on the tiles S leaves (tid = threadIdx.x - 128) ----------------
+  // What needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first pass (Q K^T, dO V_new^T
+  // -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the hand-off (1), phase 1's second
+  // pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as chunk_wgmma_kernel's (dq's row dots
+  // still summed part 0 then part 1): the same words.
+  auto pair_at = [](const __nv_bfloat16* t, int r, int col) -> std::uint32_t* {
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<C>(r, col));
+  };
+  for (int c = NT - 1; c >= 0; --c) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
+    const std::int64_t sl0 = sb.R + c, qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
+                       tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
+    if (c > 0) prefetch_w(c - 1);
+    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+    Phase1Partials p1;
+    auto phase1_pass = [&](int pass) {
+      const std::uint32_t xa = pass == 0 ? sq_ : sk, ya = pass == 0 ? sdO : sdx;
+      float x[32], y[32];
+#pragma unroll
+      for (int e = 0; e < 32; ++e) x[e] = y[e] = 0.f;
+      wgmma_fence_operand(x);
+      wgmma_fence_operand(y);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        wgmma_ss<64, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
+        wgmma_ss<64, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, 0, ks), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(x);
+      wgmma_fence_operand(y);
+      phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, pair_at);
+    };
+    float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+    auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
+                          auto with_b2, std::uint32_t B2) {
+      constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
+#pragma unroll
+      for (int e = 0; e < 32; ++e) acc[e] = 0.f;
+      wgmma_fence_operand(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        if constexpr (kA2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
+        if constexpr (kB2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
+        wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(acc);
+    };
+    auto cc_times = [&](float (&acc)[32], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        if (trans)
+          wgmma_ss<64, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
+        else
+          wgmma_ss<64, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
+      }
+    };
+    auto cc_done = [&](float (&acc)[32]) {
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(acc);
+    };
+    auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
+      add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return pair_at(X, i, col); });
+    };
+    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
+      store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
+    };
+
+    // Before the hand-off: phase 1's first pass, then dq per 64-column part of K.
+    phase1_pass(0);
+    fence_proxy_async();  // dA (st.shared) before the wgmmas
+    named_barrier_sync(kBarW, 128);
+    float eg[2], bi[2], el[2];
+    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+#pragma unroll 1
+    for (int kh = 0; kh < kD / 64; ++kh) {
+      const int n0 = kh * 64;
+      float acc[32], out[32];
+      rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+      row_dot(rd[0], acc, s.q, n0);
+#pragma unroll
+      for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
+      wgmma_fence_operand(out);
+      wgmma_fence();
+      cc_times(out, sdA, false, sk, n0);
+      cc_done(out);
+      store_rows(a.dq, a.dqp, out, n0);
+    }
+    __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv
+
+    // After it: phase 1's second pass, then dk per part.
+    phase1_pass(1);
+    store_phase1_partials(s, p1, warp, g8, t4);
+    fence_proxy_async();  // E (st.shared) before the wgmmas
+    named_barrier_sync(kBarW, 128);
+#pragma unroll 1
+    for (int kh = 0; kh < kD / 64; ++kh) {
+      const int n0 = kh * 64;
+      float acc[32], out[32];
+      if (kh == 1) named_barrier_sync(kBarDhlReady, 256);  // S has written residual rows 64..127
+      rows_times(acc, svn, sdh, n0, std::true_type{}, svnl, std::true_type{}, sdhl);
+      if (kh == 0) named_barrier_arrive(kBarDhlFree, 256);  // this thread is past the wgmmas on rows 0..63
+      row_dot(rd[2], acc, s.k, n0);
+#pragma unroll
+      for (int e = 0; e < 32; ++e) out[e] = el[(e >> 1) & 1] * acc[e];
+      rows_times(acc, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
+      row_dot(rd[1], acc, s.k, n0);
+#pragma unroll
+      for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
+      wgmma_fence_operand(out);
+      wgmma_fence();
+      cc_times(out, sE, false, sk, n0);
+      cc_times(out, sE, true, sk, n0);
+      cc_times(out, sdA, true, sq_, n0);
+      cc_done(out);
+      store_rows(a.dk, a.dkp, out, n0);
+    }
+    store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
+      return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
+    });
+    named_barrier_sync(kBarW, 128);
+    chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
+    named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
+    if (c > 0) load_w(c - 1);  // h and V_new's residual are read by no one until chunk c - 1's dq
+    __syncthreads();           // (2) W done with the chunk
+    cp_async_wait<0>();
+    fence_proxy_async();  // W's h and V_new's residual before chunk c - 1's wgmmas
+    __syncthreads();      // (3)
+  }
+}
+
+}  // namespace glr::cuda::sm90::gdn_bwd
+
+#if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
+namespace glr::cuda::sm90::gdn_bwd {
+// Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, and the state passes
+// unsplit (a.segs == 1). The first form walks whole sequences, one block per (sequence, value head): where the split
+// rule (gdn_bwd_split_segments) or GLR_BACKWARD_SPLIT cuts the sequences, the blocks are few (B1 T32768 H16: 16 for
+// 132 SMs) and today's split passes stay (bench/glr/sm90_bwd_notes.md: the split's mapping onto the sweep, not done).
+template <int kD, bool kDelta>
+inline bool fused_bwd_takes(const GdnBwdArgs& a) {
+  return kD == 128 && kDelta && a.segs == 1 && bwd_fused();
+}
+// The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
+// head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass
+// on wgmma (1) or h_kernel (0); -1 as GLR_H_WGMMA says (the emulator check passes its own choice).
+template <int kD, bool kDelta>
+inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks, int h_wgmma = -1) {
+  if constexpr (kD != 128 || !kDelta) {
+    return cudaErrorInvalidValue;
+  } else {
+    static const cudaError_t attributes =
+        cudaFuncSetAttribute(&fused_bwd_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(fused_bwd_smem_bytes<kD>));
+    cudaError_t e = attributes;
+    if (e != cudaSuccess) return e;
+    const int NT = (a.T + C - 1) / C;
+    if (NT > 0) {
+      const bool hw = h_wgmma < 0 ? bwd_h_wgmma() : h_wgmma == 1;
+      e = a.vt == 64   ? launch_h_pass<64, kD, kDelta>(a, stream, hw)
+          : a.vt == 32 ? launch_h_pass<32, kD, kDelta>(a, stream, hw)
+                       : launch_h_pass<16, kD, kDelta>(a, stream, hw);
+      if (e != cudaSuccess) return e;
+    }
+    if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
+    GdnBwdArgs d = a;
+    d.segs = 1;
+    const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());
+    return launch_kernel(&fused_bwd_kernel<kD, kDelta>, dim3(1, heads), kFusedThreads, fused_bwd_smem_bytes<kD>, stream,
+                         d, emu_smem);
+  }
+}
+}  // namespace glr::cuda::sm90::gdn_bwd
+#endif
