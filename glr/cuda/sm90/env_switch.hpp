@@ -42,9 +42,11 @@ inline bool bwd_chunk_wgmma() {
   static const bool on = env_flag("GLR_BWD_WGMMA", true);
   return on;
 }
-// GLR_DH_WGMMA=1: the backward's dh kernel on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh; not yet run on a GPU).
+// GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since
+// its H200 run of 2026-12-05 (correct; the dh pass 1.10-1.15x dh_kernel's: docs/perf.md); 0: dh_kernel. A split dh pass
+// (GLR_BACKWARD_SPLIT) runs dh_kernel either way.
 inline bool bwd_dh_wgmma() {
-  static const bool on = env_flag("GLR_DH_WGMMA", false);
+  static const bool on = env_flag("GLR_DH_WGMMA", true);
   return on;
 }
 // GLR_FUSED_BWD=1: the backward's dh pass and chunk kernel as one reverse sweep per (sequence, value head)
@@ -59,10 +61,11 @@ inline bool bwd_h_wgmma() {
   static const bool on = env_flag("GLR_H_WGMMA", false);
   return on;
 }
-// GLR_FWD_WGMMA=1: the forward's rung-3 state kernel on wgmma (state_t_wgmma_kernel, gdn_state_wgmma.cuh) at slice
-// width 64, the split pass's passes A and C included; not yet run on a GPU.
+// GLR_FWD_WGMMA: the forward's rung-3 state kernel on wgmma (state_t_wgmma_kernel, gdn_state_wgmma.cuh) at slice
+// width 64, the split pass's passes A and C included, the default since its H200 run of 2026-12-05 (correct; the
+// forward 1.1-1.4x state_t_kernel's at every timed shape: docs/perf.md); 0: state_t_kernel.
 inline bool state_wgmma_requested() {
-  static const bool on = env_flag("GLR_FWD_WGMMA", false);
+  static const bool on = env_flag("GLR_FWD_WGMMA", true);
   return on;
 }
 // GLR_FORWARD_SPLIT: the forward split-sequence state pass's segments for every call, 1 to 4096 (1: never split);
