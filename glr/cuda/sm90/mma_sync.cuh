@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 namespace glr::cuda::sm90 {
 
@@ -146,6 +148,33 @@ __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bflo
 // caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
 // do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
 // emu_blocks are unused.
+#if !defined(GLR_SM90_HOST_EMU)
+// Makes sure `kernel` may be launched with `smem` bytes of dynamic shared memory on the current device, calling
+// cudaFuncSetAttribute once per (kernel pointer, device) and size. Why per pointer, at the launch: nvcc gives each
+// translation unit its own host stub of a template kernel (local symbols: forward.cu and backward.cu each launch
+// e.g. state_t_wgmma_kernel<true, 128, true, false> through their own), so a launcher's once-per-instantiation
+// static attribute call covered only the stub of the translation unit that ran it first; the H200 refused the
+// other's launch (cudaErrorInvalidValue: the backward's split h pass after a split forward, B1 T8192 H16 and longer,
+// 2026-12-05, compute-sanitizer's backtrace in docs/perf.md).
+inline cudaError_t ensure_dynamic_smem(const void* kernel, std::size_t smem) {
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  struct Key {
+    const void* kernel;
+    int device;
+    bool operator<(const Key& o) const { return kernel != o.kernel ? kernel < o.kernel : device < o.device; }
+  };
+  static std::mutex mutex;
+  static std::map<Key, std::size_t> limits;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = limits.find(Key{kernel, device});
+  if (it != limits.end() && it->second >= smem) return cudaSuccess;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e == cudaSuccess) limits[Key{kernel, device}] = smem;
+  return e;
+}
+#endif
 #if defined(GLR_SM90_HOST_EMU)
 // The largest dynamic shared memory a launch of `kernel` may ask for: what cudaFuncSetAttribute(kernel,
 // cudaFuncAttributeMaxDynamicSharedMemorySize, n) last set, else the device's default of 48 KB (emu_launch.cpp).
@@ -172,6 +201,10 @@ inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threa
 #else
   (void)emu_smem;
   (void)emu_blocks;
+  if (smem > 48 * 1024) {
+    const cudaError_t e = ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+    if (e != cudaSuccess) return e;
+  }
   kernel<<<grid, threads, smem, stream>>>(arg);
   return cudaGetLastError();
 #endif
