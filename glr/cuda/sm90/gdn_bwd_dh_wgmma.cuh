@@ -142,6 +142,29 @@ static_assert(dh_wgmma_smem_bytes<64, 128> <= 113 * 1024 && dh_wgmma_smem_bytes<
               "two blocks per SM, as dh_kernel");
 static_assert((C * 16 * 2) % 1024 == 0, "slice tiles keep the 1024-byte alignment");
 
+// P^T as register-A fragments from 32 columns of K Q^T (pt: the m64n32 accumulator of columns 32 hp .. 32 hp + 31):
+// P_ji = scale e^{Gr_j - Gr_i} (K Q^T)_ij for j >= i, else 0 (never the exp of a positive); P^T's k-step kk is pa[kk]
+// (n-tiles 2 kk, 2 kk + 1). Phase A of dh_wgmma_kernel and of fused_bwd_kernel (gdn_bwd_fused.cuh).
+__device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const float (&pt)[16], int hp, const float* Gr,
+                                            float scale, int r0, int g8, int t4) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float Gri = Gr[i];
+#pragma unroll
+    for (int nh = 0; nh < 4; ++nh) {
+      const int n = 4 * hp + nh;
+      float pv[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int j = n * 8 + 2 * t4 + u;
+        pv[u] = j >= i ? scale * expf(Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
+      }
+      pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
+    }
+  }
+}
+
 template <int kVT, int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
@@ -267,22 +290,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(pt);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-        const float Gri = s.Gr[i];
-#pragma unroll
-        for (int nh = 0; nh < 4; ++nh) {
-          const int n = 4 * hp + nh;
-          float pv[2];
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            const int j = n * 8 + 2 * t4 + u;
-            pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
-          }
-          pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-        }
-      }
+      p_fragments(pa, pt, hp, s.Gr, a.scale, r0, g8, t4);
     }
     float acc[NA];  // (C, kVT)
 #pragma unroll

@@ -190,22 +190,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operand(pt);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int i = r0 + g8 + half * 8;
-          const float Gri = s.Gr[i];
-#pragma unroll
-          for (int nh = 0; nh < 4; ++nh) {
-            const int n = 4 * hp + nh;
-            float pv[2];
-#pragma unroll
-            for (int u = 0; u < 2; ++u) {
-              const int j = n * 8 + 2 * t4 + u;
-              pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
-            }
-            pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
-          }
-        }
+        p_fragments(pa, pt, hp, s.Gr, a.scale, r0, g8, t4);
       }
       const float GrL = s.Gr[C - 1];
 #pragma unroll 1
