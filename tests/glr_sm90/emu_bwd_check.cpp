@@ -358,6 +358,28 @@ struct Outputs {
 
 // g16, b16: pass g, beta as bf16 (their values must be bf16-representable: they are converted, and the fp32 run
 // of the same values is the comparison), dg, dbeta then come back in bf16.
+// Two runs' outputs compared: the words that differ bitwise, and the largest |x - y| relative to y's rms over the
+// finite elements (Inf where one is finite and the other not; 0 when nothing differs numerically).
+struct WordDiff {
+  std::size_t words = 0;
+  double worst = 0;
+};
+template <class V>
+WordDiff word_diff(const V& x, const V& y) {
+  WordDiff d;
+  double r2 = 0, dmax = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
+    if (std::memcmp(&x[i], &y[i], sizeof x[i]) != 0) ++d.words;
+    if (std::isfinite(yv)) r2 += yv * yv;
+    if (std::isfinite(xv) && std::isfinite(yv)) dmax = std::max(dmax, std::fabs(xv - yv));
+    else if (std::isfinite(xv) != std::isfinite(yv)) dmax = INFINITY;
+  }
+  const double rms = x.empty() ? 0 : std::sqrt(r2 / static_cast<double>(x.size()));
+  if (dmax > 0) d.worst = rms > 0 ? dmax / rms : INFINITY;
+  return d;
+}
+
 Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = false, bool b16 = false) {
   const std::size_t tok = static_cast<std::size_t>(p.B) * p.T * p.H, hs = static_cast<std::size_t>(p.B) * p.hv() * KD * VD;
   const std::size_t vtok = static_cast<std::size_t>(p.B) * p.T * p.hv();
@@ -702,16 +724,9 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     std::size_t words = 0;
     double worst = 0;
     auto cmp = [&](const auto& x, const auto& y) {
-      double r2 = 0, dmax = 0;
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
-        if (std::memcmp(&x[i], &y[i], sizeof x[i]) != 0) ++words;
-        if (std::isfinite(yv)) r2 += yv * yv;
-        if (std::isfinite(xv) && std::isfinite(yv)) dmax = std::max(dmax, std::fabs(xv - yv));
-        else if (std::isfinite(xv) != std::isfinite(yv)) dmax = INFINITY;
-      }
-      const double rms = x.empty() ? 0 : std::sqrt(r2 / static_cast<double>(x.size()));
-      if (dmax > 0) worst = std::max(worst, rms > 0 ? dmax / rms : INFINITY);
+      const WordDiff d = word_diff(x, y);
+      words += d.words;
+      worst = std::max(worst, d.worst);
     };
     cmp(o.dq, om.dq);
     cmp(o.dk, om.dk);
@@ -738,18 +753,9 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     double worst = 0;
     std::string counts;
     auto cmp = [&](const char* name, const auto& x, const auto& y) {
-      std::size_t words = 0;
-      double r2 = 0, dmax = 0;
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
-        if (std::memcmp(&x[i], &y[i], sizeof x[i]) != 0) ++words;
-        if (std::isfinite(yv)) r2 += yv * yv;
-        if (std::isfinite(xv) && std::isfinite(yv)) dmax = std::max(dmax, std::fabs(xv - yv));
-        else if (std::isfinite(xv) != std::isfinite(yv) && !(std::isnan(xv) && std::isnan(yv))) dmax = INFINITY;
-      }
-      const double rms = x.empty() ? 0 : std::sqrt(r2 / static_cast<double>(x.size()));
-      if (dmax > 0) worst = std::max(worst, rms > 0 ? dmax / rms : INFINITY);
-      counts += std::string(" ") + name + " " + std::to_string(words);
+      const WordDiff d = word_diff(x, y);
+      worst = std::max(worst, d.worst);
+      counts += std::string(" ") + name + " " + std::to_string(d.words);
     };
     cmp("dq", o.dq, ot.dq);
     cmp("dk", o.dk, ot.dk);
