@@ -141,13 +141,6 @@ __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bflo
   ldmatrix_x4_trans(b, smem_addr(s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8));
 }
 
-// One launch of the launchers (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh): kernel<<<grid, threads, smem, stream>>>(arg),
-// then cudaGetLastError(). Under GLR_SM90_HOST_EMU the same call runs the grid on the host emulator
-// (tests/glr_sm90/emu.hpp: emu::launch, blocks one after another, `threads` threads each, the
-// kernel's `extern __shared__` array `emu_smem`, `stream` ignored) and returns cudaSuccess; there emu_blocks > 0
-// caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
-// do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
-// emu_blocks are unused.
 #if !defined(GLR_SM90_HOST_EMU)
 // Makes sure `kernel` may be launched with `smem` bytes of dynamic shared memory on the current device, calling
 // cudaFuncSetAttribute once per (kernel pointer, device) and size. Why per pointer, at the launch: nvcc gives each
@@ -180,6 +173,13 @@ inline cudaError_t ensure_dynamic_smem(const void* kernel, std::size_t smem) {
 // cudaFuncAttributeMaxDynamicSharedMemorySize, n) last set, else the device's default of 48 KB (emu_launch.cpp).
 extern "C" int glr_emu_max_dynamic_smem(const void* kernel);
 #endif
+// One launch of the launchers (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh): kernel<<<grid, threads, smem, stream>>>(arg),
+// then cudaGetLastError(). Under GLR_SM90_HOST_EMU the same call runs the grid on the host emulator
+// (tests/glr_sm90/emu.hpp: emu::launch, blocks one after another, `threads` threads each, the
+// kernel's `extern __shared__` array `emu_smem`, `stream` ignored) and returns cudaSuccess; there emu_blocks > 0
+// caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
+// do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
+// emu_blocks are unused.
 template <class Args>
 inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threads, std::size_t smem,
                                  cudaStream_t stream, const Args& arg, char* emu_smem, unsigned emu_blocks = 0) {
