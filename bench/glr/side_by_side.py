@@ -127,7 +127,31 @@ def measure(impl, s, inp, args):
     b = median_ms(fwdbwd, warmup, args.reps, args.budget_ms)
     rec.update(fwd_ms=f[0], fwd_min=f[1], fwd_max=f[2], fwd_reps=f[3], fwdbwd_ms=b[0], fwdbwd_min=b[1],
                fwdbwd_max=b[2], fwdbwd_reps=b[3])
+    if args.kernels:
+        rec["kernels"] = kernel_times(fwdbwd, args.kernels)
     return rec
+
+
+def kernel_times(fn, reps):
+    """Where one call's GPU time goes: fn run reps times (already warm) under torch.profiler; each CUDA kernel's
+    summed device time over the reps, divided by reps (ms per call), with its launches per call, largest first.
+    The profiler's own overhead stretches host gaps, not kernel durations, so the rows are comparable with the
+    CUDA-event medians but their sum is below them by whatever the GPU spent idle or in copies."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    per = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
+            name = e.name if len(e.name) <= 120 else e.name[:117] + "..."
+            t, n = per.get(name, (0.0, 0))
+            per[name] = (t + e.device_time / 1000.0, n + 1)  # device_time: microseconds
+    rows = sorted(per.items(), key=lambda kv: -kv[1][0])
+    return [dict(kernel=k, ms=t / reps, launches=n / reps) for k, (t, n) in rows]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,6 +343,9 @@ def parse_args(argv=None):
     ap.add_argument("--no-warm", action="store_true", help="no parallel FlashQLA warm-up before timing")
     ap.add_argument("--warm-timeout-s", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kernels", type=int, default=0, metavar="N",
+                    help="also profile N warm forward+backward calls per row (torch.profiler): ms per call of "
+                    "every kernel, in the report's kernel table (default 0: none)")
     ap.add_argument("--prepare", action="store_true",
                     help="build glr and make every loadable implementation's first calls (compile, autotune); no "
                          "timing")

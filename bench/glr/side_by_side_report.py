@@ -214,7 +214,34 @@ def report(meta, rows, checks, shapes):
         head += [f"- fla's dispatcher: {m}" for m in dict.fromkeys(log)] or \
             ["- fla's dispatcher logged no backend taking a call: fla's own Triton functions ran"]
     return "\n".join(head + ["", markdown_tables(derive(rows, shapes, peak), shapes, peak), "",
-                             check_table(checks), ""])
+                             check_table(checks), ""] + kernel_table(rows, shapes))
+
+
+def kernel_table(rows, shapes, top=12):
+    """Per row that was profiled (side_by_side.py --kernels): its largest kernels, ms per forward+backward, and
+    the share of the row's fwd+bwd median each takes; the rest summed in one line. Empty when none was."""
+    out = []
+    for r in _ordered(rows, shapes):
+        ks = r.get("kernels")
+        if not ks:
+            continue
+        total = r.get("fwdbwd_ms")
+        if not out:
+            out = ["Kernels of one warm forward+backward (torch.profiler; ms per call, launches per call, share of "
+                   "the row's fwd+bwd median):", ""]
+        out += [f"{r['shape']} / {LABEL.get(r['impl'], r['impl'])} (fwd+bwd median {_num(total, '.3f')} ms):", "",
+                "| kernel | ms | launches | share |", "|---|---|---|---|"]
+        share = lambda ms: _num(100.0 * ms / total, ".1f") + "%" if total else "-"  # noqa: E731
+        for k in ks[:top]:
+            out.append(f"| `{k['kernel']}` | {k['ms']:.3f} | {k['launches']:g} | {share(k['ms'])} |")
+        rest = ks[top:]
+        if rest:
+            ms = sum(k["ms"] for k in rest)
+            out.append(f"| {len(rest)} others | {ms:.3f} | {sum(k['launches'] for k in rest):g} | {share(ms)} |")
+        out.append(f"| all kernels | {sum(k['ms'] for k in ks):.3f} | {sum(k['launches'] for k in ks):g} | "
+                   f"{share(sum(k['ms'] for k in ks))} |")
+        out.append("")
+    return out
 
 
 def record(meta, rows, checks, shapes):

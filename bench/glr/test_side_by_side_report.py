@@ -304,3 +304,19 @@ def test_the_kernels_a_timed_row_ran_on_reach_the_table():
     line = next(l for l in md.splitlines() if l.startswith(f"| {B8['name']} | glr"))
     assert line.rstrip(" |").endswith("non-finite values in the output; glr fwd: sm90: bf16; bwd: blocks: sm90 "
                                       "backward not taken: beta, dbeta not fp32"), line
+
+
+def test_the_kernel_breakdown_lists_the_largest_kernels_and_sums_the_rest():
+    ks = [dict(kernel=f"k{i}", ms=0.5 / (i + 1), launches=1.0) for i in range(15)]
+    rows = [rep.result(B8["name"], "glr", fwd_ms=1.0, fwdbwd_ms=4.0, kernels=ks), rep.result(B8["name"], "fla",
+                                                                                               fwd_ms=1.0, fwdbwd_ms=5.0)]
+    lines = rep.kernel_table(rows, [B8])
+    body = [l for l in lines if l.startswith("| ")]
+    assert body[0] == "| kernel | ms | launches | share |" and body[1] == "| `k0` | 0.500 | 1 | 12.5% |"
+    assert sum(1 for l in body if l.startswith("| `k")) == 12  # the largest twelve, then the rest in one line
+    rest = sum(k["ms"] for k in ks[12:])
+    assert f"| 3 others | {rest:.3f} | 3 | " in "\n".join(body)
+    assert body[-1].startswith(f"| all kernels | {sum(k['ms'] for k in ks):.3f} | 15 |")
+    assert not any("fla" in l for l in lines)  # rows without a profile add nothing
+    assert rep.kernel_table(rows[1:], [B8]) == []
+    assert "Kernels of one warm forward+backward" in rep.report({}, rows, [], [B8])
