@@ -320,3 +320,31 @@ def test_the_kernel_breakdown_lists_the_largest_kernels_and_sums_the_rest():
     assert not any("fla" in l for l in lines)  # rows without a profile add nothing
     assert rep.kernel_table(rows[1:], [B8]) == []
     assert "Kernels of one warm forward+backward" in rep.report({}, rows, [], [B8])
+
+
+def test_switch_diff_reads_configurations_and_refuses_bad_ones_before_any_gpu_work(capsys):
+    import switch_diff as sd
+    assert sd.parse_config("default") == ("default", {})
+    assert sd.parse_config("tma_off:GLR_BWD_CHUNK_TMA=0,GLR_DH_2GEMM=1") == (
+        "tma_off", {"GLR_BWD_CHUNK_TMA": "0", "GLR_DH_2GEMM": "1"})
+    for bad in ("x:PATH=1", "x:GLR_A", ":GLR_A=1", "a b:GLR_A=1"):
+        with pytest.raises(ValueError):
+            sd.parse_config(bad)
+    assert sd.main(["default"]) == 2  # one configuration compares nothing
+    assert sd.main(["a", "a:GLR_X=1"]) == 2  # names must differ
+    assert sd.main(["a", "b:GLR_X=1", "--shapes", "B8_T4096_H16_K128,nope"]) == 2
+    assert "unknown nope" in capsys.readouterr().err
+
+
+def test_switch_diff_counts_words_normwise_difference_and_finiteness_changes():
+    import torch
+    import switch_diff as sd
+    ref = torch.randn(100).bfloat16()
+    x = ref.clone()
+    x[3] = x[3] * 2
+    x[5] = float("nan")
+    ref[7], x[7] = float("nan"), float("nan")  # NaN where both are NaN is not a difference
+    c = sd.compare(x, ref)
+    assert c["words"] == 2 and c["finite_changed"] == 1 and 0 < c["rel"] < 0.1
+    assert sd.compare(ref.float(), ref.float()) == dict(words=0, rel=0.0, finite_changed=0, note="")
+    assert sd.compare(ref, ref.float())["words"] is None
