@@ -61,6 +61,8 @@ def compare(x, ref):
     if x.shape != ref.shape or x.dtype != ref.dtype:
         return dict(words=None, rel=None, finite_changed=None, note=f"{tuple(x.shape)} {x.dtype} vs "
                     f"{tuple(ref.shape)} {ref.dtype}")
+    if torch.cuda.is_available():  # the comparisons of 10^8 words on the GPU
+        x, ref = x.cuda(), ref.cuda()
     ib = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32,
           torch.float64: torch.int64}[x.dtype]
     both_nan = torch.isnan(x) & torch.isnan(ref)
