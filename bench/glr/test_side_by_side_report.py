@@ -340,11 +340,15 @@ def test_switch_diff_counts_words_normwise_difference_and_finiteness_changes():
     import torch
     import switch_diff as sd
     ref = torch.randn(100).bfloat16()
+    ref[3] = 1.0
     x = ref.clone()
-    x[3] = x[3] * 2
+    x[3] = 1.5
     x[5] = float("nan")
     ref[7], x[7] = float("nan"), float("nan")  # NaN where both are NaN is not a difference
     c = sd.compare(x, ref)
-    assert c["words"] == 2 and c["finite_changed"] == 1 and 0 < c["rel"] < 0.1
+    finite = torch.ones(100, dtype=torch.bool)
+    finite[5] = finite[7] = False
+    assert c["words"] == 2 and c["finite_changed"] == 1
+    assert c["rel"] == pytest.approx(0.5 / float(ref[finite].double().norm()))
     assert sd.compare(ref.float(), ref.float()) == dict(words=0, rel=0.0, finite_changed=0, note="")
     assert sd.compare(ref, ref.float())["words"] is None
