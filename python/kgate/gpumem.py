@@ -19,8 +19,15 @@ before this module, and the only per-process figures are the OOM messages of the
 (torch lists every process on the card with what it holds): idle row processes 0.6 GiB, most 0.6-3 GiB, three
 of 15, 31 and 71 GiB while seven rows of 256-512 MiB inputs and three level 3 rows ran, which the records cannot
 tie to rows, and two of 120-136 GiB, most likely guard-allocator workers holding every freed block until the
-call's end (fixed in guard_alloc.cpp). IO_FACTOR charges a 256 MiB-input row 25 GiB: on the safe side until
-measured peaks replace it (`python -m kgate report` shows peak / estimate per source). A prediction is at most
+call's end (fixed in guard_alloc.cpp). IO_FACTOR was 96 until peaks were measured; the first measured ones (the
+a100 call of 2026-12-05 17:56, an H100: MEASURED_LARGE_INPUT_ROWS below) put the rows with 256-512 MiB of inputs
+at PER_ROW + 8.4 to 15.6 x their inputs, so 96 charged them 4.7 to 8.7 x their peak, and beside them rows of
+1.5 GiB waited up to 446 s with 44-62 GiB free (6975 s of waits in 473 s of audit: 3.9 audited rows a minute).
+IO_FACTOR = 20 covers the largest measured factor with 1.3x to spare. Rows with small inputs are dominated by
+what the inputs do not show (weights, activations, cuDNN workspaces: up to 57 GiB for a level 3 row of 16 MiB
+inputs), which no input factor predicts: their observed peak (1.) takes over on their next attempt, and a row
+out of memory beside others runs again alone (`python -m kgate report` shows peak / estimate per source). A
+prediction is at most
 PREDICTION_CAP (the factor is linear, and a row of 2 GiB of inputs, whose engine cases are bounded by
 max_case_elements, does not need 190 GiB): a row runs alone for its memory only once an attempt has measured that
 it needs to. A row whose real need is not visible before it runs (a candidate that captures a CUDA graph per
@@ -35,10 +42,15 @@ import re
 GiB = 1 << 30
 MiB = 1 << 20
 PER_ROW = 3 * GiB // 2          # two CUDA contexts (row job, worker) with cuBLAS/cuDNN loaded, small tensors
-IO_FACTOR = 96                 # bytes on the GPU per byte of the nominal inputs (see the module docstring)
+IO_FACTOR = 20                 # bytes on the GPU per byte of the nominal inputs (see the module docstring)
 LEVEL3_EXTRA = 4 * GiB         # a whole network's activations and weights, at f32 and f64
 LEVEL_DEFAULT = {"1": 4 * GiB, "2": 4 * GiB, "3": 8 * GiB}
 PREDICTION_CAP = 64 * GiB       # a prediction never asks for the card alone: only an observed peak may
+# (nominal input bytes, measured peak bytes) of the rows with >= 256 MiB of inputs in the first run that measured
+# peaks (a100, 2026-12-05 17:56 UTC, `python -m kgate report` over results/audit-2026-12-05-h100/a100): what
+# IO_FACTOR rests on; tests/python/test_gpu_admission.py checks the prediction against them.
+MEASURED_LARGE_INPUT_ROWS = ((512 * MiB, 6_094_323_712), (512 * MiB, 6_333_399_040), (256 * MiB, 5_735_710_720),
+                             (256 * MiB, 4_951_375_872), (256 * MiB, 5_794_430_976))
 OBSERVED_MARGIN = 1.15         # observed peak x this: NVML is sampled, a spike between samples is missed
 OBSERVED_MIN = PER_ROW
 
