@@ -3,9 +3,9 @@
 // forward (gdn_fwd_mma.cuh) beside it.
 //
 // Build and run: bench/glr/sm90_bwd_check.sh. Usage: sm90_bwd_check --check [--quick] | --timing. The kernels as
-// the launcher picks them (glr/cuda/README.md): the chunk kernel on wgmma (GLR_BWD_WGMMA=0: chunk_kernel), the dh
-// kernel on mma.sync (GLR_DH_WGMMA=1: dh_wgmma_kernel), the h pass on mma.sync (GLR_H_WGMMA=1: on wgmma at 64-column
-// slices, state_t_wgmma_kernel's h mode).
+// the launcher picks them (glr/cuda/README.md): the chunk kernel on wgmma (GLR_BWD_WGMMA=0: chunk_kernel), the
+// unsplit dh pass on wgmma (GLR_DH_WGMMA=0: dh_kernel, which split dh passes take either way), the h pass on mma.sync
+// (GLR_H_WGMMA=1: on wgmma at 64-column slices, state_t_wgmma_kernel's h mode).
 // --check exits non-zero when any gradient's error is over its bound, an output is non-finite or unwritten, two
 // runs differ in one bit, or the backward from the forward's saved wy outputs differs in one bit from the one that
 // recomputes them (check_saved); --timing never fails on a number (timing_saved: the backward from saved outputs).
@@ -595,7 +595,7 @@ void timing_h_pass(int B, int T, int H, int segs) {
       CK(cudaEventSynchronize(e1));
       float t = 0;
       CK(cudaEventElapsedTime(&t, e0, e1));
-      if (i >= 3) x.push_back(t);  // the first 3: warm-up (and each instantiation's attribute call)
+      if (i >= 3) x.push_back(t);  // the first 3: warm-up (and launch_kernel's first attribute call per kernel)
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
@@ -662,7 +662,7 @@ int main(int argc, char** argv) {
   std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
               glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",
-              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)" : "dh_kernel (mma.sync)",
+              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma; split passes dh_kernel)" : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
               glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {

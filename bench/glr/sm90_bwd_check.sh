@@ -10,23 +10,25 @@
 #      (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
 #      (chunk_wgmma_kernel, dh_wgmma_kernel, fused_bwd_kernel: without HGMMA): FAIL.
-#   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel, dh_kernel; the switches:
-#      glr/cuda/README.md), 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the GPU, six
-#      gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes with the
-#      split-sequence h and dh passes forced (B1 T2048 H2 in 4 segments, B2 T1000 H2 in 3: "split n").
+#   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel; dh_wgmma_kernel for an unsplit
+#      dh pass, dh_kernel for a split one; h_kernel; the switches: glr/cuda/README.md), 9 shapes up to B2 T4096 H4
+#      against a float64 recurrence backward on the GPU, six gradients each (normwise and max relative error), bitwise
+#      determinism over two runs; then 2 shapes with the split-sequence h and dh passes forced (B1 T2048 H2 in 4
+#      segments, B2 T1000 H2 in 3: "split n").
 #   4. sm90_bwd_check --timing (timing.txt): fwd (rung 3) and bwd at B8 T4096 H16, B4 T8192 H32, B1 T32768 H16,
 #      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention; then "split bwd" lines: the backward
 #      and its h and dh passes at B1 T32768 H16 and H32 (H16 HV32's state-pass grid) unsplit and in the split rule's
 #      segments (and half and twice them). Runs even if stage 3 failed.
-#   5. GLR_DH_WGMMA=1 sm90_bwd_check --check (check_dh_wgmma.txt): stage 3 with the dh kernel on wgmma too
-#      (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU here); a failure fails the script.
-#   6. GLR_DH_WGMMA=1 sm90_bwd_check --timing (timing_dh_wgmma.txt): stage 4 with it, side by side with stage 4's
-#      "dh" column (the only kernel it replaces).
+#   5. GLR_DH_WGMMA=0 GLR_BWD_WGMMA=0 sm90_bwd_check --check (check_mma.txt): stage 3 on the mma.sync kernels the
+#      defaults replaced (dh_kernel for every dh pass, chunk_kernel), the fallbacks the switches select, so they stay
+#      checked on a GPU; a failure fails the script.
+#   6. GLR_DH_WGMMA=0 sm90_bwd_check --timing (timing_dh_mma.txt): stage 4 with dh_kernel for the unsplit dh pass,
+#      side by side with stage 4's "dh" column (the only kernel it replaces).
 #   7. GLR_H_WGMMA=1 sm90_bwd_check --check (check_h_wgmma.txt): stage 3 with the h pass on wgmma at 64-column
-#      slices (state_t_wgmma_kernel's h mode and, split, its pass A: opt-in, first run on a GPU here); a failure
+#      slices (state_t_wgmma_kernel's h mode and, split, its pass A: opt-in); a failure
 #      fails the script. (Stage 4's first lines, "h pass ...", time the h pass with and without it.)
 #   8. GLR_FUSED_BWD=1 sm90_bwd_check --check (check_fused.txt): stage 3 with the dh pass and chunk kernel as one
-#      fused reverse sweep (fused_bwd_kernel, gdn_bwd_fused.cuh: opt-in, first run on a GPU here); a failure fails
+#      fused reverse sweep (fused_bwd_kernel, gdn_bwd_fused.cuh: opt-in); a failure fails
 #      the script.
 #   9. GLR_FUSED_BWD=1 sm90_bwd_check --timing (timing_fused.txt): stage 4 with it; its "dh" column is the fused
 #      kernel (dh + chunk), "chunk" ~0: compare bwd and dh + chunk with stage 4's.
@@ -130,10 +132,10 @@ echo "== 3. check"
 run_stage --check check.txt "check"
 echo "== 4. timing"
 run_stage --timing timing.txt "timing"
-echo "== 5. check, dh kernel on wgmma (GLR_DH_WGMMA=1)"
-run_stage --check check_dh_wgmma.txt "check (wgmma dh kernel)" GLR_DH_WGMMA=1
-echo "== 6. timing, dh kernel on wgmma (GLR_DH_WGMMA=1)"
-run_stage --timing timing_dh_wgmma.txt "timing (wgmma dh kernel)" GLR_DH_WGMMA=1
+echo "== 5. check, dh and chunk kernels on mma.sync (GLR_DH_WGMMA=0 GLR_BWD_WGMMA=0)"
+run_stage --check check_mma.txt "check (mma.sync dh and chunk kernels)" GLR_DH_WGMMA=0 GLR_BWD_WGMMA=0
+echo "== 6. timing, dh kernel on mma.sync (GLR_DH_WGMMA=0)"
+run_stage --timing timing_dh_mma.txt "timing (dh_kernel)" GLR_DH_WGMMA=0
 echo "== 7. check, h pass on wgmma (GLR_H_WGMMA=1)"
 run_stage --check check_h_wgmma.txt "check (wgmma h pass)" GLR_H_WGMMA=1
 echo "== 8. check, fused reverse sweep (GLR_FUSED_BWD=1)"
@@ -146,9 +148,10 @@ echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
 grep -h -E "^h pass|^timing|resident|^  \(bwd|^split bwd" "$out/timing.txt" || true
-echo "-- dh kernel on wgmma (GLR_DH_WGMMA=1):"
-grep -h -E "FAIL|CHECK" "$out/check_dh_wgmma.txt" || true
-grep -h -E "^timing|resident" "$out/timing_dh_wgmma.txt" || true
+echo "-- dh and chunk kernels on mma.sync (GLR_DH_WGMMA=0 GLR_BWD_WGMMA=0):"
+grep -h -E "FAIL|CHECK" "$out/check_mma.txt" || true
+echo "-- dh kernel on mma.sync (GLR_DH_WGMMA=0):"
+grep -h -E "^timing|resident" "$out/timing_dh_mma.txt" || true
 echo "-- h pass on wgmma (GLR_H_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_h_wgmma.txt" || true
 echo "-- fused reverse sweep (GLR_FUSED_BWD=1; dh column = fused_bwd_kernel):"

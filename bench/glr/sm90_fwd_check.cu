@@ -444,8 +444,9 @@ bool check(const Problem& pr, std::uint64_t seed, const std::vector<GdnFwdVarian
         differing_words(o1, buf.a.o, buf.o_bytes) + differing_words(h1, buf.a.ht, buf.h_bytes);
     // Rung 3 at each slice width of the state kernel (16, 32, 64 columns), outputs poisoned again: bitwise
     // equal to the first run (the width is the launcher's choice; no output may depend on it).
-    // With GLR_FWD_WGMMA=1 the state kernel runs on wgmma at 64 columns only (mma.sync at 16 and 32): those widths'
-    // differing words are the two instructions' accumulation orders, printed ("wgmma vs mma.sync"), not failed.
+    // With the state kernel on wgmma (the default; GLR_FWD_WGMMA=0: mma.sync at every width, all three compared) it
+    // runs on wgmma at 64 columns only (mma.sync at 16 and 32): those widths' differing words are the two
+    // instructions' accumulation orders, printed ("wgmma vs mma.sync"), not failed.
     const bool wg = glr::cuda::sm90::state_wgmma_requested();
     unsigned long long wdiff = 0, xdiff = 0;
     if (var == GdnFwdVariant::t_only)

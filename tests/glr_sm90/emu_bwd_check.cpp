@@ -54,8 +54,8 @@ using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 // The chunk and dh kernels, as gdn_bwd_mma's launcher picks them (the switches: glr/cuda/README.md): the chunk
-// kernel chunk_wgmma_kernel (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel dh_kernel
-// (GLR_DH_WGMMA=1: dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the same grids. on_wgmma: -1 as the environment says,
+// kernel chunk_wgmma_kernel (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel dh_wgmma_kernel
+// (gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=0: dh_kernel), the same grids. on_wgmma: -1 as the environment says,
 // 0 both on mma.sync, 1 both on wgmma (the "wgmma" subset runs each case both ways and compares them).
 int on_wgmma = -1;
 bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma() : on_wgmma == 1; }

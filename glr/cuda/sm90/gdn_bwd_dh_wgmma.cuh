@@ -403,13 +403,9 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
-// The wgmma dh kernel's launch (grid as dh_kernel's), its shared-memory limit set once per process.
+// The wgmma dh kernel's launch (grid as dh_kernel's; its shared-memory limit: launch_kernel's).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
-  static const cudaError_t attributes =
-      cudaFuncSetAttribute(&dh_wgmma_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(dh_wgmma_smem_bytes<kVT, kD>));
-  if (attributes != cudaSuccess) return attributes;
   return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream, a,
                        emu_smem);
 }

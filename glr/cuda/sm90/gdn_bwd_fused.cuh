@@ -486,11 +486,7 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
   if constexpr (kD != 128 || !kDelta) {
     return cudaErrorInvalidValue;
   } else {
-    static const cudaError_t attributes =
-        cudaFuncSetAttribute(&fused_bwd_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(fused_bwd_smem_bytes<kD>));
-    cudaError_t e = attributes;
-    if (e != cudaSuccess) return e;
+    cudaError_t e = cudaSuccess;
     const int NT = (a.T + C - 1) / C;
     if (NT > 0) {
       const bool hw = h_wgmma < 0 ? bwd_h_wgmma() : h_wgmma == 1;

@@ -1689,9 +1689,6 @@ inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t 
 // not yet run on a GPU). The same outputs (h_c, V_new, its residual; Es), to rounding.
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma) {
-  static const cudaError_t attributes = cudaFuncSetAttribute(
-      &h_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(HSmem<kVT, kD>)));
-  if (attributes != cudaSuccess) return attributes;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
   const GdnFwdArgs f = wy_args(a);
   cudaError_t e = cudaSuccess;
@@ -1713,7 +1710,7 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
   return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, a.segs * heads), kThreads, sizeof(HSmem<kVT, kD>),
                        stream, a, emu_smem);
 }
-// The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
+// The h and dh kernels for one slice width (their shared-memory limits: launch_kernel's, mma_sync.cuh).
 // a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
 // entering it):
 //   h pass: the forward's split pass's passes A and B (gdn::launch_split_ab on wy_args(a): state_t_kernel<.., true>
@@ -1731,10 +1728,7 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
-  static const cudaError_t attributes = cudaFuncSetAttribute(
-      &dh_kernel<kVT, kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(DhSmem<kVT, kD>)));
-  cudaError_t e = attributes;
-  if (e != cudaSuccess) return e;
+  cudaError_t e = cudaSuccess;
   const int NT = (a.T + C - 1) / C;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
   const dim3 grid(kD / kVT, heads);  // (slice, sequence x value head)
@@ -1825,10 +1819,7 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   // the wy and chunk kernels' grid: dense (chunk, b HV + hv); packed (chunk slot of the whole batch, hv)
   const long long NT = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
   const int BH = a.varlen() ? a.HV : a.B * a.HV;
-  static const cudaError_t attributes = cudaFuncSetAttribute(
-      &chunk_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(ChunkSmem<kD>)));
-  cudaError_t e = attributes;
-  if (e != cudaSuccess) return e;
+  cudaError_t e = cudaSuccess;
   if (a.varlen()) {
     // saved by the forward: its chunk table kernel's verdict, table[0], is the status word (the table is read only)
     e = a.wy_saved ? cudaMemcpyAsync(a.status, a.table, sizeof(std::int32_t), cudaMemcpyDeviceToDevice, stream)

@@ -300,13 +300,9 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
-// The wgmma chunk kernel's launch (grid as chunk_kernel's), its shared-memory limit set once per process.
+// The wgmma chunk kernel's launch (grid as chunk_kernel's; its shared-memory limit: launch_kernel's).
 template <int kD, bool kDelta>
 inline cudaError_t launch_chunk_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
-  static const cudaError_t attributes =
-      cudaFuncSetAttribute(&chunk_wgmma_kernel<kD, kDelta>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(chunk_wgmma_smem_bytes<kD>));
-  if (attributes != cudaSuccess) return attributes;
   return launch_kernel(&chunk_wgmma_kernel<kD, kDelta>, grid, kChunkWgThreads, chunk_wgmma_smem_bytes<kD>, stream, a,
                        emu_smem);
 }

@@ -1666,17 +1666,12 @@ namespace glr::cuda::sm90 {
 // sequence of launches for both (launch_kernel, mma_sync.cuh).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn {
-// Rung 3's state kernel at one slice width; its shared memory set once per process and instantiation (the
-// current device's), so timed launches carry no attribute calls.
+// Rung 3's state kernel at one slice width (its shared-memory limit: launch_kernel's, mma_sync.cuh).
 // kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV), without the delta rule
 // (kD / kVT, ..): no M blocks); else pass C or the unsplit
 // pass (grid (kD / kVT, segs sequences x HV)).
 template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
 inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
-  static const cudaError_t attributes =
-      cudaFuncSetAttribute(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(sizeof(StateTSmem<kVT>)));
-  if (attributes != cudaSuccess) return attributes;
   if constexpr (kVT == 64)  // GLR_FWD_WGMMA=1: on wgmma (64 columns only: gdn_state_wgmma.cuh)
     if (state_wgmma_requested()) return launch_state_t_wgmma<kDelta, kD, kStateOnly>(a, stream);
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
@@ -1709,16 +1704,7 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   const std::size_t wy_smem = gdn::wy_smem_bytes(kRung);
   auto* state = kRung == 1 ? &gdn::state_kernel<false> : &gdn::state_kernel<true>;  // rungs 1, 2
   const std::size_t state_smem = kRung == 1 ? sizeof(gdn::StateSmem<false>) : sizeof(gdn::StateSmem<true>);
-  // Once per process, rung and member (the current device's), so timed launches carry no attribute calls. Rung
-  // 3's state kernel: gdn::launch_state_t, once per slice width.
-  static const cudaError_t attributes = [&] {
-    const cudaError_t e1 = cudaFuncSetAttribute(wy, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wy_smem));
-    return e1 != cudaSuccess || kRung == 3 ? e1
-                                           : cudaFuncSetAttribute(state, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                  static_cast<int>(state_smem));
-  }();
-  cudaError_t e = attributes;
-  if (e != cudaSuccess) return e;
+  cudaError_t e = cudaSuccess;
   if (a.varlen()) {
     e = launch_kernel(&gdn::chunk_table_kernel, dim3(1), gdn::kThreads, gdn::table_smem_bytes, stream, a, emu_smem);
     if (e != cudaSuccess) return e;

@@ -441,14 +441,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn {
-// The wgmma state kernel's launch (grid as launch_state_t's at 64 columns), its shared-memory limit set once.
+// The wgmma state kernel's launch (grid as launch_state_t's at 64 columns; its shared-memory limit: launch_kernel's).
 // kHPass: the backward's h pass (a: StateHArgs; grid as pass C's).
 template <bool kDelta, int kD, bool kStateOnly, bool kHPass = false>
 inline cudaError_t launch_state_t_wgmma(const std::conditional_t<kHPass, StateHArgs, GdnFwdArgs>& a, cudaStream_t stream) {
-  static const cudaError_t attributes =
-      cudaFuncSetAttribute(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(state_wgmma_smem_bytes<kD>));
-  if (attributes != cudaSuccess) return attributes;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
   const dim3 grid = kStateOnly && !kHPass ? dim3((kDelta ? 2 : 1) * kD / 64, (a.segs - 1) * heads) : dim3(kD / 64, a.segs * heads);
   return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,

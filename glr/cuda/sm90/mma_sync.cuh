@@ -141,14 +141,16 @@ __device__ __forceinline__ void ldsm_b_kn(std::uint32_t (&b)[4], const __nv_bflo
   ldmatrix_x4_trans(b, smem_addr(s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8));
 }
 
-#if !defined(GLR_SM90_HOST_EMU)
 // Makes sure `kernel` may be launched with `smem` bytes of dynamic shared memory on the current device, calling
-// cudaFuncSetAttribute once per (kernel pointer, device) and size. Why per pointer, at the launch: nvcc gives each
+// cudaFuncSetAttribute once per (kernel pointer, device) and size; launch_kernel calls it for every launch over the
+// 48 KB default, the one place the sm90 launchers set the limit. Why per pointer, at the launch: nvcc gives each
 // translation unit its own host stub of a template kernel (local symbols: forward.cu and backward.cu each launch
 // e.g. state_t_wgmma_kernel<true, 128, true, false> through their own), so a launcher's once-per-instantiation
 // static attribute call covered only the stub of the translation unit that ran it first; the H200 refused the
 // other's launch (cudaErrorInvalidValue: the backward's split h pass after a split forward, B1 T8192 H16 and longer,
-// 2026-12-05, compute-sanitizer's backtrace in docs/perf.md).
+// 2026-12-05, compute-sanitizer's backtrace in docs/perf.md). Under GLR_SM90_HOST_EMU the same function runs
+// against the emulator's cudaGetDevice and cudaFuncSetAttribute (sm90/emu/emu_launch.cpp), which record the limit
+// launch_kernel then checks, and refuse more than 227 KB as the device does.
 inline cudaError_t ensure_dynamic_smem(const void* kernel, std::size_t smem) {
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -167,27 +169,32 @@ inline cudaError_t ensure_dynamic_smem(const void* kernel, std::size_t smem) {
   if (e == cudaSuccess) limits[Key{kernel, device}] = smem;
   return e;
 }
-#endif
 #if defined(GLR_SM90_HOST_EMU)
 // The largest dynamic shared memory a launch of `kernel` may ask for: what cudaFuncSetAttribute(kernel,
 // cudaFuncAttributeMaxDynamicSharedMemorySize, n) last set, else the device's default of 48 KB (emu_launch.cpp).
 extern "C" int glr_emu_max_dynamic_smem(const void* kernel);
 #endif
-// One launch of the launchers (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh): kernel<<<grid, threads, smem, stream>>>(arg),
-// then cudaGetLastError(). Under GLR_SM90_HOST_EMU the same call runs the grid on the host emulator
-// (tests/glr_sm90/emu.hpp: emu::launch, blocks one after another, `threads` threads each, the
-// kernel's `extern __shared__` array `emu_smem`, `stream` ignored) and returns cudaSuccess; there emu_blocks > 0
-// caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels, the group sums), whose results
-// do not depend on the number of blocks, so a few emulated blocks do what 256 do on the GPU. Under nvcc emu_smem and
-// emu_blocks are unused.
+// One launch of the launchers (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh): the kernel's shared-memory limit made to cover
+// `smem` (ensure_dynamic_smem, past 48 KB), then kernel<<<grid, threads, smem, stream>>>(arg), then
+// cudaGetLastError(). Under GLR_SM90_HOST_EMU the same call sets the limit the same way, then checks the launch as
+// an H200 does and runs the grid on the host emulator (tests/glr_sm90/emu.hpp: emu::launch, blocks one after
+// another, `threads` threads each, the kernel's `extern __shared__` array `emu_smem`, `stream` ignored) and returns
+// cudaSuccess; there emu_blocks > 0 caps grid.x at emu_blocks, for the grid-stride kernels only (the poison kernels,
+// the group sums), whose results do not depend on the number of blocks, so a few emulated blocks do what 256 do on
+// the GPU. Under nvcc emu_smem and emu_blocks are unused.
 template <class Args>
 inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threads, std::size_t smem,
                                  cudaStream_t stream, const Args& arg, char* emu_smem, unsigned emu_blocks = 0) {
+  if (smem > 48 * 1024) {
+    const cudaError_t e = ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+    if (e != cudaSuccess) return e;
+  }
 #if defined(GLR_SM90_HOST_EMU)
   (void)stream;
   // The launch limits an H200 enforces with cudaErrorInvalidValue, so a launch the GPU would refuse fails here too:
   // 1..1024 threads, a non-empty grid of at most 65535 rows, dynamic shared memory within 227 KB and within what
-  // the kernel's attribute allows (48 KB unless set).
+  // the kernel's attribute allows (48 KB unless set; ensure_dynamic_smem above sets it, so a launch past it means
+  // the attribute is not what launch_kernel believes it set: tests/glr_sm90/emu_launch_test.cpp).
   if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
       grid.z > 65535 || smem > 227 * 1024 ||
       smem > static_cast<std::size_t>(glr_emu_max_dynamic_smem(reinterpret_cast<const void*>(kernel))))
@@ -201,10 +208,6 @@ inline cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, unsigned threa
 #else
   (void)emu_smem;
   (void)emu_blocks;
-  if (smem > 48 * 1024) {
-    const cudaError_t e = ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
-    if (e != cudaSuccess) return e;
-  }
   kernel<<<grid, threads, smem, stream>>>(arg);
   return cudaGetLastError();
 #endif

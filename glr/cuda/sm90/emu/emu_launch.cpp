@@ -26,8 +26,10 @@ extern "C" cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t b
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-// The launchers set each kernel's shared-memory limit once; launch_kernel (mma_sync.cuh) refuses a launch past it, as
-// the GPU does (cudaErrorInvalidValue), so a kernel launched with more than 48 KB and no attribute fails here too.
+// The device's side of each kernel's dynamic shared-memory limit. launch_kernel (mma_sync.cuh) sets it through
+// ensure_dynamic_smem, the device build's own function, with these two calls; then it refuses a launch past the
+// recorded limit, as the GPU does (cudaErrorInvalidValue), so a launch whose attribute is not what launch_kernel
+// believes it set fails here too (tests/glr_sm90/emu_launch_test.cpp).
 namespace {
 std::mutex limits_mutex;
 std::map<const void*, int>& dynamic_smem_limits() {
@@ -35,6 +37,12 @@ std::map<const void*, int>& dynamic_smem_limits() {
   return m;
 }
 }  // namespace
+// One emulated device, number 0 (an H200: 132 multiprocessors, sm90_emu.hpp).
+extern "C" cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+// As the H200 takes it: a limit of 0 to 227 KB (its opt-in maximum), anything else cudaErrorInvalidValue.
 extern "C" cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || value > 227 * 1024) return cudaErrorInvalidValue;
@@ -47,6 +55,15 @@ extern "C" int glr_emu_max_dynamic_smem(const void* kernel) {
   const std::lock_guard<std::mutex> lock(limits_mutex);
   const auto it = dynamic_smem_limits().find(kernel);
   return it == dynamic_smem_limits().end() ? 48 * 1024 : it->second;
+}
+// For tests only: every kernel's limit back to the 48 KB default, the device's side alone (launch_kernel's record
+// of what it set stays), as when the launch goes through a host stub whose attribute was never set (the GPU's
+// failure of 2026-12-05); returns how many kernels had a limit. tests/glr_sm90/emu_launch_test.cpp.
+extern "C" int glr_emu_forget_dynamic_smem_limits() {
+  const std::lock_guard<std::mutex> lock(limits_mutex);
+  const int n = static_cast<int>(dynamic_smem_limits().size());
+  dynamic_smem_limits().clear();
+  return n;
 }
 // Events between launches, when asked: nothing is asynchronous, there is nothing to wait for (forward.cu and
 // backward.cu pass none).

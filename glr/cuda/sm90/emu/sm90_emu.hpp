@@ -30,13 +30,6 @@ inline int state_slice_width(long long heads, int V) { return state_slice_width(
 
 }  // namespace glr::cuda::sm90
 
-// cuda_runtime.h's C++ overload, which it declares for nvcc only: the launchers pass kernel pointers
-// (emu_launch.cpp defines the C function: nothing to set on the emulator).
-template <class T>
-inline cudaError_t cudaFuncSetAttribute(T* func, cudaFuncAttribute attr, int value) {
-  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
-}
-
 // The launchers forward.cu and backward.cu call, gdn_fwd_mma and gdn_bwd_mma, are the .cuh files' own (the same
 // kernels in the same order with the same grids: launch_kernel in mma_sync.cuh runs each launch on the emulator,
 // to completion, `stream` ignored; the grid-stride poison and group kernels on fewer blocks). The forward takes
