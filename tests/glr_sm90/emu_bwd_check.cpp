@@ -68,8 +68,19 @@ void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
   else
     emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
 }
+// GLR_DH_2GEMM=1 (dh2_mode -1: as the environment says; 0 off, 1 on: the "dh2" subset runs each case both ways
+// and counts the words that differ): dh2_kernel (gdn_bwd_dh2.cuh) where it applies (gdn_bwd::dh2_takes), as
+// launch_state_passes picks it.
+int dh2_mode = -1;
+bool dh_on_2gemm() { return dh2_mode < 0 ? glr::cuda::sm90::bwd_dh_2gemm() : dh2_mode == 1; }
 template <int kVT, int kD, bool kDelta>
 void launch_dh(int gy, const GdnBwdArgs& a) {
+  if constexpr (gdn_bwd::dh2_takes<kVT, kD, kDelta>)
+    if (dh_on_2gemm()) {
+      emu::launch(&gdn_bwd::dh2_kernel<kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, gdn_bwd::dh2_smem_bytes<kD>, a,
+                  gdn_bwd::kDh2Threads);
+      return;
+    }
   if (dh_on_wgmma())
     emu::launch(&gdn_bwd::dh_wgmma_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw,
                 gdn_bwd::dh_wgmma_smem_bytes<kVT, kD>, a);
