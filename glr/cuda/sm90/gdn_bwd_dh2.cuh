@@ -95,14 +95,14 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
     auto state_at = [&](int mt, int n, int half) {
       return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + n * 8 + 2 * t4;
     };
-    auto ds_pair = [&](int mt, int n, int half) {
-      return make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
-    };
     for_state_pairs<MT, NN>([&](int mt, int n, int half) {
       const float2 x = a.dht ? *reinterpret_cast<const float2*>(a.dht + state_at(mt, n, half)) : make_float2(0.f, 0.f);
       ds[mt][4 * n + 2 * half] = x.x;
       ds[mt][4 * n + 2 * half + 1] = x.y;
     });
+    auto ds_pair = [&](int mt, int n, int half) {
+      return make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
+    };
     for (int c = NT - 1; c >= 0; --c) {
       const int p = c & 1;
       named_barrier_sync(kDh2BarPrep + p, 256);  // chunk c's tiles, W, y, z0 ready; snap[p] free (O's E(c + 2) done)
