@@ -9,7 +9,7 @@
 #      state_t_wgmma_kernel<.., kStateOnly> and its h mode <.., true, true>) prints FAIL, and so does a ptxas C7519
 #      (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
-#      (chunk_wgmma_kernel, dh_wgmma_kernel, fused_bwd_kernel: without HGMMA): FAIL.
+#      (chunk_wgmma_kernel, dh_wgmma_kernel, dh2_kernel, fused_bwd_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel, dh_kernel; the switches:
 #      glr/cuda/README.md), 9 shapes up to B2 T4096 H4 against a float64 recurrence backward on the GPU, six
 #      gradients each (normwise and max relative error), bitwise determinism over two runs; then 2 shapes with the
@@ -18,10 +18,12 @@
 #      median of 20, CUDA events, effective TFLOP/s by DESIGN.md's convention; then "split bwd" lines: the backward
 #      and its h and dh passes at B1 T32768 H16 and H32 (H16 HV32's state-pass grid) unsplit and in the split rule's
 #      segments (and half and twice them). Runs even if stage 3 failed.
-#   5. GLR_DH_WGMMA=1 sm90_bwd_check --check (check_dh_wgmma.txt): stage 3 with the dh kernel on wgmma too
-#      (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh: opt-in, first run on a GPU here); a failure fails the script.
-#   6. GLR_DH_WGMMA=1 sm90_bwd_check --timing (timing_dh_wgmma.txt): stage 4 with it, side by side with stage 4's
-#      "dh" column (the only kernel it replaces).
+#   5. GLR_DH_2GEMM=1 sm90_bwd_check --check (check_dh2.txt): stage 3 with the unsplit dh pass at 64-column slices
+#      as dh2_kernel (gdn_bwd_dh2.cuh: the 2-GEMM chain, warp-specialized; opt-in, first run on a GPU here); a
+#      failure fails the script. (Until 2026-12-05 stages 5-6 ran GLR_DH_WGMMA=1, the default since then: stage 3-4.)
+#   6. GLR_DH_2GEMM=1 sm90_bwd_check --timing (timing_dh2.txt): stage 4 with it, side by side with stage 4's "dh"
+#      column (dh_wgmma_kernel, the only kernel it replaces; at the 16-column slices of B1 T32768 H16 and in the
+#      split lines dh2_kernel does not apply: those columns are stage 4's kernels again).
 #   7. GLR_H_WGMMA=1 sm90_bwd_check --check (check_h_wgmma.txt): stage 3 with the h pass on wgmma at 64-column
 #      slices (state_t_wgmma_kernel's h mode and, split, its pass A: opt-in, first run on a GPU here); a failure
 #      fails the script. (Stage 4's first lines, "h pass ...", time the h pass with and without it.)
@@ -112,6 +114,12 @@ if [ -x "$CUOBJDUMP" ]; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::dh_wgmma_kernel)"
     status=1
   fi
+  # the dh pass as the 2-GEMM chain (dh2_kernel<K, true>: K = 64, 128)
+  if ! grep -E "gdn_bwd[0-9]*dh2_kernel" "$out/sass_counts.txt" >/dev/null ||
+    grep -E "gdn_bwd[0-9]*dh2_kernel.*HGMMA 0 " "$out/sass_counts.txt" >/dev/null; then
+    say "SASS: FAIL (no HGMMA in gdn_bwd::dh2_kernel)"
+    status=1
+  fi
   # the fused reverse sweep (fused_bwd_kernel<128, true>)
   if ! grep -E "gdn_bwd[0-9]*fused_bwd_kernel.*HGMMA [1-9]" "$out/sass_counts.txt" >/dev/null; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::fused_bwd_kernel)"
@@ -130,10 +138,10 @@ echo "== 3. check"
 run_stage --check check.txt "check"
 echo "== 4. timing"
 run_stage --timing timing.txt "timing"
-echo "== 5. check, dh kernel on wgmma (GLR_DH_WGMMA=1)"
-run_stage --check check_dh_wgmma.txt "check (wgmma dh kernel)" GLR_DH_WGMMA=1
-echo "== 6. timing, dh kernel on wgmma (GLR_DH_WGMMA=1)"
-run_stage --timing timing_dh_wgmma.txt "timing (wgmma dh kernel)" GLR_DH_WGMMA=1
+echo "== 5. check, dh pass as the 2-GEMM chain (GLR_DH_2GEMM=1)"
+run_stage --check check_dh2.txt "check (dh2_kernel)" GLR_DH_2GEMM=1
+echo "== 6. timing, dh pass as the 2-GEMM chain (GLR_DH_2GEMM=1)"
+run_stage --timing timing_dh2.txt "timing (dh2_kernel)" GLR_DH_2GEMM=1
 echo "== 7. check, h pass on wgmma (GLR_H_WGMMA=1)"
 run_stage --check check_h_wgmma.txt "check (wgmma h pass)" GLR_H_WGMMA=1
 echo "== 8. check, fused reverse sweep (GLR_FUSED_BWD=1)"
@@ -146,9 +154,9 @@ echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
 grep -h -E "^h pass|^timing|resident|^  \(bwd|^split bwd" "$out/timing.txt" || true
-echo "-- dh kernel on wgmma (GLR_DH_WGMMA=1):"
-grep -h -E "FAIL|CHECK" "$out/check_dh_wgmma.txt" || true
-grep -h -E "^timing|resident" "$out/timing_dh_wgmma.txt" || true
+echo "-- dh pass as the 2-GEMM chain (GLR_DH_2GEMM=1; dh column = dh2_kernel at 64-column slices):"
+grep -h -E "FAIL|CHECK" "$out/check_dh2.txt" || true
+grep -h -E "^timing|resident" "$out/timing_dh2.txt" || true
 echo "-- h pass on wgmma (GLR_H_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_h_wgmma.txt" || true
 echo "-- fused reverse sweep (GLR_FUSED_BWD=1; dh column = fused_bwd_kernel):"

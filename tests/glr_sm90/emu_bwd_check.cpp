@@ -817,9 +817,9 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     if (p.gate() != 0) cmp("dg", o.dg, ot.dg, 16 * u);
     cmp("dbeta", o.dbeta, ot.dbeta, 8 * u);
     if (p.h0) cmp("dh0", o.dh0, ot.dh0, 8 * u);
-    std::snprintf(buf, sizeof buf, " | dh2 vs today's dh pass, words differ (rel2):%s; max |diff|/rms %.1e%s%s",
-                  counts.c_str(), worst, finite_alike ? "" : " NONFINITE-MISMATCH", within ? "" : " OVER");
-    line += buf;
+    std::snprintf(buf, sizeof buf, "; max |diff|/rms %.1e%s%s", worst, finite_alike ? "" : " NONFINITE-MISMATCH",
+                  within ? "" : " OVER");
+    line += " | dh2 vs today's dh pass, words differ (rel2):" + counts + buf;
     ok = ok && finite_alike && within;
   }
   if (p.segs > 1) {
