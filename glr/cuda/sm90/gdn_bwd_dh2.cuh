@@ -224,33 +224,60 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
   auto prep = [&](int c) {
     const int p = c & 1;
     const std::uint32_t kc = smem_addr(s.k[p]), qc = smem_addr(s.q[p]);
+    // One group: K Q^T (both 32-column halves) and W = (T diag b) K (both 64-feature halves; A = T diag b from
+    // registers, B = K read MN-major), so the two independent products cost one wait; y is formed meanwhile.
+    std::uint32_t ta[4][4];
+    tb_fragments(ta, s.T[p], s.G[p], s.beta[p], r0, g8, t4);
+    float pt[2][16];     // (C, 32) each
+    float wacc[MT][NA];  // (C, 64) each: W's features 64 fh ..
 #pragma unroll
-    for (int hp = 0; hp < 2; ++hp) {
-      float pt[16];  // (C, 32)
+    for (int hp = 0; hp < 2; ++hp)
 #pragma unroll
-      for (int e = 0; e < 16; ++e) pt[e] = 0.f;
-      wgmma_fence_operand(pt);
-      wgmma_fence();
+      for (int e = 0; e < 16; ++e) pt[hp][e] = 0.f;
+#pragma unroll
+    for (int fh = 0; fh < MT; ++fh)
+#pragma unroll
+      for (int e = 0; e < NA; ++e) wacc[fh][e] = 0.f;
+    wgmma_fence_operand(pt);
+    wgmma_fence_operand(wacc);
+    wgmma_fence_operand(ta);
+    wgmma_fence();
+#pragma unroll
+    for (int hp = 0; hp < 2; ++hp)
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_ss_n<32, 0, 0>(pt, desc_kmajor<C>(kc, 0, ks), desc_kmajor<C>(qc, 32 * hp, ks), 1);
-      wgmma_commit();
-      if (hp == 0) {  // y = scale e^G dO while K Q^T's first half runs
+        wgmma_ss_n<32, 0, 0>(pt[hp], desc_kmajor<C>(kc, 0, ks), desc_kmajor<C>(qc, 32 * hp, ks), 1);
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int i = r0 + g8 + half * 8;
-          const float ey = a.scale * expf(s.G[p][i]);
+    for (int fh = 0; fh < MT; ++fh)
 #pragma unroll
-          for (int n = 0; n < NN; ++n) {
-            const float2 dof = unpack_bf16x2(*sl.word(s.dO[p], i - g8, n));
-            *sl.word(s.y[p], i - g8, n) = pack_bf16x2(ey * dof.x, ey * dof.y);
-          }
-        }
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<64, 1>(wacc[fh], ta[ks], desc_mnmajor<C>(kc, 64 * fh, ks), 1);
+    wgmma_commit();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // y = scale e^G dO
+      const int i = r0 + g8 + half * 8;
+      const float ey = a.scale * expf(s.G[p][i]);
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const float2 dof = unpack_bf16x2(*sl.word(s.dO[p], i - g8, n));
+        *sl.word(s.y[p], i - g8, n) = pack_bf16x2(ey * dof.x, ey * dof.y);
       }
-      wgmma_wait<0>();
-      wgmma_fence_operand(pt);
-      p_fragments(paP, pt, hp, s.Gr[p], a.scale, r0, g8, t4);
     }
+    wgmma_wait<0>();
+    wgmma_fence_operand(pt);
+    wgmma_fence_operand(wacc);
+#pragma unroll
+    for (int hp = 0; hp < 2; ++hp) p_fragments(paP, pt[hp], hp, s.Gr[p], a.scale, r0, g8, t4);
+#pragma unroll
+    for (int fh = 0; fh < MT; ++fh)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+#pragma unroll
+        for (int n = 0; n < NN; ++n)
+          *reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.W[p]) +
+                                            sw128_offset<C>(i, 64 * fh + 8 * n + 2 * t4)) =
+              pack_bf16x2(wacc[fh][4 * n + 2 * half], wacc[fh][4 * n + 2 * half + 1]);
+      }
     float acc[NA];
 #pragma unroll
     for (int e = 0; e < NA; ++e) acc[e] = 0.f;
@@ -260,8 +287,6 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<kVT, 1>(acc, paP[ks], dSlice(s.dO[p], ks), 1);
     wgmma_commit();
-    std::uint32_t ta[4][4];  // T diag(b) while P^T dO runs
-    tb_fragments(ta, s.T[p], s.G[p], s.beta[p], r0, g8, t4);
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
     const auto accp = [&](int n, int half) { return make_float2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]); };
@@ -286,28 +311,6 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
       for (int n = 0; n < NN; ++n)
         *sl.word(s.z0[p], i - g8, n) = pack_bf16x2(zi * acc[4 * n + 2 * half], zi * acc[4 * n + 2 * half + 1]);
     }
-#pragma unroll
-    for (int fh = 0; fh < MT; ++fh) {  // W's features 64 fh .. 64 fh + 63 (B = K read MN-major)
-#pragma unroll
-      for (int e = 0; e < NA; ++e) acc[e] = 0.f;
-      wgmma_fence_operand(acc);
-      wgmma_fence_operand(ta);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n<64, 1>(acc, ta[ks], desc_mnmajor<C>(kc, 64 * fh, ks), 1);
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8;
-#pragma unroll
-        for (int n = 0; n < NN; ++n)
-          *reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.W[p]) +
-                                            sw128_offset<C>(i, 64 * fh + 8 * n + 2 * t4)) =
-              pack_bf16x2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]);
-      }
-    }
     fence_proxy_async();  // y, z0, W (and the cp.async tiles) for C's wgmmas
   };
   // E(c): dh_wgmma_kernel's phases A (u, dV_new) and B (dX and its epilogue) on C's snapshot of chunk c, and the
@@ -315,14 +318,6 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
   auto epilogue = [&](int c) {
     const int p = c & 1, t0 = c * C, len = min(C, sb.sq.len - t0);
     const std::uint32_t kc = smem_addr(s.k[p]), sp = smem_addr(s.snap[p]);
-    {  // bf16(dh') of chunk c to global, 16 bytes a piece
-      __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
-      const SlicePieces<kVT> pc(tid);
-#pragma unroll
-      for (int it = 0; it < kD / pc.kRowStep; ++it)
-        *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
-            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.snap[p]) + pc.offset(it));
-    }
     float acc[NA];
 #pragma unroll
     for (int e = 0; e < NA; ++e) acc[e] = 0.f;
@@ -332,6 +327,14 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
     for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_ss_n<kVT, 0, 1>(acc, desc_kmajor<C>(kc, 0, ks), slice_desc<kVT, kD>(sp, ks), 1);
     wgmma_commit();
+    {  // bf16(dh') of chunk c to global, 16 bytes a piece, while K dh' runs
+      __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
+      const SlicePieces<kVT> pc(tid);
+#pragma unroll
+      for (int it = 0; it < kD / pc.kRowStep; ++it)
+        *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
+            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.snap[p]) + pc.offset(it));
+    }
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
     const float GrL = s.Gr[p][C - 1];
