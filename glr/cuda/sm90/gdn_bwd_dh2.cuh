@@ -423,8 +423,13 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
 // (dh2_takes, the cases it runs, and the declaration: gdn_bwd_mma.cuh, beside launch_dh_wgmma's.)
+// Its shared-memory limit set as launch_dh_wgmma's (on a GPU launch_kernel also sets it per kernel pointer and
+// device; the emulator's launch_kernel refuses a launch over the attribute, as an H200 does).
 template <int kD>
 inline cudaError_t launch_dh2(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
+  static const cudaError_t attributes = cudaFuncSetAttribute(
+      &dh2_kernel<kD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dh2_smem_bytes<kD>));
+  if (attributes != cudaSuccess) return attributes;
   return launch_kernel(&dh2_kernel<kD, true>, grid, kDh2Threads, dh2_smem_bytes<kD>, stream, a, emu_smem);
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
