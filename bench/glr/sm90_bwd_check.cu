@@ -518,8 +518,13 @@ void print_residency(int B, int T, int H) {
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
   const bool wg = glr::cuda::sm90::bwd_chunk_wgmma(), dh_wg = glr::cuda::sm90::bwd_dh_wgmma();
-  const std::size_t dh_smem = dh_wg ? gb::dh_wgmma_smem_bytes<kVT, 128> : sizeof(gb::DhSmem<kVT>);
-  if (dh_wg)
+  const bool dh2 = kVT == 64 && glr::cuda::sm90::bwd_dh_2gemm();  // GLR_DH_2GEMM=1: dh2_kernel, 256 threads
+  const std::size_t dh_smem = dh2     ? gb::dh2_smem_bytes<128>
+                              : dh_wg ? gb::dh_wgmma_smem_bytes<kVT, 128>
+                                      : sizeof(gb::DhSmem<kVT>);
+  if (dh2)
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh2_kernel<128>, gb::kDh2Threads, dh_smem));
+  else if (dh_wg)
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_wgmma_kernel<kVT>, 128, dh_smem));
   else
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, dh_smem));
@@ -530,7 +535,7 @@ void print_residency(int B, int T, int H) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, chunk_smem));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
               "dh%s %d (%zu B), chunk%s %d (%zu B); workspace %.1f MB\n",
-              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), dh_wg ? " (wgmma)" : "", nd, dh_smem,
+              B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), dh2 ? " (dh2_kernel)" : dh_wg ? " (wgmma)" : "", nd, dh_smem,
               wg ? " (wgmma)" : "", nc, chunk_smem, glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
@@ -662,7 +667,8 @@ int main(int argc, char** argv) {
   std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
               glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",
-              glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma; split passes dh_kernel)" : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
+              glr::cuda::sm90::bwd_dh_2gemm() ? "dh2_kernel at 64-column slices (GLR_DH_2GEMM=1), else as GLR_DH_WGMMA"
+              : glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma; split passes dh_kernel)" : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
               glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {

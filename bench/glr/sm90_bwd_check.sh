@@ -9,7 +9,7 @@
 #      state_t_wgmma_kernel<.., kStateOnly> and its h mode <.., true, true>) prints FAIL, and so does a ptxas C7519
 #      (a warpgroup.arrive injected by ptxas) in any kernel (bench/glr/ptxas_c7519.sh).
 #   2. cuobjdump -sass (sass.txt): HMMA / HGMMA / LDSM / LDGSTS per backward kernel; a backward kernel without HMMA
-#      (chunk_wgmma_kernel, dh_wgmma_kernel, fused_bwd_kernel: without HGMMA): FAIL.
+#      (chunk_wgmma_kernel, dh_wgmma_kernel, dh2_kernel, fused_bwd_kernel: without HGMMA): FAIL.
 #   3. sm90_bwd_check --check (check.txt): the default kernels (chunk_wgmma_kernel; dh_wgmma_kernel for an unsplit
 #      dh pass, dh_kernel for a split one; h_kernel; the switches: glr/cuda/README.md), 9 shapes up to B2 T4096 H4
 #      against a float64 recurrence backward on the GPU, six gradients each (normwise and max relative error), bitwise
@@ -24,6 +24,12 @@
 #      checked on a GPU; a failure fails the script.
 #   6. GLR_DH_WGMMA=0 sm90_bwd_check --timing (timing_dh_mma.txt): stage 4 with dh_kernel for the unsplit dh pass,
 #      side by side with stage 4's "dh" column (the only kernel it replaces).
+#  5b. GLR_DH_2GEMM=1 sm90_bwd_check --check (check_dh2.txt): stage 3 with the unsplit dh pass at 64-column slices
+#      as dh2_kernel (gdn_bwd_dh2.cuh: the 2-GEMM chain, warp-specialized; opt-in, first run on a GPU here); a
+#      failure fails the script.
+#  6b. GLR_DH_2GEMM=1 sm90_bwd_check --timing (timing_dh2.txt): stage 4 with it, side by side with stage 4's "dh"
+#      column (dh_wgmma_kernel, the only kernel it replaces; at the 16-column slices of B1 T32768 H16 and in the
+#      split lines dh2_kernel does not apply: those columns are stage 4's kernels again).
 #   7. GLR_H_WGMMA=1 sm90_bwd_check --check (check_h_wgmma.txt): stage 3 with the h pass on wgmma at 64-column
 #      slices (state_t_wgmma_kernel's h mode and, split, its pass A: opt-in); a failure
 #      fails the script. (Stage 4's first lines, "h pass ...", time the h pass with and without it.)
@@ -114,6 +120,12 @@ if [ -x "$CUOBJDUMP" ]; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::dh_wgmma_kernel)"
     status=1
   fi
+  # the dh pass as the 2-GEMM chain (dh2_kernel<K, true>: K = 64, 128)
+  if ! grep -E "gdn_bwd[0-9]*dh2_kernel" "$out/sass_counts.txt" >/dev/null ||
+    grep -E "gdn_bwd[0-9]*dh2_kernel.*HGMMA 0 " "$out/sass_counts.txt" >/dev/null; then
+    say "SASS: FAIL (no HGMMA in gdn_bwd::dh2_kernel)"
+    status=1
+  fi
   # the fused reverse sweep (fused_bwd_kernel<128, true>)
   if ! grep -E "gdn_bwd[0-9]*fused_bwd_kernel.*HGMMA [1-9]" "$out/sass_counts.txt" >/dev/null; then
     say "SASS: FAIL (no HGMMA in gdn_bwd::fused_bwd_kernel)"
@@ -136,6 +148,10 @@ echo "== 5. check, dh and chunk kernels on mma.sync (GLR_DH_WGMMA=0 GLR_BWD_WGMM
 run_stage --check check_mma.txt "check (mma.sync dh and chunk kernels)" GLR_DH_WGMMA=0 GLR_BWD_WGMMA=0
 echo "== 6. timing, dh kernel on mma.sync (GLR_DH_WGMMA=0)"
 run_stage --timing timing_dh_mma.txt "timing (dh_kernel)" GLR_DH_WGMMA=0
+echo "== 5b. check, dh pass as the 2-GEMM chain (GLR_DH_2GEMM=1)"
+run_stage --check check_dh2.txt "check (dh2_kernel)" GLR_DH_2GEMM=1
+echo "== 6b. timing, dh pass as the 2-GEMM chain (GLR_DH_2GEMM=1)"
+run_stage --timing timing_dh2.txt "timing (dh2_kernel)" GLR_DH_2GEMM=1
 echo "== 7. check, h pass on wgmma (GLR_H_WGMMA=1)"
 run_stage --check check_h_wgmma.txt "check (wgmma h pass)" GLR_H_WGMMA=1
 echo "== 8. check, fused reverse sweep (GLR_FUSED_BWD=1)"
@@ -152,6 +168,9 @@ echo "-- dh and chunk kernels on mma.sync (GLR_DH_WGMMA=0 GLR_BWD_WGMMA=0):"
 grep -h -E "FAIL|CHECK" "$out/check_mma.txt" || true
 echo "-- dh kernel on mma.sync (GLR_DH_WGMMA=0):"
 grep -h -E "^timing|resident" "$out/timing_dh_mma.txt" || true
+echo "-- dh pass as the 2-GEMM chain (GLR_DH_2GEMM=1; dh column = dh2_kernel at 64-column slices):"
+grep -h -E "FAIL|CHECK" "$out/check_dh2.txt" || true
+grep -h -E "^timing|resident" "$out/timing_dh2.txt" || true
 echo "-- h pass on wgmma (GLR_H_WGMMA=1):"
 grep -h -E "FAIL|CHECK" "$out/check_h_wgmma.txt" || true
 echo "-- fused reverse sweep (GLR_FUSED_BWD=1; dh column = fused_bwd_kernel):"

@@ -5,7 +5,8 @@
 # pieces, hi + residual, as the kernels keep them since the H200's kgate sweep at 1e-3), against the same formulas unrounded: how the normwise errors grow
 # with T and vary with the inputs, at shapes the host emulator cannot reach. Not a test; the error bounds of
 # emu_bwd_check.cpp and bench/glr/sm90_bwd_check.cu come from it (bench/glr/sm90_bwd_notes.md).
-# Usage: /usr/bin/python3 tests/glr_sm90/bwd_rounding_model.py T mu [seed]   (T 4096: about a minute)
+# Usage: /usr/bin/python3 tests/glr_sm90/bwd_rounding_model.py T mu [seed [dh2]]   (T 4096: about a minute; dh2: the
+# dh update as dh2_kernel's 2-GEMM chain, gdn_bwd_dh2.cuh, with its roundings: W, T diag(beta e^G), z0, u')
 import sys
 
 import numpy as np
@@ -37,7 +38,12 @@ def sim(q, k, v, g, beta, h0, do, dht, scale, C, R):
         Pt = R((scale*Gam*(Qc@Kc.T)).T)
         dVn = R(Pt@dOc + np.exp(G[-1]-G)[:, None]*(Kc@dSb)); dX = Tm.T@dVn
         dXs[c] = R(dX); dv[c*C:(c+1)*C] = b[:, None]*dX; dbeta[c*C:(c+1)*C] = np.sum(dX*ch(v, c), 1)
-        dS = np.exp(G[-1])*dS + Qc.T@R(scale*np.exp(G)[:, None]*dOc) - Kc.T@R((b*np.exp(G))[:, None]*dX)
+        if not DH2:
+            dS = np.exp(G[-1])*dS + Qc.T@R(scale*np.exp(G)[:, None]*dOc) - Kc.T@R((b*np.exp(G))[:, None]*dX)
+        else:  # dh2_kernel's 2-GEMM chain: e^{G_L} dh' + Q^T y + K^T z0 + W^T u', W = T diag(beta e^G) K
+            W = R(R(Tm*(b*np.exp(G))[None, :])@Kc); z0 = R(-(b*np.exp(G))[:, None]*(Tm.T@R(Pt@dOc)))
+            dS = (np.exp(G[-1])*dS + Qc.T@R(scale*np.exp(G)[:, None]*dOc) + Kc.T@z0
+                  + W.T@R(-np.exp(G[-1]-G)[:, None]*(Kc@dSb)))
     dh0 = dS; dq = np.zeros((Tp, K)); dk = np.zeros((Tp, K)); dg = np.zeros(Tp)
     for c in range(NT):
         G, Kc, Qc, b, dOc = Gs[c], ch(k, c), ch(q, c), ch(beta, c), ch(do, c)
@@ -54,6 +60,7 @@ def sim(q, k, v, g, beta, h0, do, dht, scale, C, R):
         dg[c*C:(c+1)*C] = np.cumsum(dG[::-1])[::-1]
     return dq[:T], dk[:T], dv[:T], dg[:T], dbeta[:T], dh0
 T, mu = int(sys.argv[1]), float(sys.argv[2]); K = V = 128; C = 64
+DH2 = len(sys.argv) > 4 and sys.argv[4] == "dh2"  # the dh update as dh2_kernel's 2-GEMM chain (GLR_DH_2GEMM=1)
 rng = np.random.default_rng(int(sys.argv[3]) if len(sys.argv) > 3 else 5)
 q = rng.standard_normal((T, K)); q /= np.linalg.norm(q, axis=1, keepdims=True)
 k = rng.standard_normal((T, K)); k /= np.linalg.norm(k, axis=1, keepdims=True)

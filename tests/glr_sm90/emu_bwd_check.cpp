@@ -68,8 +68,19 @@ void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
   else
     emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
 }
+// GLR_DH_2GEMM=1 (dh2_mode -1: as the environment says; 0 off, 1 on: the "dh2" subset runs each case both ways
+// and counts the words that differ): dh2_kernel (gdn_bwd_dh2.cuh) where it applies (gdn_bwd::dh2_takes), as
+// launch_state_passes picks it.
+int dh2_mode = -1;
+bool dh_on_2gemm() { return dh2_mode < 0 ? glr::cuda::sm90::bwd_dh_2gemm() : dh2_mode == 1; }
 template <int kVT, int kD, bool kDelta>
 void launch_dh(int gy, const GdnBwdArgs& a) {
+  if constexpr (gdn_bwd::dh2_takes<kVT, kD, kDelta>)
+    if (dh_on_2gemm()) {
+      emu::launch(&gdn_bwd::dh2_kernel<kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, gdn_bwd::dh2_smem_bytes<kD>, a,
+                  gdn_bwd::kDh2Threads);
+      return;
+    }
   if (dh_on_wgmma())
     emu::launch(&gdn_bwd::dh_wgmma_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw,
                 gdn_bwd::dh_wgmma_smem_bytes<kVT, kD>, a);
@@ -770,6 +781,47 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += buf;
     ok = ok && near;
   }
+  if (dh2_mode == 1 && p.segs == 1 && p.vt == 64 && p.delta() && !fused_case(p.delta())) {
+    // The same case with today's dh pass (dh2_mode 0: dh_wgmma_kernel, or dh_kernel under GLR_DH_WGMMA=0). dh2_kernel's
+    // dh update is reorganized (e^{G_L} dh' + Q^T y + K^T z0 - W^T u: other roundings), so from the second chunk from
+    // the end on every output moves by rounding: per output the words that differ, the normwise relative difference
+    // (within the output's float64 bound: 8 u, dg 16 u; each run is within it of the exact gradient) and max |diff|
+    // / rms; the non-finite words must be the same ones (a planted NaN / Inf spreads as today).
+    dh2_mode = 0;
+    const Outputs ot = run_kernels(p, in, scale);
+    dh2_mode = 1;
+    double worst = 0;
+    bool finite_alike = true, within = true;
+    std::string counts;
+    auto cmp = [&](const char* name, const auto& x, const auto& y, double bnd) {
+      const WordDiff d = word_diff(x, y);
+      double d2 = 0, r2 = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double xv = static_cast<double>(static_cast<float>(x[i])), yv = static_cast<double>(static_cast<float>(y[i]));
+        if (std::isfinite(xv) != std::isfinite(yv)) finite_alike = false;
+        if (!std::isfinite(xv) || !std::isfinite(yv)) continue;
+        d2 += (xv - yv) * (xv - yv);
+        r2 += yv * yv;
+      }
+      const double rel = r2 > 0 ? std::sqrt(d2 / r2) : (d2 > 0 ? INFINITY : 0);
+      if (rel > bnd) within = false;
+      if (std::isfinite(d.worst)) worst = std::max(worst, d.worst);
+      char b[96];
+      std::snprintf(b, sizeof b, " %s %zu/%zu (%.1e)", name, d.words, x.size(), rel);
+      counts += b;
+    };
+    const double u = 1.0 / 512;
+    cmp("dq", o.dq, ot.dq, 8 * u);
+    cmp("dk", o.dk, ot.dk, 8 * u);
+    cmp("dv", o.dv, ot.dv, 8 * u);
+    if (p.gate() != 0) cmp("dg", o.dg, ot.dg, 16 * u);
+    cmp("dbeta", o.dbeta, ot.dbeta, 8 * u);
+    if (p.h0) cmp("dh0", o.dh0, ot.dh0, 8 * u);
+    std::snprintf(buf, sizeof buf, "; max |diff|/rms %.1e%s%s", worst, finite_alike ? "" : " NONFINITE-MISMATCH",
+                  within ? "" : " OVER");
+    line += " | dh2 vs today's dh pass, words differ (rel2):" + counts + buf;
+    ok = ok && finite_alike && within;
+  }
   if (p.segs > 1) {
     // The same case unsplit: the split passes reorder only the state's sums (a segment's state or gradient from 0,
     // then the maps M_s carry the rest), so the outputs differ by rounding. Per output the normwise relative
@@ -1282,6 +1334,29 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 && std::string(argv[1]) == "varlen") {  // packed sequences (emu_bwd_varlen.inc)
     ok = run_varlen_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && std::string(argv[1]) == "dh2") {
+    // dh2_kernel (GLR_DH_2GEMM=1, set here for the whole run; gdn_bwd_dh2.cuh): delta-rule cases at 64-column state
+    // slices against the float64 recurrence and against today's dh pass (dh2_mode 0; words, normwise difference,
+    // the same non-finite words): a short last chunk, DeltaNet, GVA at fast decay, NaN / +-Inf planted in v, g = -Inf,
+    // T = 1, slow decay over 4 chunks, K = V = 64, whole chunks with two heads (ctest glr_sm90_emu_bwd_dh2). The
+    // rest by hand: GLR_DH_2GEMM=1 tests/glr_sm90/run_emu_bwd.sh [subset] (sweep: the contract inputs x 1e-3).
+    setenv("GLR_DH_2GEMM", "1", 1);
+    dh2_mode = 1;
+    const Shape cases[] = {{1, 100, 1, true, true, 2.0, 64},
+                           {2, 130, 1, false, true, INFINITY, 64},
+                           {1, 200, 1, true, true, -1.0, 64, 0, 2},
+                           {1, 130, 1, true, true, 2.0, 64, 1},
+                           {1, 100, 1, false, true, 4.0, 64, 2},
+                           {1, 150, 1, true, true, 2.0, 64, 3},
+                           {2, 1, 1, true, true, 2.0, 64},
+                           {1, 256, 1, true, true, 8.0, 64},
+                           {1, 100, 1, true, true, 2.0, 64, 0, 0, 64},
+                           {2, 64, 2, true, true, 0.0, 64}};
+    unsigned dseed = 2100;
+    for (const Shape& c : cases) ok = run(c, dseed++, false) && ok;
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

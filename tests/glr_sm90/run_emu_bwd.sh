@@ -12,7 +12,8 @@
 # (gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=0: dh_kernel, which split dh passes take either way); "wgmma" (5 cases) and "wgmma-all" (8) run both wgmma kernels and compare
 # each case with chunk_kernel and dh_kernel word for word. "split" (6 cases) and "split-all" (10): the
 # split-sequence h and dh passes in forced segments, against float64 and the unsplit run; GLR_EMU_SEGS=n splits the
-# single case.
+# single case. "dh2": the dh pass as dh2_kernel (GLR_DH_2GEMM=1, gdn_bwd_dh2.cuh), each case against float64 and
+# today's dh pass.
 # Exit status non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,5 +1,5 @@
 // glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA,
-// GLR_DH_WGMMA, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
+// GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
 // glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
 // static, so that a workspace sized with one value is never launched with another. A value outside the documented
 // ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
@@ -47,6 +47,13 @@ inline bool bwd_chunk_wgmma() {
 // (GLR_BACKWARD_SPLIT) runs dh_kernel either way.
 inline bool bwd_dh_wgmma() {
   static const bool on = env_flag("GLR_DH_WGMMA", true);
+  return on;
+}
+// GLR_DH_2GEMM=1: the backward's unsplit dh pass at 64-column slices with the delta rule as dh2_kernel
+// (gdn_bwd_dh2.cuh: the dh update as a 2-GEMM chain on one warpgroup, every other product on a second); other
+// cases as GLR_DH_WGMMA says. Not yet run on a GPU.
+inline bool bwd_dh_2gemm() {
+  static const bool on = env_flag("GLR_DH_2GEMM", false);
   return on;
 }
 // GLR_FUSED_BWD=1: the backward's dh pass and chunk kernel as one reverse sweep per (sequence, value head)

@@ -731,7 +731,8 @@ __device__ __forceinline__ void store_dv_rows(const GdnBwdArgs& a, const StateBl
 
 // Phase B's epilogue (delta rule), dX = T^T dV_new in the fragments: dv = beta dX (rows < len), dX to the
 // workspace (dxg: the chunk slots' (C x K) blocks at the slice's first column), z = -beta e^G dX to its tile, and
-// this lane's share of rowsum(dX . V) (v(n, half): v's bf16 pair at the fragment's place) to s.red.
+// this lane's share of rowsum(dX . V) (v(n, half): v's bf16 pair at the fragment's place) to s.red. zword nullptr:
+// no z (dh2_kernel, whose dh update takes z0 and W instead).
 template <int kD, int NN, class Smem, class Pair, class VPair, class ZWord>
 __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const StateBlock& sb, __nv_bfloat16* dxg,
                                             int t0, int len, int r0, int g8, int t4, Pair pair, VPair v, ZWord zword) {
@@ -751,7 +752,7 @@ __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const 
       rs = fmaf(x1, vf.y, rs);
       if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
       *reinterpret_cast<std::uint32_t*>(dxg + static_cast<std::int64_t>(t0 + i) * kD + col) = pack_bf16x2(x0, x1);
-      *zword(i, n) = pack_bf16x2(zi * x0, zi * x1);
+      if constexpr (!std::is_same_v<ZWord, std::nullptr_t>) *zword(i, n) = pack_bf16x2(zi * x0, zi * x1);
     }
     s.red[i * 4 + t4] = rs;
   }
@@ -1683,6 +1684,12 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 namespace gdn_bwd {
 template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
+// dh2_kernel (gdn_bwd_dh2.cuh, included below; GLR_DH_2GEMM=1): the unsplit dh pass at 64-column slices with the
+// delta rule, K = V = 64 or 128; its grid is dh_wgmma_kernel's, 256 threads a block.
+template <int kVT, int kD, bool kDelta>
+inline constexpr bool dh2_takes = kVT == 64 && kDelta && (kD == 64 || kD == 128);
+template <int kD>
+inline cudaError_t launch_dh2(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
 // The h pass alone (a with T > 0; a.segs > 1: split): the forward's passes A and B (gdn::launch_split_ab), then
 // h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
 // on state_t_wgmma_kernel<.., true> whatever GLR_FWD_WGMMA says, and the h kernel as its kHPass mode (gdn_state_wgmma.cuh;
@@ -1738,6 +1745,8 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   GdnBwdArgs d = a;
   if (segs == 1) {  // unsplit: on wgmma by default (GLR_DH_WGMMA=0: dh_kernel; env_switch.hpp)
     d.segs = 1;
+    if constexpr (dh2_takes<kVT, kD, kDelta>)
+      if (bwd_dh_2gemm()) return launch_dh2<kD>(d, grid, stream, emu_smem);  // GLR_DH_2GEMM=1 (gdn_bwd_dh2.cuh)
     return bwd_dh_wgmma()
                ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem)
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
@@ -1807,6 +1816,7 @@ inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd
 }  // namespace glr::cuda::sm90
 #include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (the default; uses the helpers above)
 #include "gdn_bwd_dh_wgmma.cuh"  // dh_wgmma_kernel, the dh kernel on wgmma (GLR_DH_WGMMA=1; uses the helpers above)
+#include "gdn_bwd_dh2.cuh"  // dh2_kernel, the dh pass as a 2-GEMM chain, warp-specialized (GLR_DH_2GEMM=1; uses the helpers above)
 #include "gdn_bwd_fused.cuh"  // fused_bwd_kernel, dh chain + chunk phases in one sweep (GLR_FUSED_BWD=1; uses the helpers above)
 namespace glr::cuda::sm90 {
 
