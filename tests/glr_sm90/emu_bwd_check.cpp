@@ -54,7 +54,8 @@ using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 // The chunk and dh kernels, as gdn_bwd_mma's launcher picks them (the switches: glr/cuda/README.md): the chunk
-// kernel chunk_wgmma_kernel (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel dh_kernel
+// kernel chunk_tma_kernel (gdn_bwd_chunk_tma.cuh, through its launcher launch_chunk_tma: the persistent grid, 2 blocks
+// on the emulator; GLR_BWD_CHUNK_TMA=0 chunk_wgmma_kernel, gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel dh_kernel
 // (GLR_DH_WGMMA=1: dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the same grids. on_wgmma: -1 as the environment says,
 // 0 both on mma.sync, 1 both on wgmma (the "wgmma" subset runs each case both ways and compares them).
 int on_wgmma = -1;
@@ -62,7 +63,14 @@ bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma()
 bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_wgmma == 1; }
 template <int kD, bool kDelta>
 void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
-  if (chunk_on_wgmma())
+  cudaError_t e = cudaSuccess;
+  if (chunk_on_wgmma() && glr::cuda::sm90::bwd_chunk_tma() &&
+      gdn_bwd::launch_chunk_tma<kD, kDelta>(a, gx, gy, nullptr, gdn_bwd::smem_raw, e)) {
+    if (e != cudaSuccess) {
+      std::printf("emu bwd: launch_chunk_tma: %s | FAIL\n", cudaGetErrorName(e));
+      std::exit(3);
+    }
+  } else if (chunk_on_wgmma())
     emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a,
                 gdn_bwd::kChunkWgThreads);
   else

@@ -20,7 +20,9 @@
 // buffer has passed; each full barrier completes once per item, parity = the block's item count & 1):
 //   QK0  q, k features 0..63             refilled at P0 (kD = 128: the start of phase 2's second part, after part
 //                                         0, the only reader of those slabs in phase 2, retired) / P2 (kD = 64)
-//   QK1  q, k features 64..127 (kD 128)  P2: the barrier before phase 3 (every dq / dk product retired)
+//   QK1  q, k features 64..127 (kD 128)  P2: the barrier before phase 3 (every dq / dk product retired); waited
+//                                         for halfway through the next item's Q K^T, dO V_new^T (features 0..63
+//                                         issued as their own commit group before the wait: the same k-order)
 //   H0   h, dh' rows 0..63 of K          P0 (kD 128) / P1 (kD 64); <h, dh'> (hdot) is formed in phase 2's first
 //                                         part, while its products run, so h and dh' are free once read by wgmma
 //   H1   h, dh' rows 64..127 (kD 128)    P1
@@ -268,10 +270,11 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     };
 
     mbarrier_wait_parity(bar(kTbQK0), ph);
-    if constexpr (KH == 2) mbarrier_wait_parity(bar(kTbQK1), ph);
     mbarrier_wait_parity(bar(kTbV), ph);
     mbarrier_wait_parity(bar(kTbS0 + buf), static_cast<std::uint32_t>((it >> 1) & 1));
-    if (len < C) {  // the token tiles' rows past the chunk's tokens to zero (block-uniform)
+    // q, k features 64..127 (QK1, the last tiles to land) are waited for in pass 0, after its first half
+    if (len < C) {  // the token tiles' rows past the chunk's tokens to zero (block-uniform), every slab
+      if constexpr (KH == 2) mbarrier_wait_parity(bar(kTbQK1), ph);
       auto zero_rows = [&](__nv_bfloat16* t) {
         const int per = (C - len) * 8;  // 16-byte pieces a slab
         for (int e = tid; e < per * KH; e += NT_) {
@@ -290,7 +293,11 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     const float GL = v.G[C - 1], GrL = v.Gr[C - 1];
     // Phase 1 (chunk_wgmma_kernel's).
     Phase1Partials p1;
-    auto phase1_issue = [&](float (&x)[kN / 2], float (&y)[kN / 2], std::uint32_t xa, std::uint32_t ya) {
+    // kSplit (pass 0 at kD = 128): features 0..63 (q, k slab 0, in place since P0) as one commit group, then the
+    // wait for slab 1 (the last tiles to land: P2) and features 64..127 as a second group on the same
+    // accumulators (in issue order: the same k-order).
+    auto phase1_issue = [&](float (&x)[kN / 2], float (&y)[kN / 2], std::uint32_t xa, std::uint32_t ya, auto split) {
+      constexpr bool kSplit = decltype(split)::value && KH == 2;
 #pragma unroll
       for (int e = 0; e < kN / 2; ++e) x[e] = y[e] = 0.f;
       wgmma_fence_operand(x);
@@ -298,6 +305,11 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
+        if (kSplit && ks == 4) {
+          wgmma_commit();
+          mbarrier_wait_parity(bar(kTbQK1), ph);
+          wgmma_fence();
+        }
         wgmma_ss_n<kN, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, c0, ks), 1);
         wgmma_ss_n<kN, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, c0, ks), 1);
       }
@@ -312,11 +324,11 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     };
     {
       float x0[kN / 2], y0[kN / 2];  // Q K^T, dO V_new^T
-      phase1_issue(x0, y0, sq_, sdO);
+      phase1_issue(x0, y0, sq_, sdO, std::true_type{});
       if constexpr (kDelta) {
         float x1[kN / 2], y1[kN / 2];  // K K^T, dX V_new^T
         mbarrier_wait_parity(bar(kTbX), ph);  // dX
-        phase1_issue(x1, y1, sk, sdx);
+        phase1_issue(x1, y1, sk, sdx, std::false_type{});
         wgmma_wait<1>();
         phase1_finish(0, x0, y0);
         wgmma_wait<0>();
@@ -505,6 +517,10 @@ inline bool launch_chunk_tma(const GdnBwdArgs& a, int ncol, int rows, cudaStream
   const int blocks = static_cast<int>(items < chunk_tma_blocks() ? items : chunk_tma_blocks());
   e = launch_kernel(&chunk_tma_kernel<kD, kDelta>, dim3(static_cast<unsigned>(blocks)), kChunkWgThreads,
                     chunk_tma_smem_bytes<kD>, stream, p, emu_smem);
+#if defined(GLR_SM90_HOST_EMU)
+  // every TMA load the kernel issued was waited for (a load nobody waited on never lands on the emulator)
+  if (e == cudaSuccess && tma_drop_pending() != 0) e = cudaErrorLaunchFailure;
+#endif
   return true;
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
