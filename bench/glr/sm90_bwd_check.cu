@@ -528,15 +528,20 @@ void print_residency(int B, int T, int H) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_wgmma_kernel<kVT>, 128, dh_smem));
   else
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nd, gb::dh_kernel<kVT>, 128, dh_smem));
-  const std::size_t chunk_smem = wg ? gb::chunk_wgmma_smem_bytes<128> : sizeof(gb::ChunkSmem<128>);
-  if (wg)
+  const bool tma = wg && glr::cuda::sm90::bwd_chunk_tma();  // chunk_tma_kernel (GLR_BWD_CHUNK_TMA, the default)
+  const std::size_t chunk_smem = tma  ? gb::chunk_tma_smem_bytes<128>
+                                 : wg ? gb::chunk_wgmma_smem_bytes<128>
+                                      : sizeof(gb::ChunkSmem<128>);
+  if (tma)
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_tma_kernel<128>, gb::kChunkWgThreads, chunk_smem));
+  else if (wg)
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_wgmma_kernel<128>, gb::kChunkWgThreads, chunk_smem));
   else
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nc, gb::chunk_kernel<128>, 128, chunk_smem));
   std::printf("bwd B%d T%d H%d: state slices of %d columns (%d h/dh blocks); resident blocks per SM: h %d (%zu B), "
               "dh%s %d (%zu B), chunk%s %d (%zu B); workspace %.1f MB\n",
               B, T, H, kVT, B * H * (128 / kVT), nh, sizeof(gb::HSmem<kVT>), dh2 ? " (dh2_kernel)" : dh_wg ? " (wgmma)" : "", nd, dh_smem,
-              wg ? " (wgmma)" : "", nc, chunk_smem, glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
+              tma ? " (TMA, persistent)" : wg ? " (wgmma)" : "", nc, chunk_smem, glr::cuda::sm90::gdn_bwd_workspace_bytes(B, T, H) / 1e6);
 }
 
 void timing(int B, int T, int H) {
@@ -666,7 +671,9 @@ int main(int argc, char** argv) {
                 glr::cuda::sm90::gdn_bwd::fused_bwd_smem_bytes<128>);
   std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
-              glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_wgmma_kernel (wgmma)" : "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)",
+              !glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)"
+              : glr::cuda::sm90::bwd_chunk_tma()  ? "chunk_tma_kernel (wgmma, TMA, persistent grid)"
+                                                  : "chunk_wgmma_kernel (wgmma, GLR_BWD_CHUNK_TMA=0)",
               glr::cuda::sm90::bwd_dh_2gemm() ? "dh2_kernel at 64-column slices (GLR_DH_2GEMM=1), else as GLR_DH_WGMMA"
               : glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma; split passes dh_kernel)" : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
               glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");

@@ -54,15 +54,23 @@ using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 // The chunk and dh kernels, as gdn_bwd_mma's launcher picks them (the switches: glr/cuda/README.md): the chunk
-// kernel chunk_wgmma_kernel (gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel dh_wgmma_kernel
-// (gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=0: dh_kernel), the same grids. on_wgmma: -1 as the environment says,
+// kernel chunk_tma_kernel (gdn_bwd_chunk_tma.cuh, through its launcher launch_chunk_tma: the persistent grid, 2 blocks
+// on the emulator; GLR_BWD_CHUNK_TMA=0 chunk_wgmma_kernel, gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel
+// dh_wgmma_kernel (gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=0: dh_kernel; GLR_DH_2GEMM=1: dh2_kernel), the same grids. on_wgmma: -1 as the environment says,
 // 0 both on mma.sync, 1 both on wgmma (the "wgmma" subset runs each case both ways and compares them).
 int on_wgmma = -1;
 bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma() : on_wgmma == 1; }
 bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_wgmma == 1; }
 template <int kD, bool kDelta>
 void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
-  if (chunk_on_wgmma())
+  cudaError_t e = cudaSuccess;
+  if (chunk_on_wgmma() && glr::cuda::sm90::bwd_chunk_tma() &&
+      gdn_bwd::launch_chunk_tma<kD, kDelta>(a, gx, gy, nullptr, gdn_bwd::smem_raw, e)) {
+    if (e != cudaSuccess) {
+      std::printf("emu bwd: launch_chunk_tma: %s | FAIL\n", cudaGetErrorName(e));
+      std::exit(3);
+    }
+  } else if (chunk_on_wgmma())
     emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a,
                 gdn_bwd::kChunkWgThreads);
   else
@@ -1107,6 +1115,24 @@ bool run_rule_cases() {
   return ok;
 }
 
+// A sequence's last chunk reads past its tokens: the chunk kernel's rows len..63 must be zeros whatever the next
+// tokens hold (chunk_tma_kernel's TMA boxes read them and the threads zero them; the cp.async loads zero-fill
+// them). NaN and +Inf planted in q, k, dout (and v, Mamba2) at batch row 1's first token (t = T) and at the last
+// token the box of batch row 0's last chunk reaches (t = 127), at B2 T100 (chunk 1 of batch row 0: 36 tokens):
+// batch row 0's outputs must stay finite (a zero fill skipped gives 0 x NaN in its dq, dk). Seeds 1100 on.
+bool run_tail_rule_cases() {
+  bool ok = true;
+  unsigned seed = 1100;
+  for (float val : {NAN, INFINITY}) {
+    const Shape p{2, 100, 1, true, true, 2.0, 32, 0, 2};
+    for (PlantIn w : {PlantIn::q, PlantIn::k, PlantIn::dout})
+      for (int t : {100, 127}) ok = run_rule(p, seed++, w, t, val) && ok;
+    const Shape m{2, 100, 1, true, true, 2.0, 32, 0, 2, 64, 1};  // Mamba2 at K = V = 64: v is V_new
+    ok = run_rule(m, seed++, PlantIn::v, 100, val) && ok;
+  }
+  return ok;
+}
+
 // The rule cases for the members without the delta rule (Mamba2, RetNet, linear attention) at the nominal shape
 // B2 T100 H1 HV2 (K = V = 128 and 64): NaN, +Inf, -Inf in every input they have (g: Mamba2 at a sequence's first
 // token, a chunk's first token and mid-chunk, and the shrunk B2 T1; RetNet's one g of value head 0), seeds 1000 on.
@@ -1546,6 +1572,11 @@ int main(int argc, char** argv) {
   // row, a short last chunk; then kgate's rule (run_rule_cases: NaN, +Inf, -Inf in every input, g at a sequence's
   // first token among them). The v cases also in the default run; the rule cases (54 runs at B2 T100 HV2, several
   // minutes) only with "planted" or "rule" (the rule cases alone; ctest glr_sm90_emu_bwd_rule).
+  if (argc == 2 && std::string(argv[1]) == "tail-rule") {  // run_tail_rule_cases: the rows past a sequence's end
+    ok = run_tail_rule_cases();
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   if (argc == 2 && std::string(argv[1]) == "rule") {
     ok = run_rule_cases();
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");

@@ -39,6 +39,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -61,6 +62,16 @@ inline std::uint32_t smem_limit = 0;  // bytes of emu::smem the kernel may addre
 // phases ahead of the consumers and their parity waits alias (a hang, not a wrong result), as they may on a GPU.
 inline bool tma_early = false;
 inline std::atomic<long> quiesce_timeouts{0};
+// GLR_EMU_TMA_AT_ISSUE=1 (read once, at start): TMA loads land at issue, as with tma_early, while wgmmas still read
+// their shared memory when their wgmma_wait retires them (the default, no quiescence): every refill's write as early
+// and every product's read as late as a GPU could make them. A buffer refilled before the last product reading it
+// has retired then feeds that product the next tile (a wrong result; the block barrier the refill follows orders
+// the two, so it is deterministic). For kernels whose threads sit in block barriers while products are in flight,
+// where tma_early's quiescence would time out (chunk_tma_kernel, gdn_bwd_chunk_tma.cuh).
+inline const bool tma_at_issue = [] {
+  const char* e = std::getenv("GLR_EMU_TMA_AT_ISSUE");
+  return e != nullptr && e[0] == '1' && e[1] == '\0';
+}();
 inline void set_state(std::uint64_t v) {
   if (tma_early) emu::block->state[threadIdx.x].store(v);
 }
@@ -411,7 +422,7 @@ inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, st
   const std::uint32_t align = W == 0 ? 128u : 8 * W;
   if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
   emu::wg::mbar(bar);  // the alignment check
-  if (emu::wg::tma_early) return tma_load_now({emu::block, dst, bar, m, c0, c1});
+  if (emu::wg::tma_early || emu::wg::tma_at_issue) return tma_load_now({emu::block, dst, bar, m, c0, c1});
   std::lock_guard<std::mutex> lock(tma_mutex);
   tma_loads.push_back({emu::block, dst, bar, m, c0, c1});
 }

@@ -1,4 +1,4 @@
-// glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA,
+// glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA, GLR_BWD_CHUNK_TMA,
 // GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
 // glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
 // static, so that a workspace sized with one value is never launched with another. A value outside the documented
@@ -40,6 +40,13 @@ inline int env_count(const char* name, int lo, int hi) {
 // chunk_kernel.
 inline bool bwd_chunk_wgmma() {
   static const bool on = env_flag("GLR_BWD_WGMMA", true);
+  return on;
+}
+// GLR_BWD_CHUNK_TMA: that chunk kernel as chunk_tma_kernel (gdn_bwd_chunk_tma.cuh: a persistent grid, every tile by
+// TMA on mbarriers, the next chunk's tiles loaded during this one's products; the same output words), the default
+// since 2026-12-05 (helper hAR; not yet run on a GPU); 0: chunk_wgmma_kernel (the A/B). Only with GLR_BWD_WGMMA on.
+inline bool bwd_chunk_tma() {
+  static const bool on = env_flag("GLR_BWD_CHUNK_TMA", true);
   return on;
 }
 // GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since

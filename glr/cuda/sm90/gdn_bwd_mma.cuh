@@ -1066,21 +1066,30 @@ struct ChunkAt {
   int HV, NT, t0, len;       // value heads; the sequence's chunks; the chunk's first token in it and its tokens (<= C)
   std::int64_t R, sl0;       // the slots of the sequence's chunk 0 and of this chunk
   std::int64_t qtok0, tok0;  // q/k token (begin + t0, h); do/dg/dbeta token (begin + t0, hv)
+  std::int64_t trow;         // the chunk's first token row of the (B T, heads) matrices: begin + t0
+  int h, hv;                 // its q/k head and value head
 };
-__device__ __forceinline__ bool chunk_at(const GdnBwdArgs& a, ChunkAt& p) {
+// Grid slot (bx, by) (chunk_of); the block's own by default.
+__device__ __forceinline__ bool chunk_at(const GdnBwdArgs& a, int bx, int by, ChunkAt& p) {
   p.HV = a.value_heads();
   Seq sq;
   int hv, c;
-  if (!chunk_of(a, blockIdx.x, blockIdx.y, sq, hv, c)) return false;
+  if (!chunk_of(a, bx, by, sq, hv, c)) return false;
   const int h = hv / (p.HV / a.H);
   p.NT = sq.nch;
   p.R = first_slot(a, sq, hv);
   p.sl0 = p.R + c;
   p.t0 = c * C;
   p.len = min(C, sq.len - p.t0);
-  p.qtok0 = (sq.begin + p.t0) * a.H + h;
-  p.tok0 = (sq.begin + p.t0) * p.HV + hv;
+  p.trow = sq.begin + p.t0;
+  p.h = h;
+  p.hv = hv;
+  p.qtok0 = p.trow * a.H + h;
+  p.tok0 = p.trow * p.HV + hv;
   return true;
+}
+__device__ __forceinline__ bool chunk_at(const GdnBwdArgs& a, ChunkAt& p) {
+  return chunk_at(a, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), p);
 }
 
 // Phase 1's partials of a thread: M and D of its two rows, M of its 16 columns (both rows).
@@ -1231,6 +1240,26 @@ __device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16
   }
 }
 
+// <h, dh'> of row `row` of K, in column order (chunk(tile, row, c): the 16-byte chunk c, columns 8c..8c+7, of a
+// (K x V) tile's row): store_phase2_partials' and chunk_tma_kernel's (which forms it during phase 2's first part).
+template <int kD, class Chunk>
+__device__ __forceinline__ float hdot_row(const __nv_bfloat16* h, const __nv_bfloat16* dh, int row, Chunk chunk) {
+  float acc = 0.f;
+#pragma unroll 4
+  for (int cc = 0; cc < kD / 8; ++cc) {
+    const uint4 x = *chunk(h, row, cc);
+    const uint4 y = *chunk(dh, row, cc);
+    const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float2 xf = unpack_bf16x2(xs[w]), yf = unpack_bf16x2(ys[w]);
+      acc = fmaf(xf.x, yf.x, acc);
+      acc = fmaf(xf.y, yf.y, acc);
+    }
+  }
+  return acc;
+}
+
 // After phase 2: its row dots to shared memory (slot: as store_phase1_partials), and <h, dh'> of row hrow of K
 // (hrow < kD; chunk_kernel: hrow = tid, threads 0..kD - 1; chunk_wgmma_kernel: the second warpgroup's), in column
 // order, chunk(tile, row, c) the 16-byte chunk c (columns 8c..8c+7) of a (K x V) tile's row.
@@ -1243,23 +1272,7 @@ __device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)
 #pragma unroll
     for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][slot] = rd[r][half];
   }
-  if (hrow < kD) {
-    const int tid = hrow;
-    float acc = 0.f;
-#pragma unroll 4
-    for (int cc = 0; cc < kD / 8; ++cc) {
-      const uint4 x = *chunk(s.h, tid, cc);
-      const uint4 y = *chunk(s.dh, tid, cc);
-      const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float2 xf = unpack_bf16x2(xs[w]), yf = unpack_bf16x2(ys[w]);
-        acc = fmaf(xf.x, yf.x, acc);
-        acc = fmaf(xf.y, yf.y, acc);
-      }
-    }
-    s.hdot[tid] = acc;
-  }
+  if (hrow < kD) s.hdot[hrow] = hdot_row<kD>(s.h, s.dh, hrow, chunk);
 }
 
 // Phase 3 (after a barrier that makes phases 1 and 2's partials visible): per row (threads 0..63), then warp 0:
@@ -1276,7 +1289,7 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
   const int warp = tid >> 5, lane = tid & 31;
   // Row partials per row: 4 (chunk_kernel: a quad's lanes) or 8 (chunk_wgmma_kernel: warpgroup 0's quad, then 1's),
   // summed in that fixed order.
-  constexpr int kSlots = static_cast<int>(std::extent_v<decltype(Smem::rowp), 2>);
+  constexpr int kSlots = static_cast<int>(std::extent_v<std::remove_reference_t<decltype(Smem::rowp)>, 2>);
   static_assert(kSlots == 4 || kSlots == 8, "row partials: one quad or two warpgroups' quads");
   if (tid < C) {
     const int i = tid;
@@ -1815,6 +1828,7 @@ inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd
 
 }  // namespace glr::cuda::sm90
 #include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (the default; uses the helpers above)
+#include "gdn_bwd_chunk_tma.cuh"  // chunk_tma_kernel, the same on a persistent grid fed by TMA (the default: GLR_BWD_CHUNK_TMA)
 #include "gdn_bwd_dh_wgmma.cuh"  // dh_wgmma_kernel, the dh kernel on wgmma (GLR_DH_WGMMA=1; uses the helpers above)
 #include "gdn_bwd_dh2.cuh"  // dh2_kernel, the dh pass as a 2-GEMM chain, warp-specialized (GLR_DH_2GEMM=1; uses the helpers above)
 #include "gdn_bwd_fused.cuh"  // fused_bwd_kernel, dh chain + chunk phases in one sweep (GLR_FUSED_BWD=1; uses the helpers above)
@@ -1853,10 +1867,13 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0 && !fused) {
-    e = bwd_chunk_wgmma()  // the default (GLR_BWD_WGMMA=0: chunk_kernel; env_switch.hpp)
-            ? launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem)
-            : launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
-                            sizeof(ChunkSmem<kD>), stream, a, emu_smem);
+    // on wgmma by default (GLR_BWD_WGMMA=0: chunk_kernel), as chunk_tma_kernel where it takes a (GLR_BWD_CHUNK_TMA=0:
+    // chunk_wgmma_kernel; env_switch.hpp)
+    if (!bwd_chunk_wgmma())
+      e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
+                        sizeof(ChunkSmem<kD>), stream, a, emu_smem);
+    else if (!bwd_chunk_tma() || !launch_chunk_tma<kD, kDelta>(a, static_cast<int>(NT), BH, stream, emu_smem, e))
+      e = launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (a.gate == 2) {  // one g per value head: the sum of the chunks' shares (dg = 0 without chunks)
