@@ -124,8 +124,9 @@ enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
 
 // Workspace: a 256-byte header (the status word), the chunk table (packed sequences), then per chunk slot
 // P or T (C, C) bf16, G and beta (C) fp32, and for rungs 1 and 2 W and U (C, 128) bf16; with the split state
-// pass (a.segs > 1, rung 3: set a.segs before asking) Es and Ms, 2 (segs - 1) sequences HV K V fp32 (B1 T32768
-// H16 K=V=128 in 8 segments: 14.7 MB). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block
+// pass (seg::split(a), rung 3: set a.segs and a.seg_len before asking) Es and Ms, 2 seg::slots HV K V fp32 (B1
+// T32768 H16 K=V=128 in 8 segments: 14.7 MB; the packed 32k shape at seg_len 64: at most 8 slots, 16.8 MB), and
+// for packed sequences the segment table (3 (N + 1) int32). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block
 // programs' fp32 workspace: 1.48 GB).
 // Each piece starts 256-byte aligned; the whole needs a 256-byte aligned base.
 namespace gdn_ws {
@@ -399,7 +400,8 @@ static __global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __gr
 
 // Packed sequences, split state passes (seg::split): the segment table (segments.cuh) from the chunk table, one
 // block of kThreads after chunk_table_kernel: segments, Es slots and combine rows of each sequence, prefix-summed
-// in a fixed order as the chunk table's (thread t takes sequences [t per, (t + 1) per), thread 0 the prefix).
+// in a fixed order as the chunk table's (thread t takes sequences [t per, (t + 1) per), threads 0, 1, 2 one prefix
+// each).
 // Invalid offsets (table[0] != 0): nothing (every pass returns on that verdict before it reads the table).
 // Dynamic shared memory: segment_table_smem_bytes. A: GdnFwdArgs or GdnBwdArgs (the backward's h and dh passes).
 static_assert(seg::kTableFirst == kFirst, "segments.cuh reads the chunk table");
@@ -1314,11 +1316,12 @@ struct StateTSmem {
 // lets it take the registers it needs (no spill at any width). 64 keeps today's bounds (0: none, the same
 // registers and code as before the width was a parameter).
 //
-// The split-sequence state pass (a.segs > 1; gdn_fwd_split_segments): the grid's rows are segment-major,
-// blockIdx.y = s (sequences x HV) + n HV + hv, and block row s walks only segment s's chunks [s per, (s + 1) per),
-// per = ceil(nch / segs). With kStateOnly false (pass C; also the whole unsplit pass, segs = 1) it starts from h0
-// (s = 0) or from Es slot s - 1 (the state entering s, written by combine_kernel), writes o, and ht from the last
-// segment. With kStateOnly (pass A, grid (2 kD / kVT, (segs - 1) sequences x HV)) it writes neither o nor ht and
+// The split-sequence state pass (seg::split(a); gdn_fwd_split_plan; segments by length, segments.cuh): blockIdx.y =
+// row HV + hv, the row segments.cuh's (pass C: a segment row, pass A: an Es slot), and the block walks only its
+// segment s's chunks (of its sequence's nseg). With kStateOnly false (pass C, grid (kD / kVT, seg::rows x HV); also
+// the whole unsplit pass, one segment a sequence) it starts from h0 (s = 0) or from the Es slot of segment s - 1
+// (the state entering s, written by combine_kernel), writes o, and ht from the last segment. With kStateOnly (pass
+// A, grid (2 kD / kVT, seg::slots x HV): segments 0 .. nseg - 2 of the split sequences) it writes neither o nor ht and
 // skips everything only o needs (q, Q h, Q K^T, P, P V_new): blocks x < kD / kVT run the real inputs from 0 (s = 0:
 // from h0) and leave the segment's end state in Es slot s; blocks x >= kD / kVT run from h = I (K columns, sliced
 // like V's) with no value input (v = 0, so X = -beta e^G (K h)) and leave M_s = A_last ... A_first in Ms slot s: the
@@ -1560,17 +1563,19 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 }
 
 // Pass B of the split state pass, between pass A (state_t_kernel<.., kStateOnly>) and pass C: per (sequence, value
-// head) and 8 state columns, the segments in order, Es[s] = M_s Es[s - 1] + Es[s] for s = 1 .. segs - 2 in fp32.
-// Es[0] is already the state entering segment 1 (pass A ran segment 0 from h0), so afterwards Es[s] is the state
-// entering segment s + 1. Grid (kD / 8, sequences x HV), kThreads threads: thread t owns row t % kD and kPer of the
+// head) and 8 state columns, the segments in order, Es[s] = M_s Es[s - 1] + Es[s] for s = 1 .. nseg - 2 in fp32
+// (Es[s]: the Es slot of the sequence's segment s). Es[0] is already the state entering segment 1 (pass A ran
+// segment 0 from h0), so afterwards Es[s] is the state entering segment s + 1. Grid (kD / 8, seg::combs x HV): one row
+// per sequence of 3 segments or more (fewer have nothing to combine; rows past the real count return), kThreads
+// threads: thread t owns row t % kD and kPer of the
 // 8 columns; the entering state's (kD x 8) slice stays in shared memory. Each sum in a fixed order (from E, then
 // fmaf over the rows of S in order): deterministic. Dynamic shared memory: combine_smem_bytes(kD).
 // Without the delta rule A_c = e^{G_last} I, so M_s is the scalar m_s = prod over the segment's chunks of
 // e^{G_last} (the G workspace's last entries, multiplied in chunk order) and pass A has no M blocks:
 // Es[s] = fmaf(m_s, Es[s - 1], Es[s]).
 // kReverse: the backward's dh pass (gdn_bwd_mma.cuh, launch_state_passes), the adjoint recurrence in reverse order:
-// Es slot s holds the gradient entering segment s + 1 from 0 (its pass A'; slot segs - 2 from dht, already whole),
-// and for s = segs - 3 .. 0, Es[s] = M_{s+1}^T Es[s + 1] + Es[s] (M_{s+1}: Ms slot s + 1, read by columns; without
+// Es slot s holds the gradient entering segment s + 1 from 0 (its pass A'; slot nseg - 2 from dht, already whole),
+// and for s = nseg - 3 .. 0, Es[s] = M_{s+1}^T Es[s + 1] + Es[s] (M_{s+1}: Ms slot s + 1, read by columns; without
 // the delta rule the scalar m_{s+1}), the same fixed order of sums. Afterwards Es[s] is the gradient leaving segment s.
 constexpr std::size_t combine_smem_bytes(int kD) { return static_cast<std::size_t>(kD) * 8 * sizeof(float); }
 template <int kD, bool kDelta = true, bool kReverse = false>
@@ -1874,8 +1879,8 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
 // cudaErrorInvalidValue otherwise (or for a vt other than 0, 16, 32, 64; rungs 1 and 2: other than 0, 64), else
 // the first launch error. a.HV = 0 is taken as H. vt: rung 3's state slice width, 0 = gdn_fwd_slice_width with
 // the device's multiprocessor count; o and ht are bitwise the same at every width. a.segs (set before sizing and
-// carving the workspace): rung 3's split-sequence state pass in that many segments (1: unsplit; the rule is
-// gdn_fwd_split_segments, glr's dispatch applies it), its results again bitwise the same at every width.
+// carving the workspace, with a.seg_len): rung 3's split-sequence state pass, segments by length (segments.cuh; 1:
+// unsplit; the rule is gdn_fwd_split_plan, glr's dispatch applies it), its results again bitwise the same at every width.
 inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
                                cudaEvent_t between = nullptr, int vt = 0) {
   if (a.HV == 0) a.HV = a.H;
