@@ -1491,22 +1491,25 @@ int main(int argc, char** argv) {
     std::printf("split rule: B1 T32768 H16 %d, HV32 %d, B8 T4096 %d, B1 T2048 %d | %s\n", rule(1, 32768, 16, 16),
                 rule(1, 32768, 16, 32), rule(8, 4096, 16, 16), rule(1, 2048, 16, 16), rule_ok ? "PASS" : "FAIL");
     // The plan by length (gdn_bwd_split_plan): dense as the count (B1 T32768 H16: 8 segments of 64 chunks, both
-    // passes); the packed 32k shape (15 sequences, 32768 tokens, H16): segments of 64 chunks, the h pass only.
-    auto plan = [](int B, int T, int H, int HV, int N) {
+    // passes); the packed 32k shape (15 sequences, 32768 tokens, H16): segments of 64 chunks, the dh pass split too
+    // on wgmma, the h pass only on dh_kernel.
+    auto plan = [](int B, int T, int H, int HV, int N, bool dh_wgmma) {
       GdnBwdArgs a;
       a.B = B, a.T = T, a.H = H, a.HV = HV, a.D = 128, a.N = N;
-      glr::cuda::sm90::gdn_bwd_split_plan(a, 132);
+      glr::cuda::sm90::gdn_bwd_split_plan(a, 132, dh_wgmma);
       return a;
     };
-    const GdnBwdArgs p1 = plan(1, 32768, 16, 16, 0), p2 = plan(8, 4096, 16, 16, 0), p3 = plan(1, 32768, 16, 16, 15),
-                     p4 = plan(1, 32768, 16, 32, 15);
+    const GdnBwdArgs p1 = plan(1, 32768, 16, 16, 0, false), p2 = plan(8, 4096, 16, 16, 0, true),
+                     p3 = plan(1, 32768, 16, 16, 15, false), p4 = plan(1, 32768, 16, 32, 15, true),
+                     p5 = plan(1, 32768, 16, 16, 15, true);
     const bool plan_ok = glr::cuda::sm90::seg::dense_count(p1) == 8 && p1.dh_split && !glr::cuda::sm90::seg::split(p2) &&
                          p3.seg_len == 64 && !p3.dh_split && glr::cuda::sm90::seg::count(p3.segs, p3.seg_len, 192) == 3 &&
-                         glr::cuda::sm90::seg::count(p4.segs, p4.seg_len, 192) == 1;
+                         glr::cuda::sm90::seg::count(p4.segs, p4.seg_len, 192) == 1 && p5.dh_split;
     ok = ok && plan_ok;
-    std::printf("split plan: B1 T32768 H16 %d segments (dh %d), B8 T4096 split %d, packed 32k H16 seg_len %d (dh %d), "
-                "HV32 seg_len %d | %s\n", static_cast<int>(glr::cuda::sm90::seg::dense_count(p1)), p1.dh_split ? 1 : 0,
-                glr::cuda::sm90::seg::split(p2) ? 1 : 0, p3.seg_len, p3.dh_split ? 1 : 0, p4.seg_len,
+    std::printf("split plan: B1 T32768 H16 %d segments (dh %d), B8 T4096 split %d, packed 32k H16 seg_len %d (dh on "
+                "dh_kernel %d, on wgmma %d), HV32 seg_len %d | %s\n",
+                static_cast<int>(glr::cuda::sm90::seg::dense_count(p1)), p1.dh_split ? 1 : 0,
+                glr::cuda::sm90::seg::split(p2) ? 1 : 0, p3.seg_len, p3.dh_split ? 1 : 0, p5.dh_split ? 1 : 0, p4.seg_len,
                 plan_ok ? "PASS" : "FAIL");
     std::printf("split vs unsplit, worst over the cases: rel2 %.1e, max |diff|/rms %.1e\n", g_split_worst,
                 g_split_worst_elem);

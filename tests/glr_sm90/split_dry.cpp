@@ -5,7 +5,8 @@
 // combs x HV), the workspace, then gdn_fwd_mma and gdn_bwd_mma with stand-in pointers: every launch must be
 // accepted. Also each shape forced unsplit (GLR_FORWARD_SPLIT=1's plan) and cut by length at 16 chunks (the
 // finest grid a forced L16 gives). No tensor is touched (the pointers are never dereferenced in a dry run).
-// Build and run: tests/glr_sm90/run_split_dry.sh. Exit status non-zero on any refusal or failed launch.
+// Build: ctest target glr_sm90_split_dry (tests/glr_sm90/CMakeLists.txt), or g++ -std=c++20 -O1 -DGLR_SM90_HOST_EMU
+// -I/usr/local/cuda/include tests/glr_sm90/split_dry.cpp glr/cuda/sm90/emu/emu_launch.cpp -lpthread. Exit status non-zero on any refusal or failed launch.
 #include "../../glr/cuda/sm90/emu/sm90_emu.hpp"
 
 #include <cstdint>

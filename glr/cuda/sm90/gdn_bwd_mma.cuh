@@ -166,8 +166,9 @@ struct GdnBwdArgs {
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
 // K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
 // for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end. The
-// split state passes (a.segs > 1: set a.segs before asking) add Es and, with the delta rule, Ms: (segs - 1)
-// sequences HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB).
+// split state passes (seg::split(a): set a.segs and a.seg_len before asking) add Es and, with the delta rule, Ms:
+// seg::slots HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB), and for packed
+// sequences the segment table (3 (N + 1) int32).
 struct GdnBwdLayout {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
   std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table, Es, Ms, segtab;
@@ -1714,7 +1715,7 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 // forward's kernels and these).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
-template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
+template <int kVT, int kD, bool kDelta, bool kSplit = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
 // The h pass alone (a with T > 0; a.segs > 1: split): the forward's passes A and B (gdn::launch_split_ab), then
 // h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
@@ -1745,20 +1746,21 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
                        stream, a, emu_smem);
 }
 // The h and dh kernels for one slice width, their shared memory set once per process (the current device's).
-// a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
-// entering it):
+// seg::split(a) (gdn_bwd_split_plan; segments by length, segments.cuh: the h kernel's grid rows the segment rows,
+// every segment from the state entering it):
 //   h pass: the forward's split pass's passes A and B (gdn::launch_split_ab on wy_args(a): state_t_kernel<.., true>
 //     at 64 columns leaves each segment's end state from 0 (segment 0 from h0) and its map M_s, combine_kernel makes
 //     Es slot s the state entering segment s + 1), then the h kernel over every segment at once (its pass C).
 //   dh pass (the adjoint: dh_c = A_c^T dh_{c+1} + b_c, A_c the forward's map, so M_s^T carries a gradient across
-//     segment s): pass A', the dh kernel over segments 1 .. segs - 1 from 0 (the last from dht), each leaving the
-//     gradient entering it in Es slot s - 1 (the h pass is done with Es), and writing every output of its chunks;
-//     the reverse combine (combine_kernel<.., kReverse>) makes Es slot s the gradient leaving segment s; pass C, the
-//     dh kernel over segments 0 .. segs - 2 from Es slot s, overwrites their outputs and writes dh0. The last
-//     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
-// Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
-// dh_wgmma_kernel (GLR_DH_WGMMA, the default) walks whole sequences: a split dh pass is dh_kernel's (on the H200, B1
-// T32768 H16: split in 8 with dh_kernel 1.65 ms against 2.38 unsplit on wgmma).
+//     segment s; a.dh_split, else the dh pass runs unsplit): pass A', the dh kernel over the split sequences'
+//     segments 1 .. nseg - 1 from 0 (the last from dht; grid rows the Es slots), each leaving the gradient entering
+//     it in the Es slot of segment s - 1 (the h pass is done with Es), and writing every output of its chunks; the
+//     reverse combine (combine_kernel<.., kReverse>) makes the Es slot of segment s the gradient leaving it; pass C,
+//     the dh kernel over the segment rows from those slots (whole sequences from dht), overwrites their outputs and
+//     writes dh0. The last segment of a split sequence is already whole from pass A' (from dht): pass C skips it.
+// Pass A (forward) and A' each cover only the split sequences; pass C all. The dh kernel: dh_wgmma_kernel<.., true>
+// (GLR_DH_WGMMA, the default) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
+// 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
@@ -1782,16 +1784,21 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
   }
   // pass A' over the Es slots (each the segment after its own), pass C over the segment rows but the last segments
-  // of split sequences (their pass A' run started from dht: already whole); the segment table is the h pass's
+  // of split sequences (their pass A' run started from dht: already whole); the segment table is the h pass's.
+  // On wgmma by default (dh_wgmma_kernel<.., true>; GLR_DH_WGMMA=0: dh_kernel).
+  const bool wg = bwd_dh_wgmma();
+  auto dh = [&](const GdnBwdArgs& x, unsigned rows) {
+    const dim3 g(kD / kVT, rows);
+    return wg ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem)
+              : launch_kernel(&dh_kernel<kVT, kD, kDelta>, g, kThreads, sizeof(DhSmem<kVT, kD>), stream, x, emu_smem);
+  };
   d.dh_ends = true;  // pass A'
-  if ((e = launch_kernel(&dh_kernel<kVT, kD, kDelta>, dim3(kD / kVT, static_cast<unsigned>(seg::slots(a)) * a.HV),
-                         kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem)) != cudaSuccess ||
+  if ((e = dh(d, static_cast<unsigned>(seg::slots(a)) * a.HV)) != cudaSuccess ||
       (e = gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream)) != cudaSuccess)
     return e;
   d.dh_ends = false;  // pass C
   d.dh_skip_last = true;
-  return launch_kernel(&dh_kernel<kVT, kD, kDelta>, dim3(kD / kVT, static_cast<unsigned>(seg::rows(a)) * a.HV), kThreads,
-                       sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
+  return dh(d, static_cast<unsigned>(seg::rows(a)) * a.HV);
 }
 }  // namespace gdn_bwd
 
@@ -1849,20 +1856,23 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
 // average sequence). B1 T32768 H16 on 132 SMs: 8; HV32: 4; B8 T4096 H16: 1. a's sizes (B, T, H, HV, N, D) set.
 inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd_split_segments(gdn_bwd::wy_args(a), sms); }
 // The split by length (gdn_fwd_split_plan: segments.cuh, the cost model there) for the h pass, which reuses the
-// forward's passes A and B: a.segs, a.seg_len; and a.dh_split, whether the dh pass splits too. A split dh pass runs
-// dh_kernel (mma.sync; dh_wgmma_kernel walks whole sequences) in pass A' and pass C, about twice the unsplit work
-// (pass A' writes every output of its segments, pass C rewrites all but the last segments'), so it pays only where
-// the unsplit dh pass leaves most of the GPU idle: on the H200 B1 T32768 H16 split in 8 with dh_kernel 1.65 ms
-// against 2.38 unsplit on wgmma (32 64-column blocks for 132 SMs), but on the H100 the packed 32k shape (15
-// sequences, 480 blocks) cut in 4 everywhere took 1.761 ms on dh_kernel against 1.617 unsplit on wgmma, and cut by
-// length its chain would still be the whole 5000-token sequence (79 chunks) on the slower kernel. So the dh pass
-// splits only where the dense rule's condition holds: every sequence's 64-column blocks together at most half the
-// multiprocessors (2 sequences HV D / 64 <= SMs), which gives dense batches today's choice (both passes split).
-inline void gdn_bwd_split_plan(GdnBwdArgs& a, int sms) {
+// forward's passes A and B: a.segs, a.seg_len; and a.dh_split, whether the dh pass splits too. A split dh pass
+// (launch_state_passes) runs pass A' over the split sequences' segments but the first and pass C over every segment
+// but their last: the unsplit work plus the middle segments once more (they are rewritten), no E/M doubling, so on
+// dh_wgmma_kernel (dh_wgmma: GLR_DH_WGMMA, the default) it splits wherever the h pass does. On dh_kernel (mma.sync,
+// GLR_DH_WGMMA=0) only where the unsplit dh pass leaves most of the GPU idle: on the H200 B1 T32768 H16 split in 8
+// with dh_kernel 1.65 ms against 2.38 unsplit on wgmma (32 64-column blocks for 132 SMs), but on the H100 the packed
+// 32k shape (15 sequences, 480 blocks) cut in 4 everywhere took 1.761 ms on dh_kernel against 1.617 unsplit on
+// wgmma, and cut by length its chain would still be the whole 5000-token sequence (79 chunks) on the slower kernel:
+// there every sequence's 64-column blocks together must be at most half the multiprocessors (2 sequences HV D / 64
+// <= SMs, the dense rule's condition). Expected on the H100 for the packed 32k shape on wgmma (not yet run):
+// pass A' 64 steps of the 12288-token sequence's last two segments at about 8.4 us (its unsplit 1.617 ms / 192
+// chunks), pass C max(79 steps, the work's floor about 0.63 ms): about 1.2-1.3 ms against 1.617 (sm90_notes.md).
+inline void gdn_bwd_split_plan(GdnBwdArgs& a, int sms, bool dh_wgmma = bwd_dh_wgmma()) {
   const SplitPlan p = gdn_fwd_split_plan(gdn_bwd::wy_args(a), sms);
   a.segs = p.segs;
   a.seg_len = p.len;
-  a.dh_split = 2LL * a.num_seqs() * a.value_heads() * (a.D / 64) <= sms;
+  a.dh_split = dh_wgmma || 2LL * a.num_seqs() * a.value_heads() * (a.D / 64) <= sms;
 }
 
 }  // namespace glr::cuda::sm90

@@ -1735,18 +1735,21 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
 // steps, 1.139 ms), and two blocks fit a multiprocessor (shared memory), so a pass costs about
 //   t max(longest chain, P),  P = chunks x HV x (D / 64) / (2 SMs)   (the work's floor: every block-step at 2 a SM);
 // P is what the host knows (chunks <= ceil(T / 64) + N, the chunk slots). Splitting a sequence adds pass A (its
-// segments but the last once more, E and M blocks: about 0.6 of a pass C step each, twice the blocks) and a combine
-// step per segment (fp32, latency bound: 0.28 ms for 240 (sequence, head) rows x 2 steps when every sequence was
-// cut in 4). So cut only what is longer than about the work's floor: seg_len = max(kSplitMinChunks, P), sequences
+// segments but the last once more, E and M blocks, twice the blocks: about 0.8 of a pass C step each, B1 T32768
+// HV32 on the H100 0.69 ms for 128 steps against pass C's 0.880) and a combine step per segment (fp32, latency
+// bound: 0.28 ms for 240 (sequence, head) rows x 2 steps when every sequence was cut in 4, 0.048 for B1 HV32's 32
+// rows x 2). So cut only what is longer than about the work's floor: seg_len = max(kSplitMinChunks, P), sequences
 // shorter than 2 seg_len stay whole (one segment: no pass A, no combine, no Es slot), longer ones in segments of
 // seg_len .. 2 seg_len - 1 chunks; the chains of passes A and C are then at most 2 P each, where the unsplit pass
 // runs the longest sequence's. Nothing is cut unless a sequence of all the chunks would take kSplitMinSegments
 // segments (chunks >= 4 seg_len; 2 segments do not shorten a chain: pass A + pass C = the whole). A batch whose
 // sequences are all shorter than 2 seg_len pays only the empty launches (segment table, pass A and combine blocks
 // that exit: a few microseconds). The packed 32k shape (15 sequences, longest 12288) at H16: P = 64, its longest in
-// 3 segments of 64, the rest whole: expected pass A about 64 steps at 0.6 t and pass C max(79 (the 5000-token
-// sequence), 64) steps, about 0.75 ms for the state pass against 1.139 (bench/glr/sm90_notes.md). At HV32 P = 128:
-// nothing of that batch is cut (192 < 256). One long packed sequence (N = 1, T = 32768) splits as B1: H16 8, HV32 4.
+// 3 segments of 64, the rest whole: expected pass A 64 steps at 0.8 t (0.3-0.35 ms), pass C max(79 (the 5000-token
+// sequence), 64) steps (0.45-0.5 ms), one combine step: about 0.8-0.85 ms for the state pass against 1.139
+// (bench/glr/sm90_notes.md, "Split by length"). At HV32 P = 128: nothing of that batch is cut (192 < 256; cut at 64
+// the model gives about 170 steps against 192, within its error). One long packed sequence (N = 1, T = 32768)
+// splits as B1: H16 8, HV32 4.
 struct SplitPlan {
   int segs = 1, len = 1;  // GdnFwdArgs::segs, seg_len
 };
