@@ -1471,12 +1471,18 @@ int main(int argc, char** argv) {
       vc.seg_len = 1;
       ok = run_varlen(vc, sseed++) && ok;
     }
-    {  // dense, by length: 11 chunks, seg_len 3 -> 3 segments (4, 3, 4 chunks); the h pass alone split too
+    {  // dense, by length: 11 chunks, seg_len 3 -> 3 segments (4, 3, 4 chunks), run twice (bitwise the same); the h
+       // pass alone split too; planted NaN in v at the last token (plant 1) and g = -Inf at T / 2 (plant 3), split
       Shape c{1, 700, 1, true, true, 6.0, 64, 0, 2, 64, 0, 64};
       c.seg_len = 3;
-      ok = run(c, sseed++, false) && ok;
+      ok = run(c, sseed++, true) && ok;
       c.dh_split = false;
       ok = run(c, sseed++, false) && ok;
+      c.dh_split = true;
+      for (int plant : {1, 3}) {
+        c.plant = plant;
+        ok = run(c, sseed++, false) && ok;
+      }
     }
     // The dispatch's rule (the forward's, on the backward's shapes; 132 SMs): 8 segments at B1 T32768 H16, 4 at HV32,
     // none at B8 T4096 H16 or B1 T2048 H16.
