@@ -148,6 +148,8 @@ struct Shape {
   // repeated at every token; dg (HV), the sum over every token), 3 linear attention (g = 0). No beta, no dbeta.
   int member = 0;
   int segs = 1;  // the split state passes forced to this many segments (GdnBwdArgs::segs; > 1: also run unsplit)
+  int seg_len = 1;       // GdnBwdArgs::seg_len: segments by length (segments.cuh); 1 with segs: the count
+  bool dh_split = true;  // GdnBwdArgs::dh_split: false splits the h pass only
   bool deltanet() const { return member == 0 && std::isinf(mu) && mu > 0; }
   bool delta() const { return member == 0; }
   int gate() const { return member == 0 ? (deltanet() ? 0 : 1) : member == 1 ? 1 : member == 2 ? 2 : 0; }
@@ -445,6 +447,8 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.HV = p.hv();
   a.D = KD;
   a.segs = p.T > 0 ? p.segs : 1;  // (no chunks: launch_state_passes runs unsplit)
+  a.seg_len = p.seg_len;
+  a.dh_split = p.dh_split;
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
@@ -454,7 +458,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
   }
-  if (a.segs > 1 && g_h_only < 0) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
+  if (glr::cuda::sm90::seg::split(a) && g_h_only < 0) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
     const cudaError_t e = glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, p.vt);
     if (e != cudaSuccess) {
       std::printf("emu bwd: gdn_bwd_mma: %s | FAIL\n", cudaGetErrorName(e));
@@ -488,7 +492,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       take16(a.hc, S * d * d);
       take16(a.vn, S * gdn::C * d);
       take16(a.vnl, S * gdn::C * d);
-      const std::size_t es = a.segs > 1 ? static_cast<std::size_t>(a.segs - 1) * p.B * p.hv() * d * d : 0;
+      const std::size_t es = static_cast<std::size_t>(glr::cuda::sm90::seg::slots(a)) * p.hv() * d * d;
       g_h_words.es.assign(es, 0);
       if (es > 0) std::memcpy(g_h_words.es.data(), a.Es, es * 4);
       return;
@@ -865,8 +869,8 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     const bool near = finite_alike && within;
     g_split_worst = std::max(g_split_worst, worst);
     g_split_worst_elem = std::max(g_split_worst_elem, worst_elem);
-    std::snprintf(buf, sizeof buf, " | split %d vs unsplit: rel2 %.1e, max |diff|/rms %.1e%s", p.segs, worst, worst_elem,
-                  near ? "" : "!");
+    std::snprintf(buf, sizeof buf, " | split %d len %d%s vs unsplit: rel2 %.1e, max |diff|/rms %.1e%s", p.segs,
+                  p.seg_len, p.dh_split ? "" : " (h only)", worst, worst_elem, near ? "" : "!");
     line += buf;
     ok = ok && near;
   }
@@ -1544,6 +1548,42 @@ int main(int argc, char** argv) {
       VarlenCase vc{{40, 70, 90}, 1, 2, true, true, 2.0, 16, false, false, false, 1, 64};
       vc.segs = 3;
       ok = run_varlen(vc, sseed++) && ok;
+      vc.segs = 64;  // and split by length
+      vc.seg_len = 1;
+      ok = run_varlen(vc, sseed++) && ok;
+    }
+    // Segments by length (segments.cuh): packed sequences of mixed lengths in 1, 2 and many segments, each also alone
+    // (a dense B1 run cut by the same rule: bitwise equal), float64; seg_len 2: 65 (2 chunks), 63, 64, 1 whole, 200 (4)
+    // in 2, 450 (8) in 4; seg_len 1: 65 in 2. GVA at K = V = 64; then the h pass split alone (dh_split false: the dh
+    // pass unsplit, as the rule picks for the packed 32k shape), Mamba2 (scalar maps), K = V = 128 (split-all).
+    for (int D : {64, 128}) {
+      if (!all && D == 128) continue;
+      VarlenCase vc{{65, 1, 450, 63, 64, 200}, 1, 2, true, true, 4.0, 32};
+      vc.D = D;
+      vc.segs = 64;
+      vc.seg_len = 2;
+      ok = run_varlen(vc, sseed++) && ok;
+      vc.dh_split = false;
+      ok = run_varlen(vc, sseed++) && ok;
+      vc = VarlenCase{{65, 330, 1}, 1, 1, true, true, 6.0, 64};
+      vc.D = D;
+      vc.member = 1;
+      vc.segs = 64;
+      vc.seg_len = 1;
+      ok = run_varlen(vc, sseed++) && ok;
+    }
+    {  // dense, by length: 11 chunks, seg_len 3 -> 3 segments (4, 3, 4 chunks), run twice (bitwise the same); the h
+       // pass alone split too; planted NaN in v at the last token (plant 1) and g = -Inf at T / 2 (plant 3), split
+      Shape c{1, 700, 1, true, true, 6.0, 64, 0, 2, 64, 0, 64};
+      c.seg_len = 3;
+      ok = run(c, sseed++, true) && ok;
+      c.dh_split = false;
+      ok = run(c, sseed++, false) && ok;
+      c.dh_split = true;
+      for (int plant : {1, 3}) {
+        c.plant = plant;
+        ok = run(c, sseed++, false) && ok;
+      }
     }
     // The dispatch's rule (the forward's, on the backward's shapes; 132 SMs): 8 segments at B1 T32768 H16, 4 at HV32,
     // none at B8 T4096 H16 or B1 T2048 H16.
@@ -1557,6 +1597,27 @@ int main(int argc, char** argv) {
     ok = ok && rule_ok;
     std::printf("split rule: B1 T32768 H16 %d, HV32 %d, B8 T4096 %d, B1 T2048 %d | %s\n", rule(1, 32768, 16, 16),
                 rule(1, 32768, 16, 32), rule(8, 4096, 16, 16), rule(1, 2048, 16, 16), rule_ok ? "PASS" : "FAIL");
+    // The plan by length (gdn_bwd_split_plan): dense as the count (B1 T32768 H16: 8 segments of 64 chunks, both
+    // passes); the packed 32k shape (15 sequences, 32768 tokens, H16): segments of 64 chunks, the dh pass split too
+    // on wgmma, the h pass only on dh_kernel.
+    auto plan = [](int B, int T, int H, int HV, int N, bool dh_wgmma) {
+      GdnBwdArgs a;
+      a.B = B, a.T = T, a.H = H, a.HV = HV, a.D = 128, a.N = N;
+      glr::cuda::sm90::gdn_bwd_split_plan(a, 132, dh_wgmma);
+      return a;
+    };
+    const GdnBwdArgs p1 = plan(1, 32768, 16, 16, 0, false), p2 = plan(8, 4096, 16, 16, 0, true),
+                     p3 = plan(1, 32768, 16, 16, 15, false), p4 = plan(1, 32768, 16, 32, 15, true),
+                     p5 = plan(1, 32768, 16, 16, 15, true);
+    const bool plan_ok = glr::cuda::sm90::seg::dense_count(p1) == 8 && p1.dh_split && !glr::cuda::sm90::seg::split(p2) &&
+                         p3.seg_len == 64 && !p3.dh_split && glr::cuda::sm90::seg::count(p3.segs, p3.seg_len, 192) == 3 &&
+                         glr::cuda::sm90::seg::count(p4.segs, p4.seg_len, 192) == 1 && p5.dh_split;
+    ok = ok && plan_ok;
+    std::printf("split plan: B1 T32768 H16 %d segments (dh %d), B8 T4096 split %d, packed 32k H16 seg_len %d (dh on "
+                "dh_kernel %d, on wgmma %d), HV32 seg_len %d | %s\n",
+                static_cast<int>(glr::cuda::sm90::seg::dense_count(p1)), p1.dh_split ? 1 : 0,
+                glr::cuda::sm90::seg::split(p2) ? 1 : 0, p3.seg_len, p3.dh_split ? 1 : 0, p5.dh_split ? 1 : 0, p4.seg_len,
+                plan_ok ? "PASS" : "FAIL");
     std::printf("split vs unsplit, worst over the cases: rel2 %.1e, max |diff|/rms %.1e\n", g_split_worst,
                 g_split_worst_elem);
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");

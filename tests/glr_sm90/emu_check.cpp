@@ -50,7 +50,8 @@ struct Case {
                               // decay (exp(-Inf) = 0: the state is reset), as kgate's inf gate plants it
   int segs = 1;               // rung 3's split-sequence state pass forced to this many segments (GdnFwdArgs::segs);
                               // > 1 also runs it unsplit and bounds the normwise difference of o and ht; 0: the
-                              // rule's segments on 132 SMs (gdn_fwd_split_segments), which must split
+                              // rule's plan on 132 SMs (gdn_fwd_split_plan), which must split
+  int seg_len = 1;            // with segs > 1: GdnFwdArgs::seg_len, segments by length (segments.cuh; 1: the count)
 };
 constexpr bool member_delta(int m) { return m <= 1; }
 constexpr int member_gate(int m) { return m == 0 || m == 2 ? 1 : m == 3 ? 2 : 0; }
@@ -74,10 +75,10 @@ std::size_t g_wgmma_compares = 0, g_wgmma_words = 0, g_wgmma_words_planted = 0;
 
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
 // gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
-// a.segs > 1: the split state pass as gdn::launch_split_ab and launch_state_t launch it: pass A (the state-only
-// kernel at 64 columns, E and, with the delta rule, M blocks, segments 0 .. segs - 2), pass B (combine_kernel,
-// segs > 2), then pass C at
-// the width vt over segs x st_rows grid rows.
+// seg::split(a): the split state pass as gdn::launch_split_ab and launch_state_t launch it: packed sequences the
+// segment table, pass A (the state-only kernel at 64 columns, E and, with the delta rule, M blocks, over seg::slots
+// x HV rows), pass B (combine_kernel, seg::combs x HV rows, where some sequence can have 3 segments), then pass C at
+// the width vt over seg::rows x HV rows.
 // Rung 3's state kernel as launch_state_t picks it: state_t_kernel, or at 64 columns with GLR_FWD_WGMMA=1
 // state_t_wgmma_kernel (gdn_state_wgmma.cuh), the same grid. state_on_wgmma: -1 as the environment says, 0
 // state_t_kernel, 1 state_t_wgmma_kernel (--wgmma runs both).
@@ -93,26 +94,32 @@ void launch_state(const GdnFwdArgs& a, int gx, int gy) {
 }
 template <int kD, int kVT>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows) {
-  const int segs = a.segs;
+  namespace seg = glr::cuda::sm90::seg;
+  (void)st_rows;
+  const bool split = seg::split(a);
+  const int slot_rows = static_cast<int>(seg::slots(a)) * a.HV, comb_rows = static_cast<int>(seg::combs(a)) * a.HV;
+  const int rows = static_cast<int>(seg::rows(a)) * a.HV;
+  if (split && seg::table_words(a) > 0)
+    emu::launch(&gdn::segment_table_kernel<GdnFwdArgs>, 1, 1, gdn::smem_raw, gdn::segment_table_smem_bytes, a);
   if (a.delta) {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, true, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    if (segs > 1)
-      launch_state<true, kD, 64, true>(a, 2 * kD / 64, (segs - 1) * st_rows);
+    if (split)
+      launch_state<true, kD, 64, true>(a, 2 * kD / 64, slot_rows);
   } else {
     if (wy_cols > 0) emu::launch(&gdn::wy_kernel<3, false, kD>, wy_cols, wy_rows, gdn::smem_raw, gdn::wy_smem_bytes(3), a);
-    if (segs > 1)
-      launch_state<false, kD, 64, true>(a, kD / 64, (segs - 1) * st_rows);
+    if (split)
+      launch_state<false, kD, 64, true>(a, kD / 64, slot_rows);
   }
-  if (segs > 2) {  // without the delta rule pass A has no M blocks: M_s is a scalar the combine kernel forms
+  if (comb_rows > 0) {  // without the delta rule pass A has no M blocks: M_s is a scalar the combine kernel forms
     if (a.delta)
-      emu::launch(&gdn::combine_kernel<kD, true>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+      emu::launch(&gdn::combine_kernel<kD, true>, kD / 8, comb_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
     else
-      emu::launch(&gdn::combine_kernel<kD, false>, kD / 8, st_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
+      emu::launch(&gdn::combine_kernel<kD, false>, kD / 8, comb_rows, gdn::smem_raw, gdn::combine_smem_bytes(kD), a);
   }
   if (a.delta)
-    launch_state<true, kD, kVT>(a, kD / kVT, segs * st_rows);
+    launch_state<true, kD, kVT>(a, kD / kVT, rows);
   else
-    launch_state<false, kD, kVT>(a, kD / kVT, segs * st_rows);
+    launch_state<false, kD, kVT>(a, kD / kVT, rows);
 }
 template <int kD>
 void launch_rung3(const GdnFwdArgs& a, int wy_cols, int wy_rows, int st_rows, int vt) {
@@ -222,9 +229,16 @@ bool run(const Case& p, unsigned seed, int variant) {
       a.cu_seqlens = cu64.data();
   }
   a.scale = 1.0f / std::sqrt(static_cast<float>(KD));
-  a.segs = variant != 3 ? 1 : p.segs > 0 ? p.segs : glr::cuda::sm90::gdn_fwd_split_segments(a, 132);
-  if (p.segs == 0 && a.segs < 2) {
-    std::printf("emu: the split rule gives %d segments for a case meant to split | FAIL\n", a.segs);
+  if (variant == 3 && p.segs == 0) {  // the rule's plan
+    const glr::cuda::sm90::SplitPlan plan = glr::cuda::sm90::gdn_fwd_split_plan(a, 132);
+    a.segs = plan.segs;
+    a.seg_len = plan.len;
+  } else {
+    a.segs = variant != 3 ? 1 : p.segs;
+    a.seg_len = p.seg_len;
+  }
+  if (p.segs == 0 && !glr::cuda::sm90::seg::split(a)) {
+    std::printf("emu: the split rule gives no split for a case meant to split | FAIL\n");
     return false;
   }
   const auto var = static_cast<GdnFwdVariant>(variant);
@@ -295,7 +309,7 @@ bool run(const Case& p, unsigned seed, int variant) {
   // The split pass against the unsplit one (a.segs = 1 on the same workspace; Es and Ms unused): normwise
   // relative difference of o and ht, both finite where the split run is.
   double split_o = 0, split_h = 0;
-  if (a.segs > 1 && !p.bad_offsets) {
+  if (glr::cuda::sm90::seg::split(a) && !p.bad_offsets) {
     const std::vector<__nv_bfloat16> o_split = o;
     const std::vector<float> ht_split = ht;
     GdnFwdArgs u = a;
@@ -319,7 +333,8 @@ bool run(const Case& p, unsigned seed, int variant) {
     // states differ in a bit; measured up to 4.5e-3 (9 segments), 0 where the state is forgotten within a segment.
     const double split_bound = 8 * std::ldexp(1.0, -9);
     if (!(split_o <= split_bound) || !(split_h <= split_bound)) ++slice_diff;  // NaN fails too
-    std::printf("  split %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, split_o, split_h, split_bound);
+    std::printf("  split %d len %d vs unsplit: o rel2 %.2e, ht rel2 %.2e (bound %.2e)\n", a.segs, a.seg_len, split_o,
+                split_h, split_bound);
     o = o_split, ht = ht_split;
   }
   if (p.nan_seq >= 0) {  // containment: rerun with one NaN planted, compare bits with the clean run
@@ -352,7 +367,7 @@ bool run(const Case& p, unsigned seed, int variant) {
   char label[240];
   std::string ninf;
   for (int t : p.ninf) ninf += (ninf.empty() ? " g=-Inf at " : ",") + std::to_string(t);
-  const std::string split = a.segs > 1 ? " split " + std::to_string(a.segs) : "";
+  const std::string split = a.segs > 1 ? " split " + std::to_string(a.segs) + (a.seg_len > 1 ? " len " + std::to_string(a.seg_len) : "") : "";
   std::snprintf(label, sizeof label, "emu v%d %-8s K=V=%d B%d T%-4d H%d HV%d h0=%d mu=%+.0f%s%s%s%s%s%s", variant,
                 member_name(p.member), p.D, a.B, T, p.H, p.HV, p.h0 ? 1 : 0, p.mu, varlen ? (p.i32 ? " varlen32" : " varlen64") : "",
                 p.g_bf16 ? " g=bf16" : "", p.beta_bf16 ? " beta=bf16" : "", p.bad_offsets ? " BAD-OFFSETS" : "", ninf.c_str(),
@@ -795,6 +810,40 @@ int main(int argc, char** argv) {
       Case c{1, 640, 1, 1, true, 4.0};  // g = -Inf resets, one at a segment's first chunk (chunk 4 of 10, 3 segments)
       c.ninf = {5, 256, 300};
       add(c, 3);
+    }
+    // Segments by length (GdnFwdArgs::seg_len, segments.cuh): packed sequences of mixed lengths in 1, 2 and many
+    // segments, the segment table on the emulated device.
+    {
+      Case c{1, 0, 1, 2, true, 6.0};  // seg_len 2: 1, 63, 64 tokens whole; 65 (2 chunks) whole; 700 (11) in 5,
+      c.lens = {1, 63, 700, 64, 65, 300, 130};  // 300 (5) in 2, 130 (3) whole; GVA, h0 / ht
+      c.seg_len = 2;
+      add(c, 64);
+      c = Case{1, 0, 1, 1, true, 4.0, 2};  // Mamba2 (the scalar combine), K = V = 64, seg_len 1: 65 in 2 segments of
+      c.D = 64;                            // one chunk, 900 (15 chunks) in 15, 64 and 63 whole
+      c.lens = {65, 1, 900, 64, 63};
+      c.seg_len = 1;
+      add(c, 64);
+      c = Case{1, 0, 1, 1, true, 8.0, 1};  // DeltaNet, a cap: 900 in 4 (segs), 200 (4 chunks) in 4 ... of 1 chunk
+      c.lens = {200, 900, 63};
+      c.seg_len = 1;
+      c.i32 = true;
+      add(c, 4);
+      c = Case{1, 0, 1, 1, true, 2.0};  // invalid offsets, split by length
+      c.lens = {300, 30, 200};
+      c.bad_offsets = true;
+      c.seg_len = 2;
+      add(c, 64);
+      c = Case{1, 0, 1, 2, true, 4.0};  // a NaN in a split sequence's middle stays there
+      c.lens = {70, 600, 0, 30};
+      c.nan_seq = 1;
+      c.seg_len = 3;
+      add(c, 64);
+    }
+    {
+      Case c{1, 0, 1, 1, true, 8.0};  // the packed rule (gdn_fwd_split_plan, 132 SMs) at K = V = 64, HV 1: seg_len 16;
+      c.D = 64;                       // 3500 tokens (55 chunks) in 3 segments, the rest whole
+      c.lens = {64, 3500, 1, 600};
+      add(c, 0);
     }
     std::vector<int> pick;
     for (int i = 2; i < argc; ++i) pick.push_back(std::atoi(argv[i]));

@@ -81,6 +81,37 @@ int main() {
   expect_count("4096", 4096);
   for (const char* bad : {"0", "4097", "-1", "+8", " 8", "8x", "x", "Auto", "99999999999999999999"})
     expect_refused("env_count", bad, [] { sm90::env_count(kVar, 1, 4096); });
+  // The split switches' values (env_split: GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT): auto, a count n (segs n, len 1),
+  // L and a length m (segs 4096, len m); the backward's trailing h (the h pass only).
+  auto expect_split = [](const char* value, bool allow_h, int segs, int len, bool h_only) {
+    set(value);
+    try {
+      const sm90::SplitOverride o = sm90::env_split(kVar, allow_h);
+      if (o.segs != segs || o.len != len || o.h_only != h_only) {
+        std::printf("FAIL env_split %s='%s': %d %d %d, want %d %d %d\n", kVar, value ? value : "(unset)", o.segs, o.len,
+                    o.h_only, segs, len, h_only);
+        ++failures;
+      }
+    } catch (const glr::InvalidArgument& e) {
+      std::printf("FAIL env_split %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
+      ++failures;
+    }
+  };
+  for (bool h : {false, true}) {
+    expect_split(nullptr, h, 0, 1, false);
+    expect_split("auto", h, 0, 1, false);
+    expect_split("1", h, 1, 1, false);
+    expect_split("4", h, 4, 1, false);
+    expect_split("L64", h, 4096, 64, false);
+    expect_split("L1", h, 4096, 1, false);
+    expect_split("L65536", h, 4096, 65536, false);
+  }
+  expect_split("L64h", true, 4096, 64, true);
+  expect_split("4h", true, 4, 1, true);
+  for (const char* bad : {"L", "L0", "L65537", "L+8", "l64", "64L", "L64x", "4h", "L64h", "h", "0"})
+    expect_refused("env_split", bad, [] { sm90::env_split(kVar, false); });
+  for (const char* bad : {"h", "hh", "L64hh", "L0h", "Lh", "4096h1"})
+    expect_refused("env_split", bad, [] { sm90::env_split(kVar, true); });
   // A switch's reader itself (GLR_H_WGMMA's, bwd_h_wgmma): a bad value throws naming the variable, and since the
   // function-local static was not set, the next call reads the variable again.
   setenv("GLR_H_WGMMA", "on", 1);

@@ -59,9 +59,16 @@ GdnBwdArgs args_of(const Problem& p) {
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
   // GLR_BACKWARD_SPLIT (backward_split_override, env_switch.hpp): the split state passes' segments; unset, empty or
-  // "auto": gdn_bwd_split_segments, the forward's rule (not yet timed on a GPU: bench/glr/sm90_bwd_notes.md).
-  const int segs = backward_split_override();
-  a.segs = segs > 0 ? segs : gdn_bwd_split_segments(a, state_slice_sms());
+  // "auto": gdn_bwd_split_plan (the forward's rule for the h pass; the dh pass only where few blocks run); a count
+  // or L<m> as the forward's, both passes; a trailing h: the h pass only.
+  const SplitOverride o = backward_split_override();
+  if (o.segs > 0) {
+    a.segs = o.segs;
+    a.seg_len = o.len;
+    a.dh_split = !o.h_only;
+  } else {
+    gdn_bwd_split_plan(a, state_slice_sms());
+  }
   return a;
 }
 
@@ -107,7 +114,7 @@ std::string backward_refusal(const Problem& p) {
   alignas(256) static char stand_in[256];
   a.Tm = a.hc = a.dhc = a.dhcl = a.vn = a.vnl = a.dx = reinterpret_cast<__nv_bfloat16*>(stand_in);
   a.G = a.Bc = a.Gr = a.dbv = a.dqp = a.dkp = a.Es = a.Ms = reinterpret_cast<float*>(stand_in);
-  a.status = a.table = reinterpret_cast<std::int32_t*>(stand_in);
+  a.status = a.table = a.segtab = reinterpret_cast<std::int32_t*>(stand_in);
   if (const char* why = gdn_bwd_mma_refusal(a)) return why;
   return "";
 }

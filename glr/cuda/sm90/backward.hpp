@@ -23,12 +23,12 @@ namespace glr::cuda::sm90 {
 // alignment and grid limits. h0, dht and dh0 are taken. The device is not looked at (but the split rule below reads
 // its multiprocessor count).
 //
-// Few, long sequences can run the split-sequence h and dh passes (gdn_bwd_split_segments, the forward's rule:
-// segments of each sequence in parallel, chained by their K x K maps, forward for the state and transposed in
-// reverse for its gradient; results differ from the unsplit passes by rounding only, and are bitwise the same run to
-// run). GLR_BACKWARD_SPLIT chooses for every call, as GLR_FORWARD_SPLIT does for the forward: unset, empty or "auto"
-// the rule (the default); a whole number 1 to 4096 that many segments (1: never split); anything else is an
-// InvalidArgument. It is read once per process (env_switch.hpp), so the workspace is never sized with one value and
+// Few, long sequences can run the split-sequence h and dh passes (gdn_bwd_split_plan, the forward's rule, segments
+// by length: segments of each sequence in parallel, chained by their K x K maps, forward for the state and transposed
+// in reverse for its gradient; results differ from the unsplit passes by rounding only, and are bitwise the same run
+// to run). GLR_BACKWARD_SPLIT chooses for every call, as GLR_FORWARD_SPLIT does for the forward: unset, empty or
+// "auto" the rule (the default); a count 1 to 4096 or L and a length (1: never split), with a trailing h the h pass
+// only; anything else is an InvalidArgument. It is read once per process (env_switch.hpp), so the workspace is never sized with one value and
 // launched with another.
 std::string backward_refusal(const Problem& p);
 

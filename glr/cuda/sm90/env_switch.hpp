@@ -82,16 +82,45 @@ inline bool state_wgmma_requested() {
   static const bool on = env_flag("GLR_FWD_WGMMA", true);
   return on;
 }
-// GLR_FORWARD_SPLIT: the forward split-sequence state pass's segments for every call, 1 to 4096 (1: never split);
-// 0 (unset, empty or "auto"): the rule (gdn_fwd_split_segments).
-inline int forward_split_override() {
-  static const int n = env_count("GLR_FORWARD_SPLIT", 1, 4096);
-  return n;
+// A forced split of the state passes (segments.cuh): segs 0 = the rule's (unset, empty or "auto"); "n" (1 to
+// 4096): every sequence in n segments (min(n, its chunks); 1: never split), segs n, len 1; "L<m>" (m 1 to 65536):
+// segments of m .. 2m - 1 chunks by length, sequences shorter than 2m chunks whole, segs 4096, len m. h_only (the
+// backward's trailing "h", as "L64h" or "4h"): only the h pass splits, the dh pass runs unsplit.
+struct SplitOverride {
+  int segs = 0, len = 1;
+  bool h_only = false;
+};
+inline SplitOverride env_split(const char* name, bool allow_h) {
+  const char* e = std::getenv(name);
+  SplitOverride o;
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return o;
+  std::string v(e);
+  if (allow_h && v.size() > 1 && v.back() == 'h') {
+    o.h_only = true;
+    v.pop_back();
+  }
+  const bool by_len = v.size() > 1 && v[0] == 'L';
+  const char* d = v.c_str() + (by_len ? 1 : 0);
+  char* end = nullptr;
+  const long n = std::strtol(d, &end, 10);
+  if (*end != '\0' || !(*d >= '0' && *d <= '9') || n < 1 || n > (by_len ? 65536 : 4096))
+    throw InvalidArgument(name, std::string("is '") + e + "'; use 'auto', a count from 1 to 4096 or L and a length " +
+                                    "in chunks from 1 to 65536" + (allow_h ? " (a trailing h: the h pass only)" : ""));
+  o.segs = by_len ? 4096 : static_cast<int>(n);
+  o.len = by_len ? static_cast<int>(n) : 1;
+  return o;
 }
-// GLR_BACKWARD_SPLIT: the backward's split h and dh passes, the same values (0: the rule, gdn_bwd_split_segments).
-inline int backward_split_override() {
-  static const int n = env_count("GLR_BACKWARD_SPLIT", 1, 4096);
-  return n;
+// GLR_FORWARD_SPLIT: the forward's split-sequence state pass for every call (env_split; unset: the rule,
+// gdn_fwd_split_plan).
+inline SplitOverride forward_split_override() {
+  static const SplitOverride o = env_split("GLR_FORWARD_SPLIT", false);
+  return o;
+}
+// GLR_BACKWARD_SPLIT: the backward's split h and dh passes, the same values and a trailing h (unset: the rule,
+// gdn_bwd_split_plan).
+inline SplitOverride backward_split_override() {
+  static const SplitOverride o = env_split("GLR_BACKWARD_SPLIT", true);
+  return o;
 }
 
 }  // namespace glr::cuda::sm90

@@ -22,12 +22,14 @@ bool state_dense(const TensorRef& t, std::int64_t N, std::int64_t HV, std::int64
 }
 
 // GLR_FORWARD_SPLIT (forward_split_override, env_switch.hpp): the split-sequence state pass's segments. Unset,
-// empty or "auto": the rule, from the shapes and the device's multiprocessor count (the default since its H200
-// timing, 2026-12-05: bench/glr/sm90_notes.md); a whole number 1 to 4096: that many segments for every call (1 =
-// never split; for tests and timing).
-int env_split_segments(const GdnFwdArgs& a) {
-  const int n = forward_split_override();
-  return n > 0 ? n : gdn_fwd_split_segments(a, state_slice_sms());
+// empty or "auto": the rule, from the shapes and the device's multiprocessor count (gdn_fwd_split_plan: segments by
+// length, segments.cuh); a whole number 1 to 4096: every sequence in that many segments (1 = never split); L<m>:
+// segments of m chunks by length (for tests and timing).
+void env_split(GdnFwdArgs& a) {
+  const SplitOverride o = forward_split_override();
+  const SplitPlan p = o.segs > 0 ? SplitPlan{o.segs, o.len} : gdn_fwd_split_plan(a, state_slice_sms());
+  a.segs = p.segs;
+  a.seg_len = p.len;
 }
 
 // Sizes, member and pointers; the workspace is carved separately.
@@ -58,7 +60,7 @@ GdnFwdArgs args_of(const Problem& p) {
     else
       a.cu_seqlens = static_cast<const std::int64_t*>(p.cu);
   }
-  a.segs = env_split_segments(a);
+  env_split(a);
   return a;
 }
 
@@ -86,7 +88,7 @@ std::string forward_refusal(const Problem& p) {
   // The kernel's own checks (alignment, grid limits) with a stand-in workspace: only the tensors are judged.
   alignas(256) static char stand_in[256];
   a.status = reinterpret_cast<std::int32_t*>(stand_in);
-  a.table = reinterpret_cast<std::int32_t*>(stand_in);
+  a.table = a.segtab = reinterpret_cast<std::int32_t*>(stand_in);
   a.P = reinterpret_cast<__nv_bfloat16*>(stand_in);
   a.G = a.Bc = a.Es = a.Ms = reinterpret_cast<float*>(stand_in);
   if (const char* why = gdn_fwd_mma_refusal(a, GdnFwdVariant::t_only)) return why;

@@ -18,11 +18,12 @@ namespace glr::cuda::sm90 {
 // sequences (host or device-only offsets), h0 and ht are taken. The device is not looked at (but the split rule
 // below reads its multiprocessor count).
 //
-// Few, long sequences can run the split-sequence state pass (gdn_fwd_split_segments: segments of each sequence in
-// parallel, chained by their K x K transitions; results differ from the unsplit pass by rounding only, and are
-// bitwise the same run to run). GLR_FORWARD_SPLIT chooses for every call: unset, empty or "auto" the rule (the
-// default); a whole number 1 to 4096 that many segments (1: never split); anything else is an InvalidArgument. It is
-// read once per process (env_switch.hpp), so the workspace is never sized with one value and launched with another.
+// Few, long sequences can run the split-sequence state pass (gdn_fwd_split_plan: segments of each sequence in
+// parallel, cut by length, sm90/segments.cuh, chained by their K x K transitions; results differ from the unsplit pass
+// by rounding only, and are bitwise the same run to run). GLR_FORWARD_SPLIT chooses for every call: unset, empty or
+// "auto" the rule (the default); a whole number 1 to 4096 every sequence in that many segments (1: never split); L and
+// a length in chunks (L64) segments of that length; anything else is an InvalidArgument. It is read once per process
+// (env_switch.hpp), so the workspace is never sized with one value and launched with another.
 std::string forward_refusal(const Problem& p);
 
 // Workspace for p (sizes only: setup_sizes is enough), 256-byte aligned base required.

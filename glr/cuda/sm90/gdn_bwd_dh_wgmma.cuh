@@ -165,7 +165,11 @@ __device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const flo
   }
 }
 
-template <int kVT, int kD = gdn::DK, bool kDelta = true>
+// kSplit: the split dh pass's pass A' and pass C (launch_state_passes; dh_kernel's arithmetic of the segments, as
+// dh_kernel runs them): the block walks its segment's chunks c_end - 1 .. c_begin from dht, 0 (pass A') or the
+// reverse combine's Es slot, and leaves dh0, the Es slot of the segment before (pass A') or nothing. kSplit false:
+// whole sequences from dht to dh0, no segment arithmetic emitted.
+template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kVT == 16 || kVT == 32 || kVT == 64, "slices of 16, 32 or 64 columns (wgmma N)");
@@ -177,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   DhWgSmem<kVT, kD>& s = *reinterpret_cast<DhWgSmem<kVT, kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
-  if (!state_block<kVT, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  if (!state_block<kVT, kD, kDelta, kSplit>(a, sb)) return;  // invalid packed offsets (or a row past the segments)
   __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
@@ -217,13 +221,18 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   // dh' slice in wgmma accumulators: ds[mt][4n + 2 half + u] is row 64 mt + r0 + g8 + 8 half, column 8n + 2 t4 + u.
   float ds[MT][NA];
   auto ds_row = [&](int mt, int half) { return mt * 64 + r0 + g8 + half * 8; };
-  // the pair's place in a (K x K) fp32 state of this block's head (dht, dh0)
+  // the pair's place in a (K x K) fp32 state slice (row stride kD, from the slice's column v0)
   auto state_at = [&](int mt, int n, int half) {
-    return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + n * 8 + 2 * t4;
+    return static_cast<std::int64_t>(ds_row(mt, half)) * kD + n * 8 + 2 * t4;
   };
+  // The gradient leaving the block's segment, at its slice: dht (or 0) for the last (unsplit: the whole sequence),
+  // 0 in pass A', else the Es slot of its segment (dh_kernel's dh_in).
+  const float* dh_in = !kSplit || sb.seg == sb.nseg - 1 ? (a.dht ? a.dht + sb.hoff : nullptr)
+                       : a.dh_ends                    ? nullptr
+                                                      : a.Es + sb.soff + sb.seg * sb.slot_states;
   const SliceLane<kVT> sl(lane);
   for_state_pairs<MT, NN>([&](int mt, int n, int half) {
-    const float2 x = a.dht ? *reinterpret_cast<const float2*>(a.dht + state_at(mt, n, half)) : make_float2(0.f, 0.f);
+    const float2 x = dh_in ? *reinterpret_cast<const float2*>(dh_in + state_at(mt, n, half)) : make_float2(0.f, 0.f);
     ds[mt][4 * n + 2 * half] = x.x;
     ds[mt][4 * n + 2 * half + 1] = x.y;
   });
@@ -237,16 +246,17 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     });
   };
   write_ds_bf16();
-  if (sb.sq.nch > 0) {
-    load_qk(sb.sq.nch - 1);
-    load_small(sb.sq.nch - 1);
+  const int c_first = kSplit ? sb.c_begin : 0, c_last = kSplit ? sb.c_end - 1 : sb.sq.nch - 1;
+  if (c_last >= c_first) {
+    load_qk(c_last);
+    load_small(c_last);
     cp_async_commit();
     cp_async_wait<0>();
   }
   fence_proxy_async();  // cp.async's and the threads' writes (generic proxy) before the wgmmas read them
   __syncthreads();
 
-  for (int c = sb.sq.nch - 1; c >= 0; --c) {
+  for (int c = c_last; c >= c_first; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     // The operands' descriptors, k-step ks, each formed where a wgmma takes it (64-bit values: formed at the top
     // of the chunk they held 20 registers through it, and ptxas 13.0 spilled at kVT = 64, K = 128).
@@ -257,9 +267,9 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     const auto dTt = [&](int ks) { return desc_mnmajor<C>(smem_addr(s.T), 0, ks); };
     const auto dSlice = [&](const __nv_bfloat16* t, int ks) { return slice_desc<kVT, C>(smem_addr(t), ks); };
     if constexpr (kDB) {
-      if (c > 0) load_qk(c - 1);  // the other buffer (last read by chunk c + 1's wgmmas, retired before its barrier)
+      if (c > c_first) load_qk(c - 1);  // the other buffer (last read by chunk c + 1's wgmmas, retired before its barrier)
       cp_async_commit();
-    } else if (c > 0) {  // as dh_kernel: chunk c - 1's q and k to L2 now, loaded after phase C
+    } else if (c > c_first) {  // as dh_kernel: chunk c - 1's q and k to L2 now, loaded after phase C
       const int row = tid >> 1;
       const std::int64_t off = (sb.tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
       prefetch_l2(a.q + off);
@@ -336,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       store_dv_rows<kD, NN>(a, sb, t0, len, r0, g8, t4, accp);  // dv = dX = dV_new; no dX, z or dbeta partials
       fence_proxy_async();
       __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
-      if (c > 0) load_small(c - 1);
+      if (c > c_first) load_small(c - 1);
       cp_async_commit();
     } else {
       store_pairs_bf16<NN>(r0, g8, accp, [&](int i, int n) { return tile_word(s.dvn, i, n); });
@@ -358,7 +368,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
                           [&](int i, int n) { return tile_word(s.z, i, n); });
       fence_proxy_async();
       __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
-      if (c > 0) load_small(c - 1);
+      if (c > c_first) load_small(c - 1);
       cp_async_commit();
       store_dbeta_partials(s.red, dbvg, t0, tid);
     }
@@ -385,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     write_ds_bf16();  // dh' was last read by phase A's wgmmas (retired)
     if constexpr (!kDB) {
       __syncthreads();  // every warp is past phase C's wgmmas on q, k
-      if (c > 0) load_qk(c - 1);
+      if (c > c_first) load_qk(c - 1);
       cp_async_commit();
     }
     cp_async_wait<0>();
@@ -393,9 +403,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
-  if (a.dh0)
+  // The gradient entering the segment: dh0 from segment 0 (unsplit: the sequence), the Es slot of the segment
+  // before from pass A' (dh_kernel's dh_out).
+  float* dh_out = !kSplit || sb.seg == 0 ? (a.dh0 ? a.dh0 + sb.hoff : nullptr)
+                  : a.dh_ends           ? a.Es + sb.soff + (sb.seg - 1) * sb.slot_states
+                                        : nullptr;
+  if (dh_out)
     for_state_pairs<MT, NN>([&](int mt, int n, int half) {
-      *reinterpret_cast<float2*>(a.dh0 + state_at(mt, n, half)) = ds_pair(mt, n, half);
+      *reinterpret_cast<float2*>(dh_out + state_at(mt, n, half)) = ds_pair(mt, n, half);
     });
 }
 
@@ -404,10 +419,10 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
 // The wgmma dh kernel's launch (grid as dh_kernel's; its shared-memory limit: launch_kernel's).
-template <int kVT, int kD, bool kDelta>
+template <int kVT, int kD, bool kDelta, bool kSplit>
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
-  return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream, a,
-                       emu_smem);
+  return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream,
+                       a, emu_smem);
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
 #endif

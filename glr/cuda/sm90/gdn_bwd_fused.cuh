@@ -470,13 +470,14 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
-// Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, and the state passes
-// unsplit (a.segs == 1). The first form walks whole sequences, one block per (sequence, value head): where the split
-// rule (gdn_bwd_split_segments) or GLR_BACKWARD_SPLIT cuts the sequences, the blocks are few (B1 T32768 H16: 16 for
-// 132 SMs) and today's split passes stay (bench/glr/sm90_bwd_notes.md: the split's mapping onto the sweep, not done).
+// Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, and the dh pass
+// unsplit (not split, or only the h pass: GdnBwdArgs::dh_split false). The first form walks whole sequences, one
+// block per (sequence, value head): where the split rule (gdn_bwd_split_plan) or GLR_BACKWARD_SPLIT cuts the dh pass,
+// the blocks are few (B1 T32768 H16: 16 for 132 SMs) and today's split passes stay (bench/glr/sm90_bwd_notes.md: the
+// split's mapping onto the sweep, not done).
 template <int kD, bool kDelta>
 inline bool fused_bwd_takes(const GdnBwdArgs& a) {
-  return kD == 128 && kDelta && a.segs == 1 && bwd_fused();
+  return kD == 128 && kDelta && (!seg::split(a) || !a.dh_split) && bwd_fused();
 }
 // The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
 // head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass

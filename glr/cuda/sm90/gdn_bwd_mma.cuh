@@ -127,20 +127,29 @@ struct GdnBwdArgs {
                                 // without the delta rule and gate 2: each chunk slot's share of dg (S floats)
   float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
-  // The split-sequence state passes (few, long sequences; gdn_bwd_split_segments picks segs, 1 = not split; see
-  // launch_state_passes): each sequence's chunks in segs segments of ceil(nch / segs) chunks, as the forward's
-  // (GdnFwdArgs::segs), the h and dh kernels' grid rows segment-major (s (sequences HV) + n HV + hv). Per segment
-  // slot s < segs - 1 and (sequence, value head) a (K, V) fp32 state in Es and Ms (set by gdn_bwd_workspace_carve
-  // when segs > 1; the forward's slot numbering, so wy_args hands them to its passes A and B):
-  //   Es slot s: the state entering segment s + 1 (the forward's pass A and combine_kernel), read by the h kernel;
-  //     then (the dh pass) the gradient leaving segment s: pass A' leaves there the gradient entering segment s + 1
-  //     from 0 (the last segment from dht), the reverse combine turns it into the whole one, pass C starts from it;
-  //   Ms slot s: M_s, segment s's K x K state map (the forward's pass A, delta rule only; s >= 1): the dh pass
+  // The split-sequence state passes (few, long sequences; gdn_bwd_split_plan picks segs, seg_len and dh_split;
+  // segs = 1: not split; see launch_state_passes): segments cut by length as the forward's (GdnFwdArgs::segs and
+  // seg_len, segments.cuh: a sequence of nch chunks in max(1, min(segs, floor(nch / seg_len))) balanced segments),
+  // the h and dh kernels' grid rows segments.cuh's (segment rows, or Es slots for the dh pass A', times HV + hv).
+  // Per Es slot q (segment j < nseg - 1 of a sequence with nseg > 1) and value head hv a (K, V) fp32 state at
+  // (q HV + hv) K V of Es and Ms (set by gdn_bwd_workspace_carve when split; the forward's numbering, so wy_args
+  // hands them to its passes A and B):
+  //   Es slot of segment j: the state entering segment j + 1 (the forward's pass A and combine_kernel), read by the
+  //     h kernel; then (the dh pass, dh_split) the gradient leaving segment j: pass A' leaves there the gradient
+  //     entering segment j + 1 from 0 (the last segment from dht), the reverse combine turns it into the whole one,
+  //     pass C starts from it;
+  //   Ms slot of segment j: M_j, its K x K state map (the forward's pass A, delta rule only; j >= 1): the dh pass
   //     uses its transpose.
+  // dh_split false: only the h pass is split (Es, Ms as above), the dh pass runs unsplit (launch_state_passes: where
+  // dh_kernel's split pass does not beat dh_wgmma_kernel unsplit).
   int segs = 1;
-  bool dh_ends = false;  // the dh kernel's pass A': grid rows are segments 1 .. segs - 1 (else from segment 0)
+  int seg_len = 1;
+  bool dh_split = true;
+  bool dh_ends = false;       // the dh kernel's pass A': grid rows are Es slots, each runs the segment after its own
+  bool dh_skip_last = false;  // the dh kernel's pass C: the last segment of a split sequence is pass A''s
   float* Es = nullptr;
   float* Ms = nullptr;
+  std::int32_t* segtab = nullptr;  // packed sequences, split: the segment table (segments.cuh)
   // Tm, G, Bc, Gr (and for packed sequences the chunk table) already hold the wy kernel's outputs, the forward's
   // saved ones (gdn_bwd_use_saved): launch_all skips the chunk table and wy kernels and copies the saved verdict
   // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
@@ -157,11 +166,12 @@ struct GdnBwdArgs {
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
 // K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
 // for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end. The
-// split state passes (a.segs > 1: set a.segs before asking) add Es and, with the delta rule, Ms: (segs - 1)
-// sequences HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB).
+// split state passes (seg::split(a): set a.segs and a.seg_len before asking) add Es and, with the delta rule, Ms:
+// seg::slots HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB), and for packed
+// sequences the segment table (3 (N + 1) int32).
 struct GdnBwdLayout {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
-  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table, Es, Ms;
+  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table, Es, Ms, segtab;
   std::size_t end;  // the workspace's bytes
 };
 inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
@@ -192,10 +202,11 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
   l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
-  const std::size_t split_states =
-      a.segs > 1 ? static_cast<std::size_t>(a.segs - 1) * static_cast<std::size_t>(a.num_seqs()) * a.value_heads() * d * d : 0;
-  l.Es = piece(a.segs > 1, split_states * 4);
-  l.Ms = piece(a.segs > 1 && delta, split_states * 4);  // without the delta rule M_s is a scalar (combine_kernel)
+  const bool split = seg::split(a);
+  const std::size_t split_states = split ? static_cast<std::size_t>(seg::slots(a)) * a.value_heads() * d * d : 0;
+  l.Es = piece(split, split_states * 4);
+  l.Ms = piece(split && delta, split_states * 4);  // without the delta rule M_s is a scalar (combine_kernel)
+  l.segtab = piece(seg::table_words(a) > 0, 4 * static_cast<std::size_t>(seg::table_words(a)));
   l.end = at;
   return l;
 }
@@ -236,6 +247,7 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
   a.Es = static_cast<float*>(at(l.Es));
   a.Ms = static_cast<float*>(at(l.Ms));
+  a.segtab = static_cast<std::int32_t*>(at(l.segtab));
 }
 
 namespace gdn_bwd {
@@ -296,8 +308,10 @@ inline GdnFwdArgs wy_args(const GdnBwdArgs& a) {
   f.v = a.v;  // the split pass's pass A: the segments' end states from v (and h0), M_s
   f.h0 = a.h0;
   f.segs = a.segs;
+  f.seg_len = a.seg_len;
   f.Es = a.Es;
   f.Ms = a.Ms;
+  f.segtab = a.segtab;
   return f;
 }
 
@@ -349,8 +363,9 @@ __device__ __forceinline__ bool chunk_of(const GdnBwdArgs& a, int bx, int by, Se
 // segment, blockIdx.y = n HV + hv, and no segment arithmetic is emitted (at 255 registers every instruction counts).
 struct StateBlock {
   int HV, v0, bh, n, hv, h;
-  int seg, c_begin, c_end;  // the segment and its chunks (unsplit: 0, 0, nch)
-  std::int64_t seg_states;  // one Es / Ms slot: sequences HV K V
+  int seg, nseg, c_begin, c_end;  // the segment of the sequence's nseg and its chunks (unsplit: 0, 1, 0, nch)
+  std::int64_t soff;        // the slice's offset in Es / Ms at the sequence's Es slot 0 (split only)
+  std::int64_t slot_states; // one Es / Ms slot: HV K V
   Seq sq;
   std::int64_t R;           // the slot of the sequence's chunk 0 for this value head
   std::int64_t row_stride;  // q/k token stride, H K
@@ -364,18 +379,31 @@ template <int kVT, int kD, bool kDelta, bool kSplit = false>
 __device__ __forceinline__ bool state_block(const GdnBwdArgs& a, StateBlock& b) {
   b.HV = a.value_heads();
   b.v0 = blockIdx.x * kVT;
-  const int heads = a.num_seqs() * b.HV;  // grid rows per segment
-  b.seg = kSplit ? static_cast<int>(blockIdx.y) / heads + (a.dh_ends ? 1 : 0) : 0;
-  b.bh = kSplit ? static_cast<int>(blockIdx.y) % heads : static_cast<int>(blockIdx.y);
-  b.seg_states = static_cast<std::int64_t>(heads) * kD * kD;
-  b.n = b.bh / b.HV;
-  b.hv = b.bh % b.HV;
+  b.seg = 0;
+  b.nseg = 1;
+  b.soff = 0;
+  b.slot_states = static_cast<std::int64_t>(b.HV) * kD * kD;
+  if constexpr (kSplit) {  // segments.cuh's rows: Es slots in the dh pass A' (the segment after), else segment rows
+    b.hv = static_cast<int>(blockIdx.y) % b.HV;
+    if (bad_offsets(a)) return false;
+    seg::Pos p;
+    if (!seg::pos(a, a.dh_ends ? seg::kSlot : seg::kRow, static_cast<int>(blockIdx.y) / b.HV, p)) return false;
+    b.seg = p.j + (a.dh_ends ? 1 : 0);
+    b.nseg = p.nseg;
+    if (a.dh_skip_last && p.nseg > 1 && b.seg == p.nseg - 1) return false;  // pass A' ran it from dht
+    b.n = p.n;
+    b.bh = b.n * b.HV + b.hv;
+    b.soff = (static_cast<std::int64_t>(p.slot0) * b.HV + b.hv) * kD * kD + b.v0;
+  } else {
+    b.bh = static_cast<int>(blockIdx.y);
+    b.n = b.bh / b.HV;
+    b.hv = b.bh % b.HV;
+  }
   b.h = b.hv / (b.HV / a.H);
   if (bad_offsets(a)) return false;
   b.sq = sequence(a, b.n);
-  const int per = kSplit ? (b.sq.nch + a.segs - 1) / a.segs : b.sq.nch;  // chunks per segment (as state_t_block)
-  b.c_begin = min(b.sq.nch, b.seg * per);
-  b.c_end = min(b.sq.nch, b.c_begin + per);
+  b.c_begin = kSplit ? seg::begin(b.seg, b.nseg, b.sq.nch) : 0;
+  b.c_end = kSplit ? seg::begin(b.seg + 1, b.nseg, b.sq.nch) : b.sq.nch;
   b.R = first_slot(a, b.sq, b.hv);
   b.row_stride = static_cast<std::int64_t>(a.H) * kD;
   b.tokb = b.sq.begin * a.H + b.h;
@@ -477,8 +505,9 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
   };
 
-  // The state entering the block's segment: h0 (or 0) for segment 0, else Es slot s - 1 (the split pass's A and B).
-  const float* h_in = sb.seg == 0 ? a.h0 : a.Es + (sb.seg - 1) * sb.seg_states;
+  // The state entering the block's segment, at its slice: h0 (or 0) for segment 0, else Es slot of segment s - 1
+  // (the split pass's A and B).
+  const float* h_in = sb.seg == 0 ? (a.h0 ? a.h0 + sb.hoff : nullptr) : a.Es + sb.soff + (sb.seg - 1) * sb.slot_states;
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -488,7 +517,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (h_in) x = *reinterpret_cast<const float2*>(h_in + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (h_in) x = *reinterpret_cast<const float2*>(h_in + static_cast<std::int64_t>(d) * kD + col);
         hs[mt][n][half * 2] = x.x;
         hs[mt][n][half * 2 + 1] = x.y;
       }
@@ -813,9 +842,12 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     }
   };
 
-  // The gradient leaving the block's segment: dht (or 0) for the last, 0 in pass A', else Es slot s (the reverse
-  // combine's); the one entering it goes to dh0 from segment 0, to Es slot s - 1 from pass A' (dh_out, at the end).
-  const float* dh_in = sb.seg == a.segs - 1 ? a.dht : a.dh_ends ? nullptr : a.Es + sb.seg * sb.seg_states;
+  // The gradient leaving the block's segment, at its slice: dht (or 0) for the last, 0 in pass A', else Es slot of
+  // segment s (the reverse combine's); the one entering it goes to dh0 from segment 0, to Es slot of segment s - 1
+  // from pass A' (dh_out, at the end).
+  const float* dh_in = sb.seg == sb.nseg - 1 ? (a.dht ? a.dht + sb.hoff : nullptr)
+                       : a.dh_ends          ? nullptr
+                                            : a.Es + sb.soff + sb.seg * sb.slot_states;
   float ds[MT][NN][4];  // dh' slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -825,7 +857,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
       for (int half = 0; half < 2; ++half) {
         const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
         float2 x = make_float2(0.f, 0.f);
-        if (dh_in) x = *reinterpret_cast<const float2*>(dh_in + sb.hoff + static_cast<std::int64_t>(d) * kD + col);
+        if (dh_in) x = *reinterpret_cast<const float2*>(dh_in + static_cast<std::int64_t>(d) * kD + col);
         ds[mt][n][half * 2] = x.x;
         ds[mt][n][half * 2 + 1] = x.y;
       }
@@ -1039,7 +1071,9 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
-  float* dh_out = sb.seg == 0 ? a.dh0 : a.dh_ends ? a.Es + (sb.seg - 1) * sb.seg_states : nullptr;
+  float* dh_out = sb.seg == 0 ? (a.dh0 ? a.dh0 + sb.hoff : nullptr)
+                  : a.dh_ends ? a.Es + sb.soff + (sb.seg - 1) * sb.slot_states
+                              : nullptr;
   if (dh_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -1048,7 +1082,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = n * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(dh_out + sb.hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(dh_out + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(ds[mt][n][half * 2], ds[mt][n][half * 2 + 1]);
         }
   }
@@ -1695,7 +1729,7 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 // forward's kernels and these).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
-template <int kVT, int kD, bool kDelta>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, included below)
+template <int kVT, int kD, bool kDelta, bool kSplit = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
 // dh2_kernel (gdn_bwd_dh2.cuh, included below; GLR_DH_2GEMM=1): the unsplit dh pass at 64-column slices with the
 // delta rule, K = V = 64 or 128; its grid is dh_wgmma_kernel's, 256 threads a block.
@@ -1709,14 +1743,12 @@ inline cudaError_t launch_dh2(const GdnBwdArgs& a, dim3 grid, cudaStream_t strea
 // not yet run on a GPU). The same outputs (h_c, V_new, its residual; Es), to rounding.
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma) {
-  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
+  const unsigned rows = static_cast<unsigned>(seg::rows(a) * a.value_heads());  // segment rows x HV
   const GdnFwdArgs f = wy_args(a);
   cudaError_t e = cudaSuccess;
   if constexpr (kVT == 64) {
     if (wgmma) {
-      if (a.segs > 1 && ((e = gdn::launch_state_t_wgmma<kDelta, kD, true>(f, stream)) != cudaSuccess ||
-                         (e = gdn::launch_combine<kD, kDelta>(f, stream)) != cudaSuccess))
-        return e;
+      if (seg::split(a) && (e = gdn::launch_split_ab<kDelta, kD>(f, stream, true)) != cudaSuccess) return e;
       gdn::StateHArgs h;
       static_cast<GdnFwdArgs&>(h) = f;
       h.status = nullptr;  // (the forward's dense blocks clear it; here the chunk table kernel's verdict, packed only)
@@ -1726,25 +1758,26 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
       return gdn::launch_state_t_wgmma<kDelta, kD, true, true>(h, stream);
     }
   }
-  if (a.segs > 1 && (e = gdn::launch_split_ab<kDelta, kD>(f, stream)) != cudaSuccess) return e;
-  return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, a.segs * heads), kThreads, sizeof(HSmem<kVT, kD>),
+  if (seg::split(a) && (e = gdn::launch_split_ab<kDelta, kD>(f, stream)) != cudaSuccess) return e;
+  return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, rows), kThreads, sizeof(HSmem<kVT, kD>),
                        stream, a, emu_smem);
 }
 // The h and dh kernels for one slice width (their shared-memory limits: launch_kernel's, mma_sync.cuh).
-// a.segs > 1 (gdn_bwd_split_segments; the h kernel's grid rows segment-major, every segment from the state
-// entering it):
+// seg::split(a) (gdn_bwd_split_plan; segments by length, segments.cuh: the h kernel's grid rows the segment rows,
+// every segment from the state entering it):
 //   h pass: the forward's split pass's passes A and B (gdn::launch_split_ab on wy_args(a): state_t_kernel<.., true>
 //     at 64 columns leaves each segment's end state from 0 (segment 0 from h0) and its map M_s, combine_kernel makes
 //     Es slot s the state entering segment s + 1), then the h kernel over every segment at once (its pass C).
 //   dh pass (the adjoint: dh_c = A_c^T dh_{c+1} + b_c, A_c the forward's map, so M_s^T carries a gradient across
-//     segment s): pass A', the dh kernel over segments 1 .. segs - 1 from 0 (the last from dht), each leaving the
-//     gradient entering it in Es slot s - 1 (the h pass is done with Es), and writing every output of its chunks;
-//     the reverse combine (combine_kernel<.., kReverse>) makes Es slot s the gradient leaving segment s; pass C, the
-//     dh kernel over segments 0 .. segs - 2 from Es slot s, overwrites their outputs and writes dh0. The last
-//     segment's pass A' run is already its whole run (from dht), so pass C leaves it out.
-// Each pass is about the unsplit pass's work over 1 / segs of the chain (both passes about twice the work in all).
-// dh_wgmma_kernel (GLR_DH_WGMMA, the default) walks whole sequences: a split dh pass is dh_kernel's (on the H200, B1
-// T32768 H16: split in 8 with dh_kernel 1.65 ms against 2.38 unsplit on wgmma).
+//     segment s; a.dh_split, else the dh pass runs unsplit): pass A', the dh kernel over the split sequences'
+//     segments 1 .. nseg - 1 from 0 (the last from dht; grid rows the Es slots), each leaving the gradient entering
+//     it in the Es slot of segment s - 1 (the h pass is done with Es), and writing every output of its chunks; the
+//     reverse combine (combine_kernel<.., kReverse>) makes the Es slot of segment s the gradient leaving it; pass C,
+//     the dh kernel over the segment rows from those slots (whole sequences from dht), overwrites their outputs and
+//     writes dh0. The last segment of a split sequence is already whole from pass A' (from dht): pass C skips it.
+// Pass A (forward) and A' each cover only the split sequences; pass C all. The dh kernel: dh_wgmma_kernel<.., true>
+// (GLR_DH_WGMMA, the default) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
+// 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
@@ -1752,11 +1785,13 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   const int NT = (a.T + C - 1) / C;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
   const dim3 grid(kD / kVT, heads);  // (slice, sequence x value head)
-  const int segs = NT > 0 ? a.segs : 1;
-  if (NT > 0 && (e = launch_h_pass<kVT, kD, kDelta>(a, stream, bwd_h_wgmma())) != cudaSuccess) return e;
+  const bool split = NT > 0 && seg::split(a);
+  GdnBwdArgs h = a;
+  if (!split) h.segs = 1;  // (no chunks: the h pass unsplit)
+  if (NT > 0 && (e = launch_h_pass<kVT, kD, kDelta>(h, stream, bwd_h_wgmma())) != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
   GdnBwdArgs d = a;
-  if (segs == 1) {  // unsplit: on wgmma by default (GLR_DH_WGMMA=0: dh_kernel; env_switch.hpp)
+  if (!split || !a.dh_split) {  // unsplit: on wgmma by default (GLR_DH_WGMMA=0: dh_kernel; env_switch.hpp)
     d.segs = 1;
     if constexpr (dh2_takes<kVT, kD, kDelta>)
       if (bwd_dh_2gemm()) return launch_dh2<kD>(d, grid, stream, emu_smem);  // GLR_DH_2GEMM=1 (gdn_bwd_dh2.cuh)
@@ -1764,14 +1799,22 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
                ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem)
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
   }
-  const dim3 split_grid(kD / kVT, (segs - 1) * heads);
+  // pass A' over the Es slots (each the segment after its own), pass C over the segment rows but the last segments
+  // of split sequences (their pass A' run started from dht: already whole); the segment table is the h pass's.
+  // On wgmma by default (dh_wgmma_kernel<.., true>; GLR_DH_WGMMA=0: dh_kernel).
+  const bool wg = bwd_dh_wgmma();
+  auto dh = [&](const GdnBwdArgs& x, unsigned rows) {
+    const dim3 g(kD / kVT, rows);
+    return wg ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem)
+              : launch_kernel(&dh_kernel<kVT, kD, kDelta>, g, kThreads, sizeof(DhSmem<kVT, kD>), stream, x, emu_smem);
+  };
   d.dh_ends = true;  // pass A'
-  if ((e = launch_kernel(&dh_kernel<kVT, kD, kDelta>, split_grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d,
-                         emu_smem)) != cudaSuccess ||
+  if ((e = dh(d, static_cast<unsigned>(seg::slots(a)) * a.HV)) != cudaSuccess ||
       (e = gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream)) != cudaSuccess)
     return e;
   d.dh_ends = false;  // pass C
-  return launch_kernel(&dh_kernel<kVT, kD, kDelta>, split_grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
+  d.dh_skip_last = true;
+  return dh(d, static_cast<unsigned>(seg::rows(a)) * a.HV);
 }
 }  // namespace gdn_bwd
 
@@ -1797,8 +1840,10 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
     return "packed sequences need B = 1 and one offset array";
   if (static_cast<long long>(a.num_seqs()) * a.value_heads() > 65535)
     return a.varlen() ? "sequences x HV > 65535" : "B HV > 65535";
-  if (a.segs < 1 || a.dh_ends) return "split state pass segments (>= 1; dh_ends is the launcher's)";
-  if (static_cast<long long>(a.num_seqs()) * a.value_heads() * a.segs > 65535) return "sequences x HV x split segments > 65535";
+  if (a.segs < 1 || a.seg_len < 1 || a.dh_ends || a.dh_skip_last)
+    return "split state pass segments (segs, seg_len >= 1; dh_ends, dh_skip_last are the launcher's)";
+  if (seg::rows(a) * a.value_heads() > 65535 || seg::slots(a) * a.value_heads() > 65535)
+    return "split segments (or slots) x HV > 65535";
   if (a.gate < 0 || a.gate > 2) return "gate (0: none, 1: per token, 2: per head)";
   if (a.gate == 2 && a.delta) return "a per-head gate (2) only without the delta rule";
   if (!a.q || !a.k || !a.v || (a.gate != 0 && (!a.g || !a.dg)) || (a.delta && (!a.beta || !a.dbeta)) || !a.dout ||
@@ -1815,8 +1860,9 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
       (a.varlen() && (!a.table || !a.status || misaligned(a.table, 16))) ||
-      (a.segs > 1 && (!a.Es || misaligned(a.Es, 16) || (a.delta && (!a.Ms || misaligned(a.Ms, 16))))))
-    return "workspace (carve it with gdn_bwd_workspace_carve, a.segs set)";
+      (seg::split(a) && (!a.Es || misaligned(a.Es, 16) || (a.delta && (!a.Ms || misaligned(a.Ms, 16))) ||
+                         (a.varlen() && !a.segtab))))
+    return "workspace (carve it with gdn_bwd_workspace_carve, a.segs and a.seg_len set)";
   return nullptr;
 }
 
@@ -1825,6 +1871,25 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
 // kSplitMinChunks chunks) on the same shapes, through wy_args; packed sequences split as the forward's do (by the
 // average sequence). B1 T32768 H16 on 132 SMs: 8; HV32: 4; B8 T4096 H16: 1. a's sizes (B, T, H, HV, N, D) set.
 inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd_split_segments(gdn_bwd::wy_args(a), sms); }
+// The split by length (gdn_fwd_split_plan: segments.cuh, the cost model there) for the h pass, which reuses the
+// forward's passes A and B: a.segs, a.seg_len; and a.dh_split, whether the dh pass splits too. A split dh pass
+// (launch_state_passes) runs pass A' over the split sequences' segments but the first and pass C over every segment
+// but their last: the unsplit work plus the middle segments once more (they are rewritten), no E/M doubling, so on
+// dh_wgmma_kernel (dh_wgmma: GLR_DH_WGMMA, the default) it splits wherever the h pass does. On dh_kernel (mma.sync,
+// GLR_DH_WGMMA=0) only where the unsplit dh pass leaves most of the GPU idle: on the H200 B1 T32768 H16 split in 8
+// with dh_kernel 1.65 ms against 2.38 unsplit on wgmma (32 64-column blocks for 132 SMs), but on the H100 the packed
+// 32k shape (15 sequences, 480 blocks) cut in 4 everywhere took 1.761 ms on dh_kernel against 1.617 unsplit on
+// wgmma, and cut by length its chain would still be the whole 5000-token sequence (79 chunks) on the slower kernel:
+// there every sequence's 64-column blocks together must be at most half the multiprocessors (2 sequences HV D / 64
+// <= SMs, the dense rule's condition). Expected on the H100 for the packed 32k shape on wgmma (not yet run):
+// pass A' 64 steps of the 12288-token sequence's last two segments at about 8.4 us (its unsplit 1.617 ms / 192
+// chunks), pass C max(79 steps, the work's floor about 0.63 ms): about 1.2-1.3 ms against 1.617 (sm90_notes.md).
+inline void gdn_bwd_split_plan(GdnBwdArgs& a, int sms, bool dh_wgmma = bwd_dh_wgmma()) {
+  const SplitPlan p = gdn_fwd_split_plan(gdn_bwd::wy_args(a), sms);
+  a.segs = p.segs;
+  a.seg_len = p.len;
+  a.dh_split = dh_wgmma || 2LL * a.num_seqs() * a.value_heads() * (a.D / 64) <= sms;
+}
 
 }  // namespace glr::cuda::sm90
 #include "gdn_bwd_wgmma.cuh"  // chunk_wgmma_kernel, the chunk kernel on wgmma (the default; uses the helpers above)
@@ -1910,7 +1975,7 @@ inline cudaError_t gdn_bwd_mma(const GdnBwdArgs& args, cudaStream_t stream, cuda
     return cudaErrorInvalidValue;
   GdnBwdArgs a = args;
   a.HV = a.value_heads();
-  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(a.num_seqs() * a.HV * a.segs, a.D);
+  a.vt = vt != 0 ? vt : gdn_bwd_slice_width(static_cast<int>((a.dh_split ? seg::rows(a) : a.num_seqs()) * a.HV), a.D);
   if (a.delta)
     return a.D == 64 ? gdn_bwd::launch_all<64, true>(a, stream, marks) : gdn_bwd::launch_all<128, true>(a, stream, marks);
   return a.D == 64 ? gdn_bwd::launch_all<64, false>(a, stream, marks) : gdn_bwd::launch_all<128, false>(a, stream, marks);

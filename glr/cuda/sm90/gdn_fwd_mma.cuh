@@ -42,6 +42,7 @@
 
 #include "env_switch.hpp"  // the GLR_* switches (bwd_chunk_wgmma, state_wgmma_requested, ...)
 #include "mma_sync.cuh"
+#include "segments.cuh"
 #include "state_slice.cuh"
 
 namespace glr::cuda::sm90 {
@@ -92,14 +93,18 @@ struct GdnFwdArgs {
   float* G = nullptr;          // (slots, C)
   float* Bc = nullptr;         // (slots, C) beta, padded with 0 (rung 3)
   float* Gr = nullptr;         // (slots, C) or null: G without the chunk's first gate (rung 3 out, for the backward)
-  // The split-sequence state pass (rung 3 only; gdn_fwd_split_segments picks segs, 1 = not split): each sequence's
-  // chunks in segs segments of ceil(nch / segs) chunks (the last ones may be shorter or empty). Per segment s and
-  // (sequence, value head) a (K, V) fp32 slot of Es and Ms, slot index (s (sequences HV) + n HV + hv), s < segs - 1:
-  // Es: the segment's end state from 0 (s = 0: from h0), then (the combine pass) the state entering segment s + 1;
-  // Ms: the segment's transition (K x K, s >= 1). Set by gdn_fwd_workspace_carve when segs > 1.
+  // The split-sequence state pass (rung 3 only; gdn_fwd_split_plan picks segs and seg_len; segs = 1: not split):
+  // segments cut by length, segments.cuh: a sequence of nch chunks in max(1, min(segs, floor(nch / seg_len)))
+  // balanced segments. Per Es/Ms slot q (segment j < nseg - 1 of a sequence with nseg > 1, segments.cuh's
+  // numbering) and value head hv a (K, V) fp32 state at (q HV + hv) K V of Es and Ms:
+  // Es: the segment's end state from 0 (j = 0: from h0), then (the combine pass) the state entering segment j + 1;
+  // Ms: the segment's transition (K x K, j >= 1). Set by gdn_fwd_workspace_carve when split (seg::split).
+  // segtab: packed sequences only, the segment table (segment_table_kernel), carved with Es and Ms.
   int segs = 1;
+  int seg_len = 1;
   float* Es = nullptr;
   float* Ms = nullptr;
+  std::int32_t* segtab = nullptr;
 
   __host__ __device__ bool varlen() const { return N > 0; }
   __host__ __device__ int num_seqs() const { return varlen() ? N : B; }
@@ -119,14 +124,15 @@ enum class GdnFwdVariant { p_in_workspace = 1, p_in_registers = 2, t_only = 3 };
 
 // Workspace: a 256-byte header (the status word), the chunk table (packed sequences), then per chunk slot
 // P or T (C, C) bf16, G and beta (C) fp32, and for rungs 1 and 2 W and U (C, 128) bf16; with the split state
-// pass (a.segs > 1, rung 3: set a.segs before asking) Es and Ms, 2 (segs - 1) sequences HV K V fp32 (B1 T32768
-// H16 K=V=128 in 8 segments: 14.7 MB). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block
+// pass (seg::split(a), rung 3: set a.segs and a.seg_len before asking) Es and Ms, 2 seg::slots HV K V fp32 (B1
+// T32768 H16 K=V=128 in 8 segments: 14.7 MB; the packed 32k shape at seg_len 64: at most 8 slots, 16.8 MB), and
+// for packed sequences the segment table (3 (N + 1) int32). At B8 T4096 H16: 71 MB for rung 3, 340 MB for rungs 1 and 2 (the block
 // programs' fp32 workspace: 1.48 GB).
 // Each piece starts 256-byte aligned; the whole needs a 256-byte aligned base.
 namespace gdn_ws {
 inline std::size_t up256(std::size_t x) { return (x + 255) / 256 * 256; }
 struct Plan {
-  std::size_t table = 0, P = 0, G = 0, Bc = 0, W = 0, U = 0, Es = 0, Ms = 0, bytes = 0;
+  std::size_t table = 0, P = 0, G = 0, Bc = 0, W = 0, U = 0, Es = 0, Ms = 0, segtab = 0, bytes = 0;
 };
 inline Plan plan(const GdnFwdArgs& a, GdnFwdVariant variant) {
   const std::size_t slots = static_cast<std::size_t>(a.chunk_slots()) * static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H);
@@ -147,14 +153,16 @@ inline Plan plan(const GdnFwdArgs& a, GdnFwdVariant variant) {
     p.U = o;
     o += up256(rows * 128 * 2);
   }
-  if (a.segs > 1) {  // the split state pass: (segs - 1) x sequences x HV states of K x V fp32, twice
-    const std::size_t states = static_cast<std::size_t>(a.segs - 1) * static_cast<std::size_t>(a.num_seqs()) *
+  if (seg::split(a)) {  // the split state pass: seg::slots x HV states of K x V fp32, twice; the segment table
+    const std::size_t states = static_cast<std::size_t>(seg::slots(a)) *
                                static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H) * static_cast<std::size_t>(a.D) *
                                static_cast<std::size_t>(a.D) * 4;
     p.Es = o;
     o += up256(states);
     p.Ms = o;
     o += up256(states);
+    p.segtab = o;
+    o += up256(4 * static_cast<std::size_t>(seg::table_words(a)));
   }
   p.bytes = o;
   return p;
@@ -177,8 +185,9 @@ inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant varia
   a.Bc = reinterpret_cast<float*>(base + p.Bc);
   a.W = variant == GdnFwdVariant::t_only ? nullptr : reinterpret_cast<__nv_bfloat16*>(base + p.W);
   a.U = variant == GdnFwdVariant::t_only ? nullptr : reinterpret_cast<__nv_bfloat16*>(base + p.U);
-  a.Es = a.segs > 1 ? reinterpret_cast<float*>(base + p.Es) : nullptr;
-  a.Ms = a.segs > 1 ? reinterpret_cast<float*>(base + p.Ms) : nullptr;
+  a.Es = seg::split(a) ? reinterpret_cast<float*>(base + p.Es) : nullptr;
+  a.Ms = seg::split(a) ? reinterpret_cast<float*>(base + p.Ms) : nullptr;
+  a.segtab = seg::table_words(a) > 0 ? reinterpret_cast<std::int32_t*>(base + p.segtab) : nullptr;
 }
 
 // The wy kernel's outputs as the backward reads them, apart from the workspace: what glr's forward can save for its
@@ -387,6 +396,52 @@ static __global__ void __launch_bounds__(kThreads) chunk_table_kernel(const __gr
   }
   __syncthreads();
   for (int j = a.table[1] + tid; j < slots; j += kThreads) chunk_seq[j] = -1;
+}
+
+// Packed sequences, split state passes (seg::split): the segment table (segments.cuh) from the chunk table, one
+// block of kThreads after chunk_table_kernel: segments, Es slots and combine rows of each sequence, prefix-summed
+// in a fixed order as the chunk table's (thread t takes sequences [t per, (t + 1) per), threads 0, 1, 2 one prefix
+// each).
+// Invalid offsets (table[0] != 0): nothing (every pass returns on that verdict before it reads the table).
+// Dynamic shared memory: segment_table_smem_bytes. A: GdnFwdArgs or GdnBwdArgs (the backward's h and dh passes).
+static_assert(seg::kTableFirst == kFirst, "segments.cuh reads the chunk table");
+inline constexpr std::size_t segment_table_smem_bytes = 3 * kThreads * sizeof(int);
+template <class A>
+__global__ void __launch_bounds__(kThreads) segment_table_kernel(const __grid_constant__ A a) {
+  extern __shared__ __align__(16) char smem_raw[];
+  int* count = reinterpret_cast<int*>(smem_raw);  // (3, kThreads): segments, slots, combine rows
+  if (a.table[0] != 0) return;
+  const int tid = threadIdx.x, N = a.N;
+  const int per = (N + kThreads - 1) / kThreads, lo = min(N, tid * per), hi = min(N, lo + per);
+  int mine[3] = {0, 0, 0};
+  for (int n = lo; n < hi; ++n) {
+    const int nseg = seg::count(a.segs, a.seg_len, a.table[kFirst + n + 1] - a.table[kFirst + n]);
+    mine[0] += nseg;
+    mine[1] += nseg - 1;
+    mine[2] += nseg >= 3 ? 1 : 0;
+  }
+  for (int k = 0; k < 3; ++k) count[k * kThreads + tid] = mine[k];
+  __syncthreads();
+  if (tid < 3) {
+    int run = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      const int x = count[tid * kThreads + t];
+      count[tid * kThreads + t] = run;
+      run += x;
+    }
+    a.segtab[tid * (N + 1) + N] = run;
+  }
+  __syncthreads();
+  int at[3] = {count[tid], count[kThreads + tid], count[2 * kThreads + tid]};
+  for (int n = lo; n < hi; ++n) {
+    const int nseg = seg::count(a.segs, a.seg_len, a.table[kFirst + n + 1] - a.table[kFirst + n]);
+    a.segtab[n] = at[0];
+    a.segtab[(N + 1) + n] = at[1];
+    a.segtab[2 * (N + 1) + n] = at[2];
+    at[0] += nseg;
+    at[1] += nseg - 1;
+    at[2] += nseg >= 3 ? 1 : 0;
+  }
 }
 
 // Packed sequences with invalid offsets: every output NaN (launched after the state kernel).
@@ -1035,10 +1090,10 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const __grid_constant__
 // its set-up, which both kernels take from here: the rows of its tokens, its workspace slots, the state it starts
 // from and leaves (below: load_g_beta, load_v_rows, store_o_rows, the loads and stores both kernels issue alike).
 struct StateTBlock {
-  int seg, v0, hv, hq;       // segment (blockIdx.y / heads), first value column, value head, q/k head
+  int seg, nseg, v0, hv, hq; // segment of the sequence's nseg (segments.cuh), first value column, value head, q/k head
   bool trans;                // pass A's M block (from h = I, no value input)
-  std::int64_t hoff;         // the slice's offset in an (heads, K, V) state array (h0, ht, Es, Ms slots)
-  std::int64_t seg_states;   // one Es / Ms slot per segment
+  std::int64_t hoff;         // the slice's offset in an (N, HV, K, V) state array (h0, ht)
+  std::int64_t soff;         // the slice's offset in Es / Ms at the sequence's Es slot 0 (split only)
   Seq sq;                    // the sequence
   int c_begin, c_end;        // this segment's chunks
   std::int64_t slot0;        // the workspace slot of the sequence's chunk 0 for this value head
@@ -1054,50 +1109,57 @@ struct StateTBlock {
   __device__ __forceinline__ std::int64_t vo_at(const GdnFwdArgs& a, int t) const {
     return ((sq.begin + t) * a.HV + hv) * kD + v0;
   }
-  // The state entering: h0 (or 0) for segment 0, 0 for pass A's later segments, I for M, Es slot seg - 1 in pass C.
-  template <bool kStateOnly>
+  // The slice's (K x kVT, row stride kD) state entering, at this block's slice (null: 0): h0 (or 0) for segment 0,
+  // 0 for pass A's later segments (I for M: h_start), Es slot seg - 1 in pass C.
+  template <int kD, bool kStateOnly>
   __device__ __forceinline__ const float* h_in(const GdnFwdArgs& a) const {
-    return kStateOnly ? (seg == 0 ? a.h0 : nullptr) : seg == 0 ? a.h0 : a.Es + (seg - 1) * seg_states;
+    if (seg == 0) return a.h0 ? a.h0 + hoff : nullptr;
+    return kStateOnly ? nullptr : a.Es + soff + static_cast<std::int64_t>(seg - 1) * a.HV * kD * kD;
   }
   // Its elements (d, col..col+1) of the slice (col from v0), from h_in (null: 0), or I's for an M block.
   template <int kD>
   __device__ __forceinline__ float2 h_start(const float* h_in, int d, int col) const {
     if (trans) return make_float2(d == v0 + col ? 1.f : 0.f, d == v0 + col + 1 ? 1.f : 0.f);
-    if (h_in) return *reinterpret_cast<const float2*>(h_in + hoff + static_cast<std::int64_t>(d) * kD + col);
+    if (h_in) return *reinterpret_cast<const float2*>(h_in + static_cast<std::int64_t>(d) * kD + col);
     return make_float2(0.f, 0.f);
   }
-  // The state leaving: ht from the last segment (pass C); pass A's Es or Ms slot of this segment; else null.
-  template <bool kStateOnly>
+  // The slice leaving (as h_in's): ht from the last segment (pass C); pass A's Es or Ms slot of this segment; else null.
+  template <int kD, bool kStateOnly>
   __device__ __forceinline__ float* h_out(const GdnFwdArgs& a) const {
-    return kStateOnly ? (trans ? a.Ms : a.Es) + seg * seg_states : seg == a.segs - 1 ? a.ht : nullptr;
+    if (kStateOnly) return (trans ? a.Ms : a.Es) + soff + static_cast<std::int64_t>(seg) * a.HV * kD * kD;
+    return seg == nseg - 1 && a.ht ? a.ht + hoff : nullptr;
   }
 };
 // Fills b (the comment above state_t_kernel says how the grid is laid out); clears the status word (one thread).
-// False if the block has nothing to do: M_0 (never used), or invalid packed offsets (then the last segment's ht
-// slice is written NaN here; o: poison_kernel).
-template <int kD, int kVT, bool kStateOnly>
+// kSlotRows: pass A's grid (rows are Es slots x HV), else pass C's (segment rows x HV; also the backward's h pass).
+// False if the block has nothing to do: a row past the real count (the grids take seg::rows / seg::slots, upper
+// bounds), M_0 (never used), or invalid packed offsets (then row n < N writes sequence n's ht slice NaN here; o:
+// poison_kernel).
+template <int kD, int kVT, bool kStateOnly, bool kSlotRows = kStateOnly>
 __device__ __forceinline__ bool state_t_block(const GdnFwdArgs& a, int tid, StateTBlock& b) {
-  const int heads = a.num_seqs() * a.HV;  // grid rows per segment
-  b.seg = static_cast<int>(blockIdx.y) / heads;
-  const int nh = static_cast<int>(blockIdx.y) % heads;
+  const int row = static_cast<int>(blockIdx.y) / a.HV;
+  b.hv = static_cast<int>(blockIdx.y) % a.HV;
   b.trans = kStateOnly && static_cast<int>(blockIdx.x) >= kD / kVT;  // this block computes M_seg
   b.v0 = static_cast<int>(kStateOnly ? blockIdx.x % (kD / kVT) : blockIdx.x) * kVT;
-  const int n = nh / a.HV;
-  b.hv = nh % a.HV;
   b.hq = b.hv / (a.HV / a.H);
-  b.hoff = static_cast<std::int64_t>(nh) * kD * kD + b.v0;
-  b.seg_states = static_cast<std::int64_t>(heads) * kD * kD;
   if (a.status && !a.varlen() && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *a.status = 0;
-  if (b.trans && b.seg == 0) return false;  // M_0 is never used: segment 0 starts from h0 itself
   if (a.varlen() && a.table[0] != 0) {  // invalid packed offsets: this block's ht slice NaN (o: poison_kernel)
-    if (!kStateOnly && b.seg == a.segs - 1 && a.ht)
-      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[b.hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
+    if (!kSlotRows && row < a.N && a.ht) {
+      const std::int64_t hoff = (static_cast<std::int64_t>(row) * a.HV + b.hv) * kD * kD + b.v0;
+      for (int e = tid; e < kD * kVT; e += kThreads) a.ht[hoff + static_cast<std::int64_t>(e / kVT) * kD + e % kVT] = nanf("");
+    }
     return false;
   }
-  b.sq = sequence(a, n);
-  const int per = (b.sq.nch + a.segs - 1) / a.segs;  // chunks per segment (segs = 1: all)
-  b.c_begin = min(b.sq.nch, b.seg * per);
-  b.c_end = min(b.sq.nch, b.c_begin + per);
+  seg::Pos p;
+  if (!seg::pos(a, kSlotRows ? seg::kSlot : seg::kRow, row, p)) return false;
+  b.seg = p.j;
+  b.nseg = p.nseg;
+  if (b.trans && b.seg == 0) return false;  // M_0 is never used: segment 0 starts from h0 itself
+  b.hoff = (static_cast<std::int64_t>(p.n) * a.HV + b.hv) * kD * kD + b.v0;
+  b.soff = (static_cast<std::int64_t>(p.slot0) * a.HV + b.hv) * kD * kD + b.v0;
+  b.sq = sequence(a, p.n);
+  b.c_begin = seg::begin(b.seg, b.nseg, b.sq.nch);
+  b.c_end = seg::begin(b.seg + 1, b.nseg, b.sq.nch);
   b.slot0 = slot(a, b.sq, b.hv, 0);
   b.Tw = a.P + b.slot0 * C * C;
   b.Gg = a.G + b.slot0 * C;
@@ -1254,11 +1316,12 @@ struct StateTSmem {
 // lets it take the registers it needs (no spill at any width). 64 keeps today's bounds (0: none, the same
 // registers and code as before the width was a parameter).
 //
-// The split-sequence state pass (a.segs > 1; gdn_fwd_split_segments): the grid's rows are segment-major,
-// blockIdx.y = s (sequences x HV) + n HV + hv, and block row s walks only segment s's chunks [s per, (s + 1) per),
-// per = ceil(nch / segs). With kStateOnly false (pass C; also the whole unsplit pass, segs = 1) it starts from h0
-// (s = 0) or from Es slot s - 1 (the state entering s, written by combine_kernel), writes o, and ht from the last
-// segment. With kStateOnly (pass A, grid (2 kD / kVT, (segs - 1) sequences x HV)) it writes neither o nor ht and
+// The split-sequence state pass (seg::split(a); gdn_fwd_split_plan; segments by length, segments.cuh): blockIdx.y =
+// row HV + hv, the row segments.cuh's (pass C: a segment row, pass A: an Es slot), and the block walks only its
+// segment s's chunks (of its sequence's nseg). With kStateOnly false (pass C, grid (kD / kVT, seg::rows x HV); also
+// the whole unsplit pass, one segment a sequence) it starts from h0 (s = 0) or from the Es slot of segment s - 1
+// (the state entering s, written by combine_kernel), writes o, and ht from the last segment. With kStateOnly (pass
+// A, grid (2 kD / kVT, seg::slots x HV): segments 0 .. nseg - 2 of the split sequences) it writes neither o nor ht and
 // skips everything only o needs (q, Q h, Q K^T, P, P V_new): blocks x < kD / kVT run the real inputs from 0 (s = 0:
 // from h0) and leave the segment's end state in Es slot s; blocks x >= kD / kVT run from h = I (K columns, sliced
 // like V's) with no value input (v = 0, so X = -beta e^G (K h)) and leave M_s = A_last ... A_first in Ms slot s: the
@@ -1305,7 +1368,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
   };
 
-  const float* h_in = b.h_in<kStateOnly>(a);
+  const float* h_in = b.h_in<kD, kStateOnly>(a);
   float hs[MT][NN][4];  // the state slice: rows d0 + 16 mt + g8 (+8), columns 8 n + 2 t4 (+1)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -1484,7 +1547,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
     __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
   }
 
-  float* h_out = b.h_out<kStateOnly>(a);
+  float* h_out = b.h_out<kD, kStateOnly>(a);
   if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -1493,24 +1556,26 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int d = d0 + mt * 16 + g8 + half * 8, col = nn * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(h_out + b.hoff + static_cast<std::int64_t>(d) * kD + col) =
+          *reinterpret_cast<float2*>(h_out + static_cast<std::int64_t>(d) * kD + col) =
               make_float2(hs[mt][nn][half * 2], hs[mt][nn][half * 2 + 1]);
         }
   }
 }
 
 // Pass B of the split state pass, between pass A (state_t_kernel<.., kStateOnly>) and pass C: per (sequence, value
-// head) and 8 state columns, the segments in order, Es[s] = M_s Es[s - 1] + Es[s] for s = 1 .. segs - 2 in fp32.
-// Es[0] is already the state entering segment 1 (pass A ran segment 0 from h0), so afterwards Es[s] is the state
-// entering segment s + 1. Grid (kD / 8, sequences x HV), kThreads threads: thread t owns row t % kD and kPer of the
+// head) and 8 state columns, the segments in order, Es[s] = M_s Es[s - 1] + Es[s] for s = 1 .. nseg - 2 in fp32
+// (Es[s]: the Es slot of the sequence's segment s). Es[0] is already the state entering segment 1 (pass A ran
+// segment 0 from h0), so afterwards Es[s] is the state entering segment s + 1. Grid (kD / 8, seg::combs x HV): one row
+// per sequence of 3 segments or more (fewer have nothing to combine; rows past the real count return), kThreads
+// threads: thread t owns row t % kD and kPer of the
 // 8 columns; the entering state's (kD x 8) slice stays in shared memory. Each sum in a fixed order (from E, then
 // fmaf over the rows of S in order): deterministic. Dynamic shared memory: combine_smem_bytes(kD).
 // Without the delta rule A_c = e^{G_last} I, so M_s is the scalar m_s = prod over the segment's chunks of
 // e^{G_last} (the G workspace's last entries, multiplied in chunk order) and pass A has no M blocks:
 // Es[s] = fmaf(m_s, Es[s - 1], Es[s]).
 // kReverse: the backward's dh pass (gdn_bwd_mma.cuh, launch_state_passes), the adjoint recurrence in reverse order:
-// Es slot s holds the gradient entering segment s + 1 from 0 (its pass A'; slot segs - 2 from dht, already whole),
-// and for s = segs - 3 .. 0, Es[s] = M_{s+1}^T Es[s + 1] + Es[s] (M_{s+1}: Ms slot s + 1, read by columns; without
+// Es slot s holds the gradient entering segment s + 1 from 0 (its pass A'; slot nseg - 2 from dht, already whole),
+// and for s = nseg - 3 .. 0, Es[s] = M_{s+1}^T Es[s + 1] + Es[s] (M_{s+1}: Ms slot s + 1, read by columns; without
 // the delta rule the scalar m_{s+1}), the same fixed order of sums. Afterwards Es[s] is the gradient leaving segment s.
 constexpr std::size_t combine_smem_bytes(int kD) { return static_cast<std::size_t>(kD) * 8 * sizeof(float); }
 template <int kD, bool kDelta = true, bool kReverse = false>
@@ -1520,15 +1585,18 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
   extern __shared__ __align__(16) char smem_raw[];
   float* prev = reinterpret_cast<float*>(smem_raw);  // (kD, kCols): the state entering segment s
   if (a.varlen() && a.table[0] != 0) return;  // invalid packed offsets: pass C writes NaN
+  seg::Pos p;  // this row's sequence (one with nseg >= 3: segments.cuh's combine rows); past the real count: nothing
+  if (!seg::pos(a, seg::kComb, static_cast<int>(blockIdx.y) / a.HV, p)) return;
+  const int hv = static_cast<int>(blockIdx.y) % a.HV, nseg = p.nseg;
   const int tid = threadIdx.x, d = tid % kD, j0 = (tid / kD) * kPer;
-  const std::int64_t seg_states = static_cast<std::int64_t>(a.num_seqs()) * a.HV * kD * kD;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kD * kD;
+  const std::int64_t seg_states = static_cast<std::int64_t>(a.HV) * kD * kD;  // one Es / Ms slot, every value head
+  const std::int64_t head = (static_cast<std::int64_t>(p.slot0) * a.HV + hv) * kD * kD;  // slot 0 of the sequence
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCols;
-  const std::int64_t first = kReverse ? (a.segs - 2) * seg_states : 0;  // the slot the chain starts from
+  const std::int64_t first = kReverse ? (nseg - 2) * seg_states : 0;  // the slot the chain starts from
   for (int e = tid; e < kD * kCols; e += kThreads) prev[e] = a.Es[first + head + (e / kCols) * kD + c0 + e % kCols];
   __syncthreads();
-  for (int step = 1; step + 1 < a.segs; ++step) {
-    const int sg = kReverse ? a.segs - 2 - step : step;  // the slot this step completes
+  for (int step = 1; step + 1 < nseg; ++step) {
+    const int sg = kReverse ? nseg - 2 - step : step;  // the slot this step completes
     const int ms = kReverse ? sg + 1 : sg;                // the segment whose map it applies
     float* E = a.Es + sg * seg_states + head + static_cast<std::int64_t>(d) * kD + c0 + j0;
     float acc[kPer];
@@ -1553,10 +1621,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
         }
       }
     } else {  // M_s = m_s I
-      const int n = static_cast<int>(blockIdx.y) / a.HV, hv = static_cast<int>(blockIdx.y) % a.HV;
-      const Seq sq = sequence(a, n);
-      const int per = (sq.nch + a.segs - 1) / a.segs;
-      const int c_begin = min(sq.nch, ms * per), c_end = min(sq.nch, c_begin + per);
+      const Seq sq = sequence(a, p.n);
+      const int c_begin = seg::begin(ms, nseg, sq.nch), c_end = seg::begin(ms + 1, nseg, sq.nch);
       float m = 1.f;
       for (int c = c_begin; c < c_end; ++c) m *= expf(a.G[slot(a, sq, hv, c) * C + C - 1]);
 #pragma unroll
@@ -1586,8 +1652,8 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
                  : static_cast<long long>(a.B) * a.HV > 65535)
     return a.varlen() ? "packed sequences need B = 1 and one offset array" : "B HV > 65535";
   if (static_cast<long long>(a.num_seqs()) * a.HV > 65535) return "sequences x HV > 65535";
-  if (a.segs < 1 || (a.segs > 1 && wu)) return "split state pass segments (>= 1; rung 3 only)";
-  if (static_cast<long long>(a.num_seqs()) * a.HV * a.segs > 65535) return "sequences x HV x split segments > 65535";
+  if (a.segs < 1 || a.seg_len < 1 || (a.segs > 1 && wu)) return "split state pass segments (segs, seg_len >= 1; rung 3 only)";
+  if (seg::rows(a) * a.HV > 65535 || seg::slots(a) * a.HV > 65535) return "split segments (or slots) x HV > 65535";
   if (static_cast<long long>(a.T) * (a.varlen() ? 1 : a.B) * a.HV * a.D >= (1LL << 62)) return "too many tokens";
   if (!a.q || !a.k || !a.v || !a.o || (a.gate != 0 && !a.g) || (a.delta && !a.beta)) return "a null tensor";
   if (a.gate < 0 || a.gate > 2) return "gate";
@@ -1597,7 +1663,7 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
     return "alignment (q, k, v 16 bytes; o 4; h0, ht 8)";
   if (!a.status || (wu && (!a.W || !a.U)) || !a.P || !a.G || !a.Bc || (a.varlen() && !a.table) || misaligned(a.W, 16) ||
       misaligned(a.U, 16) || misaligned(a.P, 16) || misaligned(a.G, 16) || misaligned(a.Bc, 16) ||
-      (a.segs > 1 && (!a.Es || !a.Ms || misaligned(a.Es, 16) || misaligned(a.Ms, 16))))
+      (seg::split(a) && (!a.Es || !a.Ms || misaligned(a.Es, 16) || misaligned(a.Ms, 16) || (a.varlen() && !a.segtab))))
     return "workspace (carve it with gdn_fwd_workspace_carve)";
   if (wu && (!a.delta || a.gate != 1 || a.HV != a.H || a.varlen() || a.g_bf16 || a.beta_bf16 || a.D != 128))
     return "rungs 1 and 2 take only Gated DeltaNet, fp32 g and beta, HV = H, dense batches, K = V = 128";
@@ -1605,11 +1671,12 @@ inline const char* gdn_fwd_mma_refusal(const GdnFwdArgs& a, GdnFwdVariant varian
 }
 
 // The slice width of rung 3's state kernel: the backward's rule (state_slice_width, state_slice.cuh) on its grid
-// rows, sequences x HV (x a.segs, split), with V = K = a.D: the widest of 64 and 32 columns that still gives each
-// of `sms` multiprocessors a block, else 16 (B1 T32768 H16 K128 unsplit: 16, 128 blocks where 64 gave 32; in 8
-// segments: 64, 256 blocks). Rungs 1 and 2 stay at 64. The split pass's pass A always runs at 64.
+// rows, segments x HV (seg::rows: sequences unsplit; packed and split an upper bound), with V = K = a.D: the widest
+// of 64 and 32 columns that still gives each of `sms` multiprocessors a block, else 16 (B1 T32768 H16 K128 unsplit:
+// 16, 128 blocks where 64 gave 32; in 8 segments: 64, 256 blocks). Rungs 1 and 2 stay at 64. The split pass's pass
+// A always runs at 64.
 inline int gdn_fwd_slice_width(const GdnFwdArgs& a, int sms) {
-  return state_slice_width(static_cast<long long>(a.num_seqs()) * (a.HV > 0 ? a.HV : a.H) * a.segs, a.D, sms);
+  return state_slice_width(seg::rows(a) * (a.HV > 0 ? a.HV : a.H), a.D, sms);
 }
 
 // The split-sequence state pass (state_t_kernel's comment; issue 16: few, long sequences): the number of segments
@@ -1657,6 +1724,61 @@ inline int gdn_fwd_split_segments(const GdnFwdArgs& a, int sms) {
   return split_segments(seqs * (a.HV > 0 ? a.HV : a.H), a.D, chunks, sms);
 }
 
+// The split by length (segments.cuh; issue 16 item 1: packed sequences whose longest one sets the chain): segs
+// (at most per sequence) and seg_len (chunks), from what the host knows, never the individual lengths (they stay on
+// the device: no copy back, the op asynchronous and graph-capturable).
+// Dense batches (every sequence nch chunks): split_segments' count s, as seg_len = floor(nch / s) with the cap s:
+// exactly s balanced segments (B1 T32768 H16: 8 of 64 chunks, HV32: 4 of 128; B8 T4096 H16: unsplit), the table above.
+// Packed sequences, the cost model (H100, 2026-12-05, results/glr/sm90/h100-2026-12-05b; bench/glr/sm90_notes.md,
+// "Split by length"): a 64-column block's chunk step costs about t = 6 us whether one or two blocks share a
+// multiprocessor (B8 T4096 H16: 64 steps, 0.441 ms; the packed 32k shape unsplit: its 12288-token sequence's 192
+// steps, 1.139 ms), and two blocks fit a multiprocessor (shared memory), so a pass costs about
+//   t max(longest chain, P),  P = chunks x HV x (D / 64) / (2 SMs)   (the work's floor: every block-step at 2 a SM);
+// P is what the host knows (chunks <= ceil(T / 64) + N, the chunk slots). Splitting a sequence adds pass A (its
+// segments but the last once more, E and M blocks, twice the blocks: about 0.8 of a pass C step each, B1 T32768
+// HV32 on the H100 0.69 ms for 128 steps against pass C's 0.880) and a combine step per segment (fp32, latency
+// bound: 0.28 ms for 240 (sequence, head) rows x 2 steps when every sequence was cut in 4, 0.048 for B1 HV32's 32
+// rows x 2). So cut only what is longer than about the work's floor: seg_len = max(kSplitMinChunks, P), sequences
+// shorter than 2 seg_len stay whole (one segment: no pass A, no combine, no Es slot), longer ones in segments of
+// seg_len .. 2 seg_len - 1 chunks; the chains of passes A and C are then at most 2 P each, where the unsplit pass
+// runs the longest sequence's. Nothing is cut unless a sequence of all the chunks would take kSplitMinSegments
+// segments (chunks >= 4 seg_len; 2 segments do not shorten a chain: pass A + pass C = the whole). A batch whose
+// sequences are all shorter than 2 seg_len pays only the empty launches (segment table, pass A and combine blocks
+// that exit: a few microseconds). The packed 32k shape (15 sequences, longest 12288) at H16: P = 64, its longest in
+// 3 segments of 64, the rest whole: expected pass A 64 steps at 0.8 t (0.3-0.35 ms), pass C max(79 (the 5000-token
+// sequence), 64) steps (0.45-0.5 ms), one combine step: about 0.8-0.85 ms for the state pass against 1.139
+// (bench/glr/sm90_notes.md, "Split by length"). At HV32 P = 128: nothing of that batch is cut (192 < 256; cut at 64
+// the model gives about 170 steps against 192, within its error). One long packed sequence (N = 1, T = 32768)
+// splits as B1: H16 8, HV32 4.
+struct SplitPlan {
+  int segs = 1, len = 1;  // GdnFwdArgs::segs, seg_len
+};
+inline constexpr int kSplitMaxSegments = 64;  // per sequence
+constexpr SplitPlan packed_split_plan(long long chunks, long long heads, int D, int sms) {
+  const long long work = chunks * heads * (D / 64), floor_steps = (work + 2LL * sms - 1) / (2LL * sms);
+  const long long len = floor_steps > kSplitMinChunks ? floor_steps : kSplitMinChunks;
+  if (chunks < kSplitMinSegments * len) return {};
+  return {kSplitMaxSegments, static_cast<int>(len)};
+}
+static_assert(packed_split_plan(527, 16, 128, 132).len == 64 &&   // the packed 32k shape, H16: segments of 64 .. 127
+                  packed_split_plan(527, 32, 128, 132).len == 128 &&  // HV32: segments of 128 .. 255 (none there)
+                  packed_split_plan(513, 16, 128, 132).len == 63 &&   // N = 1, T = 32768: 8 segments, as B1
+                  seg::count(64, 63, 512) == 8 && seg::count(64, 125, 512) == 4 &&
+                  packed_split_plan(513, 32, 128, 132).len == 125 &&  // HV32: 4
+                  seg::count(64, 64, 192) == 3 && seg::count(64, 64, 79) == 1 &&  // the 32k shape's 12288 and 5000
+                  packed_split_plan(520, 16, 128, 132).len == 64 && seg::count(64, 64, 64) == 1 &&  // 8 x 4096: whole
+                  packed_split_plan(64 + 8, 16, 128, 132).len == 16 && seg::count(64, 16, 8) == 1 &&  // 8 x 512: whole
+                  packed_split_plan(32 + 2, 16, 128, 132).segs == 1,  // 2048 tokens: 34 < 4 x 16, nothing cut
+              "the packed split rule's table");
+inline SplitPlan gdn_fwd_split_plan(const GdnFwdArgs& a, int sms) {
+  const long long heads = a.HV > 0 ? a.HV : a.H;
+  if (a.num_seqs() <= 0) return {};
+  if (a.varlen()) return packed_split_plan(a.chunk_slots(), heads, a.D, sms);
+  const long long nch = (static_cast<long long>(a.T) + gdn::C - 1) / gdn::C;
+  const int s = split_segments(a.B * heads, a.D, nch, sms);
+  return s > 1 ? SplitPlan{s, static_cast<int>(nch / s)} : SplitPlan{};
+}
+
 }  // namespace glr::cuda::sm90
 #include "gdn_state_wgmma.cuh"  // state_t_wgmma_kernel, rung 3's state kernel on wgmma (GLR_FWD_WGMMA=1)
 namespace glr::cuda::sm90 {
@@ -1667,30 +1789,39 @@ namespace glr::cuda::sm90 {
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn {
 // Rung 3's state kernel at one slice width (its shared-memory limit: launch_kernel's, mma_sync.cuh).
-// kStateOnly: the split pass's pass A (grid (2 kD / kVT, (segs - 1) sequences x HV), without the delta rule
-// (kD / kVT, ..): no M blocks); else pass C or the unsplit
-// pass (grid (kD / kVT, segs sequences x HV)).
+// kStateOnly: the split pass's pass A (grid (2 kD / kVT, seg::slots x HV), without the delta rule (kD / kVT, ..):
+// no M blocks); else pass C or the unsplit pass (grid (kD / kVT, seg::rows x HV)).
 template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
 inline cudaError_t launch_state_t(const GdnFwdArgs& a, cudaStream_t stream) {
   if constexpr (kVT == 64)  // GLR_FWD_WGMMA=1: on wgmma (64 columns only: gdn_state_wgmma.cuh)
     if (state_wgmma_requested()) return launch_state_t_wgmma<kDelta, kD, kStateOnly>(a, stream);
-  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
   // pass A: E blocks, and with the delta rule M blocks (without it M_s is a scalar: combine_kernel)
-  const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / kVT, (a.segs - 1) * heads) : dim3(kD / kVT, a.segs * heads);
+  const dim3 grid = kStateOnly ? dim3((kDelta ? 2 : 1) * kD / kVT, static_cast<unsigned>(seg::slots(a)) * a.HV)
+                               : dim3(kD / kVT, static_cast<unsigned>(seg::rows(a)) * a.HV);
   return launch_kernel(&state_t_kernel<kDelta, kD, kVT, kStateOnly>, grid, kThreads, sizeof(StateTSmem<kVT>), stream, a,
                        emu_smem);
 }
-// Pass B (kReverse: the backward's reverse combine); nothing to combine below 3 segments.
+// Pass B (kReverse: the backward's reverse combine) over the sequences of 3 segments or more (seg::combs, an upper
+// bound for packed sequences); nothing to combine where none can have 3.
 template <int kD, bool kDelta, bool kReverse = false>
 inline cudaError_t launch_combine(const GdnFwdArgs& a, cudaStream_t stream) {
-  if (a.segs <= 2) return cudaSuccess;
-  return launch_kernel(&combine_kernel<kD, kDelta, kReverse>, dim3(kD / 8, a.num_seqs() * a.HV), kThreads,
-                       combine_smem_bytes(kD), stream, a, emu_smem);
+  if (seg::combs(a) == 0) return cudaSuccess;
+  return launch_kernel(&combine_kernel<kD, kDelta, kReverse>, dim3(kD / 8, static_cast<unsigned>(seg::combs(a)) * a.HV),
+                       kThreads, combine_smem_bytes(kD), stream, a, emu_smem);
 }
-// The split pass's passes A and B (a.segs > 1; pass C is launch_state_t at the chosen width).
+// Packed sequences, split: the segment table (after the chunk table; A: GdnFwdArgs or GdnBwdArgs).
+template <class A>
+inline cudaError_t launch_segment_table(const A& a, cudaStream_t stream) {
+  if (seg::table_words(a) == 0) return cudaSuccess;
+  return launch_kernel(&segment_table_kernel<A>, dim3(1), kThreads, segment_table_smem_bytes, stream, a, emu_smem);
+}
+// The split pass's passes A and B (seg::split(a); pass C is launch_state_t at the chosen width), the segment
+// table first. wgmma: pass A on state_t_wgmma_kernel (else as launch_state_t picks).
 template <bool kDelta, int kD>
-inline cudaError_t launch_split_ab(const GdnFwdArgs& a, cudaStream_t stream) {
-  const cudaError_t e = launch_state_t<kDelta, kD, 64, true>(a, stream);
+inline cudaError_t launch_split_ab(const GdnFwdArgs& a, cudaStream_t stream, bool wgmma = false) {
+  cudaError_t e = launch_segment_table(a, stream);
+  if (e == cudaSuccess)
+    e = wgmma ? launch_state_t_wgmma<kDelta, kD, true>(a, stream) : launch_state_t<kDelta, kD, 64, true>(a, stream);
   return e != cudaSuccess ? e : launch_combine<kD, kDelta>(a, stream);
 }
 }  // namespace gdn
@@ -1717,7 +1848,7 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
   }
   if (between != nullptr && (e = cudaEventRecord(between, stream)) != cudaSuccess) return e;
   if constexpr (kRung == 3) {
-    if (a.segs > 1 && (e = gdn::launch_split_ab<kDelta, kD>(a, stream)) != cudaSuccess) return e;
+    if (seg::split(a) && (e = gdn::launch_split_ab<kDelta, kD>(a, stream)) != cudaSuccess) return e;
     e = vt == 64   ? gdn::launch_state_t<kDelta, kD, 64>(a, stream)
         : vt == 32 ? gdn::launch_state_t<kDelta, kD, 32>(a, stream)
                    : gdn::launch_state_t<kDelta, kD, 16>(a, stream);
@@ -1737,8 +1868,8 @@ inline cudaError_t gdn_fwd_mma_launch(const GdnFwdArgs& a, cudaStream_t stream, 
 // cudaErrorInvalidValue otherwise (or for a vt other than 0, 16, 32, 64; rungs 1 and 2: other than 0, 64), else
 // the first launch error. a.HV = 0 is taken as H. vt: rung 3's state slice width, 0 = gdn_fwd_slice_width with
 // the device's multiprocessor count; o and ht are bitwise the same at every width. a.segs (set before sizing and
-// carving the workspace): rung 3's split-sequence state pass in that many segments (1: unsplit; the rule is
-// gdn_fwd_split_segments, glr's dispatch applies it), its results again bitwise the same at every width.
+// carving the workspace, with a.seg_len): rung 3's split-sequence state pass, segments by length (segments.cuh; 1:
+// unsplit; the rule is gdn_fwd_split_plan, glr's dispatch applies it), its results again bitwise the same at every width.
 inline cudaError_t gdn_fwd_mma(GdnFwdArgs a, cudaStream_t stream, GdnFwdVariant variant = GdnFwdVariant::t_only,
                                cudaEvent_t between = nullptr, int vt = 0) {
   if (a.HV == 0) a.HV = a.H;

@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   StateWgSmem<kD>& s = *reinterpret_cast<StateWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
   const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
   StateTBlock b;
-  if (!state_t_block<kD, kVT, kStateOnly>(a, tid, b)) return;
+  if (!state_t_block<kD, kVT, kStateOnly, kStateOnly && !kHPass>(a, tid, b)) return;
   const Seq sq = b.sq;
   const int c_begin = b.c_begin, c_end = b.c_end;
   const std::int64_t qrow = static_cast<std::int64_t>(a.H) * kD;
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), a.Gr + (b.Gg - a.G) + c * C + (tid - C / 2) * 4, true);
   };
 
-  const float* h_in = b.h_in<kStateOnly && !kHPass>(a);  // (the h pass: h0, or Es for a later segment, as pass C)
+  const float* h_in = b.h_in<kD, kStateOnly && !kHPass>(a);  // (the h pass: h0, or Es for a later segment, as pass C)
   float hs[MT][32];  // (K, 64) state slice: hs[mt][i] at row 64 mt + wgmma_acc_coord(tid, i).row
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -424,14 +424,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
   }
 
-  float* h_out = kHPass ? nullptr : b.h_out<kStateOnly>(a);  // (the h pass leaves no end state)
+  float* h_out = kHPass ? nullptr : b.h_out<kD, kStateOnly>(a);  // (the h pass leaves no end state)
   if (h_out) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
         const AccCoord rc = wgmma_acc_coord(tid, i);
-        *reinterpret_cast<float2*>(h_out + b.hoff + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
+        *reinterpret_cast<float2*>(h_out + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
             make_float2(hs[mt][i], hs[mt][i + 1]);
       }
   }
@@ -445,8 +445,8 @@ namespace glr::cuda::sm90::gdn {
 // kHPass: the backward's h pass (a: StateHArgs; grid as pass C's).
 template <bool kDelta, int kD, bool kStateOnly, bool kHPass = false>
 inline cudaError_t launch_state_t_wgmma(const std::conditional_t<kHPass, StateHArgs, GdnFwdArgs>& a, cudaStream_t stream) {
-  const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.HV);
-  const dim3 grid = kStateOnly && !kHPass ? dim3((kDelta ? 2 : 1) * kD / 64, (a.segs - 1) * heads) : dim3(kD / 64, a.segs * heads);
+  const dim3 grid = kStateOnly && !kHPass ? dim3((kDelta ? 2 : 1) * kD / 64, static_cast<unsigned>(seg::slots(a)) * a.HV)
+                                          : dim3(kD / 64, static_cast<unsigned>(seg::rows(a)) * a.HV);
   return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
                        a, emu_smem);
 }
