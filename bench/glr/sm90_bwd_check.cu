@@ -672,8 +672,8 @@ int main(int argc, char** argv) {
   std::printf("device %s, sm_%d%d, %d SMs; chunk kernel: %s; dh kernel: %s; h pass: %s\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount,
               !glr::cuda::sm90::bwd_chunk_wgmma() ? "chunk_kernel (mma.sync, GLR_BWD_WGMMA=0)"
-              : glr::cuda::sm90::bwd_chunk_tma()  ? "chunk_tma_kernel (wgmma, TMA, persistent grid)"
-                                                  : "chunk_wgmma_kernel (wgmma, GLR_BWD_CHUNK_TMA=0)",
+              : glr::cuda::sm90::bwd_chunk_tma()  ? "chunk_tma_kernel (wgmma, TMA, persistent grid, GLR_BWD_CHUNK_TMA=1)"
+                                                  : "chunk_wgmma_kernel (wgmma)",
               glr::cuda::sm90::bwd_dh_2gemm() ? "dh2_kernel at 64-column slices (GLR_DH_2GEMM=1), else as GLR_DH_WGMMA"
               : glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma; split passes dh_kernel)" : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
               glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");

@@ -40,8 +40,8 @@
 #      kernel (dh + chunk), "chunk" ~0: compare bwd and dh + chunk with stage 4's.
 #  10. GLR_BWD_WGMMA=0 sm90_bwd_check --timing (timing_mma_chunk.txt): stage 4 with chunk_kernel (mma.sync), side
 #      by side with stage 4's "chunk" column.
-#  11. GLR_BWD_CHUNK_TMA=0 sm90_bwd_check --timing (timing_chunk_wgmma.txt): stage 4 with chunk_wgmma_kernel (the
-#      chunk kernel before TMA and the persistent grid), side by side with stage 4's "chunk" column (chunk_tma_kernel).
+#  11. GLR_BWD_CHUNK_TMA=1 sm90_bwd_check --timing (timing_chunk_tma.txt): stage 4 with chunk_tma_kernel (the
+#      persistent TMA-fed chunk kernel, opt-in), side by side with stage 4's "chunk" column (chunk_wgmma_kernel).
 # Exit status: 0 when stages 1-3, 5, 7 and 8 pass, 1 when any check failed, 3 when nvcc failed. Timings never fail it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -162,8 +162,8 @@ echo "== 9. timing, fused reverse sweep (GLR_FUSED_BWD=1)"
 run_stage --timing timing_fused.txt "timing (fused sweep)" GLR_FUSED_BWD=1
 echo "== 10. timing, chunk kernel on mma.sync (GLR_BWD_WGMMA=0)"
 run_stage --timing timing_mma_chunk.txt "timing (chunk_kernel)" GLR_BWD_WGMMA=0
-echo "== 11. timing, chunk kernel without TMA (GLR_BWD_CHUNK_TMA=0: chunk_wgmma_kernel)"
-run_stage --timing timing_chunk_wgmma.txt "timing (chunk_wgmma_kernel)" GLR_BWD_CHUNK_TMA=0
+echo "== 11. timing, chunk kernel on TMA (GLR_BWD_CHUNK_TMA=1: chunk_tma_kernel)"
+run_stage --timing timing_chunk_tma.txt "timing (chunk_tma_kernel)" GLR_BWD_CHUNK_TMA=1
 echo "== summary"
 cat "$out/stages.txt"
 grep -h -E "PASS$|FAIL|CHECK" "$out/check.txt" || true
@@ -182,7 +182,7 @@ grep -h -E "FAIL|CHECK" "$out/check_fused.txt" || true
 grep -h -E "^timing|^  \(bwd|^split bwd" "$out/timing_fused.txt" || true
 echo "-- chunk kernel on mma.sync (GLR_BWD_WGMMA=0):"
 grep -h -E "^timing|resident" "$out/timing_mma_chunk.txt" || true
-echo "-- chunk kernel without TMA (GLR_BWD_CHUNK_TMA=0, chunk_wgmma_kernel; stage 4 ran chunk_tma_kernel):"
-grep -h -E "^timing|resident" "$out/timing_chunk_wgmma.txt" || true
+echo "-- chunk kernel on TMA (GLR_BWD_CHUNK_TMA=1, chunk_tma_kernel; stage 4 ran chunk_wgmma_kernel):"
+grep -h -E "^timing|resident" "$out/timing_chunk_tma.txt" || true
 echo "exit status $status ($(($(date +%s) - start)) s)"
 exit $status

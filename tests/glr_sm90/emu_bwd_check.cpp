@@ -54,8 +54,8 @@ using glr::cuda::sm90::GdnBwdArgs;
 namespace gdn = glr::cuda::sm90::gdn;
 namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 // The chunk and dh kernels, as gdn_bwd_mma's launcher picks them (the switches: glr/cuda/README.md): the chunk
-// kernel chunk_tma_kernel (gdn_bwd_chunk_tma.cuh, through its launcher launch_chunk_tma: the persistent grid, 2 blocks
-// on the emulator; GLR_BWD_CHUNK_TMA=0 chunk_wgmma_kernel, gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel
+// kernel chunk_wgmma_kernel (gdn_bwd_wgmma.cuh; GLR_BWD_CHUNK_TMA=1: chunk_tma_kernel, gdn_bwd_chunk_tma.cuh, through
+// its launcher launch_chunk_tma: the persistent grid, 2 blocks on the emulator; GLR_BWD_WGMMA=0: chunk_kernel), the dh kernel
 // dh_wgmma_kernel (gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=0: dh_kernel; GLR_DH_2GEMM=1: dh2_kernel), the same grids. on_wgmma: -1 as the environment says,
 // 0 both on mma.sync, 1 both on wgmma (the "wgmma" subset runs each case both ways and compares them).
 int on_wgmma = -1;

@@ -8,7 +8,7 @@
 # that for any subset); "members": Mamba2, RetNet and linear attention (the kernels' kDelta = false instantiation:
 # dense, GVA, K 64 and 128, planted, rule, packed), "members-quick" a subset (ctest glr_sm90_emu_bwd_members);
 # GLR_EMU_MEMBER=1|2|3 makes the single case one of them. The kernels as the launcher picks them (glr/cuda/README.md):
-# the chunk kernel on wgmma (gdn_bwd_chunk_tma.cuh; GLR_BWD_CHUNK_TMA=0: gdn_bwd_wgmma.cuh; GLR_BWD_WGMMA=0: chunk_kernel),
+# the chunk kernel on wgmma (gdn_bwd_wgmma.cuh; GLR_BWD_CHUNK_TMA=1: gdn_bwd_chunk_tma.cuh; GLR_BWD_WGMMA=0: chunk_kernel),
 # the unsplit dh pass on wgmma (gdn_bwd_dh_wgmma.cuh; GLR_DH_WGMMA=0: dh_kernel, which split dh passes take either way);
 # "wgmma" (5 cases) and "wgmma-all" (8) run both wgmma kernels and compare
 # each case with chunk_kernel and dh_kernel word for word. "split" (6 cases) and "split-all" (10): the

@@ -43,10 +43,12 @@ inline bool bwd_chunk_wgmma() {
   return on;
 }
 // GLR_BWD_CHUNK_TMA: that chunk kernel as chunk_tma_kernel (gdn_bwd_chunk_tma.cuh: a persistent grid, every tile by
-// TMA on mbarriers, the next chunk's tiles loaded during this one's products; the same output words), the default
-// since 2026-12-05 (helper hAR; not yet run on a GPU); 0: chunk_wgmma_kernel (the A/B). Only with GLR_BWD_WGMMA on.
+// TMA on mbarriers, the next chunk's tiles loaded during this one's products; the same output words: 0 words differed
+// from chunk_wgmma_kernel on an H100 at B8 T4096 H16, B1 T32768 H16 HV32 and packed 32k, bench/glr/switch_diff.py),
+// opt-in: on that H100 it took 1.056 ms at B8 T4096 H16 against chunk_wgmma_kernel's 0.931 (0.88x; docs/perf.md);
+// unset or 0: chunk_wgmma_kernel. Only with GLR_BWD_WGMMA on.
 inline bool bwd_chunk_tma() {
-  static const bool on = env_flag("GLR_BWD_CHUNK_TMA", true);
+  static const bool on = env_flag("GLR_BWD_CHUNK_TMA", false);
   return on;
 }
 // GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since

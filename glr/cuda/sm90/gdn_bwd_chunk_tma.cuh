@@ -2,9 +2,10 @@
 // the critical path: chunk_wgmma_kernel's products, epilogues and phase 3 (gdn_bwd_wgmma.cuh; the same wgmmas in
 // the same k-order on the same accumulators, so the same words), on a persistent grid whose blocks walk the chunk
 // items, every tile arriving by TMA (cp.async.bulk.tensor.2d, 128B swizzle) on an mbarrier, and each tile of the
-// block's NEXT item issued as soon as the current item's last reader of that buffer is past. GLR_BWD_CHUNK_TMA=0
-// selects chunk_wgmma_kernel instead (env_switch.hpp; the A/B); GLR_BWD_WGMMA=0 chunk_kernel. NOT YET RUN ON A GPU
-// (2026-12-05, helper hAR): checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp models TMA landing late, on
+// block's NEXT item issued as soon as the current item's last reader of that buffer is past. Opt-in,
+// GLR_BWD_CHUNK_TMA=1 (env_switch.hpp; unset: chunk_wgmma_kernel; GLR_BWD_WGMMA=0 chunk_kernel): on an H100 (2026-12-05,
+// docs/perf.md) its words equalled chunk_wgmma_kernel's at production shapes, and it ran 0.88x its speed (1.056 ms
+// against 0.931 at B8 T4096 H16). Built by helper hAR, checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp models TMA landing late, on
 // the mbarrier wait) word for word against chunk_wgmma_kernel and against the float64 backward.
 //
 // Why: chunk_wgmma_kernel (one chunk a block, one block an SM at ~215 KB shared) loads its ~190 KB with cp.async

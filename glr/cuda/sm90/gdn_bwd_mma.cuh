@@ -1932,8 +1932,8 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
   if (NT > 0 && !fused) {
-    // on wgmma by default (GLR_BWD_WGMMA=0: chunk_kernel), as chunk_tma_kernel where it takes a (GLR_BWD_CHUNK_TMA=0:
-    // chunk_wgmma_kernel; env_switch.hpp)
+    // on wgmma by default (GLR_BWD_WGMMA=0: chunk_kernel), chunk_wgmma_kernel (GLR_BWD_CHUNK_TMA=1: chunk_tma_kernel
+    // where it takes a; env_switch.hpp)
     if (!bwd_chunk_wgmma())
       e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
                         sizeof(ChunkSmem<kD>), stream, a, emu_smem);

@@ -1,9 +1,9 @@
 // glr/cuda/sm90/gdn_bwd_wgmma.cuh: the backward's chunk kernel on wgmma (warpgroup MMA, sm_90a): chunk_wgmma_kernel,
 // the same inputs, outputs, workspace and algebra as chunk_kernel (gdn_bwd_mma.cuh, whose comments carry the
 // derivation: bench/glr/sm90_bwd_notes.md), its matmuls as m64n32k16 wgmmas on shared-memory operands instead of
-// mma.sync m16n8k16 on ldmatrix fragments, by two warpgroups (256 threads) a block. The chunk kernel with
-// GLR_BWD_CHUNK_TMA=0 (by default chunk_tma_kernel, gdn_bwd_chunk_tma.cuh, runs these products and epilogues on a
-// persistent grid fed by TMA; GLR_BWD_WGMMA=0 selects chunk_kernel instead: env_switch.hpp): on an H200 (2026-12-05,
+// mma.sync m16n8k16 on ldmatrix fragments, by two warpgroups (256 threads) a block. The chunk kernel by
+// default (GLR_BWD_CHUNK_TMA=1: chunk_tma_kernel, gdn_bwd_chunk_tma.cuh, runs these products and epilogues on a
+// persistent grid fed by TMA, 0.88x on an H100; GLR_BWD_WGMMA=0 selects chunk_kernel instead: env_switch.hpp): on an H200 (2026-12-05,
 // docs/perf.md) it passed every check against the float64 backward and ran 1.29x chunk_kernel (as one warpgroup of
 // m64n64 wgmmas; the two-warpgroup split of 2026-12-05, helper hAN, is not yet run on a GPU); on the host emulator (tests/glr_sm90/emu_wgmma.hpp: wgmma from the PTX ISA's
 // descriptor and layout definitions) it is checked against the float64 recurrence and word for word against
