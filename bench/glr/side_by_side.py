@@ -353,6 +353,8 @@ def parse_args(argv=None):
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU")
     ap.add_argument("--self-test", action="store_true", help="tables and JSON from synthetic timings; no GPU")
     a = ap.parse_args(argv)
+    if a.kernels < 0:
+        ap.error(f"--kernels: {a.kernels} calls to profile; use 0 (none) or more")
     if a.out is None and not a.self_test:
         a.out = os.environ.get("OUT") or os.path.join(ROOT, "build-bench")
     return a

@@ -352,3 +352,10 @@ def test_switch_diff_counts_words_normwise_difference_and_finiteness_changes():
     assert c["rel"] == pytest.approx(0.5 / float(ref[finite].double().norm()))
     assert sd.compare(ref.float(), ref.float()) == dict(words=0, rel=0.0, finite_changed=0, note="")
     assert sd.compare(ref, ref.float())["words"] is None
+
+
+def test_a_negative_kernel_profile_count_is_refused(capsys):
+    import side_by_side as sbs
+    with pytest.raises(SystemExit) as e:
+        sbs.parse_args(["--kernels", "-1"])
+    assert e.value.code == 2 and "--kernels: -1" in capsys.readouterr().err
