@@ -256,8 +256,11 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const cuda::DeviceOffsets voff{v.cu_seqlens.data(), 0};  // the host copy stands in (sizes only: nothing reads it)
   const std::size_t vfast = cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::sm90);
   const std::size_t vN = cu.size() - 1, vslots = (512 + vN) * 32, vtable = (4 * (2 + vN + 1 + 512 + vN) + 255) / 256 * 256;
+  // With the split by length (segments.cuh) the host sizes Es and Ms for its bound of split slots, which it takes
+  // from T, N and the segment length alone (the lengths stay on the device): (512 + N) / 128 = 4 slots here, each
+  // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here).
   EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
-                       2 * 32 * std::size_t{32768} * 128 * 4 + vtable);
+                       2 * 32 * std::size_t{32768} * 128 * 4 + vtable + 2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
               vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);
   // K = V = 64 (the benchmark's B16 T2048 H32 row): the K x V and per-token V pieces at the real dims, a quarter
