@@ -37,6 +37,9 @@ SHAPES = [
 CHECK_SHAPES = [
     shape("check_varlen_H16_HV32_K128", 1, 1193, 16, 32, 128, 128, (1, 63, 64, 65, 300, 700), note="varlen+GVA"),
     shape("check_B2_T512_H4_HV8_K128", 2, 512, 4, 8, 128, 128, note="GVA"),
+    # production length with many heads (issue 16 item 3: T >= 4096), packed sequences of 4096 tokens in all, GVA
+    # (the float64 reference under checkpointed spans: side_by_side.recurrence)
+    shape("check_T4096_H16_HV32_K128", 1, 4096, 16, 32, 128, 128, (3000, 1, 1095), note="production length"),
 ]
 
 # What DESIGN.md 5 recorded on one H200 (ms, fwd and fwd+bwd): where the run drifts from them, say why.

@@ -172,6 +172,22 @@ def test_recurrence64_restarts_the_state_at_each_packed_sequence():
     assert torch.allclose(whole[:, 4:], alone, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("lengths", [None, [5, 0, 9, 3]])
+def test_recurrence_spans_change_nothing(lengths):
+    # checkpointed spans (the memory bound of the production-length check) give the one-span values and gradients
+    T = 17
+    inp = cpu_inputs(1, T, 1, 2, 4, 3, lengths, seed=3)
+    got = {}
+    for span in (T, 4, 1):
+        leaves = [inp[n].double().requires_grad_(True) for n in ("q", "k", "v", "g", "beta")]
+        o = sbs.recurrence(*leaves, inp["scale"], inp["cu"], span=span)
+        (o * inp["do"].double()).sum().backward()
+        got[span] = [o.detach()] + [x.grad for x in leaves]
+    for span in (4, 1):
+        for a, b in zip(got[span], got[T]):
+            assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
 def test_rel_is_normwise():
     ref = torch.tensor([3.0, 4.0])
     assert sbs.rel(torch.tensor([3.0, 4.5]), ref) == pytest.approx(0.1)
