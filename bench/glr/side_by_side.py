@@ -327,6 +327,42 @@ def warm_only(args, shapes, impls, missing):
 
 # ---------------------------------------------------------------------------------------------------------------
 
+def profile_pass(args, shapes, notes):
+    """Each (shape, implementation): two warm forward+backward calls, then one between cudaProfilerStart and
+    cudaProfilerStop, so a profiler started with collection off (ncu --profile-from-start off) sees exactly one
+    warm forward+backward per pair. bench/glr/ncu_kernels.sh runs it once per pair, so each profile is one pair's."""
+    import torch
+    impls, missing = load_impls(args, notes)
+    for s in shapes:
+        inp = make_inputs(s, args.seed)
+        for name in rep.IMPLS:
+            if name not in args.impls.split(","):
+                continue
+            why = missing.get(name) or (impls[name].limits(s) if name in impls else "not loaded")
+            if why:
+                log(f"profile {s['name']} {name}: not run ({why})")
+                continue
+            L = leaves(inp)
+
+            def fwdbwd():
+                for x in L:
+                    x.grad = None
+                o = impls[name].fn(*L, inp["scale"], inp["cu"])
+                o.backward(inp["do"])
+            for _ in range(2):
+                fwdbwd()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            fwdbwd()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            log(f"profile {s['name']} {name}: one warm forward+backward recorded")
+        del inp
+        gc.collect()
+        torch.cuda.empty_cache()
+    return 0
+
+
 def select(all_shapes, spec):
     if spec in ("all", ""):
         return list(all_shapes)
@@ -363,6 +399,10 @@ def parse_args(argv=None):
     ap.add_argument("--kernels", type=int, default=0, metavar="N",
                     help="also profile N warm forward+backward calls per row (torch.profiler): ms per call of "
                     "every kernel, in the report's kernel table (default 0: none)")
+    ap.add_argument("--profile-pass", action="store_true",
+                    help="for bench/glr/ncu_kernels.sh: per shape and implementation two warm forward+backward "
+                         "calls, then one between cudaProfilerStart and Stop (what ncu --profile-from-start off "
+                         "records); no timing, no checks")
     ap.add_argument("--prepare", action="store_true",
                     help="build glr and make every loadable implementation's first calls (compile, autotune); no "
                          "timing")
@@ -493,6 +533,8 @@ def main(argv=None):
         impls, missing = load_impls(args, notes)
         warm_only(args, shapes, impls, missing)
         return 0
+    if args.profile_pass:
+        return profile_pass(args, shapes, notes)
     if args.prepare:
         # glr's build (CPU) runs while the anchors compile and autotune (GPU, some CPU); then glr's first calls
         want = args.impls.split(",")

@@ -1,0 +1,81 @@
+"""ncu_table.py on Nsight Compute raw CSV written here by hand in its layout (header row, units row, one row per
+launch), no GPU: values, units, per-kernel aggregation, the bandwidth column and the errors."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_table  # noqa: E402
+
+HEAD = ['"ID"', '"Process ID"', '"Kernel Name"', '"Block Size"', '"Grid Size"', '"gpu__time_duration.sum"',
+        '"dram__bytes_read.sum"', '"dram__bytes_write.sum"', '"sm__throughput.avg.pct_of_peak_sustained_elapsed"',
+        '"launch__registers_per_thread"']
+UNITS = ['""', '""', '""', '""', '""', '"nsecond"', '"byte"', '"byte"', '"%"', '"register/thread"']
+
+
+def write(tmp_path, rows, units=UNITS, name="B8.glr.csv"):
+    p = tmp_path / name
+    lines = ["==PROF== Connected to process 123", ",".join(HEAD), ",".join(units)]
+    lines += [",".join(f'"{c}"' for c in r) for r in rows]
+    p.write_text("\n".join(lines) + "\n")
+    return str(p)
+
+
+def test_reads_values_in_base_units_and_skips_ncu_lines(tmp_path):
+    p = write(tmp_path, [["0", "1", "void ns::k<64>(ns::Args)", "(128,1,1)", "(2,256,1)", "1,000,000",
+                          "2000000000", "1000000000", "50.5", "200"]])
+    (name, v), = ncu_table.read(p)
+    assert name == "void ns::k<64>(ns::Args)"
+    assert v["gpu__time_duration.sum"] == 1e6 and v["dram__bytes_read.sum"] == 2e9
+    assert v["sm__throughput.avg.pct_of_peak_sustained_elapsed"] == 50.5
+
+
+def test_scaled_units_are_converted(tmp_path):
+    units = list(UNITS)
+    units[5], units[6], units[7] = '"usecond"', '"Gbyte"', '"Mbyte"'
+    p = write(tmp_path, [["0", "1", "k", "(1,1,1)", "(1,1,1)", "2", "1.5", "3", "1", "32"]], units)
+    (_, v), = ncu_table.read(p)
+    assert v["gpu__time_duration.sum"] == 2000 and v["dram__bytes_read.sum"] == 1.5e9
+    assert v["dram__bytes_write.sum"] == 3e6
+
+
+def test_table_sums_launches_of_one_kernel_and_gives_bandwidth(tmp_path):
+    # two launches of a, 1 ms each, 2 GB read + 1 GB written each: 6 GB in 2 ms = 3 TB/s; b alone, smaller
+    rows = [["0", "1", "void glr::a<1>(glr::P)", "(128,1,1)", "(1,1,1)", "1000000", "2000000000", "1000000000", "40",
+             "200"],
+            ["1", "1", "void glr::b(glr::P)", "(256,1,1)", "(1,1,1)", "500000", "100000000", "0", "90", "100"],
+            ["2", "1", "void glr::a<1>(glr::P)", "(128,1,1)", "(1,1,1)", "1000000", "2000000000", "1000000000", "60",
+             "200"]]
+    md = ncu_table.table(write(tmp_path, rows), copy_tbs=3.0)
+    body = [ln for ln in md.splitlines() if ln.startswith("| `")]
+    assert body[0].startswith("| `a<1>` | 2 | 2000.0 | 4000.0 | 2000.0 | 3.00 | 100 |")
+    assert "| 50.0 |" in body[0]  # SM % weighted by duration: (40 + 60) / 2
+    assert body[1].startswith("| `b` | 1 | 500.0 |")
+    assert body[2].startswith("| `all kernels` | 3 | 2500.0 |")
+    assert "3 launches, 2.500 ms of kernels, DRAM 6.10 GB" in md
+
+
+def test_not_ncu_output_is_a_usage_error(tmp_path, capsys):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    assert ncu_table.main([str(p)]) == 2
+    assert "no header row with 'Kernel Name'" in capsys.readouterr().err
+
+
+def test_a_bad_number_names_file_line_and_metric(tmp_path, capsys):
+    p = write(tmp_path, [["0", "1", "k", "(1,1,1)", "(1,1,1)", "fast", "1", "1", "1", "1"]])
+    assert ncu_table.main([p]) == 2
+    err = capsys.readouterr().err
+    assert "B8.glr.csv:4 gpu__time_duration.sum: not a number: 'fast'" in err
+
+
+def test_a_nonpositive_ceiling_is_refused(tmp_path, capsys):
+    p = write(tmp_path, [["0", "1", "k", "(1,1,1)", "(1,1,1)", "1", "1", "1", "1", "1"]])
+    assert ncu_table.main(["--copy-tbs", "0", p]) == 2
+
+
+@pytest.mark.parametrize("name,want", [("void a::b::k<64, true>(a::Args)", "k<64, true>"),
+                                       ("glr::cuda::x(glr::A)", "x")])
+def test_short_names(name, want):
+    assert ncu_table.short(name) == want
