@@ -375,3 +375,26 @@ def test_a_negative_kernel_profile_count_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         sbs.parse_args(["--kernels", "-1"])
     assert e.value.code == 2 and "--kernels: -1" in capsys.readouterr().err
+
+
+def test_profile_pass_opens_the_profiler_around_one_warm_call_per_pair(monkeypatch):
+    # ncu --profile-from-start off records what runs between start and stop: there, exactly one forward+backward
+    # per (shape, implementation), after two warm ones; an implementation that is not loaded runs nothing
+    import functools
+    tiny = [rep.shape("tiny_dense", 2, 16, 2, 4, 8, 8)]
+    monkeypatch.setattr(rep, "SHAPES", tiny)
+    events = []
+    state = {"on": False}
+    for name, fn in dict(is_available=lambda: True, synchronize=lambda: None, empty_cache=lambda: None).items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    monkeypatch.setattr(torch.cuda.profiler, "start", lambda: (events.append("start"), state.update(on=True)))
+    monkeypatch.setattr(torch.cuda.profiler, "stop", lambda: (events.append("stop"), state.update(on=False)))
+
+    def traced(q, k, v, g, beta, scale, cu):
+        events.append("call on" if state["on"] else "call")
+        return exact(q, k, v, g, beta, scale, cu)
+    monkeypatch.setattr(sbs, "make_inputs", functools.partial(sbs.make_inputs, device="cpu"))
+    monkeypatch.setattr(sbs, "load_impls", lambda args, notes: (
+        {"glr": impls.Impl("glr", traced, "traced")}, {"flashqla": "flash_qla not loaded: fake"}))
+    assert sbs.main(["--profile-pass", "--impls", "glr,flashqla", "--checks", "none", "--out", "/tmp"]) == 0
+    assert events == ["call", "call", "start", "call on", "stop"]
