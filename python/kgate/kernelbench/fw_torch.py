@@ -356,6 +356,16 @@ class Buffers:
             buf[g + off:g + off + len(data)].copy_(src)
         sync()
 
+    def fill_bytes(self, bid: int, off: int, k: int, value: int):
+        """`k` bytes of `value` from byte `off` of the payload (Target::fill), filled where the buffer lives."""
+        buf, _, n = self.bufs[bid]
+        if off + k > n or not 0 <= value < 256:
+            raise IndexError(f"fill of {k} bytes of {value} at {off}: buffer {bid} has {n} bytes")
+        g = L.GUARD_BYTES
+        if k:
+            buf[g + off:g + off + k].fill_(value)
+        sync()
+
     def read(self, bid: int, off: int, k: int):
         """The bytes as a host array (on the CPU a view of the buffer, sent before anything writes it again)."""
         buf, _, n = self.bufs[bid]
