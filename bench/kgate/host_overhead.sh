@@ -2,8 +2,8 @@
 # The audit's host overhead on a machine without a GPU: audits a fixed small corpus through the whole row-job
 # path (worker, engine, gates) at a fixed seed, one job, no fork server, and prints the per-gate cost table of
 # `python -m kgate report` (cases, candidate calls, seconds, in candidate, in oracle, drawing, kgate host) and
-# the CPU seconds of the audit and every process it waited for (/usr/bin/time). A benchmark: it measures, it
-# never fails on a timing.
+# the CPU seconds of every process of the run (perf stat's task-clock; /usr/bin/time where perf cannot run).
+# A benchmark: it measures, it never fails on a timing.
 #
 #   bench/kgate/host_overhead.sh OUT_DIR            (PY: a python3 with torch, default /usr/bin/python3;
 #                                                     SITE: the built package, default build-py/site;
@@ -39,9 +39,15 @@ PY
 prof=()
 [ "${PROFILE:-0}" = 1 ] && prof=(-m cProfile -o "$out/driver.prof")
 cd "$site"
-KGATE_FORKSERVER=0 PYTHONPATH="$site" /usr/bin/time -f "cpu: %e s wall, %U s user, %S s system, max RSS %M KB" \
-  -o "$out/time.txt" "$py" "${prof[@]}" -m kgate audit "$out/corpus.jsonl" --fw torch --seed 1234abcd --jobs 1 \
-  --row-timeout 1100 --results "$out/results.jsonl" --ext-cache "$out/ext-cache" --quiet > "$out/audit.log" 2>&1 \
+# CPU time of every process of the run (driver, row jobs, workers, wherever they were reparented): perf stat
+# counts each task it follows from fork to exit; /usr/bin/time only the children each parent waited for.
+meter=(/usr/bin/time -f "cpu: %e s wall, %U s user, %S s system, max RSS %M KB" -o "$out/time.txt")
+if command -v perf > /dev/null && perf stat -e task-clock -x, -o /dev/null true 2> /dev/null; then
+  meter=(perf stat -e task-clock,page-faults,context-switches -o "$out/time.txt")
+fi
+KGATE_FORKSERVER=0 PYTHONPATH="$site" "${meter[@]}" "$py" "${prof[@]}" -m kgate audit "$out/corpus.jsonl" \
+  --fw torch --seed 1234abcd --jobs 1 --row-timeout 1100 --results "$out/results.jsonl" \
+  --ext-cache "$out/ext-cache" --quiet > "$out/audit.log" 2>&1 \
   || { echo "the audit failed (exit $?); its log:"; tail -n 30 "$out/audit.log"; }
 PYTHONPATH="$site" "$py" - "$out/results.jsonl" <<'PY'
 import sys
@@ -51,4 +57,4 @@ recs = read_results(sys.argv[1])
 print(f"{len(recs)} records: " + ", ".join(f"{r.get('key')} {r.get('classification') or r.get('status')}" for r in recs))
 print(cost_text(recs))
 PY
-cat "$out/time.txt"
+grep -E "cpu:|task-clock|page-faults|context-switches|elapsed|user|sys" "$out/time.txt"
