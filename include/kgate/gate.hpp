@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,7 +136,8 @@ struct Placement {
   std::byte gap_fill{0};
 };
 
-// Buffers for one invocation, released when this goes away (unless the target was reset meanwhile).
+// Buffers for one invocation, released when this goes away (unless the target was reset meanwhile). The input
+// arrays must outlive it: a dense input's payload is its array's bytes, written from there and not copied.
 class PlacedCall {
  public:
   PlacedCall(Target& t, const std::vector<HostArray>& inputs, const std::vector<Placement>& in,
@@ -150,11 +152,13 @@ class PlacedCall {
   // first), rewriting inputs and refilling gaps; for the determinism gate, whose runs must differ in address
   // bits a fresh allocation might happen to share.
   void move_to(std::size_t offset_bytes, const std::vector<HostArray>& inputs);
-  // The whole payload of input i's / output i's buffer as it is now.
+  // The whole payload of input i's buffer as it is now, and as it was written.
   std::vector<std::byte> input_payload(std::size_t i) const;
-  std::vector<std::byte> output_payload(std::size_t i) const;
-  const std::vector<std::byte>& input_payload_written(std::size_t i) const { return written_[i]; }
-  const std::vector<std::byte>& output_payload_written(std::size_t i) const { return out_written_[i]; }
+  std::span<const std::byte> input_payload_written(std::size_t i) const {
+    return lent_.at(i) ? lent_[i]->bytes() : std::span<const std::byte>(written_.at(i));
+  }
+  // The first `bytes` bytes of output i's buffer as it is now (at most its payload).
+  std::vector<std::byte> output_prefix(std::size_t i, std::size_t bytes) const;
   // Which tensor a buffer holds ("input x", "output y"), for guard evidence.
   std::string tensor_of(BufferId id, const Contract& c) const;
   const Layout* layout_of(BufferId id) const;
@@ -163,7 +167,11 @@ class PlacedCall {
   void release_all();
   Target& target_;
   Invocation inv_;
-  std::vector<std::vector<std::byte>> written_, out_written_;
+  // Input i's payload as written: lent_[i] (the caller's array, dense at offset 0) or else written_[i].
+  std::vector<std::vector<std::byte>> written_;
+  std::vector<const HostArray*> lent_;
+  // An output's buffer holds only its gap fill when placed (Target::fill), so its size is all there is to keep.
+  std::vector<std::size_t> out_bytes_;
   std::vector<Placement> in_, out_;
 };
 

@@ -122,6 +122,13 @@ class Target {
   virtual BufferId alloc(std::size_t bytes) = 0;
   virtual void release(BufferId id) = 0;
   virtual void write(BufferId id, std::size_t offset, std::span<const std::byte> data) = 0;
+  // `bytes` copies of one byte from `offset`: what write() of a uniform payload does, without the payload (an
+  // output's poison or gap fill is as large as the output, and crosses to a worker or device on every call).
+  // The default writes the payload; a target that can fill where the buffer lives overrides it.
+  virtual void fill(BufferId id, std::size_t offset, std::size_t bytes, std::byte value) {
+    const std::vector<std::byte> payload(bytes, value);
+    write(id, offset, payload);
+  }
   virtual std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) = 0;
   virtual std::vector<GuardViolation> check_guards(BufferId id) = 0;
 

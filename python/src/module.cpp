@@ -200,10 +200,32 @@ class PyTarget : public Target {
     return nb::cast<BufferId>(kgate_result);
   }
   void release(BufferId id) override { KGATE_PY_CALL("release", id); }
+  // The payload is lent to Python as a read-only memoryview for the length of the call, not copied into a
+  // bytes object (an input set of a large task is hundreds of MB, written once per case): the target sends
+  // it on and must not keep it or any view made from it, which is checked after the call.
   void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override {
     nb::gil_scoped_acquire gil;
-    nb::bytes b = from_bytes(data);
-    KGATE_PY_CALL("write", id, offset, b);
+    nb::object view = nb::steal(PyMemoryView_FromMemory(
+        const_cast<char*>(reinterpret_cast<const char*>(data.data())), static_cast<Py_ssize_t>(data.size()), PyBUF_READ));
+    if (!view.is_valid()) throw nb::python_error();
+    {
+      KGATE_PY_CALL("write", id, offset, view);
+    }
+    const bool kept = Py_REFCNT(view.ptr()) != 1 || reinterpret_cast<PyMemoryViewObject*>(view.ptr())->mbuf->exports != 1;
+    view.attr("release")();  // whatever still refers to it can no longer read the engine's memory
+    if (kept)
+      throw std::logic_error("Target.write kept the payload it was lent (or a view of it) past the call; copy what "
+                             "must be kept");
+  }
+  // Optional in Python: a target without fill() gets Target::fill (a write of the uniform payload).
+  void fill(BufferId id, std::size_t offset, std::size_t bytes, std::byte value) override {
+    nb::gil_scoped_acquire gil;
+    nanobind::detail::ticket t(nb_trampoline, "fill", nanobind::detail::str_hash("fill"), false);
+    if (!t.key.is_valid()) {
+      Target::fill(id, offset, bytes, value);
+      return;
+    }
+    nb_trampoline.base().attr(t.key)(id, offset, bytes, static_cast<unsigned>(value));
   }
   std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
     KGATE_PY_CALL("read", id, offset, bytes);

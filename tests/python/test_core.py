@@ -103,6 +103,23 @@ def test_cpp_drives_a_python_target():
     assert t.bufs == {}  # drive_target released every buffer through the trampoline
 
 
+class KeepingTarget(EchoTarget):
+    """Keeps the payload write() was lent: the engine's memory, valid for the call only."""
+
+    def write(self, b, off, data):
+        super().write(b, off, data)
+        self.kept = data
+
+
+def test_a_python_target_that_keeps_a_written_payload_is_an_error_not_a_dangling_view():
+    t = KeepingTarget()
+    a = core.HostArray(core.DType.f32, [4])
+    with pytest.raises(Exception, match="kept the payload"):
+        core.drive_target(t, [a], [(core.DType.f32, [4])])
+    with pytest.raises(ValueError):  # released: it no longer reads the engine's memory
+        bytes(t.kept)
+
+
 def test_inprocess_cpu_backend_poisons_and_guards():
     def fn(ins, outs):
         outs[0][...] = ins[0] * 3

@@ -236,6 +236,14 @@ class Buffers:
         g = L.GUARD_BYTES
         buf[g + off:g + off + len(data)] = np.frombuffer(data, np.uint8)
 
+    def fill_bytes(self, bid: int, off: int, k: int, value: int):
+        """`k` bytes of `value` from byte `off` of the payload (Target::fill)."""
+        buf, _, n = self.bufs[bid]
+        if off + k > n or not 0 <= value < 256:
+            raise IndexError(f"fill of {k} bytes of {value} at {off}: buffer {bid} has {n} bytes")
+        g = L.GUARD_BYTES
+        buf[g + off:g + off + k] = value
+
     def read(self, bid: int, off: int, k: int):
         """The bytes as a view of the buffer (sent before anything can write it again)."""
         buf, _, n = self.bufs[bid]

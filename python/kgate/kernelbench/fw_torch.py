@@ -268,8 +268,8 @@ class Placed:
         out = []
         for i, (buf, pat, n) in enumerate(zip(self.buffers, self.patterns, self.payload)):
             if buf is not None:
-                host = buf.cpu().numpy()
-                v = L.first_guard_violation(host, pat, n)
+                g = L.GUARD_BYTES
+                v = L.guard_zone_violation(buf[:g].cpu().numpy(), buf[g + n:].cpu().numpy(), pat, n)
                 if v:
                     out.append({"input": i, **v})
         return out
@@ -356,6 +356,16 @@ class Buffers:
             buf[g + off:g + off + len(data)].copy_(src)
         sync()
 
+    def fill_bytes(self, bid: int, off: int, k: int, value: int):
+        """`k` bytes of `value` from byte `off` of the payload (Target::fill), filled where the buffer lives."""
+        buf, _, n = self.bufs[bid]
+        if off + k > n or not 0 <= value < 256:
+            raise IndexError(f"fill of {k} bytes of {value} at {off}: buffer {bid} has {n} bytes")
+        g = L.GUARD_BYTES
+        if k:
+            buf[g + off:g + off + k].fill_(value)
+        sync()
+
     def read(self, bid: int, off: int, k: int):
         """The bytes as a host array (on the CPU a view of the buffer, sent before anything writes it again)."""
         buf, _, n = self.bufs[bid]
@@ -367,8 +377,9 @@ class Buffers:
         buf, pat, n = self.bufs[bid]
         g = L.GUARD_BYTES
         sync()
-        host = np.concatenate([buf[:g].cpu().numpy(), np.zeros(n, np.uint8), buf[g + n:].cpu().numpy()])
-        return L.first_guard_violation(host, pat, n)
+        # the guard zones alone cross to the host (a payload-sized stand-in between them cost an allocation
+        # and a copy of the whole buffer per buffer per call)
+        return L.guard_zone_violation(buf[:g].cpu().numpy(), buf[g + n:].cpu().numpy(), pat, n)
 
     def view(self, bid: int, dtype: str, shape, strides, offset: int):
         buf, _, n = self.bufs[bid]

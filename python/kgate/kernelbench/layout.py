@@ -49,7 +49,14 @@ def first_guard_violation(buf: np.ndarray, pattern: np.ndarray, payload_bytes: i
     """The violation nearest the payload on each side ({'offset': bytes from the payload's start, negative
     before it}), or None. `buf` is the whole buffer as uint8 on the host."""
     g = GUARD_BYTES
-    front, back = buf[:g], buf[g + payload_bytes:g + payload_bytes + g]
+    return guard_zone_violation(buf[:g], buf[g + payload_bytes:g + payload_bytes + g], pattern, payload_bytes)
+
+
+def guard_zone_violation(front: np.ndarray, back: np.ndarray, pattern: np.ndarray,
+                         payload_bytes: int) -> dict | None:
+    """first_guard_violation from the two guard zones alone (uint8 on the host), for a buffer whose payload
+    lives elsewhere (on a device): only 2 x GUARD_BYTES cross, not the payload."""
+    g = GUARD_BYTES
     out = []
     bad = np.nonzero(front != pattern[:g])[0]
     if bad.size:

@@ -119,6 +119,10 @@ class CandidateTarget(_core.Target if _core else object):
         # `data` (any bytes-like, the engine's lent memoryview included) goes out raw, uncopied (wire.py)
         self._req({"op": "write", "id": int(bid), "offset": int(offset), wire.RAW: [data]})
 
+    def fill(self, bid, offset, nbytes, value):
+        # an output's gap fill: one byte crosses, not the output's size of it
+        self._req({"op": "fill", "id": int(bid), "offset": int(offset), "bytes": int(nbytes), "value": int(value)})
+
     def read(self, bid, offset, nbytes):
         return self._req({"op": "read", "id": int(bid), "offset": int(offset), "bytes": int(nbytes)})[wire.RAW][0]
 

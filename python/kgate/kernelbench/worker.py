@@ -107,7 +107,7 @@ class Worker:
                     "traceback": _short_tb(), "seconds": seconds, "fatal": not ok}
         return {"status": "ok", "outputs": outs, "seconds": time.monotonic() - t0, "guards": self.placed.guards()}
 
-    # -- the engine's buffers (Target::alloc, write, read, check_guards, release) -------------------------
+    # -- the engine's buffers (Target::alloc, write, fill, read, check_guards, release) -------------------------
     def alloc(self, msg):
         return {"status": "ok", "id": self.buffers.alloc(int(msg["bytes"]))}
 
@@ -117,6 +117,10 @@ class Worker:
 
     def write(self, msg):
         self.buffers.write(int(msg["id"]), int(msg["offset"]), msg[wire.RAW][0])
+        return {"status": "ok"}
+
+    def fill(self, msg):
+        self.buffers.fill_bytes(int(msg["id"]), int(msg["offset"]), int(msg["bytes"]), int(msg["value"]))
         return {"status": "ok"}
 
     def read(self, msg):

@@ -6,6 +6,7 @@
 // oracle gate's bound.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <limits>
 
@@ -16,6 +17,8 @@
 
 namespace kgate::gates {
 namespace {
+
+constexpr std::int64_t kBlock = 1 << 14;  // elements decoded at a time
 
 class FreshnessGate final : public Gate {
  public:
@@ -106,11 +109,21 @@ class FreshnessGate final : public Gate {
       // The kernel's own largest error on A: an fp16-grained kernel returns the same rounded value for A and
       // for a B whose answer moved by less than its grain (the h100 L3/T11 "stale" value was the fp16
       // rounding of B's answer); only a gap beyond that says B's result should have differed.
+      // Decoded a block at a time (one dtype switch per block, not a call per element; no float64 copy of the
+      // whole output).
       double err_a = 0.0;
-      for (std::int64_t i = 0; i < got_a[o].numel(); ++i) {
-        const double g = got_a[o].get(i), r = ref_a.rounded[static_cast<std::size_t>(i)];
-        if (std::isfinite(g) && std::isfinite(r)) err_a = std::max(err_a, std::fabs(g - r));
+      std::vector<double> block(static_cast<std::size_t>(std::min<std::int64_t>(kBlock, got_a[o].numel())));
+      const std::size_t es = size_of(got_a[o].dtype());
+      for (std::int64_t start = 0; start < got_a[o].numel(); start += kBlock) {
+        const std::int64_t m = std::min(kBlock, got_a[o].numel() - start);
+        decode_elements(got_a[o].dtype(), got_a[o].bytes().data() + static_cast<std::size_t>(start) * es, m, block.data());
+        for (std::int64_t j = 0; j < m; ++j) {
+          const double g = block[static_cast<std::size_t>(j)], r = ref_a.rounded[static_cast<std::size_t>(start + j)];
+          if (std::isfinite(g) && std::isfinite(r)) err_a = std::max(err_a, std::fabs(g - r));
+        }
       }
+      const std::byte* bytes_a = got_a[o].bytes().data();
+      const std::byte* bytes_b = got_b[o].bytes().data();
       std::int64_t stale = -1, stale_count = 0, distinct = 0;
       for (std::int64_t i = 0; i < got_b[o].numel(); ++i) {
         const auto k = static_cast<std::size_t>(i);
@@ -118,7 +131,7 @@ class FreshnessGate final : public Gate {
         if (!(gap > tol[o].bound(ref_a.exact[k], ref_a.rms) + tol[o].bound(ref_b.exact[k], ref_b.rms) + 2 * err_a))
           continue;
         ++distinct;
-        if (got_b[o].bits(i) != got_a[o].bits(i)) continue;
+        if (std::memcmp(bytes_b + k * es, bytes_a + k * es, es) != 0) continue;  // bits differ
         if (stale < 0) stale = i;
         ++stale_count;
       }

@@ -1,5 +1,6 @@
 // Gate 7, immutability: the kernel never writes to its inputs. Every input buffer is read back byte for byte
 // after the call, at nominal and at an odd shape. Tolerance-free.
+#include <algorithm>
 #include <cstring>
 
 #include <limits>
@@ -46,8 +47,8 @@ class ImmutabilityGate final : public Gate {
     if (auto bad = call_problem(ctx, r, 0, info)) return *bad;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
       const std::vector<std::byte> after = p.input_payload(i);
-      const std::vector<std::byte>& before = p.input_payload_written(i);
-      if (after == before) continue;
+      const std::span<const std::byte> before = p.input_payload_written(i);
+      if (std::equal(after.begin(), after.end(), before.begin(), before.end())) continue;
       const std::size_t es = size_of(c.inputs[i].dtype);
       std::size_t byte = 0;
       while (byte < after.size() && after[byte] == before[byte]) ++byte;

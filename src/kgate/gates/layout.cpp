@@ -111,8 +111,8 @@ class LayoutGate final : public Gate {
       r = call_once(ctx, p);
       if (auto bad = call_problem(ctx, r, 0, info, true)) return *bad;
       for (std::size_t o = 0; o < c.outputs.size(); ++o) {
-        const std::vector<std::byte> now = p.output_payload(o);
         const std::size_t gap = static_cast<std::size_t>(pout[o].layout.offset) * size_of(c.outputs[o].dtype);
+        const std::vector<std::byte> now = p.output_prefix(o, gap);  // the gap alone: the elements came back with r
         for (std::size_t b = 0; b < gap && b < now.size(); ++b) {
           if (now[b] == kOutputGap) continue;
           Evidence e = info.evidence();

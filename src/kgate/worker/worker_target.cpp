@@ -69,6 +69,13 @@ class WorkerTarget final : public Target {
     command(wire::Op::write, wire::Encoder().u32(id).u64(offset).u64(data.size()).take(), "write");
   }
 
+  // The fill goes straight into the shared arena (no payload-sized vector on the way): a write on the wire.
+  void fill(BufferId id, std::size_t offset, std::size_t bytes, std::byte value) override {
+    require_healthy("write");
+    if (bytes > 0) std::memset(arena_->reserve(bytes), static_cast<int>(value), bytes);
+    command(wire::Op::write, wire::Encoder().u32(id).u64(offset).u64(bytes).take(), "write");
+  }
+
   std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
     command(wire::Op::read, wire::Encoder().u32(id).u64(offset).u64(bytes).take(), "read");
     if (bytes == 0) return {};
