@@ -902,7 +902,12 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
           in2.q[(r * p.hv() + hv) * KD + d] = in.q[(r * p.H + hv / grp) * KD + d];
           in2.k[(r * p.hv() + hv) * KD + d] = in.k[(r * p.H + hv / grp) * KD + d];
         }
+    // (the fused sweep takes no GVA run, so under GLR_FUSED_BWD=1 the twin must not take it either: it would sum dg
+    // and dbeta in its own order; fused_mode 0 for the twin)
+    const int fused_was = fused_mode;
+    fused_mode = 0;
     const Outputs o2 = run_kernels(p2, in2, scale);
+    fused_mode = fused_was;
     const bool rep = std::memcmp(o.dv.data(), o2.dv.data(), o.dv.size() * 2) == 0 &&
                      std::memcmp(o.dg.data(), o2.dg.data(), o.dg.size() * 4) == 0 &&
                      std::memcmp(o.dbeta.data(), o2.dbeta.data(), o.dbeta.size() * 4) == 0 &&
