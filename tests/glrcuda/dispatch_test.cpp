@@ -95,7 +95,8 @@ TEST(BackwardDispatch, Sm90GateAndBetaDtypes) {
 }
 
 // Grouped value heads (HV a multiple of H) on dense batches: value head hv reads q/k head hv / (HV / H), and the
-// chunk kernel sums dq, dk over each group in a fixed order (its block runs the group's value heads in turn). Packed sequences: Sm90TakesPackedSequences.
+// chunk kernel sums dq, dk over each group in a fixed order (its block runs the group's value heads in turn). Packed
+// sequences: Sm90TakesPackedSequences.
 TEST(BackwardDispatch, Sm90TakesGroupedValueHeadsDense) {
   const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
   for (Member m : {Member::gated_deltanet, Member::deltanet})
@@ -249,7 +250,8 @@ TEST(BackwardDispatch, WorkspacePerPath) {
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
   // Packed sequences (the benchmark's varlen rows: mixed lengths summing to 32k, HV32): the per-chunk pieces for
   // ceil(T / 64) + N chunk slots per value head (each sequence adds at most one partial chunk), the per-token fp32
-  // running sums of dq, dk per q/k head (H16), and the chunk table (int32: bad, total, N + 1 first chunks, one sequence per slot).
+  // running sums of dq, dk per q/k head (H16), and the chunk table (int32: bad, total, N + 1 first chunks, one
+  // sequence per slot).
   std::vector<std::int64_t> cu = {0};
   for (std::int64_t len : {1, 63, 64, 65, 0, 4000, 7000, 9000, 12575}) cu.push_back(cu.back() + len);
   ASSERT_EQ(cu.back(), 32768);

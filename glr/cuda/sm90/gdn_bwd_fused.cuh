@@ -473,7 +473,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 namespace glr::cuda::sm90::gdn_bwd {
 // Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, HV = H (no grouped
 // value heads: its blocks are one value head each, and dq, dk of a group are summed only by the chunk kernels), and
-// the dh pass unsplit (not split, or only the h pass: GdnBwdArgs::dh_split false). The first form walks whole sequences, one
+// the dh pass unsplit (not split, or only the h pass: GdnBwdArgs::dh_split false). The first form walks whole
+// sequences, one
 // block per (sequence, value head): where the split rule (gdn_bwd_split_plan) or GLR_BACKWARD_SPLIT cuts the dh pass,
 // the blocks are few (B1 T32768 H16: 16 for 132 SMs) and today's split passes stay (bench/glr/sm90_bwd_notes.md: the
 // split's mapping onto the sweep, not done).

@@ -1275,8 +1275,8 @@ __device__ __forceinline__ void add_row_dot(float (&r)[2], const Acc& acc, int r
 // r0, g8, t4, n0 and the kernel's column offset, is the same for every j), so program order makes head j - 1's
 // write visible to head j: no barrier, no fence; the block's (C x K) rows of it stay L2-hot between the heads.
 template <int kD, class Acc>
-__device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* sum32, const Acc& acc, int n0,
-                                              int len, int j, int G, std::int64_t qtok0, int r0, int g8, int t4) {
+__device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* sum32, const Acc& acc,
+                                              int n0, int len, int j, int G, std::int64_t qtok0, int r0, int g8, int t4) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
