@@ -1304,8 +1304,7 @@ int main(int argc, char** argv) {
                           {1, 70, 1, true, true, INFINITY, 32, 0, 0, 64}};
   // Grouped value heads (HV = 2H and 4H): value head hv reads q/k head hv / (HV / H); dq and dk the chunk kernel's
   // fixed-order fp32 sums over the group's value heads (one block runs them in turn). Fresh inputs (seeds 301 on),
-  // with and without h0/dht, every
-  // slice width, DeltaNet; two of them run twice (bitwise equal).
+  // with and without h0/dht, every slice width, DeltaNet; two of them run twice (bitwise equal).
   const Shape gva[] = {{1, 100, 1, true, true, 2.0, 64, 0, 2},   {1, 130, 2, false, false, 0.0, 16, 0, 8},
                        {2, 70, 1, true, false, -1.0, 32, 0, 4},  {1, 64, 2, false, true, INFINITY, 64, 0, 4},
                        {2, 33, 2, true, true, 4.0, 32, 0, 4},
