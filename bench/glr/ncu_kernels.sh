@@ -67,7 +67,12 @@ ncu --query-metrics --chip gh100 >"$dir/metrics.txt" 2>&1 || true
 want=$(python3 -c "import sys; sys.path.insert(0, 'bench/glr'); import ncu_table; print(' '.join(ncu_table.WANTED))")
 have=()
 for m in $want; do
-  if grep -q "^${m%%.*}[[:space:]]" "$dir/metrics.txt"; then have+=("$m"); else echo "ncu here has no ${m%%.*}: column left out"; fi
+  base=${m%%.*}
+  case "$base" in
+    launch__*) have+=("$m") ;;  # launch attributes: always recorded, not always in the counter list
+    *) if grep -qE "(^|[[:space:]])${base}([[:space:]]|$)" "$dir/metrics.txt"; then have+=("$m")
+       else echo "ncu here has no $base: column left out"; fi ;;
+  esac
 done
 if [ ${#have[@]} -eq 0 ]; then
   echo "ncu_kernels.sh: none of the counters found in 'ncu --query-metrics' (see $dir/metrics.txt)" >&2
