@@ -268,12 +268,19 @@ class Placed:
         out = []
         for i, (buf, pat, n) in enumerate(zip(self.buffers, self.patterns, self.payload)):
             if buf is not None:
-                g = L.GUARD_BYTES
-                v = L.guard_zone_violation(buf[:g].cpu().numpy(), buf[g + n:].cpu().numpy(), pat, n)
+                v = _guard_violation(buf, pat, n)
                 if v:
                     out.append({"input": i, **v})
         return out
 
+
+
+def _guard_violation(buf, pat, n: int):
+    """layout.first_guard_violation of a guarded device buffer (payload of n bytes): the guard zones alone cross
+    to the host (a payload-sized stand-in between them cost an allocation and a copy of the whole buffer per
+    buffer per call)."""
+    g = L.GUARD_BYTES
+    return L.guard_zone_violation(buf[:g].cpu().numpy(), buf[g + n:].cpu().numpy(), pat, n)
 
 
 def poison_allocator(pattern: int, sizes: list[int]) -> bool:
@@ -375,11 +382,8 @@ class Buffers:
 
     def guards(self, bid: int):
         buf, pat, n = self.bufs[bid]
-        g = L.GUARD_BYTES
         sync()
-        # the guard zones alone cross to the host (a payload-sized stand-in between them cost an allocation
-        # and a copy of the whole buffer per buffer per call)
-        return L.guard_zone_violation(buf[:g].cpu().numpy(), buf[g + n:].cpu().numpy(), pat, n)
+        return _guard_violation(buf, pat, n)
 
     def view(self, bid: int, dtype: str, shape, strides, offset: int):
         buf, _, n = self.bufs[bid]
