@@ -42,22 +42,17 @@ for i in ${impls//,/ }; do
   esac
 done
 
-# The copy ceiling on this card, read + written bytes counted (as the table's DRAM TB/s), median of 10 copies of
-# 2 GiB after 3, CUDA events.
+# The copy ceiling on this card, read + written bytes counted (as the table's DRAM TB/s): a 2 GiB bf16 copy,
+# median of 10 after 3 (bench/glr/timing.py's median_ms, as side_by_side.py's matmul peak).
 copy=$(python3 - <<'EOF'
+import sys
+sys.path.insert(0, "bench/glr")
 import torch
-n = 1 << 30
-a = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_()
+from timing import median_ms
+a = torch.empty(1 << 30, dtype=torch.bfloat16, device="cuda").normal_()
 b = torch.empty_like(a)
-for _ in range(3):
-    b.copy_(a)
-ts = []
-for _ in range(10):
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record(); b.copy_(a); e1.record(); e1.synchronize()
-    ts.append(e0.elapsed_time(e1))
-ts.sort()
-print(f"{2 * a.numel() * a.element_size() / (ts[5] * 1e-3) / 1e12:.3f}")
+ms = median_ms(lambda: b.copy_(a), 3, 10, 1e9)[0]
+print(f"{2 * a.numel() * a.element_size() / (ms * 1e-3) / 1e12:.3f}")
 EOF
 )
 echo "copy ceiling: ${copy:-?} TB/s (2 GiB bf16 copy, read + written bytes, median of 10)" | tee "$dir/ceiling.txt"
