@@ -75,21 +75,27 @@ def matmul_peak_tflops():
     return 2 * n ** 3 / (med * 1e-3) / 1e12, med
 
 
-def measure(impl, s, inp, args):
-    """One (shape, implementation) record: first calls, memory, then timings."""
-    import torch
-    q, k, v, g, beta, do, cu, scale = (inp[n] for n in ("q", "k", "v", "g", "beta", "do", "cu", "scale"))
+def fwdbwd_call(impl, inp):
+    """(leaves, fn): fn runs one forward+backward of impl on fresh leaf copies of inp's tensors, gradients reset."""
     L = leaves(inp)
-
-    def fwd():
-        with torch.no_grad():
-            return impl.fn(q, k, v, g, beta, scale, cu)
 
     def fwdbwd():
         for x in L:
             x.grad = None
-        o = impl.fn(*L, scale, cu)
-        o.backward(do)
+        o = impl.fn(*L, inp["scale"], inp["cu"])
+        o.backward(inp["do"])
+    return L, fwdbwd
+
+
+def measure(impl, s, inp, args):
+    """One (shape, implementation) record: first calls, memory, then timings."""
+    import torch
+    q, k, v, g, beta, do, cu, scale = (inp[n] for n in ("q", "k", "v", "g", "beta", "do", "cu", "scale"))
+    L, fwdbwd = fwdbwd_call(impl, inp)
+
+    def fwd():
+        with torch.no_grad():
+            return impl.fn(q, k, v, g, beta, scale, cu)
 
     rec = {}
     t0 = time.perf_counter()
@@ -342,13 +348,7 @@ def profile_pass(args, shapes, notes):
             if why:
                 log(f"profile {s['name']} {name}: not run ({why})")
                 continue
-            L = leaves(inp)
-
-            def fwdbwd():
-                for x in L:
-                    x.grad = None
-                o = impls[name].fn(*L, inp["scale"], inp["cu"])
-                o.backward(inp["do"])
+            _, fwdbwd = fwdbwd_call(impls[name], inp)
             for _ in range(2):
                 fwdbwd()
             torch.cuda.synchronize()
