@@ -40,6 +40,17 @@ def test_scaled_units_are_converted(tmp_path):
     assert v["dram__bytes_write.sum"] == 3e6
 
 
+def test_short_time_units_as_this_ncu_writes_them(tmp_path):
+    # the H100's ncu of 2026-12-05 wrote "ns" (not "nsecond") for gpu__time_duration.sum
+    for unit, ns in (("ns", 118208), ("us", 118208e3), ("ms", 118208e6)):
+        units = list(UNITS)
+        units[5] = f'"{unit}"'
+        p = write(tmp_path, [["0", "1", "k", "(1,1,1)", "(1,1,1)", "118,208", "1", "1", "1", "32"]], units,
+                  name=f"B8.{unit}.csv")
+        (_, v), = ncu_table.read(p)
+        assert v["gpu__time_duration.sum"] == ns
+
+
 def test_table_sums_launches_of_one_kernel_and_gives_bandwidth(tmp_path):
     # two launches of a, 1 ms each, 2 GB read + 1 GB written each: 6 GB in 2 ms = 3 TB/s; b alone, smaller
     rows = [["0", "1", "void glr::a<1>(glr::P)", "(128,1,1)", "(1,1,1)", "1000000", "2000000000", "1000000000", "40",
