@@ -64,7 +64,6 @@ bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_
 template <int kD, bool kDelta>
 void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
   cudaError_t e = cudaSuccess;
-  gy /= a.value_heads() / a.H;  // gy: value-head rows (as the wy kernel's); the chunk kernels' rows are q/k heads
   if (chunk_on_wgmma() && glr::cuda::sm90::bwd_chunk_tma() &&
       gdn_bwd::launch_chunk_tma<kD, kDelta>(a, gx, gy, nullptr, gdn_bwd::smem_raw, e)) {
     if (e != cudaSuccess) {
@@ -121,12 +120,11 @@ int KD = 128, VD = 128;
 void use_dims(int D) { KD = VD = D; }
 // The fused reverse sweep (gdn_bwd_fused.cuh) takes this case: GLR_FUSED_BWD=1 (fused_mode -1: as the environment
 // says; 0 off, 1 on: the "fused" subset runs each case both ways and compares them) at K = V = 128 with the delta
-// rule and HV = H (gdn_bwd::fused_bwd_takes: grouped value heads stay on the chunk kernels, which sum a group's dq,
-// dk). run_kernels' launches then run the h pass and launch_fused_bwd instead of the dh and chunk kernels; split and
-// packed runs are gdn_bwd_mma's own launches (launch_all), which read the environment.
+// rule (gdn_bwd::fused_bwd_takes). run_kernels' launches then run the h pass and launch_fused_bwd instead of the
+// dh and chunk kernels; split and packed runs are gdn_bwd_mma's own launches (launch_all), which read the environment.
 int fused_mode = -1;
-bool fused_case(bool delta, bool gva) {
-  return (fused_mode < 0 ? glr::cuda::sm90::bwd_fused() : fused_mode == 1) && KD == 128 && delta && !gva;
+bool fused_case(bool delta) {
+  return (fused_mode < 0 ? glr::cuda::sm90::bwd_fused() : fused_mode == 1) && KD == 128 && delta;
 }
 const char* dims_tag() { return KD == 128 ? "" : " K=V=64"; }  // in every result line of a K = 64 case
 // "k64" (or GLR_EMU_K64 set, with any subset): only the K = 64 cases of every family (the default run's, the rule cases and the packed sequences); the
@@ -504,7 +502,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       if (NT > 0) launch_h<kVT, kD, kDelta>(a);
       launch_dh<kVT, kD, kDelta>(BH, a);
     };
-    if (fused_case(kDelta, p.hv() > p.H)) {  // the h pass and the fused sweep (gdn_bwd_fused.cuh), as launch_all with GLR_FUSED_BWD=1
+    if (fused_case(kDelta)) {  // the h pass and the fused sweep (gdn_bwd_fused.cuh), as launch_all with GLR_FUSED_BWD=1
       if (gdn_bwd::launch_fused_bwd<kD, kDelta>(a, nullptr, nullptr, h_on_wgmma() ? 1 : 0) != cudaSuccess) std::exit(3);
     } else if (p.vt == 64)
       state_passes(std::integral_constant<int, 64>{});
@@ -512,8 +510,12 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       state_passes(std::integral_constant<int, 32>{});
     else
       state_passes(std::integral_constant<int, 16>{});
-    if (NT > 0 && !fused_case(kDelta, p.hv() > p.H)) launch_chunk<kD, kDelta>(NT, BH, a);
+    if (NT > 0 && !fused_case(kDelta)) launch_chunk<kD, kDelta>(NT, BH, a);
     if (a.gate == 2) emu::launch(&gdn_bwd::dg_head_kernel, p.hv(), 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
+    if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
+      const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
+      emu::launch(&gdn_bwd::group_kernel<kD>, blocks, 1, gdn_bwd::smem_raw, 0, a);
+    }
   };
   auto launch = [&](auto d) {
     if (p.delta())
@@ -761,7 +763,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += buf;
     ok = ok && near;
   }
-  if (fused_mode == 1 && fused_case(p.delta(), p.hv() > p.H) && p.segs == 1) {
+  if (fused_mode == 1 && fused_case(p.delta()) && p.segs == 1) {
     // The same case on today's path (the h pass, dh_kernel, chunk_wgmma_kernel): per output the words that differ and
     // the largest difference relative to the rms of today's output. The fused sweep issues every product in the
     // order of dh_wgmma_kernel<64> and chunk_wgmma_kernel, which equal dh_kernel's word for word on the emulator
@@ -791,7 +793,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     line += buf;
     ok = ok && near;
   }
-  if (dh2_mode == 1 && p.segs == 1 && p.vt == 64 && p.delta() && !fused_case(p.delta(), p.hv() > p.H)) {
+  if (dh2_mode == 1 && p.segs == 1 && p.vt == 64 && p.delta() && !fused_case(p.delta())) {
     // The same case with today's dh pass (dh2_mode 0: dh_wgmma_kernel, or dh_kernel under GLR_DH_WGMMA=0). dh2_kernel's
     // dh update is reorganized (e^{G_L} dh' + Q^T y + K^T z0 - W^T u: other roundings), so from the second chunk from
     // the end on every output moves by rounding: per output the words that differ, the normwise relative difference
@@ -902,12 +904,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
           in2.q[(r * p.hv() + hv) * KD + d] = in.q[(r * p.H + hv / grp) * KD + d];
           in2.k[(r * p.hv() + hv) * KD + d] = in.k[(r * p.H + hv / grp) * KD + d];
         }
-    // (the fused sweep takes no GVA run, so under GLR_FUSED_BWD=1 the twin must not take it either: it would sum dg
-    // and dbeta in its own order; fused_mode 0 for the twin)
-    const int fused_was = fused_mode;
-    fused_mode = 0;
     const Outputs o2 = run_kernels(p2, in2, scale);
-    fused_mode = fused_was;
     const bool rep = std::memcmp(o.dv.data(), o2.dv.data(), o.dv.size() * 2) == 0 &&
                      std::memcmp(o.dg.data(), o2.dg.data(), o.dg.size() * 4) == 0 &&
                      std::memcmp(o.dbeta.data(), o2.dbeta.data(), o.dbeta.size() * 4) == 0 &&
@@ -1127,18 +1124,14 @@ bool run_rule_cases() {
 // them). NaN and +Inf planted in q, k, dout (and v, Mamba2) at batch row 1's first token (t = T) and at the last
 // token the box of batch row 0's last chunk reaches (t = 127), at B2 T100 (chunk 1 of batch row 0: 36 tokens):
 // batch row 0's outputs must stay finite (a zero fill skipped gives 0 x NaN in its dq, dk). Seeds 1100 on.
-// HV2 (GVA), except under GLR_BWD_CHUNK_TMA=1 (ctest glr_sm90_emu_bwd_tail_rule_tma): chunk_tma_kernel takes no
-// grouped value heads (launch_chunk_tma refuses HV > H), so there the cases run at HV = H = 1 to reach it (its
-// zero fill removed, 8 of the 14 fail there; 9 at HV2).
 bool run_tail_rule_cases() {
   bool ok = true;
   unsigned seed = 1100;
-  const int hv = glr::cuda::sm90::bwd_chunk_tma() ? 0 : 2;
   for (float val : {NAN, INFINITY}) {
-    const Shape p{2, 100, 1, true, true, 2.0, 32, 0, hv};
+    const Shape p{2, 100, 1, true, true, 2.0, 32, 0, 2};
     for (PlantIn w : {PlantIn::q, PlantIn::k, PlantIn::dout})
       for (int t : {100, 127}) ok = run_rule(p, seed++, w, t, val) && ok;
-    const Shape m{2, 100, 1, true, true, 2.0, 32, 0, hv, 64, 1};  // Mamba2 at K = V = 64: v is V_new
+    const Shape m{2, 100, 1, true, true, 2.0, 32, 0, 2, 64, 1};  // Mamba2 at K = V = 64: v is V_new
     ok = run_rule(m, seed++, PlantIn::v, 100, val) && ok;
   }
   return ok;
@@ -1302,9 +1295,9 @@ int main(int argc, char** argv) {
                           {1, 100, 1, true, true, 2.0, 64, 0, 0, 64},  {2, 130, 1, false, true, -1.0, 16, 0, 0, 64},
                           {1, 33, 2, true, false, 4.0, 32, 0, 0, 64},  {1, 200, 1, true, true, 8.0, 16, 0, 0, 64},
                           {1, 70, 1, true, true, INFINITY, 32, 0, 0, 64}};
-  // Grouped value heads (HV = 2H and 4H): value head hv reads q/k head hv / (HV / H); dq and dk the chunk kernel's
-  // fixed-order fp32 sums over the group's value heads (one block runs them in turn). Fresh inputs (seeds 301 on),
-  // with and without h0/dht, every slice width, DeltaNet; two of them run twice (bitwise equal).
+  // Grouped value heads (HV = 2H and 4H): value head hv reads q/k head hv / (HV / H); dq and dk the group kernel's
+  // fixed-order sums of the value heads' fp32 shares. Fresh inputs (seeds 301 on), with and without h0/dht, every
+  // slice width, DeltaNet; two of them run twice (bitwise equal).
   const Shape gva[] = {{1, 100, 1, true, true, 2.0, 64, 0, 2},   {1, 130, 2, false, false, 0.0, 16, 0, 8},
                        {2, 70, 1, true, false, -1.0, 32, 0, 4},  {1, 64, 2, false, true, INFINITY, 64, 0, 4},
                        {2, 33, 2, true, true, 4.0, 32, 0, 4},

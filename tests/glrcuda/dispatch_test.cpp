@@ -94,9 +94,8 @@ TEST(BackwardDispatch, Sm90GateAndBetaDtypes) {
   EXPECT_EQ(cuda::sm90::backward_refusal(p), "g fp16, dg fp16 (takes fp32 or bf16 g, dg in g's dtype)");
 }
 
-// Grouped value heads (HV a multiple of H) on dense batches: value head hv reads q/k head hv / (HV / H), and the
-// chunk kernel sums dq, dk over each group in a fixed order (its block runs the group's value heads in turn). Packed
-// sequences: Sm90TakesPackedSequences.
+// Grouped value heads (HV a multiple of H) on dense batches: value head hv reads q/k head hv / (HV / H), and a
+// group kernel sums dq, dk over each group in a fixed order. Packed sequences: Sm90TakesPackedSequences.
 TEST(BackwardDispatch, Sm90TakesGroupedValueHeadsDense) {
   const ScopedEnv env("GLR_BACKWARD_PATH", nullptr);
   for (Member m : {Member::gated_deltanet, Member::deltanet})
@@ -236,22 +235,20 @@ TEST(BackwardDispatch, WorkspacePerPath) {
     std::printf("backward workspace at B8 T4096 H16 K=V=128, %s: sm90 %zu bytes (Gated DeltaNet %zu)\n", name_of(m),
                 mfast, fast);
   }
-  // Grouped value heads: everything per value head, and the fp32 running sums of dq, dk over each group (B T H K 4
-  // bytes each: the chunk kernels' fixed-order sums). B1 T32768 H16 HV32: 3146 MB (3683 MB while a group kernel
-  // summed per-value-head fp32 dq, dk: B T HV K 4 bytes each). The split rule (gdn_bwd_split_segments,
+  // Grouped value heads: everything per value head, and dq, dk of each value head in fp32 (B T HV K 4 bytes each)
+  // for the group kernel's fixed-order sums. B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
   // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
   // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB).
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
   EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
-                       2 * 16 * gtp * 128 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
+                       2 * gbh * gtp * 128 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
   // Packed sequences (the benchmark's varlen rows: mixed lengths summing to 32k, HV32): the per-chunk pieces for
   // ceil(T / 64) + N chunk slots per value head (each sequence adds at most one partial chunk), the per-token fp32
-  // running sums of dq, dk per q/k head (H16), and the chunk table (int32: bad, total, N + 1 first chunks, one
-  // sequence per slot).
+  // dq, dk of each value head, and the chunk table (int32: bad, total, N + 1 first chunks, one sequence per slot).
   std::vector<std::int64_t> cu = {0};
   for (std::int64_t len : {1, 63, 64, 65, 0, 4000, 7000, 9000, 12575}) cu.push_back(cu.back() + len);
   ASSERT_EQ(cu.back(), 32768);
@@ -263,7 +260,7 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   // from T, N and the segment length alone (the lengths stay on the device): (512 + N) / 128 = 4 slots here, each
   // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here).
   EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
-                       2 * 16 * std::size_t{32768} * 128 * 4 + vtable + 2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
+                       2 * 32 * std::size_t{32768} * 128 * 4 + vtable + 2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
               vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);
   // K = V = 64 (the benchmark's B16 T2048 H32 row): the K x V and per-token V pieces at the real dims, a quarter

@@ -7,8 +7,6 @@
 // docs/perf.md) its words equalled chunk_wgmma_kernel's at production shapes, and it ran 0.88x its speed (1.056 ms
 // against 0.931 at B8 T4096 H16). Built by helper hAR, checked on the host emulator (tests/glr_sm90/emu_wgmma.hpp models TMA landing late, on
 // the mbarrier wait) word for word against chunk_wgmma_kernel and against the float64 backward.
-// Grouped value heads (HV > H) are not taken (launch_chunk_tma returns false: chunk_wgmma_kernel runs them, summing a
-// group's dq and dk inside its block); so every item here is one head with HV = H, dq and dk straight to bf16.
 //
 // Why: chunk_wgmma_kernel (one chunk a block, one block an SM at ~215 KB shared) loads its ~190 KB with cp.async
 // and waits before its first product; the next block on the SM starts only when this one has ended. On the H200 at
@@ -377,8 +375,8 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     auto row_dot = [&](float (&r)[2], const float (&acc)[kN / 2], const __nv_bfloat16* X, int n0) {
       add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col, RowsC{}); });
     };
-    auto store_rows = [&](__nv_bfloat16* dst, const float (&acc)[kN / 2], int n0) {  // HV = H: bf16, no sum
-      store_qk_rows<kD>(a, dst, nullptr, acc, n0 + c0, len, 0, 1, qtok0, r0, g8, t4);
+    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
+      store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
     };
     auto state_chunk = [](const __nv_bfloat16* t, int r, int cc) {
       return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
@@ -442,10 +440,10 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
       }
       wgmma_wait<1>();  // dk
       wgmma_fence_operand(ak);
-      store_rows(a.dk, ak, n0);
+      store_rows(a.dk, a.dkp, ak, n0);
       wgmma_wait<0>();  // dq
       wgmma_fence_operand(aq);
-      store_rows(a.dq, aq, n0);
+      store_rows(a.dq, a.dqp, aq, n0);
     }
     store_phase2_partials<kD>(v, rd, kD, r0, g8, slot, state_chunk);  // the row dots (hdot is in place)
     __syncthreads();  // every product of the item retired: P2
@@ -486,8 +484,7 @@ inline int chunk_tma_blocks() {
 #endif
 }
 // The TMA chunk kernel over the chunk grid (ncol x rows, chunk_at's slots). Returns false (nothing launched, e
-// untouched) where it does not take a: grouped value heads (HV > H: chunk_wgmma_kernel sums dq, dk over the group
-// inside the block, this kernel does not), a coordinate past int32 (B T or S K rows), or a tensor map the driver
+// untouched) where it does not take a: a coordinate past int32 (B T or S K rows), or a tensor map the driver
 // refuses; the caller then runs chunk_wgmma_kernel.
 template <int kD, bool kDelta>
 inline bool launch_chunk_tma(const GdnBwdArgs& a, int ncol, int rows, cudaStream_t stream, char* emu_smem,
@@ -496,7 +493,7 @@ inline bool launch_chunk_tma(const GdnBwdArgs& a, int ncol, int rows, cudaStream
   const long long tokens = static_cast<long long>(a.B) * a.T;
   const long long items = static_cast<long long>(ncol) * rows;
   constexpr long long kMax = 0x7fffffffLL;
-  if (a.value_heads() > a.H || S * kD > kMax || tokens + C > kMax || items > kMax || items < 1) return false;
+  if (S * kD > kMax || tokens + C > kMax || items > kMax || items < 1) return false;
   ChunkTmaArgs p;
   p.a = a;
   p.ncol = ncol;

@@ -4,8 +4,7 @@
 // dh' in fp32 registers of one warpgroup for the whole sweep: dh', its bf16 residual and dX never go through global
 // memory; q, k, T, dO are read once per chunk-head. FlashQLA's fused_bwd structure on glr's algebra (design, budget,
 // barriers: bench/glr/sm90_bwd_notes.md, "The fused reverse sweep"). Opt-in GLR_FUSED_BWD=1 (bwd_fused,
-// env_switch.hpp), K = V = 128 with the delta rule (gate 0 or 1), HV = H (grouped value heads are not taken:
-// fused_bwd_takes; the two-kernel path sums their dq, dk inside chunk_wgmma_kernel); NOT YET RUN ON A GPU.
+// env_switch.hpp), K = V = 128 with the delta rule (gate 0 or 1); NOT YET RUN ON A GPU.
 //
 // First form (correctness first): two warpgroups, 256 threads, one block per SM (230,656 B shared):
 //   S (warpgroup 0) holds dh' (128 x 128 fp32: ds[half v][row tile mt][32]) and runs the dh chain: phase A (P^T from
@@ -400,8 +399,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
       add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return pair_at(X, i, col); });
     };
-    auto store_rows = [&](__nv_bfloat16* dst, const float (&acc)[32], int n0) {  // HV = H: bf16, no sum
-      store_qk_rows<kD>(a, dst, nullptr, acc, n0, len, 0, 1, qtok0, r0, g8, t4);
+    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
+      store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
     };
 
     // Before the hand-off: phase 1's first pass, then dq per 64-column part of K.
@@ -422,7 +421,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       wgmma_fence();
       cc_times(out, sdA, false, sk, n0);
       cc_done(out);
-      store_rows(a.dq, out, n0);
+      store_rows(a.dq, a.dqp, out, n0);
     }
     __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv
 
@@ -451,7 +450,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       cc_times(out, sE, true, sk, n0);
       cc_times(out, sdA, true, sq_, n0);
       cc_done(out);
-      store_rows(a.dk, out, n0);
+      store_rows(a.dk, a.dkp, out, n0);
     }
     store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
       return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
@@ -471,16 +470,14 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
-// Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, HV = H (no grouped
-// value heads: its blocks are one value head each, and dq, dk of a group are summed only by the chunk kernels), and
-// the dh pass unsplit (not split, or only the h pass: GdnBwdArgs::dh_split false). The first form walks whole
-// sequences, one
+// Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, and the dh pass
+// unsplit (not split, or only the h pass: GdnBwdArgs::dh_split false). The first form walks whole sequences, one
 // block per (sequence, value head): where the split rule (gdn_bwd_split_plan) or GLR_BACKWARD_SPLIT cuts the dh pass,
 // the blocks are few (B1 T32768 H16: 16 for 132 SMs) and today's split passes stay (bench/glr/sm90_bwd_notes.md: the
 // split's mapping onto the sweep, not done).
 template <int kD, bool kDelta>
 inline bool fused_bwd_takes(const GdnBwdArgs& a) {
-  return kD == 128 && kDelta && a.value_heads() == a.H && (!seg::split(a) || !a.dh_split) && bwd_fused();
+  return kD == 128 && kDelta && (!seg::split(a) || !a.dh_split) && bwd_fused();
 }
 // The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
 // head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass
@@ -490,7 +487,6 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
   if constexpr (kD != 128 || !kDelta) {
     return cudaErrorInvalidValue;
   } else {
-    if (a.value_heads() != a.H) return cudaErrorInvalidValue;  // (fused_bwd_takes: HV = H only)
     cudaError_t e = cudaSuccess;
     const int NT = (a.T + C - 1) / C;
     if (NT > 0) {

@@ -17,11 +17,9 @@
 // words; dg_head_kernel: over the chunks, fixed order).
 // Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
 // per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
-// states (B, HV, K, V); the workspace per value head). With HV > H each chunk-kernel block takes one chunk of one
-// q/k head h and runs the group's G = HV / H value heads h G .. h G + G - 1 one after another (ascending), keeping
-// dq and dk's running sums in fp32 (dqp, dkp: (B, T, H, K), the same thread for the same elements every head:
-// store_qk_rows), rounded once to bf16 after the last head: the sum in ascending value-head order, as the block
-// programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), with no group kernel. HV = H: one head, unchanged.
+// states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
+// dk in fp32 (dqp, dkp) and the group kernel sums a group's HV / H of them in ascending value-head order, as the
+// block programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16. HV = H: unchanged.
 // Packed sequences (cu_seqlens, B = 1, N sequences of any length, 0 included; h0, dht, dh0 (N, HV, K, V)): the
 // forward's chunk table and chunk-slot numbering (gdn::sequence, gdn::slot), so chunks never cross a sequence, the
 // h and dh kernels walk each sequence's chunks (grid rows sequences x HV) and every packed sequence's outputs are
@@ -55,7 +53,7 @@
 //        residual) to the workspace (GLR_H_WGMMA=1: on wgmma at 64 columns, state_t_wgmma_kernel's h mode).
 //   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
 //        and dX (bf16) to the workspace, dv, dh0, and dbeta's rowsum(dX . V) per column slice.
-//   chunk (per chunk and q/k head, its group's value heads in turn): dq, dk, dg, dbeta.
+//   chunk (per chunk and head): dq, dk, dg, dbeta.
 // No atomics: every sum is a fixed sequence of mma/FMA, so results are bitwise deterministic run to run.
 #pragma once
 
@@ -127,8 +125,8 @@ struct GdnBwdArgs {
   float* dbv = nullptr;         // rowsum(dX . V) per column slice (room for 8 slices): a sequence-and-head's
                                 // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp));
                                 // without the delta rule and gate 2: each chunk slot's share of dg (S floats)
-  float* dqp = nullptr;         // (B, T, H, K) fp32 running sum of dq over a group's value heads (HV > H only; else
-  float* dkp = nullptr;         // unused), the same of dk; the chunk kernels' scratch (store_qk_rows)
+  float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
+  float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
   // The split-sequence state passes (few, long sequences; gdn_bwd_split_plan picks segs, seg_len and dh_split;
   // segs = 1: not split; see launch_state_passes): segments cut by length as the forward's (GdnFwdArgs::segs and
   // seg_len, segments.cuh: a sequence of nch chunks in max(1, min(segs, floor(nch / seg_len))) balanced segments),
@@ -165,9 +163,8 @@ struct GdnBwdArgs {
 // the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
 // each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
-// dg share per chunk slot). All per value head; with HV > H (GVA) also the chunk kernels' fp32 running sums of dq
-// and dk over a group's value heads (2 B T H K 4 bytes: at B1 T32768 H16 HV32 537 MB of the 3146 MB split in 4; 1074
-// MB of 3683, per value head, before the group kernel went). Packed sequences (N > 0, B = 1): the per-chunk pieces
+// dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
+// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
 // for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end. The
 // split state passes (seg::split(a): set a.segs and a.seg_len before asking) add Es and, with the delta rule, Ms:
 // seg::slots HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB), and for packed
@@ -179,7 +176,7 @@ struct GdnBwdLayout {
 };
 inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();  // chunk slots
-  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.H;  // token rows of the q/k heads
+  const std::size_t rows = static_cast<std::size_t>(a.B) * a.T * a.value_heads();  // token rows of the value heads
   const std::size_t d = static_cast<std::size_t>(a.D), C = gdn::C;                  // K = V
   const bool delta = a.delta, gva = a.value_heads() > a.H;
   std::size_t at = 0;
@@ -202,7 +199,7 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dx = piece(delta, S * C * d * 2);
   l.vnl = piece(delta, S * C * d * 2);
   l.dhcl = piece(true, S * d * d * 2);
-  l.dqp = piece(gva, rows * d * 4);  // the fp32 running sums of dq and dk over a group (chunk kernels)
+  l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
   l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
   const bool split = seg::split(a);
@@ -1128,15 +1125,6 @@ __device__ __forceinline__ bool chunk_at(const GdnBwdArgs& a, int bx, int by, Ch
 __device__ __forceinline__ bool chunk_at(const GdnBwdArgs& a, ChunkAt& p) {
   return chunk_at(a, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), p);
 }
-// The chunk kernels' (chunk_kernel, chunk_wgmma_kernel) block (bx, by), grid (chunk columns, sequences x H): chunk bx
-// of q/k head row by (dense n H + h; packed h), for value head j (0 .. G - 1, G = HV / H) of its group, hv = h G + j:
-// chunk_at's grid slot (bx, n HV + hv) (packed (bx, hv)). G = 1: the slot (bx, by). False (past the last chunk,
-// invalid offsets) for every j alike.
-__device__ __forceinline__ bool chunk_at_group(const GdnBwdArgs& a, int j, ChunkAt& p) {
-  const int G = a.value_heads() / a.H, by = static_cast<int>(blockIdx.y);
-  const int row = a.varlen() ? by * G + j : (by / a.H) * a.value_heads() + (by % a.H) * G + j;
-  return chunk_at(a, static_cast<int>(blockIdx.x), row, p);
-}
 
 // Phase 1's partials of a thread: M and D of its two rows, M of its 16 columns (both rows).
 struct Phase1Partials {
@@ -1264,44 +1252,24 @@ __device__ __forceinline__ void add_row_dot(float (&r)[2], const Acc& acc, int r
   }
 }
 
-// A (C x 8 kNB) part of dq or dk, columns n0 .. n0 + 8 kNB - 1, of value head j (0 .. G - 1, ascending) of the
-// block's q/k head's group of G = HV / H value heads; the one store of dq and dk in every chunk kernel.
-// G = 1: rounded to bf16 into dst (B, T, H, K).
-// G > 1: the group's running sum in fp32 in sum32 (B, T, H, K: dqp or dkp, the same element offsets as dst):
-// j = 0 writes this head's part p_0; 0 < j < G - 1 reads s and writes s + p_j; j = G - 1 rounds s + p_j to bf16
-// into dst (pack_bf16x2 of each pair). So dst = bf16(((p_0 + p_1) + ...) + p_{G-1}), in ascending value-head
-// order with one rounding: the group kernel's words (its sum, too, started from p_0 and added q = q + p_j). Every
-// element of sum32 is written and read back by the SAME thread of the same block (the thread-to-element map, from
-// r0, g8, t4, n0 and the kernel's column offset, is the same for every j), so program order makes head j - 1's
-// write visible to head j: no barrier, no fence; the block's (C x K) rows of it stay L2-hot between the heads.
+// A (C x 8 kNB) part of dq or dk, columns n0 .. n0 + 8 kNB - 1. HV = H: bf16 to dst (B, T, H, K). HV > H: fp32 to dst32
+// (B, T, HV, K), this value head's share, which the group kernel sums over the group and rounds.
 template <int kD, class Acc>
-__device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* sum32, const Acc& acc,
-                                              int n0, int len, int j, int G, std::int64_t qtok0, int r0, int g8, int t4) {
+__device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* dst32, const Acc& acc, int n0,
+                                           int len, int HV, std::int64_t qtok0, std::int64_t tok0, int r0, int g8, int t4) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    if (i >= len) continue;
-    const std::int64_t o = (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
+    if (i < len && HV == a.H) {
+      __nv_bfloat16* row = dst + (qtok0 + static_cast<std::int64_t>(i) * a.H) * kD + n0;
 #pragma unroll
-    for (int n = 0; n < kAccBlocks<Acc>; ++n) {
-      const int col = n * 8 + 2 * t4;
-      const float x = frag(acc, n, half * 2), y = frag(acc, n, half * 2 + 1);
-      std::uint32_t* out = reinterpret_cast<std::uint32_t*>(dst + o + col);
-      if (G == 1) {
-        *out = pack_bf16x2(x, y);
-        continue;
-      }
-      float2* sp = reinterpret_cast<float2*>(sum32 + o + col);
-      if (j == 0) {
-        *sp = make_float2(x, y);
-        continue;
-      }
-      const float2 sv = *sp;
-      const float sx = sv.x + x, sy = sv.y + y;  // s = s + p_j, the group kernel's operand order
-      if (j + 1 < G)
-        *sp = make_float2(sx, sy);
-      else
-        *out = pack_bf16x2(sx, sy);
+      for (int n = 0; n < kAccBlocks<Acc>; ++n)
+        *reinterpret_cast<std::uint32_t*>(row + n * 8 + 2 * t4) = pack_bf16x2(frag(acc, n, half * 2), frag(acc, n, half * 2 + 1));
+    } else if (i < len) {
+      float* row = dst32 + (tok0 + static_cast<std::int64_t>(i) * HV) * kD + n0;
+#pragma unroll
+      for (int n = 0; n < kAccBlocks<Acc>; ++n)
+        *reinterpret_cast<float2*>(row + n * 8 + 2 * t4) = make_float2(frag(acc, n, half * 2), frag(acc, n, half * 2 + 1));
     }
   }
 }
@@ -1437,8 +1405,7 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Kernel chunk: per (chunk, q/k head), its value heads one after another (GVA; chunk_at_group), 4 warps, warp w
-// rows 16w..16w+15 of every (C x *) tile.
+// Kernel chunk: per (chunk, head), 4 warps, warp w rows 16w..16w+15 of every (C x *) tile.
 //   Phase 1: Q K^T, dO V_new^T -> dA (bf16), dP . P;  K K^T, dX V_new^T -> E (bf16), D, dL . L (causal tiles).
 //   Phase 2, per 64-column half of K: dq = scale e^G (dO h^T) + dA K;
 //            dk = -beta e^G (dX h^T) + e^{G_L - G} (V_new dh'^T) + E K + E^T K + dA^T Q; the row dots for dG.
@@ -1475,214 +1442,226 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   constexpr int kLd = kD + 8, KH = kD / 64;  // row stride of the tiles; 64-column parts of K (phase 2)
   extern __shared__ __align__(16) char smem_raw[];
-  // The block's chunk of one q/k head, for each of its group's G = HV / H value heads in turn (chunk_at_group; G = 1:
-  // one pass, the block's value head): per head its own tiles, partials and outputs; dq and dk summed over the
-  // heads in store_qk_rows. q and k (the q/k head's) are loaded once: nothing writes s.q or s.k.
-  const int G = a.value_heads() / a.H;
-#pragma unroll 1
-  for (int j = 0; j < G; ++j) {
-    ChunkAt at;
-    if (!chunk_at_group(a, j, at)) return;  // (the same for every j)
-    if (j > 0) __syncthreads();  // every thread is done with the previous head's shared memory (phase 3's reads)
-    // The thread's index and the tiles' base through an asm the compiler cannot see through, each head: hoisted out of
-    // the loop, the addresses formed from them stayed live across it (210 registers at <128, true>
-    // instead of 200 before the loop; 194 so).
-    int tid = threadIdx.x;
-    std::uint32_t base = 0;
-    asm volatile("" : "+r"(tid), "+r"(base));
-    ChunkSmem<kD>& s = *reinterpret_cast<ChunkSmem<kD>*>(smem_raw + base);
-    const int warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
-    const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
-    const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
-    const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
+  ChunkSmem<kD>& s = *reinterpret_cast<ChunkSmem<kD>*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
+  ChunkAt at;
+  if (!chunk_at(a, at)) return;
+  const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
+  const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
+  const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
 
-    // Group 1: q, k (the first head only), dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX
-    // (its second pass). Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
-    if (j == 0) {
-      load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-      load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-    }
-    load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    if constexpr (kDelta)
-      load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
-    else  // no delta rule: V_new = V, read from v (the padding rows zero)
-      load_tile<kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
-    load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
-    cp_async_commit();
-    if constexpr (kDelta) load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
-    cp_async_commit();  // (empty without the delta rule: the wait counts below stay the same)
-    {
-      const std::int64_t o = sl0 * kD * kD;
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
+  // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
+  load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  if constexpr (kDelta)
+    load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  else  // no delta rule: V_new = V, read from v (the padding rows zero)
+    load_tile<kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
+  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
+  cp_async_commit();
+  if constexpr (kDelta) load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  cp_async_commit();  // (empty without the delta rule: the wait counts below stay the same)
+  {
+    const std::int64_t o = sl0 * kD * kD;
 #pragma unroll
-      for (int kh = 0; kh < KH; ++kh) {  // (kD x kD): KH tiles of 64 rows
-        load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
-        load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
-      }
-      if constexpr (kDelta) load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);  // V exact in bf16 without it
-      load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
+    for (int kh = 0; kh < KH; ++kh) {  // (kD x kD): KH tiles of 64 rows
+      load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
+      load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
     }
-    cp_async_commit();
-    cp_async_wait<2>();
-    __syncthreads();
+    if constexpr (kDelta) load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);  // V exact in bf16 without it
+    load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
+  }
+  cp_async_commit();
+  cp_async_wait<2>();
+  __syncthreads();
 
-    // Decays between two tokens (Gamma, e^{G_L - G_i}) come from Gr, never from G: with the chunk's first gate g_0
-    // NaN, G_i - G_j is NaN - NaN, Gr_i - Gr_j the finite g_{j+1} + ... + g_i (docs/glr-math.md section 7). G itself
-    // only for the state entering the chunk (e^{G_i}, e^{G_L}).
-    const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-    // Phase 1. Row partials (per thread, its two rows) and column partials (its 16 columns, both rows).
-    Phase1Partials p1;
-    for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
-      // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
-      if (pass == 1) {
-        cp_async_wait<1>();  // dX
-        __syncthreads();
-      }
-      const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
-      const __nv_bfloat16* ya = pass == 0 ? s.dO : s.dx;
-      float x[8][4], y[8][4];
+  // Decays between two tokens (Gamma, e^{G_L - G_i}) come from Gr, never from G: with the chunk's first gate g_0
+  // NaN, G_i - G_j is NaN - NaN, Gr_i - Gr_j the finite g_{j+1} + ... + g_i (docs/glr-math.md section 7). G itself
+  // only for the state entering the chunk (e^{G_i}, e^{G_L}).
+  const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
+  // Phase 1. Row partials (per thread, its two rows) and column partials (its 16 columns, both rows).
+  Phase1Partials p1;
+  for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
+    // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
+    if (pass == 1) {
+      cp_async_wait<1>();  // dX
+      __syncthreads();
+    }
+    const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
+    const __nv_bfloat16* ya = pass == 0 ? s.dO : s.dx;
+    float x[8][4], y[8][4];
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
+      for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        std::uint32_t ax[4], ay[4];
-        ldsm_a(ax, xa, kLd, r0, ks * 16, lane);
-        ldsm_a(ay, ya, kLd, r0, ks * 16, lane);
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      std::uint32_t ax[4], ay[4];
+      ldsm_a(ax, xa, kLd, r0, ks * 16, lane);
+      ldsm_a(ay, ya, kLd, r0, ks * 16, lane);
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          if (np <= warp) {  // causal: column tiles j < r0 + 16
-            std::uint32_t bk[4], bv[4];
-            ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
-            ldsm_b_nk(bv, s.vn, kLd, np * 16, ks * 16, lane);
-            mma_bf16_16816(x[2 * np], ax, bk[0], bk[1]);
-            mma_bf16_16816(x[2 * np + 1], ax, bk[2], bk[3]);
-            mma_bf16_16816(y[2 * np], ay, bv[0], bv[1]);
-            mma_bf16_16816(y[2 * np + 1], ay, bv[2], bv[3]);
-          }
+      for (int np = 0; np < 4; ++np) {
+        if (np <= warp) {  // causal: column tiles j < r0 + 16
+          std::uint32_t bk[4], bv[4];
+          ldsm_b_nk(bk, s.k, kLd, np * 16, ks * 16, lane);
+          ldsm_b_nk(bv, s.vn, kLd, np * 16, ks * 16, lane);
+          mma_bf16_16816(x[2 * np], ax, bk[0], bk[1]);
+          mma_bf16_16816(x[2 * np + 1], ax, bk[2], bk[3]);
+          mma_bf16_16816(y[2 * np], ay, bv[0], bv[1]);
+          mma_bf16_16816(y[2 * np + 1], ay, bv[2], bv[3]);
         }
       }
-      phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [](__nv_bfloat16* t, int i, int col) {
-        return reinterpret_cast<std::uint32_t*>(t + i * LD64 + col);
-      });
     }
-    store_phase1_partials(s, p1, warp, g8, t4);
-    cp_async_wait<0>();
-    __syncthreads();  // dA, E, h, dh' visible
+    phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [](__nv_bfloat16* t, int i, int col) {
+      return reinterpret_cast<std::uint32_t*>(t + i * LD64 + col);
+    });
+  }
+  store_phase1_partials(s, p1, warp, g8, t4);
+  cp_async_wait<0>();
+  __syncthreads();  // dA, E, h, dh' visible
 
-    // Phase 2, per 64-column part of K (two at kD = 128, one at 64).
-    float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
-    // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), each if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
-    auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
-                          const __nv_bfloat16* A2 = nullptr, const __nv_bfloat16* B2 = nullptr) {
+  // Phase 2, per 64-column part of K (two at kD = 128, one at 64).
+  float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T), per row
+  // A2, B2 (bf16 residuals of A and of Bs' rows n0..n0+63), each if not null: acc = A2 Bs^T + A B2^T + A Bs^T.
+  auto rows_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, const __nv_bfloat16* Bs, int n0,
+                        const __nv_bfloat16* A2 = nullptr, const __nv_bfloat16* B2 = nullptr) {
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        std::uint32_t af[4], af2[4];
-        ldsm_a(af, A, kLd, r0, ks * 16, lane);
-        if (A2) ldsm_a(af2, A2, kLd, r0, ks * 16, lane);
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      std::uint32_t af[4], af2[4];
+      ldsm_a(af, A, kLd, r0, ks * 16, lane);
+      if (A2) ldsm_a(af2, A2, kLd, r0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t bf[4];
+        ldsm_b_nk(bf, Bs, kLd, n0 + np * 16, ks * 16, lane);
+        if (A2) {
+          mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
+          mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
+        }
+        if (B2) {
+          std::uint32_t bl[4];
+          ldsm_b_nk(bl, B2, kLd, np * 16, ks * 16, lane);
+          mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
+          mma_bf16_16816(acc[2 * np + 1], af, bl[2], bl[3]);
+        }
+        mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
+        mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+  };
+  // acc += (A or A^T) Bm over the C inner index, A a (C x C) shared tile, Bm a (C x K) one; kTrans: A^T.
+  auto cc_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, bool trans, const __nv_bfloat16* Bm, int n0) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (trans ? ks >= warp : ks <= warp) {
+        std::uint32_t af[4];
+        if (trans)
+          ldsm_a_trans(af, A, LD64, r0, ks * 16, lane);
+        else
+          ldsm_a(af, A, LD64, r0, ks * 16, lane);
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           std::uint32_t bf[4];
-          ldsm_b_nk(bf, Bs, kLd, n0 + np * 16, ks * 16, lane);
-          if (A2) {
-            mma_bf16_16816(acc[2 * np], af2, bf[0], bf[1]);
-            mma_bf16_16816(acc[2 * np + 1], af2, bf[2], bf[3]);
-          }
-          if (B2) {
-            std::uint32_t bl[4];
-            ldsm_b_nk(bl, B2, kLd, np * 16, ks * 16, lane);
-            mma_bf16_16816(acc[2 * np], af, bl[0], bl[1]);
-            mma_bf16_16816(acc[2 * np + 1], af, bl[2], bl[3]);
-          }
+          ldsm_b_kn(bf, Bm, kLd, ks * 16, n0 + np * 16, lane);
           mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
           mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
         }
       }
-    };
-    // acc += (A or A^T) Bm over the C inner index, A a (C x C) shared tile, Bm a (C x K) one; kTrans: A^T.
-    auto cc_times = [&](float (&acc)[8][4], const __nv_bfloat16* A, bool trans, const __nv_bfloat16* Bm, int n0) {
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if (trans ? ks >= warp : ks <= warp) {
-          std::uint32_t af[4];
-          if (trans)
-            ldsm_a_trans(af, A, LD64, r0, ks * 16, lane);
-          else
-            ldsm_a(af, A, LD64, r0, ks * 16, lane);
-#pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            std::uint32_t bf[4];
-            ldsm_b_kn(bf, Bm, kLd, ks * 16, n0 + np * 16, lane);
-            mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
-            mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
-          }
-        }
-      }
-    };
-    auto row_dot = [&](float (&r)[2], const float (&acc)[8][4], const __nv_bfloat16* X, int n0) {
-      add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return reinterpret_cast<const std::uint32_t*>(X + i * kLd + col); });
-    };
-    auto store_rows = [&](__nv_bfloat16* dst, float* sum32, const float (&acc)[8][4], int n0) {
-      store_qk_rows<kD>(a, dst, sum32, acc, n0, len, j, G, qtok0, r0, g8, t4);
-    };
-    float eg[2], bi[2], el[2];
-    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
-#pragma unroll 1
-    for (int kh = 0; kh < KH; ++kh) {
-      const int n0 = kh * 64;
-      float acc[8][4], out[8][4];
-      if (kh == 1) {
-        cp_async_wait<0>();
-        __syncthreads();  // dh''s residual, rows 64..127, visible
-      }
-      // dk, its V_new dh'^T term first (three pieces: h_kernel's phase B says why), which frees s.dhl for the next half
-      rows_times(acc, s.vn, s.dh, n0, kDelta ? s.vnl : nullptr, s.dhl);  // V_new = V is exact in bf16 without delta
-      row_dot(rd[2], acc, s.k, n0);
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
-      if (kh + 1 < KH) {
-        __syncthreads();  // every warp is done with rows 0..63 of the residual
-        load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
-        cp_async_commit();
-      }
-      if constexpr (kDelta) {  // the terms through W and L (X = beta V - beta e^G K h, T = (I + L)^-1)
-        rows_times(acc, s.dx, s.h, n0);
-        row_dot(rd[1], acc, s.k, n0);
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
-        cc_times(out, s.E, false, s.k, n0);
-        cc_times(out, s.E, true, s.k, n0);
-      }
-      cc_times(out, s.dA, true, s.q, n0);
-      store_rows(a.dk, a.dkp, out, n0);
-      // dq
-      rows_times(acc, s.dO, s.h, n0);
-      row_dot(rd[0], acc, s.q, n0);
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
-      cc_times(out, s.dA, false, s.k, n0);
-      store_rows(a.dq, a.dqp, out, n0);
     }
-    store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [&](const __nv_bfloat16* t, int r, int cc) {
-      return reinterpret_cast<const uint4*>(t + r * kLd + cc * 8);
-    });
-    __syncthreads();
-    chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
+  };
+  auto row_dot = [&](float (&r)[2], const float (&acc)[8][4], const __nv_bfloat16* X, int n0) {
+    add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return reinterpret_cast<const std::uint32_t*>(X + i * kLd + col); });
+  };
+  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[8][4], int n0) {
+    store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
+  };
+  float eg[2], bi[2], el[2];
+  phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+#pragma unroll 1
+  for (int kh = 0; kh < KH; ++kh) {
+    const int n0 = kh * 64;
+    float acc[8][4], out[8][4];
+    if (kh == 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // dh''s residual, rows 64..127, visible
+    }
+    // dk, its V_new dh'^T term first (three pieces: h_kernel's phase B says why), which frees s.dhl for the next half
+    rows_times(acc, s.vn, s.dh, n0, kDelta ? s.vnl : nullptr, s.dhl);  // V_new = V is exact in bf16 without delta
+    row_dot(rd[2], acc, s.k, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = el[e >> 1] * acc[n][e];
+    if (kh + 1 < KH) {
+      __syncthreads();  // every warp is done with rows 0..63 of the residual
+      load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+      cp_async_commit();
+    }
+    if constexpr (kDelta) {  // the terms through W and L (X = beta V - beta e^G K h, T = (I + L)^-1)
+      rows_times(acc, s.dx, s.h, n0);
+      row_dot(rd[1], acc, s.k, n0);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[n][e] = fmaf(-bi[e >> 1] * eg[e >> 1], acc[n][e], out[n][e]);
+      cc_times(out, s.E, false, s.k, n0);
+      cc_times(out, s.E, true, s.k, n0);
+    }
+    cc_times(out, s.dA, true, s.q, n0);
+    store_rows(a.dk, a.dkp, out, n0);
+    // dq
+    rows_times(acc, s.dO, s.h, n0);
+    row_dot(rd[0], acc, s.q, n0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] = a.scale * eg[e >> 1] * acc[n][e];
+    cc_times(out, s.dA, false, s.k, n0);
+    store_rows(a.dq, a.dqp, out, n0);
   }
+  store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [&](const __nv_bfloat16* t, int r, int cc) {
+    return reinterpret_cast<const uint4*>(t + r * kLd + cc * 8);
+  });
+  __syncthreads();
+  chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Kernel group (HV > H only): dq and dk of q/k head h are the sums of the fp32 shares of its value heads
+// h G .. h G + G - 1 (G = HV / H), added in ascending value-head order, then rounded once to bf16: the block
+// programs' group_reduce, whose sum starts at 0 (the same value; only a -0 sum there reads +0). No atomics.
+// 4 consecutive elements of K a thread, a grid-stride loop.
+template <int kD = gdn::DK>
+__global__ void __launch_bounds__(kThreads) group_kernel(const __grid_constant__ GdnBwdArgs a) {
+  const int HV = a.value_heads(), G = HV / a.H;
+  const std::int64_t n4 = static_cast<std::int64_t>(a.B) * a.T * a.H * (kD / 4);
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; e < n4;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t rh = e / (kD / 4), d = (e % (kD / 4)) * 4;  // rh = (b T + t) H + h
+    const std::int64_t src = ((rh / a.H) * HV + (rh % a.H) * G) * kD + d;
+    float4 q = *reinterpret_cast<const float4*>(a.dqp + src), k = *reinterpret_cast<const float4*>(a.dkp + src);
+    for (int gi = 1; gi < G; ++gi) {
+      const float4 x = *reinterpret_cast<const float4*>(a.dqp + src + static_cast<std::int64_t>(gi) * kD);
+      const float4 y = *reinterpret_cast<const float4*>(a.dkp + src + static_cast<std::int64_t>(gi) * kD);
+      q = make_float4(q.x + x.x, q.y + x.y, q.z + x.z, q.w + x.w);
+      k = make_float4(k.x + y.x, k.y + y.y, k.z + y.z, k.w + y.w);
+    }
+    std::uint32_t* dq = reinterpret_cast<std::uint32_t*>(a.dq + rh * kD + d);
+    std::uint32_t* dk = reinterpret_cast<std::uint32_t*>(a.dk + rh * kD + d);
+    dq[0] = pack_bf16x2(q.x, q.y);
+    dq[1] = pack_bf16x2(q.z, q.w);
+    dk[0] = pack_bf16x2(k.x, k.y);
+    dk[1] = pack_bf16x2(k.z, k.w);
+  }
+}
+
 // Kernel dg_head (gate 2, one g per value head: RetNet): dg[hv] = the sum over every chunk of every sequence of the
 // chunk kernel's per-chunk shares (a.dbv, one word per chunk slot), in a fixed order: thread t sums the chunks
 // t, t + 128, ... of the batch's chunk numbering (dense: sequence-major; packed: the chunk table's), then a fixed
@@ -1926,11 +1905,9 @@ namespace gdn_bwd {
 // and vt set.
 template <int kD, bool kDelta>
 inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
-  // the wy kernel's grid: dense (chunk, b HV + hv); packed (chunk slot of the whole batch, hv). The chunk kernels':
-  // (chunk, b H + h); packed (chunk slot, h): a block a q/k head, its group's HV / H value heads in turn
-  // (chunk_at_group; HV = H: the same grid). chunk_tma_kernel takes HV = H only, its rows then the same.
+  // the wy and chunk kernels' grid: dense (chunk, b HV + hv); packed (chunk slot of the whole batch, hv)
   const long long NT = a.varlen() ? a.chunk_slots() : (a.T + gdn::C - 1) / gdn::C;
-  const int BH = a.varlen() ? a.HV : a.B * a.HV, BQ = a.varlen() ? a.H : a.B * a.H;
+  const int BH = a.varlen() ? a.HV : a.B * a.HV;
   cudaError_t e = cudaSuccess;
   if (a.varlen()) {
     // saved by the forward: its chunk table kernel's verdict, table[0], is the status word (the table is read only)
@@ -1958,14 +1935,21 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
     // on wgmma by default (GLR_BWD_WGMMA=0: chunk_kernel), chunk_wgmma_kernel (GLR_BWD_CHUNK_TMA=1: chunk_tma_kernel
     // where it takes a; env_switch.hpp)
     if (!bwd_chunk_wgmma())
-      e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BQ), gdn::kThreads,
+      e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
                         sizeof(ChunkSmem<kD>), stream, a, emu_smem);
-    else if (!bwd_chunk_tma() || !launch_chunk_tma<kD, kDelta>(a, static_cast<int>(NT), BQ, stream, emu_smem, e))
-      e = launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BQ), stream, emu_smem);
+    else if (!bwd_chunk_tma() || !launch_chunk_tma<kD, kDelta>(a, static_cast<int>(NT), BH, stream, emu_smem, e))
+      e = launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem);
     if (e != cudaSuccess) return e;
   }
   if (a.gate == 2) {  // one g per value head: the sum of the chunks' shares (dg = 0 without chunks)
     e = launch_kernel(&dg_head_kernel, dim3(a.HV), gdn::kThreads, dg_head_smem_bytes, stream, a, emu_smem);
+    if (e != cudaSuccess) return e;
+  }
+  if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk (a grid-stride loop: 3 blocks on the emulator)
+    const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (kD / 4);
+    const long long need = (n4 + gdn::kThreads - 1) / gdn::kThreads;
+    const int blocks = static_cast<int>(need < (1 << 20) ? need : (1 << 20));
+    e = launch_kernel(&group_kernel<kD>, dim3(blocks), gdn::kThreads, 0, stream, a, emu_smem, 3);
     if (e != cudaSuccess) return e;
   }
   if (a.varlen()) {
