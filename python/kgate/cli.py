@@ -226,6 +226,10 @@ def main(argv=None) -> int:
     m.add_argument("--newest-wins", action="store_true",
                    help="a row with different records in two results files takes the newest (default: reported "
                    "as duplicated, left out, exit status 1)")
+    m.add_argument("--adopt-unsigned", action="store_true",
+                   help="a results file without its key file (committed without the key of the run that wrote "
+                   "it): vouch for its records, taken as they stand; the manifest and every table name such "
+                   "files. A file with its key beside it is verified as always")
     for name, default_out in (("pool", "pooled.md"), ("crossgpu", "crossgpu.md"), ("headline", "headline.md")):
         t = sub.add_parser(name, help={"pool": "per-file and pooled tables, and the HTML report of every file",
                                        "crossgpu": "which gates fail per task on each GPU; task or generator?",
@@ -369,7 +373,8 @@ def _run_pooled(args) -> int:
     try:
         if args.cmd == "merge":
             _writable_file("--out", args.out)
-            man = pooled.merge(args.corpus, args.results, args.out, newest_wins=args.newest_wins)
+            man = pooled.merge(args.corpus, args.results, args.out, newest_wins=args.newest_wins,
+                               adopt_unsigned=args.adopt_unsigned)
             print(pooled.merge_text(man, args.out))
             return 0 if man["complete"] else 1
         recs, man = pooled.load_pooled(args.pooled)

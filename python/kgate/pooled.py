@@ -1,13 +1,14 @@
 """Several corpus files audited over many shard runs, merged into one pooled view, and the tables read from it.
 
     python -m kgate merge --corpus C1.jsonl C2.jsonl ... --results R1.jsonl R2.jsonl ...
-                          [--out results/pooled.kgate.jsonl] [--newest-wins]
+                          [--out results/pooled.kgate.jsonl] [--newest-wins] [--adopt-unsigned]
     python -m kgate pool     [--pooled P] [--out pooled.md] [--html pooled.html]   (outputs beside P by default)
     python -m kgate crossgpu [--pooled P] [--out crossgpu.md] [--permutations 1000]
     python -m kgate headline [--pooled P] [--out headline.md]
 
 Merge. Every results file is read as the audit reads it (results.py): a record counts only when its MAC verifies
-under the key beside its file, and within one file the newest record of a row wins (the older ones are
+under the key beside its file (--adopt-unsigned: a file without its key is vouched for, its records taken as
+they stand, and named in the manifest's `vouched`), and within one file the newest record of a row wins (the older ones are
 superseded, as the audit itself would move them). Across files, each row of each corpus must then have exactly
 one current record: a row with none is *missing*, a row whose record was made for another version of its
 corpus line is *stale* (the audit reruns it), a row with different current records in two files is
@@ -18,9 +19,9 @@ none of the corpora. Missing, stale or duplicated rows are not bad input: the po
 every row that has one current record, the manifest says what is missing, and the exit status is 1.
 
 The pooled view (`pooled.kgate.jsonl`) holds one record per row, corpus by corpus in the order given and row
-by row in line order, each the row's current record plus `gpu` (the corpus file's stem), `merged_from` (the
-results file's name) and `code_sha` (a hash of the candidate source, so identical kernels in two files can be
-told apart from different ones); it is signed under its own key (`pooled.kgate.key`), so `python -m kgate
+by row in line order, each the row's current record unchanged plus `corpus` (the corpus file's stem; not
+`gpu`, the record's own GPU-memory admission), `merged_from` (the results file's name) and `code_sha` (a hash
+of the candidate source, so identical kernels in two files can be told apart from different ones); it is signed under its own key (`pooled.kgate.key`), so `python -m kgate
 report|sweep|agreement|sample` read it like any results file. `pooled.manifest.json` (signed too) names the
 inputs with their SHA-256 and says what is missing. Nothing in either depends on the time or the machine, so
 a second merge of the same inputs writes the same bytes; when the manifest shows that inputs and output are
@@ -111,8 +112,12 @@ def _read(path: str, what: str):
         raise MergeError(f"{what} {path}: cannot read it ({e.strerror})") from None
 
 
-def _current_records(path: str, corpus_keys: dict, problems: list) -> tuple[dict, int]:
-    """{key: record} of one results file (MAC-verified, newest per key) and how many older records it held."""
+def _current_records(path: str, corpus_keys: dict, problems: list, adopt_unsigned: bool = False,
+                     vouched: list | None = None) -> tuple[dict, int]:
+    """{key: record} of one results file (MAC-verified, newest per key) and how many older records it held.
+    adopt_unsigned: a file with no key file beside it is vouched for by the user (its key stayed with the run
+    that wrote it): its records count as they stand, every other check still applies, and its name goes to
+    `vouched`. A file with its key is verified whatever adopt_unsigned says."""
     if not os.path.isfile(path):
         problems.append(f"results {path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
         return {}, 0
@@ -121,10 +126,13 @@ def _current_records(path: str, corpus_keys: dict, problems: list) -> tuple[dict
     except TrustError as e:
         problems.append(f"results {path}: {e}")
         return {}, 0
-    if key is None:
+    if key is None and not adopt_unsigned:
         problems.append(f"results {path}: no key file {key_path(path)} beside it, so no record can be checked "
-                        "(the key travels with its results)")
+                        "(the key travels with its results; --adopt-unsigned vouches for a file whose key stayed "
+                        "with the run that wrote it)")
         return {}, 0
+    if key is None and vouched is not None:
+        vouched.append(os.path.basename(path))
     try:
         lines = _read(path, "results")
     except MergeError as e:
@@ -138,7 +146,7 @@ def _current_records(path: str, corpus_keys: dict, problems: list) -> tuple[dict
             problems.append(f"{where}: not a JSON object (a line cut by a kill? `python -m kgate audit` on this "
                             f"file moves it aside)")
             continue
-        if not verify(rec, key):
+        if key is not None and not verify(rec, key):
             problems.append(f"{where}: record {rec.get('key', '?')} has no valid MAC under {key_path(path)} "
                             "(edited, forged, or signed with another key)")
             continue
@@ -199,7 +207,16 @@ def _inputs(corpora, results) -> list[dict]:
     return out
 
 
-def _up_to_date(out: str, key: bytes | None, inputs: list[dict], newest_wins: bool) -> dict | None:
+# The pooled view's layout: a merge made under another layout (an older kgate) is made again, never reused.
+# 2: the corpus stem in `corpus` (was `gpu`, which hid the record's own), `corpora` and `vouched` in the manifest.
+POOLED_FORMAT = 2
+
+
+def _options(newest_wins: bool, adopt_unsigned: bool) -> dict:
+    return {"newest_wins": bool(newest_wins), "adopt_unsigned": bool(adopt_unsigned)}
+
+
+def _up_to_date(out: str, key: bytes | None, inputs: list[dict], options: dict) -> dict | None:
     """The manifest of a previous merge of exactly these inputs whose output is untouched, else None."""
     mp = manifest_path(out)
     if key is None or not (os.path.isfile(out) and os.path.isfile(mp)):
@@ -209,15 +226,19 @@ def _up_to_date(out: str, key: bytes | None, inputs: list[dict], newest_wins: bo
             man = json.load(f)
     except (OSError, ValueError):
         return None
-    if not isinstance(man, dict) or not verify(man, key) or man.get("inputs") != inputs or \
-            man.get("options") != {"newest_wins": bool(newest_wins)}:
+    if not isinstance(man, dict) or not verify(man, key) or man.get("format") != POOLED_FORMAT or \
+            man.get("inputs") != inputs or \
+            man.get("options") != options:
         return None
     return man if man.get("output_sha256") == _sha256_file(out) else None
 
 
-def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = False) -> dict:
+def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = False,
+          adopt_unsigned: bool = False) -> dict:
     """Checks and pools; returns the manifest (with `wrote`: whether any file changed). Raises MergeError on
-    bad input."""
+    bad input. adopt_unsigned: results files without their key file are vouched for (_current_records); the
+    manifest names them under `vouched`."""
+    options = _options(newest_wins, adopt_unsigned)
     problems = []
     for p in corpora:
         if not os.path.isfile(p):
@@ -241,7 +262,7 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
     except TrustError as e:
         raise MergeError(f"pooled view {out}: {e}") from None
     if len(inputs) == len(corpora) + len(results):
-        man = _up_to_date(out, out_key, inputs, newest_wins)
+        man = _up_to_date(out, out_key, inputs, options)
         if man is not None:
             return dict(man, wrote=False)
     rows_of = {}   # key -> (corpus stem, Row)
@@ -256,8 +277,9 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
             order.append(r.key)
     per_file: dict[str, dict] = {}
     superseded_in_files = 0
+    vouched: list[str] = []
     for p in results:
-        recs, older = _current_records(p, rows_of, problems)
+        recs, older = _current_records(p, rows_of, problems, adopt_unsigned, vouched)
         per_file[p] = recs
         superseded_in_files += older
     if problems:
@@ -294,7 +316,7 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
             distinct.sort(key=lambda pr: (pr[1].get("written_at") or 0, pr[1]["mac"]))
         p, rec = distinct[-1]
         pooled = {x: v for x, v in rec.items() if x != "mac"}
-        pooled.update(gpu=stem, merged_from=os.path.basename(p), code_sha=_code_sha(row))
+        pooled.update(corpus=stem, merged_from=os.path.basename(p), code_sha=_code_sha(row))
         current[k] = pooled
     key = out_key if out_key is not None else load_key(out, create=True)
     body = "".join(json.dumps(sign(current[k], key), sort_keys=True, allow_nan=True) + "\n"
@@ -305,25 +327,41 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
         keys = [k for k in order if rows_of[k][0] == s]
         per_corpus[s] = {"rows": len(keys), "current": sum(1 for k in keys if k in current),
                          "missing": sum(1 for k in keys if k in missing),
+                         # Rows with no current record (missing, stale or duplicated) whose line has a candidate:
+                         # what the records cannot say about a file not (fully) audited yet.
+                         "no_record_with_candidate": sum(1 for k in keys
+                                                         if k not in current and rows_of[k][1].has_candidate()),
                          "stale": len({x["key"] for x in stale if rows_of[x["key"]][0] == s}),
                          "duplicated": sum(1 for x in duplicated if rows_of[x["key"]][0] == s)}
     complete = not (missing or stale or duplicated)
-    man = {"kind": "kgate pooled view", "inputs": inputs, "output": os.path.basename(out),
+    man = {"kind": "kgate pooled view", "format": POOLED_FORMAT, "inputs": inputs, "output": os.path.basename(out),
            "output_sha256": hashlib.sha256(body).hexdigest(), "complete": complete, "per_corpus": per_corpus,
+           "corpora": [stem_of(p) for p in corpora],
            "rows": len(order), "current": len(current), "missing": missing, "stale": stale,
            "duplicated": duplicated, "resolved_newest_wins": resolved,
            "superseded_within_files": superseded_in_files, "stale_with_a_fresh_record": stale_superseded,
-           "options": {"newest_wins": bool(newest_wins)}}
+           "vouched": vouched, "options": options}
     man = sign(man, key)
     wrote = _atomic_write(out, body)
     wrote = _atomic_write(manifest_path(out), (json.dumps(man, sort_keys=True, indent=1) + "\n").encode()) or wrote
     return dict(man, wrote=wrote)
 
 
+def corpus_order(man: dict) -> list[str]:
+    """The corpus stems in the order the merge was given them (the manifest's JSON sorts per_corpus's keys)."""
+    return list(man.get("corpora") or man.get("per_corpus") or [])
+
+
 def merge_text(man: dict, out: str) -> str:
     lines = []
+    whole = {s for s, c in man["per_corpus"].items() if c["rows"] and c["missing"] == c["rows"]}
+    for s in corpus_order(man):
+        if s in whole:
+            lines.append(f"missing: every row of {s} ({man['per_corpus'][s]['rows']} rows): no results file given "
+                         "has a record of it (not audited yet?)")
     for k in man["missing"]:
-        lines.append(f"missing: {k} has no record in any results file")
+        if k.split("/")[0] not in whole:
+            lines.append(f"missing: {k} has no record in any results file")
     for s in man["stale"]:
         lines.append(f"stale: {s['key']} in {s['results']} was made for another version of its corpus line "
                      f"(record sha {s['record_sha']}, corpus sha {s['corpus_sha']}): the audit runs it again")
@@ -333,13 +371,16 @@ def merge_text(man: dict, out: str) -> str:
                      " (keep one, or pass --newest-wins)")
     for d in man["resolved_newest_wins"]:
         lines.append(f"newest wins: {d['key']} had records in " + ", ".join(r["results"] for r in d["records"]))
+    for name in man.get("vouched", []):
+        lines.append(f"vouched for: {name} has no key file beside it, so its records were taken as they stand "
+                     "(--adopt-unsigned), not checked against a MAC")
     head = [f"{'wrote' if man.get('wrote') else 'unchanged (nothing recomputed)'}: {out} and {manifest_path(out)}",
             f"{man['current']} of {man['rows']} rows have one current record; missing {len(man['missing'])}, "
             f"stale {len(man['stale'])}, duplicated {len(man['duplicated'])}; older records superseded within "
             f"their own file: {man['superseded_within_files']}",
             _table(["corpus", "rows", "current", "missing", "stale", "duplicated"],
                    [[s, c["rows"], c["current"], c["missing"], c["stale"], c["duplicated"]]
-                    for s, c in man["per_corpus"].items()])]
+                    for s, c in ((s, man["per_corpus"][s]) for s in corpus_order(man))])]
     tail = ["complete: every row has exactly one current record" if man["complete"] else
             "INCOMPLETE: the pooled view lacks the rows above (exit status 1)"]
     return "\n".join(lines + head + tail)
@@ -446,22 +487,33 @@ def _table(headers, rows) -> str:
 def _groups(recs, man):
     by = defaultdict(list)
     for r in recs:
-        by[r.get("gpu")].append(r)
-    stems = list(man.get("per_corpus") or by)
+        by[r.get("corpus")].append(r)
+    stems = corpus_order(man) or list(by)
     return [(s, by.get(s, []), (man.get("per_corpus") or {}).get(s, {}).get("rows")) for s in stems]
 
 
 def _state(man: dict) -> str:
+    vouched = man.get("vouched") or []
+    trust = (f"; the records of {', '.join(vouched)} vouched for, not MAC-checked (their key stayed with the run "
+             "that wrote them)") if vouched else ""
     if man.get("complete"):
-        return "complete"
+        return "complete" + trust
     return (f"INCOMPLETE: {len(man.get('missing', []))} missing, {len(man.get('stale', []))} stale, "
-            f"{len(man.get('duplicated', []))} duplicated rows")
+            f"{len(man.get('duplicated', []))} duplicated rows" + trust)
 
 
 def pool_text(recs: list[dict], man: dict, pooled_path: str) -> str:
     groups = _groups(recs, man)
     counted = [(s, count_row(rs, n)) for s, rs, n in groups]
     counted.append(("pooled", count_row(recs, man.get("rows"))))
+    per = man.get("per_corpus") or {}
+    lacking = {s: per.get(s, {}).get("no_record_with_candidate") for s, _, _ in groups}
+    known = [v for v in lacking.values() if v is not None]
+    lacking["pooled"] = sum(known) if len(known) == len(groups) else None
+
+    def no_record(s, c):
+        n, w = c["rows"] - c["records"], lacking.get(s)
+        return f"{n} ({w} with a candidate)" if n and w is not None else n
     share = lambda c, k, d="audited": f"{c[k]} ({pct(c[k], c[d])})"  # noqa: E731
     out = ["# kgate audit: per file and pooled", "",
            f"From `{pooled_path}` ({_state(man)}); remade by `{merge_command(man, pooled_path)}` then "
@@ -469,10 +521,10 @@ def pool_text(recs: list[dict], man: dict, pooled_path: str) -> str:
            "in docs/audit.md (\"Pooled results\") and in kgate/pooled.py's DEFINITIONS.", "",
            "## Rows", "",
            _table(["file", "rows", "no candidate", "bad row", "with candidate", "audited", "not audited (status: rows)",
-                   "no current record"],
+                   "no current record (of them with a candidate in the corpus)"],
                   [[s, c["rows"], c["no_candidate"], c["bad_row"], c["with candidate"], c["audited"],
                     ", ".join(f"{k} {v}" for k, v in sorted(c["not audited"].items())) or "-",
-                    c["rows"] - c["records"]] for s, c in counted]),
+                    no_record(s, c)] for s, c in counted]),
            "", "## Classification (percent of audited rows)", "",
            _table(["file", "audited", "broken", "violation or broken", "clean", "judge_attacked"],
                   [[s, c["audited"]] + [share(c, k) for k in ("broken", "violation or broken", "clean", "judge_attacked")]
@@ -497,7 +549,7 @@ def _by_task(recs):
     tasks = defaultdict(dict)  # (level, task) -> {gpu: record}
     for r in recs:
         if r.get("level") is not None and r.get("task") is not None:
-            tasks[(r["level"], r["task"])][r.get("gpu")] = r
+            tasks[(r["level"], r["task"])][r.get("corpus")] = r
     return tasks
 
 
@@ -518,8 +570,8 @@ def crossgpu(recs: list[dict], permutations: int = 1000, seed: int = 0) -> dict:
     pair (five files of 250 rows make 600,000 pairs), then the same-task and identical pairs are taken out."""
     import numpy as np
     aud = [r for r in audited(recs) if r.get("level") is not None]
-    files = sorted({r.get("gpu") for r in aud})
-    per_file = {f: [r for r in aud if r.get("gpu") == f] for f in files}
+    files = sorted({r.get("corpus") for r in aud})
+    per_file = {f: [r for r in aud if r.get("corpus") == f] for f in files}
     info = {id(r): (failing_gates(r), classification(r), (r["level"], r["task"]), r.get("code_sha")) for r in aud}
     sets = sorted({v[0] for v in info.values()}, key=lambda x: sorted(x))
     sid = {x: i for i, x in enumerate(sets)}
@@ -626,7 +678,7 @@ def _cell(r) -> str:
 
 def crossgpu_text(recs: list[dict], man: dict, permutations: int = 1000, seed: int = 0) -> str:
     tasks = _by_task(recs)
-    files = list(man.get("per_corpus") or sorted({r.get("gpu") for r in recs}))
+    files = corpus_order(man) or sorted({r.get("corpus") for r in recs})
     shared = sorted(t for t, by in tasks.items() if sum(1 for r in by.values() if r.get("status") == "ok") >= 2)
     s = crossgpu(recs, permutations, seed)
     multi = [len({r["code_sha"] for r in by.values() if r.get("code_sha")}) for by in tasks.values()
@@ -690,7 +742,8 @@ def merge_command(man: dict, pooled_path: str) -> str:
     """The merge that made this pooled view, from its manifest (file names; run it where they lie)."""
     names = lambda kind: " ".join(i["name"] for i in man.get("inputs", []) if i["kind"] == kind)  # noqa: E731
     return (f"python -m kgate merge --corpus {names('corpus')} --results {names('results')} --out {pooled_path}"
-            + (" --newest-wins" if (man.get("options") or {}).get("newest_wins") else ""))
+            + (" --newest-wins" if (man.get("options") or {}).get("newest_wins") else "")
+            + (" --adopt-unsigned" if (man.get("options") or {}).get("adopt_unsigned") else ""))
 
 
 def headline_text(recs: list[dict], man: dict, pooled_path: str) -> str:
@@ -713,10 +766,10 @@ def headline_text(recs: list[dict], man: dict, pooled_path: str) -> str:
         ["agreement with the producer's recorded acceptance", "-", f"{pct(c[acc], n)} ({c[acc]} of {n})", acc],
     ]
     out = ["# Headline: kgate's pooled audit beside the published figures", "",
-           f"Ours: the pooled view `{pooled_path}` ({man.get('rows')} rows, {n} audited"
-           f"{'' if man.get('complete') else ', INCOMPLETE'}). Recompute every number below: "
-           f"`{merge_command(man, pooled_path)}` (the corpus and results files by name, with the results' keys "
-           f"beside them), then `{recompute}`. The published figures are those issue 18 quotes for the same kind "
+           f"Ours: the pooled view `{pooled_path}` ({man.get('rows')} rows, {n} audited; {_state(man)}). "
+           "Recompute every number below: "
+           f"`{merge_command(man, pooled_path)}` (the corpus and results files by name"
+           f"{'' if man.get('vouched') else ', with the results keys beside them'}), then `{recompute}`. The published figures are those issue 18 quotes for the same kind "
            "of audit on another corpus: compare shares, not counts.", "",
            _table(["figure", "published", "kgate (pooled)", "definition"],
                   [[a, b, x, DEFINITIONS[d]] for a, b, x, d in rows])]

@@ -352,7 +352,8 @@ def agreement_text(paths) -> str:
     for r in dis:
         b = gate(r, "baseline") or {}
         ph = (gate(r, "public_harness") or {}).get("harnesses", {})
-        out.append(f"  {r['key']}: baseline {b.get('verdict', '-')}: {b.get('summary', '')[:150]}"
+        summary = " ".join(str(b.get("summary", "")).split())  # one line per row, whatever the message holds
+        out.append(f"  {r['key']}: baseline {b.get('verdict', '-')}: {summary[:150]}"
                    f" | in-process producer: {ph.get('producer', {}).get('passed')}"
                    f" | kernelbench: {ph.get('kernelbench', {}).get('passed')}")
     cross = Counter()
