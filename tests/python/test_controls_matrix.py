@@ -41,10 +41,11 @@ def test_a_downgrade_labelled_with_another_precision_is_not_as_intended():
 
 
 def test_every_torch_control_says_whether_the_producer_accepts_it():
-    # the status controls (a crash) and a defect the field's allclose sees anyway (an unwritten column) say
-    # so; every other broken torch control must pass the producer's test on the GPU
+    # the status controls (a crash), a defect the field's allclose sees anyway (an unwritten column) and one it
+    # sees or not by allocator luck (a cache keyed on the address alone) say so; every other broken torch control
+    # must pass the producer's test on the GPU
     cs = {c["name"]: c for c in load("torch")}
-    assert {n for n, c in cs.items() if not c["producer_passes"]} == {"crashes", "unwritten_output"}
+    assert {n for n, c in cs.items() if not c["producer_passes"]} == {"crashes", "unwritten_output", "caches_result"}
     assert cs["tf32_linear"]["precision"] == "tf32" and cs["tf32_linear"]["expect"] == {"oracle"}
     numpy = {c["name"]: c for c in load("numpy")}
-    assert {n for n, c in numpy.items() if not c["producer_passes"]} == {"crashes", "hangs"}
+    assert {n for n, c in numpy.items() if not c["producer_passes"]} == {"crashes", "hangs", "caches_result"}
