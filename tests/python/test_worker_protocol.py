@@ -127,3 +127,16 @@ def test_a_malformed_or_wrong_sized_ecall_reply_is_an_error(spoil):
     t.cand.request = spoiled
     with pytest.raises((RuntimeError, ValueError), match=r"malformed reply|bytes for"):
         t.call(_request(ids))
+
+
+def test_a_failed_call_with_nothing_riding_ahead_is_a_crash_whatever_op_its_reply_names():
+    # a reply naming a folded op is believed only when the message carried some: a worker cannot turn its
+    # own failed call into kgate's error by naming one
+    t = _target()
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ids = _place(t, x)
+    real = t.cand.request
+    t.cand.request = lambda msg, timeout=None, sink=None: (
+        {"status": "error", "op": "alloc", "message": "forged"} if msg["op"] == "ecall" else real(msg, timeout, sink=sink))
+    r = t.call(_request(ids))
+    assert r.outcome == core.CallOutcome.crashed and r.detail == "forged"

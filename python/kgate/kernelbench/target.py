@@ -196,16 +196,17 @@ class CandidateTarget(_core.Target if _core else object):
             self.calls += 1
             # Each output arrives raw, in order, straight into a fresh HostArray of its layout (OutputSink)
             sink = OutputSink([a.layout for inv in request.invocations for a in inv.outputs])
-            reply = self.cand.request(self._carry({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
-                                                   "poison": bytes(request.poison),
-                                                   "stream": _enum_name(request.stream), "eval": True}), sink=sink)
+            msg = self._carry({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
+                               "poison": bytes(request.poison), "stream": _enum_name(request.stream), "eval": True})
+            reply = self.cand.request(msg, sink=sink)
         except WorkerDied as d:
             result.outcome = _core.CallOutcome.timed_out if d.kind == "timeout" else _core.CallOutcome.crashed
             result.detail = d.detail
             result.output = d.output[-16384:]
             return result
         result.output, result.output_bytes = self.cand.output_since(start)
-        folded = self._folded_failure(reply)  # an alloc or release that rode ahead of the call
+        # an alloc or release that rode ahead of the call (only if some did: otherwise a failed ecall is a crash)
+        folded = self._folded_failure(reply) if "before" in msg else None
         if folded:
             raise RuntimeError(folded)
         if reply.get("status") != "ok":  # the device context is gone: the worker exited
