@@ -134,17 +134,14 @@ def summary_text(paths) -> str:
     if s["downgrades"]:
         out.append("")
         out.append(table(["oracle failures matching a lower precision", "kernels"], list(s["downgrades"].items())))
-    ef = s["ext_failed"]
-    if ef:
-        out.append("")
-        out.append(f"audited rows whose candidate's CUDA extension failed to build here, so that its fallback was "
-                   f"judged: {sum(ef.values())} of {n} (" + ", ".join(f"{k} {v}" for k, v in sorted(ef.items())) + ")")
-    ug = s["unguarded"]
-    if ug:
-        out.append("")
-        out.append(f"audited rows whose candidate's own allocations had no guard zones (guard allocator off: bounds "
-                   f"saw only the engine's buffers): {sum(ug.values())} of {n} ("
-                   + ", ".join(f"{k} {v}" for k, v in sorted(ug.items())) + ")")
+    for what, by_class in (("audited rows whose candidate's CUDA extension failed to build here, so that its "
+                            "fallback was judged", s["ext_failed"]),
+                           ("audited rows whose candidate's own allocations had no guard zones (guard allocator "
+                            "off: bounds saw only the engine's buffers)", s["unguarded"])):
+        if by_class:
+            out.append("")
+            out.append(f"{what}: {sum(by_class.values())} of {n} ("
+                       + ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())) + ")")
     out.append("")
     rate = n / (s["row_seconds"] / 60) if s["row_seconds"] else float("nan")
     comp = compile_records(paths)
