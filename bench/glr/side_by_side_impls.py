@@ -67,6 +67,26 @@ class Impl:
         self.describe = describe or (lambda inp: None)
 
 
+def anchor_part(wheel, wheels_txt=os.path.join(os.path.dirname(os.path.abspath(__file__)), "anchors", "wheels.txt")):
+    """Where bench/glr/anchors/wheels.txt carries a wheel: 'part N', 'split across parts A and B, installed with
+    part B', or 'not in wheels.txt'. Read from the file, so a message never names an old part."""
+    try:
+        with open(wheels_txt) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 2 or fields[0].startswith("#"):
+                    continue
+                if fields[1].split("==")[0].lower().replace("_", "-") != wheel:
+                    continue
+                if fields[0].startswith("split:"):
+                    a, b = fields[0][len("split:"):].split(",")
+                    return f"split across parts {a} and {b}, installed with part {max(a, b, key=int)}"
+                return f"part {fields[0]}"
+    except OSError:
+        pass
+    return "not in wheels.txt"
+
+
 def glr_source_stamp():
     """A hash of what glr's extension is built from (glr/, python/glr/setup.py, python/glr/glr/*.py)."""
     h = hashlib.sha256()
@@ -174,10 +194,10 @@ def load_impls(args, notes):
         try:
             t0 = time.perf_counter()
             import importlib.util
-            for mod, wheel in (("z3", "z3-solver, part 1"), ("tilelang", "split across parts 1 and 2, installed with part 2"),
-                               ("flash_qla", "part 2")):
+            for mod, wheel in (("z3", "z3-solver"), ("tilelang", "tilelang"), ("flash_qla", "flash-qla")):
                 if importlib.util.find_spec(mod) is None:  # before importing tilelang's native libraries at all
-                    raise ModuleNotFoundError(f"{mod} is not installed ({wheel} of bench/glr/anchors)")
+                    raise ModuleNotFoundError(f"{mod} is not installed ({wheel}, {anchor_part(wheel)} of "
+                                              f"bench/glr/anchors/wheels.txt)")
             import flash_qla
             import tilelang
 

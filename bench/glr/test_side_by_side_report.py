@@ -398,3 +398,16 @@ def test_profile_pass_opens_the_profiler_around_one_warm_call_per_pair(monkeypat
         {"glr": impls.Impl("glr", traced, "traced")}, {"flashqla": "flash_qla not loaded: fake"}))
     assert sbs.main(["--profile-pass", "--impls", "glr,flashqla", "--checks", "none", "--out", "/tmp"]) == 0
     assert events == ["call", "call", "start", "call on", "stop"]
+
+
+def test_a_missing_anchor_names_its_part_as_wheels_txt_gives_it(tmp_path):
+    w = tmp_path / "wheels.txt"
+    w.write_text("# comment\nsplit:2,3 tilelang==0.1.15   # why\n1 z3-solver==4.15.4.0\n3 flash-qla==0.1.3\n")
+    assert impls.anchor_part("tilelang", str(w)) == "split across parts 2 and 3, installed with part 3"
+    assert impls.anchor_part("z3-solver", str(w)) == "part 1"
+    assert impls.anchor_part("flash-qla", str(w)) == "part 3"
+    assert impls.anchor_part("fla-core", str(w)) == "not in wheels.txt"
+    assert impls.anchor_part("z3-solver", str(tmp_path / "absent.txt")) == "not in wheels.txt"
+    # the committed file names every anchor wheel the bench imports
+    for wheel in ("z3-solver", "tilelang", "flash-qla", "fla-core"):
+        assert impls.anchor_part(wheel) != "not in wheels.txt"
