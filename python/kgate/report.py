@@ -85,7 +85,20 @@ def summary(recs) -> dict:
             "base_pass": len(base_pass), "base_fail": len(base_fail), "per_gate": per_gate, "per_level": per_level,
             "downgrades": downgrades, "not_counted": not_counted, "counted": counted, "row_seconds": sum(secs), "compile_seconds": sum(comp),
             # rows whose candidate's own extension failed to build: what ran, and was judged, is its fallback
-            "ext_failed": Counter(classification(r) for r in aud if r.get("extension_build_failed"))}
+            "ext_failed": Counter(classification(r) for r in aud if r.get("extension_build_failed")),
+            # torch rows whose candidate-owned memory had no guard zones (issue 14, Deliver 2): the guard
+            # allocator was turned off for the row (cuDNN asked it for what a pluggable allocator cannot answer)
+            # or was not there; a write past the candidate's own allocations went unseen by bounds (coverage
+            # still saw poison, put into torch's caching allocator instead: fw_torch.poison_allocator)
+            "unguarded": Counter(classification(r) for r in aud if unguarded(r))}
+
+
+def unguarded(rec: dict) -> bool:
+    """A torch row whose candidate's own allocations ran without the guard allocator (its record's
+    `guard_allocator` is "off: ..." or "no guard allocator (...)"; numpy rows carry none: malloc is never
+    guarded, docs/audit.md)."""
+    note = str(rec.get("guard_allocator") or "")
+    return note.startswith("off") or note.startswith("no guard allocator")
 
 
 def summary_text(paths) -> str:
@@ -121,11 +134,14 @@ def summary_text(paths) -> str:
     if s["downgrades"]:
         out.append("")
         out.append(table(["oracle failures matching a lower precision", "kernels"], list(s["downgrades"].items())))
-    ef = s["ext_failed"]
-    if ef:
-        out.append("")
-        out.append(f"audited rows whose candidate's CUDA extension failed to build here, so that its fallback was "
-                   f"judged: {sum(ef.values())} of {n} (" + ", ".join(f"{k} {v}" for k, v in sorted(ef.items())) + ")")
+    for what, by_class in (("audited rows whose candidate's CUDA extension failed to build here, so that its "
+                            "fallback was judged", s["ext_failed"]),
+                           ("audited rows whose candidate's own allocations had no guard zones (guard allocator "
+                            "off: bounds saw only the engine's buffers)", s["unguarded"])):
+        if by_class:
+            out.append("")
+            out.append(f"{what}: {sum(by_class.values())} of {n} ("
+                       + ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())) + ")")
     out.append("")
     rate = n / (s["row_seconds"] / 60) if s["row_seconds"] else float("nan")
     comp = compile_records(paths)

@@ -1,7 +1,7 @@
 // The engine's general seams and properties of issue 14: an input source of its own, the structure its
 // draws share (and that perturbations keep or label), inputs with exact zeros for coverage, freshness
-// variants sharing first elements, the indeterminate-form finding, and guard violations in memory the
-// candidate allocated itself.
+// variants sharing first elements, differing inside or only in the tail, the indeterminate-form finding,
+// and guard violations in memory the candidate allocated itself.
 #include <gtest/gtest.h>
 
 #include "kgate/compare.hpp"
@@ -174,6 +174,33 @@ TEST(Freshness, AnInputSharingItsFirstElementsInTheSameBuffersCatchesAFirstEleme
   const GateResult* g = find(r, "freshness");
   EXPECT_EQ(g->verdict, Verdict::fail) << g->summary;
   EXPECT_EQ(g->finding, "stale result") << g->summary;
+}
+
+// Remembers the last call by input pointer, size, first element and the element in the middle: only an input
+// differing in its tail (the first and middle elements as they were) gets the stale result.
+std::int32_t first_middle_cache(const kgate_call& c) {
+  static const void* last = nullptr;
+  static double first = 0, middle = 0;
+  static std::int64_t n = -1;
+  const std::int64_t count_now = count(in(c, 0));
+  const double f = load(in(c, 0), 0), m = load(in(c, 0), count_now / 2);
+  if (in(c, 0).data == last && count_now == n && f == first && m == middle) return KGATE_OK;
+  last = in(c, 0).data;
+  n = count_now;
+  first = f;
+  middle = m;
+  return elementwise_kernel(c);
+}
+
+TEST(Freshness, AnInputDifferingOnlyInItsTailInTheSameBuffersCatchesAFirstAndMiddleElementCache) {
+  // Neither another draw (its first element differs) nor the middle variant (its middle element differs)
+  // reaches this cache: the tail variant alone does, and the evidence names it.
+  const Report r = run(elementwise(), first_middle_cache, 9, {"freshness"});
+  const GateResult* g = find(r, "freshness");
+  EXPECT_EQ(g->verdict, Verdict::fail) << g->summary;
+  EXPECT_EQ(g->finding, "stale result") << g->summary;
+  ASSERT_TRUE(g->evidence);
+  EXPECT_NE(g->evidence->variant.find("last quarter"), std::string::npos) << g->evidence->variant;
 }
 
 // y[r] = mean of row r of x [R, N], f32, rows near 1.52: the rows of two draws differ by about 0.01.

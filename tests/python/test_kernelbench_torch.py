@@ -45,3 +45,9 @@ def test_torch_control(control, tmp_path):
         assert row["classification"] == "clean", {g: v["verdict"] for g, v in gates.items()}
     for g in c["expect"]:
         assert gates[g]["verdict"] in ("FAIL", "CRASH") and gates[g].get("counted", True), gates[g]
+    # a defect control stands for what the field's test misses only if that test (the producer's, mirrored
+    # by baseline) accepts it; a precision downgrade must name the precision it matches
+    if c["producer_passes"]:
+        assert gates["baseline"]["verdict"] == "PASS", gates["baseline"]
+    if c["precision"]:
+        assert any(gates[g].get("precision_label") == c["precision"] for g in c["expect"]), c["precision"]

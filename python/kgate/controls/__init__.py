@@ -82,7 +82,7 @@ def matrix(controls, recs, seeds_n: int | None = None):
     for r in recs:
         by_name.setdefault(str(r.get("task")), []).append(r)
     gates = KGATE_GATES
-    header = f"{'control':22s} {'expect':14s} " + " ".join(f"{g[:5]:>5s}" for g in gates) + "  result"
+    header = f"{'control':22s} {'expect':14s} " + " ".join(f"{g[:5]:>5s}" for g in gates) + "  field  result"
     lines = [header, "-" * len(header)]
     all_ok = True
     for c in controls:
@@ -105,12 +105,33 @@ def matrix(controls, recs, seeds_n: int | None = None):
                 cells.append(("x" if failed else ".").rjust(5) if failed == 0 or c["expect"] else f"!{failed}".rjust(5))
         for r in runs:
             ok &= r.get("status") == "ok"
+        # A control stands for a defect the field's test misses only if it passes that test (the producer's
+        # 5 trials, allclose 1e-2: the `baseline` record) in every run; a precision-downgrade control must be
+        # labelled with the precision it matches (issue 14, Deliver 5 and 6). Both used to be checked for the
+        # numpy controls only (tests/python/test_audit.py), so the torch matrix on the GPU never looked.
+        why = []
+        if c.get("producer_passes", True):
+            passed = sum(next((x for x in r.get("gates", []) if x["gate"] == "baseline"), {}).get("verdict")
+                         == "PASS" for r in runs)
+            field = f"{passed}/{len(runs)}"
+            if passed != len(runs):
+                why.append("the producer's test rejects it")
+        else:
+            field = "-"
+        if c.get("precision"):
+            labelled = sum(any(x.get("precision_label") == c["precision"] for x in r.get("gates", [])
+                               if x.get("gate") in c["expect"]) for r in runs)
+            if labelled != len(runs):
+                why.append(f"labelled {c['precision']} in {labelled} of {len(runs)} runs")
+        ok &= not why
         all_ok &= ok
         exp = ",".join(sorted(c["expect"])) or "(correct)"
-        lines.append(f"{c['name']:22s} {exp:14s} " + " ".join(cells) + ("  ok" if ok else "  MISSED"))
+        lines.append(f"{c['name']:22s} {exp:14s} " + " ".join(cells) + f"  {field:>5s}"
+                     + ("  ok" if ok else "  MISSED" + (f" ({'; '.join(why)})" if why else "")))
     lines.append("")
     lines.append("cells: caught/runs for the intended gate; '.' passed; 'x' also failed (allowed for broken"
-                 " controls); '!n' a correct control failed n times")
+                 " controls); '!n' a correct control failed n times; field: runs that pass the producer's own"
+                 " test (baseline), '-' for a control it rejects too (PRODUCER_PASSES = False)")
     if seeds_n is not None:
         missing = sum(max(0, seeds_n - len(by_name.get(c["name"], []))) for c in controls)
         if missing:

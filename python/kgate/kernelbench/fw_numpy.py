@@ -217,8 +217,8 @@ class Buffers:
         self.bufs: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         self.next = 1
 
-    def alloc(self, n: int) -> int:
-        bid, self.next = self.next, self.next + 1
+    def alloc(self, n: int, bid: int | None = None) -> int:
+        bid = L.new_buffer_id(self, bid)
         g = L.GUARD_BYTES
         pat = L.guard_pattern(self.guard_seed, bid, 2 * g)
         buf = np.empty(2 * g + n, np.uint8)

@@ -67,3 +67,14 @@ def guard_zone_violation(front: np.ndarray, back: np.ndarray, pattern: np.ndarra
         i = int(bad[0])
         out.append({"offset": payload_bytes + i, "expected": int(pattern[g + i]), "found": int(back[i])})
     return out[0] if out else None
+
+
+def new_buffer_id(buffers, bid: int | None) -> int:
+    """The id of a new buffer: the driver's choice (kernelbench/target.py names its buffers itself, so an alloc
+    needs no reply), or else the next unused one; an id in use, or not a positive integer, is an error."""
+    if bid is None:
+        bid = buffers.next
+    if not isinstance(bid, int) or bid <= 0 or bid in buffers.bufs:
+        raise ValueError(f"alloc: buffer id {bid!r} is in use or not a positive integer")
+    buffers.next = max(buffers.next, bid + 1)
+    return bid

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _core
 from . import wire
 from .client import Candidate, WorkerDied
+from .worker import FOLDED_OPS
 
 CODES = {"ok": int(_core.KGATE_OK), "refused": int(_core.KGATE_REFUSED), "error": int(_core.KGATE_ERROR)} \
     if _core else {}
@@ -91,6 +92,15 @@ class CandidateTarget(_core.Target if _core else object):
         self._describe, self._device = describe or f"worker:{cand.entry} ({cand.fw_name})", device
         self.built: set[str] = set()
         self.calls = 0
+        # Buffer ids are this side's choice, from 1 for each fresh worker (its guard patterns derive from them),
+        # so alloc and release need no reply: they wait here and ride ahead of the next message
+        # (worker.Worker.handle). A placed call (per tensor an alloc, a write or fill and a release; the call)
+        # costs a round trip per tensor and one for the call, not three per tensor. Writes and fills still
+        # await their reply: the engine times Target::call as the candidate's, so work the worker does for
+        # kgate must be done before call() is entered.
+        self._pending: list[dict] = []
+        self._ids_of, self._next_id = None, 1
+        self.messages = 0  # messages sent to the worker (bench/kgate: round trips per call)
 
     # -- kgate::Target ---------------------------------------------------------------------------------
     def describe(self):
@@ -99,21 +109,51 @@ class CandidateTarget(_core.Target if _core else object):
     def device(self):
         return self._device
 
+    def _same_worker(self):
+        """Forgets the ids and pending ops of a worker that is gone: a fresh one numbers its buffers from 1."""
+        if self._ids_of is not self.cand.proc:
+            self._ids_of, self._next_id = self.cand.proc, 1
+            self._pending.clear()
+
+    def _carry(self, msg) -> dict:
+        """`msg` with the pending allocs and releases riding ahead of it."""
+        self._same_worker()
+        if self._pending:
+            msg["before"], self._pending = self._pending, []
+        self.messages += 1
+        return msg
+
+    @staticmethod
+    def _folded_failure(reply) -> str | None:
+        """What a reply says failed when it is one of the ops that rode ahead of the message ("worker alloc:
+        ..."), else None."""
+        if isinstance(reply, dict) and reply.get("status") != "ok" and reply.get("op") in FOLDED_OPS:
+            return f"worker {reply['op']}: {reply.get('message')}"
+        return None
+
     def _req(self, msg, timeout=None):
         try:
-            reply = self.cand.request(msg, timeout)
+            reply = self.cand.request(self._carry(msg), timeout)
         except WorkerDied as d:
             raise RuntimeError(f"the candidate's worker {d.kind}: {d.detail}") from None
-        if reply.get("status") != "ok":
-            raise RuntimeError(f"worker {msg['op']}: {reply.get('message')}")
+        if not isinstance(reply, dict) or reply.get("status") != "ok":
+            folded = self._folded_failure(reply)
+            raise RuntimeError(folded or f"worker {msg['op']}: "
+                               f"{reply.get('message') if isinstance(reply, dict) else type(reply).__name__}")
         return reply
 
     def alloc(self, nbytes):
-        return self._req({"op": "alloc", "bytes": int(nbytes)})["id"]
+        if not self.cand.alive():
+            raise RuntimeError("the candidate's worker crash: the worker is not running")
+        self._same_worker()
+        bid, self._next_id = self._next_id, self._next_id + 1
+        self._pending.append({"op": "alloc", "id": bid, "bytes": int(nbytes)})
+        return bid
 
     def release(self, bid):
         if self.cand.alive():
-            self._req({"op": "release", "id": int(bid)})
+            self._same_worker()
+            self._pending.append({"op": "release", "id": int(bid)})
 
     def write(self, bid, offset, data):
         # `data` (any bytes-like, the engine's lent memoryview included) goes out raw, uncopied (wire.py)
@@ -156,19 +196,29 @@ class CandidateTarget(_core.Target if _core else object):
             self.calls += 1
             # Each output arrives raw, in order, straight into a fresh HostArray of its layout (OutputSink)
             sink = OutputSink([a.layout for inv in request.invocations for a in inv.outputs])
-            reply = self.cand.request({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
-                                       "poison": bytes(request.poison), "stream": _enum_name(request.stream),
-                                       "eval": True}, sink=sink)
+            msg = self._carry({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
+                               "poison": bytes(request.poison), "stream": _enum_name(request.stream), "eval": True})
+            reply = self.cand.request(msg, sink=sink)
         except WorkerDied as d:
             result.outcome = _core.CallOutcome.timed_out if d.kind == "timeout" else _core.CallOutcome.crashed
             result.detail = d.detail
             result.output = d.output[-16384:]
             return result
         result.output, result.output_bytes = self.cand.output_since(start)
+        # an alloc or release that rode ahead of the call (only if some did: otherwise a failed ecall is a crash)
+        folded = self._folded_failure(reply) if "before" in msg else None
+        if folded:
+            raise RuntimeError(folded)
         if reply.get("status") != "ok":  # the device context is gone: the worker exited
             self.cand.kill()
             result.outcome, result.detail = _core.CallOutcome.crashed, reply.get("message", "")
             return result
+        results, raws = reply.get("results"), reply.get(wire.RAW, [])
+        outputs = sum(len(inv.outputs) for inv in request.invocations)
+        if not isinstance(results, list) or len(results) != len(request.invocations) or len(raws) != outputs:
+            raise RuntimeError(f"worker ecall: a malformed reply ({len(results) if isinstance(results, list) else 'no'} "
+                               f"results for {len(request.invocations)} invocations, {len(raws)} output buffers "
+                               f"for {outputs} outputs)")
         result.seconds = float(reply.get("seconds", 0.0))
         out = []
         raw = iter(zip(sink.arrays, reply.get(wire.RAW, [])))
@@ -210,6 +260,7 @@ class CandidateTarget(_core.Target if _core else object):
 
     def reset(self):
         self.cand.kill()
+        self._pending.clear()
         self.built.clear()
         self.cand.ensure()  # a fresh worker; every build replayed
         self.built.update(self.cand.builds)

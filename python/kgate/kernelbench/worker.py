@@ -29,6 +29,10 @@ def _short_tb(limit: int = 6000) -> str:
     return traceback.format_exc()[-limit:]
 
 
+# Buffer ops a message may carry ahead of it ("before").
+FOLDED_OPS = ("alloc", "fill", "release")
+
+
 class Worker:
     def __init__(self, fw):
         self.fw = fw
@@ -38,6 +42,25 @@ class Worker:
         self.buffers = None
         self.conventions: dict = {}
         self.progress = None   # sends {"progress": what} before a long request's reply (main sets it)
+
+    # -- one message --------------------------------------------------------------------------------------
+    def handle(self, msg) -> dict:
+        """The reply to one message. A message may carry buffer ops to run first, in order ("before": alloc,
+        fill, release): the driver's target folds a placed call's allocs and releases into its next message
+        rather than a round trip each (kernelbench/target.py). A failure of any of them is the reply, naming
+        that op ("op"), and the message's own op does not run."""
+        what = msg.get("op")
+        try:
+            for op in msg.get("before") or ():
+                what = op.get("op") if isinstance(op, dict) else op
+                if what not in FOLDED_OPS:
+                    raise ValueError(f"{what!r} cannot ride before another message (only {', '.join(FOLDED_OPS)})")
+                getattr(self, what)(op)
+            what = msg.get("op")
+            return getattr(self, what)(msg)
+        except BaseException as e:  # noqa: BLE001 - a worker-side failure is reported, never silent
+            return {"status": "error", "op": what, "message": f"{type(e).__name__}: {e}"[:2000],
+                    "traceback": _short_tb()}
 
     # -- requests --------------------------------------------------------------------------------------
     def init(self, msg):
@@ -109,7 +132,8 @@ class Worker:
 
     # -- the engine's buffers (Target::alloc, write, fill, read, check_guards, release) -------------------------
     def alloc(self, msg):
-        return {"status": "ok", "id": self.buffers.alloc(int(msg["bytes"]))}
+        bid = msg.get("id")  # the driver's choice (kernelbench/target.py), or else the next free id
+        return {"status": "ok", "id": self.buffers.alloc(int(msg["bytes"]), None if bid is None else int(bid))}
 
     def release(self, msg):
         self.buffers.release(int(msg["id"]))
@@ -269,10 +293,7 @@ def main():
         if op == "exit":
             conn.send({"status": "ok"})
             return
-        try:
-            reply = getattr(w, op)(msg)
-        except BaseException as e:  # noqa: BLE001 - a worker-side failure is reported, never silent
-            reply = {"status": "error", "message": f"{type(e).__name__}: {e}"[:2000], "traceback": _short_tb()}
+        reply = w.handle(msg)
         wire.send(conn, reply)
         if reply.get("fatal"):
             sys.stdout.flush()

@@ -83,26 +83,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 ''',
-    "matmul": _HEAD + '''class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, A, B):
-        return torch.matmul(A, B)
-
-
-M = 1024
-K = 2048
-N = 1024
-
-
-def get_inputs():
-    return [torch.randn(M, K), torch.randn(K, N)]
-
-
-def get_init_inputs():
-    return []
-''',
     "sum_all": _HEAD + '''class Model(nn.Module):
     def __init__(self):
         super().__init__()
