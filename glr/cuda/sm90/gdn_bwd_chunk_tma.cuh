@@ -1,6 +1,7 @@
 // glr/cuda/sm90/gdn_bwd_chunk_tma.cuh: chunk_tma_kernel, the backward's chunk kernel on wgmma with its loads off
-// the critical path: chunk_wgmma_kernel's products, epilogues and phase 3 (gdn_bwd_wgmma.cuh; the same wgmmas in
-// the same k-order on the same accumulators, so the same words), on a persistent grid whose blocks walk the chunk
+// the critical path: chunk_wgmma_kernel's products, epilogues and phase 3 (the same code: gdn_bwd_wgmma.cuh's
+// ChunkWgCore, phases 1 and 2, which both kernels call with their own loads as hooks, and chunk_phase3; the same
+// wgmmas in the same k-order on the same accumulators, so the same words), on a persistent grid whose blocks walk the chunk
 // items, every tile arriving by TMA (cp.async.bulk.tensor.2d, 128B swizzle) on an mbarrier, and each tile of the
 // block's NEXT item issued as soon as the current item's last reader of that buffer is past. Opt-in,
 // GLR_BWD_CHUNK_TMA=1 (env_switch.hpp; unset: chunk_wgmma_kernel; GLR_BWD_WGMMA=0 chunk_kernel): on an H100 (2026-12-05,
@@ -116,26 +117,17 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
   static_assert(kChunkWgThreads == 256 && C == 64, "two warpgroups, wgmma's M = 64 rows = the chunk");
   const GdnBwdArgs& a = p.a;
   constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
-  constexpr int kN = 32;       // a warpgroup's columns of a 64-column part: the wgmmas are m64n32
   constexpr int NT_ = kChunkWgThreads;
   constexpr std::uint32_t kBox = 64 * 64 * 2;  // bytes of one TMA box
   extern __shared__ __align__(16) char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   ChunkTmaSmem<kD>& s = *reinterpret_cast<ChunkTmaSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
-  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3,
-            r0 = warp * 16;
-  const int c0 = kN * wg;
-  const int slot = 4 * wg + t4;
-  const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
-                      svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
-                      sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E);
+  const ChunkWgCore<kD, kDelta> core(s);  // the thread geometry, the tiles' addresses, phases 1 and 2
+  const int tid = core.tid;
+  const std::uint32_t sq_ = core.sq, sk = core.sk, sdO = core.sdO, svn = core.svn, svnl = core.svnl, sdx = core.sdx,
+                      sh = core.sh, sdh = core.sdh, sdhl = core.sdhl;
   const std::uint32_t bar0 = smem_addr(s.bar);
   auto bar = [bar0](int i) { return bar0 + 8u * static_cast<std::uint32_t>(i); };
-  auto pair_at = [](const __nv_bfloat16* t, int r, int col, auto rows) -> std::uint32_t* {
-    constexpr int kRows = decltype(rows)::value;
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<kRows>(r, col));
-  };
-  using RowsC = std::integral_constant<int, C>;
   const int stride = static_cast<int>(gridDim.x);
   // The first item at or after w (stepping by the grid) that has a chunk; p.items if none.
   auto next_item = [&](int w) {
@@ -292,160 +284,45 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     }
 
     const float GL = v.G[C - 1], GrL = v.Gr[C - 1];
-    // Phase 1 (chunk_wgmma_kernel's).
-    Phase1Partials p1;
-    // kSplit (pass 0 at kD = 128): features 0..63 (q, k slab 0, in place since P0) as one commit group, then the
-    // wait for slab 1 (the last tiles to land: P2) and features 64..127 as a second group on the same
-    // accumulators (in issue order: the same k-order).
-    auto phase1_issue = [&](float (&x)[kN / 2], float (&y)[kN / 2], std::uint32_t xa, std::uint32_t ya, auto split) {
-      constexpr bool kSplit = decltype(split)::value && KH == 2;
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) x[e] = y[e] = 0.f;
-      wgmma_fence_operand(x);
-      wgmma_fence_operand(y);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        if (kSplit && ks == 4) {
-          wgmma_commit();
-          mbarrier_wait_parity(bar(kTbQK1), ph);
-          wgmma_fence();
-        }
-        wgmma_ss_n<kN, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, c0, ks), 1);
-        wgmma_ss_n<kN, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, c0, ks), 1);
-      }
-      wgmma_commit();
-    };
-    auto phase1_finish = [&](int pass, float (&x)[kN / 2], float (&y)[kN / 2]) {
-      wgmma_fence_operand(x);
-      wgmma_fence_operand(y);
-      phase1_epilogue(v, a, pass, len, r0, g8, t4, x, y, p1, [&](__nv_bfloat16* t, int i, int col) {
-        return pair_at(t, i, col, RowsC{});
-      }, c0);
-    };
-    {
-      float x0[kN / 2], y0[kN / 2];  // Q K^T, dO V_new^T
-      phase1_issue(x0, y0, sq_, sdO, std::true_type{});
-      if constexpr (kDelta) {
-        float x1[kN / 2], y1[kN / 2];  // K K^T, dX V_new^T
-        mbarrier_wait_parity(bar(kTbX), ph);  // dX
-        phase1_issue(x1, y1, sk, sdx, std::false_type{});
-        wgmma_wait<1>();
-        phase1_finish(0, x0, y0);
-        wgmma_wait<0>();
-        phase1_finish(1, x1, y1);
-      } else {
-        wgmma_wait<0>();
-        phase1_finish(0, x0, y0);
-      }
-    }
-    store_phase1_partials<kN / 8>(v, p1, warp, g8, t4, c0, slot);
+    // Phase 1 (ChunkWgCore::phase1). Pass 0 at kD = 128: features 0..63 (q, k slab 0, in place since P0) as one
+    // commit group, then the wait for slab 1 (the last tiles to land: P2) and features 64..127 as a second group.
+    core.template phase1<true>(v, a, len, [&] { mbarrier_wait_parity(bar(kTbQK1), ph); },
+                               [&] { mbarrier_wait_parity(bar(kTbX), ph); });  // dX before pass 1
     fence_proxy_async();  // dA, E (st.shared) before the wgmmas
     __syncthreads();
     mbarrier_wait_parity(bar(kTbH0), ph);
     if constexpr (KH == 2) mbarrier_wait_parity(bar(kTbH1), ph);
     mbarrier_wait_parity(bar(kTbL), ph);
 
-    // Phase 2 (chunk_wgmma_kernel's), with the refills P0 and P1.
-    float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-    auto rows_issue = [&](float (&acc)[kN / 2], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
-                          auto with_b2, std::uint32_t B2) {
-      constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) acc[e] = 0.f;
-      wgmma_fence_operand(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        if constexpr (kA2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
-        if constexpr (kB2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, c0, ks), 1);
-        wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
-      }
-      wgmma_commit();
-    };
-    auto cc_times = [&](float (&acc)[kN / 2], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if (trans)
-          wgmma_ss_n<kN, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
-        else
-          wgmma_ss_n<kN, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
-      }
-    };
-    auto row_dot = [&](float (&r)[2], const float (&acc)[kN / 2], const __nv_bfloat16* X, int n0) {
-      add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col, RowsC{}); });
-    };
-    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
-      store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
-    };
-    auto state_chunk = [](const __nv_bfloat16* t, int r, int cc) {
-      return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
-    };
-    float eg[2], bi[2], el[2];
-    phase2_row_factors<kDelta>(v, r0, g8, GrL, eg, bi, el);
-#pragma unroll 1
-    for (int kh = 0; kh < KH; ++kh) {
-      const int n0 = kh * 64;
-      float ak[kN / 2], ax[kN / 2], aq[kN / 2];
-      if (kh == 1) {
-        __syncthreads();  // both warpgroups are past part 0 (all its products retired): P0
-        refill(kTbQK0);   // q, k features 0..63: read in phase 1 and part 0 only
-        refill(kTbH0);    // h, dh' rows 0..63: read in part 0 (and by hdot, formed there)
-        mbarrier_wait_parity(bar(kTbD), ph);  // dh''s residual, rows 64..127
-      }
-      rows_issue(ak, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);
-      if constexpr (kDelta) rows_issue(ax, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      rows_issue(aq, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      if (kh == 0 && wg == 1 && tid - 128 < kD)  // <h, dh'> of row tid - 128, while the products run
-        s.hdot[tid - 128] = hdot_row<kD>(s.h, s.dh, tid - 128, state_chunk);
-      wgmma_wait<kDelta ? 2 : 1>();
-      wgmma_fence_operand(ak);
-      row_dot(rd[2], ak, s.k, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
-      if (kh + 1 < KH) {
-        __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired above)
-        if (tid == 0) issue(kTbD, at);
-      }
-      if constexpr (kDelta) {
-        wgmma_wait<1>();
-        wgmma_fence_operand(ax);
-        row_dot(rd[1], ax, s.k, n0);
-#pragma unroll
-        for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], ax[e], ak[e]);
-      }
-      wgmma_fence_operand(ak);
-      wgmma_fence();
-      if constexpr (kDelta) {
-        cc_times(ak, sE, false, sk, n0);
-        cc_times(ak, sE, true, sk, n0);
-      }
-      cc_times(ak, sdA, true, sq_, n0);
-      wgmma_commit();
-      wgmma_wait<1>();  // dO h^T (dk's E K + E^T K + dA^T Q stay in flight)
-      wgmma_fence_operand(aq);
-      row_dot(rd[0], aq, s.q, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) aq[e] = a.scale * eg[(e >> 1) & 1] * aq[e];
-      wgmma_fence_operand(aq);
-      wgmma_fence();
-      cc_times(aq, sdA, false, sk, n0);
-      wgmma_commit();
-      if (kh == KH - 1) {
-        __syncthreads();  // both warpgroups' row products retired (dk's and dq's last products in flight): P1
-        refill(kTbV);
-        if constexpr (kDelta) refill(kTbX);
-        refill(kTbL);
-        refill(KH == 2 ? kTbH1 : kTbH0);
-      }
-      wgmma_wait<1>();  // dk
-      wgmma_fence_operand(ak);
-      store_rows(a.dk, a.dkp, ak, n0);
-      wgmma_wait<0>();  // dq
-      wgmma_fence_operand(aq);
-      store_rows(a.dq, a.dqp, aq, n0);
-    }
-    store_phase2_partials<kD>(v, rd, kD, r0, g8, slot, state_chunk);  // the row dots (hdot is in place)
+    // Phase 2 (ChunkWgCore::phase2), with the refills P0 and P1; its row dots to their slots (hdot is in place).
+    core.phase2(
+        s, v, a, len, HV, qtok0, tok0, GrL, [] { return kD; },
+        [&](int kh) {
+          if (kh == 1) {
+            __syncthreads();  // both warpgroups are past part 0 (all its products retired): P0
+            refill(kTbQK0);   // q, k features 0..63: read in phase 1 and part 0 only
+            refill(kTbH0);    // h, dh' rows 0..63: read in part 0 (and by hdot, formed there)
+            mbarrier_wait_parity(bar(kTbD), ph);  // dh''s residual, rows 64..127
+          }
+        },
+        [&](int kh) {
+          if (kh == 0 && core.wg == 1 && tid - 128 < kD)  // <h, dh'> of row tid - 128, while the products run
+            s.hdot[tid - 128] = hdot_row<kD>(s.h, s.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
+              return ChunkWgCore<kD, kDelta>::state_chunk(u, r, cc);
+            });
+        },
+        [&](int) {
+          if (tid == 0) issue(kTbD, at);  // dh''s residual rows 64..127 into the freed tile
+        },
+        [&](int kh) {
+          if (kh == KH - 1) {
+            __syncthreads();  // both warpgroups' row products retired (dk's and dq's last products in flight): P1
+            refill(kTbV);
+            if constexpr (kDelta) refill(kTbX);
+            refill(kTbL);
+            refill(KH == 2 ? kTbH1 : kTbH0);
+          }
+        });
     __syncthreads();  // every product of the item retired: P2
     refill(KH == 2 ? kTbQK1 : kTbQK0);
     const int nsl = kD / a.vt;

@@ -45,6 +45,7 @@
 // order) in flight through dq's row dot and scaling, dq's dA K through dk's store.
 // Included by gdn_bwd_mma.cuh after chunk_kernel (its helpers: Seq, chunk_of, first_slot, store_scalar, ..., and
 // the epilogues and phase 3 both chunk kernels call: load_chunk_scalars, phase1_epilogue, ..., chunk_phase3).
+// Phases 1 and 2 on wgmma are ChunkWgCore's, below, which chunk_tma_kernel (gdn_bwd_chunk_tma.cuh) calls too.
 #pragma once
 
 #include <cstdlib>
@@ -86,6 +87,205 @@ inline constexpr std::size_t chunk_wgmma_smem_bytes = sizeof(ChunkWgSmem<kD>) + 
 static_assert(chunk_wgmma_smem_bytes<128> <= 227 * 1024, "the wgmma chunk kernel's shared memory fits one block per SM");
 static_assert((C * 128 * 2) % 1024 == 0 && (C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment");
 
+// The compute both wgmma chunk kernels run (chunk_wgmma_kernel here, chunk_tma_kernel in gdn_bwd_chunk_tma.cuh):
+// phases 1 and 2's wgmmas and epilogues and the thread geometry, written once; each kernel keeps its own loads and
+// passes the points where they differ as hooks (cp.async waits and the second residual load here; mbarrier waits,
+// TMA refills and hdot there), called in the same place of the same order of instructions, so both kernels issue
+// what they issued before. Smem: ChunkWgSmem or ChunkTmaSmem (the tiles by field name); S: what the epilogues read
+// (the struct itself, or ChunkTmaView with one buffer's scalars).
+template <int kD, bool kDelta>
+struct ChunkWgCore {
+  static constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
+  static constexpr int kN = 32;       // a warpgroup's columns of a 64-column part: the wgmmas are m64n32
+  using RowsC = std::integral_constant<int, C>;
+  int tid, wg, warp, g8, t4, r0;
+  int c0;    // the warpgroup's first column of each 64-column part (warpgroup-uniform)
+  int slot;  // the thread's slot among a row's 8 row partials (chunk_phase3 sums them in order)
+  std::uint32_t sq, sk, sdO, svn, svnl, sdx, sh, sdh, sdhl, sdA, sE;  // the tiles' shared addresses
+
+  template <class Smem>
+  __device__ __forceinline__ explicit ChunkWgCore(Smem& s)
+      : tid(static_cast<int>(threadIdx.x)), wg(tid >> 7), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
+        r0(warp * 16), c0(kN * wg), slot(4 * wg + t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
+        svn(smem_addr(s.vn)), svnl(smem_addr(s.vnl)), sdx(smem_addr(s.dx)), sh(smem_addr(s.h)), sdh(smem_addr(s.dh)),
+        sdhl(smem_addr(s.dhl)), sdA(smem_addr(s.dA)), sE(smem_addr(s.E)) {}
+
+  // A bf16 pair (columns col, col + 1: one 16-byte chunk) of a swizzled tile of C rows.
+  __device__ __forceinline__ static std::uint32_t* pair_at(const __nv_bfloat16* t, int r, int col) {
+    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<C>(r, col));
+  }
+  // The 16-byte chunk cc (columns 8cc..8cc+7) of row r of a swizzled (K x V) tile.
+  __device__ __forceinline__ static const uint4* state_chunk(const __nv_bfloat16* t, int r, int cc) {
+    return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
+  }
+
+  // x = X Y^T, y = Z V_new^T over the features, this warpgroup's columns: one commit group; kSplit (kD = 128 only):
+  // features 0..63 as one group, then mid() (chunk_tma_kernel: the wait for q, k's second slab) and features
+  // 64..127 as a second group on the same accumulators (in issue order: the same k-order).
+  template <bool kSplit, class Mid>
+  __device__ __forceinline__ void phase1_issue(float (&x)[kN / 2], float (&y)[kN / 2], std::uint32_t xa,
+                                               std::uint32_t ya, Mid mid) const {
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) x[e] = y[e] = 0.f;
+    wgmma_fence_operand(x);
+    wgmma_fence_operand(y);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      if (kSplit && KH == 2 && ks == 4) {
+        wgmma_commit();
+        mid();
+        wgmma_fence();
+      }
+      wgmma_ss_n<kN, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, c0, ks), 1);
+    }
+    wgmma_commit();
+  }
+  template <class S>
+  __device__ __forceinline__ void phase1_finish(S& s, const GdnBwdArgs& a, int pass, int len, float (&x)[kN / 2],
+                                                float (&y)[kN / 2], Phase1Partials& p1) const {
+    wgmma_fence_operand(x);
+    wgmma_fence_operand(y);
+    phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [&](__nv_bfloat16* t, int i, int col) {
+      return pair_at(t, i, col);
+    }, c0);
+  }
+  // Phase 1 (chunk_kernel's, the products on wgmma: every column tile, the causal ones unread), the warpgroup's 32
+  // columns of the (C x C) products, through the partials in shared memory. Pass 1's wgmmas (the delta rule) are
+  // issued before pass 0's epilogue runs; dx_ready() (the delta rule) before them: dX in place. kSplit0, mid: pass
+  // 0's issue (phase1_issue).
+  template <bool kSplit0, class S, class Mid, class DxReady>
+  __device__ __forceinline__ void phase1(S& s, const GdnBwdArgs& a, int len, Mid mid, DxReady dx_ready) const {
+    Phase1Partials p1;
+    float x0[kN / 2], y0[kN / 2];  // Q K^T, dO V_new^T
+    phase1_issue<kSplit0>(x0, y0, sq, sdO, mid);
+    if constexpr (kDelta) {
+      float x1[kN / 2], y1[kN / 2];  // K K^T, dX V_new^T
+      dx_ready();
+      phase1_issue<false>(x1, y1, sk, sdx, [] {});
+      wgmma_wait<1>();
+      phase1_finish(s, a, 0, len, x0, y0, p1);
+      wgmma_wait<0>();
+      phase1_finish(s, a, 1, len, x1, y1, p1);
+    } else {
+      wgmma_wait<0>();
+      phase1_finish(s, a, 0, len, x0, y0, p1);
+    }
+    store_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
+  }
+
+  // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows
+  // n0 + c0 .. of a (kD x kD) tile, B2 rows c0 .. of a (64 x kD) one; A2 used if kA2, B2 if kB2. One commit group.
+  template <bool kA2, bool kB2>
+  __device__ __forceinline__ void rows_issue(float (&acc)[kN / 2], std::uint32_t A, std::uint32_t Bs, int n0,
+                                             std::uint32_t A2, std::uint32_t B2) const {
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) acc[e] = 0.f;
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      if constexpr (kA2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
+      if constexpr (kB2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
+    }
+    wgmma_commit();
+  }
+  // Issues acc += (A or A^T) Bm[:, n0 + c0 ..] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B:
+  // its start 64 bytes into the 128-byte swizzle row for warpgroup 1; A^T MN-major A). Several in a row accumulate
+  // in issue order (wgmmas on one accumulator are ordered): the caller fences before the first and commits after
+  // the last.
+  __device__ __forceinline__ void cc_times(float (&acc)[kN / 2], std::uint32_t A, bool trans, std::uint32_t Bm,
+                                           int n0) const {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (trans)
+        wgmma_ss_n<kN, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
+      else
+        wgmma_ss_n<kN, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
+    }
+  }
+  __device__ __forceinline__ void row_dot(float (&r)[2], const float (&acc)[kN / 2], const __nv_bfloat16* X,
+                                          int n0) const {
+    add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col); });
+  }
+
+  // Phase 2, per 64-column part of K (the warpgroup's columns n0 + c0 .. n0 + c0 + 31; t: the tiles q, k, s: as
+  // phase 1's), then its row dots to their
+  // slots and <h, dh'> of row hrow() of K (>= kD: none; a callable, evaluated there, so not held through the loop). The kernels' hooks, each given the part kh:
+  // part_start at the part's start; rows_issued once its three row products are issued; resid_free(kh) (kh + 1 <
+  // KH) after the barrier past part kh's last reader of dh''s residual rows; rows_retired once dq's last product is
+  // issued (every row product of the part retired, dk's and dq's last products in flight).
+  template <class Smem, class S, class HRow, class PartStart, class RowsIssued, class ResidFree, class RowsRetired>
+  __device__ __forceinline__ void phase2(const Smem& t, S& s, const GdnBwdArgs& a, int len, int HV, std::int64_t qtok0,
+                                         std::int64_t tok0, float GrL, HRow hrow, PartStart part_start,
+                                         RowsIssued rows_issued, ResidFree resid_free, RowsRetired rows_retired) const {
+    float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
+      store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
+    };
+    float eg[2], bi[2], el[2];
+    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+#pragma unroll 1
+    for (int kh = 0; kh < KH; ++kh) {
+      const int n0 = kh * 64;
+      // dk: V_new dh'^T (three pieces; then dk's accumulator), dX h^T (the delta rule); dq: dO h^T. Issued as three
+      // groups at once, each epilogue as soon as its group is done, dq's dO h^T in flight through dk's epilogue.
+      float ak[kN / 2], ax[kN / 2], aq[kN / 2];
+      part_start(kh);
+      // (A2 = V_new's residual with the delta rule only: V is exact in bf16 without it)
+      rows_issue<kDelta, true>(ak, svn, sdh, n0, svnl, sdhl);
+      if constexpr (kDelta) rows_issue<false, false>(ax, sdx, sh, n0, 0u, 0u);
+      rows_issue<false, false>(aq, sdO, sh, n0, 0u, 0u);
+      rows_issued(kh);
+      wgmma_wait<kDelta ? 2 : 1>();
+      wgmma_fence_operand(ak);
+      row_dot(rd[2], ak, t.k, n0);
+#pragma unroll
+      for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
+      if (kh + 1 < KH) {
+        __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired above)
+        resid_free(kh);
+      }
+      if constexpr (kDelta) {
+        wgmma_wait<1>();
+        wgmma_fence_operand(ax);
+        row_dot(rd[1], ax, t.k, n0);
+#pragma unroll
+        for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], ax[e], ak[e]);
+      }
+      wgmma_fence_operand(ak);  // written by the threads
+      wgmma_fence();
+      if constexpr (kDelta) {
+        cc_times(ak, sE, false, sk, n0);
+        cc_times(ak, sE, true, sk, n0);
+      }
+      cc_times(ak, sdA, true, sq, n0);
+      wgmma_commit();
+      wgmma_wait<1>();  // dO h^T (dk's E K + E^T K + dA^T Q stay in flight)
+      wgmma_fence_operand(aq);
+      row_dot(rd[0], aq, t.q, n0);
+#pragma unroll
+      for (int e = 0; e < kN / 2; ++e) aq[e] = a.scale * eg[(e >> 1) & 1] * aq[e];
+      wgmma_fence_operand(aq);
+      wgmma_fence();
+      cc_times(aq, sdA, false, sk, n0);
+      wgmma_commit();
+      rows_retired(kh);
+      wgmma_wait<1>();  // dk
+      wgmma_fence_operand(ak);
+      store_rows(a.dk, a.dkp, ak, n0);
+      wgmma_wait<0>();  // dq
+      wgmma_fence_operand(aq);
+      store_rows(a.dq, a.dqp, aq, n0);
+    }
+    store_phase2_partials<kD>(s, rd, hrow(), r0, g8, slot, [](const __nv_bfloat16* u, int r, int cc) {
+      return state_chunk(u, r, cc);
+    });
+  }
+};
+
 // Kernel chunk on wgmma: grid and phases as chunk_kernel; the block two warpgroups (kChunkWgThreads = 256) on the
 // same tiles, warpgroup w computing columns 32w..32w+31 of every 64-column part of every product (m64n32 wgmmas),
 // warp (w, v) rows 16v..16v+15 of them.
@@ -93,31 +293,18 @@ template <int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kChunkWgThreads == 256 && C == 64, "two warpgroups, wgmma's M = 64 rows = the chunk");
-  constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
-  constexpr int kN = 32;       // a warpgroup's columns of a 64-column part: the wgmmas are m64n32
   constexpr int NT_ = kChunkWgThreads;
   extern __shared__ __align__(16) char smem_raw[];  // (declared so by the other kernels; aligned below)
   // the struct at the first 1024-byte aligned shared address (the swizzle acts on address bits)
   const std::uint32_t raw = smem_addr(smem_raw);
   ChunkWgSmem<kD>& s = *reinterpret_cast<ChunkWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
-  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3,
-            r0 = warp * 16;
-  const int c0 = kN * wg;        // the warpgroup's first column of each 64-column part (warpgroup-uniform)
-  const int slot = 4 * wg + t4;  // the thread's slot among a row's 8 row partials (chunk_phase3 sums them in order)
   ChunkAt at;
   if (!chunk_at(a, at)) return;
+  const ChunkWgCore<kD, kDelta> core(s);
+  const int tid = core.tid;
   const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
   const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
-  const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
-                      svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
-                      sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E);
-  // A bf16 pair (columns col, col + 1: one 16-byte chunk) of a swizzled tile of kRows rows.
-  auto pair_at = [](const __nv_bfloat16* t, int r, int col, auto rows) -> std::uint32_t* {
-    constexpr int kRows = decltype(rows)::value;
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<kRows>(r, col));
-  };
-  using RowsC = std::integral_constant<int, C>;
 
   // Group 1: q, k, dO, V_new, G, beta, the dbeta partials. Group 2: dX. Group 3: h, dh', the residuals. The tiles
   // by all 256 threads.
@@ -146,153 +333,34 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   __syncthreads();
 
   const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-  // Phase 1 (chunk_kernel's, the products on wgmma: every column tile, the causal ones unread), the warpgroup's 32
-  // columns of the (C x C) products. Pass 1's wgmmas (the delta rule) are issued before pass 0's epilogue runs.
-  Phase1Partials p1;
-  // x = X Y^T, y = Z V_new^T over the features, this warpgroup's columns: one commit group
-  auto phase1_issue = [&](float (&x)[kN / 2], float (&y)[kN / 2], std::uint32_t xa, std::uint32_t ya) {
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) x[e] = y[e] = 0.f;
-    wgmma_fence_operand(x);
-    wgmma_fence_operand(y);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      wgmma_ss_n<kN, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, c0, ks), 1);
-      wgmma_ss_n<kN, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, c0, ks), 1);
-    }
-    wgmma_commit();
-  };
-  auto phase1_finish = [&](int pass, float (&x)[kN / 2], float (&y)[kN / 2]) {
-    wgmma_fence_operand(x);
-    wgmma_fence_operand(y);
-    phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, [&](__nv_bfloat16* t, int i, int col) {
-      return pair_at(t, i, col, RowsC{});
-    }, c0);
-  };
-  {
-    float x0[kN / 2], y0[kN / 2];  // Q K^T, dO V_new^T
-    phase1_issue(x0, y0, sq_, sdO);
-    if constexpr (kDelta) {
-      float x1[kN / 2], y1[kN / 2];  // K K^T, dX V_new^T
-      cp_async_wait<1>();  // dX
-      fence_proxy_async();
-      __syncthreads();
-      phase1_issue(x1, y1, sk, sdx);
-      wgmma_wait<1>();
-      phase1_finish(0, x0, y0);
-      wgmma_wait<0>();
-      phase1_finish(1, x1, y1);
-    } else {
-      wgmma_wait<0>();
-      phase1_finish(0, x0, y0);
-    }
-  }
-  store_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
+  // Phase 1 (ChunkWgCore::phase1); dX by cp.async (group 2) before pass 1.
+  core.template phase1<false>(s, a, len, [] {}, [] {
+    cp_async_wait<1>();  // dX
+    fence_proxy_async();
+    __syncthreads();
+  });
   cp_async_wait<0>();
   fence_proxy_async();  // dA, E (st.shared) and h, dh' (cp.async) before the wgmmas
   __syncthreads();
 
-  // Phase 2, per 64-column part of K; the warpgroup's columns n0 + c0 .. n0 + c0 + 31.
-  float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-  // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows
-  // n0 + c0 .. of a (kD x kD) tile, B2 rows c0 .. of a (64 x kD) one; A2 used if kA2, B2 if kB2. One commit group.
-  auto rows_issue = [&](float (&acc)[kN / 2], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
-                        auto with_b2, std::uint32_t B2) {
-    constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) acc[e] = 0.f;
-    wgmma_fence_operand(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      if constexpr (kA2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
-      if constexpr (kB2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, c0, ks), 1);
-      wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
-    }
-    wgmma_commit();
-  };
-  // Issues acc += (A or A^T) Bm[:, n0 + c0 ..] over the C tokens, A a (C x C) tile, Bm a (C x kD) one (MN-major B:
-  // its start 64 bytes into the 128-byte swizzle row for warpgroup 1; A^T MN-major A). Several in a row accumulate
-  // in issue order (wgmmas on one accumulator are ordered): the caller fences before the first and commits after
-  // the last.
-  auto cc_times = [&](float (&acc)[kN / 2], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      if (trans)
-        wgmma_ss_n<kN, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
-      else
-        wgmma_ss_n<kN, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
-    }
-  };
-  auto row_dot = [&](float (&r)[2], const float (&acc)[kN / 2], const __nv_bfloat16* X, int n0) {
-    add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col, RowsC{}); });
-  };
-  auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
-    store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
-  };
-  float eg[2], bi[2], el[2];
-  phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
-#pragma unroll 1
-  for (int kh = 0; kh < KH; ++kh) {
-    const int n0 = kh * 64;
-    // dk: V_new dh'^T (three pieces; then dk's accumulator), dX h^T (the delta rule); dq: dO h^T. Issued as three
-    // groups at once, each epilogue as soon as its group is done, dq's dO h^T in flight through dk's epilogue.
-    float ak[kN / 2], ax[kN / 2], aq[kN / 2];
-    if (kh == 1) {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();  // dh''s residual, rows 64..127, visible
-    }
-    // (A2 = V_new's residual with the delta rule only: V is exact in bf16 without it)
-    rows_issue(ak, svn, sdh, n0, std::bool_constant<kDelta>{}, svnl, std::true_type{}, sdhl);
-    if constexpr (kDelta) rows_issue(ax, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-    rows_issue(aq, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-    wgmma_wait<kDelta ? 2 : 1>();
-    wgmma_fence_operand(ak);
-    row_dot(rd[2], ak, s.k, n0);
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
-    if (kh + 1 < KH) {
-      __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired above)
-      load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
-      cp_async_commit();
-    }
-    if constexpr (kDelta) {
-      wgmma_wait<1>();
-      wgmma_fence_operand(ax);
-      row_dot(rd[1], ax, s.k, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], ax[e], ak[e]);
-    }
-    wgmma_fence_operand(ak);  // written by the threads
-    wgmma_fence();
-    if constexpr (kDelta) {
-      cc_times(ak, sE, false, sk, n0);
-      cc_times(ak, sE, true, sk, n0);
-    }
-    cc_times(ak, sdA, true, sq_, n0);
-    wgmma_commit();
-    wgmma_wait<1>();  // dO h^T (dk's E K + E^T K + dA^T Q stay in flight)
-    wgmma_fence_operand(aq);
-    row_dot(rd[0], aq, s.q, n0);
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) aq[e] = a.scale * eg[(e >> 1) & 1] * aq[e];
-    wgmma_fence_operand(aq);
-    wgmma_fence();
-    cc_times(aq, sdA, false, sk, n0);
-    wgmma_commit();
-    wgmma_wait<1>();  // dk
-    wgmma_fence_operand(ak);
-    store_rows(a.dk, a.dkp, ak, n0);
-    wgmma_wait<0>();  // dq
-    wgmma_fence_operand(aq);
-    store_rows(a.dq, a.dqp, aq, n0);
-  }
-  // The row dots to their slots; <h, dh'> per row of K by the second warpgroup (its thread r sums row r).
-  store_phase2_partials<kD>(s, rd, wg == 1 ? tid - 128 : kD, r0, g8, slot, [](const __nv_bfloat16* t, int r, int cc) {
-    return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
-  });
+  // Phase 2 (ChunkWgCore::phase2): dh''s residual rows 64..127 (kD = 128) by cp.async into the freed tile after part
+  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup (its thread r sums row r).
+  auto no_hook = [](int) {};
+  core.phase2(
+      s, s, a, len, HV, qtok0, tok0, GrL, [&] { return core.wg == 1 ? tid - 128 : kD; },
+      [&](int kh) {
+        if (kh == 1) {
+          cp_async_wait<0>();
+          fence_proxy_async();
+          __syncthreads();  // dh''s residual, rows 64..127, visible
+        }
+      },
+      no_hook,
+      [&](int) {
+        load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+        cp_async_commit();
+      },
+      no_hook);
   __syncthreads();
   chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
 }
