@@ -78,6 +78,47 @@ TEST(NonfiniteClasses, ASpreadFoundFirstNeverHidesAMaskedNanInALaterCase) {
   }
 }
 
+// The candidate's fourth call (the nan gate's first case in y, each case calling once) times out.
+class FourthCallTimesOut final : public Target {
+ public:
+  explicit FourthCallTimesOut(std::unique_ptr<Target> t) : t_(std::move(t)) {}
+  std::string describe() const override { return "times out on its fourth call"; }
+  DLDeviceType device() const override { return t_->device(); }
+  BufferId alloc(std::size_t bytes) override { return t_->alloc(bytes); }
+  void release(BufferId id) override { t_->release(id); }
+  void write(BufferId id, std::size_t off, std::span<const std::byte> d) override { t_->write(id, off, d); }
+  std::vector<std::byte> read(BufferId id, std::size_t off, std::size_t n) override { return t_->read(id, off, n); }
+  std::vector<GuardViolation> check_guards(BufferId id) override { return t_->check_guards(id); }
+  CallResult call(const CallRequest& req) override {
+    if (++calls_ != 4) return t_->call(req);
+    CallResult r;
+    r.outcome = CallOutcome::timed_out;
+    r.detail = "timeout after 10.0 s";
+    return r;
+  }
+  void reset() override { t_->reset(); }
+  bool healthy() const override { return t_->healthy(); }
+
+ private:
+  std::unique_ptr<Target> t_;
+  int calls_ = 0;
+};
+
+TEST(NonfiniteClasses, AHeldSpreadIsReportedWhenALaterCaseTimesOut) {
+  const Subject s = elementwise();
+  FourthCallTimesOut t(make_inprocess_target("x", spreads_nan_along_the_row));
+  VerifyOptions o;
+  o.seed = 9;
+  o.gates = {"nan"};
+  const Report r = verify(s.contract, t, *s.oracle, o);
+  const GateResult* g = find(r, "nan");
+  ASSERT_EQ(g->verdict, Verdict::fail) << g->summary;
+  EXPECT_EQ(g->finding, to_string(Mismatch::spread)) << g->summary;
+  EXPECT_EQ(g->cases, 4) << "the timeout ends the gate";
+  EXPECT_NE(g->summary.find("the gate then stopped at NaN in y at first site: TIMEOUT"), std::string::npos) << g->summary;
+  EXPECT_EQ(classify(r), Classification::violation);
+}
+
 // y[r, j] = x[r, j]^2 / sum_k x[r, k]^2 over [R, N], f32, fp32 working precision. With one x near the f32 max,
 // x^2 overflows in fp32: Inf / Inf = NaN at that element, 0 at the others of its row; in float64 it is finite
 // (about 1, and tiny elsewhere). The fp32 overflow is the operator's at its promised precision.
