@@ -97,7 +97,17 @@ enum class Mismatch {
   unexpected_nonfinite,  // the oracle is finite, the kernel is not (outside any allowed spread)
   indeterminate,         // the oracle is NaN under an injected Inf (Inf - Inf, 0 * Inf), the kernel is finite
   shape,                 // the arrays do not even have the same dtype or shape
+  spread,                // nan mode: the oracle is finite, the kernel is not (outside any allowed spread, not
+                         // shared by the working-precision reference run): the kernel's NaN reaches further
 };
+inline constexpr std::size_t kMismatchKinds = 9;
+// The kinds that make a kernel a violation, never broken beyond tolerance (DESIGN.md section 3: NaN outside
+// the allowed spread is "a separate, reported violation"; a finite value where the operator has no value is
+// defensible as a limit): indeterminate and spread. Every other kind is tolerance-free where a tolerance-free
+// gate finds it. The one definition: a comparison reports the most serious kind it found (any other kind
+// outranks these), kgate::violation_only (report.hpp) reads findings by it, and so run_gate and the
+// classification.
+bool violation_only(Mismatch m);
 
 // Why an element was not held against the kernel (each comparison counts them; every summary says them).
 enum class Excuse {
@@ -116,9 +126,12 @@ const char* to_string(Mismatch m);
 
 struct Comparison {
   bool ok = true;
-  Mismatch kind = Mismatch::none;  // of the first offending element
-  std::int64_t first = -1;         // flat index of the first offending element (row-major)
-  std::int64_t bad = 0;            // offending elements
+  // The most serious kind found (a violation_only kind only when no other is present), and the flat index
+  // (row-major) of the first element of that kind: a spread NaN found first never hides a masked one.
+  Mismatch kind = Mismatch::none;
+  std::int64_t first = -1;
+  std::int64_t bad = 0;            // offending elements, of every kind
+  std::int64_t by_kind[kMismatchKinds] = {};  // offending elements by Mismatch (shape mismatches count none)
   std::int64_t judged = 0;         // elements judged
   // Worst err_i / bound_i over finite elements (tolerance comparisons; +Inf for a non-finite mismatch).
   double max_ratio = 0.0;
@@ -152,10 +165,17 @@ Comparison compare_allclose(const HostArray& got, const Reference& ref, double r
 // `sign_free` (empty, or one byte per element): elements where the oracle is +-Inf but its sign is not
 // determined within the output's tolerance (gates/nonfinite.cpp finds them); the other Inf there is excused
 // (Excuse::inf_sign_undetermined) instead of inf_mismatch. Anything else (finite, NaN unless allowed) is not.
+// `reference_nonfinite` (empty, or one byte per element, as compare_within takes it): where the oracle is
+// finite and the kernel is not, a kernel value of the class the working-precision reference run has there
+// (1 NaN, 2 +Inf, 3 -Inf) is excused (Excuse::reference_nonfinite): the operator overflows at the promised
+// precision (x * x / sum(x * x) in fp32 with x near max), which is no defect of the kernel.
+// In nan mode a non-finite value where the oracle is finite, not allowed and not excused is Mismatch::spread
+// (a violation); in inf mode it is Mismatch::unexpected_nonfinite (tolerance-free, DESIGN.md's inf gate).
 enum class NonfiniteMode { nan, inf };
 Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
                            NonfiniteMode mode, bool inf_may_become_nan,
-                           std::span<const std::uint8_t> structural = {}, std::span<const std::uint8_t> sign_free = {});
+                           std::span<const std::uint8_t> structural = {}, std::span<const std::uint8_t> sign_free = {},
+                           std::span<const std::uint8_t> reference_nonfinite = {});
 
 // Elements where the oracle's value seeds the spread: non-finite after rounding, or (inf mode) |exact| >=
 // max_d / 2, i.e. anything a correct kernel might legitimately return as non-finite.

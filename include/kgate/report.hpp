@@ -84,10 +84,16 @@ struct Report {
   int exit_code() const;
 };
 
+// Whether a FAIL with this finding is a violation and never broken: the findings of the violation_only
+// Mismatch kinds (compare.hpp: "indeterminate form", "non-finite value past the oracle's spread"). The one
+// definition both the classification below and the verify loop read: a gate goes on past such a FAIL (and
+// past an out_of_domain one, which does not count at all), so a later broken-class FAIL is what it reports.
+bool violation_only(const std::string& finding);
+
 // The audit's classification (DESIGN.md section 3), defined here and nowhere else (docs/report.md):
 // a gate result counts when it is not baseline, is `counted` (not attributed to another gate) and is not
-// `out_of_domain`. broken: a counted FAIL of a tolerance-free gate (except an indeterminate-form finding),
-// a counted CRASH, or a counted FAIL of oracle, shapes or accumulation with error_ratio >= 100 or with no
+// `out_of_domain`. broken: a counted FAIL of a tolerance-free gate (except a violation_only finding), a
+// counted CRASH, or a counted FAIL of oracle, shapes or accumulation with error_ratio >= 100 or with no
 // bound behind it (a wrong shape, an error status, a refused nominal shape); violation: any other counted
 // FAIL, CRASH or TIMEOUT; clean otherwise. TIMEOUT is a status: never broken.
 enum class Classification { clean, incomplete, violation, broken };

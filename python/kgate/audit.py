@@ -18,6 +18,7 @@ import sys
 import time
 
 from . import gpumem, scheduler, seeds
+from .classify import FAILING
 from .corpus import in_shard, read_rows, stem_of
 from .results import Journal, ResultsFile, TrustError, load_key, stem as results_stem
 from .scheduler import DEFAULT_GPU_HEADROOM, Job, Progress, Watchdog, become_subreaper, run_jobs
@@ -90,6 +91,24 @@ class RetryError(ValueError):
     """A --retry entry names a row key that is not in the corpus (or not in this shard)."""
 
 
+def failed_with(rec: dict, findings) -> str | None:
+    """'gate: finding' for the first (gate, finding) pair of `findings` some gate record of `rec` failed with
+    (verdict FAIL, CRASH or TIMEOUT and that `finding`), else None: what --retry-finding selects rows by."""
+    for gate, finding in findings or ():
+        for g in rec.get("gates") or ():
+            if g.get("gate") == gate and g.get("verdict") in FAILING and g.get("finding") == finding:
+                return f"{gate}: {finding}"
+    return None
+
+
+def to_retry_for_finding(rec: dict, findings) -> bool:
+    """Whether --retry-finding runs this row again: it failed with one of `findings`, and its record is not
+    already the rerun for that finding (retry_of.finding), so an audit resumed over several calls with the
+    same selection (scripts/audit-gpu's AUDIT_RETRY_FINDING) runs each such row once."""
+    why = failed_with(rec, findings)
+    return why is not None and (rec.get("retry_of") or {}).get("finding") != why
+
+
 def _static_record(row, status, message, file):
     return {"type": "row", "key": row.key, "sha": row.sha, "file": file, "level": row.data.get("level_id"),
             "task": row.data.get("task_id"), "status": status, "classification": status, "message": message,
@@ -152,12 +171,14 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           gates: list[str] | None = None, row_timeout: float = 600.0, call_timeout: float = 60.0,
           compile_timeout: float = 600.0, ext_cache: str | None = None, work_dir: str | None = None,
           limit: int | None = None, keys: list[str] | None = None, retry: list[str] | None = None,
-          quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
+          retry_findings: list[tuple[str, str]] | None = None, quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
           log_limit: int | None = None, file_limit: int | None = None,
           gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False,
           prestart: int | None = None) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
+    retry_findings: (gate, finding) pairs: rows whose record has a gate that failed with that finding run again
+    the same way (failed_with; e.g. ("inf", "unexpected non-finite value") after a change to how it is judged).
     row_seed: the exact seed of the one row key `retry` names (a record's `seed`), so its rerun draws the very
     cases it drew; every other row's seed comes from `seed` (or is fresh).
     harden: the driver is a child subreaper that kills stray processes, and has a watchdog against SIGSTOP
@@ -200,6 +221,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             why = because.get(k) or "replaced"
             if why == "retried":
                 rec["retry_of"] = {"status": old.get("status"), "message": (old.get("message") or "")[:300]}
+                if failed_with(old, retry_findings):
+                    rec["retry_of"]["finding"] = failed_with(old, retry_findings)
             elif why.startswith("the corpus line changed"):
                 rec["replaces"] = {"sha": old.get("sha"), "status": old.get("status"), "because": why}
             res.put(rec, why)
@@ -209,7 +232,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     todo, suspects, alone_later = [], set(), set()
     for r in rows:
         if res.done(r.key, r.sha):
-            if retry and (res.records[r.key].get("status") in retry or r.key in retry_keys):
+            if (retry and (res.records[r.key].get("status") in retry or r.key in retry_keys)) \
+                    or to_retry_for_finding(res.records[r.key], retry_findings):
                 because[r.key] = "retried"
             elif res.records[r.key].get("status") in RUN_ALONE_STATUSES:
                 because[r.key] = "retried"  # never a final status: the row still has to run alone

@@ -1,5 +1,7 @@
 """Reading the engine's classification out of row records. The definition of *broken*, *violation*,
-*incomplete* and *clean* lives in C++ only (kgate::classify, docs/report.md): each row record carries the engine's
+*incomplete* and *clean* lives in C++ only (kgate::classify, docs/report.md; which FAIL findings are
+violation-only, never broken, is kgate::violation_only: "indeterminate form" and "non-finite value past the
+oracle's spread"): each row record carries the engine's
 `classification` and `broken_reasons`, and each gate record the engine's `counted`, `attributed_to`,
 `out_of_domain` and `precision_label`. Nothing here decides a class; it reads one, and says which gate
 records still fail when every tolerance is multiplied by m (the threshold sweep reads a ratio, it does not

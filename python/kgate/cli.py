@@ -45,6 +45,22 @@ def _statuses(text: str | None) -> list[str] | None:
     return wanted
 
 
+def _findings(text: str | None) -> list[tuple[str, str]] | None:
+    """--retry-finding: comma-separated GATE:FINDING pairs (a gate record's `gate` and `finding`, e.g.
+    'inf:unexpected non-finite value')."""
+    if not text:
+        return None
+    out = []
+    for x in (x.strip() for x in text.split(",")):
+        if not x:
+            continue
+        gate, sep, finding = (y.strip() for y in x.partition(":"))
+        if not sep or not finding or gate not in KNOWN_GATES:
+            raise BadArgument(f"--retry-finding: {x!r} is not GATE:FINDING with GATE one of {', '.join(KNOWN_GATES)}")
+        out.append((gate, finding))
+    return out or None
+
+
 def _int_in(name, lo, hi):
     def parse(text):
         try:
@@ -174,6 +190,10 @@ def main(argv=None) -> int:
     a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error) or row keys "
                    "(e.g. h100/L2/T34, after a fix that concerns them): those rows run again and each new record "
                    "replaces the old one, kept in <results>.superseded.jsonl")
+    a.add_argument("--retry-finding", help="comma-separated GATE:FINDING pairs (e.g. 'nan:unexpected non-finite "
+                   "value,inf:unexpected non-finite value', as a gate record's `gate` and `finding` read): rows with "
+                   "a gate that failed (FAIL, CRASH, TIMEOUT) with that finding run again, after a change to how "
+                   "the engine judges it; each new record replaces the old one as with --retry")
     a.add_argument("--only", help="comma-separated row keys (e.g. h100/L1/T65): audit these rows of the corpus and no "
                    "other (with --retry KEY --row-seed SEED: one row again with the cases it drew)")
     a.add_argument("--log-limit", type=_int_in("log-limit", 4096, 1 << 34), default=None,
@@ -283,6 +303,7 @@ def _run(args) -> int:
         except ValueError as e:
             raise BadArgument(str(e)) from None
         retry = _statuses(args.retry)
+        retry_findings = _findings(args.retry_finding)
         only = [x.strip() for x in (args.only or "").split(",") if x.strip()] or None
         if args.row_seed is not None and len([x for x in retry or () if "/" in x]) != 1:
             raise BadArgument("--row-seed is one row's seed: name that row, and only it, with --retry KEY")
@@ -299,7 +320,8 @@ def _run(args) -> int:
                            jobs=args.jobs, compile_jobs=args.compile_jobs, fw=args.fw, seed=args.seed,
                            row_seed=args.row_seed,
                            gates=args.gates, row_timeout=args.row_timeout, call_timeout=args.call_timeout,
-                           ext_cache=args.ext_cache, limit=args.limit, keys=only, retry=retry, quiet=args.quiet,
+                           ext_cache=args.ext_cache, limit=args.limit, keys=only, retry=retry,
+                           retry_findings=retry_findings, quiet=args.quiet,
                            harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
                            file_limit=args.file_limit, gpu_headroom=args.gpu_headroom,
                            compile_only=args.compile_only)

@@ -39,6 +39,7 @@ void expect_same(const Comparison& a, const Comparison& b) {
   EXPECT_EQ(bits_of(a.max_ratio), bits_of(b.max_ratio));
   EXPECT_EQ(a.worst, b.worst);
   for (std::size_t e = 0; e < kExcuseKinds; ++e) EXPECT_EQ(a.excused[e], b.excused[e]) << "excuse " << e;
+  for (std::size_t k = 0; k < kMismatchKinds; ++k) EXPECT_EQ(a.by_kind[k], b.by_kind[k]) << "kind " << k;
 }
 
 // Three chunks and a part: every merge path is crossed.
@@ -93,6 +94,7 @@ TEST(HostParallel, CompareWithinMatchesOneSerialPassOnAnyThreadCount) {
         serial.kind = e.kind;
       }
       ++serial.bad;
+      ++serial.by_kind[static_cast<std::size_t>(e.kind)];
     }
     if (e.worst >= 0 && (serial.worst < 0 || e.max_ratio > serial.max_ratio)) {
       serial.max_ratio = e.max_ratio;
@@ -158,6 +160,31 @@ TEST(HostParallel, NonfiniteCheckAndAllcloseAreTheSameOnAnyThreadCount) {
     expect_same(check_nonfinite(got, ref, {}, NonfiniteMode::inf, true, {}), one[1]);
     expect_same(compare_allclose(got, ref, 1e-5, 1e-8), one[2]);
     expect_same(compare_within(got, ref, Tolerance{}), one[3]);
+  }
+}
+
+TEST(HostParallel, TheMostSeriousKindIsFoundAcrossChunks) {
+  // NaN past the oracle's spread in the first chunk, a masked NaN in the third: the masked one is reported.
+  std::vector<double> exact = oracle_values();
+  const std::int64_t masked = 2 * kParallelChunk + 11;
+  exact[static_cast<std::size_t>(masked)] = kNan;
+  const Reference ref = make_reference(HostArray::from_f64(DType::f64, {kN}, exact), DType::f32);
+  HostArray got = HostArray::from_f64(DType::f32, {kN}, ref.rounded);
+  got.set(3, kNan);
+  got.set(kParallelChunk + 4, kNan);
+  got.set(masked, 1.0);
+  Comparison one;
+  {
+    Threads t(1);
+    one = check_nonfinite(got, ref, {}, NonfiniteMode::nan, false);
+  }
+  EXPECT_EQ(one.kind, Mismatch::nan_masked);
+  EXPECT_EQ(one.first, masked);
+  EXPECT_EQ(one.by_kind[static_cast<std::size_t>(Mismatch::spread)], 2);
+  for (int threads : {2, 7}) {
+    Threads t(threads);
+    SCOPED_TRACE(threads);
+    expect_same(check_nonfinite(got, ref, {}, NonfiniteMode::nan, false), one);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "kgate/compare.hpp"
 #include "kit.hpp"
 
 namespace kgate::test {
@@ -81,6 +82,21 @@ TEST(Classify, OneDefinitionOfBroken) {
             Classification::violation);
   EXPECT_EQ(classify(with({finding("inf", std::numeric_limits<double>::quiet_NaN(), "Inf not reproduced")})),
             Classification::broken);
+  // NaN past the oracle's spread (nan gate) is "a separate, reported violation" (DESIGN.md); a non-finite value
+  // where the oracle is finite in the inf gate stays tolerance-free.
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(classify(with({finding("nan", none, to_string(Mismatch::spread))})), Classification::violation);
+  EXPECT_EQ(classify(with({finding("nan", none, "NaN masked")})), Classification::broken);
+  EXPECT_EQ(classify(with({finding("inf", none, "unexpected non-finite value")})), Classification::broken);
+  EXPECT_EQ(classify(with({finding("nan", none, to_string(Mismatch::spread)), finding("inf", none, "NaN masked")})),
+            Classification::broken);
+  // The one predicate both the classification and the verify loop read.
+  for (std::size_t k = 0; k < kMismatchKinds; ++k) {
+    const auto m = static_cast<Mismatch>(k);
+    EXPECT_EQ(violation_only(to_string(m)), m == Mismatch::indeterminate || m == Mismatch::spread) << to_string(m);
+  }
+  EXPECT_FALSE(violation_only("crash"));
+  EXPECT_FALSE(violation_only(""));
   // Out-of-domain findings are reported, never counted.
   GateResult ood = result("coverage", Verdict::fail);
   ood.out_of_domain = true;

@@ -166,6 +166,40 @@ def test_retry_replaces_only_the_named_statuses_and_keeps_the_old_record(workdir
     assert bad.returncode == 2 and "no row 'c/L9/T9'" in bad.stderr
 
 
+def test_retry_finding_reruns_only_rows_a_gate_failed_with_that_finding(workdir):
+    # A change to how the engine judges one finding (the nan and inf gates' non-finite values, issue 14) can
+    # only be applied to committed rows by running them again: --retry-finding GATE:FINDING selects them.
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale", "nan_masked"]))
+    gates = ["--gates", "nan"]
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *gates)
+    assert r.returncode == 0, r.stderr
+    first = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    nan = next(g for g in first[2]["gates"] if g["gate"] == "nan")
+    assert nan["verdict"] == "FAIL" and nan["finding"] == "NaN masked", nan
+    # Another gate's finding, or another finding of this gate: nothing reruns.
+    for sel in ("inf:NaN masked", "nan:unexpected non-finite value"):
+        r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *gates, "--retry-finding", sel)
+        assert r.returncode == 0, r.stderr
+        assert read_jsonl(workdir / "out.jsonl") == list(first.values()), sel
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *gates,
+                "--retry-finding", "inf:unexpected non-finite value, nan:NaN masked")
+    assert r.returncode == 0, r.stderr
+    after = {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")}
+    assert after[1] == first[1]  # the clean row untouched
+    assert after[2]["retry_of"] == {"status": "ok", "message": (first[2].get("message") or "")[:300],
+                                    "finding": "nan: NaN masked"}
+    assert [_bare(x) for x in read_jsonl(workdir / "out.superseded.jsonl")] == [_bare(first[2])]
+    # The rerun failed the same way; resumed with the same selection (audit-gpu over several calls) it is
+    # not run again.
+    assert next(g for g in after[2]["gates"] if g["gate"] == "nan")["finding"] == "NaN masked"
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *gates, "--retry-finding", "nan:NaN masked")
+    assert r.returncode == 0, r.stderr
+    assert {x["task"]: x for x in read_jsonl(workdir / "out.jsonl")} == after
+    for bad in ("nan", "nann:NaN masked", "nan:"):
+        b = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry-finding", bad)
+        assert b.returncode == 2 and "--retry-finding" in b.stderr, (bad, b.stderr)
+
+
 def _bare(rec):
     """A record without what the driver adds when it moves one to the superseded file (reason, new MAC)."""
     return {k: v for k, v in rec.items() if k not in ("mac", "superseded_because")}

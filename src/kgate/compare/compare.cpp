@@ -1,5 +1,6 @@
 // Bitwise, tolerance and non-finite pattern comparisons. Each walks the arrays once, decoding the candidate's
-// elements a block at a time, and keeps only the first offending element, the count and the worst ratio.
+// elements a block at a time, and keeps only the first offending element of the most serious kind, the counts
+// and the worst ratio.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -29,13 +30,21 @@ struct Partial {
   std::int64_t max_at = -1;
 };
 
+// A violation_only kind ranks below every other: a comparison reports the first element of the most serious
+// kind present.
+int rank(Mismatch m) { return violation_only(m) ? 0 : 1; }
+
+// Whether an offence of kind `kind` replaces the one `c` reports (which was found at an earlier element).
+bool outranks(const Comparison& c, Mismatch kind) { return c.ok || rank(kind) > rank(c.kind); }
+
 void note(Comparison& c, std::int64_t i, Mismatch kind) {
-  if (c.ok) {
+  if (outranks(c, kind)) {
     c.ok = false;
     c.first = i;
     c.kind = kind;
   }
   ++c.bad;
+  ++c.by_kind[static_cast<std::size_t>(kind)];
 }
 
 void note_ratio(Partial& p, std::int64_t i, double ratio) {
@@ -70,12 +79,13 @@ void for_each_decoded(const HostArray& got, Comparison& out, Judge&& judge) {
   });
   const Partial* first = nullptr;
   for (const Partial& p : parts) {
-    if (!p.c.ok && out.ok) {
+    if (!p.c.ok && outranks(out, p.c.kind)) {
       out.ok = false;
       out.first = p.c.first;
       out.kind = p.c.kind;
     }
     out.bad += p.c.bad;
+    for (std::size_t k = 0; k < kMismatchKinds; ++k) out.by_kind[k] += p.c.by_kind[k];
     out.judged += p.c.judged;
     for (std::size_t e = 0; e < kExcuseKinds; ++e) out.excused[e] += p.c.excused[e];
     if (!first && p.has_first) first = &p;
@@ -93,6 +103,10 @@ void for_each_decoded(const HostArray& got, Comparison& out, Judge&& judge) {
     }
   }
 }
+
+// Whether a non-finite kernel value g is of the class a reference run's nonfinite byte rc records there
+// (ReferenceRunResult::nonfinite: 1 NaN, 2 +Inf, 3 -Inf; 0 where the run is finite).
+bool same_nonfinite_class(std::uint8_t rc, double g) { return rc != 0 && rc == (std::isnan(g) ? 1 : std::signbit(g) ? 3 : 2); }
 
 bool same_form(const HostArray& got, const Reference& ref, Comparison& c) {
   if (got.dtype() == ref.dtype && got.shape() == ref.shape) return true;
@@ -114,9 +128,12 @@ const char* to_string(Mismatch m) {
     case Mismatch::unexpected_nonfinite: return "unexpected non-finite value";
     case Mismatch::indeterminate: return "indeterminate form";
     case Mismatch::shape: return "dtype or shape differs";
+    case Mismatch::spread: return "non-finite value past the oracle's spread";
   }
   return "?";
 }
+
+bool violation_only(Mismatch m) { return m == Mismatch::indeterminate || m == Mismatch::spread; }
 
 const char* to_string(Excuse e) {
   switch (e) {
@@ -197,8 +214,7 @@ Comparison compare_within(const HostArray& got, const Reference& ref, const Tole
     if (!std::isfinite(g)) {
       // Overflow is acceptable only where the oracle, moved by the bound, reaches past max with that sign.
       if (std::isinf(g) && std::signbit(g) == std::signbit(e) && std::fabs(e) + b > max_finite) return;
-      const std::uint8_t rc = reference_nonfinite.empty() ? 0 : reference_nonfinite[static_cast<std::size_t>(i)];
-      if (rc != 0 && rc == (std::isnan(g) ? 1 : std::signbit(g) ? 3 : 2)) {
+      if (!reference_nonfinite.empty() && same_nonfinite_class(reference_nonfinite[static_cast<std::size_t>(i)], g)) {
         ++c.excused[static_cast<std::size_t>(Excuse::reference_nonfinite)];
         return;
       }
@@ -249,12 +265,16 @@ std::vector<std::uint8_t> nonfinite_seeds(const Reference& ref, NonfiniteMode mo
 
 Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span<const std::uint8_t> allowed,
                            NonfiniteMode mode, bool inf_may_become_nan, std::span<const std::uint8_t> structural,
-                           std::span<const std::uint8_t> sign_free) {
+                           std::span<const std::uint8_t> sign_free, std::span<const std::uint8_t> reference_nonfinite) {
   Comparison c;
   if (!same_form(got, ref, c)) return c;
   if (!is_float(got.dtype())) return c;  // integers cannot carry NaN or Inf
   const double max_finite = info(got.dtype()).max_finite;
   auto is_allowed = [&](std::int64_t i) { return !allowed.empty() && allowed[static_cast<std::size_t>(i)] != 0; };
+  // The working-precision reference run is non-finite here, in the kernel's class (NaN, +Inf, -Inf).
+  auto reference_shares = [&](std::int64_t i, double g) {
+    return !reference_nonfinite.empty() && same_nonfinite_class(reference_nonfinite[static_cast<std::size_t>(i)], g);
+  };
   for_each_decoded(got, c, [&](Partial& part, std::int64_t i, double g) {
     Comparison& c = part.c;
     const double e = ref.exact[static_cast<std::size_t>(i)];
@@ -306,17 +326,26 @@ Comparison check_nonfinite(const HostArray& got, const Reference& ref, std::span
       if (std::isfinite(r)) ++c.excused[static_cast<std::size_t>(Excuse::spread)];
       return;
     }
-    // The kernel made a non-finite value the oracle does not have, outside the allowed spread.
+    // The kernel made a non-finite value the oracle does not have, outside the allowed spread: excused where
+    // the working-precision reference run makes the same (the operator overflows at that precision).
     if (mode == NonfiniteMode::nan) {
       if (std::isfinite(r)) {
         ++c.judged;
-        note(c, i, Mismatch::unexpected_nonfinite);
+        if (reference_shares(i, g)) {
+          ++c.excused[static_cast<std::size_t>(Excuse::reference_nonfinite)];
+        } else {
+          note(c, i, Mismatch::spread);
+        }
       }
       return;
     }
     if (std::fabs(e) < max_finite / 2) {
       ++c.judged;
-      note(c, i, Mismatch::unexpected_nonfinite);
+      if (reference_shares(i, g)) {
+        ++c.excused[static_cast<std::size_t>(Excuse::reference_nonfinite)];
+      } else {
+        note(c, i, Mismatch::unexpected_nonfinite);
+      }
     } else {
       ++c.excused[static_cast<std::size_t>(Excuse::near_overflow)];
     }

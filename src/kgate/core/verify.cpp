@@ -1,4 +1,5 @@
-// The verify loop: every requested gate in turn, each case of a gate until one fails, a failing case shrunk
+// The verify loop: every requested gate in turn, each case of a gate until one fails (a FAIL that can only be
+// a violation is held while the rest run: a broken-class one after it is reported instead), a failing case shrunk
 // to the smallest admissible shape that still fails, per-gate timing, and on_result after every gate so a
 // verdict once reached is never lost.
 #include "kgate/verify.hpp"
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "kgate/gate.hpp"
+#include "kgate/report.hpp"
 #include "gates/gates.hpp"
 
 #ifndef KGATE_VERSION
@@ -211,30 +213,10 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
     return finish();
   }
 
-  double worst = std::numeric_limits<double>::quiet_NaN();
-  int skipped = 0;
-  std::string refusal, skip_note;
-  std::int64_t excused[kExcuseKinds] = {};
-  for (const GateCase& gc : cases) {
-    CaseOutcome o = run_safely(ctx, gc, info_of(res.gate, gc, gc.bindings));
-    ++res.cases;
-    add_excused(excused, o);
-    res.excused = excused_list(excused);
-    if (!is_terminal(o.verdict)) worst = worse(worst, o.error_ratio);
-    switch (o.verdict) {
-      case Verdict::pass: continue;
-      case Verdict::refused:
-        ++res.refused;
-        if (refusal.empty()) refusal = fmt::format("{}: {}", gc.label, o.message);
-        continue;
-      case Verdict::skip:
-        ++skipped;
-        if (skip_note.empty()) skip_note = o.message;
-        continue;
-      default: break;
-    }
-    // A terminal outcome ends the gate. A FAIL is shrunk; the ratio stays the first-found case's (NaN when
-    // no bound was behind the failure), since the shrunk case re-runs the same check at a smaller shape.
+  // A terminal outcome ends the gate. A FAIL is shrunk; the ratio stays the first-found case's (NaN when
+  // no bound was behind the failure), since the shrunk case re-runs the same check at a smaller shape.
+  // `then`: what stopped the gate after the outcome reported, when that is another one (or empty).
+  auto conclude = [&](const GateCase& gc, CaseOutcome o, const std::string& then) -> GateResult {
     res.verdict = o.verdict;
     res.error_ratio = o.error_ratio;
     res.finding = finding_of(o);
@@ -268,9 +250,53 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
     }
     if (res.out_of_domain) res.summary = "out of domain: " + res.summary;
     if (!res.precision_label.empty()) res.summary += fmt::format(" [matches {}]", res.precision_label);
+    if (!then.empty()) res.summary += "; " + then;
     if (!res.excused.empty()) res.summary += "; " + excused_text(res.excused);
     return finish();
+  };
+
+  double worst = std::numeric_limits<double>::quiet_NaN();
+  int skipped = 0;
+  std::string refusal, skip_note;
+  std::int64_t excused[kExcuseKinds] = {};
+  // The first FAIL that can only be a violation (report.hpp, violation_only; or out of the source's domain):
+  // held while the remaining cases run, so a lesser finding never hides a broken-class one after it.
+  const GateCase* held_case = nullptr;
+  CaseOutcome held;
+  for (const GateCase& gc : cases) {
+    CaseOutcome o = run_safely(ctx, gc, info_of(res.gate, gc, gc.bindings));
+    ++res.cases;
+    add_excused(excused, o);
+    res.excused = excused_list(excused);
+    if (!is_terminal(o.verdict)) worst = worse(worst, o.error_ratio);
+    switch (o.verdict) {
+      case Verdict::pass: continue;
+      case Verdict::refused:
+        ++res.refused;
+        if (refusal.empty()) refusal = fmt::format("{}: {}", gc.label, o.message);
+        continue;
+      case Verdict::skip:
+        ++skipped;
+        if (skip_note.empty()) skip_note = o.message;
+        continue;
+      default: break;
+    }
+    if (o.verdict == Verdict::fail && (o.out_of_domain || violation_only(o.finding))) {
+      if (!held_case) {
+        held_case = &gc;
+        held = std::move(o);
+      }
+      continue;
+    }
+    // A broken-class FAIL or a CRASH is what the gate reports, over any held one. A TIMEOUT or an ERROR
+    // after a held FAIL ends the gate with the FAIL, saying what stopped it.
+    if (held_case && (o.verdict == Verdict::timeout || o.verdict == Verdict::error)) {
+      if (o.verdict == Verdict::timeout) ctx.candidate().reset();
+      return conclude(*held_case, std::move(held), fmt::format("the gate then stopped at {}: {}", gc.label, to_string(o.verdict)));
+    }
+    return conclude(gc, std::move(o), {});
   }
+  if (held_case) return conclude(*held_case, std::move(held), {});
 
   res.error_ratio = worst;
   const int judged = res.cases - res.refused - skipped;

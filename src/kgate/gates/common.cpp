@@ -106,6 +106,12 @@ Evidence mismatch_evidence(const CaseInfo& info, const std::string& tensor, cons
     if (!(r == x) && !(std::isnan(r) && std::isnan(x))) e.expected += fmt::format(" (f64 oracle {})", x);
   }
   std::string d = fmt::format("{}; {} of {} elements offend", to_string(c.kind), c.bad, got.numel());
+  if (c.by_kind[static_cast<std::size_t>(c.kind)] < c.bad) {  // several kinds: the most serious is shown
+    std::vector<std::string> kinds;
+    for (std::size_t k = 0; k < kMismatchKinds; ++k)
+      if (c.by_kind[k] > 0) kinds.push_back(fmt::format("{} {}", c.by_kind[k], to_string(static_cast<Mismatch>(k))));
+    d += fmt::format(" ({})", fmt::join(kinds, ", "));
+  }
   if (ref && tol && c.kind == Mismatch::value) {
     const double b = tol->bound(ref->exact[static_cast<std::size_t>(i)], ref->rms);
     const double err = std::fabs(got.get(i) - ref->rounded[static_cast<std::size_t>(i)]);

@@ -1,6 +1,7 @@
 // Gate 3, inf: +-Inf and overflow are never masked or saturated: where the float64 oracle is +-Inf or beyond
 // twice the output dtype's max, the kernel returns that Inf; where the oracle is comfortably finite (below
-// half of max) and outside the allowed spread, the kernel stays finite. Where the oracle is NaN (Inf - Inf,
+// half of max) and outside the allowed spread, the kernel stays finite (or is non-finite as the working-precision
+// reference run is: the operator's own overflow at that precision). Where the oracle is NaN (Inf - Inf,
 // 0 * Inf: the operator has no value, and evaluation order decides) nothing is judged. Tolerance-free.
 #include <fmt/format.h>
 

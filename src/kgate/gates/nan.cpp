@@ -1,5 +1,6 @@
 // Gate 2, nan: a NaN in any float input is never masked: every output element the float64 oracle makes NaN
-// comes out NaN, and no non-finite value appears outside the contract's allowed spread. Tolerance-free.
+// comes out NaN (tolerance-free). A non-finite value outside the contract's allowed spread, where the
+// working-precision reference run is finite, is a separate finding (spread): a violation, never broken.
 #include <fmt/format.h>
 
 #include "gates/gates.hpp"

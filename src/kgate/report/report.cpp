@@ -41,6 +41,14 @@ const char* to_string(Classification c) {
   return "?";
 }
 
+bool violation_only(const std::string& finding) {
+  for (std::size_t k = 0; k < kMismatchKinds; ++k) {
+    const auto m = static_cast<Mismatch>(k);
+    if (finding == to_string(m)) return violation_only(m);
+  }
+  return false;
+}
+
 namespace {
 
 bool is_violation(Verdict v) { return v == Verdict::fail || v == Verdict::crash || v == Verdict::timeout; }
@@ -62,9 +70,10 @@ std::string broken_reason(const GateResult& g) {
   if (g.verdict == Verdict::crash) return fmt::format("{}: CRASH (no tolerance explains a dead process)", g.gate);
   if (g.verdict != Verdict::fail) return {};
   if (tolerance_free(g.gate)) {
-    // An indeterminate form (a finite value where the oracle is NaN under an injected Inf) is its own class:
-    // a violation, since some limit values are defensible, never broken.
-    if (g.finding == to_string(Mismatch::indeterminate)) return {};
+    // An indeterminate form (a finite value where the oracle is NaN under an injected Inf: some limit values
+    // are defensible) and NaN past the oracle's spread (DESIGN.md: "a separate, reported violation") are
+    // violations, never broken.
+    if (violation_only(g.finding)) return {};
     return fmt::format("{}: FAIL of a tolerance-free gate ({})", g.gate, g.finding.empty() ? "failed" : g.finding);
   }
   if (!ratio_gate(g.gate)) return {};
