@@ -450,6 +450,16 @@ def install_guard_allocator(library: str | None, seed: int) -> str:
     return f"guard allocator {library}"
 
 
+def hold_cudnn_benchmark() -> bool:
+    """torch.backends.cudnn.benchmark = False, for the guard allocator's second pass over a row whose candidate
+    turned it on (rowjob.verify): cuDNN's benchmark mode asks the allocator for cacheInfo, which a pluggable
+    allocator cannot answer (pytorch issue 98481). The worker calls this after the candidate's module import
+    and before every build and call; True when it found the mode on (the candidate turned it on again)."""
+    was = bool(torch.backends.cudnn.benchmark)
+    torch.backends.cudnn.benchmark = False
+    return was
+
+
 def set_allocator_poison(pattern: bytes) -> bool:
     if _guard is None:
         return False
