@@ -514,6 +514,31 @@ def test_a_failure_only_the_caching_allocators_run_found_stands(monkeypatch):
     assert "(but bounds: this run's failure stands, the second pass found none)" in rec["guard_allocator"]
 
 
+@needs_source
+def test_no_second_pass_where_it_would_not_fit_in_the_rows_time_limit(monkeypatch):
+    """The spec's row_timeout (audit.py) bounds the row: a second pass that would likely outlast it (twice what
+    the caching allocator's run spent starting, building and running those gates, plus a margin) is not run, so
+    the row keeps the verdicts it has; the record says why, and the row counts as unguarded."""
+    from kgate import report
+    from kgate.kernelbench import rowjob as rj
+    calls = _fake_runs(monkeypatch, lambda spec: {"gates": [_gate("coverage"), _gate("bounds")]})
+    real = rj._verify_once
+
+    def slow(spec, fw_name, library, hold_cudnn_benchmark=False):
+        rec = real(spec, fw_name, library, hold_cudnn_benchmark)
+        if library is None:
+            rec["phases"] = {"start": 100.0, "build": 20.0}
+        return rec
+    monkeypatch.setattr(rj, "_verify_once", slow)
+    rec = rj.verify(dict(SPEC, row_timeout=250), "torch")
+    assert len(calls) == 2 and rec["guarded_pass"]["merged"] is False, calls
+    assert rec["guarded_pass"]["why"].startswith("was not run: the row had taken 0 s of its 250 s"), rec["guarded_pass"]
+    assert "held off was not run" in rec["guard_allocator"] and report.unguarded(rec)
+    calls.clear()
+    rec = rj.verify(dict(SPEC, row_timeout=600), "torch")
+    assert len(calls) == 3 and rec["guarded_pass"]["merged"] is True
+
+
 # A candidate that always fails as the guard allocator makes it fail (numpy: no allocator is installed, so the
 # guarded pass fails the same way too): the row job runs the row three times, the last for bounds alone, and
 # the record is the caching allocator's run, saying the second pass failed.

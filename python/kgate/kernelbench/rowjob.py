@@ -171,6 +171,7 @@ def verify(spec, fw_name):
     (_guarded_pass). Where that pass fails too, the record is the caching allocator's run alone, and says so:
     its bounds gate then guards the buffers the engine places, not the candidate's own allocations."""
     library = guard_library()
+    t0 = time.monotonic()
     rec = _verify_once(spec, fw_name, library)
     if library and _needs_fallback(rec):
         first = rec.get("guard_allocator", "guard allocator")
@@ -180,7 +181,7 @@ def verify(spec, fw_name):
         rec["guard_allocator"] = (f"off: with {first} the candidate's calls failed with \"{ALLOCATOR_UNSUPPORTED} "
                                   "...\" (it asks the allocator for what a pluggable allocator cannot answer); "
                                   "this record is the row run again on torch's caching allocator")
-        _guarded_pass(rec, spec, fw_name, library)
+        _guarded_pass(rec, spec, fw_name, library, time.monotonic() - t0)
     return rec
 
 
@@ -189,7 +190,7 @@ def _needs_fallback(rec) -> bool:
                 _allocator_unsupported([rec.get("gates", []), rec.get("message", "")]))
 
 
-def _guarded_pass(rec, spec, fw_name, library):
+def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
     """The guard allocator's second pass over a row that ran on torch's caching allocator (verify): the
     GUARDED_GATES the row asked for and ran, again, in a worker with the guard allocator installed and
     torch.backends.cudnn.benchmark = False after the candidate's import and before every build and call. On
@@ -198,7 +199,10 @@ def _guarded_pass(rec, spec, fw_name, library):
     and the second pass did not stays as it was (both runs are the candidate's, same seed and cases: a
     finding is never dropped); the row's classification, broken_reasons and exit code are then the
     engine's over the merged gates (kgate._core.classify). `guarded_pass` says what ran and how it ended;
-    `guard_allocator` says what ran where."""
+    `guard_allocator` says what ran where. Where the spec gives the row's time limit (row_timeout) and the
+    pass, at twice what the caching allocator's run spent on its start, build and those gates, would likely
+    not end within it (`elapsed`: the row's seconds so far), it is not run, and the record says so: a row
+    cut by its limit would lose the verdicts it has."""
     wanted = spec.get("gates") or []
     ran = {g.get("gate") for g in rec.get("gates", [])}
     gates = [g for g in GUARDED_GATES if (not wanted or g in wanted) and g in ran]
@@ -206,6 +210,16 @@ def _guarded_pass(rec, spec, fw_name, library):
         return
     from .. import _core
     names = ", ".join(gates)
+    phases = rec.get("phases") or {}
+    estimate = (phases.get("start", 0.0) + phases.get("build", 0.0) + phases.get("close", 0.0)
+                + sum(float(g.get("seconds") or 0.0) for g in rec.get("gates", []) if g.get("gate") in gates))
+    limit = spec.get("row_timeout")
+    if limit and elapsed + 2 * estimate + 30 > float(limit):
+        why = (f"was not run: the row had taken {elapsed:.0f} s of its {float(limit):.0f} s, and the pass would "
+               f"take about {estimate:.0f} s more")
+        rec["guarded_pass"] = {"gates": gates, "merged": False, "why": why}
+        rec["guard_allocator"] += f"; a second pass of {names} with the guard allocator and {CUDNN_HELD} {why}"
+        return
     second = _verify_once({**spec, "gates": gates}, fw_name, library, hold_cudnn_benchmark=True)
     info = {"gates": gates, "seconds": second.get("seconds"), "guard_allocator": second.get("guard_allocator"),
             "cudnn_benchmark": "held off (False after the candidate's import and before every build and call)"}
