@@ -467,7 +467,7 @@ def test_a_bounds_failure_only_the_guarded_pass_finds_fails_the_row(monkeypatch,
 
 
 @needs_source
-@pytest.mark.parametrize("how", ["same error", "status", "no allocator", "missing gate"])
+@pytest.mark.parametrize("how", ["same error", "status", "no allocator", "missing gate", "error"])
 def test_a_guarded_pass_that_fails_keeps_the_caching_allocators_record_and_says_so(how, monkeypatch):
     from kgate import report
     from kgate.kernelbench import rowjob as rj
@@ -481,6 +481,9 @@ def test_a_guarded_pass_that_fails_keeps_the_caching_allocators_record_and_says_
         if how == "no allocator":
             return {"guard_allocator": "no guard allocator (no CUDA device)",
                     "gates": [_gate("coverage"), _gate("bounds", "FAIL", finding="guard overwritten")]}
+        if how == "error":  # a gate the pass could not judge
+            return {"gates": [_gate("coverage", "ERROR", summary="RuntimeError: worker guards"),
+                              _gate("bounds", "FAIL", finding="guard overwritten")]}
         return {"gates": [_gate("coverage")]}
     _fake_runs(monkeypatch, guarded)
     rec = rj.verify(dict(SPEC), "torch")
@@ -489,7 +492,8 @@ def test_a_guarded_pass_that_fails_keeps_the_caching_allocators_record_and_says_
     assert rec["guarded_pass"]["merged"] is False
     why = {"same error": "failed the same way", "status": "ended candidate_init_error: RuntimeError: out of luck",
            "no allocator": "could not install the guard allocator (no guard allocator (no CUDA device))",
-           "missing gate": "reported no result for bounds"}[how]
+           "missing gate": "reported no result for bounds",
+           "error": "could not judge coverage (ERROR: RuntimeError: worker guards)"}[how]
     assert rec["guarded_pass"]["why"].startswith(why), rec["guarded_pass"]["why"]
     assert rec["guard_allocator"].startswith("off: with guard allocator")
     assert f"; a second pass of coverage, bounds with the guard allocator and torch.backends.cudnn.benchmark " \
@@ -511,7 +515,8 @@ def test_a_failure_only_the_caching_allocators_run_found_stands(monkeypatch):
     assert gates["coverage"]["verdict"] == "FAIL" and gates["coverage"]["caching_allocator_run"]["verdict"] == "PASS"
     assert rec["guarded_pass"]["replaced"] == ["coverage"] and rec["guarded_pass"]["kept"] == ["bounds"]
     assert rec["classification"] == "broken" and len(rec["broken_reasons"]) == 2
-    assert "(but bounds: this run's failure stands, the second pass found none)" in rec["guard_allocator"]
+    assert "; these gates' records are that pass's, except bounds: this run's failure stands, which the second " \
+           "pass did not find; off for every other gate" in rec["guard_allocator"], rec["guard_allocator"]
 
 
 @needs_source

@@ -194,7 +194,8 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
     """The guard allocator's second pass over a row that ran on torch's caching allocator (verify): the
     GUARDED_GATES the row asked for and ran, again, in a worker with the guard allocator installed and
     torch.backends.cudnn.benchmark = False after the candidate's import and before every build and call. On
-    success each of those gate records is the second pass's (marked "pass", with the caching allocator's
+    success (no ERROR among them: a gate the pass could not judge leaves the row as it was) each of those
+    gate records is the second pass's (marked "pass", with the caching allocator's
     verdict beside it in "caching_allocator_run"), except that a failure the caching allocator's run found
     and the second pass did not stays as it was (both runs are the candidate's, same seed and cases: a
     finding is never dropped); the row's classification, broken_reasons and exit code are then the
@@ -236,6 +237,9 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
         why = f"could not install the guard allocator ({note or 'the worker installed none'})"
     elif set(got) != set(gates):
         why = f"reported no result for {', '.join(g for g in gates if g not in got)}"
+    elif any(got[g].get("verdict") == "ERROR" for g in gates):
+        g = next(g for g in gates if got[g].get("verdict") == "ERROR")
+        why = f"could not judge {g} (ERROR: {str(got[g].get('summary', ''))[:300]})"
     elif not hasattr(_core, "classify"):
         why = "could not be merged: this build of kgate._core has no classify (the engine's classification)"
     if why:
@@ -265,9 +269,9 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
     if isinstance(rec.get("engine"), dict):
         rec["engine"]["exit_code"] = c["exit_code"]
     rec["guarded_pass"] = {**info, "merged": True, "replaced": replaced, "kept": kept}
-    rec["guard_allocator"] = (f"on for {names}: a second pass with {note} and {CUDNN_HELD}, whose records "
-                              f"these gates' are" + (f" (but {', '.join(kept)}: this run's failure stands, the "
-                                                     "second pass found none)" if kept else "")
+    rec["guard_allocator"] = (f"on for {names}: a second pass with {note} and {CUDNN_HELD}; these gates' records "
+                              "are that pass's" + (f", except {', '.join(kept)}: this run's failure stands, which the "
+                                                   "second pass did not find" if kept else "")
                               + "; off for every other gate: " + rec["guard_allocator"][len("off: "):])
 
 
