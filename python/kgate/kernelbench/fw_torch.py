@@ -428,7 +428,9 @@ def store_output(view, got) -> str | None:
 # The guard allocator (kernelbench/guard_alloc): every allocation the candidate makes sits between seeded
 # guard zones and starts filled with the current poison. Installed by install_guard_allocator() before any
 # CUDA memory is taken; absent (no library, or no CUDA), outputs are poisoned through the caching allocator
-# instead (poison_allocator) and out-of-bounds writes into the candidate's own memory go unseen.
+# instead (poison_allocator) and out-of-bounds writes into the candidate's own memory go unseen. A candidate
+# the guard allocator fails (cuDNN's benchmark mode asks it for cacheInfo) runs on the caching allocator, then
+# coverage and bounds run again with the guard allocator and hold_cudnn_benchmark (rowjob._guarded_pass).
 _guard = None
 
 
