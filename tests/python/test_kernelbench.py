@@ -559,6 +559,45 @@ def test_a_row_job_whose_guarded_pass_fails_the_same_way_says_so(tmp_path):
     assert row["guard_allocator"].startswith("off: ") and "a second pass of bounds" in row["guard_allocator"]
 
 
+TURNS_ON_CUDNN_BENCHMARK = """import torch
+import torch.nn as nn
+torch.backends.cudnn.benchmark = True
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        if torch.backends.cudnn.benchmark:  # what cuDNN's benchmark mode meets under a pluggable allocator
+            raise RuntimeError("CUDAPluggableAllocator does not yet support cacheInfo. If you need it, ...")
+        return torch.mul(torch.tanh(x), self.alpha)
+"""
+
+
+# The torch worker on the CPU (torch without CUDA: no guard allocator can be installed): a candidate that turns
+# cuDNN's benchmark mode on at import fails every call of the first two runs, and the second pass, which holds
+# the mode off in the worker, runs coverage and bounds cleanly; with no guard allocator there it merges
+# nothing and the record says why. On a GPU the same pass runs under the guard allocator (not tested here).
+@needs_source
+def test_the_second_pass_holds_cudnn_benchmark_off_in_a_torch_worker(tmp_path):
+    torch = pytest.importorskip("torch")
+    from kgate.controls.torch import TASKS as TORCH_TASKS
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the guard allocator would be installed: test_kernelbench_torch.py's ground")
+    env = {"KGATE_GUARD_ALLOC": str(tmp_path / "libkgate_guard_alloc.so")}
+    lines = rowjob("torch", TORCH_TASKS["tanh_scale"], TURNS_ON_CUDNN_BENCHMARK, gates=["oracle", "coverage", "bounds"],
+                   tmp=tmp_path, env=env)
+    got = [(x["gate"], x["verdict"]) for x in lines if x["type"] == "gate"]
+    assert got == [("oracle", "FAIL"), ("coverage", "FAIL"), ("bounds", "FAIL")] * 2 + \
+        [("coverage", "PASS"), ("bounds", "PASS")], got
+    row = lines[-1]
+    assert row["guarded_pass"]["merged"] is False and row["guarded_pass"]["why"] == \
+        "could not install the guard allocator (no guard allocator (no CUDA device))", row["guarded_pass"]
+    assert row["guard_allocator"].startswith("off: ")
+
+
 # The engine refusing a derived contract before any gate (h100 L1/T59: a conv3d whose nominal case needs more
 # memory than one case may take) is the row's contract_error with the engine's reason, not a crashed driver.
 @needs_source
