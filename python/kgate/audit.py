@@ -299,6 +299,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 continue
             v = Job(r.key, "verify", {**base, "mode": "verify", "seed": f"{row_seeds[r.key]:016x}", "gates": gates,
                                        "call_timeout": call_timeout, "needs_compile": needs, "alone": alone,
+                                       # the row's own limit: the guard allocator's second pass runs only where
+                                       # it fits in what is left (kernelbench/rowjob.py _guarded_pass)
+                                       "row_timeout": row_timeout,
                                        # how many verify jobs share the machine: a row's case memory share
                                        # (kernelbench/casemem.py)
                                        "rows_at_once": jobs},

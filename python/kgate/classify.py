@@ -3,9 +3,10 @@
 violation-only, never broken, is kgate::violation_only: "indeterminate form" and "non-finite value past the
 oracle's spread"): each row record carries the engine's
 `classification` and `broken_reasons`, and each gate record the engine's `counted`, `attributed_to`,
-`out_of_domain` and `precision_label`. Nothing here decides a class; it reads one, and says which gate
-records still fail when every tolerance is multiplied by m (the threshold sweep reads a ratio, it does not
-reclassify)."""
+`out_of_domain` and `precision_label` (a row whose gate records come from two runs, the guard allocator's
+second pass, is classified by the engine through kgate._core.classify). Nothing here decides a class; it
+reads one, and says which gate records still fail when every tolerance is multiplied by m (the threshold
+sweep reads a ratio, it does not reclassify)."""
 from __future__ import annotations
 
 import math

@@ -90,15 +90,27 @@ def summary(recs) -> dict:
             # allocator was turned off for the row (cuDNN asked it for what a pluggable allocator cannot answer)
             # or was not there; a write past the candidate's own allocations went unseen by bounds (coverage
             # still saw poison, put into torch's caching allocator instead: fw_torch.poison_allocator)
-            "unguarded": Counter(classification(r) for r in aud if unguarded(r))}
+            "unguarded": Counter(classification(r) for r in aud if unguarded(r)),
+            # of the rows the guard allocator failed, those whose guarded gates (coverage, bounds) got guard
+            # zones in a second pass with cuDNN's benchmark mode held off (kernelbench/rowjob.py _guarded_pass)
+            "guarded_second_pass": Counter(classification(r) for r in aud if guarded_second_pass(r))}
 
 
 def unguarded(rec: dict) -> bool:
     """A torch row whose candidate's own allocations ran without the guard allocator (its record's
     `guard_allocator` is "off: ..." or "no guard allocator (...)"; numpy rows carry none: malloc is never
-    guarded, docs/audit.md)."""
+    guarded, docs/audit.md). A row whose guarded gates got the guard allocator in a second pass is not one
+    (its `guard_allocator` starts "on for coverage, bounds: ..."; guarded_second_pass)."""
+    if guarded_second_pass(rec):
+        return False
     note = str(rec.get("guard_allocator") or "")
     return note.startswith("off") or note.startswith("no guard allocator")
+
+
+def guarded_second_pass(rec: dict) -> bool:
+    """A row run on torch's caching allocator (the guard allocator failed it) whose bounds and coverage
+    records come from a second pass with the guard allocator on and cuDNN's benchmark mode held off."""
+    return bool((rec.get("guarded_pass") or {}).get("merged"))
 
 
 def summary_text(paths) -> str:
@@ -137,7 +149,10 @@ def summary_text(paths) -> str:
     for what, by_class in (("audited rows whose candidate's CUDA extension failed to build here, so that its "
                             "fallback was judged", s["ext_failed"]),
                            ("audited rows whose candidate's own allocations had no guard zones (guard allocator "
-                            "off: bounds saw only the engine's buffers)", s["unguarded"])):
+                            "off: bounds saw only the engine's buffers)", s["unguarded"]),
+                           ("audited rows whose guarded gates (coverage, bounds) got guard zones through a second "
+                            "pass (the guard allocator failed the row's run, which stands for every other gate; "
+                            "cuDNN's benchmark mode held off)", s["guarded_second_pass"])):
         if by_class:
             out.append("")
             out.append(f"{what}: {sum(by_class.values())} of {n} ("

@@ -378,6 +378,226 @@ def test_a_failure_the_guard_allocator_causes_runs_the_row_again_without_it(tmp_
     assert lines[-1]["guard_allocator"].startswith("off: ") and lines[-1]["first_run_seconds"] >= 0
 
 
+# The guard allocator's second pass (issue 14, Deliver 2): a row the guard allocator failed runs in full on
+# torch's caching allocator (every gate, the candidate's own settings), then the gates that need guard zones
+# and poisoned fresh memory on the candidate's own allocations (coverage, bounds) run again with the guard
+# allocator and cuDNN's benchmark mode held off; that pass's results replace the first's for those gates and
+# the engine (kgate._core.classify) classifies the merged set. The worker is faked here: each run's record is
+# what the fake says, so what is tested is verify()'s logic, the merge and the engine's classification.
+LIB = "/x/libkgate_guard_alloc.so"
+
+
+def _gate(name, verdict="PASS", **kw):
+    return {"gate": name, "verdict": verdict, "summary": f"{name}: {verdict}", "error_ratio": None, "counted": True,
+            "out_of_domain": False, "finding": "", **kw}
+
+
+def _fake_runs(monkeypatch, guarded, caching_bounds="PASS"):
+    """rowjob._verify_once faked: the first run (guard allocator) fails as cuDNN's benchmark mode makes it
+    fail, the caching allocator's run gives every gate (bounds: caching_bounds), the guarded pass gives
+    guarded(gate). Returns the calls made, as (library, gates asked for, cudnn.benchmark held off)."""
+    from kgate.kernelbench import rowjob as rj
+    calls = []
+
+    def once(spec, fw_name, library, hold_cudnn_benchmark=False):
+        calls.append((library, spec.get("gates"), hold_cudnn_benchmark))
+        if library and not hold_cudnn_benchmark:
+            return {"status": "ok", "allocator_unsupported": "baseline", "seconds": 1.5,
+                    "guard_allocator": f"guard allocator {library}",
+                    "gates": [_gate("baseline", "FAIL", summary=f"RuntimeError: {rj.ALLOCATOR_UNSUPPORTED} cacheInfo")]}
+        if library is None:
+            bounds = _gate("bounds", caching_bounds, **({"finding": "guard overwritten"} if caching_bounds == "FAIL"
+                                                         else {}))
+            c = core.classify([_gate("oracle", error_ratio=0.5), _gate("coverage"), bounds])
+            return {"status": "ok", "seconds": 10.0, "classification": c["classification"],
+                    "broken_reasons": c["broken_reasons"], "engine": {"schema": "kgate.report/1", "exit_code": c["exit_code"]},
+                    "gates": [_gate("baseline"), _gate("oracle", error_ratio=0.5), _gate("coverage"), bounds,
+                              _gate("public_harness")]}
+        return {"status": "ok", "seconds": 3.0, "guard_allocator": f"guard allocator {library}", **guarded(spec)}
+    monkeypatch.setattr(rj, "_verify_once", once)
+    monkeypatch.setattr(rj, "guard_library", lambda: LIB)
+    return calls
+
+
+SPEC = {"mode": "verify", "key": "t/1", "sha": "x", "fw": "torch", "seed": "00000000000000c0", "gates": None,
+        "row": {"level_id": 1, "task_id": 1, "ref_code": "", "custom_code": ""}}
+
+
+@needs_source
+def test_a_bounds_failure_only_the_guarded_pass_finds_fails_the_row(monkeypatch, tmp_path):
+    from kgate import report
+    from kgate.kernelbench import rowjob as rj
+    stray = _gate("bounds", "FAIL", finding="guard overwritten",
+                  summary="stray write past the end of output 0 returned by the candidate (4096 bytes)")
+    calls = _fake_runs(monkeypatch, lambda spec: {"gates": [_gate("coverage"), stray], "classification": "broken"})
+    rec = rj.verify(dict(SPEC), "torch")
+    # the full run on the caching allocator, then coverage and bounds with the guard allocator, cuDNN held off
+    assert calls == [(LIB, None, False), (None, None, False), (LIB, ["coverage", "bounds"], True)]
+    gates = {g["gate"]: g for g in rec["gates"]}
+    assert [g["gate"] for g in rec["gates"]] == ["baseline", "oracle", "coverage", "bounds", "public_harness"]
+    assert gates["bounds"]["verdict"] == "FAIL" and gates["bounds"]["summary"] == stray["summary"]
+    assert gates["bounds"]["pass"] == "second pass: guard allocator on, torch.backends.cudnn.benchmark held off"
+    assert gates["bounds"]["caching_allocator_run"] == {"verdict": "PASS", "summary": "bounds: PASS"}
+    assert gates["coverage"]["verdict"] == "PASS" and "pass" in gates["coverage"]
+    assert gates["oracle"] == _gate("oracle", error_ratio=0.5) and "pass" not in gates["baseline"]
+    # the class is the engine's over the merged gates
+    assert rec["classification"] == "broken" and rec["engine"]["exit_code"] == 1
+    assert rec["broken_reasons"] == ["bounds: FAIL of a tolerance-free gate (guard overwritten)"]
+    gp = rec["guarded_pass"]
+    assert gp["merged"] and gp["replaced"] == ["coverage", "bounds"] and gp["kept"] == []
+    assert gp["caching_allocator_classification"] == "clean" and gp["gates"] == ["coverage", "bounds"]
+    assert rec["guard_allocator"].startswith(f"on for coverage, bounds: a second pass with guard allocator {LIB} "
+                                             "and torch.backends.cudnn.benchmark held off"), rec["guard_allocator"]
+    assert "off for every other gate: with guard allocator" in rec["guard_allocator"]
+    assert rec["first_run_seconds"] == 1.5 and rec["seconds"] == 10.0 and gp["seconds"] == 3.0
+    # kgate report: guarded through the second pass, not unguarded
+    assert report.guarded_second_pass(rec) and not report.unguarded(rec)
+    (tmp_path / "r.jsonl").write_text(json.dumps({**rec, "type": "row", "key": "t/1"}) + "\n")
+    text = report.summary_text([str(tmp_path / "r.jsonl")])
+    assert "had no guard zones" not in text
+    assert "got guard zones through a second pass" in text and text.count(": 1 of 1 (broken 1)") == 1
+    # a row that asked for bounds alone gets bounds alone in the second pass
+    calls.clear()
+    rj.verify(dict(SPEC, gates=["oracle", "bounds"]), "torch")
+    assert calls[-1] == (LIB, ["bounds"], True)
+    # and one that asked for neither gets no second pass
+    calls.clear()
+    rec = rj.verify(dict(SPEC, gates=["oracle"]), "torch")
+    assert len(calls) == 2 and "guarded_pass" not in rec and rec["guard_allocator"].startswith("off: ")
+
+
+@needs_source
+@pytest.mark.parametrize("how", ["same error", "status", "no allocator", "missing gate", "error"])
+def test_a_guarded_pass_that_fails_keeps_the_caching_allocators_record_and_says_so(how, monkeypatch):
+    from kgate import report
+    from kgate.kernelbench import rowjob as rj
+
+    def guarded(spec):
+        if how == "same error":  # the candidate turns cudnn.benchmark on again inside its forward
+            return {"gates": [_gate("coverage", "FAIL", summary=f"refused: RuntimeError: {rj.ALLOCATOR_UNSUPPORTED} "
+                                                                "cacheInfo"), _gate("bounds")]}
+        if how == "status":
+            return {"status": "candidate_init_error", "message": "RuntimeError: out of luck", "gates": []}
+        if how == "no allocator":
+            return {"guard_allocator": "no guard allocator (no CUDA device)",
+                    "gates": [_gate("coverage"), _gate("bounds", "FAIL", finding="guard overwritten")]}
+        if how == "error":  # a gate the pass could not judge
+            return {"gates": [_gate("coverage", "ERROR", summary="RuntimeError: worker guards"),
+                              _gate("bounds", "FAIL", finding="guard overwritten")]}
+        return {"gates": [_gate("coverage")]}
+    _fake_runs(monkeypatch, guarded)
+    rec = rj.verify(dict(SPEC), "torch")
+    assert [g["verdict"] for g in rec["gates"]] == ["PASS"] * 5 and not any("pass" in g for g in rec["gates"])
+    assert rec["classification"] == "clean" and rec["engine"]["exit_code"] == 0
+    assert rec["guarded_pass"]["merged"] is False
+    why = {"same error": "failed the same way", "status": "ended candidate_init_error: RuntimeError: out of luck",
+           "no allocator": "could not install the guard allocator (no guard allocator (no CUDA device))",
+           "missing gate": "reported no result for bounds",
+           "error": "could not judge coverage (ERROR: RuntimeError: worker guards)"}[how]
+    assert rec["guarded_pass"]["why"].startswith(why), rec["guarded_pass"]["why"]
+    assert rec["guard_allocator"].startswith("off: with guard allocator")
+    assert f"; a second pass of coverage, bounds with the guard allocator and torch.backends.cudnn.benchmark " \
+           f"held off {why}" in rec["guard_allocator"], rec["guard_allocator"]
+    assert report.unguarded(rec) and not report.guarded_second_pass(rec)
+
+
+@needs_source
+def test_a_failure_only_the_caching_allocators_run_found_stands(monkeypatch):
+    """Both runs are the candidate's, with the same seed and cases: a bounds failure on the engine's own
+    buffers that the guarded pass did not reproduce is kept, with the second pass's verdict beside it."""
+    from kgate.kernelbench import rowjob as rj
+    _fake_runs(monkeypatch, lambda spec: {"gates": [_gate("coverage", "FAIL", finding="poison left"), _gate("bounds")]},
+               caching_bounds="FAIL")
+    rec = rj.verify(dict(SPEC), "torch")
+    gates = {g["gate"]: g for g in rec["gates"]}
+    assert gates["bounds"]["verdict"] == "FAIL" and "pass" not in gates["bounds"]
+    assert gates["bounds"]["guarded_run"] == {"verdict": "PASS", "summary": "bounds: PASS"}
+    assert gates["coverage"]["verdict"] == "FAIL" and gates["coverage"]["caching_allocator_run"]["verdict"] == "PASS"
+    assert rec["guarded_pass"]["replaced"] == ["coverage"] and rec["guarded_pass"]["kept"] == ["bounds"]
+    assert rec["classification"] == "broken" and len(rec["broken_reasons"]) == 2
+    assert "; these gates' records are that pass's, except bounds: this run's failure stands, which the second " \
+           "pass did not find; off for every other gate" in rec["guard_allocator"], rec["guard_allocator"]
+
+
+@needs_source
+def test_no_second_pass_where_it_would_not_fit_in_the_rows_time_limit(monkeypatch):
+    """The spec's row_timeout (audit.py) bounds the row: a second pass that would likely outlast it (twice what
+    the caching allocator's run spent starting, building and running those gates, plus a margin) is not run, so
+    the row keeps the verdicts it has; the record says why, and the row counts as unguarded."""
+    from kgate import report
+    from kgate.kernelbench import rowjob as rj
+    calls = _fake_runs(monkeypatch, lambda spec: {"gates": [_gate("coverage"), _gate("bounds")]})
+    real = rj._verify_once
+
+    def slow(spec, fw_name, library, hold_cudnn_benchmark=False):
+        rec = real(spec, fw_name, library, hold_cudnn_benchmark)
+        if library is None:
+            rec["phases"] = {"start": 100.0, "build": 20.0}
+        return rec
+    monkeypatch.setattr(rj, "_verify_once", slow)
+    rec = rj.verify(dict(SPEC, row_timeout=250), "torch")
+    assert len(calls) == 2 and rec["guarded_pass"]["merged"] is False, calls
+    assert rec["guarded_pass"]["why"].startswith("was not run: the row had taken 0 s of its 250 s"), rec["guarded_pass"]
+    assert "held off was not run" in rec["guard_allocator"] and report.unguarded(rec)
+    calls.clear()
+    rec = rj.verify(dict(SPEC, row_timeout=600), "torch")
+    assert len(calls) == 3 and rec["guarded_pass"]["merged"] is True
+
+
+# A candidate that always fails as the guard allocator makes it fail (numpy: no allocator is installed, so the
+# guarded pass fails the same way too): the row job runs the row three times, the last for bounds alone, and
+# the record is the caching allocator's run, saying the second pass failed.
+@needs_source
+def test_a_row_job_whose_guarded_pass_fails_the_same_way_says_so(tmp_path):
+    env = {"KGATE_GUARD_ALLOC": str(tmp_path / "libkgate_guard_alloc.so")}
+    lines = rowjob("numpy", TASKS["softmax"], ASKS_THE_ALLOCATOR, gates=["oracle", "bounds"], tmp=tmp_path, env=env)
+    starts = [x["gate"] for x in lines if x["type"] == "gate_start"]
+    assert starts == ["oracle", "bounds", "oracle", "bounds", "bounds"], starts
+    row = lines[-1]
+    assert row["guarded_pass"]["merged"] is False and row["guarded_pass"]["gates"] == ["bounds"]
+    assert row["guarded_pass"]["why"].startswith("failed the same way"), row["guarded_pass"]
+    assert row["guard_allocator"].startswith("off: ") and "a second pass of bounds" in row["guard_allocator"]
+
+
+TURNS_ON_CUDNN_BENCHMARK = """import torch
+import torch.nn as nn
+torch.backends.cudnn.benchmark = True
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        if torch.backends.cudnn.benchmark:  # what cuDNN's benchmark mode meets under a pluggable allocator
+            raise RuntimeError("CUDAPluggableAllocator does not yet support cacheInfo. If you need it, ...")
+        return torch.mul(torch.tanh(x), self.alpha)
+"""
+
+
+# The torch worker on the CPU (torch without CUDA: no guard allocator can be installed): a candidate that turns
+# cuDNN's benchmark mode on at import fails every call of the first two runs, and the second pass, which holds
+# the mode off in the worker, runs coverage and bounds cleanly; with no guard allocator there it merges
+# nothing and the record says why. On a GPU the same pass runs under the guard allocator (not tested here).
+@needs_source
+def test_the_second_pass_holds_cudnn_benchmark_off_in_a_torch_worker(tmp_path):
+    torch = pytest.importorskip("torch")
+    from kgate.controls.torch import TASKS as TORCH_TASKS
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the guard allocator would be installed: test_kernelbench_torch.py's ground")
+    env = {"KGATE_GUARD_ALLOC": str(tmp_path / "libkgate_guard_alloc.so")}
+    lines = rowjob("torch", TORCH_TASKS["tanh_scale"], TURNS_ON_CUDNN_BENCHMARK, gates=["oracle", "coverage", "bounds"],
+                   tmp=tmp_path, env=env)
+    got = [(x["gate"], x["verdict"]) for x in lines if x["type"] == "gate"]
+    assert got == [("oracle", "FAIL"), ("coverage", "FAIL"), ("bounds", "FAIL")] * 2 + \
+        [("coverage", "PASS"), ("bounds", "PASS")], got
+    row = lines[-1]
+    assert row["guarded_pass"]["merged"] is False and row["guarded_pass"]["why"] == \
+        "could not install the guard allocator (no guard allocator (no CUDA device))", row["guarded_pass"]
+    assert row["guard_allocator"].startswith("off: ")
+
+
 # The engine refusing a derived contract before any gate (h100 L1/T59: a conv3d whose nominal case needs more
 # memory than one case may take) is the row's contract_error with the engine's reason, not a crashed driver.
 @needs_source

@@ -88,3 +88,30 @@ def test_an_oracle_that_keeps_its_lent_inputs_is_an_error():
     assert "kept a reference to its input arrays" in text
     v = verdicts(json.loads(text))
     assert v.get("oracle") not in ("PASS", None), v
+
+
+def test_classify_of_a_reports_gates_is_the_reports_classification():
+    """kgate._core.classify (the engine's classify, broken_reasons and exit code over gate records as a
+    report holds them) gives what verify()'s own report says: the row job classifies a merged set of gate
+    results with it (kernelbench/rowjob.py, the guard allocator's second pass), never in Python."""
+    for entry, gates in (("relu", ["oracle", "nan"]), ("relu_masks_nan", ["oracle", "nan", "inf"])):
+        rep = run(entry, gates)
+        c = core.classify(rep["gates"])
+        assert (c["classification"], c["broken_reasons"], c["exit_code"]) == \
+            (rep["classification"], rep["broken_reasons"], rep["exit_code"]), (c, rep["classification"])
+    # what it reads of each record: verdict, finding, error_ratio (None, a number or "inf"), counted,
+    # out_of_domain; baseline never counts
+    bounds = {"gate": "bounds", "verdict": "FAIL", "finding": "guard overwritten", "error_ratio": None}
+    assert core.classify([bounds])["classification"] == "broken"
+    assert core.classify([dict(bounds, counted=False)])["classification"] == "clean"
+    assert core.classify([dict(bounds, out_of_domain=True)])["classification"] == "clean"
+    assert core.classify([dict(bounds, gate="baseline")]) == {"classification": "clean", "broken_reasons": [],
+                                                               "exit_code": 0}
+    oracle_fail = {"gate": "oracle", "verdict": "FAIL", "finding": "error beyond the bound"}
+    assert core.classify([dict(oracle_fail, error_ratio=2.0)])["classification"] == "violation"
+    assert core.classify([dict(oracle_fail, error_ratio="inf")])["classification"] == "broken"
+    assert core.classify([dict(oracle_fail, error_ratio=float("inf"))])["classification"] == "broken"
+    assert core.classify([{"gate": "nan", "verdict": "ERROR"}]) == {"classification": "incomplete",
+                                                                    "broken_reasons": [], "exit_code": 2}
+    with pytest.raises(ValueError, match="unknown verdict"):
+        core.classify([{"gate": "nan", "verdict": "MAYBE"}])

@@ -140,3 +140,65 @@ def test_a_failed_call_with_nothing_riding_ahead_is_a_crash_whatever_op_its_repl
         {"status": "error", "op": "alloc", "message": "forged"} if msg["op"] == "ecall" else real(msg, timeout, sink=sink))
     r = t.call(_request(ids))
     assert r.outcome == core.CallOutcome.crashed and r.detail == "forged"
+
+
+KNOB_SRC = """
+import numpy as np
+import kgate_test_cudnn as cudnn
+cudnn.benchmark = True  # as a candidate's `torch.backends.cudnn.benchmark = True` at import
+seen = []
+
+
+class ModelNew:
+    def __init__(self):
+        cudnn.benchmark = True
+
+    def __call__(self, x):
+        seen.append(cudnn.benchmark)
+        cudnn.benchmark = True  # turned on again inside its forward
+        return x * 2
+"""
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_the_guarded_pass_holds_cudnn_benchmark_off_after_import_and_before_every_build_and_call(hold, monkeypatch):
+    """The guard allocator's second pass (rowjob._guarded_pass) asks the worker to hold cuDNN's benchmark mode
+    off (fw.hold_cudnn_benchmark: torch.backends.cudnn.benchmark = False in fw_torch): after the candidate's
+    import and before every build and call, whatever the candidate set since. Here a fake framework's knob
+    stands for torch's; without the request nothing is touched."""
+    import sys
+    import types
+    from kgate.kernelbench.worker import Worker
+    knob = types.ModuleType("kgate_test_cudnn")
+    knob.benchmark = False
+    monkeypatch.setitem(sys.modules, "kgate_test_cudnn", knob)
+
+    def hold_cudnn_benchmark():
+        was, knob.benchmark = knob.benchmark, False
+        return was
+    fw = types.SimpleNamespace(**{k: getattr(fw_numpy, k) for k in dir(fw_numpy) if not k.startswith("__")},
+                               hold_cudnn_benchmark=hold_cudnn_benchmark)
+    w = Worker(fw)
+    assert w.handle({"op": "init", "custom_code": KNOB_SRC, "hold_cudnn_benchmark": hold})["status"] == "ok"
+    assert knob.benchmark is not hold  # held off right after the import
+    assert w.handle({"op": "build", "slot": "s", "init_inputs": [], "seed": 0})["status"] == "ok"
+    x = np.arange(6, dtype=np.float32)
+    for _ in range(2):
+        r = w.handle({"op": "call", "slot": "s", "inputs": [x]})
+        assert r["status"] == "ok", r
+        assert np.array_equal(r["outputs"][0]["array"], x * 2)
+    assert w.ns["seen"] == [not hold] * 2  # every call began with it off under the hold
+    # the import, ModelNew.__init__ and the first call turned it on; each time the hold found it on
+    assert w.cudnn_turned_on == (3 if hold else 0)
+
+
+def test_fw_torch_holds_cudnn_benchmark_off():
+    torch = pytest.importorskip("torch")
+    from kgate.kernelbench import fw_torch
+    old = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = True
+        assert fw_torch.hold_cudnn_benchmark() is True and torch.backends.cudnn.benchmark is False
+        assert fw_torch.hold_cudnn_benchmark() is False and torch.backends.cudnn.benchmark is False
+    finally:
+        torch.backends.cudnn.benchmark = old

@@ -39,9 +39,11 @@ class Candidate:
     def __init__(self, fw_name: str, custom_code: str, *, call_timeout: float = 60.0,
                  init_timeout: float = 300.0, ext_cache: str | None = None, env: dict | None = None,
                  output_limit: int = 64 * 1024, work_root: str | None = None, entry: str = "ModelNew",
-                 guard_seed: int = 0, guard_library: str | None = None):
+                 guard_seed: int = 0, guard_library: str | None = None, hold_cudnn_benchmark: bool = False):
         self.fw_name, self.custom_code = fw_name, custom_code
         self.entry, self.guard_seed, self.guard_library = entry, guard_seed, guard_library
+        # torch.backends.cudnn.benchmark held off in the worker (the guard allocator's second pass, rowjob.verify)
+        self.hold_cudnn_benchmark = hold_cudnn_benchmark
         self.call_timeout, self.init_timeout = call_timeout, init_timeout
         self.ext_cache = ext_cache
         # The cache is the audit user's alone (0700); this candidate's part of it is staged into its worker's
@@ -215,7 +217,8 @@ class Candidate:
         self.init_reply = self._request({"op": "init", "custom_code": self.custom_code, "entry": self.entry,
                                          "ext_cache": extstage.STAGE if self.ext_part else None,
                                          "guard_seed": self.guard_seed,
-                                         "guard_library": self.guard_library}, self.init_timeout,
+                                         "guard_library": self.guard_library,
+                                         "hold_cudnn_benchmark": self.hold_cudnn_benchmark}, self.init_timeout,
                                         meanwhile=meanwhile)
         self.harvest()
         self.compile_seconds += self.init_reply.get("compile_seconds", 0.0)

@@ -428,7 +428,9 @@ def store_output(view, got) -> str | None:
 # The guard allocator (kernelbench/guard_alloc): every allocation the candidate makes sits between seeded
 # guard zones and starts filled with the current poison. Installed by install_guard_allocator() before any
 # CUDA memory is taken; absent (no library, or no CUDA), outputs are poisoned through the caching allocator
-# instead (poison_allocator) and out-of-bounds writes into the candidate's own memory go unseen.
+# instead (poison_allocator) and out-of-bounds writes into the candidate's own memory go unseen. A candidate
+# the guard allocator fails (cuDNN's benchmark mode asks it for cacheInfo) runs on the caching allocator, then
+# coverage and bounds run again with the guard allocator and hold_cudnn_benchmark (rowjob._guarded_pass).
 _guard = None
 
 
@@ -448,6 +450,16 @@ def install_guard_allocator(library: str | None, seed: int) -> str:
     torch.cuda.memory.change_current_allocator(alloc)
     _guard = lib
     return f"guard allocator {library}"
+
+
+def hold_cudnn_benchmark() -> bool:
+    """torch.backends.cudnn.benchmark = False, for the guard allocator's second pass over a row whose candidate
+    turned it on (rowjob.verify): cuDNN's benchmark mode asks the allocator for cacheInfo, which a pluggable
+    allocator cannot answer (pytorch issue 98481). The worker calls this after the candidate's module import
+    and before every build and call; True when it found the mode on (the candidate turned it on again)."""
+    was = bool(torch.backends.cudnn.benchmark)
+    torch.backends.cudnn.benchmark = False
+    return was
 
 
 def set_allocator_poison(pattern: bytes) -> bool:

@@ -149,16 +149,31 @@ def shared_gpu_status(rec, spec) -> dict:
     return rec
 
 
+# The gates whose findings need guard zones or poisoned fresh memory around the candidate's own allocations,
+# which only the guard allocator gives: bounds (a write past memory the candidate allocated: its returned
+# outputs, its scratch) and coverage (under the returning convention the engine's poisoned output buffers
+# are overwritten by the tensors the candidate returns, so an element it never wrote shows the poison only
+# if its own fresh allocation held the poison: the guard allocator fills every fresh block with it; torch's
+# caching allocator gets best-effort poisoned free blocks, fw_torch.poison_allocator, which a block cached
+# elsewhere or split differently escapes).
+GUARDED_GATES = ("coverage", "bounds")
+CUDNN_HELD = "torch.backends.cudnn.benchmark held off"
+FAILING = ("FAIL", "CRASH", "TIMEOUT")
+
+
 def verify(spec, fw_name):
     """One row. Where the candidate needs what the guard allocator cannot give (ALLOCATOR_UNSUPPORTED in
     any gate's evidence; the first run stops as soon as its build or baseline calls show it), the row runs
-    once more from the start on torch's own allocator, and the record
-    says so in guard_allocator: the bounds gate then guards the buffers the engine places, not the
-    candidate's own allocations."""
+    once more from the start on torch's own allocator with every gate and the candidate's own settings, and
+    the record says so in guard_allocator. The gates that need the guard allocator (GUARDED_GATES) then run a
+    second pass with it installed and cuDNN's benchmark mode held off in the worker (the usual reason for the
+    failure): its results replace that run's for those gates, and the engine classifies the merged set
+    (_guarded_pass). Where that pass fails too, the record is the caching allocator's run alone, and says so:
+    its bounds gate then guards the buffers the engine places, not the candidate's own allocations."""
     library = guard_library()
+    t0 = time.monotonic()
     rec = _verify_once(spec, fw_name, library)
-    if library and (rec.get("allocator_unsupported") or
-                    _allocator_unsupported([rec.get("gates", []), rec.get("message", "")])):
+    if library and _needs_fallback(rec):
         first = rec.get("guard_allocator", "guard allocator")
         t_first = rec.get("seconds")
         rec = _verify_once(spec, fw_name, None)
@@ -166,10 +181,101 @@ def verify(spec, fw_name):
         rec["guard_allocator"] = (f"off: with {first} the candidate's calls failed with \"{ALLOCATOR_UNSUPPORTED} "
                                   "...\" (it asks the allocator for what a pluggable allocator cannot answer); "
                                   "this record is the row run again on torch's caching allocator")
+        _guarded_pass(rec, spec, fw_name, library, time.monotonic() - t0)
     return rec
 
 
-def _verify_once(spec, fw_name, library):
+def _needs_fallback(rec) -> bool:
+    return bool(rec.get("allocator_unsupported") or
+                _allocator_unsupported([rec.get("gates", []), rec.get("message", "")]))
+
+
+def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
+    """The guard allocator's second pass over a row that ran on torch's caching allocator (verify): the
+    GUARDED_GATES the row asked for and ran, again, in a worker with the guard allocator installed and
+    torch.backends.cudnn.benchmark = False after the candidate's import and before every build and call. On
+    success (no ERROR among them: a gate the pass could not judge leaves the row as it was) each of those
+    gate records is the second pass's (marked "pass", with the caching allocator's
+    verdict beside it in "caching_allocator_run"), except that a failure the caching allocator's run found
+    and the second pass did not stays as it was (both runs are the candidate's, same seed and cases: a
+    finding is never dropped); the row's classification, broken_reasons and exit code are then the
+    engine's over the merged gates (kgate._core.classify). `guarded_pass` says what ran and how it ended;
+    `guard_allocator` says what ran where. Where the spec gives the row's time limit (row_timeout) and the
+    pass, at twice what the caching allocator's run spent on its start, build and those gates, would likely
+    not end within it (`elapsed`: the row's seconds so far), it is not run, and the record says so: a row
+    cut by its limit would lose the verdicts it has."""
+    wanted = spec.get("gates") or []
+    ran = {g.get("gate") for g in rec.get("gates", [])}
+    gates = [g for g in GUARDED_GATES if (not wanted or g in wanted) and g in ran]
+    if not gates or rec.get("status") != "ok" or "classification" not in rec:
+        return
+    from .. import _core
+    names = ", ".join(gates)
+    phases = rec.get("phases") or {}
+    estimate = (phases.get("start", 0.0) + phases.get("build", 0.0) + phases.get("close", 0.0)
+                + sum(float(g.get("seconds") or 0.0) for g in rec.get("gates", []) if g.get("gate") in gates))
+    limit = spec.get("row_timeout")
+    if limit and elapsed + 2 * estimate + 30 > float(limit):
+        why = (f"was not run: the row had taken {elapsed:.0f} s of its {float(limit):.0f} s, and the pass would "
+               f"take about {estimate:.0f} s more")
+        rec["guarded_pass"] = {"gates": gates, "merged": False, "why": why}
+        rec["guard_allocator"] += f"; a second pass of {names} with the guard allocator and {CUDNN_HELD} {why}"
+        return
+    second = _verify_once({**spec, "gates": gates}, fw_name, library, hold_cudnn_benchmark=True)
+    info = {"gates": gates, "seconds": second.get("seconds"), "guard_allocator": second.get("guard_allocator"),
+            "cudnn_benchmark": "held off (False after the candidate's import and before every build and call)"}
+    got = {g.get("gate"): g for g in second.get("gates", []) if g.get("gate") in gates}
+    note = str(second.get("guard_allocator") or "")
+    why = None
+    if _needs_fallback(second):
+        why = (f"failed the same way (\"{ALLOCATOR_UNSUPPORTED} ...\") with {CUDNN_HELD} before every call: "
+               "the candidate turns it on again itself, or something else asks the allocator for what it cannot "
+               "answer")
+    elif second.get("status") != "ok":
+        why = f"ended {second.get('status')}: {str(second.get('message', ''))[:500]}"
+    elif not note.startswith("guard allocator"):
+        why = f"could not install the guard allocator ({note or 'the worker installed none'})"
+    elif set(got) != set(gates):
+        why = f"reported no result for {', '.join(g for g in gates if g not in got)}"
+    elif any(got[g].get("verdict") == "ERROR" for g in gates):
+        g = next(g for g in gates if got[g].get("verdict") == "ERROR")
+        why = f"could not judge {g} (ERROR: {str(got[g].get('summary', ''))[:300]})"
+    elif not hasattr(_core, "classify"):
+        why = "could not be merged: this build of kgate._core has no classify (the engine's classification)"
+    if why:
+        rec["guarded_pass"] = {**info, "merged": False, "why": why}
+        rec["guard_allocator"] += (f"; a second pass of {names} with the guard allocator and {CUDNN_HELD} {why}, "
+                                   "so every gate here is the caching allocator's")
+        return
+    replaced, kept = [], []
+    for k, old in enumerate(rec["gates"]):
+        g = old.get("gate")
+        if g not in got:
+            continue
+        new = got[g]
+        if old.get("verdict") in FAILING and new.get("verdict") not in FAILING:
+            rec["gates"][k] = {**old, "guarded_run": {"verdict": new.get("verdict"), "summary": new.get("summary")}}
+            kept.append(g)
+            continue
+        rec["gates"][k] = {**new, "pass": f"second pass: guard allocator on, {CUDNN_HELD}",
+                           "caching_allocator_run": {"verdict": old.get("verdict"), "summary": old.get("summary")}}
+        replaced.append(g)
+    engine_gates = set(_core.list_gates()) - {"baseline"}
+    c = _core.classify([g for g in rec["gates"] if g.get("gate") in engine_gates])
+    if _classification(c) != rec.get("classification"):
+        info["caching_allocator_classification"] = rec.get("classification")
+    rec["classification"] = _classification(c)
+    rec["broken_reasons"] = list(c["broken_reasons"])
+    if isinstance(rec.get("engine"), dict):
+        rec["engine"]["exit_code"] = c["exit_code"]
+    rec["guarded_pass"] = {**info, "merged": True, "replaced": replaced, "kept": kept}
+    rec["guard_allocator"] = (f"on for {names}: a second pass with {note} and {CUDNN_HELD}; these gates' records "
+                              "are that pass's" + (f", except {', '.join(kept)}: this run's failure stands, which the "
+                                                   "second pass did not find" if kept else "")
+                              + "; off for every other gate: " + rec["guard_allocator"][len("off: "):])
+
+
+def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False):
     from .. import _core, isolation
     from .client import Candidate, WorkerDied
     from . import casemem
@@ -191,7 +297,8 @@ def _verify_once(spec, fw_name, library):
     call_timeout = spec.get("call_timeout", 60)
     cand = Candidate(fw_name, row["custom_code"], ext_cache=spec.get("ext_cache"), call_timeout=call_timeout,
                      init_timeout=spec.get("init_timeout", 300),
-                     guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=library)
+                     guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=library,
+                     hold_cudnn_benchmark=hold_cudnn_benchmark)
     if _early is not None:  # the worker started while the row waited for its go (main)
         cand.adopt(_early)
         _early = None

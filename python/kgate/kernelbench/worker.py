@@ -42,6 +42,10 @@ class Worker:
         self.buffers = None
         self.conventions: dict = {}
         self.progress = None   # sends {"progress": what} before a long request's reply (main sets it)
+        # The guard allocator's second pass (rowjob.verify): cuDNN's benchmark mode held off after the
+        # candidate's import and before every build and call; how many times the candidate had turned it on.
+        self.hold_cudnn = False
+        self.cudnn_turned_on = 0
 
     # -- one message --------------------------------------------------------------------------------------
     def handle(self, msg) -> dict:
@@ -81,11 +85,20 @@ class Worker:
             kind = "compile_error" if any(h in text for h in _COMPILE_HINTS) else "import_error"
             return {"status": kind, "message": f"{type(e).__name__}: {e}"[:2000], "traceback": text}
         seconds = time.monotonic() - t0
+        self.hold_cudnn = bool(msg.get("hold_cudnn_benchmark"))
+        self._hold()
         entry = msg.get("entry", "ModelNew")
         if entry not in ns or not callable(ns[entry]):
             return {"status": "import_error", "message": f"the candidate defines no callable {entry}"}
         self.ns = ns
         return {"status": "ok", "seconds": seconds, "guard": guard_note, **_ext_stats(self.fw)}
+
+    def _hold(self):
+        """torch.backends.cudnn.benchmark = False where the init request asked for it (fw.hold_cudnn_benchmark;
+        a framework without it has nothing to hold)."""
+        hold = getattr(self.fw, "hold_cudnn_benchmark", None) if self.hold_cudnn else None
+        if hold is not None and hold():
+            self.cudnn_turned_on += 1
 
     def build(self, msg):
         if msg.get("function"):  # a plain function, called as it is (kgate.target.WorkerTarget)
@@ -93,6 +106,7 @@ class Worker:
             self.conventions[msg["slot"]] = msg.get("convention", "returning")
             return {"status": "ok"}
         self.conventions[msg["slot"]] = "returning"
+        self._hold()
         init = self.fw.prepare_init_inputs(_from_wire(self.fw, msg["init_inputs"]))
         # Many candidates compile their extension in ModelNew.__init__: the reply says how long that took
         # (extcache's builds during this request), so the row's record counts it as compilation.
@@ -114,6 +128,7 @@ class Worker:
             fw.set_seed(msg["seed"])
         if msg.get("eval") and hasattr(model, "eval"):
             model.eval()
+        self._hold()
         t0 = time.monotonic()
         try:
             with fw.no_grad():
@@ -180,6 +195,7 @@ class Worker:
             xs = [bufs.view(*a) for a in inv["inputs"]]
             ys = [bufs.view(*a) for a in inv["outputs"]]
             args = [xs[v] if kind == "tensor" else v for kind, v in inv.get("args") or [("tensor", i) for i in range(len(xs))]]
+            self._hold()
             started = time.monotonic() - t0
             try:
                 with fw.no_grad():
