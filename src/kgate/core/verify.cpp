@@ -282,7 +282,8 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
       default: break;
     }
     if (o.verdict == Verdict::fail && (o.out_of_domain || violation_only(o.finding))) {
-      if (!held_case) {
+      // An in-domain violation counts, an out-of-domain finding does not: the first counts over the second.
+      if (!held_case || (held.out_of_domain && !o.out_of_domain)) {
         held_case = &gc;
         held = std::move(o);
       }
