@@ -109,6 +109,18 @@ def to_retry_for_finding(rec: dict, findings) -> bool:
     return why is not None and (rec.get("retry_of") or {}).get("finding") != why
 
 
+def to_retry_selected(rec: dict, retry) -> str | None:
+    """The --retry selector (cli.RETRY_SELECTORS) that runs this row again, else None. unguarded: an audited row
+    whose candidate's own allocations ran without guard zones (report.unguarded) and whose record is not already
+    the rerun for that reason (retry_of.selector), so a resumed audit runs each such row once."""
+    if retry and "unguarded" in retry and rec.get("status") == "ok" \
+            and (rec.get("retry_of") or {}).get("selector") != "unguarded":
+        from .report import unguarded
+        if unguarded(rec):
+            return "unguarded"
+    return None
+
+
 def _static_record(row, status, message, file):
     return {"type": "row", "key": row.key, "sha": row.sha, "file": file, "level": row.data.get("level_id"),
             "task": row.data.get("task_id"), "status": status, "classification": status, "message": message,
@@ -223,6 +235,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 rec["retry_of"] = {"status": old.get("status"), "message": (old.get("message") or "")[:300]}
                 if failed_with(old, retry_findings):
                     rec["retry_of"]["finding"] = failed_with(old, retry_findings)
+                if to_retry_selected(old, retry):
+                    rec["retry_of"]["selector"] = to_retry_selected(old, retry)
             elif why.startswith("the corpus line changed"):
                 rec["replaces"] = {"sha": old.get("sha"), "status": old.get("status"), "because": why}
             res.put(rec, why)
@@ -233,7 +247,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     for r in rows:
         if res.done(r.key, r.sha):
             if (retry and (res.records[r.key].get("status") in retry or r.key in retry_keys)) \
-                    or to_retry_for_finding(res.records[r.key], retry_findings):
+                    or to_retry_for_finding(res.records[r.key], retry_findings) \
+                    or to_retry_selected(res.records[r.key], retry):
                 because[r.key] = "retried"
             elif res.records[r.key].get("status") in RUN_ALONE_STATUSES:
                 because[r.key] = "retried"  # never a final status: the row still has to run alone

@@ -18,6 +18,10 @@ import sys
 RETRYABLE = ("ok", "bad_row", "no_candidate", "import_error", "import_timeout", "oracle_error", "contract_error",
              "candidate_init_error", "candidate_init_timeout", "candidate_init_crash", "row_timeout",
              "driver_crash", "judge_attacked", "gpu_out_of_memory", "case_memory_shared")
+# What --retry also takes beside statuses and row keys: a selector of records (audit.py, to_retry_selected).
+# unguarded: an audited row whose candidate's own allocations had no guard zones (report.unguarded), run again
+# so the guard allocator's second pass (docs/audit.md, "Guard allocator") can give its bounds and coverage them.
+RETRY_SELECTORS = ("unguarded",)
 # The gates --gates may name, when the KernelBench gates cannot be imported to ask them.
 KNOWN_GATES = ("baseline", "oracle", "nan", "inf", "determinism", "immutability", "coverage", "freshness", "stream",
                "accumulation", "shapes", "layout", "bounds", "public_harness")
@@ -39,9 +43,10 @@ def _statuses(text: str | None) -> list[str] | None:
     if not text:
         return None
     wanted = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in wanted if x not in RETRYABLE and "/" not in x]  # a "/" names a row key
+    bad = [x for x in wanted if x not in RETRYABLE and x not in RETRY_SELECTORS and "/" not in x]  # "/": a row key
     if bad:
-        raise BadArgument(f"--retry: unknown row status {', '.join(map(repr, bad))} (one of: {', '.join(RETRYABLE)})")
+        raise BadArgument(f"--retry: unknown row status {', '.join(map(repr, bad))} (one of: "
+                          f"{', '.join(RETRYABLE + RETRY_SELECTORS)})")
     return wanted
 
 
@@ -188,7 +193,8 @@ def main(argv=None) -> int:
     a.add_argument("--ext-cache", help="compiled-extension cache folder (default build-py/ext-cache)")
     a.add_argument("--limit", type=_int_in("limit", 0, 10**9), help="at most this many new rows, 0..1e9")
     a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error) or row keys "
-                   "(e.g. h100/L2/T34, after a fix that concerns them): those rows run again and each new record "
+                   "(e.g. h100/L2/T34, after a fix that concerns them), or 'unguarded' (audited rows whose candidate "
+                   "ran without guard zones, once): those rows run again and each new record "
                    "replaces the old one, kept in <results>.superseded.jsonl")
     a.add_argument("--retry-finding", help="comma-separated GATE:FINDING pairs (e.g. 'nan:unexpected non-finite "
                    "value,inf:unexpected non-finite value', as a gate record's `gate` and `finding` read): rows with "

@@ -200,6 +200,29 @@ def test_retry_finding_reruns_only_rows_a_gate_failed_with_that_finding(workdir)
         assert b.returncode == 2 and "--retry-finding" in b.stderr, (bad, b.stderr)
 
 
+def test_retry_unguarded_selects_audited_rows_whose_candidate_ran_without_guard_zones(workdir):
+    # Rows the guard allocator failed (cuDNN's benchmark search) ran before the second guarded pass existed:
+    # --retry unguarded runs them again, once (retry_of.selector), and leaves every other row alone.
+    from kgate.audit import to_retry_selected
+    off = {"status": "ok", "guard_allocator": "off: with the guard allocator the candidate's calls failed ..."}
+    assert to_retry_selected(off, ["unguarded"]) == "unguarded"
+    assert to_retry_selected(off, ["row_timeout"]) is None and to_retry_selected(off, None) is None
+    assert to_retry_selected(dict(off, retry_of={"status": "ok", "selector": "unguarded"}), ["unguarded"]) is None
+    assert to_retry_selected(dict(off, status="row_timeout"), ["unguarded"]) is None  # not audited: --retry STATUS
+    merged = dict(off, guard_allocator="on for coverage, bounds: ...", guarded_pass={"merged": True})
+    assert to_retry_selected(merged, ["unguarded"]) is None
+    assert to_retry_selected({"status": "ok", "guard_allocator": "guard allocator (seed 1)"}, ["unguarded"]) is None
+    assert to_retry_selected({"status": "ok"}, ["unguarded"]) is None  # numpy rows: malloc is never guarded
+    # Through the CLI: accepted beside statuses, and numpy rows (never unguarded) are not run again.
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle")
+    assert r.returncode == 0, r.stderr
+    first = read_jsonl(workdir / "out.jsonl")
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle", "--retry", "unguarded,row_timeout")
+    assert r.returncode == 0, r.stderr
+    assert read_jsonl(workdir / "out.jsonl") == first
+
+
 def _bare(rec):
     """A record without what the driver adds when it moves one to the superseded file (reason, new MAC)."""
     return {k: v for k, v in rec.items() if k not in ("mac", "superseded_because")}
