@@ -19,6 +19,28 @@
 
 namespace kgate::test {
 
+// ---- A Target that passes every operation to another (fill keeps Target's default, which writes through
+// write()): a test derives from it and overrides only what its defect or fault changes (call, reset, ...).
+class ForwardingTarget : public Target {
+ public:
+  explicit ForwardingTarget(std::unique_ptr<Target> t) : t_(std::move(t)) {}
+  std::string describe() const override { return t_->describe(); }
+  DLDeviceType device() const override { return t_->device(); }
+  BufferId alloc(std::size_t bytes) override { return t_->alloc(bytes); }
+  void release(BufferId id) override { t_->release(id); }
+  void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override { t_->write(id, offset, data); }
+  std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
+    return t_->read(id, offset, bytes);
+  }
+  std::vector<GuardViolation> check_guards(BufferId id) override { return t_->check_guards(id); }
+  CallResult call(const CallRequest& req) override { return t_->call(req); }
+  void reset() override { t_->reset(); }
+  bool healthy() const override { return t_->healthy(); }
+
+ protected:
+  std::unique_ptr<Target> t_;
+};
+
 // ---- Element access through a DLTensor, honouring strides (what a correct kernel does).
 inline DType dtype_of(const DLTensor& t) { return *from_dlpack(t.dtype); }
 inline std::int64_t count(const DLTensor& t) {

@@ -79,16 +79,10 @@ TEST(NonfiniteClasses, ASpreadFoundFirstNeverHidesAMaskedNanInALaterCase) {
 }
 
 // The candidate's fourth call (the nan gate's first case in y, each case calling once) times out.
-class FourthCallTimesOut final : public Target {
+class FourthCallTimesOut final : public ForwardingTarget {
  public:
-  explicit FourthCallTimesOut(std::unique_ptr<Target> t) : t_(std::move(t)) {}
+  using ForwardingTarget::ForwardingTarget;
   std::string describe() const override { return "times out on its fourth call"; }
-  DLDeviceType device() const override { return t_->device(); }
-  BufferId alloc(std::size_t bytes) override { return t_->alloc(bytes); }
-  void release(BufferId id) override { t_->release(id); }
-  void write(BufferId id, std::size_t off, std::span<const std::byte> d) override { t_->write(id, off, d); }
-  std::vector<std::byte> read(BufferId id, std::size_t off, std::size_t n) override { return t_->read(id, off, n); }
-  std::vector<GuardViolation> check_guards(BufferId id) override { return t_->check_guards(id); }
   CallResult call(const CallRequest& req) override {
     if (++calls_ != 4) return t_->call(req);
     CallResult r;
@@ -96,11 +90,8 @@ class FourthCallTimesOut final : public Target {
     r.detail = "timeout after 10.0 s";
     return r;
   }
-  void reset() override { t_->reset(); }
-  bool healthy() const override { return t_->healthy(); }
 
  private:
-  std::unique_ptr<Target> t_;
   int calls_ = 0;
 };
 

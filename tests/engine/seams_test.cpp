@@ -368,26 +368,17 @@ TEST(Nonfinite, AStructuralZeroNeverExcusesANanTheOperatorCarries) {
 
 // A target whose callee "allocates" memory of its own and overruns it in every third call: it reports the
 // violation as a guarded allocator would.
-class OverrunsOwnMemory final : public Target {
+class OverrunsOwnMemory final : public ForwardingTarget {
  public:
-  explicit OverrunsOwnMemory(std::unique_ptr<Target> t) : t_(std::move(t)) {}
+  using ForwardingTarget::ForwardingTarget;
   std::string describe() const override { return "overruns its own scratch"; }
-  DLDeviceType device() const override { return t_->device(); }
-  BufferId alloc(std::size_t bytes) override { return t_->alloc(bytes); }
-  void release(BufferId id) override { t_->release(id); }
-  void write(BufferId id, std::size_t off, std::span<const std::byte> d) override { t_->write(id, off, d); }
-  std::vector<std::byte> read(BufferId id, std::size_t off, std::size_t n) override { return t_->read(id, off, n); }
-  std::vector<GuardViolation> check_guards(BufferId id) override { return t_->check_guards(id); }
   CallResult call(const CallRequest& req) override {
     CallResult r = t_->call(req);
     if (++calls_ % 3 == 0) r.guards.push_back({kCandidateOwnedBuffer, 4096, 0xa5, 0x00, "scratch of 4096 bytes"});
     return r;
   }
-  void reset() override { t_->reset(); }
-  bool healthy() const override { return t_->healthy(); }
 
  private:
-  std::unique_ptr<Target> t_;
   int calls_ = 0;
 };
 
@@ -412,18 +403,10 @@ namespace kgate::test {
 namespace {
 
 // Every call of this target times out (as a hanging kernel's would, without the wait).
-class HangingTarget final : public Target {
+class HangingTarget final : public ForwardingTarget {
  public:
-  explicit HangingTarget(std::unique_ptr<Target> t) : t_(std::move(t)) {}
+  using ForwardingTarget::ForwardingTarget;
   std::string describe() const override { return "hangs"; }
-  DLDeviceType device() const override { return t_->device(); }
-  BufferId alloc(std::size_t bytes) override { return t_->alloc(bytes); }
-  void release(BufferId id) override { t_->release(id); }
-  void write(BufferId id, std::size_t offset, std::span<const std::byte> data) override { t_->write(id, offset, data); }
-  std::vector<std::byte> read(BufferId id, std::size_t offset, std::size_t bytes) override {
-    return t_->read(id, offset, bytes);
-  }
-  std::vector<GuardViolation> check_guards(BufferId id) override { return t_->check_guards(id); }
   CallResult call(const CallRequest&) override {
     ++calls;
     CallResult r;
@@ -434,9 +417,6 @@ class HangingTarget final : public Target {
   void reset() override { ++resets; }
   bool healthy() const override { return true; }
   int calls = 0, resets = 0;
-
- private:
-  std::unique_ptr<Target> t_;
 };
 
 TEST(Patience, AHangingCandidateIsCalledTwiceNotOncePerCase) {
