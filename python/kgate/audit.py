@@ -233,10 +233,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
             why = because.get(k) or "replaced"
             if why == "retried":
                 rec["retry_of"] = {"status": old.get("status"), "message": (old.get("message") or "")[:300]}
-                if failed_with(old, retry_findings):
-                    rec["retry_of"]["finding"] = failed_with(old, retry_findings)
-                if to_retry_selected(old, retry):
-                    rec["retry_of"]["selector"] = to_retry_selected(old, retry)
+                if finding := failed_with(old, retry_findings):
+                    rec["retry_of"]["finding"] = finding
+                if selector := to_retry_selected(old, retry):
+                    rec["retry_of"]["selector"] = selector
             elif why.startswith("the corpus line changed"):
                 rec["replaces"] = {"sha": old.get("sha"), "status": old.get("status"), "because": why}
             res.put(rec, why)

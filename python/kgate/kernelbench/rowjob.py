@@ -15,6 +15,7 @@ import time
 import traceback
 
 from .. import seeds
+from ..classify import FAILING
 from . import extstage
 
 _out_fd = None
@@ -158,7 +159,6 @@ def shared_gpu_status(rec, spec) -> dict:
 # elsewhere or split differently escapes).
 GUARDED_GATES = ("coverage", "bounds")
 CUDNN_HELD = "torch.backends.cudnn.benchmark held off"
-FAILING = ("FAIL", "CRASH", "TIMEOUT")
 
 
 def verify(spec, fw_name):
