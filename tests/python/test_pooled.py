@@ -428,4 +428,4 @@ def test_committed_partial_pool_is_what_scripts_audit_pool_makes(tmp_path):
         assert open(os.path.join(tmp_path, f), "rb").read() == open(os.path.join(PARTIAL, f), "rb").read(), f
     merge = open(os.path.join(PARTIAL, "merge.txt")).read()
     assert "missing: every row of l40 (250 rows)" in merge and "missing: every row of 3090 (250 rows)" in merge
-    assert "| h20 | 250 | 248 | 2 | 0 | 0 |" in merge
+    assert "| h20 | 250 | 250 | 0 | 0 | 0 |" in merge
