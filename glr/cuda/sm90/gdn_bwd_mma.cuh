@@ -1329,8 +1329,8 @@ __device__ __forceinline__ bool chunk_at_grouped(const GdnBwdArgs& a, ChunkAt& p
   return chunk_at(a, bx, by, p);
 }
 // At the end of a chunk kernel's block (a.qkt set; kN threads, every one calling; flag: a shared word nothing else
-// touches from here on): the ticket, and for the group's last block the sums (its len rows, 4 elements of K a thread
-// and step, as group_kernel's).
+// touches from here on): the ticket, and for the group's last block the sums (its len rows; float4 elements of K,
+// as group_kernel's).
 // The block's chunk is found again here (chunk_at_grouped) rather than held through the kernel from its start.
 template <int kD, int kN>
 __device__ __forceinline__ void group_sum_last(const GdnBwdArgs& a, int tid, std::uint32_t* flag) {
@@ -1352,26 +1352,43 @@ __device__ __forceinline__ void group_sum_last(const GdnBwdArgs& a, int tid, std
   if (*flag == 0u) return;
   const std::int64_t src0 = (at.trow * HV + static_cast<std::int64_t>(at.h) * G) * kD;
   const std::int64_t dst0 = (at.trow * a.H + at.h) * kD;
-  const int n4 = at.len * (kD / 4);
+  const int n4 = at.len * (kD / 4);  // float4 elements of dq (and of dk) in the tile
+  // kU elements a thread at once, each head's kU loads issued together (the partials sit in L2: ~kN kU 16 bytes in
+  // flight a block; one at a time would leave the sum latency-bound), then added in head order into each element's
+  // own accumulator: per element exactly group_kernel's p_0 + p_1 + ... + p_{G-1}.
+  constexpr int kU = 8;
 #pragma unroll 1
-  for (int e = tid; e < n4; e += kN) {
-    const int r = e / (kD / 4), d = (e % (kD / 4)) * 4;
-    const std::int64_t src = src0 + static_cast<std::int64_t>(r) * HV * kD + d;
-    float4 q = group_load(a.dqp + src), k = group_load(a.dkp + src);
+  for (int part = 0; part < 2; ++part) {  // dq, then dk
+    const float* const src = part == 0 ? a.dqp : a.dkp;
+    __nv_bfloat16* const dst = part == 0 ? a.dq : a.dk;
 #pragma unroll 1
-    for (int gi = 1; gi < G; ++gi) {
-      const float4 x = group_load(a.dqp + src + static_cast<std::int64_t>(gi) * kD);
-      const float4 y = group_load(a.dkp + src + static_cast<std::int64_t>(gi) * kD);
-      q = make_float4(q.x + x.x, q.y + x.y, q.z + x.z, q.w + x.w);
-      k = make_float4(k.x + y.x, k.y + y.y, k.z + y.z, k.w + y.w);
+    for (int e0 = tid; e0 < n4; e0 += kN * kU) {
+      std::int64_t off[kU];
+      float4 s[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int e = min(e0 + u * kN, n4 - 1);  // (past the tile: element n4 - 1 again, not stored)
+        off[u] = static_cast<std::int64_t>(e / (kD / 4)) * HV * kD + (e % (kD / 4)) * 4;
+        s[u] = group_load(src + src0 + off[u]);
+      }
+#pragma unroll 1
+      for (int gi = 1; gi < G; ++gi) {
+        float4 x[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) x[u] = group_load(src + src0 + off[u] + static_cast<std::int64_t>(gi) * kD);
+#pragma unroll
+        for (int u = 0; u < kU; ++u) s[u] = make_float4(s[u].x + x[u].x, s[u].y + x[u].y, s[u].z + x[u].z, s[u].w + x[u].w);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int e = e0 + u * kN;
+        if (e >= n4) break;
+        std::uint32_t* o = reinterpret_cast<std::uint32_t*>(
+            dst + dst0 + static_cast<std::int64_t>(e / (kD / 4)) * a.H * kD + (e % (kD / 4)) * 4);
+        o[0] = pack_bf16x2(s[u].x, s[u].y);
+        o[1] = pack_bf16x2(s[u].z, s[u].w);
+      }
     }
-    const std::int64_t dst = dst0 + static_cast<std::int64_t>(r) * a.H * kD + d;
-    std::uint32_t* dq = reinterpret_cast<std::uint32_t*>(a.dq + dst);
-    std::uint32_t* dk = reinterpret_cast<std::uint32_t*>(a.dk + dst);
-    dq[0] = pack_bf16x2(q.x, q.y);
-    dq[1] = pack_bf16x2(q.z, q.w);
-    dk[0] = pack_bf16x2(k.x, k.y);
-    dk[1] = pack_bf16x2(k.z, k.w);
   }
 }
 
