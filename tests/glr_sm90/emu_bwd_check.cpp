@@ -62,7 +62,9 @@ int on_wgmma = -1;
 bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma() : on_wgmma == 1; }
 bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_wgmma == 1; }
 // Returns whether the chunk kernel summed the groups' dq, dk itself (GVA; gdn_bwd::chunk_group_args, as launch_all:
-// then no group_kernel).
+// then no group_kernel). force_group_kernel: group_kernel whatever GLR_BWD_GROUP_KERNEL says (each GVA case runs
+// once more so, and its dq, dk must be the same words).
+bool force_group_kernel = false;
 template <int kD, bool kDelta>
 bool launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
   cudaError_t e = cudaSuccess;
@@ -76,7 +78,7 @@ bool launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
     }
     return false;
   }
-  gdn_bwd::chunk_group_args(a, c, nullptr);
+  if (!force_group_kernel) gdn_bwd::chunk_group_args(a, c, nullptr);
   if (chunk_on_wgmma())
     emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, c,
                 gdn_bwd::kChunkWgThreads);
@@ -925,6 +927,15 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
                      std::memcmp(o.dh0.data(), o2.dh0.data(), o.dh0.size() * 4) == 0;
     line += rep ? " | dv dg dbeta dh0 = HV=H run bitwise" : " | dv dg dbeta dh0 DIFFER from the HV=H run";
     ok = ok && rep;
+    if (!last_by.empty()) {  // the chunk kernel summed the groups (group_sum_last): group_kernel's words, every one
+      force_group_kernel = true;
+      const Outputs o3 = run_kernels(p, in, scale);
+      force_group_kernel = false;
+      const bool same_qk = std::memcmp(o.dq.data(), o3.dq.data(), o.dq.size() * 2) == 0 &&
+                           std::memcmp(o.dk.data(), o3.dk.data(), o.dk.size() * 2) == 0;
+      line += same_qk ? " | dq dk = group_kernel's bitwise" : " | dq dk DIFFER from group_kernel's";
+      ok = ok && same_qk;
+    }
   }
   line += last_by;
   {  // every gradient, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP)
