@@ -1316,7 +1316,7 @@ __device__ __forceinline__ float4 group_load(const float* p) { return __ldcg(rei
 __device__ __forceinline__ void group_order(const GdnBwdArgs& a, int& bx, int& by) {
   const int HV = a.value_heads(), G = HV / a.H;
   const std::uint32_t gx = gridDim.x;
-  const std::uint32_t L = blockIdx.y * gx + blockIdx.x;  // < 2^31: chunk_slots < 2^31, rows HV <= 65535 (refusal)
+  const std::uint32_t L = blockIdx.y * gx + blockIdx.x;  // the grid's blocks (< 2^32: each is 64 tokens of a value head)
   const std::uint32_t r = L / static_cast<std::uint32_t>(G), r2 = r / gx;
   bx = static_cast<int>(r - r2 * gx);
   by = static_cast<int>((r2 / static_cast<std::uint32_t>(a.H)) * HV + (r2 % static_cast<std::uint32_t>(a.H)) * G +
