@@ -21,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -222,8 +223,29 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
     std::abort();
   }
   smem = base;
-  for (int by = 0; by < gy; ++by)
-    for (int bx = 0; bx < gx; ++bx) {
+  // The order the blocks run in: GLR_EMU_BLOCK_ORDER unset, empty or 0 row-major (bx fastest); "r" reversed; a
+  // number n > 0 a permutation drawn from n (std::mt19937, std::shuffle: the same for the same n and grid). A kernel
+  // whose blocks communicate (the chunk kernels' group sums: the last block of a group to finish sums it) must give
+  // the same words in every order; the GPU promises none.
+  std::vector<long long> order(static_cast<std::size_t>(gx) * static_cast<std::size_t>(gy));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<long long>(i);
+  if (const char* o = std::getenv("GLR_EMU_BLOCK_ORDER"); o != nullptr && *o != '\0' && std::strcmp(o, "0") != 0) {
+    if (std::strcmp(o, "r") == 0) {
+      std::reverse(order.begin(), order.end());
+    } else {
+      char* end = nullptr;
+      const unsigned long seed = std::strtoul(o, &end, 10);
+      if (*end != '\0') {
+        std::fprintf(stderr, "GLR_EMU_BLOCK_ORDER is '%s': use 0, r or a seed number\n", o);
+        std::abort();
+      }
+      std::mt19937 rng(static_cast<std::uint32_t>(seed));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+  }
+  for (const long long li : order) {
+    const int by = static_cast<int>(li / gx), bx = static_cast<int>(li % gx);
+    {
       std::memset(base, 0x7f, smem_bytes);  // bf16 0x7f7f ~ 3.4e38: a read before write shows up
       auto blk = std::make_unique<Block>(threads);
       std::vector<std::thread> th;
@@ -241,6 +263,7 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
         });
       for (auto& x : th) x.join();
     }
+  }
 }
 
 }  // namespace emu

@@ -61,20 +61,30 @@ namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 int on_wgmma = -1;
 bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma() : on_wgmma == 1; }
 bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_wgmma == 1; }
+// Returns whether the chunk kernel summed the groups' dq, dk itself (GVA; gdn_bwd::chunk_group_args, as launch_all:
+// then no group_kernel). force_group_kernel: group_kernel whatever GLR_BWD_GROUP_KERNEL says (each GVA case runs
+// once more so, and its dq, dk must be the same words).
+bool force_group_kernel = false;
 template <int kD, bool kDelta>
-void launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
+bool launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
   cudaError_t e = cudaSuccess;
+  GdnBwdArgs c = a;
+  c.qkt = nullptr;
   if (chunk_on_wgmma() && glr::cuda::sm90::bwd_chunk_tma() &&
-      gdn_bwd::launch_chunk_tma<kD, kDelta>(a, gx, gy, nullptr, gdn_bwd::smem_raw, e)) {
+      gdn_bwd::launch_chunk_tma<kD, kDelta>(c, gx, gy, nullptr, gdn_bwd::smem_raw, e)) {
     if (e != cudaSuccess) {
       std::printf("emu bwd: launch_chunk_tma: %s | FAIL\n", cudaGetErrorName(e));
       std::exit(3);
     }
-  } else if (chunk_on_wgmma())
-    emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, a,
+    return false;
+  }
+  if (!force_group_kernel) gdn_bwd::chunk_group_args(a, c, nullptr);
+  if (chunk_on_wgmma())
+    emu::launch(&gdn_bwd::chunk_wgmma_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, gdn_bwd::chunk_wgmma_smem_bytes<kD>, c,
                 gdn_bwd::kChunkWgThreads);
   else
-    emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), a);
+    emu::launch(&gdn_bwd::chunk_kernel<kD, kDelta>, gx, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::ChunkSmem<kD>), c);
+  return c.qkt != nullptr;
 }
 // GLR_DH_2GEMM=1 (dh2_mode -1: as the environment says; 0 off, 1 on: the "dh2" subset runs each case both ways
 // and counts the words that differ): dh2_kernel (gdn_bwd_dh2.cuh) where it applies (gdn_bwd::dh2_takes), as
@@ -510,9 +520,9 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       state_passes(std::integral_constant<int, 32>{});
     else
       state_passes(std::integral_constant<int, 16>{});
-    if (NT > 0 && !fused_case(kDelta)) launch_chunk<kD, kDelta>(NT, BH, a);
+    const bool grouped = NT > 0 && !fused_case(kDelta) && launch_chunk<kD, kDelta>(NT, BH, a);
     if (a.gate == 2) emu::launch(&gdn_bwd::dg_head_kernel, p.hv(), 1, gdn_bwd::smem_raw, gdn_bwd::dg_head_smem_bytes, a);
-    if (NT > 0 && p.hv() > p.H) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
+    if (NT > 0 && p.hv() > p.H && !grouped) {  // GVA: the group sums of dq and dk (3 blocks: the grid-stride loop too)
       const int blocks = std::min(3, static_cast<int>((tok * (kD / 4) + 127) / 128));
       emu::launch(&gdn_bwd::group_kernel<kD>, blocks, 1, gdn_bwd::smem_raw, 0, a);
     }
@@ -678,7 +688,13 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
   check_reference = check_reference && p.D == 128;  // the GPU check's reference kernel is written for K = V = 128
   const Inputs in = make_planted_inputs(p, seed);
   const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
+  long last0[8];  // which value head of its group finished each (chunk, q/k head) tile last (group_sum_last)
+  for (int j = 0; j < 8; ++j) last0[j] = gdn_bwd::emu_group_last[j].load();
   const Outputs o = run_kernels(p, in, scale);
+  std::string last_by;
+  for (int j = 0; j < 8; ++j)
+    if (const long n = gdn_bwd::emu_group_last[j].load() - last0[j]; n > 0)
+      last_by += (last_by.empty() ? " | last block of a group: j" : ", j") + std::to_string(j) + " x" + std::to_string(n);
   const Grads r = reference(p, in, scale);
   const bool ref_ok = !check_reference || gpu_reference_agrees(p, in, scale, r);
   const double u = std::ldexp(1.0, -9);
@@ -911,7 +927,17 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
                      std::memcmp(o.dh0.data(), o2.dh0.data(), o.dh0.size() * 4) == 0;
     line += rep ? " | dv dg dbeta dh0 = HV=H run bitwise" : " | dv dg dbeta dh0 DIFFER from the HV=H run";
     ok = ok && rep;
+    if (!last_by.empty()) {  // the chunk kernel summed the groups (group_sum_last): group_kernel's words, every one
+      force_group_kernel = true;
+      const Outputs o3 = run_kernels(p, in, scale);
+      force_group_kernel = false;
+      const bool same_qk = std::memcmp(o.dq.data(), o3.dq.data(), o.dq.size() * 2) == 0 &&
+                           std::memcmp(o.dk.data(), o3.dk.data(), o.dk.size() * 2) == 0;
+      line += same_qk ? " | dq dk = group_kernel's bitwise" : " | dq dk DIFFER from group_kernel's";
+      ok = ok && same_qk;
+    }
   }
+  line += last_by;
   {  // every gradient, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP)
     emu_dump::Case record;
     record.add("dq", o.dq.data(), o.dq.size() * 2);

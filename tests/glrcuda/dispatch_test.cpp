@@ -236,19 +236,20 @@ TEST(BackwardDispatch, WorkspacePerPath) {
                 mfast, fast);
   }
   // Grouped value heads: everything per value head, and dq, dk of each value head in fp32 (B T HV K 4 bytes each)
-  // for the group kernel's fixed-order sums. B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
+  // for the group sums in fixed order, and one 4-byte arrival ticket a (chunk, q/k head) for the chunk kernels'
+  // in-kernel sums (512 x 16 x 4 = 32 KB). B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
   // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
   // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB).
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
   EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
-                       2 * gbh * gtp * 128 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
+                       2 * gbh * gtp * 128 * 4 + gnt * 16 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
   // Packed sequences (the benchmark's varlen rows: mixed lengths summing to 32k, HV32): the per-chunk pieces for
   // ceil(T / 64) + N chunk slots per value head (each sequence adds at most one partial chunk), the per-token fp32
-  // dq, dk of each value head, and the chunk table (int32: bad, total, N + 1 first chunks, one sequence per slot).
+  // dq, dk of each value head, the tickets (one a chunk slot and q/k head), and the chunk table (int32: bad, total, N + 1 first chunks, one sequence per slot).
   std::vector<std::int64_t> cu = {0};
   for (std::int64_t len : {1, 63, 64, 65, 0, 4000, 7000, 9000, 12575}) cu.push_back(cu.back() + len);
   ASSERT_EQ(cu.back(), 32768);
@@ -260,7 +261,8 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   // from T, N and the segment length alone (the lengths stay on the device): (512 + N) / 128 = 4 slots here, each
   // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here).
   EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
-                       2 * 32 * std::size_t{32768} * 128 * 4 + vtable + 2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
+                       2 * 32 * std::size_t{32768} * 128 * 4 + ((512 + vN) * 16 * 4 + 255) / 256 * 256 + vtable +
+                       2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
               vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);
   // K = V = 64 (the benchmark's B16 T2048 H32 row): the K x V and per-token V pieces at the real dims, a quarter

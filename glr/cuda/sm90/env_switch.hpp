@@ -1,5 +1,5 @@
 // glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA, GLR_BWD_CHUNK_TMA,
-// GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
+// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
 // glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
 // static, so that a workspace sized with one value is never launched with another. A value outside the documented
 // ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
@@ -49,6 +49,15 @@ inline bool bwd_chunk_wgmma() {
 // unset or 0: chunk_wgmma_kernel. Only with GLR_BWD_WGMMA on.
 inline bool bwd_chunk_tma() {
   static const bool on = env_flag("GLR_BWD_CHUNK_TMA", false);
+  return on;
+}
+// GLR_BWD_GROUP_KERNEL=1: with grouped value heads (HV > H) the group sums of dq and dk by the separate group_kernel
+// (gdn_bwd_mma.cuh; the path before 2026-12-06, kept for A/B timing); unset or 0: summed inside chunk_wgmma_kernel /
+// chunk_kernel by the last block of each (chunk, q/k head) tile to finish (group_sum_last; the same output words; not
+// yet run on a GPU). chunk_tma_kernel (GLR_BWD_CHUNK_TMA=1) and fused_bwd_kernel (GLR_FUSED_BWD=1) use group_kernel
+// either way.
+inline bool bwd_group_kernel() {
+  static const bool on = env_flag("GLR_BWD_GROUP_KERNEL", false);
   return on;
 }
 // GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since

@@ -18,8 +18,11 @@
 // Grouped value heads (GVA): HV value heads, a multiple of H; value head hv reads q/k head hv / (HV / H), and every
 // per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
-// dk in fp32 (dqp, dkp) and the group kernel sums a group's HV / H of them in ascending value-head order, as the
-// block programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16. HV = H: unchanged.
+// dk in fp32 (dqp, dkp) and a group's HV / H of them are summed in ascending value-head order, as the block
+// programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16: by the last of the group's
+// chunk-kernel blocks to finish (group_sum_last; chunk_wgmma_kernel and chunk_kernel, the default), or by the
+// separate group kernel (GLR_BWD_GROUP_KERNEL=1, and behind chunk_tma_kernel and fused_bwd_kernel), the same words.
+// HV = H: unchanged.
 // Packed sequences (cu_seqlens, B = 1, N sequences of any length, 0 included; h0, dht, dh0 (N, HV, K, V)): the
 // forward's chunk table and chunk-slot numbering (gdn::sequence, gdn::slot), so chunks never cross a sequence, the
 // h and dh kernels walk each sequence's chunks (grid rows sequences x HV) and every packed sequence's outputs are
@@ -127,6 +130,10 @@ struct GdnBwdArgs {
                                 // without the delta rule and gate 2: each chunk slot's share of dg (S floats)
   float* dqp = nullptr;         // (B, T, HV, K) fp32 dq of each value head (HV > H only; else unused)
   float* dkp = nullptr;         // (B, T, HV, K) fp32 dk of each value head (HV > H only; else unused)
+  // (chunk_slots(), H) arrival tickets, one per (chunk of the batch, q/k head) tile (HV > H only; carved with the
+  // workspace, zeroed by launch_all before the chunk kernel that uses them): set in the chunk kernel's arguments only
+  // when that kernel sums the group's dq, dk itself (group_sum_last), else null and group_kernel runs.
+  std::uint32_t* qkt = nullptr;
   // The split-sequence state passes (few, long sequences; gdn_bwd_split_plan picks segs, seg_len and dh_split;
   // segs = 1: not split; see launch_state_passes): segments cut by length as the forward's (GdnFwdArgs::segs and
   // seg_len, segments.cuh: a sequence of nch chunks in max(1, min(segs, floor(nch / seg_len))) balanced segments),
@@ -164,14 +171,15 @@ struct GdnBwdArgs {
 // each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
-// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB). Packed sequences (N > 0, B = 1): the per-chunk pieces
+// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB) and the group sums' arrival tickets (chunk_slots() H
+// uint32: 32 KB there). Packed sequences (N > 0, B = 1): the per-chunk pieces
 // for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end. The
 // split state passes (seg::split(a): set a.segs and a.seg_len before asking) add Es and, with the delta rule, Ms:
 // seg::slots HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB), and for packed
 // sequences the segment table (3 (N + 1) int32).
 struct GdnBwdLayout {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
-  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, table, Es, Ms, segtab;
+  std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, qkt, table, Es, Ms, segtab;
   std::size_t end;  // the workspace's bytes
 };
 inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
@@ -201,6 +209,8 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dhcl = piece(true, S * d * d * 2);
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
+  // the arrival tickets of the chunk kernels' in-kernel group sums (4 bytes a (chunk, q/k head): B1 T32768 H16 32 KB)
+  l.qkt = piece(gva, static_cast<std::size_t>(a.chunk_slots()) * a.H * 4);
   l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
   const bool split = seg::split(a);
   const std::size_t split_states = split ? static_cast<std::size_t>(seg::slots(a)) * a.value_heads() * d * d : 0;
@@ -244,6 +254,7 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
   a.dhcl = static_cast<__nv_bfloat16*>(at(l.dhcl));
   a.dqp = static_cast<float*>(at(l.dqp));
   a.dkp = static_cast<float*>(at(l.dkp));
+  a.qkt = static_cast<std::uint32_t*>(at(l.qkt));
   a.table = static_cast<std::int32_t*>(at(l.table));  // the chunk table (packed sequences)
   a.Es = static_cast<float*>(at(l.Es));
   a.Ms = static_cast<float*>(at(l.Ms));
@@ -1274,6 +1285,113 @@ __device__ __forceinline__ void store_qk_rows(const GdnBwdArgs& a, __nv_bfloat16
   }
 }
 
+// The in-kernel group sums of dq, dk (HV > H, a.qkt set: chunk_kernel and chunk_wgmma_kernel; GLR_BWD_GROUP_KERNEL=1,
+// chunk_tma_kernel and fused_bwd_kernel leave a.qkt null and group_kernel runs instead). Every value head's block
+// writes its fp32 shares (store_qk_rows) as for group_kernel; at its end it takes a ticket of its (chunk of the batch,
+// q/k head) tile, and the block that takes the G-th (G = HV / H) sums the group's G shares of each element in
+// ascending value-head order with group_kernel's fp32 arithmetic (p_0, + p_1, ..., + p_{G-1}; one rounding to bf16),
+// so dq, dk are group_kernel's words whichever block arrives last. Ordering, as cooperative groups' grid barrier:
+// every thread's share stores, the block barrier, thread 0's gpu-scope fence (__threadfence, cumulative over what
+// the barrier ordered before it) and its ticket (release); its fence after the ticket and the barrier before the
+// last block's loads (acquire), which go to L2 (ld.global.cg: no stale L1 line). One fence pair a block, by one
+// thread (not a fence per thread: that would make every thread wait for its own stores). The tickets are zeroed by
+// launch_all before the launch (cudaMemsetAsync; the workspace is not zeroed).
+#if defined(GLR_SM90_HOST_EMU)
+__device__ __forceinline__ void group_fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+__device__ __forceinline__ std::uint32_t group_ticket(std::uint32_t* p) { return std::atomic_ref<std::uint32_t>(*p).fetch_add(1u); }
+__device__ __forceinline__ float4 group_load(const float* p) { return *reinterpret_cast<const float4*>(p); }
+// The emulator's record of which value head of its group (j = hv % G, 0..7) finished each tile: the check asks that
+// the last arriver varies (GLR_EMU_BLOCK_ORDER, tests/glr_sm90/emu.hpp), so a sum in arrival order would fail.
+inline std::atomic<long> emu_group_last[8];
+#else
+__device__ __forceinline__ void group_fence() { __threadfence(); }
+__device__ __forceinline__ std::uint32_t group_ticket(std::uint32_t* p) { return atomicAdd(p, 1u); }
+__device__ __forceinline__ float4 group_load(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+#endif
+// The chunk kernels' (bx, by) when they sum the group (a.qkt set): the block's linear launch index L = by gx + bx,
+// read so that the G value heads of one (chunk, q/k head) tile are consecutive (L = ((q H + h) gx + bx) G + j, by =
+// q HV + h G + j, q the sequence row: dense the batch row, packed 0), so they run together and the last one's reads of
+// the others' shares hit L2 (in the plain order they are gx blocks apart: at B1 T32768 HV32 512 blocks, ~4 waves).
+// The same blocks, a permutation of the grid; G = 1: the identity.
+__device__ __forceinline__ void group_order(const GdnBwdArgs& a, int& bx, int& by) {
+  const int HV = a.value_heads(), G = HV / a.H;
+  const std::uint32_t gx = gridDim.x;
+  const std::uint32_t L = blockIdx.y * gx + blockIdx.x;  // the grid's blocks (< 2^32: each is 64 tokens of a value head)
+  const std::uint32_t r = L / static_cast<std::uint32_t>(G), r2 = r / gx;
+  bx = static_cast<int>(r - r2 * gx);
+  by = static_cast<int>((r2 / static_cast<std::uint32_t>(a.H)) * HV + (r2 % static_cast<std::uint32_t>(a.H)) * G +
+                        (L - r * static_cast<std::uint32_t>(G)));
+}
+// The block's own chunk (chunk_at), in group_order when a.qkt is set.
+__device__ __forceinline__ bool chunk_at_grouped(const GdnBwdArgs& a, ChunkAt& p) {
+  int bx = static_cast<int>(blockIdx.x), by = static_cast<int>(blockIdx.y);
+  if (a.qkt != nullptr) group_order(a, bx, by);
+  return chunk_at(a, bx, by, p);
+}
+// At the end of a chunk kernel's block (a.qkt set; kN threads, every one calling; flag: a shared word nothing else
+// touches from here on): the ticket, and for the group's last block the sums (its len rows; float4 elements of K,
+// as group_kernel's).
+// The block's chunk is found again here (chunk_at_grouped) rather than held through the kernel from its start.
+template <int kD, int kN>
+__device__ __forceinline__ void group_sum_last(const GdnBwdArgs& a, int tid, std::uint32_t* flag) {
+  ChunkAt at;
+  chunk_at_grouped(a, at);  // (true: the block got past it at its start)
+  const int HV = at.HV, G = HV / a.H;
+  __syncthreads();  // every thread's shares stored; thread 0's fence below makes them visible before its ticket
+  if (tid == 0) {
+    const std::int64_t chunk = (at.R - static_cast<std::int64_t>(at.hv) * at.NT) / HV + at.t0 / C;  // sq.first + c
+    group_fence();
+    const bool last = group_ticket(a.qkt + chunk * a.H + at.h) == static_cast<std::uint32_t>(G - 1);
+    group_fence();
+    *flag = last ? 1u : 0u;
+#if defined(GLR_SM90_HOST_EMU)
+    if (last) ++emu_group_last[min(at.hv % G, 7)];
+#endif
+  }
+  __syncthreads();
+  if (*flag == 0u) return;
+  const std::int64_t src0 = (at.trow * HV + static_cast<std::int64_t>(at.h) * G) * kD;
+  const std::int64_t dst0 = (at.trow * a.H + at.h) * kD;
+  const int n4 = at.len * (kD / 4);  // float4 elements of dq (and of dk) in the tile
+  // kU elements a thread at once, each head's kU loads issued together (the partials sit in L2: ~kN kU 16 bytes in
+  // flight a block; one at a time would leave the sum latency-bound), then added in head order into each element's
+  // own accumulator: per element exactly group_kernel's p_0 + p_1 + ... + p_{G-1}.
+  constexpr int kU = 8;
+#pragma unroll 1
+  for (int part = 0; part < 2; ++part) {  // dq, then dk
+    const float* const src = part == 0 ? a.dqp : a.dkp;
+    __nv_bfloat16* const dst = part == 0 ? a.dq : a.dk;
+#pragma unroll 1
+    for (int e0 = tid; e0 < n4; e0 += kN * kU) {
+      std::int64_t off[kU];
+      float4 s[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int e = min(e0 + u * kN, n4 - 1);  // (past the tile: element n4 - 1 again, not stored)
+        off[u] = static_cast<std::int64_t>(e / (kD / 4)) * HV * kD + (e % (kD / 4)) * 4;
+        s[u] = group_load(src + src0 + off[u]);
+      }
+#pragma unroll 1
+      for (int gi = 1; gi < G; ++gi) {
+        float4 x[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) x[u] = group_load(src + src0 + off[u] + static_cast<std::int64_t>(gi) * kD);
+#pragma unroll
+        for (int u = 0; u < kU; ++u) s[u] = make_float4(s[u].x + x[u].x, s[u].y + x[u].y, s[u].z + x[u].z, s[u].w + x[u].w);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int e = e0 + u * kN;
+        if (e >= n4) break;
+        std::uint32_t* o = reinterpret_cast<std::uint32_t*>(
+            dst + dst0 + static_cast<std::int64_t>(e / (kD / 4)) * a.H * kD + (e % (kD / 4)) * 4);
+        o[0] = pack_bf16x2(s[u].x, s[u].y);
+        o[1] = pack_bf16x2(s[u].z, s[u].w);
+      }
+    }
+  }
+}
+
 // <h, dh'> of row `row` of K, in column order (chunk(tile, row, c): the 16-byte chunk c, columns 8c..8c+7, of a
 // (K x V) tile's row): store_phase2_partials' and chunk_tma_kernel's (which forms it during phase 2's first part).
 template <int kD, class Chunk>
@@ -1445,7 +1563,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   ChunkSmem<kD>& s = *reinterpret_cast<ChunkSmem<kD>*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
   ChunkAt at;
-  if (!chunk_at(a, at)) return;
+  if (!chunk_at_grouped(a, at)) return;
   const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
   const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
@@ -1631,6 +1749,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   });
   __syncthreads();
   chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
+  // GVA: the group's last block sums its dq, dk (t3 is free past group_sum_last's first barrier)
+  if (a.qkt != nullptr) group_sum_last<kD, kThreads>(a, tid, reinterpret_cast<std::uint32_t*>(s.t3));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1729,6 +1849,14 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 // forward's kernels and these).
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
+// The chunk kernel's arguments c when it is chunk_kernel or chunk_wgmma_kernel: with HV > H and the tickets carved
+// (a.qkt) and GLR_BWD_GROUP_KERNEL unset, the tickets zeroed on `stream` and set in c (the kernel sums each group's
+// dq, dk itself: group_sum_last); else c.qkt stays null (group_kernel runs after it).
+inline cudaError_t chunk_group_args(const GdnBwdArgs& a, GdnBwdArgs& c, cudaStream_t stream) {
+  if (a.value_heads() <= a.H || a.qkt == nullptr || bwd_group_kernel()) return cudaSuccess;
+  c.qkt = a.qkt;
+  return cudaMemsetAsync(a.qkt, 0, static_cast<std::size_t>(a.chunk_slots()) * a.H * 4, stream);
+}
 template <int kVT, int kD, bool kDelta, bool kSplit = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
 // dh2_kernel (gdn_bwd_dh2.cuh, included below; GLR_DH_2GEMM=1): the unsplit dh pass at 64-column slices with the
@@ -1931,21 +2059,28 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
                    : launch_state_passes<16, kD, kDelta>(a, stream, marks);
   if (e != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[2], stream)) != cudaSuccess) return e;
+  bool grouped = false;  // GVA: dq, dk summed inside the chunk kernel (group_sum_last), no group_kernel
   if (NT > 0 && !fused) {
     // on wgmma by default (GLR_BWD_WGMMA=0: chunk_kernel), chunk_wgmma_kernel (GLR_BWD_CHUNK_TMA=1: chunk_tma_kernel
-    // where it takes a; env_switch.hpp)
-    if (!bwd_chunk_wgmma())
+    // where it takes a; env_switch.hpp). a.qkt only for the two that sum the group (chunk_group_args).
+    GdnBwdArgs c = a;
+    c.qkt = nullptr;
+    if (!bwd_chunk_wgmma()) {
+      if ((e = chunk_group_args(a, c, stream)) != cudaSuccess) return e;
       e = launch_kernel(&chunk_kernel<kD, kDelta>, dim3(static_cast<unsigned>(NT), BH), gdn::kThreads,
-                        sizeof(ChunkSmem<kD>), stream, a, emu_smem);
-    else if (!bwd_chunk_tma() || !launch_chunk_tma<kD, kDelta>(a, static_cast<int>(NT), BH, stream, emu_smem, e))
-      e = launch_chunk_wgmma<kD, kDelta>(a, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem);
+                        sizeof(ChunkSmem<kD>), stream, c, emu_smem);
+    } else if (!bwd_chunk_tma() || !launch_chunk_tma<kD, kDelta>(c, static_cast<int>(NT), BH, stream, emu_smem, e)) {
+      if ((e = chunk_group_args(a, c, stream)) != cudaSuccess) return e;
+      e = launch_chunk_wgmma<kD, kDelta>(c, dim3(static_cast<unsigned>(NT), BH), stream, emu_smem);
+    }
     if (e != cudaSuccess) return e;
+    grouped = c.qkt != nullptr;
   }
   if (a.gate == 2) {  // one g per value head: the sum of the chunks' shares (dg = 0 without chunks)
     e = launch_kernel(&dg_head_kernel, dim3(a.HV), gdn::kThreads, dg_head_smem_bytes, stream, a, emu_smem);
     if (e != cudaSuccess) return e;
   }
-  if (a.T > 0 && a.HV > a.H) {  // GVA: the group sums of dq and dk (a grid-stride loop: 3 blocks on the emulator)
+  if (a.T > 0 && a.HV > a.H && !grouped) {  // GVA: the group sums of dq and dk (a grid-stride loop: 3 blocks on the emulator)
     const long long n4 = static_cast<long long>(a.B) * a.T * a.H * (kD / 4);
     const long long need = (n4 + gdn::kThreads - 1) / gdn::kThreads;
     const int blocks = static_cast<int>(need < (1 << 20) ? need : (1 << 20));

@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   const std::uint32_t raw = smem_addr(smem_raw);
   ChunkWgSmem<kD>& s = *reinterpret_cast<ChunkWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
   ChunkAt at;
-  if (!chunk_at(a, at)) return;
+  if (!chunk_at_grouped(a, at)) return;
   const ChunkWgCore<kD, kDelta> core(s);
   const int tid = core.tid;
   const int HV = at.HV, NT = at.NT, t0 = at.t0, len = at.len;
@@ -363,6 +363,8 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
       no_hook);
   __syncthreads();
   chunk_phase3<kD, kDelta>(s, a, tid, len, nsl, HV, tok0, sl0, GL, GrL);
+  // GVA: the group's last block sums its dq, dk (gdn_bwd_mma.cuh group_sum_last; t3 is free past its first barrier)
+  if (a.qkt != nullptr) group_sum_last<kD, NT_>(a, tid, reinterpret_cast<std::uint32_t*>(s.t3));
 }
 
 }  // namespace glr::cuda::sm90::gdn_bwd

@@ -2,6 +2,7 @@
 // and launchers: the kernels' shared memory, and the CUDA runtime calls of forward.cu, backward.cu and the
 // launchers on the host. The launchers themselves are gdn_fwd_mma.cuh's and gdn_bwd_mma.cuh's (launch_kernel,
 // mma_sync.cuh, runs each launch on the emulator).
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,7 +18,11 @@ alignas(16) char smem_raw[256 * 1024];
 
 // The CUDA runtime as the host code uses it here: memory is host memory, nothing is asynchronous. No cudart is
 // linked into the emulator's libraries, so these are the only definitions.
+// Under GLR_EMU_DRY (launches checked, not run: mma_sync.cuh launch_kernel) nothing is written either: the dry runs
+// carve their workspace at a stand-in address (tests/glr_sm90/split_dry.cpp), and the backward's GVA launch zeroes
+// its arrival tickets there (gdn_bwd_mma.cuh chunk_group_args).
 extern "C" cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) {
+  if (std::getenv("GLR_EMU_DRY") != nullptr) return cudaSuccess;
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
