@@ -1651,7 +1651,25 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 && std::string(argv[1]) == "gva") {
     unsigned gseed = 301;
+    long last0[8], tiles = 0;
+    int finishers = 0;
+    for (int j = 0; j < 8; ++j) last0[j] = gdn_bwd::emu_group_last[j].load();
     for (const Shape& s : gva) ok = run(s, gseed++, s.T == 130 || s.T == 33) && ok;
+    for (int j = 0; j < 8; ++j) {
+      const long n = gdn_bwd::emu_group_last[j].load() - last0[j];
+      tiles += n;
+      finishers += n > 0 ? 1 : 0;
+    }
+    // With the in-kernel sum asked for (GLR_BWD_GROUP_KERNEL=0, the ctests), a run where no block summed a group
+    // checked nothing of it; under a shuffled block order the last arriver must vary, or the order check is vacuous.
+    if (!glr::cuda::sm90::bwd_group_kernel() && !glr::cuda::sm90::bwd_chunk_tma()) {
+      const char* order = std::getenv("GLR_EMU_BLOCK_ORDER");
+      const bool shuffled = order != nullptr && *order != '\0' && std::strcmp(order, "0") != 0;
+      const bool summed = tiles > 0 && (!shuffled || finishers > 1);
+      std::printf("gva: %ld tiles summed in the chunk kernel, finished last by %d distinct group members%s | %s\n", tiles,
+                  finishers, shuffled ? " (shuffled block order)" : "", summed ? "PASS" : "FAIL");
+      ok = ok && summed;
+    }
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

@@ -51,13 +51,13 @@ inline bool bwd_chunk_tma() {
   static const bool on = env_flag("GLR_BWD_CHUNK_TMA", false);
   return on;
 }
-// GLR_BWD_GROUP_KERNEL=1: with grouped value heads (HV > H) the group sums of dq and dk by the separate group_kernel
-// (gdn_bwd_mma.cuh; the path before 2026-12-06, kept for A/B timing); unset or 0: summed inside chunk_wgmma_kernel /
-// chunk_kernel by the last block of each (chunk, q/k head) tile to finish (group_sum_last; the same output words; not
-// yet run on a GPU). chunk_tma_kernel (GLR_BWD_CHUNK_TMA=1) and fused_bwd_kernel (GLR_FUSED_BWD=1) use group_kernel
-// either way.
+// GLR_BWD_GROUP_KERNEL: with grouped value heads (HV > H) the group sums of dq and dk by the separate group_kernel
+// (gdn_bwd_mma.cuh), unset or 1; 0: summed inside chunk_wgmma_kernel / chunk_kernel by the last block of each
+// (chunk, q/k head) tile to finish (group_sum_last; the same output words on the emulator in four block orders; not
+// yet run on a GPU, so opt-in until a GPU A/B shows it faster: an earlier in-kernel group sum was 3-4% slower, 2026-12-05).
+// chunk_tma_kernel (GLR_BWD_CHUNK_TMA=1) and fused_bwd_kernel (GLR_FUSED_BWD=1) use group_kernel either way.
 inline bool bwd_group_kernel() {
-  static const bool on = env_flag("GLR_BWD_GROUP_KERNEL", false);
+  static const bool on = env_flag("GLR_BWD_GROUP_KERNEL", true);
   return on;
 }
 // GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since
