@@ -21,6 +21,7 @@ constexpr const char* kUsage =
     "usage: kgate-isolate [options] -- PROGRAM ARGS...\n"
     "  --keep-fd N          PROGRAM keeps descriptor N (besides 0, 1, 2); repeatable\n"
     "  --scratch DIR        working directory and TMPDIR (emptied at exit); default a private tmpfs\n"
+    "  --keep-in-scratch P  entries of --scratch whose names start with P stay there at exit (a tool's log)\n"
     "  --log FILE           PROGRAM's stdout and stderr go to FILE, at most --log-limit bytes\n"
     "  --log-stderr-only    with --log: stdout stays the caller's (a protocol channel)\n"
     "  --log-limit BYTES    default 67108864\n"
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
       const std::string_view v = argv[++i];
       if (a == "--keep-fd") o.keep_fds.push_back(number<int>(a, v));
       else if (a == "--scratch") o.scratch = v;
+      else if (a == "--keep-in-scratch") o.keep_in_scratch = v;
       else if (a == "--log") o.log = v;
       else if (a == "--log-limit") o.log_limit = number<std::size_t>(a, v);
       else if (a == "--memory") o.memory = number<std::size_t>(a, v);

@@ -186,7 +186,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
           retry_findings: list[tuple[str, str]] | None = None, quiet: bool = False, harden: bool = False, adopt_unsigned: bool = False,
           log_limit: int | None = None, file_limit: int | None = None,
           gpu_headroom: float = DEFAULT_GPU_HEADROOM, compile_only: bool = False,
-          prestart: int | None = None) -> dict:
+          prestart: int | None = None, sanitizer: list[str] | None = None,
+          sanitizer_timeout: float | None = None) -> dict:
     """retry: row statuses (row_timeout, oracle_error, ...) or row keys (containing "/") whose rows run again;
     each new record replaces the old one, which moves to <results stem>.superseded.jsonl.
     retry_findings: (gate, finding) pairs: rows whose record has a gate that failed with that finding run again
@@ -201,7 +202,10 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     compile_only: run the compile jobs of the rows that need one and nothing else (the extension cache and the
     compile records are filled; no row is verified), so that a later run verifies with compilation apart.
     prestart: verify jobs started ahead of their slot, each starting its candidate's worker process while it waits
-    for its go (scheduler.run_jobs; default $KGATE_PRESTART, else 3; 0: off); one when rows run alone."""
+    for its go (scheduler.run_jobs; default $KGATE_PRESTART, else 3; 0: off); one when rows run alone.
+    sanitizer: compute-sanitizer tools (kgate._core.sanitizer_tools()) whose pass over the bounds gate's calls
+    follows each audited row's run (kernelbench/sanitizer.py), `sanitizer_timeout` seconds per request of it
+    (default sanitizer.DEFAULT_TIMEOUT); off by default."""
     t_start = time.monotonic()
     results_path = results_path or default_results(corpus)
     key, res, fresh_key = open_results(results_path, adopt_unsigned)
@@ -317,6 +321,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                                        # the row's own limit: the guard allocator's second pass runs only where
                                        # it fits in what is left (kernelbench/rowjob.py _guarded_pass)
                                        "row_timeout": row_timeout,
+                                       # the bounds gate's compute-sanitizer passes (kernelbench/sanitizer.py)
+                                       "sanitizer": sanitizer or [], "sanitizer_timeout": sanitizer_timeout,
                                        # how many verify jobs share the machine: a row's case memory share
                                        # (kernelbench/casemem.py)
                                        "rows_at_once": jobs},

@@ -27,10 +27,16 @@ def classification(rec: dict) -> str:
     return "broken" if c.startswith("broken") else c
 
 
+def gate_family(name) -> str:
+    """The gate a gate record's `gate` belongs to: "bounds/memcheck" (the bounds gate's compute-sanitizer pass,
+    kernelbench/sanitizer.py) is the bounds gate's, judged as it is (tolerance-free) by the engine."""
+    return str(name or "").partition("/")[0]
+
+
 def counted_failure(g: dict) -> bool:
     """A gate record the engine counts against the candidate: a failing verdict, not attributed to another
-    gate, not out of the task's domain."""
-    return (g.get("gate") in GATES and g.get("verdict") in FAILING and g.get("counted", True)
+    gate, not out of the task's domain. A compute-sanitizer pass's failure counts (as its gate family's)."""
+    return (gate_family(g.get("gate")) in GATES and g.get("verdict") in FAILING and g.get("counted", True)
             and not g.get("out_of_domain", False))
 
 

@@ -60,10 +60,22 @@ def _findings(text: str | None) -> list[tuple[str, str]] | None:
         if not x:
             continue
         gate, sep, finding = (y.strip() for y in x.partition(":"))
-        if not sep or not finding or gate not in KNOWN_GATES:
-            raise BadArgument(f"--retry-finding: {x!r} is not GATE:FINDING with GATE one of {', '.join(KNOWN_GATES)}")
+        if not sep or not finding or gate.partition("/")[0] not in KNOWN_GATES:  # bounds/memcheck: a sanitizer pass's
+            raise BadArgument(f"--retry-finding: {x!r} is not GATE:FINDING with GATE one of {', '.join(KNOWN_GATES)}"
+                              " (or bounds/TOOL)")
         out.append((gate, finding))
     return out or None
+
+
+def _sanitizer(text):
+    """--sanitizer: comma-separated compute-sanitizer tools, checked against the engine's list."""
+    try:
+        from .kernelbench.sanitizer import parse_tools
+        return parse_tools(text)
+    except ImportError as e:
+        raise argparse.ArgumentTypeError(f"needs kgate._core, which does not import: {e}") from None
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--sanitizer: ")) from None
 
 
 def _int_in(name, lo, hi):
@@ -190,6 +202,15 @@ def main(argv=None) -> int:
                    help="seconds in (0, 7 days] per row (default 600)")
     a.add_argument("--call-timeout", type=_seconds_in("call-timeout", 0, DAY), default=60.0,
                    help="seconds in (0, 1 day] per candidate call (default 60)")
+    a.add_argument("--sanitizer", type=_sanitizer, metavar="TOOL[,TOOL]",
+                   help="after each audited row's run, run the bounds gate's calls again in a fresh worker under "
+                   "compute-sanitizer with these tools (memcheck, racecheck, initcheck, synccheck; memcheck with "
+                   "every guard off): each gives the row a gate record bounds/<tool>, a FAIL of which is a bounds "
+                   "finding; SKIP where compute-sanitizer is missing ($KGATE_COMPUTE_SANITIZER, PATH, CUDA's "
+                   "bin) or the pass would not fit in the row's time. Off by default (docs/audit.md)")
+    a.add_argument("--sanitizer-timeout", type=_seconds_in("sanitizer-timeout", 0, DAY), default=None,
+                   help="seconds in (0, 1 day] per request of the compute-sanitizer pass (the worker's start, a "
+                   "build, a call; default 120: instrumented kernels are slow)")
     a.add_argument("--ext-cache", help="compiled-extension cache folder (default build-py/ext-cache)")
     a.add_argument("--limit", type=_int_in("limit", 0, 10**9), help="at most this many new rows, 0..1e9")
     a.add_argument("--retry", help="comma-separated row statuses (e.g. row_timeout,oracle_error) or row keys "
@@ -330,7 +351,8 @@ def _run(args) -> int:
                            retry_findings=retry_findings, quiet=args.quiet,
                            harden=True, adopt_unsigned=args.adopt_unsigned, log_limit=args.log_limit,
                            file_limit=args.file_limit, gpu_headroom=args.gpu_headroom,
-                           compile_only=args.compile_only)
+                           compile_only=args.compile_only, sanitizer=args.sanitizer,
+                           sanitizer_timeout=args.sanitizer_timeout)
         except (RetryError, TrustError) as e:
             raise BadArgument(str(e)) from None
         from . import report

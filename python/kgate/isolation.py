@@ -97,7 +97,7 @@ def interpreter_paths(extra: Iterable[str] = ()) -> list[str]:
 
 
 def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str | None = None,
-            log: str | None = None, log_limit: int = DEFAULT_LOG_LIMIT, memory: int | None = None,
+            keep_in_scratch: str | None = None, log: str | None = None, log_limit: int = DEFAULT_LOG_LIMIT, memory: int | None = None,
             log_stdout: bool = True, private_tmp: bool = True, visible: Iterable[str] = (),
             reach: Iterable[str] = (),
             clear_env: bool = False, setenv: Mapping[str, str] | None = None,
@@ -106,6 +106,8 @@ def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str |
 
     scratch: a host directory to use as working directory and TMPDIR, emptied when the program ends (not if
         the launcher itself is SIGKILLed); None: a private tmpfs that cannot outlive the program.
+    keep_in_scratch: entries of `scratch` whose names start with this are left there when it is emptied (a
+        wrapper tool's log, kernelbench/sanitizer.py).
     log: the file the program's stdout and stderr go to (only stderr with log_stdout=False, leaving stdout
         to the caller's pipe), at most log_limit bytes, then one line saying how much was not kept.
     memory: bytes of RLIMIT_DATA, and the size of each private tmpfs.
@@ -122,6 +124,10 @@ def command(argv: Sequence[str], *, keep_fds: Iterable[int] = (), scratch: str |
         cmd += ["--keep-fd", str(int(fd))]
     if scratch is not None:
         cmd += ["--scratch", os.fspath(scratch)]
+    if keep_in_scratch:
+        if scratch is None or "/" in keep_in_scratch:
+            raise ValueError(f"isolation.command: keep_in_scratch {keep_in_scratch!r} wants a scratch and a plain name")
+        cmd += ["--keep-in-scratch", keep_in_scratch]
     if log is not None:
         if log_limit < 0:
             raise ValueError(f"isolation.command: log_limit must be >= 0, got {log_limit}")

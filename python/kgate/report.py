@@ -9,7 +9,7 @@ import random
 import time
 from collections import Counter, defaultdict
 
-from .classify import FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, fails_at_scale
+from .classify import FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, fails_at_scale, gate_family
 from .results import _parse_lines, read_results, stem
 
 SCALES = (1, 10, 100, 1000)
@@ -61,7 +61,9 @@ def summary(recs) -> dict:
     base_fail = [r for r in aud if (gate(r, "baseline") or {}).get("verdict") in FAILING]
     kg_reject = lambda r: classification(r) in REJECTS  # noqa: E731
     per_gate = {}
-    for g in KGATE_GATES + ["baseline", "public_harness"]:
+    # the bounds gate's compute-sanitizer passes (bounds/memcheck, ...: kernelbench/sanitizer.py), where run
+    passes = sorted({str(g.get("gate")) for r in aud for g in r.get("gates", []) if "/" in str(g.get("gate"))})
+    for g in KGATE_GATES + passes + ["baseline", "public_harness"]:
         c = Counter((gate(r, g) or {}).get("verdict", "-") for r in aud)
         per_gate[g] = c
     per_level = defaultdict(Counter)
@@ -93,7 +95,16 @@ def summary(recs) -> dict:
             "unguarded": Counter(classification(r) for r in aud if unguarded(r)),
             # of the rows the guard allocator failed, those whose guarded gates (coverage, bounds) got guard
             # zones in a second pass with cuDNN's benchmark mode held off (kernelbench/rowjob.py _guarded_pass)
-            "guarded_second_pass": Counter(classification(r) for r in aud if guarded_second_pass(r))}
+            "guarded_second_pass": Counter(classification(r) for r in aud if guarded_second_pass(r)),
+            # rows whose bounds gate's calls ran again under compute-sanitizer (a bounds/<tool> record that is
+            # not a SKIP: the tool missing, or no time left in the row)
+            "sanitizer_pass": Counter(classification(r) for r in aud if sanitizer_ran(r))}
+
+
+def sanitizer_ran(rec: dict) -> bool:
+    """An audited row with a compute-sanitizer pass that ran (kernelbench/sanitizer.py): a bounds/<tool>
+    gate record whose verdict is not SKIP."""
+    return any("/" in str(g.get("gate")) and g.get("verdict") != "SKIP" for g in rec.get("gates", []))
 
 
 def unguarded(rec: dict) -> bool:
@@ -135,7 +146,7 @@ def summary_text(paths) -> str:
     out.append("")
     rows = []
     for g, cnt in s["per_gate"].items():
-        rows.append([g, s["counted"][g] if g in KGATE_GATES else "-", cnt["PASS"], cnt["FAIL"], cnt["CRASH"],
+        rows.append([g, s["counted"][g] if gate_family(g) in KGATE_GATES else "-", cnt["PASS"], cnt["FAIL"], cnt["CRASH"],
                      cnt["TIMEOUT"], cnt["REFUSED"], cnt["SKIP"], cnt["ERROR"], s["not_counted"][g]])
     out.append(table(["gate", "its own findings", "PASS", "FAIL", "CRASH", "TIMEOUT", "REFUSED", "SKIP", "ERROR",
                       "not counted (attributed or out of domain)"], rows))
@@ -152,7 +163,10 @@ def summary_text(paths) -> str:
                             "off: bounds saw only the engine's buffers)", s["unguarded"]),
                            ("audited rows whose guarded gates (coverage, bounds) got guard zones through a second "
                             "pass (the guard allocator failed the row's run, which stands for every other gate; "
-                            "cuDNN's benchmark mode held off)", s["guarded_second_pass"])):
+                            "cuDNN's benchmark mode held off)", s["guarded_second_pass"]),
+                           ("audited rows whose bounds gate's calls ran again under compute-sanitizer (the "
+                            "bounds/<tool> rows of the gate table; a FAIL there is a bounds finding)",
+                            s["sanitizer_pass"])):
         if by_class:
             out.append("")
             out.append(f"{what}: {sum(by_class.values())} of {n} ("

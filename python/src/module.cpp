@@ -22,6 +22,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -34,6 +35,7 @@
 #include "kgate/report.hpp"
 #include "kgate/verify.hpp"
 #include "kgate/rng.hpp"
+#include "kgate/sanitizer_log.hpp"
 #include "kgate/source.hpp"
 #include "kgate/target.hpp"
 #include "kgate/targets.hpp"
@@ -372,6 +374,41 @@ DriveResult drive_target(Target& target, const std::vector<HostArray>& inputs,
     for (const TensorArg& a : inv.outputs) target.release(a.buffer);
   }
   return out;
+}
+
+// A gate record as the report's JSON gives it (to_json(GateResult)), back as a GateResult: gate, verdict,
+// summary, cases, finding, error_ratio (a number, None or "inf"), counted and out_of_domain are read, the
+// rest ignored. `what` names the caller in errors.
+GateResult gate_from_record(nb::handle h, const char* what) {
+  if (!nb::isinstance<nb::dict>(h)) throw nb::type_error((std::string(what) + ": each gate record must be a dict").c_str());
+  nb::dict d = nb::borrow<nb::dict>(h);
+  GateResult g;
+  g.gate = nb::cast<std::string>(d["gate"]);
+  const std::string verdict = nb::cast<std::string>(d["verdict"]);
+  bool known = false;
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::refused, Verdict::skip, Verdict::crash,
+                    Verdict::timeout, Verdict::error})
+    if (verdict == to_string(v)) {
+      g.verdict = v;
+      known = true;
+    }
+  if (!known) throw std::invalid_argument(std::string(what) + ": gate " + g.gate + ": unknown verdict '" + verdict + "'");
+  if (d.contains("finding") && !d["finding"].is_none()) g.finding = nb::cast<std::string>(d["finding"]);
+  if (d.contains("error_ratio") && !d["error_ratio"].is_none()) {
+    nb::object ratio = d["error_ratio"];
+    if (nb::isinstance<nb::str>(ratio)) {
+      if (nb::cast<std::string>(ratio) != "inf")
+        throw std::invalid_argument(std::string(what) + ": gate " + g.gate + ": error_ratio must be a number, None or 'inf'");
+      g.error_ratio = std::numeric_limits<double>::infinity();
+    } else {
+      g.error_ratio = nb::cast<double>(ratio);
+    }
+  }
+  if (d.contains("counted")) g.counted = nb::cast<bool>(d["counted"]);
+  if (d.contains("out_of_domain")) g.out_of_domain = nb::cast<bool>(d["out_of_domain"]);
+  if (d.contains("summary") && !d["summary"].is_none()) g.summary = nb::cast<std::string>(d["summary"]);
+  if (d.contains("cases") && !d["cases"].is_none()) g.cases = nb::cast<int>(d["cases"]);
+  return g;
 }
 
 }  // namespace
@@ -719,32 +756,7 @@ NB_MODULE(_core, m) {
       [](nb::list gates) {
         Report r;
         for (nb::handle h : gates) {
-          if (!nb::isinstance<nb::dict>(h)) throw nb::type_error("classify: each gate record must be a dict");
-          nb::dict d = nb::borrow<nb::dict>(h);
-          GateResult g;
-          g.gate = nb::cast<std::string>(d["gate"]);
-          const std::string verdict = nb::cast<std::string>(d["verdict"]);
-          bool known = false;
-          for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::refused, Verdict::skip, Verdict::crash,
-                            Verdict::timeout, Verdict::error})
-            if (verdict == to_string(v)) {
-              g.verdict = v;
-              known = true;
-            }
-          if (!known) throw std::invalid_argument("classify: gate " + g.gate + ": unknown verdict '" + verdict + "'");
-          if (d.contains("finding") && !d["finding"].is_none()) g.finding = nb::cast<std::string>(d["finding"]);
-          if (d.contains("error_ratio") && !d["error_ratio"].is_none()) {
-            nb::object ratio = d["error_ratio"];
-            if (nb::isinstance<nb::str>(ratio)) {
-              if (nb::cast<std::string>(ratio) != "inf")
-                throw std::invalid_argument("classify: gate " + g.gate + ": error_ratio must be a number, None or 'inf'");
-              g.error_ratio = std::numeric_limits<double>::infinity();
-            } else {
-              g.error_ratio = nb::cast<double>(ratio);
-            }
-          }
-          if (d.contains("counted")) g.counted = nb::cast<bool>(d["counted"]);
-          if (d.contains("out_of_domain")) g.out_of_domain = nb::cast<bool>(d["out_of_domain"]);
+          GateResult g = gate_from_record(h, "classify");
           r.gates.push_back(std::move(g));
         }
         nb::dict out;
@@ -756,6 +768,52 @@ NB_MODULE(_core, m) {
       "gates"_a,
       "{'classification', 'broken_reasons', 'exit_code'}: the engine's classification of a list of gate records "
       "(dicts as a report's 'gates' holds them), as verify()'s report would give it for those results");
+  // The bounds gate's compute-sanitizer pass (kgate/sanitizer_log.hpp), for the Python front-end's pass
+  // (kgate/kernelbench/sanitizer.py): the same tools, lookup, command, log parser and verdict as the C++ CLI's.
+  m.def("sanitizer_tools", []() { return kSanitizerTools; }, "the compute-sanitizer tools the pass can run");
+  m.def(
+      "find_compute_sanitizer",
+      []() {
+        std::string looked;
+        const std::optional<std::string> exe = find_compute_sanitizer(&looked);
+        return nb::make_tuple(exe ? nb::cast(*exe) : nb::none(), looked);
+      },
+      "(path or None, where it looked): $KGATE_COMPUTE_SANITIZER, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, "
+      "the folder of nvcc");
+  m.def("sanitizer_launch_prefix", &sanitizer_launch_prefix, "exe"_a, "tool"_a, "log_file"_a,
+        "the words a worker starts under for the pass (the tool, its log file, the worker alone)");
+  m.def(
+      "parse_sanitizer_log",
+      [](const std::string& tool, const std::string& log) {
+        nb::list out;
+        for (const SanitizerFinding& f : parse_sanitizer_log(tool, log)) {
+          nb::dict d;
+          d["tool"] = f.tool;
+          d["kind"] = f.kind;
+          d["kernel"] = f.kernel;
+          d["address"] = f.address;
+          d["size"] = f.size;
+          d["where"] = f.where;
+          d["api_error"] = f.api_error;
+          d["text"] = f.text;
+          out.append(d);
+        }
+        return out;
+      },
+      "tool"_a, "log"_a, "the records of a compute-sanitizer log, as dicts of SanitizerFinding's fields");
+  m.def(
+      "sanitizer_result",
+      [](const std::string& tool, const std::vector<std::pair<std::string, std::string>>& logs, nb::handle bounds,
+         std::uint64_t seed) {
+        return to_json(sanitizer_result(tool, logs, gate_from_record(bounds, "sanitizer_result"), seed));
+      },
+      "tool"_a, "logs"_a, "bounds"_a, "seed"_a,
+      "the bounds/<tool> gate record (JSON) from the tool's logs [(name, text)] and the bounds gate's record "
+      "in the run under the tool: FAIL on the first access reported, else the bounds gate's verdict");
+  m.def(
+      "sanitizer_missing",
+      [](const std::string& tool, const std::string& looked) { return to_json(sanitizer_missing(tool, looked)); },
+      "tool"_a, "looked"_a, "the bounds/<tool> gate record (JSON) when compute-sanitizer is not installed: SKIP");
   m.def("list_gates", []() {
     std::vector<std::string> out;
     for (const GateInfo& g : list_gates()) out.push_back(g.name);

@@ -45,6 +45,8 @@ TEST(Classify, BrokenViolationClean) {
   EXPECT_EQ(classify(with({result("nan", Verdict::fail)})), Classification::broken) << "tolerance-free";
   EXPECT_EQ(classify(with({result("stream", Verdict::crash)})), Classification::broken);
   EXPECT_EQ(classify(with({result("baseline", Verdict::fail, 1e9)})), Classification::clean);
+  // The bounds gate's compute-sanitizer passes (kgate/sanitizer_log.hpp) are judged as the bounds gate.
+  EXPECT_EQ(classify(with({result("bounds/memcheck", Verdict::fail)})), Classification::broken) << "tolerance-free";
 }
 
 TEST(Classify, ErrorMakesIncompleteNeverClean) {

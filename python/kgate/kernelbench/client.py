@@ -10,12 +10,20 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 from multiprocessing.connection import Connection
 
 from . import extstage, wire
+
+
+# The name (a prefix) of a wrapper tool's log in the worker's scratch (Candidate's launch_prefix), what is
+# read of each, and how long a worker under the tool may take to end by itself so the tool finishes its log.
+TOOL_LOG = "kgate-tool-log"
+TOOL_LOG_LIMIT = 4 << 20
+TOOL_GRACE_SECONDS = 30.0
 
 
 class WorkerDied(Exception):
@@ -39,8 +47,19 @@ class Candidate:
     def __init__(self, fw_name: str, custom_code: str, *, call_timeout: float = 60.0,
                  init_timeout: float = 300.0, ext_cache: str | None = None, env: dict | None = None,
                  output_limit: int = 64 * 1024, work_root: str | None = None, entry: str = "ModelNew",
-                 guard_seed: int = 0, guard_library: str | None = None, hold_cudnn_benchmark: bool = False):
+                 guard_seed: int = 0, guard_library: str | None = None, hold_cudnn_benchmark: bool = False,
+                 launch_prefix: list[str] | None = None, guard_bytes: int | None = None):
         self.fw_name, self.custom_code = fw_name, custom_code
+        # Words the worker starts under, inside its isolation (the bounds gate's compute-sanitizer pass,
+        # kernelbench/sanitizer.py); "{log}" in one becomes this start's log file, in the worker's scratch and
+        # kept there when the worker ends, then read into tool_logs: [(name, text)], one per worker started,
+        # so a worker replaced after a crash never overwrites the log that holds the crash's record.
+        self.launch_prefix = list(launch_prefix or [])
+        self.tool_logs: list[tuple[str, str]] = []
+        self.starts = 0
+        # Bytes of each guard zone of the engine's buffers in the worker (None: layout.GUARD_BYTES); 0 under
+        # memcheck, so that a write just past a buffer leaves its allocation (sanitizer.py).
+        self.guard_bytes = guard_bytes
         self.entry, self.guard_seed, self.guard_library = entry, guard_seed, guard_library
         # torch.backends.cudnn.benchmark held off in the worker (the guard allocator's second pass, rowjob.verify)
         self.hold_cudnn_benchmark = hold_cudnn_benchmark
@@ -113,10 +132,14 @@ class Candidate:
         if self.ext_part:
             self.ext_stage = extstage.stage_in(self.ext_part, scratch)
         argv = [sys.executable, "-m", "kgate.kernelbench.worker", str(child.fileno())]
+        if self.launch_prefix:  # the tool is the program kgate-isolate starts (and always reaches)
+            log = os.path.join(scratch, f"{TOOL_LOG}.{self.starts}.log")
+            argv = [w.replace("{log}", log) for w in self.launch_prefix] + argv
+        self.starts += 1
         # The interpreter and the package are reached by the unprivileged uid even under a 0700 /root (pyenv):
         # kgate-isolate opens the way inside the worker's own mount namespace, or refuses (never keeps root).
         cmd = isolation.command(argv, keep_fds=[child.fileno()], scratch=scratch, log=self.log_path,
-                                log_limit=self.log_limit,
+                                log_limit=self.log_limit, keep_in_scratch=TOOL_LOG if self.launch_prefix else None,
                                 reach=isolation.interpreter_paths([self.pkg_root]))
         self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
@@ -165,6 +188,29 @@ class Candidate:
         if self.conn:
             self.conn.close()
         self.proc, self.conn = None, None
+        self._take_tool_logs()
+
+    def _take_tool_logs(self):
+        """The tool's logs the ended worker left in its scratch, into tool_logs (at most TOOL_LOG_LIMIT bytes
+        each; opened without following a link, regular files only: the candidate shares the scratch)."""
+        scratch = os.path.join(self.dir, "scratch")
+        if not self.launch_prefix or not os.path.isdir(scratch):
+            return
+        for name in sorted(n for n in os.listdir(scratch) if n.startswith(TOOL_LOG)):
+            path = os.path.join(scratch, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    text = os.read(fd, TOOL_LOG_LIMIT) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+                finally:
+                    os.close(fd)
+                self.tool_logs.append((name, text.decode("utf-8", errors="replace")))
+            except OSError as e:
+                self.tool_logs.append((name, f"(unreadable: {e})"))
+            try:
+                os.unlink(path)
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -218,7 +264,8 @@ class Candidate:
                                          "ext_cache": extstage.STAGE if self.ext_part else None,
                                          "guard_seed": self.guard_seed,
                                          "guard_library": self.guard_library,
-                                         "hold_cudnn_benchmark": self.hold_cudnn_benchmark}, self.init_timeout,
+                                         "hold_cudnn_benchmark": self.hold_cudnn_benchmark,
+                                         "guard_bytes": self.guard_bytes}, self.init_timeout,
                                         meanwhile=meanwhile)
         self.harvest()
         self.compile_seconds += self.init_reply.get("compile_seconds", 0.0)
@@ -290,7 +337,9 @@ class Candidate:
                 self.conn.send({"op": "exit"})
                 if self.conn.poll(5):
                     self.conn.recv()
-            except (OSError, EOFError):
+                if self.launch_prefix:  # the tool writes the rest of its log as the worker ends: let it
+                    self.proc.wait(TOOL_GRACE_SECONDS)
+            except (OSError, EOFError, subprocess.TimeoutExpired):
                 pass
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -182,7 +182,27 @@ def verify(spec, fw_name):
                                   "...\" (it asks the allocator for what a pluggable allocator cannot answer); "
                                   "this record is the row run again on torch's caching allocator")
         _guarded_pass(rec, spec, fw_name, library, time.monotonic() - t0)
+    _sanitizer_passes(rec, spec, fw_name, library, t0)
     return rec
+
+
+def _sanitizer_passes(rec, spec, fw_name, library, t0: float):
+    """The bounds gate's compute-sanitizer passes the spec asks for (`sanitizer`: tools), each in a fresh
+    worker under the tool (kernelbench/sanitizer.py), its record the row's gate `bounds/<tool>`; then the
+    engine classifies the row's gates again, a bounds/<tool> FAIL counting as the bounds gate's."""
+    from . import sanitizer
+    tools = list(spec.get("sanitizer") or ())
+    if not tools or not sanitizer.applies(rec):
+        return  # the row was not audited, or its bounds gate did not run: nothing to run again
+    # the guard allocator the row's bounds gate had, for the tools that keep the guards
+    guarded = str(rec.get("guard_allocator") or "").startswith(("guard allocator", "on for"))
+    for tool in tools:
+        emit({"type": "gate_start", "key": spec["key"], "gate": f"bounds/{tool}"})
+        g = sanitizer.run(rec, spec, fw_name, library if guarded else None, tool, time.monotonic() - t0,
+                          _verify_once)
+        emit({"type": "gate", "key": spec["key"], **g})
+    before = _reclassify(rec)
+    rec["sanitizer_pass"] = {"tools": tools, **({"classification_before": before} if before else {})}
 
 
 def _needs_fallback(rec) -> bool:
@@ -260,14 +280,9 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
         rec["gates"][k] = {**new, "pass": f"second pass: guard allocator on, {CUDNN_HELD}",
                            "caching_allocator_run": {"verdict": old.get("verdict"), "summary": old.get("summary")}}
         replaced.append(g)
-    engine_gates = set(_core.list_gates()) - {"baseline"}
-    c = _core.classify([g for g in rec["gates"] if g.get("gate") in engine_gates])
-    if _classification(c) != rec.get("classification"):
-        info["caching_allocator_classification"] = rec.get("classification")
-    rec["classification"] = _classification(c)
-    rec["broken_reasons"] = list(c["broken_reasons"])
-    if isinstance(rec.get("engine"), dict):
-        rec["engine"]["exit_code"] = c["exit_code"]
+    before = _reclassify(rec)
+    if before:
+        info["caching_allocator_classification"] = before
     rec["guarded_pass"] = {**info, "merged": True, "replaced": replaced, "kept": kept}
     rec["guard_allocator"] = (f"on for {names}: a second pass with {note} and {CUDNN_HELD}; these gates' records "
                               "are that pass's" + (f", except {', '.join(kept)}: this run's failure stands, which the "
@@ -275,7 +290,28 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
                               + "; off for every other gate: " + rec["guard_allocator"][len("off: "):])
 
 
-def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False):
+def _reclassify(rec) -> str | None:
+    """The row's classification, broken_reasons and exit code again from its gates, the engine's
+    (kgate._core.classify; a bounds/<tool> record of a compute-sanitizer pass counts as its gate family's), for
+    a row whose gate records come from more than one run. Returns the classification it had where it
+    changed, else None."""
+    from .. import _core
+    from ..classify import gate_family
+    engine_gates = set(_core.list_gates()) - {"baseline"}
+    c = _core.classify([g for g in rec["gates"] if gate_family(g.get("gate")) in engine_gates])
+    before = rec.get("classification")
+    rec["classification"] = _classification(c)
+    rec["broken_reasons"] = list(c["broken_reasons"])
+    if isinstance(rec.get("engine"), dict):
+        rec["engine"]["exit_code"] = c["exit_code"]
+    return before if before != rec["classification"] else None
+
+
+def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False, tool=None):
+    """One run of the row's gates in a fresh worker. `tool`: the worker starts under a wrapper tool (the
+    compute-sanitizer pass, sanitizer.py): {launch_prefix, timeout (every request), guard_bytes, env}; its
+    gates are not reported as they run (the pass reports its own record), and its logs come back in the
+    record's "tool_logs"."""
     from .. import _core, isolation
     from .client import Candidate, WorkerDied
     from . import casemem
@@ -294,11 +330,15 @@ def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False):
            "level": row.get("level_id"), "task": row.get("task_id"), "seed": f"{seed:016x}", "fw": fw_name,
            "gates": [], "status": "ok", "needs_compile": spec.get("needs_compile", False)}
     t0 = time.monotonic()
-    call_timeout = spec.get("call_timeout", 60)
+    tool = tool or {}
+    call_timeout = tool.get("timeout") or spec.get("call_timeout", 60)
     cand = Candidate(fw_name, row["custom_code"], ext_cache=spec.get("ext_cache"), call_timeout=call_timeout,
-                     init_timeout=spec.get("init_timeout", 300),
+                     init_timeout=tool.get("timeout") or spec.get("init_timeout", 300),
                      guard_seed=seeds.derive(seed, "guards") & 0xFFFFFFFF, guard_library=library,
-                     hold_cudnn_benchmark=hold_cudnn_benchmark)
+                     hold_cudnn_benchmark=hold_cudnn_benchmark, launch_prefix=tool.get("launch_prefix"),
+                     guard_bytes=tool.get("guard_bytes"))
+    cand.env.update(tool.get("env") or {})
+    say = emit if not tool else (lambda _rec: None)  # a tool's pass reports its own record
     if _early is not None:  # the worker started while the row waited for its go (main)
         cand.adopt(_early)
         _early = None
@@ -399,11 +439,11 @@ def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False):
         wanted = spec.get("gates") or []
         ctx = Context(fw, row, seed, cand, fe)
         if not wanted or "baseline" in wanted:
-            emit({"type": "gate_start", "key": spec["key"], "gate": "baseline"})
+            say({"type": "gate_start", "key": spec["key"], "gate": "baseline"})
             with timed("baseline"):
                 r = _run_python_gate(get("baseline"), ctx, "baseline", cand)
             rec["gates"].append(r)
-            emit({"type": "gate", "key": spec["key"], **r})
+            say({"type": "gate", "key": spec["key"], **r})
             if library and _allocator_unsupported(r):
                 # The first calls already show it: the rest of this run would only be thrown away.
                 rec["allocator_unsupported"] = "baseline"
@@ -412,14 +452,14 @@ def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False):
         engine_gates = [g for g in engine_gates if g != "baseline"]
         if engine_gates:
             order = list(engine_gates)
-            emit({"type": "gate_start", "key": spec["key"], "gate": order[0]})
+            say({"type": "gate_start", "key": spec["key"], "gate": order[0]})
 
             def on_result(text):
                 g = _gate_record(json.loads(text))
-                emit({"type": "gate", "key": spec["key"], **g})
+                say({"type": "gate", "key": spec["key"], **g})
                 nxt = order.index(g["gate"]) + 1 if g.get("gate") in order else len(order)
                 if nxt < len(order):
-                    emit({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
+                    say({"type": "gate_start", "key": spec["key"], "gate": order[nxt]})
 
             try:
                 with timed("engine"):
@@ -442,16 +482,18 @@ def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False):
             rec["broken_reasons"] = report.get("broken_reasons", [])
             rec["engine"] = {k: report.get(k) for k in ("schema", "kgate_version", "exit_code", "seed_str")}
         if not wanted or "public_harness" in wanted:
-            emit({"type": "gate_start", "key": spec["key"], "gate": "public_harness"})
+            say({"type": "gate_start", "key": spec["key"], "gate": "public_harness"})
             with timed("public_harness"):
                 r = _run_python_gate(get("public_harness"), ctx, "public_harness", cand)
             rec["gates"].append(r)
-            emit({"type": "gate", "key": spec["key"], **r})
+            say({"type": "gate", "key": spec["key"], **r})
         rec["worker_restarts"] = cand.restarts
         rec["calls"] = target.calls
     finally:
         with timed("close"):
             cand.close()
+        if tool:
+            rec["tool_logs"] = cand.tool_logs
         rec["seconds"] = round(time.monotonic() - t0, 2)
         # What the row's workers compiled (a cache miss: at import, or in a ModelNew build), inside the
         # row's seconds, not apart from them.

@@ -71,6 +71,9 @@ class Worker:
         if self.fw.NAME == "torch" and msg.get("ext_cache"):
             from . import extcache
             extcache.install(msg["ext_cache"])
+        if msg.get("guard_bytes") is not None:  # 0 under memcheck (kernelbench/sanitizer.py), before any buffer
+            from . import layout
+            layout.GUARD_BYTES = int(msg["guard_bytes"])
         self.buffers = self.fw.Buffers(msg.get("guard_seed", 0))
         guard_note = ""
         if self.fw.NAME == "torch":  # before the candidate's module can take any CUDA memory

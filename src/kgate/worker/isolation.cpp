@@ -391,7 +391,8 @@ void forward_stop(int sig) {
   if (!o.scratch.empty()) {
     std::error_code ec;  // files the program made are removed with it; nothing else is in there
     for (const auto& entry : std::filesystem::directory_iterator(o.scratch, ec))
-      std::filesystem::remove_all(entry.path(), ec);
+      if (o.keep_in_scratch.empty() || entry.path().filename().string().rfind(o.keep_in_scratch, 0) != 0)
+        std::filesystem::remove_all(entry.path(), ec);
   }
   // A wait status of just a signal number reads as "killed by that signal".
   if (g_stop_signal) exit_like(g_stop_signal);  // the launcher was told to stop: it ends as told

@@ -36,6 +36,9 @@ struct IsolationOptions {
   std::vector<int> keep_fds;        // descriptors the program keeps besides 0, 1 and 2; every other is closed
   std::string scratch;              // empty: a private tmpfs directory; else this host directory, given to
                                     // the program's uid and removed by the launcher when it exits
+  // Entries of the scratch directory whose names start with this are left there when the program ends (a
+  // wrapper tool's log: the compute-sanitizer pass, kgate/kernelbench/sanitizer.py); empty: none.
+  std::string keep_in_scratch;
   std::string log;                  // empty: output passes through; else stdout+stderr go here, capped
   bool log_stdout = true;           // with log: false leaves stdout to the caller (a protocol channel)
   std::size_t log_limit = std::size_t(64) << 20;  // bytes of output kept in the log

@@ -16,30 +16,12 @@
 #include "kgate/contract.hpp"
 #include "kgate/oracle.hpp"
 #include "kgate/report.hpp"
+#include "kgate/sanitizer_log.hpp"
 #include "kgate/targets.hpp"
 
 namespace kgate {
 
-inline const std::vector<std::string> kSanitizerTools{"memcheck", "racecheck", "initcheck", "synccheck"};
-
-// One record of a compute-sanitizer report.
-struct SanitizerFinding {
-  std::string tool;     // memcheck, racecheck, ...
-  std::string kind;     // "Invalid __global__ write of size 4 bytes", "Race reported between ...", ...
-  std::string kernel;   // "add_kernel(cctl::Vec<const float>, ...)" where the report names one
-  std::string address;  // "0x7f0a1c000400" where given
-  std::int64_t size = 0;  // access size in bytes where given
-  std::string where;    // "by thread (3,0,0) in block (255,0,0)" and the nearest-allocation line
-  bool api_error = false;  // "Program hit cudaError... on CUDA API call": a consequence, not an access
-  std::string text;     // the record as printed
-};
-
-// Parses a compute-sanitizer log (with or without the "========= " prefix). Host backtraces are dropped.
-std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const std::string& log);
-
-// The compute-sanitizer executable: $KGATE_COMPUTE_SANITIZER, then PATH, then $CUDA_HOME/bin,
-// /usr/local/cuda/bin and the folder of nvcc. nullopt (and where it looked, in `looked`) when absent.
-std::optional<std::string> find_compute_sanitizer(std::string* looked = nullptr);
+// kSanitizerTools, parse_sanitizer_log, find_compute_sanitizer and the verdict: kgate/sanitizer_log.hpp.
 
 struct SanitizerOptions {
   std::string tool = "memcheck";   // one of kSanitizerTools

@@ -1,0 +1,249 @@
+// The log, the executable and the verdict of the bounds gate's compute-sanitizer pass (see
+// kgate/sanitizer_log.hpp). Host code only: the tool is a separate program that starts the worker.
+#include "kgate/sanitizer_log.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kgate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ltrim(const std::string& s) {
+  const std::size_t i = s.find_first_not_of(' ');
+  return i == std::string::npos ? std::string() : s.substr(i);
+}
+
+bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
+
+// The function a location names: "add_kernel(cctl::Vec<float>, long)+0x70 in f.cu:12" or
+// "0x130 in f.cu:13:sumKernel(int*, int*)" both give the name with its parameter list.
+std::string function_in(std::string s) {
+  // Kernels in an unnamed namespace print as "(anonymous namespace)::name(...)": drop the qualifier, whose
+  // parenthesis would otherwise be taken for the parameter list.
+  for (std::size_t at; (at = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(at, 23);
+  const std::size_t open = s.find('(');
+  if (open == std::string::npos || open == 0) return {};
+  std::size_t begin = open;
+  while (begin > 0) {
+    const char c = s[begin - 1];
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '~') {
+      --begin;
+    } else if (c == ':' && begin >= 2 && s[begin - 2] == ':') {
+      begin -= 2;
+    } else if (c == '>') {  // template arguments: back to the matching '<'
+      int depth = 0;
+      std::size_t k = begin - 1;
+      for (;; --k) {
+        if (s[k] == '>') ++depth;
+        if (s[k] == '<' && --depth == 0) break;
+        if (k == 0) return {};
+      }
+      begin = k;
+    } else {
+      break;
+    }
+  }
+  int depth = 0;
+  std::size_t end = open;
+  for (; end < s.size(); ++end) {
+    if (s[end] == '(') ++depth;
+    if (s[end] == ')' && --depth == 0) break;
+  }
+  if (begin == open) return {};
+  return s.substr(begin, std::min(end + 1, s.size()) - begin);
+}
+
+std::string excerpt(const std::string& s, std::size_t limit) {
+  return s.size() <= limit ? s : s.substr(0, limit) + fmt::format("\n... ({} more bytes)", s.size() - limit);
+}
+
+}  // namespace
+
+std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const std::string& log) {
+  static const std::regex size_re(R"(of size (\d+) bytes?)");
+  static const std::regex address_re(R"(Address (0x[0-9a-fA-F]+))");
+  std::vector<SanitizerFinding> out;
+  bool in_record = false, in_backtrace = false;
+  std::istringstream lines(log);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::string body = line;
+    if (starts_with(body, "=========")) {
+      body = body.substr(9);
+      if (!body.empty() && body[0] == ' ') body = body.substr(1);
+    } else if (!in_record) {
+      continue;  // the application's own output, when the log is mixed with it
+    }
+    const std::string trimmed = ltrim(body);
+    if (trimmed.empty()) continue;
+    const bool top = body[0] != ' ';
+    if (top) {
+      in_backtrace = false;
+      in_record = false;
+      if (starts_with(trimmed, "COMPUTE-SANITIZER") || trimmed.find("SUMMARY") != std::string::npos ||
+          starts_with(trimmed, "Target application") || starts_with(trimmed, "This tool") ||
+          starts_with(trimmed, "Internal Sanitizer"))
+        continue;
+      SanitizerFinding f;
+      f.tool = tool;
+      f.kind = trimmed;
+      f.text = trimmed;
+      f.api_error = starts_with(trimmed, "Program hit");
+      std::smatch m;
+      if (std::regex_search(trimmed, m, size_re)) f.size = std::stoll(m[1].str());
+      if (const std::size_t at = trimmed.find(" at "); at != std::string::npos && !f.api_error)
+        f.kernel = function_in(trimmed.substr(at + 4));
+      out.push_back(std::move(f));
+      in_record = true;
+      continue;
+    }
+    if (!in_record || in_backtrace) continue;
+    if (starts_with(trimmed, "Saved host backtrace") || starts_with(trimmed, "Host Frame")) {
+      in_backtrace = true;
+      continue;
+    }
+    SanitizerFinding& f = out.back();
+    f.text += "\n" + trimmed;
+    std::smatch m;
+    if (f.kernel.empty() && (starts_with(trimmed, "at ") || starts_with(trimmed, "and ")))
+      if (const std::size_t at = trimmed.find("at "); at != std::string::npos) f.kernel = function_in(trimmed.substr(at + 3));
+    if (f.address.empty() && std::regex_search(trimmed, m, address_re)) f.address = m[1].str();
+    if (starts_with(trimmed, "by thread") || trimmed.find("nearest allocation") != std::string::npos ||
+        starts_with(trimmed, "Address"))
+      f.where += (f.where.empty() ? "" : "; ") + trimmed;
+  }
+  return out;
+}
+
+std::optional<std::string> find_compute_sanitizer(std::string* looked) {
+  std::vector<std::string> places;
+  auto usable = [](const fs::path& p) { return !p.empty() && access(p.c_str(), X_OK) == 0; };
+  if (const char* env = std::getenv("KGATE_COMPUTE_SANITIZER"); env && *env) {
+    places.push_back(env);
+    if (usable(env)) return std::string(env);
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream dirs(path);
+    std::string d;
+    while (std::getline(dirs, d, ':'))
+      if (!d.empty() && usable(fs::path(d) / "compute-sanitizer")) return (fs::path(d) / "compute-sanitizer").string();
+    places.push_back("$PATH");
+  }
+  std::vector<fs::path> roots;
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) roots.push_back(home);
+  roots.push_back("/usr/local/cuda");
+  if (const char* path = std::getenv("PATH")) {  // the toolkit nvcc belongs to
+    std::istringstream dirs(path);
+    std::string d;
+    while (std::getline(dirs, d, ':'))
+      if (!d.empty() && usable(fs::path(d) / "nvcc")) roots.push_back(fs::path(d).parent_path());
+  }
+  for (const fs::path& r : roots) {
+    for (const fs::path& p : {r / "bin" / "compute-sanitizer", r / "compute-sanitizer" / "compute-sanitizer"}) {
+      places.push_back(p.string());
+      if (usable(p)) return p.string();
+    }
+  }
+  if (looked) *looked = fmt::format("{}", fmt::join(places, ", "));
+  return std::nullopt;
+}
+
+std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const std::string& tool,
+                                                 const std::string& log_file) {
+  return {exe, "--tool", tool, "--log-file", log_file, "--print-limit", "100", "--target-processes", "application-only"};
+}
+
+GateResult sanitizer_missing(const std::string& tool, const std::string& looked) {
+  GateResult g;
+  g.gate = "bounds/" + tool;
+  g.verdict = Verdict::skip;
+  g.summary = fmt::format("compute-sanitizer is not installed here (looked at {})", looked);
+  return g;
+}
+
+GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair<std::string, std::string>>& logs,
+                            const GateResult& bounds, std::uint64_t seed) {
+  GateResult g;
+  g.gate = "bounds/" + tool;
+  std::string joined, names;
+  for (const auto& [name, text] : logs) {
+    joined += fmt::format("{}--- {} ---\n{}", joined.empty() ? "" : "\n", name, text);
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  g.output = excerpt(joined, 4000);
+  g.cases = bounds.cases;
+  std::vector<SanitizerFinding> all;
+  for (const auto& [name, text] : logs)
+    for (SanitizerFinding& f : parse_sanitizer_log(tool, text)) all.push_back(std::move(f));
+  std::vector<SanitizerFinding> accesses;
+  for (const SanitizerFinding& f : all)
+    if (!f.api_error) accesses.push_back(f);
+
+  if (!accesses.empty()) {
+    const SanitizerFinding& f = accesses.front();
+    Evidence e;
+    e.gate = "bounds";
+    e.seed = bounds.evidence ? bounds.evidence->seed : seed;
+    if (bounds.evidence) e.bindings = bounds.evidence->bindings;
+    e.variant = fmt::format("compute-sanitizer --tool {} over the bounds gate's calls", tool);
+    e.expected = fmt::format("no {} report", tool);
+    e.got = f.kind;
+    std::string detail = fmt::format("kernel {}; address {}; size {} bytes; {}", f.kernel.empty() ? "?" : f.kernel,
+                                     f.address.empty() ? "?" : f.address, f.size, f.where.empty() ? "-" : f.where);
+    detail += fmt::format("\n{} finding(s) in all (logs {}, one per worker):", accesses.size(), names);
+    for (std::size_t i = 0; i < accesses.size() && i < 8; ++i)
+      detail += fmt::format("\n  {}{}", accesses[i].kind, accesses[i].kernel.empty() ? "" : " in " + accesses[i].kernel);
+    e.detail = detail;
+    g.evidence = e;
+    g.verdict = Verdict::fail;
+    g.finding = "sanitizer";  // the tool's own report, not a guard the gate checked
+    g.summary = fmt::format("compute-sanitizer {}: {}{}", tool, f.kind, f.kernel.empty() ? "" : " in " + f.kernel);
+    return g;
+  }
+  if (bounds.verdict == Verdict::pass && logs.empty()) {  // the tool always writes its banner: it did not run
+    g.verdict = Verdict::error;
+    g.summary = fmt::format("compute-sanitizer {} wrote no log over {} call(s): the tool did not run as asked (or "
+                            "its log was removed)", tool, bounds.cases);
+    return g;
+  }
+  if (bounds.verdict == Verdict::pass) {
+    g.verdict = Verdict::pass;
+    g.summary = fmt::format("compute-sanitizer {} reported nothing over {} call(s)", tool, bounds.cases);
+    return g;
+  }
+  // No access report, yet the gate did not pass: the guards caught something (the bounds gate's own finding,
+  // which stands), or the call crashed or timed out under the tool (an API error in the log says which CUDA
+  // call failed). A crash or hang with no record of the tool's is no evidence against the candidate (the
+  // instrumentation may be its cause; the row's own run judged the candidate's crashes): the pass could not
+  // run, ERROR.
+  g.evidence = bounds.evidence;
+  g.finding = bounds.finding;
+  std::string why = bounds.summary;
+  for (const SanitizerFinding& f : all)
+    if (f.api_error) {
+      why += "; the tool saw: " + f.kind;
+      break;
+    }
+  const bool stopped = bounds.verdict == Verdict::crash || bounds.verdict == Verdict::timeout;
+  g.verdict = stopped ? Verdict::error : bounds.verdict;
+  g.summary = fmt::format("under compute-sanitizer {}{}: {}", tool,
+                          stopped ? fmt::format(", the bounds gate's calls ended {} with no report of the tool's",
+                                                to_string(bounds.verdict))
+                                  : std::string(),
+                          why);
+  return g;
+}
+
+}  // namespace kgate

@@ -1,0 +1,190 @@
+"""The bounds gate's compute-sanitizer pass in the audit (`--sanitizer`, kernelbench/sanitizer.py), without a GPU:
+numpy rows end to end through `python -m kgate audit`, with a fake compute-sanitizer (KGATE_COMPUTE_SANITIZER)
+that writes a canned log in compute-sanitizer's format (the C++ parser's test log, tests/gpu/sanitizer_logs)
+and then runs the worker it was given, or hangs. The engine's parser, lookup and verdict come through kgate._core."""
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import control_rows, read_jsonl, run_cli, write_corpus
+
+from kgate import _core
+
+FAST = ["--fw", "numpy", "--call-timeout", "10", "--jobs", "2", "--seed", "1234", "--gates", "oracle,bounds"]
+
+# memcheck's report of a write one element past a buffer, then the launch failure it causes (an API error: a
+# consequence, not an access): the C++ parser's test log.
+MEMCHECK_LOG = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "sanitizer_logs",
+                                 "memcheck.log")).read()
+CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+
+# The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`. memcheck: the report above; racecheck: a clean
+# log; synccheck: hangs and never starts the worker. Its first log line (before any record, which the parser
+# skips) says what it was given, for the test to read back from the record's output.
+FAKE = f"""#!{sys.executable}
+import os, sys, time
+args, opts = sys.argv[1:], {{}}
+while args and args[0].startswith("--"):
+    opts[args[0]] = args[1]
+    args = args[2:]
+tool = opts["--tool"]
+if tool == "synccheck":
+    time.sleep(3600)
+with open(opts["--log-file"], "w") as f:
+    f.write("fake tool: " + " ".join(f"{{k}} {{v}}" for k, v in opts.items())
+            + " caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "-") + "\\n")
+    f.write({MEMCHECK_LOG!r} if tool == "memcheck" else {CLEAN_LOG!r})
+os.execv(args[0], args)
+"""
+
+
+def fake_tool(tmp_path):
+    path = tmp_path / "compute-sanitizer"
+    path.write_text(FAKE)
+    path.chmod(0o755)  # kgate-isolate makes the program it starts reachable to the worker's uid
+    return str(path)
+
+
+def gate(rec, name):
+    return next((g for g in rec["gates"] if g["gate"] == name), None)
+
+
+def test_the_tools_are_the_engines_and_a_bad_name_is_one_line_and_exit_2(workdir):
+    assert _core.sanitizer_tools() == ["memcheck", "racecheck", "initcheck", "synccheck"]
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--sanitizer", "memcheck,leakcheck")
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "leakcheck" in r.stderr and "memcheck, racecheck, initcheck, synccheck" in r.stderr
+    assert not (workdir / "out.jsonl").exists()
+
+
+def test_reported_write_fails_the_row_clean_log_passes_hung_tool_errors_and_the_audit_goes_on(workdir, monkeypatch):
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", fake_tool(workdir))
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale", "correct_softmax", "crashes"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--sanitizer", "memcheck,racecheck,synccheck",
+                "--sanitizer-timeout", "8")
+    assert r.returncode == 0, r.stderr
+    recs = read_jsonl(workdir / "out.jsonl")
+    assert len(recs) == 3 and all(x["status"] == "ok" for x in recs), [x.get("message") for x in recs]
+    # a candidate that crashes under the tool costs that pass's verdict, never the run: a crash with no record
+    # of the tool's is no evidence against it (its own run judged the crash)
+    crashed = next(x for x in recs if x["task"] == 3)
+    assert gate(crashed, "bounds")["verdict"] == "CRASH"
+    race = gate(crashed, "bounds/racecheck")
+    assert race["verdict"] == "ERROR" and "ended CRASH with no report of the tool's" in race["summary"], race
+    recs = [x for x in recs if x is not crashed]
+    for rec in recs:
+        assert gate(rec, "bounds")["verdict"] == "PASS"  # the row's own run: the candidate is correct
+        mem = gate(rec, "bounds/memcheck")
+        assert mem["verdict"] == "FAIL", mem
+        assert mem["evidence"]["got"] == "Invalid __global__ write of size 4 bytes"
+        assert "add_kernel(cctl::Vec<const float>" in mem["evidence"]["detail"]
+        assert "1 finding(s) in all" in mem["evidence"]["detail"]  # the API error is no access
+        # memcheck with every guard off: torch's caching allocator too; the worker's log named per start
+        assert "--tool memcheck" in mem["output"] and "caching=1" in mem["output"], mem["output"]
+        assert "kgate-tool-log.0.log" in mem["output"]
+        race = gate(rec, "bounds/racecheck")
+        assert race["verdict"] == "PASS" and "reported nothing" in race["summary"], race
+        assert "caching=-" in race["output"]
+        sync = gate(rec, "bounds/synccheck")
+        assert sync["verdict"] == "ERROR", sync
+        assert "could not run under compute-sanitizer --tool synccheck" in sync["summary"]
+        assert "within 8 s" in sync["summary"], sync["summary"]
+        assert sync["seconds"] < 60, sync["seconds"]
+        # the engine's classification of the merged gates: a memcheck FAIL is the bounds gate's, tolerance-free
+        assert rec["classification"] == "broken", rec
+        assert any(b.startswith("bounds/memcheck: FAIL of a tolerance-free gate") for b in rec["broken_reasons"])
+        assert rec["sanitizer_pass"] == {"tools": ["memcheck", "racecheck", "synccheck"],
+                                         "classification_before": "clean"}
+    rep = run_cli("report", "out.jsonl", cwd=workdir)
+    assert rep.returncode == 0, rep.stderr
+    line = next(l for l in rep.stdout.splitlines() if l.startswith("bounds/memcheck"))
+    assert line.split()[1:4] == ["3", "0", "3"], line  # its own findings, PASS, FAIL
+    assert "ran again under compute-sanitizer" in rep.stdout and ": 3 of 3 (broken 3)" in rep.stdout, rep.stdout
+
+
+def test_a_missing_tool_is_a_skip_that_says_where_it_looked_and_leaves_the_class(workdir, monkeypatch):
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", str(workdir / "no-such-sanitizer"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--sanitizer", "memcheck")
+    assert r.returncode == 0, r.stderr
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    g = gate(rec, "bounds/memcheck")
+    if g["verdict"] != "SKIP" and os.path.exists("/usr/local/cuda/bin/compute-sanitizer"):
+        pytest.skip("compute-sanitizer is installed here")
+    assert g["verdict"] == "SKIP", g
+    assert "not installed" in g["summary"] and str(workdir / "no-such-sanitizer") in g["summary"], g["summary"]
+    assert rec["classification"] == "clean" and "classification_before" not in rec["sanitizer_pass"]
+
+
+def test_without_the_option_there_is_no_pass(workdir):
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST)
+    assert r.returncode == 0, r.stderr
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    assert [g["gate"] for g in rec["gates"] if "/" in g["gate"]] == [] and "sanitizer_pass" not in rec
+
+
+# ---- the pass itself (kernelbench/sanitizer.py) with a stand-in for rowjob._verify_once --------------------
+
+def _row(bounds_seconds=1.0):
+    return {"status": "ok", "classification": "clean", "phases": {"start": 1.0, "build": 0.5},
+            "gates": [{"gate": "bounds", "verdict": "PASS", "seconds": bounds_seconds, "cases": 4}]}
+
+
+def test_memcheck_runs_with_every_guard_off_and_the_other_tools_keep_them(monkeypatch):
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+    seen = []
+
+    def verify_once(spec, fw_name, library, tool=None):
+        seen.append((spec["gates"], library, tool))
+        return {"status": "ok", "gates": [{"gate": "bounds", "verdict": "PASS", "cases": 4}],
+                "tool_logs": [("kgate-tool-log.0.log", CLEAN_LOG)]}
+
+    for tool in ("memcheck", "racecheck"):
+        g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 600}, "numpy", "/lib/guard.so", tool, 0.0, verify_once)
+        assert g["verdict"] == "PASS" and g["gate"] == f"bounds/{tool}", g
+    (gates_m, lib_m, m), (gates_r, lib_r, r) = seen
+    assert gates_m == gates_r == ["bounds"]
+    assert lib_m is None and m["guard_bytes"] == 0 and m["env"] == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    assert lib_r == "/lib/guard.so" and r["guard_bytes"] is None and r["env"] == {}
+    assert m["launch_prefix"][:3] == ["/bin/true", "--tool", "memcheck"] and "{log}" in m["launch_prefix"]
+
+
+def test_a_pass_that_would_overrun_the_row_is_skipped_with_the_reason(monkeypatch):
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+
+    def verify_once(*a, **k):
+        raise AssertionError("the pass must not run")
+
+    rec = _row(bounds_seconds=20.0)
+    g = sanitizer.run(rec, {"seed": "1", "row_timeout": 240}, "numpy", None, "memcheck", 30.0, verify_once)
+    assert g["verdict"] == "SKIP" and g["summary"].startswith("compute-sanitizer memcheck was not run: the row had "
+                                                              "taken 30 s of its 240 s"), g
+    assert rec["gates"][-1] is g
+
+
+def test_the_engine_judges_a_sanitizer_record_as_the_bounds_gate():
+    fail = {"gate": "bounds/memcheck", "verdict": "FAIL", "finding": "sanitizer"}
+    c = _core.classify([{"gate": "oracle", "verdict": "PASS"}, fail])
+    assert c["classification"] == "broken" and c["exit_code"] == 1, c
+    # a crash or hang under the tool with no record of the tool's is no evidence: ERROR, not CRASH
+    crash = json.loads(_core.sanitizer_result("memcheck", [("a.log", CLEAN_LOG)],
+                                              {"gate": "bounds", "verdict": "CRASH", "summary": "SIGSEGV"}, 1))
+    assert crash["verdict"] == "ERROR" and "SIGSEGV" in crash["summary"], crash
+    # the guards' own finding under a tool that keeps them stands
+    guard = json.loads(_core.sanitizer_result("racecheck", [], {"gate": "bounds", "verdict": "FAIL",
+                                                                "summary": "guard", "finding": "guard"}, 1))
+    assert guard["verdict"] == "FAIL" and guard["finding"] == "guard"
+    # the tool always writes its banner: no log at all is a pass that did not run
+    none = json.loads(_core.sanitizer_result("memcheck", [], {"gate": "bounds", "verdict": "PASS", "cases": 3}, 1))
+    assert none["verdict"] == "ERROR" and "wrote no log" in none["summary"], none
+    found = _core.parse_sanitizer_log("memcheck", MEMCHECK_LOG)
+    assert [f["api_error"] for f in found] == [False, True] and found[0]["size"] == 4
