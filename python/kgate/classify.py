@@ -33,6 +33,11 @@ def gate_family(name) -> str:
     return str(name or "").partition("/")[0]
 
 
+def deeper_pass(name) -> bool:
+    """Whether a gate record's `gate` names a gate's deeper pass ("bounds/memcheck"), not the gate itself."""
+    return gate_family(name) != str(name or "")
+
+
 def counted_failure(g: dict) -> bool:
     """A gate record the engine counts against the candidate: a failing verdict, not attributed to another
     gate, not out of the task's domain. A compute-sanitizer pass's failure counts (as its gate family's)."""

@@ -9,7 +9,7 @@ import random
 import time
 from collections import Counter, defaultdict
 
-from .classify import FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, fails_at_scale, gate_family
+from .classify import FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, deeper_pass, fails_at_scale, gate_family
 from .results import _parse_lines, read_results, stem
 
 SCALES = (1, 10, 100, 1000)
@@ -62,7 +62,7 @@ def summary(recs) -> dict:
     kg_reject = lambda r: classification(r) in REJECTS  # noqa: E731
     per_gate = {}
     # the bounds gate's compute-sanitizer passes (bounds/memcheck, ...: kernelbench/sanitizer.py), where run
-    passes = sorted({str(g.get("gate")) for r in aud for g in r.get("gates", []) if "/" in str(g.get("gate"))})
+    passes = sorted({str(g.get("gate")) for r in aud for g in r.get("gates", []) if deeper_pass(g.get("gate"))})
     for g in KGATE_GATES + passes + ["baseline", "public_harness"]:
         c = Counter((gate(r, g) or {}).get("verdict", "-") for r in aud)
         per_gate[g] = c
@@ -104,7 +104,7 @@ def summary(recs) -> dict:
 def sanitizer_ran(rec: dict) -> bool:
     """An audited row with a compute-sanitizer pass that ran (kernelbench/sanitizer.py): a bounds/<tool>
     gate record whose verdict is not SKIP."""
-    return any("/" in str(g.get("gate")) and g.get("verdict") != "SKIP" for g in rec.get("gates", []))
+    return any(deeper_pass(g.get("gate")) and g.get("verdict") != "SKIP" for g in rec.get("gates", []))
 
 
 def unguarded(rec: dict) -> bool:
