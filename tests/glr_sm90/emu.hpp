@@ -212,6 +212,13 @@ inline void cp_async_wait() {}
 
 namespace emu {
 
+// GLR_EMU_BLOCK_ORDER's value where it asks for other than row-major order (launch, below), else null (unset,
+// empty or 0).
+inline const char* block_order() {
+  const char* o = std::getenv("GLR_EMU_BLOCK_ORDER");
+  return o != nullptr && *o != '\0' && std::strcmp(o, "0") != 0 ? o : nullptr;
+}
+
 // Run kernel(args) over grid (gx, gy) with `threads` threads a block (128 unless given; a multiple of 32 up to
 // kMaxThreads, blockDim.x = threads; several warpgroups for producer/consumer kernels); `base` is the kernels'
 // `extern __shared__` array (defined by the test), filled with a poison pattern before each block.
@@ -229,7 +236,7 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
   // the same words in every order; the GPU promises none.
   std::vector<long long> order(static_cast<std::size_t>(gx) * static_cast<std::size_t>(gy));
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<long long>(i);
-  if (const char* o = std::getenv("GLR_EMU_BLOCK_ORDER"); o != nullptr && *o != '\0' && std::strcmp(o, "0") != 0) {
+  if (const char* o = block_order(); o != nullptr) {
     if (std::strcmp(o, "r") == 0) {
       std::reverse(order.begin(), order.end());
     } else {

@@ -1663,8 +1663,7 @@ int main(int argc, char** argv) {
     // With the in-kernel sum asked for (GLR_BWD_GROUP_KERNEL=0, the ctests), a run where no block summed a group
     // checked nothing of it; under a shuffled block order the last arriver must vary, or the order check is vacuous.
     if (!glr::cuda::sm90::bwd_group_kernel() && !glr::cuda::sm90::bwd_chunk_tma()) {
-      const char* order = std::getenv("GLR_EMU_BLOCK_ORDER");
-      const bool shuffled = order != nullptr && *order != '\0' && std::strcmp(order, "0") != 0;
+      const bool shuffled = emu::block_order() != nullptr;
       const bool summed = tiles > 0 && (!shuffled || finishers > 1);
       std::printf("gva: %ld tiles summed in the chunk kernel, finished last by %d distinct group members%s | %s\n", tiles,
                   finishers, shuffled ? " (shuffled block order)" : "", summed ? "PASS" : "FAIL");
