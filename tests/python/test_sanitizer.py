@@ -19,12 +19,21 @@ FAST = ["--fw", "numpy", "--call-timeout", "10", "--jobs", "2", "--seed", "1234"
 MEMCHECK_LOG = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "sanitizer_logs",
                                  "memcheck.log")).read()
 CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+# The whole memcheck log of a correct row on the first GPU run (2026-12-06, H100): the tool gave up waiting for
+# the worker to initialise CUDA (its default --launch-timeout, 10 s) and the worker ran uninstrumented.
+TIMED_OUT_LOG = ("========= COMPUTE-SANITIZER\n"
+                 "========= Error: No attachable process found. compute-sanitizer timed-out.\n"
+                 "========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.\n")
 
-# The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`. memcheck: the report above; racecheck: a clean
-# log; synccheck: hangs and never starts the worker. Its first log line (before any record, which the parser
-# skips) says what it was given, for the test to read back from the record's output.
+# The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`, written as compute-sanitizer writes: its banner
+# when it starts, then the worker runs as its child, then the records and the summary line when the worker has
+# ended. memcheck: the report above; racecheck: a clean log; synccheck: hangs and never starts the worker.
+# mode "timed_out": the banner and the messages of a tool that gave up attaching (TIMED_OUT_LOG), then the
+# worker runs, and no summary. Its first log line (before any record, which the parser skips) says what it was
+# given, for the test to read back from the record's output.
 FAKE = f"""#!{sys.executable}
 import os, sys, time
+MODE = "@MODE@"
 args, opts = sys.argv[1:], {{}}
 while args and args[0].startswith("--"):
     opts[args[0]] = args[1]
@@ -32,17 +41,28 @@ while args and args[0].startswith("--"):
 tool = opts["--tool"]
 if tool == "synccheck":
     time.sleep(3600)
-with open(opts["--log-file"], "w") as f:
-    f.write("fake tool: " + " ".join(f"{{k}} {{v}}" for k, v in opts.items())
-            + " caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "-") + "\\n")
-    f.write({MEMCHECK_LOG!r} if tool == "memcheck" else {CLEAN_LOG!r})
-os.execv(args[0], args)
+def log(text):
+    with open(opts["--log-file"], "a") as f:
+        f.write(text)
+log("fake tool: " + " ".join(f"{{k}} {{v}}" for k, v in opts.items())
+    + " caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "-") + "\\n")
+log({TIMED_OUT_LOG!r} if MODE == "timed_out" else "========= COMPUTE-SANITIZER\\n")
+pid = os.fork()
+if pid == 0:
+    os.execv(args[0], args)
+os.close(int(args[-1]))  # the worker's end of its socket is the worker's alone: it must close when the worker dies
+_, status = os.waitpid(pid, 0)
+if MODE != "timed_out":
+    body = {MEMCHECK_LOG!r} if tool == "memcheck" else {CLEAN_LOG!r}
+    log(body.split("\\n", 1)[1])  # the records and the summary, below the banner
+rc = os.waitstatus_to_exitcode(status)
+os._exit(rc if rc >= 0 else 128 - rc)
 """
 
 
-def fake_tool(tmp_path):
-    path = tmp_path / "compute-sanitizer"
-    path.write_text(FAKE)
+def fake_tool(tmp_path, mode="report"):
+    path = tmp_path / f"compute-sanitizer-{mode}"
+    path.write_text(FAKE.replace("@MODE@", mode))
     path.chmod(0o755)  # kgate-isolate makes the program it starts reachable to the worker's uid
     return str(path)
 
@@ -85,6 +105,8 @@ def test_reported_write_fails_the_row_clean_log_passes_hung_tool_errors_and_the_
         assert "1 finding(s) in all" in mem["evidence"]["detail"]  # the API error is no access
         # memcheck with every guard off: torch's caching allocator too; the worker's log named per start
         assert "--tool memcheck" in mem["output"] and "caching=1" in mem["output"], mem["output"]
+        # the tool waits for the worker's CUDA as long as the pass waits for any request (not its default 10 s)
+        assert "--launch-timeout 8 " in mem["output"], mem["output"]
         assert "kgate-tool-log.0.log" in mem["output"]
         race = gate(rec, "bounds/racecheck")
         assert race["verdict"] == "PASS" and "reported nothing" in race["summary"], race
@@ -188,3 +210,25 @@ def test_the_engine_judges_a_sanitizer_record_as_the_bounds_gate():
     assert none["verdict"] == "ERROR" and "wrote no log" in none["summary"], none
     found = _core.parse_sanitizer_log("memcheck", MEMCHECK_LOG)
     assert [f["api_error"] for f in found] == [False, True] and found[0]["size"] == 4
+
+
+# ---- the first GPU run's failures (2026-12-06, H100), without a GPU -------------------------------------------
+
+def test_a_tool_that_did_not_attach_is_an_error_not_a_finding(workdir, monkeypatch):
+    # The tool's own messages (it timed out waiting for the worker, which then ran uninstrumented) were parsed as
+    # two access findings: a FAIL that made a correct row broken. Now an ERROR naming the tool's words.
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", fake_tool(workdir, "timed_out"))
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--sanitizer", "memcheck", "--sanitizer-timeout", "20")
+    assert r.returncode == 0, r.stderr
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    assert rec["status"] == "ok" and gate(rec, "bounds")["verdict"] == "PASS", rec
+    mem = gate(rec, "bounds/memcheck")
+    assert mem["verdict"] == "ERROR", mem
+    assert mem["summary"].startswith("compute-sanitizer memcheck did not instrument the worker: Error: No attachable "
+                                     "process found. compute-sanitizer timed-out."), mem["summary"]
+    assert not mem.get("evidence") and "Awaiting target completion" in mem["output"]
+    assert [f["tool_error"] for f in _core.parse_sanitizer_log("memcheck", TIMED_OUT_LOG)] == [True, True]
+    # not broken: the pass could not judge, and the engine says so (a counted gate ended ERROR: incomplete)
+    assert rec["classification"] == "incomplete" and rec["broken_reasons"] == [], rec
+    assert rec["sanitizer_pass"] == {"tools": ["memcheck"], "classification_before": "clean"}

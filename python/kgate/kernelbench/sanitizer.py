@@ -90,7 +90,9 @@ def run(rec: dict, spec: dict, fw_name: str, library: str | None, tool: str, ela
 def _run_under(rec, spec, fw_name, library, tool, exe, timeout, verify_once) -> dict:
     from .. import _core
     memcheck = tool == "memcheck"
-    under = {"launch_prefix": _core.sanitizer_launch_prefix(exe, tool, "{log}"), "timeout": timeout,
+    # `timeout`: every request of the worker under the tool, and the tool's --launch-timeout (how long it waits
+    # for the worker to initialise CUDA: its own default, 10 s, was too short on the first GPU run)
+    under = {"launch_prefix": _core.sanitizer_launch_prefix(exe, tool, "{log}", timeout), "timeout": timeout,
              # memcheck: every guard off (the module's docstring says why)
              "guard_bytes": 0 if memcheck else None,
              "env": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} if memcheck else {}}
