@@ -5,6 +5,7 @@ and then runs the worker it was given, or hangs. The engine's parser, lookup and
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -232,3 +233,90 @@ def test_a_tool_that_did_not_attach_is_an_error_not_a_finding(workdir, monkeypat
     # not broken: the pass could not judge, and the engine says so (a counted gate ended ERROR: incomplete)
     assert rec["classification"] == "incomplete" and rec["broken_reasons"] == [], rec
     assert rec["sanitizer_pass"] == {"tools": ["memcheck"], "classification_before": "clean"}
+
+
+def _worker_did_not_answer_build(*a, **k):
+    from kgate.kernelbench.client import WorkerDied
+    raise WorkerDied("timeout", "no answer to build within 180 s", "", request="build", limit=180.0)
+
+
+def _audited_row():
+    return {"type": "row", "key": "k", "status": "ok", "classification": "clean", "broken_reasons": [],
+            "phases": {"start": 1.0, "build": 0.5}, "guard_allocator": "off: caching allocator",
+            "gates": [{"gate": "oracle", "verdict": "PASS"},
+                      {"gate": "bounds", "verdict": "PASS", "seconds": 0.1, "cases": 4},
+                      {"gate": "coverage", "verdict": "PASS", "seconds": 0.1}]}
+
+
+def test_a_second_run_that_raises_is_the_pass_error_and_the_row_stays_ok(monkeypatch):
+    # correct_linear: under memcheck the worker did not answer its build request; client.WorkerDied went up
+    # through sanitizer.run and the row driver died (status driver_crash, 13 gates' verdicts lost).
+    from kgate.kernelbench import rowjob
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+    monkeypatch.setattr(rowjob, "_verify_once", _worker_did_not_answer_build)
+    emitted = []
+    monkeypatch.setattr(rowjob, "emit", emitted.append)
+    rec = _audited_row()
+    rowjob._sanitizer_passes(rec, {"key": "k", "seed": "1", "row_timeout": 600, "sanitizer": ["memcheck", "racecheck"],
+                                   "sanitizer_timeout": 180}, "numpy", None, time.monotonic())
+    assert rec["status"] == "ok"
+    for tool in ("memcheck", "racecheck"):
+        g = gate(rec, f"bounds/{tool}")
+        assert g["verdict"] == "ERROR", g
+        assert g["summary"] == f"the worker under compute-sanitizer {tool} did not answer its build request within 180 s"
+    assert rec["classification"] != "broken" and rec["broken_reasons"] == []
+    assert [e["type"] for e in emitted] == ["gate_start", "gate", "gate_start", "gate"]
+
+
+def test_anything_else_a_pass_raises_is_its_error_too(monkeypatch):
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+
+    def verify_once(*a, **k):
+        raise OSError("no space left on device")
+
+    rec = _row()
+    g = sanitizer.run(rec, {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0, verify_once)
+    assert g["verdict"] == "ERROR" and "OSError: no space left on device" in g["summary"], g
+    assert rec["gates"][-1] is g and rec["status"] == "ok"
+
+
+def test_the_guard_allocators_second_pass_that_raises_leaves_the_row_as_it_was(monkeypatch):
+    # the same hole in the guard allocator's second pass (also through _verify_once), closed by the same helper
+    from kgate.kernelbench import rowjob
+    monkeypatch.setattr(rowjob, "_verify_once", _worker_did_not_answer_build)
+    rec = _audited_row()
+    rowjob._guarded_pass(rec, {"key": "k", "seed": "1", "gates": ["oracle", "bounds", "coverage"]}, "numpy",
+                         "/lib/guard.so")
+    assert rec["status"] == "ok" and rec["classification"] == "clean"
+    assert rec["guarded_pass"]["merged"] is False
+    assert "the pass's worker did not answer its build request within 180 s" in rec["guarded_pass"]["why"], rec
+    assert [g["verdict"] for g in rec["gates"]] == ["PASS", "PASS", "PASS"]
+
+
+def test_the_pass_timeout_is_the_tools_launch_timeout_and_fits_the_row(monkeypatch):
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+    seen = []
+
+    def verify_once(spec, fw_name, library, tool=None):
+        seen.append(tool)
+        return {"status": "ok", "gates": [{"gate": "bounds", "verdict": "PASS", "cases": 4}],
+                "tool_logs": [("kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")]}
+
+    g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 600, "sanitizer_timeout": 180}, "numpy", None, "memcheck",
+                      0.0, verify_once)
+    assert g["verdict"] == "PASS", g
+    prefix = seen[-1]["launch_prefix"]
+    assert seen[-1]["timeout"] == 180 and prefix[prefix.index("--launch-timeout") + 1] == "180", seen[-1]
+    # 100 s of a 200 s row taken: one hung request may take what is left (less 30 s), not the whole 180 s
+    g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 200, "sanitizer_timeout": 180}, "numpy", None, "memcheck",
+                      100.0, verify_once)
+    prefix = seen[-1]["launch_prefix"]
+    assert seen[-1]["timeout"] == 70 and prefix[prefix.index("--launch-timeout") + 1] == "70", seen[-1]
+    assert "70 s per request (what was left of the row's time limit)" in g["pass"], g["pass"]
+    # a log without the tool's summary (it did not see the worker to its end) is no PASS
+    g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0,
+                      lambda *a, **k: {**verify_once(*a, **k),
+                                       "tool_logs": [("kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n")]})
+    assert g["verdict"] == "ERROR" and "ends without its summary" in g["summary"], g
