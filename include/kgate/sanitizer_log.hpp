@@ -26,27 +26,48 @@ struct SanitizerFinding {
   std::int64_t size = 0;  // access size in bytes where given
   std::string where;    // "by thread (3,0,0) in block (255,0,0)" and the nearest-allocation line
   bool api_error = false;  // "Program hit cudaError... on CUDA API call": a consequence, not an access
+  // The tool's own message about itself, not a report about the program: it could not attach to the worker,
+  // timed out waiting for it, failed inside ("Internal Sanitizer Error"), ... (sanitizer_tool_message says
+  // which). The worker then ran uninstrumented, or only partly: no verdict can be drawn from the log.
+  bool tool_error = false;
   std::string text;     // the record as printed
 };
 
 // Parses a compute-sanitizer log (with or without the "========= " prefix). Host backtraces are dropped.
+// The tool's messages about itself are records with tool_error set; its banner and summary are no records.
 std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const std::string& log);
+
+// Whether one top-level line of a log (without the "========= " prefix) is the tool's message about itself
+// rather than a report about the program (the rule, and the messages it knows, are in sanitizer_log.cpp).
+bool sanitizer_tool_message(const std::string& line);
+
+// Whether a log holds the summary the tool prints when the program it watched exits ("ERROR SUMMARY: ..."
+// for memcheck, initcheck and synccheck, "RACECHECK SUMMARY: ..." for racecheck): the tool saw the worker
+// to its end. A log without one was cut (the tool was killed, or is still waiting for a target it never
+// attached to).
+bool sanitizer_log_has_summary(const std::string& log);
 
 // The compute-sanitizer executable: $KGATE_COMPUTE_SANITIZER, then PATH, then $CUDA_HOME/bin,
 // /usr/local/cuda/bin and the folder of nvcc. nullopt (and where it looked, in `looked`) when absent.
 std::optional<std::string> find_compute_sanitizer(std::string* looked = nullptr);
 
 // The words a worker starts under: the tool, writing its report to `log_file` (not to the worker's output,
-// which the candidate writes too), about the worker alone.
+// which the candidate writes too), about the worker alone, waiting up to `launch_timeout_seconds` (the pass's
+// per-request timeout, rounded up to whole seconds, at least 1) for the worker to initialise CUDA: the
+// tool's own default, 10 s, is shorter than a Python worker's imports on a busy machine, and a tool that
+// gives up lets the worker run uninstrumented.
 std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const std::string& tool,
-                                                 const std::string& log_file);
+                                                 const std::string& log_file, double launch_timeout_seconds);
 
 // The result named "bounds/<tool>" of the bounds gate's calls run under the tool: `logs` (name, text) are
 // the tool's logs, one per worker it started, `bounds` the bounds gate's own result in that run. FAIL with
 // the first access the tool reported as evidence (every one listed in the detail); else the bounds gate's
-// verdict under the tool (PASS when it passed and the tool reported nothing; ERROR when it passed and the
-// tool left no log at all; FAIL when its guards caught a write), except that a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass could not run),
-// saying what the tool saw of it. `seed` is the run seed, for evidence the bounds gate did not give. The
+// verdict under the tool (PASS when it passed, the tool reported nothing and every log ends with the tool's
+// summary; ERROR when it passed and the tool left no log at all, or a log without its summary; FAIL when its
+// guards caught a write), except that a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass
+// could not run), saying what the tool saw of it. Before all of these: a log holding the tool's message
+// about itself (tool_error: it did not attach, timed out, failed inside) is ERROR whatever the bounds gate
+// said ("compute-sanitizer <tool> did not instrument the worker: <the message>"), never PASS or FAIL. `seed` is the run seed, for evidence the bounds gate did not give. The
 // caller sets `seconds`.
 GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair<std::string, std::string>>& logs,
                             const GateResult& bounds, std::uint64_t seed);

@@ -780,8 +780,9 @@ NB_MODULE(_core, m) {
       },
       "(path or None, where it looked): $KGATE_COMPUTE_SANITIZER, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, "
       "the folder of nvcc");
-  m.def("sanitizer_launch_prefix", &sanitizer_launch_prefix, "exe"_a, "tool"_a, "log_file"_a,
-        "the words a worker starts under for the pass (the tool, its log file, the worker alone)");
+  m.def("sanitizer_launch_prefix", &sanitizer_launch_prefix, "exe"_a, "tool"_a, "log_file"_a, "launch_timeout"_a,
+        "the words a worker starts under for the pass (the tool, its log file, the worker alone, and "
+        "--launch-timeout: `launch_timeout`, the pass's per-request seconds, rounded up)");
   m.def(
       "parse_sanitizer_log",
       [](const std::string& tool, const std::string& log) {
@@ -795,6 +796,7 @@ NB_MODULE(_core, m) {
           d["size"] = f.size;
           d["where"] = f.where;
           d["api_error"] = f.api_error;
+          d["tool_error"] = f.tool_error;
           d["text"] = f.text;
           out.append(d);
         }

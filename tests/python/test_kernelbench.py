@@ -399,7 +399,7 @@ def _fake_runs(monkeypatch, guarded, caching_bounds="PASS"):
     from kgate.kernelbench import rowjob as rj
     calls = []
 
-    def once(spec, fw_name, library, hold_cudnn_benchmark=False):
+    def once(spec, fw_name, library, hold_cudnn_benchmark=False, partial=None):
         calls.append((library, spec.get("gates"), hold_cudnn_benchmark))
         if library and not hold_cudnn_benchmark:
             return {"status": "ok", "allocator_unsupported": "baseline", "seconds": 1.5,
@@ -529,8 +529,8 @@ def test_no_second_pass_where_it_would_not_fit_in_the_rows_time_limit(monkeypatc
     calls = _fake_runs(monkeypatch, lambda spec: {"gates": [_gate("coverage"), _gate("bounds")]})
     real = rj._verify_once
 
-    def slow(spec, fw_name, library, hold_cudnn_benchmark=False):
-        rec = real(spec, fw_name, library, hold_cudnn_benchmark)
+    def slow(spec, fw_name, library, hold_cudnn_benchmark=False, partial=None):
+        rec = real(spec, fw_name, library, hold_cudnn_benchmark, partial=partial)
         if library is None:
             rec["phases"] = {"start": 100.0, "build": 20.0}
         return rec

@@ -5,6 +5,7 @@ and then runs the worker it was given, or hangs. The engine's parser, lookup and
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -19,12 +20,21 @@ FAST = ["--fw", "numpy", "--call-timeout", "10", "--jobs", "2", "--seed", "1234"
 MEMCHECK_LOG = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "sanitizer_logs",
                                  "memcheck.log")).read()
 CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+# The whole memcheck log of a correct row on the first GPU run (2026-12-06, H100): the tool gave up waiting for
+# the worker to initialise CUDA (its default --launch-timeout, 10 s) and the worker ran uninstrumented.
+TIMED_OUT_LOG = ("========= COMPUTE-SANITIZER\n"
+                 "========= Error: No attachable process found. compute-sanitizer timed-out.\n"
+                 "========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.\n")
 
-# The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`. memcheck: the report above; racecheck: a clean
-# log; synccheck: hangs and never starts the worker. Its first log line (before any record, which the parser
-# skips) says what it was given, for the test to read back from the record's output.
+# The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`, written as compute-sanitizer writes: its banner
+# when it starts, then the worker runs as its child, then the records and the summary line when the worker has
+# ended. memcheck: the report above; racecheck: a clean log; synccheck: hangs and never starts the worker.
+# mode "timed_out": the banner and the messages of a tool that gave up attaching (TIMED_OUT_LOG), then the
+# worker runs, and no summary. Its first log line (before any record, which the parser skips) says what it was
+# given, for the test to read back from the record's output.
 FAKE = f"""#!{sys.executable}
 import os, sys, time
+MODE = "@MODE@"
 args, opts = sys.argv[1:], {{}}
 while args and args[0].startswith("--"):
     opts[args[0]] = args[1]
@@ -32,17 +42,28 @@ while args and args[0].startswith("--"):
 tool = opts["--tool"]
 if tool == "synccheck":
     time.sleep(3600)
-with open(opts["--log-file"], "w") as f:
-    f.write("fake tool: " + " ".join(f"{{k}} {{v}}" for k, v in opts.items())
-            + " caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "-") + "\\n")
-    f.write({MEMCHECK_LOG!r} if tool == "memcheck" else {CLEAN_LOG!r})
-os.execv(args[0], args)
+def log(text):
+    with open(opts["--log-file"], "a") as f:
+        f.write(text)
+log("fake tool: " + " ".join(f"{{k}} {{v}}" for k, v in opts.items())
+    + " caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "-") + "\\n")
+log({TIMED_OUT_LOG!r} if MODE == "timed_out" else "========= COMPUTE-SANITIZER\\n")
+pid = os.fork()
+if pid == 0:
+    os.execv(args[0], args)
+os.close(int(args[-1]))  # the worker's end of its socket is the worker's alone: it must close when the worker dies
+_, status = os.waitpid(pid, 0)
+if MODE != "timed_out":
+    body = {MEMCHECK_LOG!r} if tool == "memcheck" else {CLEAN_LOG!r}
+    log(body.split("\\n", 1)[1])  # the records and the summary, below the banner
+rc = os.waitstatus_to_exitcode(status)
+os._exit(rc if rc >= 0 else 128 - rc)
 """
 
 
-def fake_tool(tmp_path):
-    path = tmp_path / "compute-sanitizer"
-    path.write_text(FAKE)
+def fake_tool(tmp_path, mode="report"):
+    path = tmp_path / f"compute-sanitizer-{mode}"
+    path.write_text(FAKE.replace("@MODE@", mode))
     path.chmod(0o755)  # kgate-isolate makes the program it starts reachable to the worker's uid
     return str(path)
 
@@ -85,6 +106,8 @@ def test_reported_write_fails_the_row_clean_log_passes_hung_tool_errors_and_the_
         assert "1 finding(s) in all" in mem["evidence"]["detail"]  # the API error is no access
         # memcheck with every guard off: torch's caching allocator too; the worker's log named per start
         assert "--tool memcheck" in mem["output"] and "caching=1" in mem["output"], mem["output"]
+        # the tool waits for the worker's CUDA as long as the pass waits for any request (not its default 10 s)
+        assert "--launch-timeout 8 " in mem["output"], mem["output"]
         assert "kgate-tool-log.0.log" in mem["output"]
         race = gate(rec, "bounds/racecheck")
         assert race["verdict"] == "PASS" and "reported nothing" in race["summary"], race
@@ -188,3 +211,112 @@ def test_the_engine_judges_a_sanitizer_record_as_the_bounds_gate():
     assert none["verdict"] == "ERROR" and "wrote no log" in none["summary"], none
     found = _core.parse_sanitizer_log("memcheck", MEMCHECK_LOG)
     assert [f["api_error"] for f in found] == [False, True] and found[0]["size"] == 4
+
+
+# ---- the first GPU run's failures (2026-12-06, H100), without a GPU -------------------------------------------
+
+def test_a_tool_that_did_not_attach_is_an_error_not_a_finding(workdir, monkeypatch):
+    # The tool's own messages (it timed out waiting for the worker, which then ran uninstrumented) were parsed as
+    # two access findings: a FAIL that made a correct row broken. Now an ERROR naming the tool's words.
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", fake_tool(workdir, "timed_out"))
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--sanitizer", "memcheck", "--sanitizer-timeout", "20")
+    assert r.returncode == 0, r.stderr
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    assert rec["status"] == "ok" and gate(rec, "bounds")["verdict"] == "PASS", rec
+    mem = gate(rec, "bounds/memcheck")
+    assert mem["verdict"] == "ERROR", mem
+    assert mem["summary"].startswith("compute-sanitizer memcheck did not instrument the worker: Error: No attachable "
+                                     "process found. compute-sanitizer timed-out."), mem["summary"]
+    assert not mem.get("evidence") and "Awaiting target completion" in mem["output"]
+    assert [f["tool_error"] for f in _core.parse_sanitizer_log("memcheck", TIMED_OUT_LOG)] == [True, True]
+    # not broken: the pass could not judge, and the engine says so (a counted gate ended ERROR: incomplete)
+    assert rec["classification"] == "incomplete" and rec["broken_reasons"] == [], rec
+    assert rec["sanitizer_pass"] == {"tools": ["memcheck"], "classification_before": "clean"}
+
+
+def _worker_did_not_answer_build(*a, **k):
+    from kgate.kernelbench.client import WorkerDied
+    raise WorkerDied("timeout", "no answer to build within 180 s", "", request="build", limit=180.0)
+
+
+def _audited_row():
+    return {"type": "row", "key": "k", "status": "ok", "classification": "clean", "broken_reasons": [],
+            "phases": {"start": 1.0, "build": 0.5}, "guard_allocator": "off: caching allocator",
+            "gates": [{"gate": "oracle", "verdict": "PASS"},
+                      {"gate": "bounds", "verdict": "PASS", "seconds": 0.1, "cases": 4},
+                      {"gate": "coverage", "verdict": "PASS", "seconds": 0.1}]}
+
+
+def test_a_second_run_that_raises_is_the_pass_error_and_the_row_stays_ok(monkeypatch):
+    # correct_linear: under memcheck the worker did not answer its build request; client.WorkerDied went up
+    # through sanitizer.run and the row driver died (status driver_crash, 13 gates' verdicts lost).
+    from kgate.kernelbench import rowjob
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+    monkeypatch.setattr(rowjob, "_verify_once", _worker_did_not_answer_build)
+    emitted = []
+    monkeypatch.setattr(rowjob, "emit", emitted.append)
+    rec = _audited_row()
+    rowjob._sanitizer_passes(rec, {"key": "k", "seed": "1", "row_timeout": 600, "sanitizer": ["memcheck", "racecheck"],
+                                   "sanitizer_timeout": 180}, "numpy", None, time.monotonic())
+    assert rec["status"] == "ok"
+    for tool in ("memcheck", "racecheck"):
+        g = gate(rec, f"bounds/{tool}")
+        assert g["verdict"] == "ERROR", g
+        assert g["summary"] == f"the worker under compute-sanitizer {tool} did not answer its build request within 180 s"
+    assert rec["classification"] != "broken" and rec["broken_reasons"] == []
+    assert [e["type"] for e in emitted] == ["gate_start", "gate", "gate_start", "gate"]
+
+
+def test_anything_else_a_pass_raises_is_its_error_too(monkeypatch):
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+
+    def verify_once(*a, **k):
+        raise OSError("no space left on device")
+
+    rec = _row()
+    g = sanitizer.run(rec, {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0, verify_once)
+    assert g["verdict"] == "ERROR" and "OSError: no space left on device" in g["summary"], g
+    assert rec["gates"][-1] is g and rec["status"] == "ok"
+
+
+def test_the_guard_allocators_second_pass_that_raises_leaves_the_row_as_it_was(monkeypatch):
+    # the same hole in the guard allocator's second pass (also through _verify_once), closed by the same helper
+    from kgate.kernelbench import rowjob
+    monkeypatch.setattr(rowjob, "_verify_once", _worker_did_not_answer_build)
+    rec = _audited_row()
+    rowjob._guarded_pass(rec, {"key": "k", "seed": "1", "gates": ["oracle", "bounds", "coverage"]}, "numpy",
+                         "/lib/guard.so")
+    assert rec["status"] == "ok" and rec["classification"] == "clean"
+    assert rec["guarded_pass"]["merged"] is False
+    assert "the pass's worker did not answer its build request within 180 s" in rec["guarded_pass"]["why"], rec
+    assert [g["verdict"] for g in rec["gates"]] == ["PASS", "PASS", "PASS"]
+
+
+def test_the_pass_timeout_is_the_tools_launch_timeout_and_fits_the_row(monkeypatch):
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+    seen = []
+
+    def verify_once(spec, fw_name, library, tool=None):
+        seen.append(tool)
+        return {"status": "ok", "gates": [{"gate": "bounds", "verdict": "PASS", "cases": 4}],
+                "tool_logs": [("kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")]}
+
+    g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 600, "sanitizer_timeout": 180}, "numpy", None, "memcheck",
+                      0.0, verify_once)
+    assert g["verdict"] == "PASS", g
+    prefix = seen[-1]["launch_prefix"]
+    assert seen[-1]["timeout"] == 180 and prefix[prefix.index("--launch-timeout") + 1] == "180", seen[-1]
+    # 100 s of a 200 s row taken: one hung request may take what is left (less 30 s), not the whole 180 s
+    g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 200, "sanitizer_timeout": 180}, "numpy", None, "memcheck",
+                      100.0, verify_once)
+    prefix = seen[-1]["launch_prefix"]
+    assert seen[-1]["timeout"] == 70 and prefix[prefix.index("--launch-timeout") + 1] == "70", seen[-1]
+    assert "70 s per request (what was left of the row's time limit)" in g["pass"], g["pass"]
+    # a log without the tool's summary (it did not see the worker to its end) is no PASS
+    g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0,
+                      lambda *a, **k: {**verify_once(*a, **k),
+                                       "tool_logs": [("kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n")]})
+    assert g["verdict"] == "ERROR" and "ends without its summary" in g["summary"], g

@@ -27,11 +27,15 @@ TOOL_GRACE_SECONDS = 30.0
 
 
 class WorkerDied(Exception):
-    def __init__(self, kind: str, detail: str, output: str = ""):
+    def __init__(self, kind: str, detail: str, output: str = "", *, request: str | None = None,
+                 limit: float | None = None, how: str | None = None):
         super().__init__(f"{kind}: {detail}")
         self.kind = kind          # "crash" or "timeout"
         self.detail = detail
         self.output = output
+        self.request = request    # the request it died in or did not answer ("init", "build", ...), where known
+        self.limit = limit        # a timeout's seconds
+        self.how = how            # a crash's signal or exit status, where known
 
 
 def _signal_name(rc: int) -> str:
@@ -233,7 +237,8 @@ class Candidate:
             while True:
                 if not self.conn.poll(limit):
                     self.kill()
-                    raise WorkerDied("timeout", f"no answer to {what} within {limit:.0f} s", self.output_tail())
+                    raise WorkerDied("timeout", f"no answer to {what} within {limit:.0f} s", self.output_tail(),
+                                     request=what, limit=limit)
                 reply = wire.recv(self.conn, sink)
                 if steps > 0 and isinstance(reply, dict) and set(reply) == {"progress"}:
                     steps -= 1
@@ -245,7 +250,7 @@ class Candidate:
             rc = self.proc.wait() if self.proc else -1
             self.kill()
             raise WorkerDied("crash", f"the worker died during {msg['op']} ({_signal_name(rc)})",
-                             self.output_tail()) from None
+                             self.output_tail(), request=msg["op"], how=_signal_name(rc)) from None
         if reply.get("fatal"):
             self.kill()
         return reply

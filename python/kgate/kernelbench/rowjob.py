@@ -198,11 +198,48 @@ def _sanitizer_passes(rec, spec, fw_name, library, t0: float):
     guarded = str(rec.get("guard_allocator") or "").startswith(("guard allocator", "on for"))
     for tool in tools:
         emit({"type": "gate_start", "key": spec["key"], "gate": f"bounds/{tool}"})
+        who = f"the worker under compute-sanitizer {tool}"
         g = sanitizer.run(rec, spec, fw_name, library if guarded else None, tool, time.monotonic() - t0,
-                          _verify_once)
+                          lambda *a, **k: _verify_again(*a, who=who, **k))
         emit({"type": "gate", "key": spec["key"], **g})
     before = _reclassify(rec)
     rec["sanitizer_pass"] = {"tools": tools, **({"classification_before": before} if before else {})}
+
+
+# The status of a second run (_verify_again) that ended with an exception instead of a record.
+SECOND_RUN_FAILED = "second_run_failed"
+
+
+def _verify_again(spec, fw_name, library, *, who: str, **kw) -> dict:
+    """A second run of some of the row's gates (_verify_once), for the guard allocator's pass and the
+    compute-sanitizer pass: it must never cost the row the verdicts of its first run. Any exception of that
+    run (the worker died or did not answer a request, client.WorkerDied: e.g. a build under memcheck past the
+    pass's timeout on the first GPU run, 2026-12-06; or anything else) ends it as a record with status
+    SECOND_RUN_FAILED and a one-line message naming the request (second_run_failure; `who` names the worker),
+    beside what the run had gathered (the tool's logs). The callers keep the row as it was and say why."""
+    partial: dict = {}
+    try:
+        return _verify_once(spec, fw_name, library, partial=partial, **kw)
+    except Exception as e:  # noqa: BLE001 - the row's first run stands; the reason is in the record
+        rec = partial.get("rec") or {"gates": []}
+        rec["status"] = SECOND_RUN_FAILED
+        rec["message"] = second_run_failure(e, who)
+        rec["traceback"] = traceback.format_exc()[-3000:]
+        return rec
+
+
+def second_run_failure(e: BaseException, who: str) -> str:
+    """One line for a second run that ended with `e`: "<who> did not answer its build request within 180 s",
+    "<who> died during its init request (SIGSEGV)", or the exception's type and first line."""
+    from .client import WorkerDied
+    if isinstance(e, WorkerDied):
+        if e.kind == "timeout" and e.request:
+            return f"{who} did not answer its {e.request} request within {e.limit or 0:.0f} s"
+        if e.request:
+            return f"{who} died during its {e.request} request ({e.how or e.detail})"
+        return f"{who}: {e.kind}: {e.detail}"[:500]
+    first = (str(e).splitlines() or [""])[0]
+    return f"{who}: the run ended with {type(e).__name__}: {first}"[:500]
 
 
 def _needs_fallback(rec) -> bool:
@@ -241,7 +278,8 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
         rec["guarded_pass"] = {"gates": gates, "merged": False, "why": why}
         rec["guard_allocator"] += f"; a second pass of {names} with the guard allocator and {CUDNN_HELD} {why}"
         return
-    second = _verify_once({**spec, "gates": gates}, fw_name, library, hold_cudnn_benchmark=True)
+    second = _verify_again({**spec, "gates": gates}, fw_name, library, hold_cudnn_benchmark=True,
+                           who="the pass's worker")
     info = {"gates": gates, "seconds": second.get("seconds"), "guard_allocator": second.get("guard_allocator"),
             "cudnn_benchmark": "held off (False after the candidate's import and before every build and call)"}
     got = {g.get("gate"): g for g in second.get("gates", []) if g.get("gate") in gates}
@@ -251,6 +289,8 @@ def _guarded_pass(rec, spec, fw_name, library, elapsed: float = 0.0):
         why = (f"failed the same way (\"{ALLOCATOR_UNSUPPORTED} ...\") with {CUDNN_HELD} before every call: "
                "the candidate turns it on again itself, or something else asks the allocator for what it cannot "
                "answer")
+    elif second.get("status") == SECOND_RUN_FAILED:
+        why = f"failed: {second.get('message')}"
     elif second.get("status") != "ok":
         why = f"ended {second.get('status')}: {str(second.get('message', ''))[:500]}"
     elif not note.startswith("guard allocator"):
@@ -307,11 +347,13 @@ def _reclassify(rec) -> str | None:
     return before if before != rec["classification"] else None
 
 
-def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False, tool=None):
+def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False, tool=None, partial=None):
     """One run of the row's gates in a fresh worker. `tool`: the worker starts under a wrapper tool (the
-    compute-sanitizer pass, sanitizer.py): {launch_prefix, timeout (every request), guard_bytes, env}; its
-    gates are not reported as they run (the pass reports its own record), and its logs come back in the
-    record's "tool_logs"."""
+    compute-sanitizer pass, sanitizer.py): {launch_prefix, timeout (every request: the worker's init and
+    build too, which under memcheck instrument every module loaded), guard_bytes, env}; its gates are not
+    reported as they run (the pass reports its own record), and its logs come back in the record's
+    "tool_logs". `partial` (a dict) gets the record as it is built, under "rec", for a caller that must
+    keep what a run that raised had gathered (_verify_again)."""
     from .. import _core, isolation
     from .client import Candidate, WorkerDied
     from . import casemem
@@ -329,6 +371,8 @@ def _verify_once(spec, fw_name, library, hold_cudnn_benchmark=False, tool=None):
     rec = {"type": "row", "key": spec["key"], "sha": spec["sha"], "file": spec.get("file"),
            "level": row.get("level_id"), "task": row.get("task_id"), "seed": f"{seed:016x}", "fw": fw_name,
            "gates": [], "status": "ok", "needs_compile": spec.get("needs_compile", False)}
+    if partial is not None:
+        partial["rec"] = rec
     t0 = time.monotonic()
     tool = tool or {}
     call_timeout = tool.get("timeout") or spec.get("call_timeout", 60)

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,7 +70,54 @@ std::string excerpt(const std::string& s, std::size_t limit) {
   return s.size() <= limit ? s : s.substr(0, limit) + fmt::format("\n... ({} more bytes)", s.size() - limit);
 }
 
+// A top-level line of a log without the "========= " prefix, or nullopt for a line of the program's own
+// output (the log mixed with it) or a continuation line of a record (indented).
+std::optional<std::string> top_line(std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (!starts_with(line, "=========")) return std::nullopt;
+  line = line.substr(9);
+  if (!line.empty() && line[0] == ' ') line = line.substr(1);
+  if (line.empty() || line[0] == ' ') return std::nullopt;
+  return line;
+}
+
 }  // namespace
+
+// The tool's messages about itself, as compute-sanitizer prints them at the top level of its log (some after
+// "Error: "), each meaning that it did not watch the worker, or not to its end:
+//   Error: No attachable process found. compute-sanitizer timed-out.
+//   Default timeout can be adjusted with --launch-timeout. Awaiting target completion.
+//     (the worker did not initialise CUDA within --launch-timeout; it then runs uninstrumented. Both lines
+//     were the whole memcheck log of a correct row on the first GPU run, 2026-12-06, H100)
+//   Error: Target application terminated before first instrumented API call
+//   Internal Sanitizer Error: ...
+//   Error: Unable to ... / Error: Could not ... / Error: Failed to ... / Error: ... not supported ...
+// Reports about the program stay findings however they begin: racecheck's "Error: Race reported between
+// Write access ..." and "ERROR: Potential WAR hazard detected ...", memcheck's "Invalid __global__ write ...",
+// an API error's "Program hit cudaError...".
+bool sanitizer_tool_message(const std::string& line) {
+  const std::string s = ltrim(line);
+  if (starts_with(s, "Internal Sanitizer Error")) return true;
+  for (std::string_view m : {"No attachable process found", "compute-sanitizer timed-out",
+                             "Default timeout can be adjusted", "Awaiting target completion",
+                             "Target application terminated before first instrumented API call"})
+    if (s.find(m) != std::string::npos) return true;
+  if (starts_with(s, "Error: ") && !starts_with(s, "Error: Race reported")) {
+    for (std::string_view m : {"Unable to", "Could not", "Failed to", "not supported"})
+      if (s.find(m, 7) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool sanitizer_log_has_summary(const std::string& log) {
+  std::istringstream lines(log);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const std::optional<std::string> top = top_line(line);
+    if (top && (starts_with(*top, "ERROR SUMMARY:") || starts_with(*top, "RACECHECK SUMMARY:"))) return true;
+  }
+  return false;
+}
 
 std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const std::string& log) {
   static const std::regex size_re(R"(of size (\d+) bytes?)");
@@ -92,9 +141,18 @@ std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const
     if (top) {
       in_backtrace = false;
       in_record = false;
+      if (sanitizer_tool_message(trimmed)) {  // the tool about itself: no access, and no verdict either
+        SanitizerFinding f;
+        f.tool = tool;
+        f.kind = trimmed;
+        f.text = trimmed;
+        f.tool_error = true;
+        out.push_back(std::move(f));
+        in_record = true;
+        continue;
+      }
       if (starts_with(trimmed, "COMPUTE-SANITIZER") || trimmed.find("SUMMARY") != std::string::npos ||
-          starts_with(trimmed, "Target application") || starts_with(trimmed, "This tool") ||
-          starts_with(trimmed, "Internal Sanitizer"))
+          starts_with(trimmed, "Target application") || starts_with(trimmed, "This tool"))
         continue;
       SanitizerFinding f;
       f.tool = tool;
@@ -116,6 +174,7 @@ std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const
     }
     SanitizerFinding& f = out.back();
     f.text += "\n" + trimmed;
+    if (f.tool_error) continue;
     std::smatch m;
     if (f.kernel.empty() && (starts_with(trimmed, "at ") || starts_with(trimmed, "and ")))
       if (const std::size_t at = trimmed.find("at "); at != std::string::npos) f.kernel = function_in(trimmed.substr(at + 3));
@@ -161,8 +220,12 @@ std::optional<std::string> find_compute_sanitizer(std::string* looked) {
 }
 
 std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const std::string& tool,
-                                                 const std::string& log_file) {
-  return {exe, "--tool", tool, "--log-file", log_file, "--print-limit", "100", "--target-processes", "application-only"};
+                                                 const std::string& log_file, double launch_timeout_seconds) {
+  // Whole seconds, rounded up; at least 1 (0 would be the tool's "no limit"), at most a day.
+  const double t = std::isfinite(launch_timeout_seconds) ? launch_timeout_seconds : 86400.0;
+  const long seconds = static_cast<long>(std::clamp(std::ceil(t), 1.0, 86400.0));
+  return {exe, "--tool", tool, "--log-file", log_file, "--print-limit", "100", "--target-processes", "application-only",
+          "--launch-timeout", std::to_string(seconds)};
 }
 
 GateResult sanitizer_missing(const std::string& tool, const std::string& looked) {
@@ -187,9 +250,27 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
   std::vector<SanitizerFinding> all;
   for (const auto& [name, text] : logs)
     for (SanitizerFinding& f : parse_sanitizer_log(tool, text)) all.push_back(std::move(f));
-  std::vector<SanitizerFinding> accesses;
-  for (const SanitizerFinding& f : all)
-    if (!f.api_error) accesses.push_back(f);
+  std::vector<SanitizerFinding> accesses, tool_errors;
+  for (const SanitizerFinding& f : all) {
+    if (f.tool_error)
+      tool_errors.push_back(f);
+    else if (!f.api_error)
+      accesses.push_back(f);
+  }
+
+  // The tool said it did not watch the worker (or not all of it): whatever ran, ran uninstrumented, so
+  // neither the bounds gate's PASS nor a report beside the message is this tool's verdict. ERROR, with the
+  // tool's words; the bounds gate's own record stands apart.
+  if (!tool_errors.empty()) {
+    std::string said;
+    for (const SanitizerFinding& f : tool_errors) said += (said.empty() ? "" : " ") + f.kind;
+    g.verdict = Verdict::error;
+    g.summary = fmt::format("compute-sanitizer {} did not instrument the worker: {}", tool, excerpt(said, 600));
+    if (!accesses.empty())
+      g.summary += fmt::format(" ({} report(s) beside it, not judged: the first, {})", accesses.size(),
+                               accesses.front().kind);
+    return g;
+  }
 
   if (!accesses.empty()) {
     const SanitizerFinding& f = accesses.front();
@@ -219,6 +300,16 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
     return g;
   }
   if (bounds.verdict == Verdict::pass) {
+    // A PASS needs the tool to have seen each worker to its end: it prints its summary as the worker exits.
+    // A log without one was cut short (the tool killed, or still waiting for a worker it never attached to).
+    for (const auto& [name, text] : logs)
+      if (!sanitizer_log_has_summary(text)) {
+        g.verdict = Verdict::error;
+        g.summary = fmt::format("compute-sanitizer {}'s log {} ends without its summary line (\"ERROR SUMMARY: "
+                                "...\" or \"RACECHECK SUMMARY: ...\"): the tool did not see the worker to its end",
+                                tool, name);
+        return g;
+      }
     g.verdict = Verdict::pass;
     g.summary = fmt::format("compute-sanitizer {} reported nothing over {} call(s)", tool, bounds.cases);
     return g;

@@ -72,7 +72,7 @@ GateResult run_sanitizer_pass(const Contract& contract, const EntrySpec& kernel,
   TargetOptions to;
   to.timeout_seconds = options.timeout_seconds;
   if (options.tool == "memcheck") to.guard_bytes = 0;  // overruns must leave their allocation to be seen
-  to.launch_prefix = sanitizer_launch_prefix(*exe, options.tool, log);
+  to.launch_prefix = sanitizer_launch_prefix(*exe, options.tool, log, options.timeout_seconds);
 
   GateResult bounds;
   try {

@@ -1,0 +1,147 @@
+// The compute-sanitizer pass's shared host code (kgate/sanitizer_log.hpp) on logs as the tool writes them,
+// without a GPU: the tool's messages about itself are no findings and make the pass ERROR (the exact log of
+// a correct row on the first GPU run, 2026-12-06, H100, where the tool timed out attaching to the worker and
+// the parser had made both lines access findings: a FAIL); racecheck's real "Error: Race reported ..." stays
+// a finding; a PASS needs the tool's summary line; the command carries --launch-timeout.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kgate/sanitizer_log.hpp"
+
+namespace kgate {
+namespace {
+
+// The whole memcheck log of correct_tanh_scale on the first GPU run (2026-12-06, H100).
+const char* kTimedOutLog = R"(========= COMPUTE-SANITIZER
+========= Error: No attachable process found. compute-sanitizer timed-out.
+========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.
+)";
+
+const char* kRaceLog = R"(========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at void reduce<float>(float const*, float*, int)+0x130 in red.cu:13
+=========     and Read access at void reduce<float>(float const*, float*, int)+0xf0 in red.cu:14 [1024 hazards]
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+)";
+
+const char* kHazardLog = R"(========= COMPUTE-SANITIZER
+========= ERROR: Potential WAR hazard detected at __shared__ 0x0 in block (0,0,0) :
+=========     Write Thread (0,0,0) at 0x120 in tile.cu:9:tile_kernel(float*)
+=========     Read Thread (31,0,0) at 0xf0 in tile.cu:8:tile_kernel(float*)
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+)";
+
+GateResult bounds_pass() {
+  GateResult b;
+  b.gate = "bounds";
+  b.verdict = Verdict::pass;
+  b.cases = 4;
+  return b;
+}
+
+using Logs = std::vector<std::pair<std::string, std::string>>;
+
+TEST(SanitizerLogTool, TimedOutAttachIsTheToolsMessageNotAFinding) {
+  const auto f = parse_sanitizer_log("memcheck", kTimedOutLog);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_TRUE(f[0].tool_error) << f[0].kind;
+  EXPECT_TRUE(f[1].tool_error) << f[1].kind;
+  EXPECT_FALSE(sanitizer_log_has_summary(kTimedOutLog));
+}
+
+TEST(SanitizerLogTool, TimedOutAttachIsErrorNotFail) {
+  const GateResult g = sanitizer_result("memcheck", Logs{{"kgate-tool-log.0.log", kTimedOutLog}}, bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+  EXPECT_EQ(g.gate, "bounds/memcheck");
+  EXPECT_NE(g.summary.find("compute-sanitizer memcheck did not instrument the worker: Error: No attachable process "
+                           "found"),
+            std::string::npos)
+      << g.summary;
+  EXPECT_FALSE(g.evidence.has_value());
+  EXPECT_NE(g.output.find("Awaiting target completion"), std::string::npos) << "the log excerpt is kept";
+  // whatever the bounds gate said under the uninstrumented worker
+  GateResult failed = bounds_pass();
+  failed.verdict = Verdict::fail;
+  failed.finding = "guard";
+  EXPECT_EQ(sanitizer_result("memcheck", Logs{{"a.log", kTimedOutLog}}, failed, 7).verdict, Verdict::error);
+}
+
+TEST(SanitizerLogTool, RacecheckRaceAndHazardStayFindings) {
+  for (const char* log : {kRaceLog, kHazardLog}) {
+    const auto f = parse_sanitizer_log("racecheck", log);
+    ASSERT_EQ(f.size(), 1u) << log;
+    EXPECT_FALSE(f[0].tool_error) << f[0].kind;
+    const GateResult g = sanitizer_result("racecheck", Logs{{"a.log", log}}, bounds_pass(), 7);
+    EXPECT_EQ(g.verdict, Verdict::fail) << g.summary;
+    EXPECT_EQ(g.finding, "sanitizer");
+  }
+  EXPECT_EQ(parse_sanitizer_log("racecheck", kRaceLog)[0].kernel, "reduce<float>(float const*, float*, int)");
+}
+
+TEST(SanitizerLogTool, InternalErrorAndRefusalsAreTheTools) {
+  const std::string internal = "========= COMPUTE-SANITIZER\n========= Internal Sanitizer Error: The Sanitizer "
+                               "failed to patch the module\n========= ERROR SUMMARY: 0 errors\n";
+  const auto f = parse_sanitizer_log("memcheck", internal);
+  ASSERT_EQ(f.size(), 1u) << "an internal error was silently skipped before";
+  EXPECT_TRUE(f[0].tool_error);
+  const GateResult g = sanitizer_result("memcheck", Logs{{"a.log", internal}}, bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+  EXPECT_NE(g.summary.find("Internal Sanitizer Error"), std::string::npos) << g.summary;
+  for (const char* line : {"Error: Target application terminated before first instrumented API call",
+                           "Error: Unable to find injection library", "Error: Could not attach to the process",
+                           "Error: Failed to initialize the tool", "Error: Device not supported"})
+    EXPECT_TRUE(sanitizer_tool_message(line)) << line;
+  for (const char* line : {"Error: Race reported between Write access at k()+0x10 in a.cu:1",
+                           "ERROR: Potential RAW hazard detected at __shared__ 0x4 in block (0,0,0) :",
+                           "Invalid __global__ write of size 4 bytes",
+                           "Program hit cudaErrorLaunchFailure (error 719) on CUDA API call to cudaMemcpy."})
+    EXPECT_FALSE(sanitizer_tool_message(line)) << line;
+}
+
+TEST(SanitizerLogTool, PassNeedsTheSummaryLine) {
+  const GateResult banner_only =
+      sanitizer_result("memcheck", Logs{{"kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n"}}, bounds_pass(), 7);
+  EXPECT_EQ(banner_only.verdict, Verdict::error) << banner_only.summary;
+  EXPECT_NE(banner_only.summary.find("ends without its summary"), std::string::npos) << banner_only.summary;
+  EXPECT_NE(banner_only.summary.find("kgate-tool-log.0.log"), std::string::npos) << banner_only.summary;
+
+  const GateResult clean = sanitizer_result(
+      "memcheck", Logs{{"a.log", "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"}}, bounds_pass(), 7);
+  EXPECT_EQ(clean.verdict, Verdict::pass) << clean.summary;
+  const GateResult race = sanitizer_result(
+      "racecheck",
+      Logs{{"a.log", "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 "
+                     "warnings)\n"}},
+      bounds_pass(), 7);
+  EXPECT_EQ(race.verdict, Verdict::pass) << race.summary;
+  // every worker's log: a second one cut short is no PASS
+  const GateResult two = sanitizer_result(
+      "memcheck",
+      Logs{{"a.log", "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"},
+           {"b.log", "========= COMPUTE-SANITIZER\n"}},
+      bounds_pass(), 7);
+  EXPECT_EQ(two.verdict, Verdict::error) << two.summary;
+  // the application's own words in the log are no summary
+  EXPECT_FALSE(sanitizer_log_has_summary("ERROR SUMMARY: 0 errors\n"));
+}
+
+TEST(SanitizerLogTool, LaunchPrefixCarriesTheLaunchTimeout) {
+  const auto p = sanitizer_launch_prefix("/opt/cs", "memcheck", "/tmp/x.log", 180.0);
+  EXPECT_EQ(p.front(), "/opt/cs");
+  const auto at = std::find(p.begin(), p.end(), "--launch-timeout");
+  ASSERT_NE(at, p.end());
+  ASSERT_NE(at + 1, p.end());
+  EXPECT_EQ(*(at + 1), "180");
+  const auto rounded = sanitizer_launch_prefix("/opt/cs", "racecheck", "/tmp/x.log", 7.2);
+  EXPECT_EQ(*(std::find(rounded.begin(), rounded.end(), "--launch-timeout") + 1), "8") << "whole seconds, up";
+  const auto tiny = sanitizer_launch_prefix("/opt/cs", "racecheck", "/tmp/x.log", 0.0);
+  EXPECT_EQ(*(std::find(tiny.begin(), tiny.end(), "--launch-timeout") + 1), "1") << "0 would mean no limit";
+}
+
+}  // namespace
+}  // namespace kgate
