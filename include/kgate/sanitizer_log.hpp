@@ -65,10 +65,11 @@ std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const s
 // verdict under the tool (PASS when it passed, the tool reported nothing and every log ends with the tool's
 // summary; ERROR when it passed and the tool left no log at all, or a log without its summary; FAIL when its
 // guards caught a write), except that a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass
-// could not run), saying what the tool saw of it. Before all of these: a log holding the tool's message
-// about itself (tool_error: it did not attach, timed out, failed inside) is ERROR whatever the bounds gate
-// said ("compute-sanitizer <tool> did not instrument the worker: <the message>"), never PASS or FAIL. `seed` is the run seed, for evidence the bounds gate did not give. The
-// caller sets `seconds`.
+// could not run), saying what the tool saw of it. After an access report and before all of these: a log
+// holding the tool's message about itself (tool_error: it did not attach, timed out, failed inside) is ERROR
+// whatever the bounds gate said ("compute-sanitizer <tool> did not instrument the worker: <the message>"),
+// never PASS or FAIL; an access the tool did report stays FAIL (its message is then in the detail). `seed`
+// is the run seed, for evidence the bounds gate did not give. The caller sets `seconds`.
 GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair<std::string, std::string>>& logs,
                             const GateResult& bounds, std::uint64_t seed);
 

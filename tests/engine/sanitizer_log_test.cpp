@@ -71,6 +71,21 @@ TEST(SanitizerLogTool, TimedOutAttachIsErrorNotFail) {
   EXPECT_EQ(sanitizer_result("memcheck", Logs{{"a.log", kTimedOutLog}}, failed, 7).verdict, Verdict::error);
 }
 
+TEST(SanitizerLogTool, AnAccessReportStaysEvidenceBesideTheToolsMessage) {
+  // Two workers' logs: one the tool watched and reported an invalid write in, one it never attached to.
+  const std::string watched = "========= COMPUTE-SANITIZER\n========= Invalid __global__ write of size 4 bytes\n"
+                              "=========     at add_kernel(float*, int)+0x70 in k.cu:12\n"
+                              "=========     by thread (3,0,0) in block (255,0,0)\n"
+                              "=========     Address 0x7f0a1c000400 is out of bounds\n"
+                              "========= ERROR SUMMARY: 1 error\n";
+  const GateResult g = sanitizer_result("memcheck", Logs{{"a.0.log", watched}, {"a.1.log", kTimedOutLog}},
+                                        bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::fail) << g.summary;
+  EXPECT_EQ(g.finding, "sanitizer");
+  ASSERT_TRUE(g.evidence.has_value());
+  EXPECT_NE(g.evidence->detail.find("No attachable process found"), std::string::npos) << g.evidence->detail;
+}
+
 TEST(SanitizerLogTool, RacecheckRaceAndHazardStayFindings) {
   for (const char* log : {kRaceLog, kHazardLog}) {
     const auto f = parse_sanitizer_log("racecheck", log);

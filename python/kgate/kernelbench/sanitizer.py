@@ -11,7 +11,8 @@ access it reported as evidence (every one in the detail), SKIP when compute-sani
 it looked) or the pass would overrun the row's time limit, ERROR when it could not judge:
   - the tool's log holds its own message about itself ("Error: No attachable process found. compute-sanitizer
     timed-out.", "Internal Sanitizer Error: ...", ...: the C++ parser's tool_error): it did not instrument the
-    worker, whatever the bounds gate said under it;
+    worker, whatever the bounds gate said under it (an access it did report, in this or another worker's
+    log, stays FAIL);
   - the bounds gate passed but a log ends without the tool's summary: the tool did not see the worker to its end;
   - the worker under the tool hung or crashed before the bounds gate ran, or the run raised (the worker did not
     answer its init or build request within the pass's timeout: "the worker under compute-sanitizer memcheck

@@ -70,6 +70,13 @@ std::string excerpt(const std::string& s, std::size_t limit) {
   return s.size() <= limit ? s : s.substr(0, limit) + fmt::format("\n... ({} more bytes)", s.size() - limit);
 }
 
+// The tool's messages about itself, joined into one line.
+std::string said_of(const std::vector<SanitizerFinding>& tool_errors) {
+  std::string said;
+  for (const SanitizerFinding& f : tool_errors) said += (said.empty() ? "" : " ") + f.kind;
+  return said;
+}
+
 // A top-level line of a log without the "========= " prefix, or nullopt for a line of the program's own
 // output (the log mixed with it) or a continuation line of a record (indented).
 std::optional<std::string> top_line(std::string line) {
@@ -258,20 +265,6 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
       accesses.push_back(f);
   }
 
-  // The tool said it did not watch the worker (or not all of it): whatever ran, ran uninstrumented, so
-  // neither the bounds gate's PASS nor a report beside the message is this tool's verdict. ERROR, with the
-  // tool's words; the bounds gate's own record stands apart.
-  if (!tool_errors.empty()) {
-    std::string said;
-    for (const SanitizerFinding& f : tool_errors) said += (said.empty() ? "" : " ") + f.kind;
-    g.verdict = Verdict::error;
-    g.summary = fmt::format("compute-sanitizer {} did not instrument the worker: {}", tool, excerpt(said, 600));
-    if (!accesses.empty())
-      g.summary += fmt::format(" ({} report(s) beside it, not judged: the first, {})", accesses.size(),
-                               accesses.front().kind);
-    return g;
-  }
-
   if (!accesses.empty()) {
     const SanitizerFinding& f = accesses.front();
     Evidence e;
@@ -286,11 +279,23 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
     detail += fmt::format("\n{} finding(s) in all (logs {}, one per worker):", accesses.size(), names);
     for (std::size_t i = 0; i < accesses.size() && i < 8; ++i)
       detail += fmt::format("\n  {}{}", accesses[i].kind, accesses[i].kernel.empty() ? "" : " in " + accesses[i].kernel);
+    if (!tool_errors.empty())
+      detail += fmt::format("\nthe tool also said of itself (part of the run may have gone unwatched): {}",
+                            excerpt(said_of(tool_errors), 600));
     e.detail = detail;
     g.evidence = e;
     g.verdict = Verdict::fail;
     g.finding = "sanitizer";  // the tool's own report, not a guard the gate checked
     g.summary = fmt::format("compute-sanitizer {}: {}{}", tool, f.kind, f.kernel.empty() ? "" : " in " + f.kernel);
+    return g;
+  }
+  // The tool said it did not watch the worker (or not all of it), and reported no access: whatever ran, ran
+  // uninstrumented, so the bounds gate's PASS is not this tool's verdict, nor is its FAIL under the
+  // uninstrumented worker. ERROR, with the tool's words; the bounds gate's own record stands apart. (An access
+  // the tool did report, above, is evidence however the rest of its watch went.)
+  if (!tool_errors.empty()) {
+    g.verdict = Verdict::error;
+    g.summary = fmt::format("compute-sanitizer {} did not instrument the worker: {}", tool, excerpt(said_of(tool_errors), 600));
     return g;
   }
   if (bounds.verdict == Verdict::pass && logs.empty()) {  // the tool always writes its banner: it did not run
