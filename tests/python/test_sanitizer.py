@@ -320,3 +320,24 @@ def test_the_pass_timeout_is_the_tools_launch_timeout_and_fits_the_row(monkeypat
                       lambda *a, **k: {**verify_once(*a, **k),
                                        "tool_logs": [("kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n")]})
     assert g["verdict"] == "ERROR" and "ends without its summary" in g["summary"], g
+
+
+def test_an_access_reported_before_the_worker_died_stays_the_evidence(monkeypatch):
+    # memcheck ends a kernel that writes out of bounds, and that may end the worker before the bounds gate's
+    # record: the tool's report is the evidence however the run ended (a crash with no report stays ERROR)
+    from kgate.kernelbench import sanitizer
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", "/bin/true")
+
+    def died(logs):
+        return lambda *a, **k: {"status": "crash", "message": "the worker died during its build request (SIGSEGV)",
+                                "gates": [], "tool_logs": logs}
+
+    rec = _row()
+    g = sanitizer.run(rec, {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0,
+                      died([["kgate-tool-log.0.log", MEMCHECK_LOG]]))
+    assert g["verdict"] == "FAIL" and g["finding"] == "sanitizer", g
+    assert "Invalid __global__ write" in g["summary"] and "ended crash" in g["summary"], g["summary"]
+    rec = _row()
+    g = sanitizer.run(rec, {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0,
+                      died([["kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n"]]))
+    assert g["verdict"] == "ERROR" and "SIGSEGV" in g["summary"], g

@@ -16,8 +16,9 @@ it looked) or the pass would overrun the row's time limit, ERROR when it could n
   - the bounds gate passed but a log ends without the tool's summary: the tool did not see the worker to its end;
   - the worker under the tool hung or crashed before the bounds gate ran, or the run raised (the worker did not
     answer its init or build request within the pass's timeout: "the worker under compute-sanitizer memcheck
-    did not answer its build request within 180 s"); such a run never costs the row its other verdicts
-    (rowjob._verify_again).
+    did not answer its build request within 180 s"), and the tool reported no access before that (an access it
+    reported stays FAIL, with how the run ended in the summary); such a run never costs the row its other
+    verdicts (rowjob._verify_again).
 The engine then classifies the row's gates again (kgate._core.classify), where a bounds/<tool> FAIL is judged
 as the bounds gate's: tolerance-free; an ERROR is never held against the candidate (it makes a clean row
 incomplete, the engine's rule for a counted gate that could not run).
@@ -149,6 +150,11 @@ def _run_under(rec, spec, fw_name, library, tool, exe, timeout, verify_once) -> 
         # candidate is not judged on it, and what the tool said about itself is named beside.
         why = second.get("message") or "the bounds gate did not run"
         g = _record(_core.sanitizer_result(tool, logs, {"gate": "bounds", "verdict": "ERROR"}, int(spec["seed"], 16)))
+        if g.get("verdict") == "FAIL" and g.get("finding") == "sanitizer":
+            # the tool reported an access before the run ended (memcheck ends a kernel that writes out of
+            # bounds, which may end the worker): that report is the evidence, however the run ended
+            g["summary"] += f"; the run under the tool then ended {second.get('status')}: {str(why)[:300]}"
+            return g
         said = g.get("summary", "") if "did not instrument the worker" in g.get("summary", "") else ""
         g["verdict"] = "ERROR"
         if second.get("status") == SECOND_RUN_FAILED:

@@ -85,7 +85,13 @@ GateResult run_sanitizer_pass(const Contract& contract, const EntrySpec& kernel,
     if (!r.gates.empty()) bounds = r.gates.front();
     target.reset();  // the worker quits, and the tool finishes its log
   } catch (const std::exception& e) {
-    g.output = sanitizer_result(options.tool, read_logs(), GateResult{}, options.seed).output;
+    GateResult seen = sanitizer_result(options.tool, read_logs(), GateResult{}, options.seed);
+    if (seen.verdict == Verdict::fail) {  // an access the tool reported before the run ended is the evidence
+      seen.summary += fmt::format("; the run under the tool then ended: {}", e.what());
+      seen.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return seen;
+    }
+    g.output = seen.output;
     return finish(Verdict::error, fmt::format("the worker could not run under compute-sanitizer --tool {}: {} (log {})",
                                               options.tool, e.what(), stem + ".*.log"));
   }
