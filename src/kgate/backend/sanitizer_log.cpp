@@ -77,15 +77,27 @@ std::string said_of(const std::vector<SanitizerFinding>& tool_errors) {
   return said;
 }
 
-// A top-level line of a log without the "========= " prefix, or nullopt for a line of the program's own
-// output (the log mixed with it) or a continuation line of a record (indented).
-std::optional<std::string> top_line(std::string line) {
+// One line of a log with its "\r" and compute-sanitizer's "=========" prefix (and the space after it) taken off;
+// `prefixed` says whether the tool wrote it (a line without the prefix is the program's own output, when the log
+// is mixed with it, or the rest of a record's text).
+struct LogLine {
+  std::string body;
+  bool prefixed = false;
+};
+LogLine log_line(std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (!starts_with(line, "=========")) return std::nullopt;
+  if (!starts_with(line, "=========")) return {std::move(line), false};
   line = line.substr(9);
   if (!line.empty() && line[0] == ' ') line = line.substr(1);
-  if (line.empty() || line[0] == ' ') return std::nullopt;
-  return line;
+  return {std::move(line), true};
+}
+
+// A top-level line of a log without the prefix, or nullopt for a line of the program's own output or a
+// continuation line of a record (indented).
+std::optional<std::string> top_line(const std::string& line) {
+  LogLine l = log_line(line);
+  if (!l.prefixed || l.body.empty() || l.body[0] == ' ') return std::nullopt;
+  return std::move(l.body);
 }
 
 }  // namespace
@@ -134,14 +146,9 @@ std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const
   std::istringstream lines(log);
   std::string line;
   while (std::getline(lines, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::string body = line;
-    if (starts_with(body, "=========")) {
-      body = body.substr(9);
-      if (!body.empty() && body[0] == ' ') body = body.substr(1);
-    } else if (!in_record) {
-      continue;  // the application's own output, when the log is mixed with it
-    }
+    const LogLine l = log_line(line);
+    if (!l.prefixed && !in_record) continue;  // the application's own output, when the log is mixed with it
+    const std::string& body = l.body;
     const std::string trimmed = ltrim(body);
     if (trimmed.empty()) continue;
     const bool top = body[0] != ' ';
