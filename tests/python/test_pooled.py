@@ -400,10 +400,10 @@ def test_every_definition_is_written_once_in_the_docs():
         assert docs.count(f"| {name} | {text} |") == 1, name
 
 
-# ---- the committed partial pooled outputs -----------------------------------------------------------------
+# ---- the committed pooled outputs --------------------------------------------------------------------------
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PARTIAL = os.path.join(REPO, "results", "pooled-partial-2026-12-06b")
+POOLED = os.path.join(REPO, "results", "pooled-2026-12-06")
 
 
 def _corpus_dir():
@@ -414,18 +414,19 @@ def _corpus_dir():
 
 
 @pytest.mark.skipif(_corpus_dir() is None, reason="the CUDA-L1 corpus is not here (KGATE_CORPUS_DIR)")
-def test_committed_partial_pool_is_what_scripts_audit_pool_makes(tmp_path):
+def test_committed_pool_is_what_scripts_audit_pool_makes(tmp_path):
     # Every number in the committed folder comes from the committed records through the committed command.
     import subprocess
     import sys
     env = dict(os.environ, KGATE_CORPUS_DIR=_corpus_dir(), PYTHON=sys.executable, AUDIT_POOL_NICE="0")
     r = subprocess.run([os.path.join(REPO, "scripts", "audit-pool"), str(tmp_path)], capture_output=True,
                        text=True, env=env, timeout=600)
-    assert r.returncode == 1, r.stdout + r.stderr  # incomplete: 3090 has no records yet
+    assert r.returncode == 0, r.stdout + r.stderr  # complete: every row of the five files has a record
     made = sorted(os.listdir(tmp_path))
-    assert made == sorted(f for f in os.listdir(PARTIAL) if f != "README.md")
+    assert made == sorted(f for f in os.listdir(POOLED) if f != "README.md")
     for f in made:
-        assert open(os.path.join(tmp_path, f), "rb").read() == open(os.path.join(PARTIAL, f), "rb").read(), f
-    merge = open(os.path.join(PARTIAL, "merge.txt")).read()
-    assert "missing: every row of l40" not in merge and "missing: every row of 3090 (250 rows)" in merge
-    assert "| h20 | 250 | 250 | 0 | 0 | 0 |" in merge and "| l40 | 250 | 250 | 0 | 0 | 0 |" in merge
+        assert open(os.path.join(tmp_path, f), "rb").read() == open(os.path.join(POOLED, f), "rb").read(), f
+    merge = open(os.path.join(POOLED, "merge.txt")).read()
+    assert "missing: every row" not in merge and "complete: every row has exactly one current record" in merge
+    for stem in ("h100", "a100", "h20", "l40", "3090"):
+        assert f"| {stem} | 250 | 250 | 0 | 0 | 0 |" in merge, stem
