@@ -1660,7 +1660,7 @@ int main(int argc, char** argv) {
       tiles += n;
       finishers += n > 0 ? 1 : 0;
     }
-    // With the in-kernel sum asked for (GLR_BWD_GROUP_KERNEL=0, the ctests), a run where no block summed a group
+    // With the in-kernel sum (the default; the ctests set GLR_BWD_GROUP_KERNEL=0 all the same), a run where no block summed a group
     // checked nothing of it; under a shuffled block order the last arriver must vary, or the order check is vacuous.
     if (!glr::cuda::sm90::bwd_group_kernel() && !glr::cuda::sm90::bwd_chunk_tma()) {
       const bool shuffled = emu::block_order() != nullptr;

@@ -51,13 +51,14 @@ inline bool bwd_chunk_tma() {
   static const bool on = env_flag("GLR_BWD_CHUNK_TMA", false);
   return on;
 }
-// GLR_BWD_GROUP_KERNEL: with grouped value heads (HV > H) the group sums of dq and dk by the separate group_kernel
-// (gdn_bwd_mma.cuh), unset or 1; 0: summed inside chunk_wgmma_kernel / chunk_kernel by the last block of each
-// (chunk, q/k head) tile to finish (group_sum_last; the same output words on the emulator in four block orders; not
-// yet run on a GPU, so opt-in until a GPU A/B shows it faster: an earlier in-kernel group sum was 3-4% slower, 2026-12-05).
-// chunk_tma_kernel (GLR_BWD_CHUNK_TMA=1) and fused_bwd_kernel (GLR_FUSED_BWD=1) use group_kernel either way.
+// GLR_BWD_GROUP_KERNEL: with grouped value heads (HV > H) the group sums of dq and dk, unset or 0: inside
+// chunk_wgmma_kernel / chunk_kernel by the last block of each (chunk, q/k head) tile to finish (group_sum_last; the
+// default since the H100 A/B of 2026-12-06: the same words as group_kernel on the GPU and on the emulator in four
+// block orders, fwd+bwd 1.3% and 1.1% faster at B1 T32768 H16 HV32 and packed 32k HV32, docs/perf.md); 1: the
+// separate group_kernel (gdn_bwd_mma.cuh). chunk_tma_kernel (GLR_BWD_CHUNK_TMA=1) and fused_bwd_kernel
+// (GLR_FUSED_BWD=1) use group_kernel either way.
 inline bool bwd_group_kernel() {
-  static const bool on = env_flag("GLR_BWD_GROUP_KERNEL", true);
+  static const bool on = env_flag("GLR_BWD_GROUP_KERNEL", false);
   return on;
 }
 // GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since

@@ -19,9 +19,9 @@
 // per-head tensor but q, k, dq, dk has HV heads (v, do, dv (B, T, HV, V); g, beta, dg, dbeta (B, T, HV); the
 // states (B, HV, K, V); the workspace per value head). With HV > H the chunk kernel leaves each value head's dq and
 // dk in fp32 (dqp, dkp) and a group's HV / H of them are summed in ascending value-head order, as the block
-// programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16: by the separate group
-// kernel (the default, and always behind chunk_tma_kernel and fused_bwd_kernel), or with GLR_BWD_GROUP_KERNEL=0 by the
-// last of the group's chunk-kernel blocks to finish (group_sum_last; chunk_wgmma_kernel and chunk_kernel), the same words.
+// programs' group_reduce (glr/cuda/common/stages/group_reduce.hpp), rounding once to bf16: by the last of the group's
+// chunk-kernel blocks to finish (group_sum_last; chunk_wgmma_kernel and chunk_kernel; the default), or by the separate
+// group kernel (GLR_BWD_GROUP_KERNEL=1, and always behind chunk_tma_kernel and fused_bwd_kernel), the same words.
 // HV = H: unchanged.
 // Packed sequences (cu_seqlens, B = 1, N sequences of any length, 0 included; h0, dht, dh0 (N, HV, K, V)): the
 // forward's chunk table and chunk-slot numbering (gdn::sequence, gdn::slot), so chunks never cross a sequence, the
@@ -1850,7 +1850,7 @@ static __global__ void __launch_bounds__(kThreads) poison_kernel(const __grid_co
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace gdn_bwd {
 // The chunk kernel's arguments c when it is chunk_kernel or chunk_wgmma_kernel: with HV > H and the tickets carved
-// (a.qkt) and GLR_BWD_GROUP_KERNEL=0, the tickets zeroed on `stream` and set in c (the kernel sums each group's
+// (a.qkt) and GLR_BWD_GROUP_KERNEL unset or 0, the tickets zeroed on `stream` and set in c (the kernel sums each group's
 // dq, dk itself: group_sum_last); else c.qkt stays null (group_kernel runs after it).
 inline cudaError_t chunk_group_args(const GdnBwdArgs& a, GdnBwdArgs& c, cudaStream_t stream) {
   if (a.value_heads() <= a.H || a.qkt == nullptr || bwd_group_kernel()) return cudaSuccess;
