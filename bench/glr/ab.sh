@@ -2,7 +2,7 @@
 # glr kernel switches against the default, A/B/A on one warm GPU machine, in one device call:
 #
 #   bench/glr/ab.sh SHAPES NAME:GLR_VAR=VALUE[,GLR_VAR=VALUE...] [NAME:... ...]
-#   e.g. bench/glr/ab.sh B1_T32768_H16_HV32_K128,varlen32k_H16_HV32_K128 gva_in_kernel:GLR_BWD_GROUP_KERNEL=0
+#   e.g. bench/glr/ab.sh B1_T32768_H16_HV32_K128,varlen32k_H16_HV32_K128 group_kernel:GLR_BWD_GROUP_KERNEL=1
 #
 # In order: the default (builds glr's extension when build-py/glr-gpu is missing or stale, float64 checks at the
 # small check shapes), each switch, the default again (a drift check: the two default runs bracket the switches,
