@@ -81,9 +81,10 @@ std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const s
 // kgate does not know as a report) is ERROR whatever the bounds gate said ("compute-sanitizer <tool> did not
 // instrument the worker, or printed what kgate does not know as a report: <the lines>"), never PASS or FAIL;
 // an access the tool did report stays FAIL (those lines are then in the detail). Else the bounds gate's verdict
-// under the tool: PASS when it passed, the tool reported nothing, and every log ends with the tool's summary;
-// ERROR when it passed and the tool left no log at all or a log without its summary; FAIL when its guards
-// caught a write; a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass could not run),
+// under the tool: PASS when it passed, the tool reported nothing, every log ends with the tool's summary and
+// no summary counts errors that are not API errors kgate read; ERROR when it passed and the tool left no log
+// at all, a log without its summary, or a summary counting errors kgate recognised no report of; FAIL when its
+// guards caught a write; a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass could not run),
 // saying what the tool saw of it. `seed` is the run seed, for evidence the bounds gate did not give. The
 // caller sets `seconds`.
 GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair<std::string, std::string>>& logs,

@@ -5,7 +5,7 @@
 // a finding; a PASS needs the tool's summary line; the command carries --launch-timeout. A top-level line is a
 // finding only in the shape of a report about the program; any other (the tool's hint about its own coverage
 // that made correct_linear's racecheck a FAIL on the 2026-12-06 H100 sanitizer-check run, a line kgate does
-// not know) is ERROR.
+// not know) is ERROR, and so is a summary counting errors kgate read no report of.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -255,6 +255,33 @@ TEST(SanitizerLogTool, HarmlessLinesAreNoRecords) {
   EXPECT_FALSE(sanitizer_tool_message("LEAK SUMMARY: 0 bytes leaked in 0 allocations"));
   // the tool's word that it instrumented nothing is not the harmless exit line
   EXPECT_TRUE(sanitizer_tool_message("Error: Target application terminated before first instrumented API call"));
+}
+
+TEST(SanitizerLogTool, ASummaryCountingErrorsWithNoReportReadIsError) {
+  // two errors counted, no report read (here an indented line with no report above it): no PASS
+  const std::string log = "========= COMPUTE-SANITIZER\n=========  Something indented the parser skips\n"
+                          "========= ERROR SUMMARY: 2 errors\n";
+  EXPECT_TRUE(parse_sanitizer_log("memcheck", log).empty());
+  const GateResult g = sanitizer_result("memcheck", Logs{{"kgate-tool-log.0.log", log}}, bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+  EXPECT_NE(g.summary.find("counts 2 error(s)"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("did not recognise as reports"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("Something indented the parser skips"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("kgate-tool-log.0.log"), std::string::npos) << g.summary;
+  // racecheck's count of hazards likewise
+  const GateResult race = sanitizer_result(
+      "racecheck",
+      Logs{{"a.log", "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 "
+                     "warnings)\n"}},
+      bounds_pass(), 7);
+  EXPECT_EQ(race.verdict, Verdict::error) << race.summary;
+  EXPECT_NE(race.summary.find("counts 3 error(s)"), std::string::npos) << race.summary;
+  // memcheck's count includes the API errors it printed: one API error read, "2 errors", one left unread
+  const std::string api = "========= COMPUTE-SANITIZER\n========= Program hit cudaErrorInvalidValue (error 1) due to "
+                          "\"invalid argument\" on CUDA API call to cudaFree.\n========= ERROR SUMMARY: 2 errors\n";
+  const GateResult one_left = sanitizer_result("memcheck", Logs{{"a.log", api}}, bounds_pass(), 7);
+  EXPECT_EQ(one_left.verdict, Verdict::error) << one_left.summary;
+  EXPECT_NE(one_left.summary.find("counts 1 error(s)"), std::string::npos) << one_left.summary;
 }
 
 TEST(SanitizerLogTool, PassNeedsTheSummaryLine) {

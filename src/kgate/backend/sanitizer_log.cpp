@@ -186,6 +186,28 @@ bool harmless(const std::string& s) {
          std::any_of(std::begin(kHarmless), std::end(kHarmless), [&](std::string_view h) { return starts_with(s, h); });
 }
 
+// What a log's summary counts (memcheck, initcheck, synccheck: "ERROR SUMMARY: N errors", with `hazards`
+// false; racecheck: "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)", N, with `hazards` true),
+// or nullopt for a log without one.
+struct SummaryCount {
+  long long n = 0;
+  bool hazards = false;
+  std::string line;
+};
+std::optional<SummaryCount> summary_count(const std::string& log) {
+  static const std::regex count_re(R"(^(?:ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: (\d+) hazard))");
+  std::istringstream lines(log);
+  std::string line;
+  std::optional<SummaryCount> c;
+  while (std::getline(lines, line)) {
+    const std::optional<std::string> top = top_line(line);
+    std::smatch m;
+    if (top && std::regex_search(*top, m, count_re))
+      c = SummaryCount{std::stoll(m[1].matched ? m[1].str() : m[2].str()), m[2].matched, *top};
+  }
+  return c;
+}
+
 }  // namespace
 
 bool sanitizer_report_line(const std::string& line) {
@@ -212,6 +234,30 @@ bool sanitizer_tool_message(const std::string& line) {
   const std::string s = ltrim(line);
   return !s.empty() && !sanitizer_report_line(s) && !harmless(s);
 }
+
+namespace {
+
+// The first line of the tool's in a log that the parser reads as part of no record and skips: a continuation
+// line (indented) with no report above it. Empty when there is none. (A top-level line it does not know is a
+// record of its own, tool_error.)
+std::string first_unread_line(const std::string& log) {
+  std::istringstream lines(log);
+  std::string line;
+  bool in_record = false;
+  while (std::getline(lines, line)) {
+    const LogLine l = log_line(line);
+    const std::string trimmed = ltrim(l.body);
+    if (!l.prefixed || trimmed.empty()) continue;
+    if (l.body[0] != ' ') {
+      in_record = !harmless(trimmed);
+      continue;
+    }
+    if (!in_record) return trimmed;
+  }
+  return {};
+}
+
+}  // namespace
 
 bool sanitizer_log_has_summary(const std::string& log) {
   std::istringstream lines(log);
@@ -409,6 +455,29 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
                                 tool, name);
         return g;
       }
+    // Nor is a summary that counts errors kgate read no report of a PASS (the tool reported something in a
+    // shape the parser skipped). memcheck's "ERROR SUMMARY" counts the API errors it printed ("Program hit
+    // ...") beside the accesses (tests/gpu/sanitizer_logs/memcheck.log: one access and one API error, "2
+    // errors"), and an API error alone does not fail the candidate, so those recognised here are taken off
+    // its count (the same for initcheck's and synccheck's, the same summary); racecheck's "RACECHECK SUMMARY:
+    // N hazards displayed" counts hazards alone. No access report reached this point, so any count left is
+    // reports kgate did not read.
+    for (const auto& [name, text] : logs) {
+      const std::optional<SummaryCount> c = summary_count(text);
+      if (!c) continue;
+      long long api_errors = 0;
+      for (const SanitizerFinding& f : parse_sanitizer_log(tool, text)) api_errors += f.api_error ? 1 : 0;
+      const long long unread = c->n - (c->hazards ? 0 : api_errors);
+      if (unread <= 0) continue;
+      const std::string first = first_unread_line(text);
+      const std::string quote = first.empty() ? std::string(" (it holds no other line of the tool's)")
+                                              : fmt::format(" (the first line kgate did not read: \"{}\")", excerpt(first, 300));
+      g.verdict = Verdict::error;
+      g.summary = fmt::format("compute-sanitizer {}'s log {} counts {} error(s) (\"{}\") that kgate did not recognise "
+                              "as reports{}: the tool's verdict is not known",
+                              tool, name, unread, c->line, quote);
+      return g;
+    }
     g.verdict = Verdict::pass;
     g.summary = fmt::format("compute-sanitizer {} reported nothing over {} call(s)", tool, bounds.cases);
     return g;
