@@ -26,19 +26,34 @@ struct SanitizerFinding {
   std::int64_t size = 0;  // access size in bytes where given
   std::string where;    // "by thread (3,0,0) in block (255,0,0)" and the nearest-allocation line
   bool api_error = false;  // "Program hit cudaError... on CUDA API call": a consequence, not an access
-  // The tool's own message about itself, not a report about the program: it could not attach to the worker,
-  // timed out waiting for it, failed inside ("Internal Sanitizer Error"), ... (sanitizer_tool_message says
-  // which). The worker then ran uninstrumented, or only partly: no verdict can be drawn from the log.
+  // Not a report about the program: the tool's message about itself (it could not attach to the worker, timed
+  // out waiting for it, watched no process that made a CUDA call, failed inside: "Internal Sanitizer Error"),
+  // or any other top-level line kgate does not know as a report (sanitizer_tool_message). The worker may then
+  // have run uninstrumented, or been reported on in words kgate cannot read: no verdict can be drawn from it.
   bool tool_error = false;
   std::string text;     // the record as printed
 };
 
 // Parses a compute-sanitizer log (with or without the "========= " prefix). Host backtraces are dropped.
-// The tool's messages about itself are records with tool_error set; its banner and summary are no records.
+// A top-level line (after the prefix, not indented) starts a record when it is a report about the program
+// (sanitizer_report_line: an access or hazard, or an API error with api_error set); the banner, the summaries
+// and a few lines known to say nothing of either (how the worker exited) are no records; every other top-level
+// line is a record with tool_error set: the tool's messages about itself, and any line kgate does not know as
+// a report.
 std::vector<SanitizerFinding> parse_sanitizer_log(const std::string& tool, const std::string& log);
 
-// Whether one top-level line of a log (without the "========= " prefix) is the tool's message about itself
-// rather than a report about the program (the rule, and the messages it knows, are in sanitizer_log.cpp).
+// Whether one top-level line of a log (without the "========= " prefix) has the shape of a report compute-
+// sanitizer prints about the program: memcheck's "Invalid __global__ write of size 4 bytes", "Warp Illegal
+// Address", "Leaked N bytes at ...", racecheck's "Error: Race reported between ...", "ERROR: Potential WAR
+// hazard detected ...", initcheck's "Uninitialized __global__ memory read ...", synccheck's "Barrier error
+// detected. ...", and every tool's "Program hit cudaError..." (the table, with where each shape comes from, is
+// in sanitizer_log.cpp).
+bool sanitizer_report_line(const std::string& line);
+
+// Whether one top-level line of a log (without the "========= " prefix) is not a report about the program:
+// the tool's message about itself ("Error: No attachable process found. ...", "Tracking kernels launched by
+// child processes requires the --target-processes all option.", "Internal Sanitizer Error: ..."), or any line
+// kgate does not know as a report. False for reports, the banner, the summaries and the known harmless lines.
 bool sanitizer_tool_message(const std::string& line);
 
 // Whether a log holds the summary the tool prints when the program it watched exits ("ERROR SUMMARY: ..."
@@ -61,15 +76,17 @@ std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const s
 
 // The result named "bounds/<tool>" of the bounds gate's calls run under the tool: `logs` (name, text) are
 // the tool's logs, one per worker it started, `bounds` the bounds gate's own result in that run. FAIL with
-// the first access the tool reported as evidence (every one listed in the detail); else the bounds gate's
-// verdict under the tool (PASS when it passed, the tool reported nothing and every log ends with the tool's
-// summary; ERROR when it passed and the tool left no log at all, or a log without its summary; FAIL when its
-// guards caught a write), except that a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass
-// could not run), saying what the tool saw of it. After an access report and before all of these: a log
-// holding the tool's message about itself (tool_error: it did not attach, timed out, failed inside) is ERROR
-// whatever the bounds gate said ("compute-sanitizer <tool> did not instrument the worker: <the message>"),
-// never PASS or FAIL; an access the tool did report stays FAIL (its message is then in the detail). `seed`
-// is the run seed, for evidence the bounds gate did not give. The caller sets `seconds`.
+// the first access the tool reported as evidence (every one listed in the detail). After an access report and
+// before all else: a log holding a tool_error record (the tool's message about itself, or a top-level line
+// kgate does not know as a report) is ERROR whatever the bounds gate said ("compute-sanitizer <tool> did not
+// instrument the worker, or printed what kgate does not know as a report: <the lines>"), never PASS or FAIL;
+// an access the tool did report stays FAIL (those lines are then in the detail). Else the bounds gate's verdict
+// under the tool: PASS when it passed, the tool reported nothing, every log ends with the tool's summary and
+// no summary counts errors that are not API errors kgate read; ERROR when it passed and the tool left no log
+// at all, a log without its summary, or a summary counting errors kgate recognised no report of; FAIL when its
+// guards caught a write; a CRASH or TIMEOUT with no record of the tool's is ERROR (the pass could not run),
+// saying what the tool saw of it. `seed` is the run seed, for evidence the bounds gate did not give. The
+// caller sets `seconds`.
 GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair<std::string, std::string>>& logs,
                             const GateResult& bounds, std::uint64_t seed);
 

@@ -2,7 +2,10 @@
 // without a GPU: the tool's messages about itself are no findings and make the pass ERROR (the exact log of
 // a correct row on the first GPU run, 2026-12-06, H100, where the tool timed out attaching to the worker and
 // the parser had made both lines access findings: a FAIL); racecheck's real "Error: Race reported ..." stays
-// a finding; a PASS needs the tool's summary line; the command carries --launch-timeout.
+// a finding; a PASS needs the tool's summary line; the command carries --launch-timeout. A top-level line is a
+// finding only in the shape of a report about the program; any other (the tool's hint about its own coverage
+// that made correct_linear's racecheck a FAIL on the 2026-12-06 H100 sanitizer-check run, a line kgate does
+// not know) is ERROR, and so is a summary counting errors kgate read no report of.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -19,6 +22,14 @@ namespace {
 const char* kTimedOutLog = R"(========= COMPUTE-SANITIZER
 ========= Error: No attachable process found. compute-sanitizer timed-out.
 ========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.
+)";
+
+// The whole racecheck log of correct_linear on the 2026-12-06 H100 sanitizer-check run (one worker): the tool
+// watched no process that made a CUDA call. The negative list of the time knew the first line only and took the
+// hint for an access: a FAIL of a correct kernel.
+const char* kChildProcessLog = R"(========= COMPUTE-SANITIZER
+========= Error: Target application terminated before first instrumented API call
+========= Tracking kernels launched by child processes requires the --target-processes all option.
 )";
 
 const char* kRaceLog = R"(========= COMPUTE-SANITIZER
@@ -58,8 +69,8 @@ TEST(SanitizerLogTool, TimedOutAttachIsErrorNotFail) {
   const GateResult g = sanitizer_result("memcheck", Logs{{"kgate-tool-log.0.log", kTimedOutLog}}, bounds_pass(), 7);
   EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
   EXPECT_EQ(g.gate, "bounds/memcheck");
-  EXPECT_NE(g.summary.find("compute-sanitizer memcheck did not instrument the worker: Error: No attachable process "
-                           "found"),
+  EXPECT_NE(g.summary.find("compute-sanitizer memcheck did not instrument the worker"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find(": Error: No attachable process found. compute-sanitizer timed-out. | Default timeout"),
             std::string::npos)
       << g.summary;
   EXPECT_FALSE(g.evidence.has_value());
@@ -108,14 +119,169 @@ TEST(SanitizerLogTool, InternalErrorAndRefusalsAreTheTools) {
   EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
   EXPECT_NE(g.summary.find("Internal Sanitizer Error"), std::string::npos) << g.summary;
   for (const char* line : {"Error: Target application terminated before first instrumented API call",
+                           "Tracking kernels launched by child processes requires the --target-processes all option.",
                            "Error: Unable to find injection library", "Error: Could not attach to the process",
                            "Error: Failed to initialize the tool", "Error: Device not supported"})
     EXPECT_TRUE(sanitizer_tool_message(line)) << line;
   for (const char* line : {"Error: Race reported between Write access at k()+0x10 in a.cu:1",
                            "ERROR: Potential RAW hazard detected at __shared__ 0x4 in block (0,0,0) :",
                            "Invalid __global__ write of size 4 bytes",
-                           "Program hit cudaErrorLaunchFailure (error 719) on CUDA API call to cudaMemcpy."})
+                           "Program hit cudaErrorLaunchFailure (error 719) on CUDA API call to cudaMemcpy."}) {
     EXPECT_FALSE(sanitizer_tool_message(line)) << line;
+    EXPECT_TRUE(sanitizer_report_line(line)) << line;
+  }
+}
+
+TEST(SanitizerLogTool, ChildProcessHintIsTheToolsMessageNotAFinding) {
+  const auto f = parse_sanitizer_log("racecheck", kChildProcessLog);
+  ASSERT_EQ(f.size(), 2u);
+  for (const SanitizerFinding& r : f) {
+    EXPECT_TRUE(r.tool_error) << r.kind;
+    EXPECT_FALSE(r.api_error) << r.kind;
+  }
+  EXPECT_EQ(f[1].kind, "Tracking kernels launched by child processes requires the --target-processes all option.");
+  EXPECT_TRUE(sanitizer_tool_message(f[1].kind));
+  EXPECT_FALSE(sanitizer_report_line(f[1].kind));
+
+  const GateResult g = sanitizer_result("racecheck", Logs{{"kgate-tool-log.0.log", kChildProcessLog}}, bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+  EXPECT_TRUE(g.finding.empty()) << g.finding;
+  EXPECT_FALSE(g.evidence.has_value());
+  EXPECT_NE(g.summary.find("compute-sanitizer racecheck did not instrument the worker"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("Target application terminated before first instrumented API call"), std::string::npos)
+      << g.summary;
+  EXPECT_NE(g.summary.find("Tracking kernels launched by child processes requires the --target-processes all"),
+            std::string::npos)
+      << g.summary;
+}
+
+TEST(SanitizerLogTool, AnAccessBesideTheChildProcessHintStaysFail) {
+  const std::string watched = "========= COMPUTE-SANITIZER\n========= Invalid __global__ write of size 4 bytes\n"
+                              "=========     at add_kernel(float*, int)+0x70 in k.cu:12\n"
+                              "=========     by thread (3,0,0) in block (255,0,0)\n"
+                              "=========     Address 0x7f0a1c000400 is out of bounds\n"
+                              "========= ERROR SUMMARY: 1 error\n";
+  const GateResult g = sanitizer_result("memcheck", Logs{{"a.0.log", watched}, {"a.1.log", kChildProcessLog}},
+                                        bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::fail) << g.summary;
+  EXPECT_EQ(g.finding, "sanitizer");
+  ASSERT_TRUE(g.evidence.has_value());
+  EXPECT_EQ(g.evidence->got, "Invalid __global__ write of size 4 bytes");
+  EXPECT_NE(g.evidence->detail.find("1 finding(s) in all"), std::string::npos) << g.evidence->detail;
+  EXPECT_NE(g.evidence->detail.find("Tracking kernels launched by child processes"), std::string::npos)
+      << g.evidence->detail;
+}
+
+TEST(SanitizerLogTool, AnUnknownTopLevelLineIsErrorNeitherFailNorPass) {
+  const std::string log = "========= COMPUTE-SANITIZER\n========= Some new message the tool prints\n"
+                          "========= ERROR SUMMARY: 0 errors\n";
+  const auto f = parse_sanitizer_log("memcheck", log);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_TRUE(f[0].tool_error);
+  EXPECT_TRUE(sanitizer_tool_message("Some new message the tool prints"));
+  const GateResult g = sanitizer_result("memcheck", Logs{{"a.log", log}}, bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+  EXPECT_NE(g.summary.find("Some new message the tool prints"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("what kgate does not know as a report"), std::string::npos) << g.summary;
+  // whatever the bounds gate said under it: its guards' FAIL is not this tool's verdict either
+  GateResult failed = bounds_pass();
+  failed.verdict = Verdict::fail;
+  failed.finding = "guard";
+  EXPECT_EQ(sanitizer_result("memcheck", Logs{{"a.log", log}}, failed, 7).verdict, Verdict::error);
+}
+
+// One report of each tool's shapes, as a whole log with its summary: each is a finding (FAIL), never a
+// tool_error.
+TEST(SanitizerLogTool, EachReportShapeIsAFinding) {
+  const std::vector<std::pair<std::string, std::string>> reports{
+      {"memcheck", "Invalid __global__ read of size 4 bytes"},
+      {"memcheck", "Invalid __shared__ write of size 8 bytes"},
+      {"memcheck", "Invalid __local__ read of size 4 bytes"},
+      {"memcheck", "Warp Illegal Address"},
+      {"memcheck", "Warp Misaligned Address"},
+      {"memcheck", "Warp Out-of-range Address"},
+      {"memcheck", "Warp Illegal Instruction"},
+      {"memcheck", "Lane User Stack Overflow"},
+      {"memcheck", "Malloc/Free error encountered : Double free"},
+      {"memcheck", "Leaked 1024 bytes at 0x7f0a1c000000"},
+      {"memcheck", "Fatal UVM GPU fault of type invalid pde due to invalid address"},
+      {"racecheck", "Error: Race reported between Write access at k(float*)+0x130 in r.cu:13"},
+      {"racecheck", "Warning: Race reported between Write access at k(float*)+0x130 in r.cu:13"},
+      {"racecheck", "ERROR: Potential WAW hazard detected at __shared__ 0x4 in block (0,0,0) :"},
+      {"racecheck", "WARNING: Potential RAW hazard detected at __shared__ 0x4 in block (0,0,0) :"},
+      {"racecheck", "INFO: Potential WAR hazard detected at __shared__ 0x4 in block (0,0,0) :"},
+      {"initcheck", "Uninitialized __global__ memory read of size 8 bytes"},
+      {"initcheck", "Unused memory in allocation 0x7f00aa000000 of size 16 bytes"},
+      {"initcheck", "Host API memory access error at host access to 0x7f00aa001000 of size 256 bytes"},
+      {"synccheck", "Barrier error detected. Divergent thread(s) in warp"},
+      {"synccheck", "Barrier error detected. Invalid arguments"},
+  };
+  for (const auto& [tool, line] : reports) {
+    EXPECT_TRUE(sanitizer_report_line(line)) << line;
+    EXPECT_FALSE(sanitizer_tool_message(line)) << line;
+    const std::string summary = tool == "racecheck" ? "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
+                                                    : "ERROR SUMMARY: 1 error";
+    const std::string log = "========= COMPUTE-SANITIZER\n========= " + line +
+                            "\n=========     by thread (3,0,0) in block (0,0,0)\n=========\n========= " + summary + "\n";
+    const auto f = parse_sanitizer_log(tool, log);
+    ASSERT_EQ(f.size(), 1u) << line;
+    EXPECT_FALSE(f[0].tool_error) << line;
+    EXPECT_FALSE(f[0].api_error) << line;
+    EXPECT_EQ(f[0].kind, line);
+    const GateResult g = sanitizer_result(tool, Logs{{"a.log", log}}, bounds_pass(), 7);
+    EXPECT_EQ(g.verdict, Verdict::fail) << line << ": " << g.summary;
+    EXPECT_EQ(g.finding, "sanitizer") << line;
+  }
+  EXPECT_EQ(parse_sanitizer_log("memcheck", "========= Leaked 1024 bytes at 0x7f0a1c000000\n")[0].kind,
+            "Leaked 1024 bytes at 0x7f0a1c000000");
+  // an API error is a report, but no access: the bounds gate's verdict stands
+  const std::string api = "========= COMPUTE-SANITIZER\n========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "
+                          "\"invalid argument\" on CUDA API call to cuMemFree_v2.\n========= ERROR SUMMARY: 1 error\n";
+  const auto a = parse_sanitizer_log("memcheck", api);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_TRUE(a[0].api_error);
+  EXPECT_FALSE(a[0].tool_error);
+  EXPECT_EQ(sanitizer_result("memcheck", Logs{{"a.log", api}}, bounds_pass(), 7).verdict, Verdict::pass)
+      << "the summary's one error is the API error kgate read";
+}
+
+TEST(SanitizerLogTool, HarmlessLinesAreNoRecords) {
+  // how the worker exited, and racecheck's summary wrapped onto a second line: no record, no tool_error
+  const std::string log = "========= COMPUTE-SANITIZER\n========= Target application returned an error\n"
+                          "========= RACECHECK SUMMARY: 0 hazards displayed\n========= (0 errors, 0 warnings)\n";
+  EXPECT_TRUE(parse_sanitizer_log("racecheck", log).empty());
+  EXPECT_EQ(sanitizer_result("racecheck", Logs{{"a.log", log}}, bounds_pass(), 7).verdict, Verdict::pass);
+  EXPECT_FALSE(sanitizer_tool_message("Target application returned an error"));
+  EXPECT_FALSE(sanitizer_tool_message("LEAK SUMMARY: 0 bytes leaked in 0 allocations"));
+  // the tool's word that it instrumented nothing is not the harmless exit line
+  EXPECT_TRUE(sanitizer_tool_message("Error: Target application terminated before first instrumented API call"));
+}
+
+TEST(SanitizerLogTool, ASummaryCountingErrorsWithNoReportReadIsError) {
+  // two errors counted, no report read (here an indented line with no report above it): no PASS
+  const std::string log = "========= COMPUTE-SANITIZER\n=========  Something indented the parser skips\n"
+                          "========= ERROR SUMMARY: 2 errors\n";
+  EXPECT_TRUE(parse_sanitizer_log("memcheck", log).empty());
+  const GateResult g = sanitizer_result("memcheck", Logs{{"kgate-tool-log.0.log", log}}, bounds_pass(), 7);
+  EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+  EXPECT_NE(g.summary.find("counts 2 error(s)"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("did not recognise as reports"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("Something indented the parser skips"), std::string::npos) << g.summary;
+  EXPECT_NE(g.summary.find("kgate-tool-log.0.log"), std::string::npos) << g.summary;
+  // racecheck's count of hazards likewise
+  const GateResult race = sanitizer_result(
+      "racecheck",
+      Logs{{"a.log", "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 "
+                     "warnings)\n"}},
+      bounds_pass(), 7);
+  EXPECT_EQ(race.verdict, Verdict::error) << race.summary;
+  EXPECT_NE(race.summary.find("counts 3 error(s)"), std::string::npos) << race.summary;
+  // memcheck's count includes the API errors it printed: one API error read, "2 errors", one left unread
+  const std::string api = "========= COMPUTE-SANITIZER\n========= Program hit cudaErrorInvalidValue (error 1) due to "
+                          "\"invalid argument\" on CUDA API call to cudaFree.\n========= ERROR SUMMARY: 2 errors\n";
+  const GateResult one_left = sanitizer_result("memcheck", Logs{{"a.log", api}}, bounds_pass(), 7);
+  EXPECT_EQ(one_left.verdict, Verdict::error) << one_left.summary;
+  EXPECT_NE(one_left.summary.find("counts 1 error(s)"), std::string::npos) << one_left.summary;
 }
 
 TEST(SanitizerLogTool, PassNeedsTheSummaryLine) {

@@ -25,13 +25,20 @@ CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards
 TIMED_OUT_LOG = ("========= COMPUTE-SANITIZER\n"
                  "========= Error: No attachable process found. compute-sanitizer timed-out.\n"
                  "========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.\n")
+# The whole racecheck log of correct_linear on the 2026-12-06 H100 sanitizer-check run (one worker): the tool
+# watched no process that made a CUDA call, and said so in two lines, the second a hint about its own coverage
+# that the parser of the time (a negative list of the tool's messages) took for an access: a FAIL.
+CHILD_PROCESS_LOG = ("========= COMPUTE-SANITIZER\n"
+                     "========= Error: Target application terminated before first instrumented API call\n"
+                     "========= Tracking kernels launched by child processes requires the --target-processes all "
+                     "option.\n")
 
 # The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`, written as compute-sanitizer writes: its banner
 # when it starts, then the worker runs as its child, then the records and the summary line when the worker has
 # ended. memcheck: the report above; racecheck: a clean log; synccheck: hangs and never starts the worker.
 # mode "timed_out": the banner and the messages of a tool that gave up attaching (TIMED_OUT_LOG), then the
-# worker runs, and no summary. Its first log line (before any record, which the parser skips) says what it was
-# given, for the test to read back from the record's output.
+# worker runs, and no summary; mode "child_process": likewise, with CHILD_PROCESS_LOG. Its first log line (before
+# any record, which the parser skips) says what it was given, for the test to read back from the record's output.
 FAKE = f"""#!{sys.executable}
 import os, sys, time
 MODE = "@MODE@"
@@ -47,13 +54,14 @@ def log(text):
         f.write(text)
 log("fake tool: " + " ".join(f"{{k}} {{v}}" for k, v in opts.items())
     + " caching=" + os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "-") + "\\n")
-log({TIMED_OUT_LOG!r} if MODE == "timed_out" else "========= COMPUTE-SANITIZER\\n")
+HEAD = {{"timed_out": {TIMED_OUT_LOG!r}, "child_process": {CHILD_PROCESS_LOG!r}}}
+log(HEAD.get(MODE, "========= COMPUTE-SANITIZER\\n"))
 pid = os.fork()
 if pid == 0:
     os.execv(args[0], args)
 os.close(int(args[-1]))  # the worker's end of its socket is the worker's alone: it must close when the worker dies
 _, status = os.waitpid(pid, 0)
-if MODE != "timed_out":
+if MODE not in HEAD:
     body = {MEMCHECK_LOG!r} if tool == "memcheck" else {CLEAN_LOG!r}
     log(body.split("\\n", 1)[1])  # the records and the summary, below the banner
 rc = os.waitstatus_to_exitcode(status)
@@ -226,13 +234,35 @@ def test_a_tool_that_did_not_attach_is_an_error_not_a_finding(workdir, monkeypat
     assert rec["status"] == "ok" and gate(rec, "bounds")["verdict"] == "PASS", rec
     mem = gate(rec, "bounds/memcheck")
     assert mem["verdict"] == "ERROR", mem
-    assert mem["summary"].startswith("compute-sanitizer memcheck did not instrument the worker: Error: No attachable "
-                                     "process found. compute-sanitizer timed-out."), mem["summary"]
+    assert mem["summary"].startswith("compute-sanitizer memcheck did not instrument the worker"), mem["summary"]
+    assert ": Error: No attachable process found. compute-sanitizer timed-out. | Default timeout" in mem["summary"]
     assert not mem.get("evidence") and "Awaiting target completion" in mem["output"]
     assert [f["tool_error"] for f in _core.parse_sanitizer_log("memcheck", TIMED_OUT_LOG)] == [True, True]
     # not broken: the pass could not judge, and the engine says so (a counted gate ended ERROR: incomplete)
     assert rec["classification"] == "incomplete" and rec["broken_reasons"] == [], rec
     assert rec["sanitizer_pass"] == {"tools": ["memcheck"], "classification_before": "clean"}
+
+
+def test_the_tools_hint_about_its_own_coverage_is_an_error_not_a_finding(workdir, monkeypatch):
+    # correct_linear under racecheck on the 2026-12-06 H100 sanitizer-check run: the tool's hint ("Tracking
+    # kernels launched by child processes requires ...") was parsed as an access, FAIL, the correct row broken.
+    # A line is a finding now only in the shape of a report; any other is the pass's ERROR.
+    monkeypatch.setenv("KGATE_COMPUTE_SANITIZER", fake_tool(workdir, "child_process"))
+    corpus = write_corpus(workdir / "c.jsonl", control_rows(["correct_tanh_scale"]))
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--sanitizer", "racecheck", "--sanitizer-timeout", "20")
+    assert r.returncode == 0, r.stderr
+    (rec,) = read_jsonl(workdir / "out.jsonl")
+    assert rec["status"] == "ok" and gate(rec, "bounds")["verdict"] == "PASS", rec
+    race = gate(rec, "bounds/racecheck")
+    assert race["verdict"] == "ERROR", race
+    assert race["summary"].startswith("compute-sanitizer racecheck did not instrument the worker"), race["summary"]
+    assert "Tracking kernels launched by child processes requires" in race["summary"], race["summary"]
+    assert not race.get("evidence") and not race.get("finding"), race
+    found = _core.parse_sanitizer_log("racecheck", CHILD_PROCESS_LOG)
+    assert [(f["tool_error"], f["api_error"]) for f in found] == [(True, False), (True, False)], found
+    # not broken: the pass could not judge (a counted gate ended ERROR: incomplete)
+    assert rec["classification"] == "incomplete" and rec["broken_reasons"] == [], rec
+    assert rec["sanitizer_pass"] == {"tools": ["racecheck"], "classification_before": "clean"}
 
 
 def _worker_did_not_answer_build(*a, **k):

@@ -9,11 +9,17 @@ The result is the row's gate record `bounds/<tool>`: PASS when the tool reported
 its summary line ("ERROR SUMMARY: 0 errors", "RACECHECK SUMMARY: 0 hazards displayed ..."), FAIL with the first
 access it reported as evidence (every one in the detail), SKIP when compute-sanitizer is missing (saying where
 it looked) or the pass would overrun the row's time limit, ERROR when it could not judge:
-  - the tool's log holds its own message about itself ("Error: No attachable process found. compute-sanitizer
-    timed-out.", "Internal Sanitizer Error: ...", ...: the C++ parser's tool_error): it did not instrument the
-    worker, whatever the bounds gate said under it (an access it did report, in this or another worker's
-    log, stays FAIL);
+  - the tool's log holds a top-level line that is not a report about the program (the C++ parser knows reports
+    by their shape: "Invalid __global__ write ...", "Error: Race reported between ...", ...; anything else but
+    the banner, the summaries and how the worker exited is its tool_error): the tool's message about itself
+    ("Error: No attachable process found. compute-sanitizer timed-out.", "Tracking kernels launched by child
+    processes requires the --target-processes all option.", "Internal Sanitizer Error: ...") or a line kgate
+    does not know. The summary says "compute-sanitizer <tool> did not instrument the worker, or printed what
+    kgate does not know as a report: <the lines>", whatever the bounds gate said under it (an access it did
+    report, in this or another worker's log, stays FAIL);
   - the bounds gate passed but a log ends without the tool's summary: the tool did not see the worker to its end;
+  - the bounds gate passed but a summary counts errors kgate read no report of (less the API errors it read:
+    memcheck counts those too);
   - the worker under the tool hung or crashed before the bounds gate ran, or the run raised (the worker did not
     answer its init or build request within the pass's timeout: "the worker under compute-sanitizer memcheck
     did not answer its build request within 180 s"), and the tool reported no access before that (an access it
@@ -28,7 +34,10 @@ the tool, its init and build included (memcheck instruments every module loaded)
 --launch-timeout: how long it waits for the worker to initialise CUDA. compute-sanitizer's own default, 10 s,
 was shorter than a worker's python and torch imports on a busy machine on the first GPU run (2026-12-06,
 H100): the tool gave up, the worker ran uninstrumented, and the parser of the time took the tool's message for
-two findings (a correct row judged broken). Where the row has a time limit, the timeout is at most what is
+two findings (a correct row judged broken). The parser's rule is positive since the same day's sanitizer-check
+run, where correct_linear's racecheck log held only "Error: Target application terminated before first
+instrumented API call" and the tool's hint "Tracking kernels launched by child processes requires ...": the
+list of the tool's messages of the time did not know the hint, and took it for an access (FAIL). Where the row has a time limit, the timeout is at most what is
 left of it, so that one hung request cannot cut the row.
 
 memcheck runs with the guard allocator off, the engine's buffers without guard zones and torch's caching
