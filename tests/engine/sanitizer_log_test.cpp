@@ -55,6 +55,15 @@ GateResult bounds_pass() {
   return b;
 }
 
+// A worker the tool watched to its end, with one invalid write reported.
+const char* kWatchedLog = R"(========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at add_kernel(float*, int)+0x70 in k.cu:12
+=========     by thread (3,0,0) in block (255,0,0)
+=========     Address 0x7f0a1c000400 is out of bounds
+========= ERROR SUMMARY: 1 error
+)";
+
 using Logs = std::vector<std::pair<std::string, std::string>>;
 
 TEST(SanitizerLogTool, TimedOutAttachIsTheToolsMessageNotAFinding) {
@@ -84,12 +93,7 @@ TEST(SanitizerLogTool, TimedOutAttachIsErrorNotFail) {
 
 TEST(SanitizerLogTool, AnAccessReportStaysEvidenceBesideTheToolsMessage) {
   // Two workers' logs: one the tool watched and reported an invalid write in, one it never attached to.
-  const std::string watched = "========= COMPUTE-SANITIZER\n========= Invalid __global__ write of size 4 bytes\n"
-                              "=========     at add_kernel(float*, int)+0x70 in k.cu:12\n"
-                              "=========     by thread (3,0,0) in block (255,0,0)\n"
-                              "=========     Address 0x7f0a1c000400 is out of bounds\n"
-                              "========= ERROR SUMMARY: 1 error\n";
-  const GateResult g = sanitizer_result("memcheck", Logs{{"a.0.log", watched}, {"a.1.log", kTimedOutLog}},
+  const GateResult g = sanitizer_result("memcheck", Logs{{"a.0.log", kWatchedLog}, {"a.1.log", kTimedOutLog}},
                                         bounds_pass(), 7);
   EXPECT_EQ(g.verdict, Verdict::fail) << g.summary;
   EXPECT_EQ(g.finding, "sanitizer");
@@ -156,12 +160,7 @@ TEST(SanitizerLogTool, ChildProcessHintIsTheToolsMessageNotAFinding) {
 }
 
 TEST(SanitizerLogTool, AnAccessBesideTheChildProcessHintStaysFail) {
-  const std::string watched = "========= COMPUTE-SANITIZER\n========= Invalid __global__ write of size 4 bytes\n"
-                              "=========     at add_kernel(float*, int)+0x70 in k.cu:12\n"
-                              "=========     by thread (3,0,0) in block (255,0,0)\n"
-                              "=========     Address 0x7f0a1c000400 is out of bounds\n"
-                              "========= ERROR SUMMARY: 1 error\n";
-  const GateResult g = sanitizer_result("memcheck", Logs{{"a.0.log", watched}, {"a.1.log", kChildProcessLog}},
+  const GateResult g = sanitizer_result("memcheck", Logs{{"a.0.log", kWatchedLog}, {"a.1.log", kChildProcessLog}},
                                         bounds_pass(), 7);
   EXPECT_EQ(g.verdict, Verdict::fail) << g.summary;
   EXPECT_EQ(g.finding, "sanitizer");
