@@ -391,8 +391,14 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
   g.output = excerpt(joined, 4000);
   g.cases = bounds.cases;
   std::vector<SanitizerFinding> all;
-  for (const auto& [name, text] : logs)
-    for (SanitizerFinding& f : parse_sanitizer_log(tool, text)) all.push_back(std::move(f));
+  std::vector<long long> api_errors_in;  // per log, the API errors read in it (the summary check below)
+  for (const auto& [name, text] : logs) {
+    api_errors_in.push_back(0);
+    for (SanitizerFinding& f : parse_sanitizer_log(tool, text)) {
+      api_errors_in.back() += f.api_error ? 1 : 0;
+      all.push_back(std::move(f));
+    }
+  }
   std::vector<SanitizerFinding> accesses, tool_errors;
   for (const SanitizerFinding& f : all) {
     if (f.tool_error)
@@ -462,12 +468,11 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
     // its count (the same for initcheck's and synccheck's, the same summary); racecheck's "RACECHECK SUMMARY:
     // N hazards displayed" counts hazards alone. No access report reached this point, so any count left is
     // reports kgate did not read.
-    for (const auto& [name, text] : logs) {
+    for (std::size_t i = 0; i < logs.size(); ++i) {
+      const auto& [name, text] = logs[i];
       const std::optional<SummaryCount> c = summary_count(text);
       if (!c) continue;
-      long long api_errors = 0;
-      for (const SanitizerFinding& f : parse_sanitizer_log(tool, text)) api_errors += f.api_error ? 1 : 0;
-      const long long unread = c->n - (c->hazards ? 0 : api_errors);
+      const long long unread = c->n - (c->hazards ? 0 : api_errors_in[i]);
       if (unread <= 0) continue;
       const std::string first = first_unread_line(text);
       const std::string quote = first.empty() ? std::string(" (it holds no other line of the tool's)")
