@@ -7,6 +7,9 @@
 // that made correct_linear's racecheck a FAIL on the 2026-12-06 H100 sanitizer-check run, a line kgate does
 // not know) is ERROR, and so is a summary counting errors kgate read no report of.
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,26 +21,25 @@
 namespace kgate {
 namespace {
 
+// A log the tool wrote, from tests/gpu/sanitizer_logs (its README says where each came from; the GPU test and the
+// Python audit's test read the same files).
+std::string sanitizer_log(const char* name) {
+  std::ifstream in(std::string(KGATE_SANITIZER_LOGS_DIR) + "/" + name, std::ios::binary);
+  std::ostringstream o;
+  o << in.rdbuf();
+  if (o.str().empty()) std::fprintf(stderr, "no sanitizer log %s in %s\n", name, KGATE_SANITIZER_LOGS_DIR);
+  return o.str();
+}
+
 // The whole memcheck log of correct_tanh_scale on the first GPU run (2026-12-06, H100).
-const char* kTimedOutLog = R"(========= COMPUTE-SANITIZER
-========= Error: No attachable process found. compute-sanitizer timed-out.
-========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.
-)";
+const std::string kTimedOutLog = sanitizer_log("memcheck_timed_out.log");
 
 // The whole racecheck log of correct_linear on the 2026-12-06 H100 sanitizer-check run (one worker): the tool
 // watched no process that made a CUDA call. The negative list of the time knew the first line only and took the
 // hint for an access: a FAIL of a correct kernel.
-const char* kChildProcessLog = R"(========= COMPUTE-SANITIZER
-========= Error: Target application terminated before first instrumented API call
-========= Tracking kernels launched by child processes requires the --target-processes all option.
-)";
+const std::string kChildProcessLog = sanitizer_log("racecheck_child_process.log");
 
-const char* kRaceLog = R"(========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at void reduce<float>(float const*, float*, int)+0x130 in red.cu:13
-=========     and Read access at void reduce<float>(float const*, float*, int)+0xf0 in red.cu:14 [1024 hazards]
-=========
-========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
-)";
+const std::string kRaceLog = sanitizer_log("racecheck.log");
 
 const char* kHazardLog = R"(========= COMPUTE-SANITIZER
 ========= ERROR: Potential WAR hazard detected at __shared__ 0x0 in block (0,0,0) :
@@ -102,7 +104,7 @@ TEST(SanitizerLogTool, AnAccessReportStaysEvidenceBesideTheToolsMessage) {
 }
 
 TEST(SanitizerLogTool, RacecheckRaceAndHazardStayFindings) {
-  for (const char* log : {kRaceLog, kHazardLog}) {
+  for (const std::string& log : {kRaceLog, std::string(kHazardLog)}) {
     const auto f = parse_sanitizer_log("racecheck", log);
     ASSERT_EQ(f.size(), 1u) << log;
     EXPECT_FALSE(f[0].tool_error) << f[0].kind;

@@ -15,23 +15,17 @@ from kgate import _core
 
 FAST = ["--fw", "numpy", "--call-timeout", "10", "--jobs", "2", "--seed", "1234", "--gates", "oracle,bounds"]
 
-# memcheck's report of a write one element past a buffer, then the launch failure it causes (an API error: a
-# consequence, not an access): the C++ parser's test log.
-MEMCHECK_LOG = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "sanitizer_logs",
-                                 "memcheck.log")).read()
+# The tool's logs in tests/gpu/sanitizer_logs, which the C++ parser's tests read too (its README says where each
+# came from): memcheck.log, a write one element past a buffer, then the launch failure it causes (an API error: a
+# consequence, not an access); memcheck_timed_out.log, the whole memcheck log of a correct row on the first GPU
+# run (2026-12-06, H100), where the tool gave up waiting for the worker to initialise CUDA; and
+# racecheck_child_process.log, the whole racecheck log of correct_linear on the same day's sanitizer-check run,
+# whose hint about the tool's own coverage the parser of the time took for an access (a FAIL).
+LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "sanitizer_logs")
+MEMCHECK_LOG = open(os.path.join(LOGS, "memcheck.log")).read()
+TIMED_OUT_LOG = open(os.path.join(LOGS, "memcheck_timed_out.log")).read()
+CHILD_PROCESS_LOG = open(os.path.join(LOGS, "racecheck_child_process.log")).read()
 CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
-# The whole memcheck log of a correct row on the first GPU run (2026-12-06, H100): the tool gave up waiting for
-# the worker to initialise CUDA (its default --launch-timeout, 10 s) and the worker ran uninstrumented.
-TIMED_OUT_LOG = ("========= COMPUTE-SANITIZER\n"
-                 "========= Error: No attachable process found. compute-sanitizer timed-out.\n"
-                 "========= Default timeout can be adjusted with --launch-timeout. Awaiting target completion.\n")
-# The whole racecheck log of correct_linear on the 2026-12-06 H100 sanitizer-check run (one worker): the tool
-# watched no process that made a CUDA call, and said so in two lines, the second a hint about its own coverage
-# that the parser of the time (a negative list of the tool's messages) took for an access: a FAIL.
-CHILD_PROCESS_LOG = ("========= COMPUTE-SANITIZER\n"
-                     "========= Error: Target application terminated before first instrumented API call\n"
-                     "========= Tracking kernels launched by child processes requires the --target-processes all "
-                     "option.\n")
 
 # The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`, written as compute-sanitizer writes: its banner
 # when it starts, then the worker runs as its child, then the records and the summary line when the worker has
