@@ -7,29 +7,19 @@
 // that made correct_linear's racecheck a FAIL on the 2026-12-06 H100 sanitizer-check run, a line kgate does
 // not know) is ERROR, and so is a summary counting errors kgate read no report of.
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "../gpu/sanitizer_logs/read_log.hpp"
 #include "kgate/sanitizer_log.hpp"
 
 namespace kgate {
 namespace {
 
-// A log the tool wrote, from tests/gpu/sanitizer_logs (its README says where each came from; the GPU test and the
-// Python audit's test read the same files).
-std::string sanitizer_log(const char* name) {
-  std::ifstream in(std::string(KGATE_SANITIZER_LOGS_DIR) + "/" + name, std::ios::binary);
-  std::ostringstream o;
-  o << in.rdbuf();
-  if (o.str().empty()) std::fprintf(stderr, "no sanitizer log %s in %s\n", name, KGATE_SANITIZER_LOGS_DIR);
-  return o.str();
-}
+using test::sanitizer_log;  // the logs in tests/gpu/sanitizer_logs (the GPU and Python tests read them too)
 
 // The whole memcheck log of correct_tanh_scale on the first GPU run (2026-12-06, H100).
 const std::string kTimedOutLog = sanitizer_log("memcheck_timed_out.log");

@@ -2,8 +2,6 @@
 // compute-sanitizer writes them (memcheck, racecheck, initcheck, synccheck, and an API error); the pass
 // itself runs where there is a GPU and the tool: the tail-overrun control must FAIL under memcheck with the
 // kernel and access named, the correct controls must PASS under memcheck and racecheck.
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -11,18 +9,14 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/sanitizer.hpp"
 #include "kgate/oracle.hpp"
+#include "sanitizer_logs/read_log.hpp"
 
 namespace kgate {
 namespace {
 
-// The tool's logs in tests/gpu/sanitizer_logs (its README says where each came from; the engine's parser tests and
-// the Python audit's test read the same files): memcheck.log, a write past a buffer and the launch failure it causes.
-std::string sanitizer_log(const char* name) {
-  std::ifstream in(std::string(KGATE_SANITIZER_LOGS_DIR) + "/" + name, std::ios::binary);
-  std::ostringstream o;
-  o << in.rdbuf();
-  return o.str();
-}
+// The tool's logs in tests/gpu/sanitizer_logs (the engine's parser tests and the Python audit's test read them too):
+// memcheck.log, a write past a buffer and the launch failure it causes; racecheck.log, a race report.
+using test::sanitizer_log;
 
 const std::string kRacecheckLog = sanitizer_log("racecheck.log");
 
