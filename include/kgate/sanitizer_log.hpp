@@ -59,7 +59,9 @@ bool sanitizer_tool_message(const std::string& line);
 // Whether a log holds the summary the tool prints when the program it watched exits ("ERROR SUMMARY: ..."
 // for memcheck, initcheck and synccheck, "RACECHECK SUMMARY: ..." for racecheck): the tool saw the worker
 // to its end. A log without one was cut (the tool was killed, or is still waiting for a target it never
-// attached to).
+// attached to). The tool is taken to print one summary per process it watched (--target-processes all): at
+// least one is asked, so a log cut short during the worker that holds the summary of a child process that ended
+// before it is not detected here (sanitizer_log.cpp says more).
 bool sanitizer_log_has_summary(const std::string& log);
 
 // The compute-sanitizer executable: $KGATE_COMPUTE_SANITIZER, then PATH, then $CUDA_HOME/bin,

@@ -186,12 +186,21 @@ bool harmless(const std::string& s) {
          std::any_of(std::begin(kHarmless), std::end(kHarmless), [&](std::string_view h) { return starts_with(s, h); });
 }
 
-// What a log's summary counts (memcheck, initcheck, synccheck: "ERROR SUMMARY: N errors", with `hazards`
-// false; racecheck: "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)", N, with `hazards` true),
-// or nullopt for a log without one.
+// What a log's summaries count, added up over every summary line in it: memcheck, initcheck and synccheck print
+// "ERROR SUMMARY: N errors" (`errors`), racecheck "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
+// (`hazards`, N). The tool is taken to print one summary per process it watched, as that process exits, so with
+// --target-processes all (sanitizer_launch_prefix) one log may hold several: the worker's and one for each process
+// it started that the tool followed. Each counts its own process's reports, so the log's count is their sum;
+// keeping only the last summary (the worker's, which usually exits last) would lose the errors an earlier process's
+// summary counted. The two kinds are kept apart so that a log holding both is not counted twice (one tool writes
+// one log, so it should hold one kind; the check takes the larger). `line` quotes the summary lines with a non-zero
+// count ("ERROR SUMMARY: 2 errors", joined by " | "), `lines` says how many summary lines the log holds; nullopt
+// for a log without one. (How a log with several processes looks has not been seen on a GPU run yet: see
+// sanitizer_launch_prefix.)
 struct SummaryCount {
-  long long n = 0;
-  bool hazards = false;
+  long long errors = 0;
+  long long hazards = 0;
+  int lines = 0;
   std::string line;
 };
 std::optional<SummaryCount> summary_count(const std::string& log) {
@@ -202,8 +211,12 @@ std::optional<SummaryCount> summary_count(const std::string& log) {
   while (std::getline(lines, line)) {
     const std::optional<std::string> top = top_line(line);
     std::smatch m;
-    if (top && std::regex_search(*top, m, count_re))
-      c = SummaryCount{std::stoll(m[1].matched ? m[1].str() : m[2].str()), m[2].matched, *top};
+    if (!top || !std::regex_search(*top, m, count_re)) continue;
+    if (!c) c = SummaryCount{};
+    const long long n = std::stoll(m[1].matched ? m[1].str() : m[2].str());
+    (m[2].matched ? c->hazards : c->errors) += n;
+    ++c->lines;
+    if (n > 0) c->line += (c->line.empty() ? "" : " | ") + *top;
   }
   return c;
 }
@@ -259,6 +272,12 @@ std::string first_unread_line(const std::string& log) {
 
 }  // namespace
 
+// At least one summary line, wherever it stands. With --target-processes all (sanitizer_launch_prefix) the tool is
+// taken to print one summary per process it watched (not yet seen on a GPU run), each as that process exits: a log
+// cut short while the worker ran (the tool killed, or the worker never reached its end under it) may still hold the
+// summary of a process the worker started and that ended before, with none for the worker itself. Such a log passes
+// this check; kgate does not know how many processes the tool watched, so a missing summary beside another is not
+// detected (the summaries it does hold are all counted: summary_count).
 bool sanitizer_log_has_summary(const std::string& log) {
   std::istringstream lines(log);
   std::string line;
@@ -467,20 +486,24 @@ GateResult sanitizer_result(const std::string& tool, const std::vector<std::pair
     // errors"), and an API error alone does not fail the candidate, so those recognised here are taken off
     // its count (the same for initcheck's and synccheck's, the same summary); racecheck's "RACECHECK SUMMARY:
     // N hazards displayed" counts hazards alone. No access report reached this point, so any count left is
-    // reports kgate did not read.
+    // reports kgate did not read. Every summary line of a log counts (one per process the tool watched, with
+    // --target-processes all: summary_count adds them up), less the API errors read anywhere in the log.
     for (std::size_t i = 0; i < logs.size(); ++i) {
       const auto& [name, text] = logs[i];
       const std::optional<SummaryCount> c = summary_count(text);
       if (!c) continue;
-      const long long unread = c->n - (c->hazards ? 0 : api_errors_in[i]);
+      const long long unread = std::max(c->hazards, c->errors - api_errors_in[i]);
       if (unread <= 0) continue;
       const std::string first = first_unread_line(text);
       const std::string quote = first.empty() ? std::string(" (it holds no other line of the tool's)")
                                               : fmt::format(" (the first line kgate did not read: \"{}\")", excerpt(first, 300));
+      const std::string of_lines =
+          c->lines > 1 ? fmt::format(", added up over its {} summary lines", c->lines)
+                       : std::string();
       g.verdict = Verdict::error;
-      g.summary = fmt::format("compute-sanitizer {}'s log {} counts {} error(s) (\"{}\") that kgate did not recognise "
+      g.summary = fmt::format("compute-sanitizer {}'s log {} counts {} error(s) (\"{}\"{}) that kgate did not recognise "
                               "as reports{}: the tool's verdict is not known",
-                              tool, name, unread, c->line, quote);
+                              tool, name, unread, excerpt(c->line, 300), of_lines, quote);
       return g;
     }
     g.verdict = Verdict::pass;
