@@ -69,7 +69,8 @@ bool sanitizer_log_has_summary(const std::string& log);
 std::optional<std::string> find_compute_sanitizer(std::string* looked = nullptr);
 
 // The words a worker starts under: the tool, writing its report to `log_file` (not to the worker's output,
-// which the candidate writes too), about the worker alone, waiting up to `launch_timeout_seconds` (the pass's
+// which the candidate writes too), about the worker and every process it starts (--target-processes all: a
+// candidate's kernels in a child process are watched too), waiting up to `launch_timeout_seconds` (the pass's
 // per-request timeout, rounded up to whole seconds, at least 1) for the worker to initialise CUDA: the
 // tool's own default, 10 s, is shorter than a Python worker's imports on a busy machine, and a tool that
 // gives up lets the worker run uninstrumented.

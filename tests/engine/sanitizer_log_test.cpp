@@ -362,5 +362,16 @@ TEST(SanitizerLogTool, LaunchPrefixCarriesTheLaunchTimeout) {
   EXPECT_EQ(*(std::find(tiny.begin(), tiny.end(), "--launch-timeout") + 1), "1") << "0 would mean no limit";
 }
 
+TEST(SanitizerLogTool, LaunchPrefixFollowsEveryProcessOfTheWorker) {
+  // application-only left a candidate's kernels in a child process of the worker unwatched
+  // (tests/gpu/sanitizer_logs/racecheck_child_process.log)
+  const auto p = sanitizer_launch_prefix("/opt/cs", "racecheck", "/tmp/x.log", 180.0);
+  const auto at = std::find(p.begin(), p.end(), "--target-processes");
+  ASSERT_NE(at, p.end());
+  ASSERT_NE(at + 1, p.end());
+  EXPECT_EQ(*(at + 1), "all");
+  EXPECT_EQ(std::count(p.begin(), p.end(), "--target-processes"), 1);
+}
+
 }  // namespace
 }  // namespace kgate

@@ -1,6 +1,7 @@
 """The bounds gate's compute-sanitizer pass over an audited row (`--sanitizer TOOL[,TOOL]`, docs/audit.md):
 after the row's run, the bounds gate's calls run again in a fresh worker started under
-`compute-sanitizer --tool TOOL --log-file F` (inside the same isolation as every worker: client.py,
+`compute-sanitizer --tool TOOL --log-file F --target-processes all ...` (the worker and every process it starts,
+so a candidate's kernels in a child process are watched too; inside the same isolation as every worker: client.py,
 isolation.py), through rowjob._verify_once as the guard allocator's second pass reruns its gates. The tools,
 the lookup of the executable, the command, the log parser and the verdict are the C++ CLI's
 (kgate/sanitizer_log.hpp through kgate._core); nothing of them is re-implemented here.

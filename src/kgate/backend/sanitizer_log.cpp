@@ -386,7 +386,15 @@ std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const s
   // Whole seconds, rounded up; at least 1 (0 would be the tool's "no limit"), at most a day.
   const double t = std::isfinite(launch_timeout_seconds) ? launch_timeout_seconds : 86400.0;
   const long seconds = static_cast<long>(std::clamp(std::ceil(t), 1.0, 86400.0));
-  return {exe, "--tool", tool, "--log-file", log_file, "--print-limit", "100", "--target-processes", "application-only",
+  // --target-processes all: the tool follows every process the worker starts, not the worker alone. With
+  // application-only a candidate that runs its CUDA work in a child process (subprocess, multiprocessing) went
+  // unwatched: it escaped the pass (on the 2026-12-06 H100 sanitizer-check run correct_linear's racecheck log held
+  // only "Error: Target application terminated before first instrumented API call" and "Tracking kernels launched
+  // by child processes requires the --target-processes all option.", while the bounds gate ran its 4 calls:
+  // tests/gpu/sanitizer_logs/racecheck_child_process.log). How the log looks with several processes (one summary
+  // per process, the tool's words about a child that makes no CUDA call) has not been seen on a GPU run yet: the
+  // next scripts/sanitizer-check run is to measure it. The parser adds up every summary line (summary_count).
+  return {exe, "--tool", tool, "--log-file", log_file, "--print-limit", "100", "--target-processes", "all",
           "--launch-timeout", std::to_string(seconds)};
 }
 
