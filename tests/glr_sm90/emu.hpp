@@ -79,10 +79,12 @@ using std::max;
 using std::min;
 
 #if !defined(GLR_EMU_FIBER_UCONTEXT)
-// glr_emu_fiber_switch(save, next): save the callee-saved registers, the SSE and x87 control words and the stack
-// pointer (into *save) of the running context, then continue the context whose stack pointer is `next` (saved by an
-// earlier switch, or a new fiber's first frame: emu::Fiber::start). No system call. A weak hidden symbol in a COMDAT
-// section, so every translation unit that includes this header may define it.
+// glr_emu_fiber_switch(save, next): save the callee-saved registers and the stack pointer (into *save) of the running
+// context, then continue the context whose stack pointer is `next` (saved by an earlier switch, or a new fiber's first
+// frame: FiberPool::make). No system call. The SSE and x87 control words (rounding, flush to zero) are not switched:
+// the fibers share the host thread's, which nothing in the kernels or the emulator changes (saving and restoring them
+// was 85% of a switch's samples, a third of the emulator's time in glr_emu_fiber_switch, under perf). A weak hidden
+// symbol in a COMDAT section, so every translation unit that includes this header may define it.
 extern "C" __attribute__((visibility("hidden"))) void glr_emu_fiber_switch(void** save, void* next);
 asm(R"(
   .pushsection .text.glr_emu_fiber_switch,"axG",@progbits,glr_emu_fiber_switch,comdat
@@ -97,14 +99,8 @@ glr_emu_fiber_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $16, %rsp
-  stmxcsr 8(%rsp)
-  fnstcw (%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr 8(%rsp)
-  fldcw (%rsp)
-  addq $16, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -142,6 +138,7 @@ struct Fiber {
 #endif
   char* map = nullptr;  // the mapping: guard, then the stack
   std::size_t map_bytes = 0;
+  char* top = nullptr;  // the stack's first byte past its top
   // The CUDA thread it runs now (set by launch for each block).
   void (*job)(void*) = nullptr;
   void* job_ctx = nullptr;
@@ -430,7 +427,7 @@ class FiberPool {
     for (auto& f : fibers_) munmap(f->map, f->map_bytes);
   }
   Fiber& get(int i) {
-    while (static_cast<int>(fibers_.size()) <= i) fibers_.push_back(make());
+    while (static_cast<int>(fibers_.size()) <= i) fibers_.push_back(make(static_cast<int>(fibers_.size())));
     return *fibers_[static_cast<std::size_t>(i)];
   }
   static std::size_t stack_bytes() {
@@ -461,9 +458,14 @@ class FiberPool {
     }
   }
   static constexpr std::size_t kGuardBytes = 256 * 1024;
-  static std::unique_ptr<Fiber> make() {
+  // Fiber i's stack starts colour(i) bytes below its mapping's end: with every top at the same offset in its
+  // page (and the mappings 1.25 MiB apart) the hot top of every stack fell in the same cache sets, and a switch's
+  // first loads from the new stack were most of its time (perf); staggered by 64-byte lines over 64 KiB they spread.
+  static constexpr std::size_t kColourBytes = 64 * 1024;
+  static std::size_t colour(int i) { return static_cast<std::size_t>((i * 37) % 1024) * 64; }
+  static std::unique_ptr<Fiber> make(int index) {
     auto f = std::make_unique<Fiber>();
-    f->map_bytes = stack_bytes() + kGuardBytes;
+    f->map_bytes = stack_bytes() + kColourBytes + kGuardBytes;
     void* m = mmap(nullptr, f->map_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (m == MAP_FAILED || mprotect(m, kGuardBytes, PROT_NONE) != 0) {
@@ -471,40 +473,35 @@ class FiberPool {
       std::abort();
     }
     f->map = static_cast<char*>(m);
-    char* const top = f->map + f->map_bytes;  // page-aligned
+    char* const top = f->top = f->map + f->map_bytes - colour(index);  // 64-byte aligned
 #if defined(GLR_EMU_FIBER_UCONTEXT)
     getcontext(&f->uc);
     f->uc.uc_stack.ss_sp = f->map + kGuardBytes;
-    f->uc.uc_stack.ss_size = stack_bytes();
+    f->uc.uc_stack.ss_size = stack_bytes() + kColourBytes - colour(index);
     f->uc.uc_link = nullptr;
     makecontext(&f->uc, &FiberPool::main, 0);
     (void)top;
 #else
-    // The first frame glr_emu_fiber_switch pops: x87 control word, MXCSR (the launching thread's), r15 .. rbp (0),
-    // then main as the return address, entered with the stack aligned as after a call (its own return address 0).
-    auto* w = reinterpret_cast<std::uint64_t*>(top - 80);
-    std::memset(w, 0, 80);
-    std::uint16_t cw;
-    std::uint32_t csr;
-    asm volatile("fnstcw %0" : "=m"(cw));
-    asm volatile("stmxcsr %0" : "=m"(csr));
-    w[0] = cw;
-    w[1] = csr;
-    w[8] = reinterpret_cast<std::uint64_t>(&FiberPool::main);
+    // The first frame glr_emu_fiber_switch pops: r15 .. rbp (0), then main as the return address, entered with the
+    // stack aligned as after a call (rsp = 8 mod 16; its own return address 0).
+    auto* w = reinterpret_cast<std::uint64_t*>(top - 64);
+    std::memset(w, 0, 64);
+    w[6] = reinterpret_cast<std::uint64_t>(&FiberPool::main);
     f->sp = w;
 #endif
     return f;
   }
-  // The deepest any stack was touched (its resident pages, counted from the top).
+  // The deepest any stack was touched: from its top to the lowest resident page's start.
   std::size_t deepest_touched() const {
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     std::size_t deepest = 0;
-    std::vector<unsigned char> v(stack_bytes() / page);
+    std::vector<unsigned char> v((stack_bytes() + kColourBytes) / page);
     for (const auto& f : fibers_) {
-      if (mincore(f->map + kGuardBytes, stack_bytes(), v.data()) != 0) continue;
+      char* const lo = f->map + kGuardBytes;
+      if (mincore(lo, stack_bytes() + kColourBytes, v.data()) != 0) continue;
       for (std::size_t i = 0; i < v.size(); ++i)
         if (v[i] & 1) {
-          deepest = std::max(deepest, (v.size() - i) * page);
+          deepest = std::max(deepest, static_cast<std::size_t>(f->top - (lo + i * page)));
           break;
         }
     }
