@@ -223,6 +223,7 @@ struct Warp {
   std::uint32_t b[32][2];
   float c[32][4];
   float f[32];
+  float A[16][16], B[16][8], C[16][8];  // mma.sync's tile, rebuilt once from the 32 lanes' fragments
 };
 // One block of `threads` threads (a multiple of 32, at most kMaxThreads): the __syncthreads barrier of that count,
 // one Warp a 32 threads, and each thread's state for emu_wgmma.hpp's quiescence wait (0 running, 1 ended; other
@@ -316,7 +317,9 @@ inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
   w.bar.arrive_and_wait();
 }
 
-// mma.m16n8k16.row.col f32.bf16: the whole tile rebuilt from the 32 lanes' fragments.
+// mma.m16n8k16.row.col f32.bf16: the whole tile rebuilt from the 32 lanes' fragments by lane 0 (between the two
+// barriers: the fragments are all in and nobody reads the tile of the last mma any more), then each lane's four
+// outputs from it.
 inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
   emu::Warp& w = emu::warp();
   const int l = emu::lane();
@@ -327,20 +330,23 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint
   w.b[l][0] = b0;
   w.b[l][1] = b1;
   w.bar.arrive_and_wait();
-  float A[16][16], B[16][8], Cm[16][8];
-  for (int x = 0; x < 32; ++x) {
-    const int g = x / 4, t = x % 4;
-    emu::split(w.a[x][0], A[g][2 * t], A[g][2 * t + 1]);
-    emu::split(w.a[x][1], A[g + 8][2 * t], A[g + 8][2 * t + 1]);
-    emu::split(w.a[x][2], A[g][2 * t + 8], A[g][2 * t + 9]);
-    emu::split(w.a[x][3], A[g + 8][2 * t + 8], A[g + 8][2 * t + 9]);
-    emu::split(w.b[x][0], B[2 * t][g], B[2 * t + 1][g]);
-    emu::split(w.b[x][1], B[2 * t + 8][g], B[2 * t + 9][g]);
-    Cm[g][2 * t] = w.c[x][0];
-    Cm[g][2 * t + 1] = w.c[x][1];
-    Cm[g + 8][2 * t] = w.c[x][2];
-    Cm[g + 8][2 * t + 1] = w.c[x][3];
-  }
+  auto& A = w.A;
+  auto& B = w.B;
+  auto& Cm = w.C;
+  if (l == 0)
+    for (int x = 0; x < 32; ++x) {
+      const int g = x / 4, t = x % 4;
+      emu::split(w.a[x][0], A[g][2 * t], A[g][2 * t + 1]);
+      emu::split(w.a[x][1], A[g + 8][2 * t], A[g + 8][2 * t + 1]);
+      emu::split(w.a[x][2], A[g][2 * t + 8], A[g][2 * t + 9]);
+      emu::split(w.a[x][3], A[g + 8][2 * t + 8], A[g + 8][2 * t + 9]);
+      emu::split(w.b[x][0], B[2 * t][g], B[2 * t + 1][g]);
+      emu::split(w.b[x][1], B[2 * t + 8][g], B[2 * t + 9][g]);
+      Cm[g][2 * t] = w.c[x][0];
+      Cm[g][2 * t + 1] = w.c[x][1];
+      Cm[g + 8][2 * t] = w.c[x][2];
+      Cm[g + 8][2 * t + 1] = w.c[x][3];
+    }
   w.bar.arrive_and_wait();
   const int g = l / 4, t = l % 4;
   // Default: the exact sum of the 16 products and the accumulator, rounded once to fp32. GLR_EMU_MMA_TRUNC=1: a
