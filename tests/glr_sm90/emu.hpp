@@ -15,15 +15,15 @@
 // row, is a deadlock: it is reported (every thread and what it waits on) and aborts, instead of hanging. One host
 // thread per CUDA thread (until 2026-12-06) spent most of its time in the OS scheduler (sched_yield from the spinning
 // waits of hundreds of threads on a few cores: GLR_DH_WGMMA=0 glr_sm90_emu_bwd_check split took 482 s wall, 136 s user,
-// 392 s system on 2 shared cores; as fibers 22.5 s, 22.2 s, 0.3 s, the same output); a fiber switch is a few
-// instructions and no system call (x86-64: glr_emu_fiber_switch below; elsewhere, or with -DGLR_EMU_FIBER_UCONTEXT,
+// 392 s system on 2 shared cores; as fibers 14-20 s wall and user, 0.3 s system, the same output); a fiber switch is
+// a few instructions and no system call (x86-64: glr_emu_fiber_switch below; elsewhere, or with -DGLR_EMU_FIBER_UCONTEXT,
 // swapcontext: correct, but a system call a switch).
 //
 // Fiber stacks: GLR_EMU_FIBER_STACK_KB (default 1024) KiB each, mmap'd (only the pages touched take memory) with an
 // inaccessible 256 KiB guard below, so an overflow faults (SIGSEGV in a kernel: try a larger value) instead of
 // corrupting the next fiber's stack (the guard is wide because this compiler does not probe large frames page by
 // page); kept for the host thread's lifetime and reused by every block and launch. The deepest the emulator tests go
-// is 12 KiB (glr_sm90_wgmma_emu_test; the backward's subsets wgmma, fused, dh2, split 8 KiB at -O2 and at -O0 alike;
+// is 10 KiB (glr_sm90_wgmma_emu_test; the forward's and backward's subsets 6-8 KiB, the backward's at -O0 too;
 // 2026-12-06, GLR_EMU_FIBER_STACK_REPORT=1, which prints the deepest use at the host thread's exit from the pages
 // ever touched).
 // Per-thread state: emu::tid, emu::block, threadIdx, blockIdx, gridDim, blockDim are host thread_locals that the
