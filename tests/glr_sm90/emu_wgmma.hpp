@@ -1,6 +1,7 @@
 // tests/glr_sm90/emu_wgmma.hpp: host twins of glr/cuda/sm90/wgmma.cuh (wgmma.mma_async m64nNk16 bf16 -> fp32
 // with shared-memory matrix descriptors, its fence / commit / wait, mbarrier, the 1-D bulk copy), on top of
-// emu.hpp (one host thread per CUDA thread). Include this first, then wgmma.cuh (built with -DGLR_SM90_HOST_EMU).
+// emu.hpp (each CUDA thread a fiber of the block's host thread). Include this first, then wgmma.cuh (built with
+// -DGLR_SM90_HOST_EMU).
 //
 // What it models, from the PTX ISA ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate": matrix
 // descriptor format, canonical layouts, register fragments):
@@ -28,8 +29,8 @@
 //   retires their group (the shared source read then; elements outside the matrix skipped).
 // - mbarrier: the 8-byte word in shared memory holds the pending arrivals, the expected count, the transaction
 //   count and the phase bit, updated atomically; try_wait.parity(p) is true once the phase of parity p has
-//   completed; a failed try_wait yields the host thread. bulk_copy_g2s copies at once and then completes its
-//   bytes on the barrier.
+//   completed; a failed try_wait yields to the block's scheduler (emu.hpp). bulk_copy_g2s copies at once and then
+//   completes its bytes on the barrier.
 // Blocks of several warpgroups: emu::launch(kernel, ..., args, threads) (emu.hpp; 128 unless given); the wgmma
 // twins key their collective state on (block, threadIdx.x / 128), the named barriers on (block, id).
 #pragma once
@@ -37,13 +38,12 @@
 #include "emu.hpp"
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstdio>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 namespace emu::wg {
 
@@ -57,9 +57,12 @@ inline std::uint32_t smem_limit = 0;  // bytes of emu::smem the kernel may addre
 // k-tile. (Late landing, the default, is the extreme for the consumer side.) Thread states in emu::Block::state:
 // 0 running, 1 ended, 2 in a wgmma_wait or collective barrier, 4 + (bar << 1 | parity) polling an mbarrier.
 // Limits: a thread blocked in __syncthreads, a warp collective or a named barrier counts as running, so a kernel
-// that retires wgmmas while another thread sits in one waits out the 10 s timeout (counted; the pipeline test
-// requires 0). Neither schedule catches a producer that skips its empty-barrier wait: the full barriers then run
-// phases ahead of the consumers and their parity waits alias (a hang, not a wrong result), as they may on a GPU.
+// that retires wgmmas while another thread sits in one never sees the block quiescent: the scheduler (emu.hpp
+// run_fibers) then finds no thread able to proceed but the quiescence waiters, which it releases as a timeout
+// (counted in quiesce_timeouts; the pipeline test requires 0; before the fibers, a 10 s wall-clock timeout).
+// Neither schedule catches a producer that skips its empty-barrier wait: the full barriers then run
+// phases ahead of the consumers and their parity waits alias (a hang, not a wrong result, as they may on a GPU; here
+// the scheduler reports it as a deadlock).
 inline bool tma_early = false;
 inline std::atomic<long> quiesce_timeouts{0};
 // GLR_EMU_TMA_AT_ISSUE=1 (read once, at start): TMA loads land at issue, as with tma_early, while wgmmas still read
@@ -75,6 +78,9 @@ inline const bool tma_at_issue = [] {
 inline void set_state(std::uint64_t v) {
   if (tma_early) emu::block->state[threadIdx.x].store(v);
 }
+inline void describe_text(const void* o, long long, char* buf, std::size_t n) {
+  std::snprintf(buf, n, "%s", static_cast<const char*>(o));
+}
 
 [[noreturn]] inline void fail(const char* what) {
   std::fprintf(stderr, "emu_wgmma: %s (thread %u)\n", what, threadIdx.x);
@@ -82,26 +88,39 @@ inline void set_state(std::uint64_t v) {
 }
 
 struct Group {
-  std::barrier<> bar{128};
+  explicit Group(int wg) : bar(128, "warpgroup %d's wgmma collective", wg) {}
+  emu::Barrier bar;
   std::uint64_t da[128], db[128];
   int key[128];  // shape / transpose / scale-d / operand source, packed: must be uniform
   std::uint32_t a[128][4];
   float A[64][16], B[16][256];
 };
 
+// Named barrier `id` of a block: a generation counter; the first arrival of a generation fixes the count.
+struct NamedBar {
+  int id = 0, arrived = 0, expected = 0;
+  unsigned gen = 0;
+  static void describe(const void* o, long long, char* buf, std::size_t n) {
+    const auto* b = static_cast<const NamedBar*>(o);
+    std::snprintf(buf, n, "named barrier %d (bar.sync; %d of %d arrived)", b->id, b->arrived, b->expected);
+  }
+};
+// A block's collective state, made at its first use and ended with the block (emu::Block::local): each warpgroup's
+// wgmma Group, the named barriers 1..15. (A block's threads are fibers of one host thread: no locks.)
+struct BlockState : emu::BlockLocal {
+  std::unique_ptr<Group> groups[emu::kMaxThreads / 128];
+  NamedBar bars[16];
+};
+inline BlockState& block_state() {
+  std::unique_ptr<emu::BlockLocal>& p = emu::block->local;
+  if (!p) p = std::make_unique<BlockState>();
+  return static_cast<BlockState&>(*p);
+}
 inline Group& group() {
-  static std::mutex m;
-  static std::map<std::pair<const void*, unsigned>, std::unique_ptr<Group>> groups;
-  const std::pair<const void*, unsigned> k{emu::block, threadIdx.x / 128};
-  thread_local std::pair<const void*, unsigned> cached_key{nullptr, 0};
-  thread_local Group* cached = nullptr;
-  if (cached != nullptr && cached_key == k) return *cached;
-  std::lock_guard<std::mutex> lock(m);
-  auto& p = groups[k];
-  if (!p) p = std::make_unique<Group>();
-  cached_key = k;
-  cached = p.get();
-  return *p;
+  const unsigned wg = threadIdx.x / 128;
+  std::unique_ptr<Group>& g = block_state().groups[wg];
+  if (!g) g = std::make_unique<Group>(static_cast<int>(wg));
+  return *g;
 }
 
 // The shared-memory byte address of element (row r of M or N, k) of the 16-k slice a descriptor describes.
@@ -232,7 +251,22 @@ inline void mbar_update(std::uint32_t addr, int arrivals, std::int64_t tx) {
   } while (!w.compare_exchange_weak(old, nw));
 }
 
-// tma_early: wait until the block is quiescent (see tma_early), at most 10 s (then counted in quiesce_timeouts).
+// A failed mbarrier poll, for the deadlock report: arg = shared address << 1 | parity.
+inline void describe_mbar(const void*, long long arg, char* buf, std::size_t n) {
+  const std::uint32_t addr = static_cast<std::uint32_t>(arg >> 1);
+  const std::uint64_t w = mbar(addr).load();
+  std::int64_t t = static_cast<std::int64_t>((w >> 42) & kM21);
+  if (t >= (1 << 20)) t -= 1 << 21;
+  std::snprintf(buf, n,
+                "mbarrier at shared byte %u, try_wait.parity(%u) (its phase bit %u, %llu of %llu arrivals pending, "
+                "%lld transaction bytes)",
+                addr, static_cast<unsigned>(arg & 1), static_cast<unsigned>(w >> 63),
+                static_cast<unsigned long long>(w & kM21), static_cast<unsigned long long>((w >> 21) & kM21),
+                static_cast<long long>(t));
+}
+
+// tma_early: wait until the block is quiescent (see tma_early), or until the scheduler finds every other thread
+// unable to proceed (a stall: emu::Block::stalls; counted in quiesce_timeouts, the waiters then go on).
 inline bool block_quiet() {
   for (int t = 0; t < emu::block->n; ++t) {
     const std::uint64_t v = emu::block->state[t].load();
@@ -247,14 +281,15 @@ inline bool block_quiet() {
 inline void quiesce() {
   if (!tma_early) return;
   const unsigned e = emu::block->epoch.load();
+  const unsigned stalls = emu::block->stalls;
   set_state(2);
-  const auto t0 = std::chrono::steady_clock::now();
+  bool waited = false;
   while (emu::block->epoch.load() == e) {
     if (block_quiet()) {
       emu::block->epoch.fetch_add(1);
       break;
     }
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+    if (emu::block->stalls != stalls) {
       if (quiesce_timeouts.fetch_add(1) == 0)
         for (int t = 0; t < emu::block->n; ++t) {
           const std::uint64_t v = emu::block->state[t].load();
@@ -264,43 +299,30 @@ inline void quiesce() {
         }
       break;
     }
-    std::this_thread::yield();
+    emu::block_yield(emu::WaitDesc{&describe_text, "a wgmma_wait's quiescence (tma_early)", 0, true});
+    waited = true;
   }
+  if (waited) emu::progress = true;
   set_state(0);
 }
 
-// Named barrier `id` of the current block: a generation counter; the first arrival of a generation fixes the
-// count, a different count in the same generation aborts.
-struct NamedBar {
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0, expected = 0;
-  unsigned gen = 0;
-};
+// Named barrier `id` of the current block (NamedBar, above): a different count in the same generation aborts.
 inline void named_arrive(int id, int count, bool wait) {
   if (id < 1 || id > 15) fail("named barrier id outside 1..15");
   if (count <= 0 || count % 32 != 0 || count > static_cast<int>(blockDim.x)) fail("named barrier count");
-  static std::mutex mm;
-  static std::map<std::pair<const void*, int>, std::unique_ptr<NamedBar>> bars;
-  NamedBar* b;
-  {
-    std::lock_guard<std::mutex> lock(mm);
-    auto& p = bars[{emu::block, id}];
-    if (!p) p = std::make_unique<NamedBar>();
-    b = p.get();
-  }
-  std::unique_lock<std::mutex> lock(b->m);
+  NamedBar* b = &block_state().bars[id];
+  b->id = id;
   if (b->arrived == 0) b->expected = count;
   if (b->expected != count) fail("named barrier: two counts in one generation");
   if (++b->arrived == count) {
     b->arrived = 0;
     ++b->gen;
-    b->cv.notify_all();
+    emu::progress = true;
     return;
   }
   if (wait) {
     const unsigned g = b->gen;
-    b->cv.wait(lock, [&] { return b->gen != g; });
+    emu::wait_until([&] { return b->gen != g; }, emu::WaitDesc{&NamedBar::describe, b, 0, false});
   }
 }
 
@@ -329,8 +351,9 @@ struct ThreadMmas {
                    pending.size());
   }
 };
-inline thread_local ThreadMmas mmas;
+inline ThreadMmas& mmas();
 inline void retire(long keep) {  // retire the groups older than the `keep` newest committed ones
+  ThreadMmas& mmas = emu::wg::mmas();
   const long limit = mmas.committed - keep;
   if (!mmas.pending.empty() && mmas.pending.front().group < limit) quiesce();
   std::size_t i = 0;
@@ -372,7 +395,7 @@ inline bool make_tma_map_2d(TmaMap2d& m, const void* global, std::uint64_t rows,
 // there before (the launch's poison, or an older k-tile). Loads never landed (nobody waited) are counted by
 // tma_drop_pending, which the test calls after each launch.
 struct PendingTmaLoad {
-  const void* block;
+  std::uint64_t block;  // emu::Block::serial
   std::uint32_t dst, bar;
   TmaMap2d map;
   int c0, c1;
@@ -405,10 +428,11 @@ inline void tma_land(std::uint32_t bar) {
     std::lock_guard<std::mutex> lock(tma_mutex);
     if (tma_loads.empty()) return;
     std::vector<PendingTmaLoad> rest;
-    for (auto& p : tma_loads) (p.block == emu::block && p.bar == bar ? mine : rest).push_back(p);
+    for (auto& p : tma_loads) (p.block == emu::block->serial && p.bar == bar ? mine : rest).push_back(p);
     tma_loads.swap(rest);
   }
   for (const auto& p : mine) tma_load_now(p);
+  if (!mine.empty()) emu::progress = true;
 }
 // Between launches: drop the loads never landed, returning how many there were.
 inline long tma_drop_pending() {
@@ -422,9 +446,9 @@ inline void tma_load_2d(std::uint32_t dst, const TmaMap2d& m, int c0, int c1, st
   const std::uint32_t align = W == 0 ? 128u : 8 * W;
   if (dst % align != 0) emu::wg::fail("tma_load_2d: shared destination not aligned to the swizzle pattern");
   emu::wg::mbar(bar);  // the alignment check
-  if (emu::wg::tma_early || emu::wg::tma_at_issue) return tma_load_now({emu::block, dst, bar, m, c0, c1});
+  if (emu::wg::tma_early || emu::wg::tma_at_issue) return tma_load_now({emu::block->serial, dst, bar, m, c0, c1});
   std::lock_guard<std::mutex> lock(tma_mutex);
-  tma_loads.push_back({emu::block, dst, bar, m, c0, c1});
+  tma_loads.push_back({emu::block->serial, dst, bar, m, c0, c1});
 }
 
 // TMA stores, deferred like wgmma: issue records (map, coordinates, source); bulk_commit closes a group;
@@ -445,7 +469,25 @@ struct ThreadStores {
       std::fprintf(stderr, "emu_wgmma: a thread ended with %zu TMA store(s) never waited for\n", pending.size());
   }
 };
-inline thread_local ThreadStores stores;
+}  // namespace glr::cuda::sm90
+
+namespace emu::wg {
+// A CUDA thread's own state (its fiber's, emu.hpp: made at its first use, ended with the thread, when ThreadMmas and
+// ThreadStores count what it left unretired).
+struct ThreadState : emu::FiberLocal {
+  ThreadMmas mmas;
+  glr::cuda::sm90::ThreadStores stores;
+};
+inline ThreadState& thread_state() {
+  std::unique_ptr<emu::FiberLocal>& p = emu::current_fiber()->local;
+  if (!p) p = std::make_unique<ThreadState>();
+  return static_cast<ThreadState&>(*p);
+}
+inline ThreadMmas& mmas() { return thread_state().mmas; }
+}  // namespace emu::wg
+
+namespace glr::cuda::sm90 {
+inline ThreadStores& stores() { return emu::wg::thread_state().stores; }
 inline void tma_store_now(const PendingStore& p) {
   const TmaMap2d& m = p.map;
   const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
@@ -464,10 +506,11 @@ inline void tma_store_2d(const TmaMap2d& m, int c0, int c1, std::uint32_t src) {
   const std::uint32_t W = m.swizzle == 1 ? 128u : m.swizzle == 2 ? 64u : m.swizzle == 3 ? 32u : 0u;
   if (src % (W == 0 ? 128u : 8 * W) != 0)
     emu::wg::fail("tma_store_2d: shared source not aligned to the swizzle pattern");
-  stores.pending.push_back({m, c0, c1, src, stores.committed});
+  stores().pending.push_back({m, c0, c1, src, stores().committed});
 }
-inline void bulk_commit() { ++stores.committed; }
+inline void bulk_commit() { ++stores().committed; }
 inline void bulk_retire(long keep) {
+  ThreadStores& stores = glr::cuda::sm90::stores();
   const long limit = stores.committed - keep;
   std::size_t i = 0;
   for (; i < stores.pending.size() && stores.pending[i].group < limit; ++i) tma_store_now(stores.pending[i]);
@@ -494,7 +537,7 @@ inline void setmaxnreg_dec() {
 }
 
 inline void wgmma_fence() {}
-inline void wgmma_commit() { ++emu::wg::mmas.committed; }
+inline void wgmma_commit() { ++emu::wg::mmas().committed; }
 template <int N>
 inline void wgmma_wait() {
   emu::wg::retire(N);
@@ -508,13 +551,14 @@ inline void fence_proxy_async() {}
 template <int N, int TA, int TB>
 inline void wgmma_ss(float (&d)[N / 2], std::uint64_t da, std::uint64_t db, int scale_d) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256);
-  emu::wg::mmas.pending.push_back({d, N, TA, TB, scale_d, false, {0, 0, 0, 0}, da, db, emu::wg::mmas.committed});
+  emu::wg::ThreadMmas& mmas = emu::wg::mmas();
+  mmas.pending.push_back({d, N, TA, TB, scale_d, false, {0, 0, 0, 0}, da, db, mmas.committed});
 }
 template <int N, int TB>
 inline void wgmma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t db, int scale_d) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256);
-  emu::wg::mmas.pending.push_back({d, N, 0, TB, scale_d, true, {a[0], a[1], a[2], a[3]}, 0, db,
-                                   emu::wg::mmas.committed});
+  emu::wg::ThreadMmas& mmas = emu::wg::mmas();
+  mmas.pending.push_back({d, N, 0, TB, scale_d, true, {a[0], a[1], a[2], a[3]}, 0, db, mmas.committed});
 }
 
 inline void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
@@ -537,7 +581,13 @@ inline bool mbarrier_try_wait_parity(std::uint32_t bar, std::uint32_t parity) {
     done = (emu::wg::mbar(bar).load() >> 63) != (parity & 1u);
   }
   emu::wg::set_state(done ? 0 : 4 + (static_cast<std::uint64_t>(bar) << 1 | (parity & 1u)));
-  if (!done) std::this_thread::yield();
+  // A failed poll waits a turn (the next poll is the caller's, mbarrier_wait_parity's loop): for the deadlock check
+  // a failed poll changes nothing, a successful one is progress.
+  if (done)
+    emu::progress = true;
+  else
+    emu::block_yield(
+        emu::WaitDesc{&emu::wg::describe_mbar, nullptr, static_cast<long long>(bar) << 1 | (parity & 1u), false});
   return done;
 }
 inline void bulk_copy_g2s(std::uint32_t dst, const void* src, std::uint32_t bytes, std::uint32_t bar) {

@@ -1,8 +1,9 @@
 // glr/cuda/sm90/emu/sm90_emu.hpp: the sm90 tensor-core kernels (gdn_fwd_mma.cuh, gdn_bwd_mma.cuh) on the host
-// emulator (tests/glr_sm90/emu.hpp: one host thread per CUDA thread, ldmatrix / mma.sync / shuffles / barriers from
-// their PTX definitions), behind glr's own host code: forward_emu.cpp and backward_emu.cpp compile glr/cuda/sm90/
-// forward.cu and backward.cu unchanged (their refusals, argument setup, workspace sizing and carving) and the .cuh
-// files' launchers, whose launches (launch_kernel, mma_sync.cuh) run on the emulator in this build.
+// emulator (tests/glr_sm90/emu.hpp: each CUDA thread a fiber of the block's host thread, ldmatrix / mma.sync /
+// shuffles / barriers from their PTX definitions), behind glr's own host code: forward_emu.cpp and backward_emu.cpp
+// compile glr/cuda/sm90/forward.cu and backward.cu unchanged (their refusals, argument setup, workspace sizing and
+// carving) and the .cuh files' launchers, whose launches (launch_kernel, mma_sync.cuh) run on the emulator in this
+// build.
 //
 // Nothing outside this folder includes this header: callers use sm90/forward.hpp and sm90/backward.hpp, the same
 // declarations the CUDA build defines, and link glr_sm90_emu instead of glr_cuda. The emulator's headers (which
