@@ -23,7 +23,7 @@
 namespace glr::cuda::sm90 {
 
 // Under GLR_SM90_HOST_EMU (tests/glr_sm90/emu.hpp, included first) the instruction wrappers come from the host
-// emulator, which runs the kernels' threads as host threads; everything from pack_bf16x2 on is shared.
+// emulator, which runs the kernels' threads as fibers of one host thread; everything from pack_bf16x2 on is shared.
 #if !defined(GLR_SM90_HOST_EMU)
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
