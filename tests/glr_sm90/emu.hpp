@@ -48,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -420,6 +421,19 @@ inline const char* thread_order() {
   return o;
 }
 
+// The seed an order variable's value (block_order, thread_order: neither null nor "0") asks for, or nullopt for "r"
+// (reversed); any other value than a number aborts, naming the variable.
+inline std::optional<std::uint32_t> order_seed(const char* name, const char* value) {
+  if (std::strcmp(value, "r") == 0) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long seed = std::strtoul(value, &end, 10);
+  if (*end != '\0') {
+    std::fprintf(stderr, "%s is '%s': use 0, r or a seed number\n", name, value);
+    std::abort();
+  }
+  return static_cast<std::uint32_t>(seed);
+}
+
 // The host thread's fibers, made on first use and kept (with their stacks) for its lifetime.
 class FiberPool {
  public:
@@ -622,29 +636,17 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
   std::vector<long long> order(static_cast<std::size_t>(gx) * static_cast<std::size_t>(gy));
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<long long>(i);
   if (const char* o = block_order(); o != nullptr) {
-    if (std::strcmp(o, "r") == 0) {
-      std::reverse(order.begin(), order.end());
-    } else {
-      char* end = nullptr;
-      const unsigned long seed = std::strtoul(o, &end, 10);
-      if (*end != '\0') {
-        std::fprintf(stderr, "GLR_EMU_BLOCK_ORDER is '%s': use 0, r or a seed number\n", o);
-        std::abort();
-      }
-      std::mt19937 rng(static_cast<std::uint32_t>(seed));
+    if (const std::optional<std::uint32_t> seed = order_seed("GLR_EMU_BLOCK_ORDER", o)) {
+      std::mt19937 rng(*seed);
       std::shuffle(order.begin(), order.end(), rng);
+    } else {
+      std::reverse(order.begin(), order.end());
     }
   }
   std::unique_ptr<std::mt19937> thread_rng;
-  if (const char* o = thread_order(); o != nullptr && std::strcmp(o, "r") != 0) {
-    char* end = nullptr;
-    const unsigned long seed = std::strtoul(o, &end, 10);
-    if (*end != '\0') {
-      std::fprintf(stderr, "GLR_EMU_THREAD_ORDER is '%s': use 0, r or a seed number\n", o);
-      std::abort();
-    }
-    thread_rng = std::make_unique<std::mt19937>(static_cast<std::uint32_t>(seed));
-  }
+  if (const char* o = thread_order(); o != nullptr)
+    if (const std::optional<std::uint32_t> seed = order_seed("GLR_EMU_THREAD_ORDER", o))
+      thread_rng = std::make_unique<std::mt19937>(*seed);
   struct Ctx {
     void (*kernel)(Args);
     const Args* args;
