@@ -29,6 +29,11 @@ const std::string kTimedOutLog = sanitizer_log("memcheck_timed_out.log");
 // hint for an access: a FAIL of a correct kernel.
 const std::string kChildProcessLog = sanitizer_log("racecheck_child_process.log");
 
+// The whole memcheck log of correct_linear on the 2026-12-07 H100 sanitizer-check run, the first under
+// --target-processes all: the tool's word that a target ended before its first CUDA call, and no summary, while the
+// bounds gate's 4 calls ran in that worker. What the tool watched is not known from it (scripts/sanitizer-probe).
+const std::string kTargetProcessesAllLog = sanitizer_log("memcheck_target_processes_all.log");
+
 const std::string kRaceLog = sanitizer_log("racecheck.log");
 
 const char* kHazardLog = R"(========= COMPUTE-SANITIZER
@@ -149,6 +154,30 @@ TEST(SanitizerLogTool, ChildProcessHintIsTheToolsMessageNotAFinding) {
   EXPECT_NE(g.summary.find("Tracking kernels launched by child processes requires the --target-processes all"),
             std::string::npos)
       << g.summary;
+}
+
+TEST(SanitizerLogTool, UnderTargetProcessesAllAnEndedTargetWithNoSummaryIsError) {
+  // Neither PASS (the worker's calls may have run unwatched: the log holds no summary of any process) nor FAIL
+  // (the tool reported no access): the pass could not judge, and says what the tool said.
+  const auto f = parse_sanitizer_log("memcheck", kTargetProcessesAllLog);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_TRUE(f[0].tool_error);
+  EXPECT_FALSE(sanitizer_log_has_summary(kTargetProcessesAllLog));
+  for (const GateResult& bounds : {bounds_pass(), [] {
+                                     GateResult b = bounds_pass();
+                                     b.verdict = Verdict::fail;
+                                     b.finding = "guard overwritten";
+                                     b.summary = "guards around every buffer: input x0[1] expected 0x58 got 0x00";
+                                     return b;
+                                   }()}) {
+    const GateResult g =
+        sanitizer_result("memcheck", Logs{{"kgate-tool-log.0.log", kTargetProcessesAllLog}}, bounds, 7);
+    EXPECT_EQ(g.verdict, Verdict::error) << g.summary;
+    EXPECT_FALSE(g.evidence.has_value());
+    EXPECT_NE(g.summary.find("did not instrument the worker"), std::string::npos) << g.summary;
+    EXPECT_NE(g.summary.find("Target application terminated before first instrumented API call"), std::string::npos)
+        << g.summary;
+  }
 }
 
 TEST(SanitizerLogTool, AnAccessBesideTheChildProcessHintStaysFail) {

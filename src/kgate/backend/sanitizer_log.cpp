@@ -391,9 +391,13 @@ std::vector<std::string> sanitizer_launch_prefix(const std::string& exe, const s
   // unwatched: it escaped the pass (on the 2026-12-06 H100 sanitizer-check run correct_linear's racecheck log held
   // only "Error: Target application terminated before first instrumented API call" and "Tracking kernels launched
   // by child processes requires the --target-processes all option.", while the bounds gate ran its 4 calls:
-  // tests/gpu/sanitizer_logs/racecheck_child_process.log). How the log looks with several processes (one summary
-  // per process, the tool's words about a child that makes no CUDA call) has not been seen on a GPU run yet: the
-  // next scripts/sanitizer-check run is to measure it. The parser adds up every summary line (summary_count).
+  // tests/gpu/sanitizer_logs/racecheck_child_process.log). The first run under `all` (2026-12-07, H100,
+  // results/h100-2026-12-07/sanitizer-check/) gave correct_linear a memcheck log of the banner and "Error: Target
+  // application terminated before first instrumented API call" alone, no summary, its racecheck log a clean
+  // summary; grid_nominal's memcheck log the same line beside its reports. The pass reads the line as the tool's
+  // word about its watch: ERROR for a correct row, never PASS. Which process the line is about, and whether the
+  // tool's watch ends there, is what scripts/sanitizer-probe asks the tool; until it has, the parser adds up every
+  // summary line (summary_count) and reads nothing more into the line.
   return {exe, "--tool", tool, "--log-file", log_file, "--print-limit", "100", "--target-processes", "all",
           "--launch-timeout", std::to_string(seconds)};
 }
