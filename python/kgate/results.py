@@ -180,7 +180,8 @@ def unpack_to_resume(path: str) -> str:
     if found is None or found == plain:
         return plain
     data = _read_this(found)
-    _write_beside(plain, data, stat.S_IMODE(os.stat(found).st_mode))
+    # closed to others as every file the driver writes (RESULTS_MODE, _closed_to_others): a committed .gz is 0644
+    _write_beside(plain, data, stat.S_IMODE(os.stat(found).st_mode) & 0o770)
     if _read_this(plain) != data:
         os.unlink(plain)
         raise RecordsError(f"{plain}: unpacked from {found}, does not read back the same: left packed")

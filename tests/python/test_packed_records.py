@@ -113,8 +113,10 @@ def test_a_writer_resumes_a_packed_file_and_its_side_files(tmp_path):
         pack(str(tmp_path / f))
     assert sorted(os.listdir(tmp_path)) == ["r.kgate.attempts.jsonl.gz", "r.kgate.jsonl.gz", "r.kgate.key",
                                             "r.kgate.superseded.jsonl.gz"]
+    os.chmod(path + ".gz", 0o644)  # as a git checkout leaves it
     again = ResultsFile(path + ".gz", key)  # either name
     assert again.path == path and not os.path.exists(path + ".gz")
+    assert os.stat(path).st_mode & 0o777 == 0o640  # closed to others, as every file the driver writes
     assert again.done("c/L1/T1") and again.records["c/L1/T1"]["classification"] == "broken"
     again.put(_row("c/L1/T2"))
     again.put(_row("c/L1/T2", classification="violation"), because="retried")
