@@ -20,7 +20,7 @@ import time
 from . import gpumem, scheduler, seeds
 from .classify import FAILING
 from .corpus import in_shard, read_rows, stem_of
-from .results import Journal, ResultsFile, TrustError, load_key, stem as results_stem
+from .results import Journal, ResultsFile, TrustError, load_key, plain_name, stem as results_stem, unpack_to_resume
 from .scheduler import DEFAULT_GPU_HEADROOM, Job, Progress, Watchdog, become_subreaper, run_jobs
 
 JUDGE_ATTACKED = "judge_attacked"
@@ -163,7 +163,9 @@ def open_results(results_path: str, adopt: bool = False) -> tuple[bytes, Results
     """The driver's key, its results file, and whether the file's records were adopted under a new key. A
     results file holding records but no key file (written before records were signed, or committed without
     the key of the run that wrote it) is refused unless adopt: then its records, signed or not, are signed
-    as they stand with a new key. With a key file, adopt signs only records with no MAC at all."""
+    as they stand with a new key. With a key file, adopt signs only records with no MAC at all. A packed
+    results file (X.jsonl.gz, committed) is unpacked in place first and resumed as plain records."""
+    results_path = unpack_to_resume(results_path)
     key = load_key(results_path, create=False)
     fresh = False
     if key is None:
@@ -207,7 +209,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     follows each audited row's run (kernelbench/sanitizer.py), `sanitizer_timeout` seconds per request of it
     (default sanitizer.DEFAULT_TIMEOUT); off by default."""
     t_start = time.monotonic()
-    results_path = results_path or default_results(corpus)
+    results_path = unpack_to_resume(results_path or default_results(corpus))
     key, res, fresh_key = open_results(results_path, adopt_unsigned)
     compiled = ResultsFile(results_stem(results_path) + ".compile.jsonl", key, adopt=adopt_unsigned,
                            adopt_foreign=fresh_key)
@@ -226,7 +228,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     if unknown:
         raise RetryError(f"--retry: no row {', '.join(map(repr, unknown))} in {corpus}"
                          f"{' (shard %d/%d)' % shard if shard != (0, 1) else ''}")
-    file = os.path.basename(corpus)
+    file = os.path.basename(plain_name(corpus))
     because = {}  # key -> why this run's record replaces the row's existing one
     notes: list = []
 

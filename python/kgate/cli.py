@@ -6,6 +6,7 @@
   agreement RESULTS     defence 3: baseline against the producer's acceptance and the public harness logic
   sample RESULTS        defence 4: a stratified sample (gate x level) with evidence, for checking by hand
   controls              defence 1: the positive controls through the same gates, over several seeds
+  pack DIR|FILE ...     gzip finished records in place (X.jsonl -> X.jsonl.gz) before they are committed
 """
 from __future__ import annotations
 
@@ -137,6 +138,9 @@ def _gates(text):
 
 
 def _regular_file(what, path):
+    """A file to read, given by either name of a records file (X.jsonl or X.jsonl.gz: results.find_records)."""
+    from .results import find_records
+    path = find_records(path) or path
     if not os.path.exists(path):
         raise BadArgument(f"{what} {path}: no such file")
     if not os.path.isfile(path):
@@ -263,6 +267,9 @@ def main(argv=None) -> int:
     c.add_argument("--matrix-only", action="store_true",
                    help="run nothing: print the matrix of the records already in --results' files")
 
+    k = sub.add_parser("pack", help="gzip finished records in place before they are committed (scripts/results-pack)")
+    k.add_argument("paths", nargs="+", help="folders (every *.jsonl under them but glr's metrics.jsonl) or files")
+
     # Several corpus files over many shard runs: merge, then the tables (kgate/pooled.py).
     m = sub.add_parser("merge", help="check every row of the corpora has one current record; write the pooled view")
     m.add_argument("--corpus", nargs="+", required=True, help="the corpus files (JSONL), each once")
@@ -294,9 +301,10 @@ def main(argv=None) -> int:
                            help="permutations of the cross-GPU test (default 1000)")
 
     args = p.parse_args(argv)
+    from .results import RecordsError
     try:
         return _run(args)
-    except BadArgument as e:
+    except (BadArgument, RecordsError) as e:
         p.error(str(e))
     except KeyboardInterrupt:
         print(f"{p.prog}: interrupted", file=sys.stderr)
@@ -315,6 +323,17 @@ def _case_memory_env():
 def _run(args) -> int:
     if args.cmd in ("merge", "pool", "crossgpu", "headline"):
         return _run_pooled(args)
+    if args.cmd == "pack":
+        from .results import pack_paths
+        try:
+            done = pack_paths(args.paths)
+        except OSError as e:
+            raise BadArgument(f"{e.filename}: {e.strerror}") from None
+        for path, plain, packed in done:
+            print(f"packed {path}: {plain} -> {packed} bytes")
+        print(f"pack: {len(done)} file(s) packed, {sum(d[1] for d in done)} -> {sum(d[2] for d in done)} bytes"
+              + ("" if done else " (nothing to pack)"))
+        return 0
     if args.cmd == "audit":
         from .audit import RetryError, audit, default_results
         from .corpus import parse_shard

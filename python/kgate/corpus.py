@@ -10,6 +10,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from .results import open_records, plain_name
+
 REQUIRED_FIELDS = ("level_id", "task_id", "ref_code", "custom_code")
 
 # Markers of candidates that build native code when their module is executed; these go through the
@@ -43,7 +45,7 @@ class Row:
 
 
 def stem_of(path: str) -> str:
-    base = os.path.basename(path)
+    base = os.path.basename(plain_name(path))
     for ext in (".jsonl", ".json"):
         if base.endswith(ext):
             return base[: -len(ext)]
@@ -54,7 +56,7 @@ def read_rows(path: str) -> list[Row]:
     stem = stem_of(path)
     rows: list[Row] = []
     seen: dict[str, int] = {}
-    with open(path, "rb") as f:
+    with open_records(path) as f:  # a corpus file may be packed too (X.jsonl.gz)
         for index, raw in enumerate(f):
             line = raw.decode("utf-8", errors="replace").strip()
             if not line:

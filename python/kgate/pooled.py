@@ -20,10 +20,12 @@ every row that has one current record, the manifest says what is missing, and th
 
 The pooled view (`pooled.kgate.jsonl`) holds one record per row, corpus by corpus in the order given and row
 by row in line order, each the row's current record unchanged plus `corpus` (the corpus file's stem; not
-`gpu`, the record's own GPU-memory admission), `merged_from` (the results file's name) and `code_sha` (a hash
+`gpu`, the record's own GPU-memory admission), `merged_from` (the results file's name as its run wrote it,
+X.jsonl also when the committed file is packed, X.jsonl.gz) and `code_sha` (a hash
 of the candidate source, so identical kernels in two files can be told apart from different ones); it is signed under its own key (`pooled.kgate.key`), so `python -m kgate
 report|sweep|agreement|sample` read it like any results file. `pooled.manifest.json` (signed too) names the
-inputs with their SHA-256 and says what is missing. Nothing in either depends on the time or the machine, so
+inputs with the SHA-256 of their records as written (unpacked: packing a file changes no hash) and says what is
+missing. Nothing in either depends on the time or the machine, so
 a second merge of the same inputs writes the same bytes; when the manifest shows that inputs and output are
 unchanged, the merge recomputes nothing.
 
@@ -42,7 +44,8 @@ from collections import Counter, defaultdict
 
 from .classify import CLASSES, FAILING, GATES, REJECTS, classification, counted_failure, gate_family
 from .corpus import read_rows, stem_of
-from .results import TrustError, key_path, load_key, sign, verify, _parse_lines
+from .results import (RecordsError, TrustError, find_records, key_path, load_key, plain_name, records_sha256, sign,
+                      verify, _parse_lines)
 
 NOT_AUDITED_BY_DESIGN = ("no_candidate", "bad_row")
 
@@ -92,12 +95,16 @@ class MergeError(Exception):
         super().__init__("; ".join(self.problems))
 
 
-def _sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _name(path: str) -> str:
+    """How the pooled view and its tables name an input: its file name as the run wrote it (X.jsonl, also when
+    the committed file is X.jsonl.gz), so packing a file changes no output."""
+    return os.path.basename(plain_name(path))
+
+
+def _regular(path: str) -> str | None:
+    """The file holding `path`'s lines (X.jsonl or X.jsonl.gz, results.find_records) when it is a regular file."""
+    found = find_records(path)
+    return found if found is not None and os.path.isfile(found) else None
 
 
 def _code_sha(row) -> str | None:
@@ -110,6 +117,8 @@ def _read(path: str, what: str):
         return _parse_lines(path)
     except OSError as e:
         raise MergeError(f"{what} {path}: cannot read it ({e.strerror})") from None
+    except RecordsError as e:
+        raise MergeError(f"{what} {e}") from None
 
 
 def _current_records(path: str, corpus_keys: dict, problems: list, adopt_unsigned: bool = False,
@@ -118,8 +127,8 @@ def _current_records(path: str, corpus_keys: dict, problems: list, adopt_unsigne
     adopt_unsigned: a file with no key file beside it is vouched for by the user (its key stayed with the run
     that wrote it): its records count as they stand, every other check still applies, and its name goes to
     `vouched`. A file with its key is verified whatever adopt_unsigned says."""
-    if not os.path.isfile(path):
-        problems.append(f"results {path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
+    if not _regular(path):
+        problems.append(f"results {path}: {'not a regular file' if find_records(path) else 'no such file'}")
         return {}, 0
     try:
         key = load_key(path, create=False)
@@ -132,7 +141,7 @@ def _current_records(path: str, corpus_keys: dict, problems: list, adopt_unsigne
                         "with the run that wrote it)")
         return {}, 0
     if key is None and vouched is not None:
-        vouched.append(os.path.basename(path))
+        vouched.append(_name(path))
     try:
         lines = _read(path, "results")
     except MergeError as e:
@@ -203,7 +212,7 @@ def _inputs(corpora, results) -> list[dict]:
     out = []
     for kind, paths in (("corpus", corpora), ("results", results)):
         for p in paths:
-            out.append({"kind": kind, "name": os.path.basename(p), "sha256": _sha256_file(p)})
+            out.append({"kind": kind, "name": _name(p), "sha256": records_sha256(p)})
     return out
 
 
@@ -230,7 +239,7 @@ def _up_to_date(out: str, key: bytes | None, inputs: list[dict], options: dict) 
             man.get("inputs") != inputs or \
             man.get("options") != options:
         return None
-    return man if man.get("output_sha256") == _sha256_file(out) else None
+    return man if man.get("output_sha256") == records_sha256(out) else None
 
 
 def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = False,
@@ -241,20 +250,20 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
     options = _options(newest_wins, adopt_unsigned)
     problems = []
     for p in corpora:
-        if not os.path.isfile(p):
-            problems.append(f"corpus {p}: no such file" if not os.path.exists(p) else f"corpus {p}: not a regular file")
+        if not _regular(p):
+            problems.append(f"corpus {p}: no such file" if not find_records(p) else f"corpus {p}: not a regular file")
     stems = Counter(stem_of(p) for p in corpora)
     problems += [f"corpus stem {s!r} given {n} times: each corpus file once (rows are keyed by file stem)"
                  for s, n in stems.items() if n > 1]
-    if any(os.path.abspath(r) == os.path.abspath(out) for r in results):
+    if any(os.path.abspath(plain_name(r)) == os.path.abspath(plain_name(out)) for r in results):
         problems.append(f"results {out} is the pooled view this merge writes (a glob such as results/*.kgate.jsonl "
                         "takes it in): leave it out")
-    if len(set(map(os.path.basename, results))) != len(results):
+    if len(set(map(_name, results))) != len(results):
         problems.append("two results files share a name: the pooled view names each record's file by its name")
     if problems:
         raise MergeError(problems)
     try:
-        inputs = _inputs(corpora, [r for r in results if os.path.isfile(r)])
+        inputs = _inputs(corpora, [r for r in results if _regular(r)])
     except OSError as e:
         raise MergeError(f"cannot read {e.filename}: {e.strerror}") from None
     try:
@@ -300,14 +309,14 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
                          for p, r in fresh}.values())
         if not distinct:
             if old:  # made for another version of the line, and nothing newer: the audit runs it again
-                stale += [{"key": k, "results": os.path.basename(p), "record_sha": r.get("sha"),
+                stale += [{"key": k, "results": _name(p), "record_sha": r.get("sha"),
                            "corpus_sha": row.sha} for p, r in old]
             else:
                 missing.append(k)
             continue
         stale_superseded += len(old)  # a fresh record exists: the old line's record is history
         if len(distinct) > 1:
-            where = [{"results": os.path.basename(p), "status": r.get("status"), "written_at": r.get("written_at")}
+            where = [{"results": _name(p), "status": r.get("status"), "written_at": r.get("written_at")}
                      for p, r in distinct]
             if not newest_wins:
                 duplicated.append({"key": k, "records": where})
@@ -316,7 +325,7 @@ def merge(corpora: list[str], results: list[str], out: str, newest_wins: bool = 
             distinct.sort(key=lambda pr: (pr[1].get("written_at") or 0, pr[1]["mac"]))
         p, rec = distinct[-1]
         pooled = {x: v for x, v in rec.items() if x != "mac"}
-        pooled.update(corpus=stem, merged_from=os.path.basename(p), code_sha=_code_sha(row))
+        pooled.update(corpus=stem, merged_from=_name(p), code_sha=_code_sha(row))
         current[k] = pooled
     key = out_key if out_key is not None else load_key(out, create=True)
     body = "".join(json.dumps(sign(current[k], key), sort_keys=True, allow_nan=True) + "\n"
@@ -390,7 +399,7 @@ def merge_text(man: dict, out: str) -> str:
 
 def load_pooled(path: str) -> tuple[list[dict], dict]:
     """The pooled records and the manifest, every one verified under the pooled view's key (MergeError else)."""
-    if not os.path.isfile(path):
+    if not _regular(path):
         raise MergeError(f"pooled view {path}: no such file (run `python -m kgate merge` first)")
     try:
         key = load_key(path, create=False)
@@ -412,7 +421,7 @@ def load_pooled(path: str) -> tuple[list[dict], dict]:
         raise MergeError(f"manifest {mp}: cannot read it ({e})") from None
     if not isinstance(man, dict) or not verify(man, key):
         problems.append(f"manifest {mp}: no valid MAC")
-    elif man.get("output_sha256") != _sha256_file(path):
+    elif man.get("output_sha256") != records_sha256(path):
         problems.append(f"pooled view {path}: not the file its manifest describes (merge again)")
     if problems:
         raise MergeError(problems)

@@ -10,7 +10,7 @@ import time
 from collections import Counter, defaultdict
 
 from .classify import FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, deeper_pass, fails_at_scale, gate_family
-from .results import _parse_lines, read_results, stem
+from .results import _parse_lines, find_records, plain_name, read_results, stem
 
 SCALES = (1, 10, 100, 1000)
 
@@ -27,7 +27,7 @@ def compile_records(paths) -> list[dict]:
     out = []
     for p in paths:
         c = stem(p) + ".compile.jsonl"
-        if os.path.exists(c):
+        if find_records(c):
             out.extend(read_results(c))
     return out
 
@@ -129,7 +129,7 @@ def summary_text(paths) -> str:
     recs = [r for p in paths for r in per_path[p]]
     s = summary(recs)
     n = s["audited"]
-    out = [f"kgate audit of {', '.join(paths)}: {s['rows']} rows, {n} audited", ""]
+    out = [f"kgate audit of {', '.join(map(plain_name, paths))}: {s['rows']} rows, {n} audited", ""]
     out.append(table(["row status", "rows"], sorted(s["status"].items(), key=lambda kv: -kv[1])))
     out.append("")
     c = s["classes"]
@@ -305,7 +305,7 @@ def gpu_memory_text(recs) -> str:
 def throughput(results_path: str, recs: list[dict]) -> list[dict]:
     """The spans of the runs that wrote results_path's records `recs` (see above)."""
     journal = stem(results_path) + ".attempts.jsonl"
-    if not os.path.exists(journal):
+    if not find_records(journal):
         return []
     runs: dict = {}
     pid_of: dict = {}
@@ -557,7 +557,7 @@ def write_html(paths, out_path):
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>kgate audit report</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}} pre{{background:#f6f6f6;padding:.6em;overflow:auto}}
 table.ev{{border-collapse:collapse;font-size:12px}} table.ev td,table.ev th{{border:1px solid #ccc;padding:2px 4px}}</style></head><body>
-<h1>kgate audit report</h1><p>Results: {html.escape(', '.join(paths))}. Rendered from the results file(s) alone.</p>
+<h1>kgate audit report</h1><p>Results: {html.escape(', '.join(map(plain_name, paths)))}. Rendered from the results file(s) alone.</p>
 <h2>Summary</h2>{pre(summary_text(paths))}
 <h2>Plots</h2>{svg_gates}<br>{svg_levels}<br>{svg_ratio}<p>Infinite ratios (non-finite or structural mismatches): {dict(inf)}</p>{svg_bvk}
 <h2>Defence 2: threshold sweep</h2>{pre(sweep_text(paths))}

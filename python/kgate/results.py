@@ -19,22 +19,208 @@ file, with `superseded_because`), so the next run finds it done.
 
 Appends are one write(2) of a whole line on an O_APPEND descriptor, then fsync; a rewrite goes through a
 temporary file and rename, so at every instant the file holds at most one record per row.
+
+Packed records. A run writes plain `X.jsonl` (appended as rows finish, so a crash loses nothing); a finished
+file is committed packed, `X.jsonl.gz` (pack(): gzip with no name and mtime 0, so the same records pack to the
+same bytes). Every reader opens records through open_records(), given either name; a writer resuming a packed
+file unpacks it in place first (unpack_to_resume()). Outputs name a record file by its plain name, so packing
+changes no table.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import gzip
 import hashlib
 import hmac
+import io
 import json
 import os
 import secrets
+import stat
 import time
+import zlib
 
 
 class TrustError(Exception):
     """The results cannot be trusted or written as asked (key readable by others, unsigned records)."""
 
 
+class RecordsError(Exception):
+    """A records file that cannot be read or resumed as asked (both forms of it at once, a packed file that is not
+    whole gzip, a plain file cut mid-line given to pack): one line naming the file, exit status 2."""
+
+
+PACKED = ".gz"
+
+
+def plain_name(path: str) -> str:
+    """A record file's name as its run wrote it: X.jsonl for X.jsonl.gz (either given)."""
+    return path[: -len(PACKED)] if path.endswith(PACKED) else path
+
+
+def find_records(path: str) -> str | None:
+    """The file holding the records named `path` (X.jsonl or X.jsonl.gz, either name given): the one of the two
+    that exists, None when neither does. Both at once is a RecordsError: a pack cut short, or records written
+    beside packed ones, and which of the two is current cannot be told."""
+    plain = plain_name(path)
+    packed = plain + PACKED
+    here = [p for p in (plain, packed) if os.path.lexists(p)]
+    if len(here) == 2:
+        raise RecordsError(f"{plain} and {packed} both exist: keep one (scripts/results-pack "
+                           f"{os.path.dirname(plain) or '.'} removes the plain one when both hold the same records)")
+    return here[0] if here else None
+
+
+@contextlib.contextmanager
+def open_records(path: str, text: bool = False):
+    """The one way records are read: opens X.jsonl or X.jsonl.gz, whichever exists (find_records), given either
+    name; binary lines, or text (UTF-8) with text=True. FileNotFoundError naming `path` when neither exists;
+    RecordsError naming the file when a packed one is not whole gzip."""
+    found = find_records(path)
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    with _open_this(found, text) as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _open_this(found: str, text: bool = False):
+    """One given file of records, gunzipped when its name ends with .gz."""
+    f = gzip.open(found, "rb") if found.endswith(PACKED) else open(found, "rb")
+    try:
+        with f:
+            yield io.TextIOWrapper(f, encoding="utf-8") if text else f
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise RecordsError(f"{found}: not a whole gzip file ({e})") from None
+
+
+def _read_this(found: str) -> bytes:
+    with _open_this(found) as f:
+        return f.read()
+
+
+def records_sha256(path: str) -> str:
+    """SHA-256 of the records as their run wrote them (the unpacked bytes), so packing a file changes no hash."""
+    h = hashlib.sha256()
+    with open_records(path) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _gzip_bytes(data: bytes) -> bytes:
+    """gzip with no file name and mtime 0 at level 9: the same bytes in, the same bytes out."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, compresslevel=9, mtime=0) as g:
+        g.write(data)
+    return buf.getvalue()
+
+
+def _write_beside(final: str, data: bytes, mode: int):
+    """data into `final` through a temporary file beside it (fsync, rename, fsync of the folder), with `mode`."""
+    tmp = f"{final}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, final)
+    dfd = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def pack(path: str) -> str | None:
+    """Packs the finished records file X.jsonl (either name given) into X.jsonl.gz in place: deterministic gzip
+    (_gzip_bytes), the packed file read back from the disk and compared with the plain one before the plain one
+    is removed, the file mode kept. Returns the packed path, None when the file was packed already. A plain file
+    whose last line is not whole (a run still writing it, or cut by a kill) is refused. When both forms exist
+    and hold the same records, the plain one is removed (a pack cut short); different records: RecordsError."""
+    plain = plain_name(path)
+    packed = plain + PACKED
+    if not os.path.lexists(plain):
+        if os.path.lexists(packed):
+            return None
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), plain)
+    with open(plain, "rb") as f:
+        data = f.read()
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+    if data and not data.endswith(b"\n"):
+        raise RecordsError(f"{plain}: its last line is not whole (a run still writing it, or cut): not packed")
+    if os.path.lexists(packed):
+        if _read_this(packed) != data:
+            raise RecordsError(f"{plain} and {packed} both exist and hold different records: keep one")
+    else:
+        _write_beside(packed, _gzip_bytes(data), mode)
+        if _read_this(packed) != data:
+            os.unlink(packed)
+            raise RecordsError(f"{packed}: does not read back as {plain}: not packed")
+    os.unlink(plain)
+    return packed
+
+
+def unpack_to_resume(path: str) -> str:
+    """The plain file a writer appends to, given either name. When only the packed form exists (a finished file
+    resumed: --adopt-unsigned on committed records, a run continued in its folder), it is unpacked in place
+    first (the plain file written beside it and read back, then the .gz removed), so the run appends to plain
+    records as every run does; scripts/results-pack packs it again once the run is done. Returns the plain
+    name; RecordsError when both forms exist or the packed one is not whole."""
+    plain = plain_name(path)
+    found = find_records(plain)
+    if found is None or found == plain:
+        return plain
+    data = _read_this(found)
+    # closed to others as every file the driver writes (RESULTS_MODE, _closed_to_others): a committed .gz is 0644
+    _write_beside(plain, data, stat.S_IMODE(os.stat(found).st_mode) & 0o770)
+    if _read_this(plain) != data:
+        os.unlink(plain)
+        raise RecordsError(f"{plain}: unpacked from {found}, does not read back the same: left packed")
+    os.unlink(found)
+    return plain
+
+
+# Left plain when a folder is packed: glr's training logs (results/train/*/metrics.jsonl), which glr.plot and
+# glr.sweep read; the glr package does not depend on kgate, and a second reader of packed files is what
+# open_records exists to avoid.
+LEFT_PLAIN = ("metrics.jsonl",)
+
+
+def pack_paths(paths) -> list[tuple[str, int, int]]:
+    """pack() on every *.jsonl file under each folder in `paths` (recursively, names sorted, LEFT_PLAIN left) and
+    on each file named. Returns (packed path, plain bytes, packed bytes) per file packed; stops at the first
+    RecordsError or OSError, leaving the files packed so far packed (a rerun goes on from there)."""
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            for d, subdirs, names in os.walk(p):
+                subdirs.sort()
+                files += [os.path.join(d, n) for n in sorted(names)
+                          if n.endswith(".jsonl") and n not in LEFT_PLAIN and not os.path.islink(os.path.join(d, n))]
+        elif find_records(p) is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), p)
+        else:
+            files.append(plain_name(p))
+    out = []
+    for f in files:
+        size = os.path.getsize(f) if os.path.lexists(f) else None
+        packed = pack(f)
+        if packed is not None:
+            out.append((packed, size, os.path.getsize(packed)))
+    return out
+
+
 def stem(path: str) -> str:
+    path = plain_name(path)
     return path[: -len(".jsonl")] if path.endswith(".jsonl") else path
 
 
@@ -124,7 +310,7 @@ def _append_line(path: str, rec: dict):
 def _parse_lines(path: str):
     """(position, record or None, raw line) for every non-empty line."""
     out = []
-    with open(path, "rb") as f:
+    with open_records(path) as f:
         for pos, raw in enumerate(f):
             text = raw.decode("utf-8", errors="replace").strip()
             if not text:
@@ -153,17 +339,17 @@ class ResultsFile:
     never lets a line it cannot verify in."""
 
     def __init__(self, path: str, key: bytes, *, adopt: bool = False, adopt_foreign: bool = False):
-        self.path = path
+        self.path = unpack_to_resume(path)
         self.key = key
         self.records: dict[str, dict] = {}
         self.rejected: list[str] = []    # lines not trusted on open (moved to <stem>.rejected.jsonl)
         self.collapsed = 0               # older trusted duplicates moved to the superseded file
         d = os.path.dirname(os.path.abspath(path))
         os.makedirs(d, exist_ok=True)
-        self.history_path = stem(path) + ".superseded.jsonl"
-        self.rejected_path = stem(path) + ".rejected.jsonl"
+        self.history_path = unpack_to_resume(stem(path) + ".superseded.jsonl")
+        self.rejected_path = unpack_to_resume(stem(path) + ".rejected.jsonl")
         self._load(adopt, adopt and adopt_foreign)
-        _append_line_probe(path)
+        _append_line_probe(self.path)
 
     def _load(self, adopt: bool, adopt_foreign: bool = False):
         if not os.path.exists(self.path):
@@ -289,6 +475,7 @@ class Journal:
     and a row whose solo attempt also went unfinished killed (or stopped for good) the driver."""
 
     def __init__(self, path: str, key: bytes):
+        path = unpack_to_resume(path)
         self.path, self.key = path, key
         self.starts: dict[str, dict] = {}
         self.ended: set[str] = set()

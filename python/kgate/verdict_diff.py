@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from .results import open_records, plain_name
+
 _FAILING = ("FAIL", "CRASH")
 
 
 def _latest(path: str) -> dict[str, dict]:
     """The current record of each row: the last 'row' record with that key."""
     out: dict[str, dict] = {}
-    with open(path, encoding="utf-8") as f:
+    with open_records(path, text=True) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -65,7 +67,7 @@ def diff(old_path: str, new_path: str) -> str:
     old, new = _latest(old_path), _latest(new_path)
     keys = list(dict.fromkeys([*old, *new]))
     moves: Counter = Counter()
-    lines = [f"# Verdicts, {old_path} -> {new_path}", "",
+    lines = [f"# Verdicts, {plain_name(old_path)} -> {plain_name(new_path)}", "",
              "Every row whose classification or status changed, with each gate whose verdict or attribution "
              "changed and that gate's new summary as the reason.", ""]
     body = []

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from kgate.controls import load
+from kgate.results import open_records
 
 PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__import__("kgate").__file__)))
 
@@ -34,7 +35,8 @@ def run_cli(*args, timeout=600, **kw):
 
 
 def read_jsonl(path):
-    with open(path) as f:
+    """Every line of a records file as it stands (X.jsonl or X.jsonl.gz: kgate.results.open_records)."""
+    with open_records(str(path), text=True) as f:
         return [json.loads(l) for l in f if l.strip()]
 
 

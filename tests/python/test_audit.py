@@ -9,6 +9,7 @@ import sys
 import time
 
 from conftest import PKG_ROOT, control_rows, read_jsonl, run_cli, write_corpus
+from kgate.results import open_records
 
 from kgate.corpus import parse_shard, read_rows
 import pytest
@@ -95,7 +96,9 @@ def test_resume_after_kill_recomputes_nothing_and_loses_nothing(workdir):
 
 def read_jsonl_tolerant(path):
     out = []
-    for line in open(path):
+    with open_records(str(path), text=True) as f:
+        lines = f.readlines()
+    for line in lines:
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:

@@ -4,7 +4,6 @@ share beside other rows runs alone with the machine's whole limit; only a nomina
 contract_error, and its message says this machine cannot judge it. derive.py never refuses its own nominal case.
 Nothing here allocates a large case: the limits are checked before anything is allocated, and these tests stop
 there (an unknown gate name is refused only once the contract has been accepted)."""
-import json
 import os
 import re
 import subprocess
@@ -12,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import PKG_ROOT, write_corpus
+from conftest import PKG_ROOT, read_jsonl, write_corpus
 
 from kgate import _core
 from kgate.kernelbench import casemem
@@ -210,7 +209,7 @@ def test_a_row_whose_nominal_case_passes_its_share_runs_again_alone_and_is_audit
     # Its larger cases were capped at the nominal one (the share is smaller), and the contract says so.
     assert rec["case_memory"]["largest"] == NOMINAL, rec
     assert "max lowered so the largest case needs at most" in rec["contract"], rec["contract"]
-    sup = [json.loads(l) for l in open(workdir / "out.superseded.jsonl")]
+    sup = read_jsonl(workdir / "out.superseded.jsonl")
     assert [s["status"] for s in sup] == [casemem.CASE_MEMORY_STATUS], sup
     assert "runs again alone" in sup[0]["message"] and "oracle" not in {g["gate"] for g in sup[0]["gates"]}, sup
     assert counts["finished_total"] >= 1, counts

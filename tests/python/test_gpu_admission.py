@@ -2,14 +2,13 @@
 others only while the probe shows a headroom of free memory; one always runs; a probe that cannot tell (or
 none: numpy audits) leaves order and concurrency exactly as without it. The jobs here are a stand-in row job
 (conftest.FAKE_ROWJOB, given as run_jobs' python) that sleeps, so the tests need neither torch nor a GPU."""
-import json
 import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import control_rows, run_cli, write_corpus
+from conftest import control_rows, read_jsonl, run_cli, write_corpus
 
 GiB = 1 << 30
 
@@ -517,7 +516,7 @@ def test_the_audit_gives_each_row_an_estimate_and_records_its_peak_for_the_next_
     again = {r["key"]: r for r in read_results(out)}[key]["gpu"]
     assert again["estimate_from"] == "observed", again
     assert again["estimate_bytes"] == int(first[key]["gpu"]["peak_bytes"] * gpumem.OBSERVED_MARGIN), again
-    ends = [json.loads(l) for l in open(str(workdir / "out.attempts.jsonl")) if '"end"' in l]
+    ends = [e for e in read_jsonl(workdir / "out.attempts.jsonl") if e.get("event") == "end"]
     assert any(e.get("gpu_peak", 0) >= 2 * GiB for e in ends), ends
     from kgate.report import summary_text
     text = summary_text([out])

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import control_rows, job_mark, load, write_corpus
+from conftest import control_rows, job_mark, load, read_jsonl, write_corpus
 
 def test_the_next_rows_start_ahead_and_run_only_on_their_go(workdir, fake_rowjob, marks):
     from kgate.scheduler import Job, run_jobs
@@ -105,7 +105,7 @@ def test_an_audit_with_rows_started_ahead_records_every_row_as_without(workdir):
         assert counts["finished_total"] == 4, counts
         out[n] = {r["key"]: (r["status"], r["classification"]) for r in read_results(path)}
     assert out[0] == out[2], out
-    starts = [json.loads(l) for l in open(workdir / "out2.attempts.jsonl") if '"start"' in l]
+    starts = [e for e in read_jsonl(workdir / "out2.attempts.jsonl") if e.get("event") == "start"]
     assert len(starts) == 4, starts  # journaled at the go only: one attempt per row
     recs = {r["key"]: r for r in read_results(str(workdir / "out2.jsonl"))}
     assert sum(1 for r in recs.values() if r.get("worker_started_ahead")) >= 2, recs  # one row at a time: the rest

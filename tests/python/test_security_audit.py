@@ -385,7 +385,7 @@ def test_a_committed_results_file_without_its_key_resumes_only_when_vouched_for(
     r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--gates", "oracle,nan", "--adopt-unsigned")
     assert r.returncode == 0, r.stderr
     assert all(x["key"] != "c/L9/T99" for x in read_jsonl(workdir / "out.jsonl"))
-    assert any("c/L9/T99" in line for line in open(workdir / "out.rejected.jsonl"))
+    assert any("c/L9/T99" in r["line"] for r in read_jsonl(workdir / "out.rejected.jsonl"))
 
 
 # ---- floods and escapes ------------------------------------------------------------------------------------

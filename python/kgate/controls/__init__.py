@@ -50,13 +50,13 @@ def run_controls(fw: str = "numpy", seeds_n: int = 3, results: str | None = None
     already in the results files (a committed run's matrix, recomputed)."""
     import time
     from ..audit import audit
-    from ..results import read_results
+    from ..results import find_records, plain_name, read_results
     t0 = time.monotonic()
     controls = load(fw)
     work = work or tempfile.mkdtemp(prefix="kgpy-controls-")
     os.makedirs(work, exist_ok=True)
     ext_cache = ext_cache or os.path.join(work, "ext-cache")
-    base = results or os.path.join(work, f"controls-{fw}.jsonl")
+    base = plain_name(results or os.path.join(work, f"controls-{fw}.jsonl"))
     recs = []
     for part, indices in (("seed0", [0]), ("seeds", list(range(1, seeds_n)))):
         if not indices:
@@ -70,7 +70,7 @@ def run_controls(fw: str = "numpy", seeds_n: int = 3, results: str | None = None
             audit(corpus, results_path=path, fw=fw, seed=0xC0DE, jobs=jobs, call_timeout=call_timeout,
                   row_timeout=300, quiet=quiet, work_dir=os.path.join(work, f"w-{part}"), ext_cache=ext_cache,
                   budget_s=left)
-        if os.path.exists(path):
+        if find_records(path):  # RESULTS.seed0.jsonl, or .jsonl.gz once packed
             recs.extend(read_results(path))
     if records is not None:
         records.extend(recs)
