@@ -107,8 +107,17 @@ inline constexpr double kBrokenRatio = 100.0;
 // other and on the same side of kBrokenRatio (an attributed finding was never worse, by its ratio, than the
 // oracle's own: a stream or layout column then shows only what the oracle gate does not already say).
 inline constexpr double kSameMagnitude = 10.0;
+// The freshness gate's finding when A, called again in new buffers after B, does not give A's first bits (a
+// contract that promises determinism). State the calls carry (B's call, or a count of calls) and a result that
+// depends on where the buffers sit both give it, and the determinism gate's property covers both: the same input,
+// different bits. The gate's evidence says what A gave when called once more in its own first buffers, an
+// observation, not a verdict on the cause (a result that varies from call to call can repeat A's bits there by
+// chance).
+inline constexpr const char* kFindingRepeatChanged = "same input, different bits after another call";
 // Marks tolerance findings of other gates that the oracle gate already reports at the same magnitude as
-// counted = false, attributed_to = "oracle". verify() calls it once all gates ran.
+// counted = false, attributed_to = "oracle"; and freshness's kFindingRepeatChanged as attributed_to =
+// "determinism" when the determinism gate failed too (one defect, the same input's bits differing, counted once
+// under the gate whose property it is). verify() calls it after each gate.
 void attribute_findings(Report& r);
 
 std::string to_json(const Report& r);            // one JSON document (schema in docs/report.md)

@@ -1,6 +1,9 @@
 // Positive controls for the memory and concurrency gates: determinism, immutability, coverage, bounds,
 // freshness, stream, layout. Each kernel plants one defect and its gate fails.
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -142,6 +145,41 @@ TEST(BrokenKernels, FreshnessCatchesResultsCachedByPointer) {
     const Report r = run(elementwise(), pointer_cached(), seed, {"freshness"});
     EXPECT_EQ(r.gates[0].verdict, Verdict::fail) << r.gates[0].summary;
     EXPECT_NE(r.gates[0].evidence->detail.find("stale"), std::string::npos);
+  }
+}
+
+// Defect: the last bits of every result move with a count of the calls (split reductions whose partial sums land
+// in whatever order the hardware finishes them): accurate, but never the same bits twice in a row.
+EntryFn call_counted() {
+  auto calls = std::make_shared<std::atomic<unsigned>>(0);
+  return [calls](const kgate_call& c) -> std::int32_t {
+    const unsigned nudge = calls->fetch_add(1) % 4;
+    for (std::int64_t i = 0; i < count(in(c, 0)); ++i) {
+      float v = relu_mul_at(c, i);
+      for (unsigned k = 0; k < nudge; ++k) v = std::nextafter(v, std::numeric_limits<float>::infinity());
+      store(out(c, 0), i, v);
+    }
+    return KGATE_OK;
+  };
+}
+
+TEST(BrokenKernels, FreshnessSeesTheSameInputsBitsChangeAndDeterminismOwnsIt) {
+  for (std::uint64_t seed : kSeeds) {
+    const Report alone = run(elementwise(), call_counted(), seed, {"freshness"});
+    ASSERT_EQ(alone.gates[0].verdict, Verdict::fail) << alone.gates[0].summary;
+    EXPECT_EQ(alone.gates[0].finding, kFindingRepeatChanged);
+    EXPECT_TRUE(alone.gates[0].counted) << "no determinism result to count it under";
+    const std::string& detail = alone.gates[0].evidence->detail;
+    EXPECT_NE(detail.find("A once more in A's own first buffers gave"), std::string::npos) << detail;
+    EXPECT_EQ(detail.find("stale"), std::string::npos) << "not a stale result: " << detail;
+
+    const Report both = run(elementwise(), call_counted(), seed, {"determinism", "freshness"});
+    ASSERT_EQ(both.gates.size(), 2u);
+    EXPECT_EQ(both.gates[0].verdict, Verdict::fail) << both.gates[0].summary;
+    EXPECT_EQ(both.gates[1].verdict, Verdict::fail) << both.gates[1].summary;
+    EXPECT_FALSE(both.gates[1].counted);
+    EXPECT_EQ(both.gates[1].attributed_to, "determinism");
+    EXPECT_EQ(classify(both), Classification::broken);
   }
 }
 

@@ -124,6 +124,26 @@ TEST(Attribution, AToleranceErrorAtTheOraclesMagnitudeIsCountedOnceUnderOracle) 
   EXPECT_EQ(classify(alone), Classification::violation) << "...but it is the oracle's tolerance error, counted there";
 }
 
+TEST(Attribution, FreshnessSeeingTheSameInputsBitsChangeIsCountedUnderDeterminismWhenThatFailedToo) {
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  Report both = with({finding("determinism", none, "bits differ"), finding("freshness", none, kFindingRepeatChanged)});
+  attribute_findings(both);
+  EXPECT_TRUE(both.gates[0].counted);
+  EXPECT_FALSE(both.gates[1].counted) << "one defect, the same input's bits differing: counted once";
+  EXPECT_EQ(both.gates[1].attributed_to, "determinism");
+  EXPECT_EQ(classify(both), Classification::broken) << "determinism is tolerance-free";
+  // Determinism passed: freshness's finding is the only evidence, counted where it was found.
+  Report alone = with({result("determinism", Verdict::pass), finding("freshness", none, kFindingRepeatChanged)});
+  attribute_findings(alone);
+  EXPECT_TRUE(alone.gates[1].counted);
+  EXPECT_TRUE(alone.gates[1].attributed_to.empty());
+  EXPECT_EQ(classify(alone), Classification::broken);
+  // A stale result is freshness's own defect, whatever determinism said.
+  Report stale = with({finding("determinism", none, "bits differ"), finding("freshness", none, "stale result")});
+  attribute_findings(stale);
+  EXPECT_TRUE(stale.gates[1].counted);
+}
+
 std::int32_t nan_dropping(const kgate_call& c) {
   for (std::int64_t i = 0; i < count(in(c, 0)); ++i)
     store(out(c, 0), i, std::fmax(static_cast<float>(load(in(c, 0), i)), 0.0f) * static_cast<float>(load(in(c, 1), i)));

@@ -95,12 +95,24 @@ CaseOutcome run_safely(GateContext& ctx, const GateCase& gc, const CaseInfo& inf
   return o;
 }
 
+std::string finding_of(const CaseOutcome& o) {
+  switch (o.verdict) {
+    case Verdict::crash: return "crash";
+    case Verdict::timeout: return "timeout";
+    case Verdict::fail: return o.finding.empty() ? "failed" : o.finding;
+    default: return {};
+  }
+}
+
 CaseInfo info_of(const std::string& gate, const GateCase& gc, const Bindings& b) {
   return CaseInfo{gate, gc.seed, b, gc.label};
 }
 
 // Re-runs a failing case at smaller admissible bindings, dim by dim, smallest value first; keeps the
-// smallest that still FAILs (a crash or a pass at a smaller shape does not count as the same failure).
+// smallest that still FAILs the same way (a crash or a pass at a smaller shape does not count as the same
+// failure, nor a FAIL with another finding: a cache keyed on addresses fails freshness as a stale result at one
+// shape and as changed bits at another, as the allocator reuses addresses or not, and the report names the
+// defect the gate first found).
 // `tries` counts the re-runs (GateResult::shrink_runs).
 CaseOutcome shrink(GateContext& ctx, const std::string& gate, const GateCase& gc, CaseOutcome failing, int& tries) {
   const Contract& c = ctx.contract();
@@ -117,7 +129,7 @@ CaseOutcome shrink(GateContext& ctx, const std::string& gate, const GateCase& gc
         ctx.candidate().reset();
         return failing;  // no more risk: the failure as found stands
       }
-      if (o.verdict == Verdict::fail) {
+      if (o.verdict == Verdict::fail && finding_of(o) == finding_of(failing)) {
         current = b;
         failing = std::move(o);
         break;  // the smallest failing value of this dim; on to the next dim
@@ -156,15 +168,6 @@ std::vector<Excused> excused_list(const std::int64_t (&sum)[kExcuseKinds]) {
   for (std::size_t k = 0; k < kExcuseKinds; ++k)
     if (sum[k] > 0) out.push_back({to_string(static_cast<Excuse>(k)), sum[k]});
   return out;
-}
-
-std::string finding_of(const CaseOutcome& o) {
-  switch (o.verdict) {
-    case Verdict::crash: return "crash";
-    case Verdict::timeout: return "timeout";
-    case Verdict::fail: return o.finding.empty() ? "failed" : o.finding;
-    default: return {};
-  }
 }
 
 double worse(double a, double b) {
@@ -228,9 +231,7 @@ GateResult run_gate(Gate& gate, GateContext& ctx, const VerifyOptions& options) 
         res.original = o.evidence;
         if (!std::isnan(o.error_ratio)) res.error_ratio = worse(o.error_ratio, small.error_ratio);
         o = std::move(small);
-        // The finding and its labels come from the case whose evidence the report shows: the shrunk case
-        // may fail another way than the first-found one (freshness: a stale result at one shape, state
-        // carried between calls at another, as the allocator reuses addresses or not).
+        // The labels come from the case whose evidence the report shows (shrink keeps its finding).
         res.finding = finding_of(o);
         res.out_of_domain = o.out_of_domain;
         res.precision_label = o.precision_label;

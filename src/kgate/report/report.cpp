@@ -130,8 +130,17 @@ std::vector<std::string> broken_reasons(const Report& r) {
 
 void attribute_findings(Report& r) {
   const GateResult* oracle = nullptr;
-  for (const GateResult& g : r.gates)
+  const GateResult* determinism = nullptr;
+  for (const GateResult& g : r.gates) {
     if (g.gate == "oracle") oracle = &g;
+    if (g.gate == "determinism") determinism = &g;
+  }
+  if (determinism && determinism->verdict == Verdict::fail && determinism->counted)
+    for (GateResult& g : r.gates)
+      if (g.gate == "freshness" && g.verdict == Verdict::fail && g.finding == kFindingRepeatChanged) {
+        g.counted = false;
+        g.attributed_to = "determinism";
+      }
   if (!oracle || !is_tolerance_finding(*oracle) || oracle->out_of_domain) return;
   for (GateResult& g : r.gates) {
     if (&g == oracle || g.gate == "baseline" || !is_tolerance_finding(g)) continue;
