@@ -209,7 +209,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     follows each audited row's run (kernelbench/sanitizer.py), `sanitizer_timeout` seconds per request of it
     (default sanitizer.DEFAULT_TIMEOUT); off by default."""
     t_start = time.monotonic()
-    results_path = unpack_to_resume(results_path or default_results(corpus))
+    results_path = plain_name(results_path or default_results(corpus))  # open_results unpacks a packed one
     key, res, fresh_key = open_results(results_path, adopt_unsigned)
     compiled = ResultsFile(results_stem(results_path) + ".compile.jsonl", key, adopt=adopt_unsigned,
                            adopt_foreign=fresh_key)
