@@ -1,5 +1,5 @@
 // glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA, GLR_BWD_CHUNK_TMA,
-// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
+// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FWD_PREFETCH, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
 // glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
 // static, so that a workspace sized with one value is never launched with another. A value outside the documented
 // ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
@@ -92,6 +92,15 @@ inline bool bwd_h_wgmma() {
 // forward 1.1-1.4x state_t_kernel's at every timed shape: docs/perf.md); 0: state_t_kernel.
 inline bool state_wgmma_requested() {
   static const bool on = env_flag("GLR_FWD_WGMMA", true);
+  return on;
+}
+// GLR_FWD_PREFETCH=1: that wgmma state kernel with the delta rule (the unsplit pass and the split pass's pass C) in its
+// prefetching schedule (state_t_wgmma_kernel's kPrefetch, gdn_state_wgmma.cuh: chunk c + 1's q, k, G, beta loaded
+// during all of chunk c, its v during phases B and C, its T from phase C to its own phase B; the same products in the
+// same order, so the same words: 0 differed on the emulator); unset or 0: the plain schedule. Opt-in until a GPU
+// measures it (not yet run on a GPU); only with GLR_FWD_WGMMA on.
+inline bool state_prefetch_requested() {
+  static const bool on = env_flag("GLR_FWD_PREFETCH", false);
   return on;
 }
 // A forced split of the state passes (segments.cuh): segs 0 = the rule's (unset, empty or "auto"); "n" (1 to
