@@ -412,6 +412,11 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint
 // (a thread, or a wgmma not yet retired: emu_wgmma.hpp) has not read it yet feeds that reader NaN; either gives other
 // words than the kernel's correct schedule, which no wait placement can (the data is in place by the wait). Copies
 // that a thread never waits for are dropped when it ends and counted (cp_async_unretired).
+// The global buffers a kernel may read by cp.async: [begin, end) byte ranges a test sets around its launches (empty:
+// unchecked). A copy whose 16 source bytes lie in none of them aborts, naming the thread and the address: a tile load
+// past a tensor's end (a short last chunk, T not a multiple of the chunk) shows here even where the bytes it would read
+// never reach an output word. Zero-filled copies (valid false) read nothing and are not checked.
+inline std::vector<std::pair<const void*, const void*>> cp_async_bounds;
 inline std::atomic<long>& cp_async_unretired() {
   static std::atomic<long> n{0};
   return n;
@@ -419,6 +424,16 @@ inline std::atomic<long>& cp_async_unretired() {
 inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
   emu::CpAsyncState& st = emu::current_fiber()->cp;
   emu::PendingCopy c{dst, {}, st.committed};
+  if (valid && !cp_async_bounds.empty()) {
+    const char* p = static_cast<const char*>(src);
+    bool in = false;
+    for (const auto& [b, e] : cp_async_bounds) in = in || (p >= static_cast<const char*>(b) && p + 16 <= static_cast<const char*>(e));
+    if (!in) {
+      std::fprintf(stderr, "emu: cp.async of thread %d reads 16 bytes at %p, outside every buffer the test gave (cp_async_bounds)\n",
+                   emu::tid, src);
+      std::abort();
+    }
+  }
   if (valid)
     std::memcpy(c.bytes, src, 16);
   else
