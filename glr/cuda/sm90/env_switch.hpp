@@ -87,10 +87,11 @@ inline bool bwd_h_wgmma() {
   static const bool on = env_flag("GLR_H_WGMMA", false);
   return on;
 }
-// GLR_H_PREFETCH=1: the backward's h pass on h_kernel (GLR_H_WGMMA unset or 0) with the delta rule in its prefetching
-// schedule (h_kernel's kPrefetch, gdn_bwd_mma.cuh: chunk c + 1's k, G, Gr, beta loaded during all of chunk c, its T and
-// v rows from phase C to its own phase-A epilogue; the same products in the same order, so the same words: 0 differed
-// on the emulator); unset or 0: the plain schedule. Opt-in until a GPU measures it (not yet run on a GPU).
+// GLR_H_PREFETCH=1: the backward's h pass on h_kernel (GLR_H_WGMMA unset or 0) with the delta rule at slices of 64 and
+// 32 columns (h_prefetch_takes) in its prefetching schedule (h_kernel's kPrefetch, gdn_bwd_mma.cuh: chunk c + 1's k, G,
+// Gr, beta loaded during all of chunk c, its T and v rows from phase C to its own phase-A epilogue; the same products
+// in the same order, so the same words: 0 differed on the emulator); unset or 0: the plain schedule. Opt-in until a
+// GPU measures it (not yet run on a GPU).
 inline bool bwd_h_prefetch() {
   static const bool on = env_flag("GLR_H_PREFETCH", false);
   return on;

@@ -476,6 +476,11 @@ struct HPipeSmem : HSmem<kVT, kD> {
   float beta1[C];
 };
 static_assert(2 * (sizeof(HPipeSmem<64, 128>) + 1024) <= 228 * 1024, "the prefetching h_kernel keeps 2 blocks an SM");
+// Where the launcher takes it: the delta rule at slices of 64 and 32 columns. At 16 ptxas 13.0 spilled it (4 bytes at
+// 72 registers), and 16-column blocks are the many small ones (3 an SM by shared memory), which hide their loads by
+// their number.
+template <int kVT, int kD, bool kDelta>
+inline constexpr bool h_prefetch_takes = kDelta && kVT >= 32;
 // Chunk c's rows (and the tiles the epilogues write by name) as h_x_epilogue and h_vnew_epilogue read them: HSmem
 // itself in the plain schedule, row c % 2 in the prefetching one.
 struct HChunkRows {
@@ -517,7 +522,7 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stri
 template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
-  static_assert(!kPrefetch || kDelta, "the prefetching schedule: the delta rule's h pass");
+  static_assert(!kPrefetch || h_prefetch_takes<kVT, kD, kDelta>, "the prefetching schedule: the delta rule, 64 or 32 columns");
   using SL = Slice<kVT>;
   constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
   constexpr int kLd = kD + 8, MT = kD / 64;  // k's row stride; 16-row tiles of this warp's kD / 4 state rows
@@ -1948,7 +1953,7 @@ inline cudaError_t launch_dh2(const GdnBwdArgs& a, dim3 grid, cudaStream_t strea
 // h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
 // on state_t_wgmma_kernel<.., true> whatever GLR_FWD_WGMMA says, and the h kernel as its kHPass mode (gdn_state_wgmma.cuh;
 // not yet run on a GPU). The same outputs (h_c, V_new, its residual; Es), to rounding.
-// prefetch (GLR_H_PREFETCH=1, bwd_h_prefetch): h_kernel in its prefetching schedule, with the delta rule.
+// prefetch (GLR_H_PREFETCH=1, bwd_h_prefetch): h_kernel in its prefetching schedule where h_prefetch_takes.
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma, bool prefetch = bwd_h_prefetch()) {
   const unsigned rows = static_cast<unsigned>(seg::rows(a) * a.value_heads());  // segment rows x HV
@@ -1967,7 +1972,7 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
     }
   }
   if (seg::split(a) && (e = gdn::launch_split_ab<kDelta, kD>(f, stream)) != cudaSuccess) return e;
-  if constexpr (kDelta)
+  if constexpr (h_prefetch_takes<kVT, kD, kDelta>)
     if (prefetch)
       return launch_kernel(&h_kernel<kVT, kD, true, true>, dim3(kD / kVT, rows), kThreads, sizeof(HPipeSmem<kVT, kD>),
                            stream, a, emu_smem);
