@@ -87,16 +87,16 @@ std::size_t g_prefetch_compares = 0, g_prefetch_words = 0;
 // Rung 3's state kernel as launch_state_t picks it: state_t_kernel, or at 64 columns with GLR_FWD_WGMMA=1
 // state_t_wgmma_kernel (gdn_state_wgmma.cuh), the same grid. state_on_wgmma: -1 as the environment says, 0
 // state_t_kernel, 1 state_t_wgmma_kernel (--wgmma runs both).
-// state_prefetch: the wgmma kernel's prefetching schedule (GLR_FWD_PREFETCH, the delta rule's pass with q and o):
+// state_prefetch: the wgmma kernel's prefetching schedule (GLR_FWD_PREFETCH, the delta rule's passes, A included):
 // -1 as the environment says, 0 off, 1 on (--prefetch runs both).
 int state_on_wgmma = -1, state_prefetch = -1;
 template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
 void launch_state(const GdnFwdArgs& a, int gx, int gy) {
   if constexpr (kVT == 64)
     if (state_on_wgmma < 0 ? glr::cuda::sm90::state_wgmma_requested() : state_on_wgmma == 1) {
-      if constexpr (kDelta && !kStateOnly)
+      if constexpr (kDelta)
         if (state_prefetch < 0 ? glr::cuda::sm90::state_prefetch_requested() : state_prefetch == 1) {
-          emu::launch(&gdn::state_t_wgmma_kernel<true, kD, false, false, true>, gx, gy, gdn::smem_raw,
+          emu::launch(&gdn::state_t_wgmma_kernel<true, kD, kStateOnly, false, true>, gx, gy, gdn::smem_raw,
                       gdn::state_wgmma_smem_bytes<kD, true>, a);
           return;
         }

@@ -63,7 +63,7 @@ struct StateWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   float Gr[C];    // the backward's h pass (kHPass): Gr, the decays between two tokens (h_vnew_epilogue)
   int nonfinite;  // the h pass: this chunk's X holds a NaN or Inf (h_x_epilogue)
 };
-// The prefetching schedule's tiles (kPrefetch, GLR_FWD_PREFETCH=1: the delta rule's forward pass; the kernel's
+// The prefetching schedule's tiles (kPrefetch, GLR_FWD_PREFETCH=1: the delta rule's forward passes; the kernel's
 // comment, "Prefetch", says when each is loaded and read). Chunk c's q and, once phase B has read q, its V_new and
 // e^{G_last - G} V_new share slot c % 2, so q of chunk c + 1 loads into the other slot during all of chunk c at the
 // plain layout's size but for v's tile: the block still fits twice in an SM (static_assert below).
@@ -212,7 +212,7 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 // h_kernel's at 64 columns word for word (a -0 may read +0), but in a chunk whose X is not finite (V_new there by
 // h_tx_rows over the whole chunk; h_kernel keeps its tiles left of the diagonal on the tensor cores).
 //
-// Prefetch (kPrefetch, GLR_FWD_PREFETCH=1; the delta rule's unsplit pass and pass C only): the same products and
+// Prefetch (kPrefetch, GLR_FWD_PREFETCH=1; the delta rule's passes: unsplit, and the split's A and C): the same products and
 // epilogues in the same order (every output word the same), the loads moved earlier. The plain schedule loads
 // chunk c + 1's k after phase A, its q, T, G and beta after phase B and waits for all of them at chunk c's end (phase
 // C alone hides them), and reads chunk c's v rows from global memory into registers at chunk c's start (phase A
@@ -224,13 +224,14 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 //     epilogue barrier
 // waited for where they are needed: at chunk c's end every group but T(c + 1) (so q, k, G, beta and v had all of
 // chunk c, or phases B and C, to land), T(c + 1) before chunk c + 1's phase-A barrier. V_new and its decayed copy
-// go to q's slot once phase B (Q h, the last reader of q) has retired in every warp: one barrier more a chunk.
+// go to q's slot once phase B (Q h, the last reader of q) has retired in every warp: one barrier more a chunk. Pass A
+// (kStateOnly: no q, no o; its M blocks no v) runs the same schedule without q and without that barrier.
 template <bool kDelta = true, int kD = DK, bool kStateOnly = false, bool kHPass = false, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads, 1)
     state_t_wgmma_kernel(const __grid_constant__ std::conditional_t<kHPass, StateHArgs, GdnFwdArgs> a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(!kHPass || kStateOnly, "the h pass has no q and no o");
-  static_assert(!kPrefetch || (kDelta && !kStateOnly), "the prefetching schedule: the delta rule's pass with q and o");
+  static_assert(!kPrefetch || (kDelta && !kHPass), "the prefetching schedule: the forward's passes with the delta rule");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
   constexpr int kVT = 64, NN = 8, MT = kD / 64;  // slice width, its n-tiles, m64 halves of the state's K rows
   using Smem = std::conditional_t<kPrefetch, StateWgPipeSmem<kD>, StateWgSmem<kD>>;
@@ -267,8 +268,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
   auto load_q = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    if constexpr (kPrefetch) load_sw128<C, kD>(s.qv[c & 1], a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
-    else if constexpr (!kStateOnly) load_sw128<C, kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
+    if constexpr (kStateOnly) return;  // (pass A: no q)
+    else if constexpr (kPrefetch) load_sw128<C, kD>(s.qv[c & 1], a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
+    else load_sw128<C, kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_k = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
@@ -279,9 +281,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto load_g_beta_rows = [&](int c, int tid) {
     if constexpr (kPrefetch) load_g_beta<kDelta>(s.G[c & 1], s.beta[c & 1], b, c, tid);
   };
-  auto load_v = [&](int c, int tid) {  // the slice's v rows, zeros past the sequence (as load_v_rows)
+  auto load_v = [&](int c, int tid) {  // the slice's v rows, zeros past the sequence and in M blocks (as load_v_rows)
     if constexpr (kPrefetch) {
-      const int t0 = c * C, len = min(C, sq.len - t0);
+      const int t0 = c * C, len = b.trans ? 0 : min(C, sq.len - t0);
       load_sw128<C, 64>(s.v, a.v + b.vo_at<kD>(a, t0), static_cast<std::int64_t>(a.HV) * kD, len, tid);
     }
   };
@@ -445,7 +447,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       wgmma_fence_operand(acc_flat(an));
       wgmma_fence_operand(acc_flat(ao));
-      if constexpr (kPrefetch) __syncthreads();  // every warp's Q h retired: q's slot takes V_new now
+      if constexpr (kPrefetch && !kStateOnly) __syncthreads();  // every warp's Q h retired: q's slot takes V_new now
       if constexpr (!kHPass) {
         state_phase_b_epilogue(e, r0, g8, t4, GL, an, pair);
       } else {
@@ -551,14 +553,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 namespace glr::cuda::sm90::gdn {
 // The wgmma state kernel's launch (grid as launch_state_t's at 64 columns; its shared-memory limit: launch_kernel's).
 // kHPass: the backward's h pass (a: StateHArgs; grid as pass C's).
-// GLR_FWD_PREFETCH=1 (state_prefetch_requested): the delta rule's pass with q and o in the prefetching schedule.
+// GLR_FWD_PREFETCH=1 (state_prefetch_requested): the delta rule's forward passes (unsplit, the split's A and C; pass A
+// for the backward's split h pass too) in the prefetching schedule.
 template <bool kDelta, int kD, bool kStateOnly, bool kHPass = false>
 inline cudaError_t launch_state_t_wgmma(const std::conditional_t<kHPass, StateHArgs, GdnFwdArgs>& a, cudaStream_t stream) {
   const dim3 grid = kStateOnly && !kHPass ? dim3((kDelta ? 2 : 1) * kD / 64, static_cast<unsigned>(seg::slots(a)) * a.HV)
                                           : dim3(kD / 64, static_cast<unsigned>(seg::rows(a)) * a.HV);
-  if constexpr (kDelta && !kStateOnly)
+  if constexpr (kDelta && !kHPass)
     if (state_prefetch_requested())
-      return launch_kernel(&state_t_wgmma_kernel<true, kD, false, false, true>, grid, kThreads,
+      return launch_kernel(&state_t_wgmma_kernel<true, kD, kStateOnly, false, true>, grid, kThreads,
                            state_wgmma_smem_bytes<kD, true>, stream, a, emu_smem);
   return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
                        a, emu_smem);
