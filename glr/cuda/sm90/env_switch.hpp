@@ -103,11 +103,12 @@ inline bool state_wgmma_requested() {
   static const bool on = env_flag("GLR_FWD_WGMMA", true);
   return on;
 }
-// GLR_FWD_PREFETCH=1: that wgmma state kernel with the delta rule (the unsplit pass and the split pass's pass C) in its
-// prefetching schedule (state_t_wgmma_kernel's kPrefetch, gdn_state_wgmma.cuh: chunk c + 1's q, k, G, beta loaded
-// during all of chunk c, its v during phases B and C, its T from phase C to its own phase B; the same products in the
-// same order, so the same words: 0 differed on the emulator); unset or 0: the plain schedule. Opt-in until a GPU
-// measures it (not yet run on a GPU); only with GLR_FWD_WGMMA on.
+// GLR_FWD_PREFETCH=1: that wgmma state kernel with the delta rule (the unsplit pass, the split pass's passes A and C;
+// pass A also in the backward's split h pass) in its prefetching schedule (state_t_wgmma_kernel's kPrefetch,
+// gdn_state_wgmma.cuh: chunk c + 1's q, k, G, beta loaded during all of chunk c, its v during phases B and C, its T
+// from phase C to its own phase B; the same products in the same order, so the same words: 0 differed on the
+// emulator); unset or 0: the plain schedule. Opt-in until a GPU measures it (not yet run on a GPU); only with
+// GLR_FWD_WGMMA on.
 inline bool state_prefetch_requested() {
   static const bool on = env_flag("GLR_FWD_PREFETCH", false);
   return on;
