@@ -508,11 +508,11 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stri
   }
 }
 
-// Prefetch (kPrefetch, GLR_H_PREFETCH=1; the delta rule only): the same products and epilogues in the same order (the
+// Prefetch (kPrefetch, GLR_H_PREFETCH=1; h_prefetch_takes: the delta rule at 64 and 32 columns): the same products and epilogues in the same order (the
 // same words), the loads moved earlier. The plain schedule loads chunk c + 1's k after phase A and its T, G, Gr, beta
 // after phase B, waits for all of them at chunk c's end (phase C and the stores alone hide T, G, Gr, beta), and reads
 // chunk c's v rows from global memory into registers at its start (phase A hides them). Here, one cp.async group each:
-//   at chunk c's start   k, G, Gr, beta of chunk c + 1 (k's buffer and rows c + 1 % 2, chunk c - 1's, free since the
+//   at chunk c's start   k, G, Gr, beta of chunk c + 1 (k's buffer and rows (c + 1) % 2, chunk c - 1's, free since the
 //                        last barrier)
 //   after phase B's      T of chunk c + 1 (read by phase B only) and its v rows into xl (X's residual, read by phase
 //     epilogue barrier   B only; the next phase A's epilogue overwrites it, each thread its own words, after reading

@@ -217,9 +217,9 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 // chunk c + 1's k after phase A, its q, T, G and beta after phase B and waits for all of them at chunk c's end (phase
 // C alone hides them), and reads chunk c's v rows from global memory into registers at chunk c's start (phase A
 // hides them). Here, with one cp.async group each (StateWgPipeSmem):
-//   at chunk c's start   q, k, G, beta of chunk c + 1 (slots c + 1 % 2: chunk c - 1's, free since the last barrier)
-//   after phase A's      v of chunk c + 1 to s.v (chunk c's v rows were read by phase A's epilogue)
-//     epilogue barrier
+//   at chunk c's start   q, k, G, beta of chunk c + 1 (slots (c + 1) % 2: chunk c - 1's, free since the last barrier)
+//   after phase A's      v of chunk c + 1 to s.v (every thread read its v words of chunk c into registers at the
+//     epilogue barrier   chunk's start; the barrier says so for all of them)
 //   after phase B's      T of chunk c + 1 (read by phase B only)
 //     epilogue barrier
 // waited for where they are needed: at chunk c's end every group but T(c + 1) (so q, k, G, beta and v had all of
