@@ -1,7 +1,10 @@
 // tests/glr_sm90/emu.hpp: run the sm90 tensor-core kernels on the host, each CUDA thread a fiber (its own stack,
 // switched in user space) on the host thread that launches (blocks one after another), with ldmatrix / mma.sync /
 // shfl / barriers emulated from their PTX definitions. No GPU needed: it checks the kernels' lane and tile arithmetic (fragment layouts, masks, chunk
-// indexing) and their algebra, not timing or the asynchrony of cp.async (emulated as an immediate copy).
+// indexing) and their algebra, not timing. cp.async is asynchronous here as the PTX ISA allows it to be (below: each
+// copy reads its source at issue, its destination holds 0xff bytes, a NaN, from issue until the issuing thread's
+// cp.async.wait_group retires its group), so a read before the wait, or a refill of a buffer still being read,
+// gives other words.
 //
 // Include this first, then glr/cuda/sm90/gdn_fwd_mma.cuh (built with -DGLR_SM90_HOST_EMU). Used by the checks here and
 // by glr/cuda/sm90/emu (the kernels behind glr's host code for kgate: glr_sm90_emu_kgate_{fwd,bwd}); it redefines
@@ -132,6 +135,17 @@ struct BlockLocal {  // per-block state of emu_wgmma.hpp (its wgmma groups, name
   virtual ~BlockLocal() = default;
 };
 struct Block;
+// A thread's cp.async copies not yet retired (cp_async_16 .. cp_async_wait, below): the 16 bytes read at issue, where
+// they land, and the commit group they belong to (`committed` is the open group's id).
+struct PendingCopy {
+  std::uint32_t dst;
+  unsigned char bytes[16];
+  long group;
+};
+struct CpAsyncState {
+  std::vector<PendingCopy> pending;
+  long committed = 0;
+};
 struct Fiber {
   void* sp = nullptr;  // the saved stack pointer while switched out
 #if defined(GLR_EMU_FIBER_UCONTEXT)
@@ -149,6 +163,7 @@ struct Fiber {
   bool done = true, blocked = false;
   WaitDesc wait;
   std::unique_ptr<FiberLocal> local;
+  CpAsyncState cp;  // its CUDA thread's cp.async copies in flight
 };
 
 // The running fiber (null outside a kernel), the scheduler's saved context, and whether anything happened in the
@@ -387,15 +402,56 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint
   d[3] = dot(g + 8, 2 * t + 1);
 }
 
-inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
-  if (valid)
-    std::memcpy(emu::smem + dst, src, 16);
-  else
-    std::memset(emu::smem + dst, 0, 16);
+// cp.async (16 bytes, .cg) as asynchronous as the PTX ISA lets it be, to the thread that issued it and to the rest of
+// the block: the source is read at issue (its bounds are the caller's at that moment, as on the GPU, which may read
+// it at once); the destination's 16 bytes become 0xff (a bf16 / fp32 NaN: "not yet landed", any value the GPU could
+// show there) at issue and get the copy only when the issuing thread's cp_async_wait<N> retires its commit group
+// (every group but the N newest committed; copies issued after the last commit are in no group and stay in flight,
+// as cp.async.wait_group leaves them). So a thread that reads a tile before its own wait, or before a barrier that
+// follows every issuing thread's wait, reads NaN instead of the data; a copy issued into a buffer whose last reader
+// (a thread, or a wgmma not yet retired: emu_wgmma.hpp) has not read it yet feeds that reader NaN; either gives other
+// words than the kernel's correct schedule, which no wait placement can (the data is in place by the wait). Copies
+// that a thread never waits for are dropped when it ends and counted (cp_async_unretired).
+// The global buffers a kernel may read by cp.async: [begin, end) byte ranges a test sets around its launches (empty:
+// unchecked). A copy whose 16 source bytes lie in none of them aborts, naming the thread and the address: a tile load
+// past a tensor's end (a short last chunk, T not a multiple of the chunk) shows here even where the bytes it would read
+// never reach an output word. Zero-filled copies (valid false) read nothing and are not checked.
+inline std::vector<std::pair<const void*, const void*>> cp_async_bounds;
+inline std::atomic<long>& cp_async_unretired() {
+  static std::atomic<long> n{0};
+  return n;
 }
-inline void cp_async_commit() {}
+inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
+  emu::CpAsyncState& st = emu::current_fiber()->cp;
+  emu::PendingCopy c{dst, {}, st.committed};
+  if (valid && !cp_async_bounds.empty()) {
+    const char* p = static_cast<const char*>(src);
+    bool in = false;
+    for (const auto& [b, e] : cp_async_bounds) in = in || (p >= static_cast<const char*>(b) && p + 16 <= static_cast<const char*>(e));
+    if (!in) {
+      std::fprintf(stderr, "emu: cp.async of thread %d reads 16 bytes at %p, outside every buffer the test gave (cp_async_bounds)\n",
+                   emu::tid, src);
+      std::abort();
+    }
+  }
+  if (valid)
+    std::memcpy(c.bytes, src, 16);
+  else
+    std::memset(c.bytes, 0, 16);
+  st.pending.push_back(c);
+  std::memset(emu::smem + dst, 0xff, 16);
+}
+inline void cp_async_commit() { ++emu::current_fiber()->cp.committed; }
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+  static_assert(N >= 0);
+  emu::CpAsyncState& st = emu::current_fiber()->cp;
+  const long limit = st.committed - N;  // retire the groups older than the N newest committed ones
+  std::size_t i = 0;
+  for (; i < st.pending.size() && st.pending[i].group < limit; ++i)
+    std::memcpy(emu::smem + st.pending[i].dst, st.pending[i].bytes, 16);
+  st.pending.erase(st.pending.begin(), st.pending.begin() + static_cast<std::ptrdiff_t>(i));
+}
 
 }  // namespace glr::cuda::sm90
 
@@ -655,6 +711,13 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
     const Ctx* x = static_cast<const Ctx*>(c);
     x->kernel(*x->args);
     block->state[tid].store(1);
+    CpAsyncState& cp = current_fiber()->cp;  // copies never waited for: dropped (nothing read them after a wait)
+    if (!cp.pending.empty() &&
+        glr::cuda::sm90::cp_async_unretired().fetch_add(static_cast<long>(cp.pending.size())) == 0)
+      std::fprintf(stderr, "emu: a thread ended with %zu cp.async copies never retired by cp_async_wait\n",
+                   cp.pending.size());
+    cp.pending.clear();
+    cp.committed = 0;
   };
   FiberPool& pool = fiber_pool();
   std::vector<Fiber*> fs(static_cast<std::size_t>(threads));
@@ -676,6 +739,8 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
       f->done = false;
       f->blocked = false;
       f->wait = WaitDesc{};
+      f->cp.pending.clear();
+      f->cp.committed = 0;
     }
     run_fibers(fs.data(), threads, blk, thread_rng.get());
   }

@@ -109,11 +109,14 @@ void launch_dh(int gy, const GdnBwdArgs& a) {
 // state_t_wgmma_kernel's h mode, at 64-column slices; else h_kernel). h_wgmma: -1 as the environment says, 0
 // h_kernel, 1 wgmma (the "h-wgmma" subset runs both and compares them). The split cases' runs are gdn_bwd_mma's
 // own launches, which follow the environment.
-int h_wgmma = -1;
+// h_prefetch: h_kernel's prefetching schedule (GLR_H_PREFETCH, the delta rule): -1 as the environment says, 0 off, 1
+// on (the "h-prefetch" subset runs both and compares them).
+int h_wgmma = -1, h_prefetch = -1;
 bool h_on_wgmma() { return h_wgmma < 0 ? glr::cuda::sm90::bwd_h_wgmma() : h_wgmma == 1; }
+bool h_on_prefetch() { return h_prefetch < 0 ? glr::cuda::sm90::bwd_h_prefetch() : h_prefetch == 1; }
 template <int kVT, int kD, bool kDelta>
 void launch_h(const GdnBwdArgs& a) {
-  if (gdn_bwd::launch_h_pass<kVT, kD, kDelta>(a, nullptr, h_on_wgmma()) != cudaSuccess) std::exit(3);
+  if (gdn_bwd::launch_h_pass<kVT, kD, kDelta>(a, nullptr, h_on_wgmma(), h_on_prefetch()) != cudaSuccess) std::exit(3);
 }
 // g_h_only 0 / 1: run_kernels runs the wy kernel and then only the h pass (launch_h_pass, split or not) with h_kernel
 // (0) or on wgmma (1), and leaves the h pass's words in g_h_words: h_c, V_new and its residual (16-bit words, the
@@ -462,6 +465,16 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
+  // Every buffer the kernels may read by cp.async (emu.hpp cp_async_bounds: a tile load past one's end aborts).
+  struct Bounds {
+    ~Bounds() { glr::cuda::sm90::cp_async_bounds.clear(); }
+  } bounds_reset;
+  auto bound = [](const auto& x) {
+    if (!x.empty()) glr::cuda::sm90::cp_async_bounds.emplace_back(x.data(), x.data() + x.size());
+  };
+  glr::cuda::sm90::cp_async_bounds.clear();
+  bound(in.q), bound(in.k), bound(in.v), bound(in.dout), bound(in.g), bound(in.beta), bound(in.h0), bound(in.dht);
+  bound(g_bf), bound(beta_bf), bound(ws);
 
   // (T = 0, a packed run's empty sequence alone: empty outputs, null pointers, which gdn_bwd_mma itself refuses)
   if (const char* why = p.T > 0 ? glr::cuda::sm90::gdn_bwd_mma_refusal(a) : nullptr) {
@@ -486,7 +499,8 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     if (g_h_only >= 0) {  // the h pass alone (g_h_only's comment)
       auto h_pass = [&](auto vt) {
         constexpr int kVT = decltype(vt)::value;
-        if (NT > 0 && gdn_bwd::launch_h_pass<kVT, kD, kDelta>(a, nullptr, g_h_only == 1) != cudaSuccess) std::exit(3);
+        if (NT > 0 && gdn_bwd::launch_h_pass<kVT, kD, kDelta>(a, nullptr, g_h_only == 1, h_on_prefetch()) != cudaSuccess)
+          std::exit(3);
       };
       if (p.vt == 64) h_pass(std::integral_constant<int, 64>{});
       else if (p.vt == 32) h_pass(std::integral_constant<int, 32>{});
@@ -675,6 +689,42 @@ bool run_h_compare(const Shape& p, unsigned seed) {
               p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "",
               words, mma.h16.size(), zeros, es_words, mma.es.size(), p.plant != 0 && !same ? " (planted: reported)" : "",
               ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok;
+}
+
+// h_kernel's prefetching schedule (GLR_H_PREFETCH's) against its plain one on the same case, both on h_kernel (split:
+// pass A as GLR_FWD_WGMMA says, the same for both): every word of h_c, V_new and its residual and, split, of Es. The
+// same products in the same order: 0 words may differ, planted NaN / Inf included.
+std::size_t g_hp_compares = 0, g_hp_words = 0;
+bool run_h_prefetch_compare(const Shape& p, unsigned seed) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
+  const Inputs in = make_planted_inputs(p, seed);
+  const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
+  g_h_only = 0;
+  h_prefetch = 0;
+  run_kernels(p, in, scale);
+  const HWords plain = g_h_words;
+  h_prefetch = 1;
+  run_kernels(p, in, scale);
+  const HWords pf = g_h_words;
+  g_h_only = -1;
+  h_prefetch = -1;
+  std::size_t words = 0, es_words = 0;
+  for (std::size_t i = 0; i < plain.h16.size() && i < pf.h16.size(); ++i) words += plain.h16[i] != pf.h16[i];
+  for (std::size_t i = 0; i < plain.es.size() && i < pf.es.size(); ++i) es_words += plain.es[i] != pf.es[i];
+  const bool ok = plain.h16.size() == pf.h16.size() && plain.es.size() == pf.es.size() && words == 0 && es_words == 0;
+  g_hp_words += words + es_words;
+  ++g_hp_compares;
+  char hvs[24] = "", segs[24] = "";
+  if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
+  if (p.segs > 1) std::snprintf(segs, sizeof segs, " split %d", p.segs);
+  std::printf("emu bwd h pass%s%s B%d T%-4d H%d%s h0=%d mu=%+.0f vt=%-2d%s%s | prefetching vs plain h_kernel: h_c, V_new, "
+              "residual words differing %zu of %zu, Es %zu of %zu | %s\n",
+              member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.mu, p.vt, segs,
+              p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "",
+              words, plain.h16.size(), es_words, plain.es.size(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok;
 }
@@ -1473,6 +1523,56 @@ int main(int argc, char** argv) {
     unsigned wseed = 700;
     for (int i = 0; i < 8; ++i, ++wseed)
       if (all || i == 0 || i == 1 || i == 3 || i == 5 || i == 6) ok = run(cases[i], wseed, false) && ok;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && (std::string(argv[1]) == "h-prefetch" || std::string(argv[1]) == "h-prefetch-all")) {
+    // h_kernel's prefetching schedule (GLR_H_PREFETCH=1, set here for the whole run, so gdn_bwd_mma's own launches,
+    // the split and packed runs', take it too; ctest glr_sm90_emu_bwd_h_prefetch runs "h-prefetch"): each case's h
+    // pass against the plain schedule word for word (run_h_prefetch_compare: 0 words), then the whole backward with it
+    // against the float64 recurrence (run; split cases also against their unsplit run). The delta rule (Gated
+    // DeltaNet, DeltaNet) at K = V = 128 and 64, state slices of 64 and 32 columns, GVA, two sequences, T not a
+    // multiple of 64 (a 6-token last chunk), T = 1, h0 / dht, the split passes, NaN / +-Inf in v, g = -Inf; packed
+    // sequences (each bit for bit alone, invalid offsets). "h-prefetch-all": every case both ways. Seeds 1700 on.
+    setenv("GLR_H_PREFETCH", "1", 1);
+    const bool all = std::string(argv[1]) == "h-prefetch-all";
+    struct HCase {
+      Shape s;
+      int quick;  // "h-prefetch": 2 both checks, 1 the comparison only
+    };
+    const HCase hcases[] = {
+        {{1, 100, 1, true, true, 2.0, 64}, 2},                    // K = V = 128, 64 columns
+        {{2, 70, 1, true, false, -1.0, 64, 0, 4, 64}, 2},         // K = V = 64, GVA x4, two sequences, 6-token tail
+        {{1, 70, 1, true, true, INFINITY, 32}, 1},                // DeltaNet, 32 columns
+        {{2, 130, 1, false, true, 4.0, 32, 0, 2}, 1},             // 32 columns, GVA (16: the plain schedule)
+        {{1, 200, 1, true, true, 8.0, 64, 0, 0, 64, 0, 3}, 2},    // split: 4 chunks in 2, 2, 0
+        {{2, 300, 1, true, true, 6.0, 64, 0, 2, 128, 0, 4}, 1},   // split, GVA, two sequences
+        {{1, 130, 1, true, true, 2.0, 64, 1, 0, 64}, 1},          // NaN in v at T - 1
+        {{1, 100, 1, false, true, 4.0, 64, 2}, 1},                // +-Inf in v
+        {{1, 100, 1, true, true, 2.0, 64, 3}, 1},                 // g = -Inf at T / 2
+        {{2, 1, 1, true, true, 2.0, 64, 1, 0, 64}, 1},            // T = 1, NaN
+    };
+    unsigned hseed = 1700;
+    for (const HCase& c : hcases) {
+      ok = run_h_prefetch_compare(c.s, hseed) && ok;
+      if (all || c.quick == 2) {
+        h_prefetch = 1;
+        ok = run(c.s, hseed, false) && ok;
+        h_prefetch = -1;
+      }
+      ++hseed;
+    }
+    {  // packed sequences (gdn_bwd_mma's own launches, GLR_H_PREFETCH=1): each sequence bit for bit alone; invalid offsets
+      VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 64};
+      ok = run_varlen(vc, hseed++) && ok;
+      if (all) {
+        vc.D = 64;
+        vc.segs = 3;
+        ok = run_varlen(vc, hseed++) && ok;
+      }
+    }
+    std::printf("prefetching vs plain h_kernel: %zu comparisons, differing words %zu\n", g_hp_compares, g_hp_words);
+    ok = ok && g_hp_words == 0;
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }

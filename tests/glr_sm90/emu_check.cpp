@@ -72,6 +72,11 @@ std::size_t g_slice_compares = 0, g_slice_words = 0;
 // 0 x NaN over T's and P's zero blocks): those words are counted apart.
 bool g_compare_wgmma = false, g_wgmma_planted = false;
 std::size_t g_wgmma_compares = 0, g_wgmma_words = 0, g_wgmma_words_planted = 0;
+// --prefetch: every rung-3 case run with the wgmma state kernel's plain schedule, then again with its prefetching one
+// (GLR_FWD_PREFETCH's, the delta rule's pass with q and o), compared word for word (NaN-planted runs too: the same
+// products, so no exception); the float64 checks then judge the prefetching run's outputs.
+bool g_compare_prefetch = false;
+std::size_t g_prefetch_compares = 0, g_prefetch_words = 0;
 
 // The kernels in the launcher's order (gdn_fwd_mma_launch), on the emulator; vt: rung 3's slice width, as
 // gdn_fwd_mma's vt argument forces it (gdn::launch_state_t<kDelta, kD, vt>).
@@ -82,11 +87,19 @@ std::size_t g_wgmma_compares = 0, g_wgmma_words = 0, g_wgmma_words_planted = 0;
 // Rung 3's state kernel as launch_state_t picks it: state_t_kernel, or at 64 columns with GLR_FWD_WGMMA=1
 // state_t_wgmma_kernel (gdn_state_wgmma.cuh), the same grid. state_on_wgmma: -1 as the environment says, 0
 // state_t_kernel, 1 state_t_wgmma_kernel (--wgmma runs both).
-int state_on_wgmma = -1;
+// state_prefetch: the wgmma kernel's prefetching schedule (GLR_FWD_PREFETCH, the delta rule's passes, A included):
+// -1 as the environment says, 0 off, 1 on (--prefetch runs both).
+int state_on_wgmma = -1, state_prefetch = -1;
 template <bool kDelta, int kD, int kVT, bool kStateOnly = false>
 void launch_state(const GdnFwdArgs& a, int gx, int gy) {
   if constexpr (kVT == 64)
     if (state_on_wgmma < 0 ? glr::cuda::sm90::state_wgmma_requested() : state_on_wgmma == 1) {
+      if constexpr (kDelta)
+        if (state_prefetch < 0 ? glr::cuda::sm90::state_prefetch_requested() : state_prefetch == 1) {
+          emu::launch(&gdn::state_t_wgmma_kernel<true, kD, kStateOnly, false, true>, gx, gy, gdn::smem_raw,
+                      gdn::state_wgmma_smem_bytes<kD, true>, a);
+          return;
+        }
       emu::launch(&gdn::state_t_wgmma_kernel<kDelta, kD, kStateOnly>, gx, gy, gdn::smem_raw, gdn::state_wgmma_smem_bytes<kD>, a);
       return;
     }
@@ -247,6 +260,15 @@ bool run(const Case& p, unsigned seed, int variant) {
     return false;
   }
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_fwd_workspace_bytes(a, var) + 7) / 8 + 32);
+  // Every buffer the kernels may read by cp.async (emu.hpp cp_async_bounds): a tile load past one's end aborts.
+  struct Bounds {
+    ~Bounds() { glr::cuda::sm90::cp_async_bounds.clear(); }
+  } bounds_reset;
+  auto bound = [](const auto& x) {
+    if (!x.empty()) glr::cuda::sm90::cp_async_bounds.emplace_back(x.data(), x.data() + x.size());
+  };
+  glr::cuda::sm90::cp_async_bounds.clear();
+  bound(q), bound(k), bound(v), bound(g), bound(beta), bound(gb), bound(bb), bound(h0), bound(ws), bound(cu64), bound(cu32);
   glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws.data(), var);  // rung 3: W = U = null
   const std::uint16_t nan16 = 0xffff;
   for (auto& x : o) std::memcpy(&x, &nan16, 2);
@@ -297,6 +319,22 @@ bool run(const Case& p, unsigned seed, int variant) {
       (g_wgmma_planted ? g_wgmma_words_planted : g_wgmma_words) += d;
       ++g_wgmma_compares;
     }  // o and ht are now the wgmma kernel's, checked below
+    if (g_compare_prefetch && variant == 3) {  // --prefetch: the plain schedule's words (above), then the prefetching one's
+      const std::vector<__nv_bfloat16> o_plain = o;
+      const std::vector<float> ht_plain = ht;
+      const int st_plain = *a.status;
+      for (auto& x : o) std::memcpy(&x, &nan16, 2);
+      for (auto& x : ht) x = std::nanf("");
+      state_on_wgmma = state_prefetch = 1;
+      launch(a, 3, 64);
+      state_on_wgmma = 1, state_prefetch = 0;
+      std::size_t d = *a.status != st_plain;
+      for (std::size_t i = 0; i < o.size(); ++i) d += std::memcmp(&o[i], &o_plain[i], 2) != 0;
+      for (std::size_t i = 0; i < ht.size(); ++i) d += std::memcmp(&ht[i], &ht_plain[i], 4) != 0;
+      std::printf("  prefetching vs plain wgmma state kernel: differing words %zu (of %zu)\n", d, o.size() + ht.size() + 1);
+      g_prefetch_words += d;
+      ++g_prefetch_compares;
+    }  // o and ht are now the prefetching kernel's
   };
   launch_all();
   {  // o, ht and the status word, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP)
@@ -562,6 +600,13 @@ int main(int argc, char** argv) {
     ++argv;
     --argc;
   }
+  if (argc >= 2 && std::string(argv[1]) == "--prefetch") {
+    g_compare_prefetch = true;
+    state_on_wgmma = 1;
+    state_prefetch = 0;
+    ++argv;
+    --argc;
+  }
   if (argc >= 8 && std::isdigit(static_cast<unsigned char>(argv[1][0]))) {
     Case c{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]) != 0,
            std::atof(argv[7])};
@@ -602,6 +647,52 @@ int main(int argc, char** argv) {
     std::printf("wgmma vs mma.sync state kernel: %zu comparisons, differing words %zu (and %zu with a NaN planted)\n",
                 g_wgmma_compares, g_wgmma_words, g_wgmma_words_planted);
     ok = ok && g_wgmma_words == 0;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  // "prefetch" (ctest glr_sm90_emu_fwd_prefetch, with --prefetch): the wgmma state kernel's prefetching schedule
+  // (GLR_FWD_PREFETCH) against its plain one word for word and against float64, where it could read a tile too early,
+  // refill one too soon or read past a buffer: short last chunks (T 70, 150, sequences of 1, 63, 65 tokens, empty
+  // ones), packed sequences sharing chunks' rows, GVA, K = V = 64 and 128, h0 / ht, bf16 g and beta, -Inf gates,
+  // DeltaNet, the split pass's pass C (dense and packed), NaN containment, invalid offsets.
+  if (only == "prefetch") {
+    std::vector<Case> cases;
+    cases.push_back({2, 70, 1, 4, false, 2.0});  // GVA, a 6-token last chunk, two batch rows
+    Case c{1, 150, 1, 1, true, 4.0};
+    c.D = 64;
+    cases.push_back(c);
+    c = Case{1, 0, 1, 1, true, 8.0};
+    c.lens = {0, 1, 63, 64, 65, 0, 100};
+    cases.push_back(c);
+    c = Case{1, 0, 1, 2, true, 2.0};
+    c.lens = {65, 0, 1, 64};
+    c.D = 64;
+    c.i32 = true;
+    cases.push_back(c);
+    c = Case{1, 150, 1, 1, true, 4.0};
+    c.g_bf16 = c.beta_bf16 = true;
+    c.ninf = {0, 37, 63, 64, 100, 101};
+    cases.push_back(c);
+    cases.push_back(Case{2, 65, 1, 2, false, 8.0, 1});  // DeltaNet (no gate)
+    c = Case{1, 640, 1, 2, true, 4.0};  // the split pass: pass C prefetching
+    c.D = 64;
+    c.segs = 4;
+    cases.push_back(c);
+    c = Case{1, 0, 1, 2, true, 4.0};  // split by length, packed, a NaN that must stay in its sequence
+    c.lens = {70, 600, 0, 30};
+    c.nan_seq = 1;
+    c.segs = 64;
+    c.seg_len = 3;
+    cases.push_back(c);
+    c = Case{1, 0, 1, 1, true, 2.0};
+    c.lens = {40, 30, 50};
+    c.bad_offsets = true;
+    cases.push_back(c);
+    bool ok = true;
+    for (std::size_t i = 0; i < cases.size(); ++i) ok = run(cases[i], 4000 + static_cast<unsigned>(i), 3) && ok;
+    std::printf("prefetching vs plain wgmma state kernel: %zu comparisons, differing words %zu\n", g_prefetch_compares,
+                g_prefetch_words);
+    ok = ok && g_prefetch_words == 0 && g_prefetch_compares == cases.size() + 1;  // (+1: the NaN rerun)
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }
@@ -857,6 +948,11 @@ int main(int argc, char** argv) {
                 std::find(g_widths.begin(), g_widths.end(), 32) != g_widths.end() ? ", 32" : "",
                 std::find(g_widths.begin(), g_widths.end(), 16) != g_widths.end() ? ", 16" : "", g_slice_compares,
                 g_slice_words);
+  if (g_compare_prefetch) {
+    std::printf("prefetching vs plain wgmma state kernel: %zu comparisons, differing words %zu\n", g_prefetch_compares,
+                g_prefetch_words);
+    ok = ok && g_prefetch_words == 0;
+  }
   if (g_compare_wgmma) {
     std::printf("wgmma vs mma.sync state kernel: %zu comparisons, differing words %zu (and %zu with a NaN planted)\n",
                 g_wgmma_compares, g_wgmma_words, g_wgmma_words_planted);

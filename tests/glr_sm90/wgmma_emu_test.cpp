@@ -11,7 +11,7 @@
 // producer warpgroup, a ring of 2-4 mbarrier stages, 1-2 wgmma consumer warpgroups: blocks of 256 and 384
 // threads; also under the emulator's other schedule: TMA landing at issue, wgmma reads at quiescence) with its
 // faults (no full-barrier wait, wrong parity; a stage released before its wgmmas retired); 6 mbarrier phases of 128 arrivals; the named
-// barriers.
+// barriers; cp.async's model (check_cp_async: a schedule that waits and one of three that do not).
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
 #include "emu_wgmma.hpp"
@@ -96,9 +96,64 @@ int check_ptx_examples() {
 
 }  // namespace
 
+// cp.async as emu.hpp models it (the copy lands at the issuing thread's cp_async_wait, its destination NaN until then):
+// 128 threads stream 4 rounds of 16 bytes each through a ring of two 2 KB tiles, one commit group a round, two rounds
+// in flight, each thread reading another thread's piece (t + 37) once its round has landed. mode 0, the schedule a
+// GPU needs (wait<1>, barrier, read, barrier, refill), must copy every word; the faults, each of which a GPU may let
+// through by timing, must read NaN somewhere: 1 reads without waiting, 2 waits for the wrong group (wait<2>), 3
+// refills a tile before the barrier that says every thread has read it.
+struct CpCase {
+  const std::uint32_t* src;
+  std::uint32_t* out;
+  int mode;
+};
+void cp_async_kernel(CpCase c) {
+  using namespace glr::cuda::sm90;
+  const int t = static_cast<int>(threadIdx.x);
+  constexpr int kRounds = 4;
+  char* const ring = glr::wgtest::wg_smem_raw;
+  auto issue = [&](int r) {
+    if (r < kRounds) cp_async_16(smem_addr(ring + (r % 2) * 2048 + t * 16), c.src + (r * 128 + t) * 4, true);
+    cp_async_commit();
+  };
+  issue(0);
+  issue(1);
+  for (int r = 0; r < kRounds; ++r) {
+    if (c.mode == 0 || c.mode == 3) cp_async_wait<1>();
+    if (c.mode == 2) cp_async_wait<2>();
+    __syncthreads();
+    std::memcpy(&c.out[r * 128 + t], ring + (r % 2) * 2048 + ((t + 37) % 128) * 16, 4);
+    if (c.mode != 3) __syncthreads();
+    issue(r + 2);
+  }
+  cp_async_wait<0>();
+}
+int check_cp_async() {
+  std::vector<std::uint32_t> src(4 * 128 * 4), out(4 * 128);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint32_t>(i * 2654435761u) & 0x3f7fffffu;
+  int failures = 0;
+  const char* what[] = {"the GPU's schedule", "read without a wait", "wait for the wrong group", "refill before the barrier"};
+  for (int mode = 0; mode < 4; ++mode) {
+    std::fill(out.begin(), out.end(), 0u);
+    emu::launch(&cp_async_kernel, 1, 1, glr::wgtest::wg_smem_raw, 4096, CpCase{src.data(), out.data(), mode});
+    int wrong = 0, nan = 0;
+    for (int r = 0; r < 4; ++r)
+      for (int t = 0; t < 128; ++t) {
+        const std::uint32_t got = out[r * 128 + t], want = src[(r * 128 + (t + 37) % 128) * 4];
+        wrong += got != want;
+        nan += got == 0xffffffffu;
+      }
+    const bool ok = mode == 0 ? wrong == 0 : nan > 0;
+    std::printf("cp.async, %s: %d of 512 words wrong, %d NaN  %s\n", what[mode], wrong, nan, ok ? "PASS" : "FAIL");
+    failures += !ok;
+  }
+  return failures;
+}
+
 int main() {
   using namespace glr::wgtest;
   int failures = check_ptx_examples();
+  failures += check_cp_async();
   emu::wg::smem_limit = kSmemBytes;
   failures += run_specs([](const Spec& s, Case& c, const std::vector<std::uint16_t>& a,
                               const std::vector<std::uint16_t>& b, std::vector<float>& d) {

@@ -1,5 +1,5 @@
 // glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA, GLR_BWD_CHUNK_TMA,
-// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_FWD_WGMMA, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
+// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_H_PREFETCH, GLR_FWD_WGMMA, GLR_FWD_PREFETCH, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
 // glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
 // static, so that a workspace sized with one value is never launched with another. A value outside the documented
 // ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
@@ -87,11 +87,30 @@ inline bool bwd_h_wgmma() {
   static const bool on = env_flag("GLR_H_WGMMA", false);
   return on;
 }
+// GLR_H_PREFETCH=1: the backward's h pass on h_kernel (GLR_H_WGMMA unset or 0) with the delta rule at slices of 64 and
+// 32 columns (h_prefetch_takes) in its prefetching schedule (h_kernel's kPrefetch, gdn_bwd_mma.cuh: chunk c + 1's k, G,
+// Gr, beta loaded during all of chunk c, its T and v rows from phase C to its own phase-A epilogue; the same products
+// in the same order, so the same words: 0 differed on the emulator); unset or 0: the plain schedule. Opt-in until a
+// GPU measures it (not yet run on a GPU).
+inline bool bwd_h_prefetch() {
+  static const bool on = env_flag("GLR_H_PREFETCH", false);
+  return on;
+}
 // GLR_FWD_WGMMA: the forward's rung-3 state kernel on wgmma (state_t_wgmma_kernel, gdn_state_wgmma.cuh) at slice
 // width 64, the split pass's passes A and C included, the default since its H200 run of 2026-12-05 (correct; the
 // forward 1.1-1.4x state_t_kernel's at every timed shape: docs/perf.md); 0: state_t_kernel.
 inline bool state_wgmma_requested() {
   static const bool on = env_flag("GLR_FWD_WGMMA", true);
+  return on;
+}
+// GLR_FWD_PREFETCH=1: that wgmma state kernel with the delta rule (the unsplit pass, the split pass's passes A and C;
+// pass A also in the backward's split h pass) in its prefetching schedule (state_t_wgmma_kernel's kPrefetch,
+// gdn_state_wgmma.cuh: chunk c + 1's q, k, G, beta loaded during all of chunk c, its v during phases B and C, its T
+// from phase C to its own phase B; the same products in the same order, so the same words: 0 differed on the
+// emulator); unset or 0: the plain schedule. Opt-in until a GPU measures it (not yet run on a GPU); only with
+// GLR_FWD_WGMMA on.
+inline bool state_prefetch_requested() {
+  static const bool on = env_flag("GLR_FWD_PREFETCH", false);
   return on;
 }
 // A forced split of the state passes (segments.cuh): segs 0 = the rule's (unset, empty or "auto"); "n" (1 to

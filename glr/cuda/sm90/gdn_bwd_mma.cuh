@@ -466,6 +466,36 @@ struct HSmem {
   float beta[C];
   int nonfinite;  // this chunk's X holds a NaN or Inf (phase B then forms its diagonal tile without 0 * NaN)
 };
+// h_kernel's prefetching schedule (kPrefetch, GLR_H_PREFETCH=1; h_kernel's comment says when each load is issued):
+// G, Gr, beta double-buffered (chunk c's in row c % 2: rows 0 are HSmem's own); v of chunk c lands in xl, free from
+// phase B's end to the next phase A's epilogue. 768 bytes more: the block still fits twice in an SM.
+template <int kVT, int kD = gdn::DK>
+struct HPipeSmem : HSmem<kVT, kD> {
+  float G1[C];
+  float Gr1[C];
+  float beta1[C];
+};
+static_assert(2 * (sizeof(HPipeSmem<64, 128>) + 1024) <= 228 * 1024, "the prefetching h_kernel keeps 2 blocks an SM");
+// Where the launcher takes it: the delta rule at slices of 64 and 32 columns. At 16 ptxas 13.0 spilled it (4 bytes at
+// 72 registers), and 16-column blocks are the many small ones (3 an SM by shared memory), which hide their loads by
+// their number.
+template <int kVT, int kD, bool kDelta>
+inline constexpr bool h_prefetch_takes = kDelta && kVT >= 32;
+// Chunk c's rows (and the tiles the epilogues write by name) as h_x_epilogue and h_vnew_epilogue read them: HSmem
+// itself in the plain schedule, row c % 2 in the prefetching one.
+struct HChunkRows {
+  float *G, *Gr, *beta;
+  __nv_bfloat16* vnd;
+  int& nonfinite;
+};
+template <int kVT, int kD>
+__device__ __forceinline__ HSmem<kVT, kD>& h_chunk_rows(HSmem<kVT, kD>& s, int) {
+  return s;
+}
+template <int kVT, int kD>
+__device__ __forceinline__ HChunkRows h_chunk_rows(HPipeSmem<kVT, kD>& s, int c) {
+  return c & 1 ? HChunkRows{s.G1, s.Gr1, s.beta1, s.vnd, s.nonfinite} : HChunkRows{s.G, s.Gr, s.beta, s.vnd, s.nonfinite};
+}
 
 // Copy a (kRows x kVT) bf16 shared tile (row stride kVT + 8) to global rows of `stride` elements, 16 bytes a piece.
 template <int kRows, int kVT>
@@ -478,14 +508,27 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stri
   }
 }
 
-template <int kVT, int kD = gdn::DK, bool kDelta = true>
+// Prefetch (kPrefetch, GLR_H_PREFETCH=1; h_prefetch_takes: the delta rule at 64 and 32 columns): the same products and epilogues in the same order (the
+// same words), the loads moved earlier. The plain schedule loads chunk c + 1's k after phase A and its T, G, Gr, beta
+// after phase B, waits for all of them at chunk c's end (phase C and the stores alone hide T, G, Gr, beta), and reads
+// chunk c's v rows from global memory into registers at its start (phase A hides them). Here, one cp.async group each:
+//   at chunk c's start   k, G, Gr, beta of chunk c + 1 (k's buffer and rows (c + 1) % 2, chunk c - 1's, free since the
+//                        last barrier)
+//   after phase B's      T of chunk c + 1 (read by phase B only) and its v rows into xl (X's residual, read by phase
+//     epilogue barrier   B only; the next phase A's epilogue overwrites it, each thread its own words, after reading
+//                        its v words from there)
+// waited for where they are needed: at chunk c's end k, G, Gr, beta of chunk c + 1; T and v of chunk c + 1 before a
+// barrier after chunk c + 1's phase A (one barrier more a chunk), so phase C, the stores and the next phase A hide them.
+template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
+  static_assert(!kPrefetch || h_prefetch_takes<kVT, kD, kDelta>, "the prefetching schedule: the delta rule, 64 or 32 columns");
   using SL = Slice<kVT>;
   constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
   constexpr int kLd = kD + 8, MT = kD / 64;  // k's row stride; 16-row tiles of this warp's kD / 4 state rows
+  using Smem = std::conditional_t<kPrefetch, HPipeSmem<kVT, kD>, HSmem<kVT, kD>>;
   extern __shared__ __align__(16) char smem_raw[];
-  HSmem<kVT, kD>& s = *reinterpret_cast<HSmem<kVT, kD>*>(smem_raw);
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
@@ -499,21 +542,31 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     load_tile<kD>(s.k[c & 1], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, sb.row_stride, len, tid);
   };
-  auto load_small = [&](int c) {  // T and beta with the delta rule only (the wy kernel writes neither without it)
-    if constexpr (kDelta) {
-      const __nv_bfloat16* Tc = sb.Tw + static_cast<std::int64_t>(c) * C * C;
+  auto load_T = [&](int c) {
+    const __nv_bfloat16* Tc = sb.Tw + static_cast<std::int64_t>(c) * C * C;
 #pragma unroll
-      for (int it = 0; it < C * 8 / kThreads; ++it) {
-        const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
-        cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
-      }
+    for (int it = 0; it < C * 8 / kThreads; ++it) {
+      const int e = tid + it * kThreads, r = e >> 3, cc = e & 7;
+      cp_async_16(smem_addr(s.T + r * LD64 + cc * 8), Tc + r * C + cc * 8, true);
     }
-    if (tid < C / 4) cp_async_16(smem_addr(s.G + tid * 4), sb.Gg + c * C + tid * 4, true);
+  };
+  auto load_rows = [&](int c) {  // G, beta (delta rule), Gr of chunk c: HSmem's rows, or (prefetching) row c % 2
+    decltype(auto) rw = h_chunk_rows(s, kPrefetch ? c : 0);
+    if (tid < C / 4) cp_async_16(smem_addr(rw.G + tid * 4), sb.Gg + c * C + tid * 4, true);
     else if (tid < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
+      if constexpr (kDelta) cp_async_16(smem_addr(rw.beta + (tid - C / 4) * 4), sb.Bg + c * C + (tid - C / 4) * 4, true);
     } else if (tid < 3 * C / 4) {
-      cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
+      cp_async_16(smem_addr(rw.Gr + (tid - C / 2) * 4), sb.Grg + c * C + (tid - C / 2) * 4, true);
     }
+  };
+  auto load_small = [&](int c) {  // T and beta with the delta rule only (the wy kernel writes neither without it)
+    if constexpr (kDelta) load_T(c);
+    load_rows(c);
+  };
+  auto load_v = [&](int c) {  // (prefetching) chunk c's v rows into xl, zeros past the sequence (as the plain vr loads)
+    const int t0 = c * C, len = min(C, sb.sq.len - t0);
+    load_tile<kVT>(s.xl, a.v + (sb.vtokb + static_cast<std::int64_t>(t0) * sb.HV) * kD + sb.v0,
+                   static_cast<std::int64_t>(sb.HV) * kD, len, tid);
   };
 
   // The state entering the block's segment, at its slice: h0 (or 0) for segment 0, else Es slot of segment s - 1
@@ -549,6 +602,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   if (sb.c_begin < c_end) {
     load_k(sb.c_begin);
     load_small(sb.c_begin);
+    if constexpr (kPrefetch) load_v(sb.c_begin);
     cp_async_commit();
     cp_async_wait<0>();
   }
@@ -558,15 +612,25 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   for (int c = sb.c_begin; c < c_end; ++c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const __nv_bfloat16* kc = s.k[c & 1];
+    decltype(auto) rw = h_chunk_rows(s, kPrefetch ? c : 0);  // chunk c's G, Gr, beta (the plain schedule: s itself)
+    if constexpr (kPrefetch) {  // chunk c + 1's k, G, Gr, beta into chunk c - 1's buffers (read before the last barrier)
+      if (c + 1 < c_end) {
+        load_k(c + 1);
+        load_rows(c + 1);
+      }
+      cp_async_commit();
+    }
     store_tile<kD, kVT>(hcg + static_cast<std::int64_t>(c) * kD * kD, kD, s.h, tid);  // h_c, as the tensor cores read it
     std::uint32_t vr[NN][2];
+    if constexpr (!kPrefetch) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = r0 + g8 + half * 8;
-      const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
+        const __nv_bfloat16* vrow = a.v + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
 #pragma unroll
-      for (int n = 0; n < NN; ++n)
-        vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+        for (int n = 0; n < NN; ++n)
+          vr[n][half] = i < len ? *reinterpret_cast<const std::uint32_t*>(vrow + n * 8 + 2 * t4) : 0u;
+      }
     }
 
     float GL;  // G_last, the decay of the state across the chunk (phase C)
@@ -599,10 +663,20 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
       }
     }
-    h_x_epilogue(s, r0, g8, t4, vr, ax, s.x, s.xl, pair);  // (sets s.nonfinite where X is not finite)
+    if constexpr (kPrefetch) {  // chunk c's T and v rows (issued after chunk c - 1's phase B); v from xl
+      cp_async_wait<1>();  // (all but chunk c + 1's k, G, Gr, beta)
+      __syncthreads();
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int n = 0; n < NN; ++n) vr[n][half] = *pair(s.xl, r0 + g8 + half * 8, n * 8 + 2 * t4);
+    }
+    h_x_epilogue(rw, r0, g8, t4, vr, ax, s.x, s.xl, pair);  // (sets s.nonfinite where X is not finite)
     __syncthreads();  // X visible; every warp is done with h (and its copy out)
-    if (c + 1 < c_end) load_k(c + 1);
-    cp_async_commit();
+    if constexpr (!kPrefetch) {
+      if (c + 1 < c_end) load_k(c + 1);
+      cp_async_commit();
+    }
 
     // Phase B: V_new = T X (T lower triangular: k tiles <= warp), X in two bf16 pieces (X and its residual) and
     // V_new stored in two (V_new and its residual), and the dh kernel stores dh' in two: the chunk kernel's
@@ -641,14 +715,21 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }
     if (scalar_diag)  // the diagonal tile over m <= i alone
       h_tx_rows(an, r0, r0, g8, t4, [&](int i, int m) { return __bfloat162float(s.T[i * LD64 + m]); }, s.x, s.xl, pair);
-    GL = s.G[C - 1];
-    h_vnew_epilogue(s, r0, g8, t4, an, pair, [&](int i, int col, std::uint32_t hi, std::uint32_t lo) {
+    GL = rw.G[C - 1];
+    h_vnew_epilogue(rw, r0, g8, t4, an, pair, [&](int i, int col, std::uint32_t hi, std::uint32_t lo) {
       *pair(s.vn, i, col) = hi;
       *pair(s.vnl, i, col) = lo;
     });
     __syncthreads();  // V_new visible; every warp is done with T, X, G, beta
     if (tid == 0) s.nonfinite = 0;  // read in phase B only, set next in chunk c + 1's phase A (two barriers on)
-    if (c + 1 < c_end) load_small(c + 1);
+    if (c + 1 < c_end) {
+      if constexpr (kPrefetch) {  // T, x, xl were read by phase B alone
+        load_T(c + 1);
+        load_v(c + 1);
+      } else {
+        load_small(c + 1);
+      }
+    }
     cp_async_commit();
     store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
     store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
@@ -678,8 +759,11 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
         }
       }
     }
-    write_h_bf16();      // h was last read before the first barrier
-    cp_async_wait<0>();  // chunk c + 1: k, T, G, beta
+    write_h_bf16();  // h was last read before the first barrier
+    if constexpr (kPrefetch)
+      cp_async_wait<1>();  // chunk c + 1: k, G, Gr, beta (its T and v: before its phase-A epilogue)
+    else
+      cp_async_wait<0>();  // chunk c + 1: k, T, G, beta
     __syncthreads();     // h and chunk c + 1's tiles visible; every warp is done with k, vn, vnd
   }
 }
@@ -1869,8 +1953,9 @@ inline cudaError_t launch_dh2(const GdnBwdArgs& a, dim3 grid, cudaStream_t strea
 // h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
 // on state_t_wgmma_kernel<.., true> whatever GLR_FWD_WGMMA says, and the h kernel as its kHPass mode (gdn_state_wgmma.cuh;
 // not yet run on a GPU). The same outputs (h_c, V_new, its residual; Es), to rounding.
+// prefetch (GLR_H_PREFETCH=1, bwd_h_prefetch): h_kernel in its prefetching schedule where h_prefetch_takes.
 template <int kVT, int kD, bool kDelta>
-inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma) {
+inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma, bool prefetch = bwd_h_prefetch()) {
   const unsigned rows = static_cast<unsigned>(seg::rows(a) * a.value_heads());  // segment rows x HV
   const GdnFwdArgs f = wy_args(a);
   cudaError_t e = cudaSuccess;
@@ -1887,6 +1972,10 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
     }
   }
   if (seg::split(a) && (e = gdn::launch_split_ab<kDelta, kD>(f, stream)) != cudaSuccess) return e;
+  if constexpr (h_prefetch_takes<kVT, kD, kDelta>)
+    if (prefetch)
+      return launch_kernel(&h_kernel<kVT, kD, true, true>, dim3(kD / kVT, rows), kThreads, sizeof(HPipeSmem<kVT, kD>),
+                           stream, a, emu_smem);
   return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, rows), kThreads, sizeof(HSmem<kVT, kD>),
                        stream, a, emu_smem);
 }

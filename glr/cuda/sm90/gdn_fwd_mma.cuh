@@ -268,12 +268,13 @@ struct StateSmem {
 };
 
 // Copy a (C x kD) bf16 tile whose row r starts at src + r * stride (rows >= valid are zero-filled) into a
-// shared tile of row stride kD + 8 (ldmatrix conflict-free). C kD / 8 pieces of 16 bytes.
+// shared tile of row stride kD + 8 (ldmatrix conflict-free). C kD / 8 pieces of 16 bytes. (kD 16 and 32: the h pass's
+// narrow v slices, gdn_bwd_mma.cuh h_kernel's prefetching schedule.)
 template <int kD>
 __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
                                           int tid) {
-  static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
-  constexpr int kPieces = kD / 8, kShift = kD == 128 ? 4 : 3, kLd = kD + 8;
+  static_assert(kD == 16 || kD == 32 || kD == 64 || kD == 128, "rows of 2, 4, 8 or 16 pieces");
+  constexpr int kPieces = kD / 8, kShift = kD == 128 ? 4 : kD == 64 ? 3 : kD == 32 ? 2 : 1, kLd = kD + 8;
 #pragma unroll
   for (int it = 0; it < C * kPieces / kThreads; ++it) {
     const int e = tid + it * kThreads, r = e >> kShift, cc = e & (kPieces - 1);  // shifts: e is a signed int

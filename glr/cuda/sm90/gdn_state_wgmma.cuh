@@ -63,10 +63,46 @@ struct StateWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   float Gr[C];    // the backward's h pass (kHPass): Gr, the decays between two tokens (h_vnew_epilogue)
   int nonfinite;  // the h pass: this chunk's X holds a NaN or Inf (h_x_epilogue)
 };
+// The prefetching schedule's tiles (kPrefetch, GLR_FWD_PREFETCH=1: the delta rule's forward passes; the kernel's
+// comment, "Prefetch", says when each is loaded and read). Chunk c's q and, once phase B has read q, its V_new and
+// e^{G_last - G} V_new share slot c % 2, so q of chunk c + 1 loads into the other slot during all of chunk c at the
+// plain layout's size but for v's tile: the block still fits twice in an SM (static_assert below).
+template <int kD = DK>
+struct StateWgPipeSmem {
+  static constexpr int kSlot = C * kD > 2 * C * 64 ? C * kD : 2 * C * 64;
+  __nv_bfloat16 qv[2][kSlot];  // slot c % 2: (C, K) q of chunk c, then (C, 64) V_new and (C, 64) e^{G_last - G} V_new
+  __nv_bfloat16 k[2][C * kD];  // (C, K) per buffer (chunk c in buffer c % 2)
+  __nv_bfloat16 h[kD * 64];    // (K, 64) bf16 copy of the state slice
+  __nv_bfloat16 T[C * C];      // (C, C) (I + L)^-1
+  __nv_bfloat16 x[C * 64];     // (C, 64) X
+  __nv_bfloat16 v[C * 64];     // (C, 64) the slice's v rows (zeros past the sequence)
+  float G[2][C];               // chunk c's in row c % 2
+  float beta[2][C];
+};
+// Chunk c's tiles and rows under the names the shared epilogues read (state_phase_a_epilogue, state_scale_o,
+// state_phase_b_epilogue: s.G, s.beta, s.x, s.vn, s.vnd, s.T): the plain layout is its own; the prefetching one's
+// rotate with c.
+struct StateChunkTiles {
+  float* G;
+  float* beta;
+  __nv_bfloat16 *x, *vn, *vnd, *T;
+};
 template <int kD>
-inline constexpr std::size_t state_wgmma_smem_bytes = sizeof(StateWgSmem<kD>) + 1024;
+__device__ __forceinline__ StateWgSmem<kD>& chunk_tiles(StateWgSmem<kD>& s, int) {
+  return s;
+}
+template <int kD>
+__device__ __forceinline__ StateChunkTiles chunk_tiles(StateWgPipeSmem<kD>& s, int c) {
+  return {s.G[c & 1], s.beta[c & 1], s.x, s.qv[c & 1], s.qv[c & 1] + C * 64, s.T};
+}
+template <int kD, bool kPrefetch = false>
+inline constexpr std::size_t state_wgmma_smem_bytes =
+    sizeof(std::conditional_t<kPrefetch, StateWgPipeSmem<kD>, StateWgSmem<kD>>) + 1024;
 static_assert(state_wgmma_smem_bytes<128> <= 227 * 1024, "one block per SM at least");
 static_assert((C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment");
+// Two blocks an SM (228 KB, 1 KB of it reserved per block), as the plain kernel's 2 x 100,100 B: ncu counted 2 blocks an
+// SM for it on the H100 (launch__occupancy_limit_shared_mem 2, results/glr/sm90/h100-2026-12-05d).
+static_assert(2 * (state_wgmma_smem_bytes<128, true> + 1024) <= 228 * 1024, "the prefetching kernel keeps 2 blocks an SM");
 
 // The accumulators of state_t_kernel's layout, (8 n-tiles, 4), as wgmma's flat d[32] (d[4n + e]).
 __device__ __forceinline__ float (&acc_flat(float (&x)[8][4]))[32] { return reinterpret_cast<float(&)[32]>(x); }
@@ -175,16 +211,33 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 // issued in h_kernel's order per element (V_new's k-steps xl then x), so on the emulator its outputs equal
 // h_kernel's at 64 columns word for word (a -0 may read +0), but in a chunk whose X is not finite (V_new there by
 // h_tx_rows over the whole chunk; h_kernel keeps its tiles left of the diagonal on the tensor cores).
-template <bool kDelta = true, int kD = DK, bool kStateOnly = false, bool kHPass = false>
+//
+// Prefetch (kPrefetch, GLR_FWD_PREFETCH=1; the delta rule's passes: unsplit, and the split's A and C): the same products and
+// epilogues in the same order (every output word the same), the loads moved earlier. The plain schedule loads
+// chunk c + 1's k after phase A, its q, T, G and beta after phase B and waits for all of them at chunk c's end (phase
+// C alone hides them), and reads chunk c's v rows from global memory into registers at chunk c's start (phase A
+// hides them). Here, with one cp.async group each (StateWgPipeSmem):
+//   at chunk c's start   q, k, G, beta of chunk c + 1 (slots (c + 1) % 2: chunk c - 1's, free since the last barrier)
+//   after phase A's      v of chunk c + 1 to s.v (every thread read its v words of chunk c into registers at the
+//     epilogue barrier   chunk's start; the barrier says so for all of them)
+//   after phase B's      T of chunk c + 1 (read by phase B only)
+//     epilogue barrier
+// waited for where they are needed: at chunk c's end every group but T(c + 1) (so q, k, G, beta and v had all of
+// chunk c, or phases B and C, to land), T(c + 1) before chunk c + 1's phase-A barrier. V_new and its decayed copy
+// go to q's slot once phase B (Q h, the last reader of q) has retired in every warp: one barrier more a chunk. Pass A
+// (kStateOnly: no q, no o; its M blocks no v) runs the same schedule without q and without that barrier.
+template <bool kDelta = true, int kD = DK, bool kStateOnly = false, bool kHPass = false, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads, 1)
     state_t_wgmma_kernel(const __grid_constant__ std::conditional_t<kHPass, StateHArgs, GdnFwdArgs> a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(!kHPass || kStateOnly, "the h pass has no q and no o");
+  static_assert(!kPrefetch || (kDelta && !kHPass), "the prefetching schedule: the forward's passes with the delta rule");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
   constexpr int kVT = 64, NN = 8, MT = kD / 64;  // slice width, its n-tiles, m64 halves of the state's K rows
+  using Smem = std::conditional_t<kPrefetch, StateWgPipeSmem<kD>, StateWgSmem<kD>>;
   extern __shared__ __align__(16) char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
-  StateWgSmem<kD>& s = *reinterpret_cast<StateWgSmem<kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
   const int tid = threadIdx.x;  // (the chunk loop's tid, r0, g8, t4: opaque per chunk, below)
   StateTBlock b;
   if (!state_t_block<kD, kVT, kStateOnly, kStateOnly && !kHPass>(a, tid, b)) return;
@@ -198,26 +251,53 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto pair_h = [&](int d, int col) {
     return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(s.h) + sw128_offset<kD>(d, col));
   };
-  const std::uint32_t sq0 = smem_addr(s.q), sh0 = smem_addr(s.h), sT0 = smem_addr(s.T), sx0 = smem_addr(s.x),
-                      svn0 = smem_addr(s.vn), svnd0 = smem_addr(s.vnd);
+  // The tiles' shared addresses (prefetching: q's, V_new's and its decayed copy's those of slot 0, the slots
+  // kSlotBytes apart).
+  std::uint32_t sq0, svn0, svnd0;
+  if constexpr (kPrefetch) {
+    sq0 = svn0 = smem_addr(s.qv[0]);
+    svnd0 = svn0 + C * 64 * 2;
+  } else {
+    sq0 = smem_addr(s.q), svn0 = smem_addr(s.vn), svnd0 = smem_addr(s.vnd);
+  }
+  const std::uint32_t sh0 = smem_addr(s.h), sT0 = smem_addr(s.T), sx0 = smem_addr(s.x);
+  constexpr std::uint32_t kSlotBytes = kPrefetch ? sizeof(__nv_bfloat16) * StateWgPipeSmem<kD>::kSlot : 0;
 
   // Groups Q and S as state_t_kernel's, but for q.
   // With the delta rule q (one buffer) is read until phase B's end (Q h there): its next chunk's copy is issued
   // with group S, after phase B; k (two buffers) and, without the delta rule, q after phase A.
   auto load_q = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
-    if constexpr (!kStateOnly) load_sw128<C, kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
+    if constexpr (kStateOnly) return;  // (pass A: no q)
+    else if constexpr (kPrefetch) load_sw128<C, kD>(s.qv[c & 1], a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
+    else load_sw128<C, kD>(s.q, a.q + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
   auto load_k = [&](int c, int tid) {
     const int t0 = c * C, len = min(C, sq.len - t0);
     load_sw128<C, kD>(s.k[c & 1], a.k + b.qk_at<kD>(a, t0), qrow, len, tid);
   };
+  // (prefetching: load_T, load_g_beta_rows and load_v, each at its own point)
+  auto load_T = [&](int c, int tid) { load_sw128<C, C>(s.T, b.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid); };
+  auto load_g_beta_rows = [&](int c, int tid) {
+    if constexpr (kPrefetch) load_g_beta<kDelta>(s.G[c & 1], s.beta[c & 1], b, c, tid);
+  };
+  auto load_v = [&](int c, int tid) {  // the slice's v rows, zeros past the sequence and in M blocks (as load_v_rows)
+    if constexpr (kPrefetch) {
+      const int t0 = c * C, len = b.trans ? 0 : min(C, sq.len - t0);
+      load_sw128<C, 64>(s.v, a.v + b.vo_at<kD>(a, t0), static_cast<std::int64_t>(a.HV) * kD, len, tid);
+    }
+  };
   auto load_small = [&](int c, int tid) {
-    if constexpr (kDelta) load_sw128<C, C>(s.T, b.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tid);
-    load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
-    if constexpr (kHPass)  // Gr, laid out as G (threads C / 2 .. 3 C / 4 - 1, as h_kernel's)
-      if (tid >= C / 2 && tid < 3 * C / 4)
-        cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), a.Gr + (b.Gg - a.G) + c * C + (tid - C / 2) * 4, true);
+    if constexpr (kPrefetch) {
+      load_T(c, tid);
+      load_g_beta_rows(c, tid);
+    } else {
+      if constexpr (kDelta) load_T(c, tid);
+      load_g_beta<kDelta>(s.G, s.beta, b, c, tid);
+      if constexpr (kHPass)  // Gr, laid out as G (threads C / 2 .. 3 C / 4 - 1, as h_kernel's)
+        if (tid >= C / 2 && tid < 3 * C / 4)
+          cp_async_16(smem_addr(s.Gr + (tid - C / 2) * 4), a.Gr + (b.Gg - a.G) + c * C + (tid - C / 2) * 4, true);
+    }
   };
 
   const float* h_in = b.h_in<kD, kStateOnly && !kHPass>(a);  // (the h pass: h0, or Es for a later segment, as pass C)
@@ -247,6 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     load_q(c_begin, tid);
     load_k(c_begin, tid);
     load_small(c_begin, tid);
+    load_v(c_begin, tid);
     cp_async_commit();
     cp_async_wait<0>();
   }
@@ -259,15 +340,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int t0 = c * C, len = min(C, sq.len - t0);
     // The tiles' shared addresses, opaque to the compiler here: otherwise it hoists every k-step's 64-bit descriptor
     // out of the chunk loop (about 60 registers) and spills at K = 128 (264 bytes with the delta rule, ptxas 13.0).
-    std::uint32_t sk = smem_addr(s.k[c & 1]), sq_ = sq0, sh = sh0, sT = sT0, sx = sx0, svn = svn0, svnd = svnd0;
+    const std::uint32_t slot = (c & 1) * kSlotBytes;  // (0 in the plain layout)
+    std::uint32_t sk = smem_addr(s.k[c & 1]), sq_ = sq0 + slot, sh = sh0, sT = sT0, sx = sx0, svn = svn0 + slot,
+                  svnd = svnd0 + slot;
     asm volatile("" : "+r"(sk), "+r"(sq_), "+r"(sh), "+r"(sT), "+r"(sx), "+r"(svn), "+r"(svnd));
     // The thread's index likewise (shadowing the block-scope names): the per-thread addresses of the epilogues'
     // swizzled pairs, the state's bf16 copy and the cp.async pieces are recomputed each chunk, not kept live.
     int tid_opaque = tid;
     asm volatile("" : "+r"(tid_opaque));
     const int tid = tid_opaque, r0 = (tid >> 5) * 16, g8 = (tid & 31) >> 2, t4 = tid & 3;
+    decltype(auto) e = chunk_tiles(s, c);  // chunk c's G, beta, x, vn, vnd, T (the plain layout: s itself)
+    if constexpr (kPrefetch) {  // chunk c + 1's q, k, G, beta: the slots chunk c - 1 left (its last readers retired)
+      if (c + 1 < c_end) {
+        load_q(c + 1, tid);
+        load_k(c + 1, tid);
+        load_g_beta_rows(c + 1, tid);
+      }
+      cp_async_commit();
+    }
     std::uint32_t vr[NN][2];
-    load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
+    if constexpr (kPrefetch) {  // landed by the last chunk's end (or the prologue's wait)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int nn = 0; nn < NN; ++nn) vr[nn][half] = *pair(s.v, r0 + g8 + half * 8, nn * 8 + 2 * t4);
+    } else {
+      load_v_rows<kD>(vr, a, b, t0, len, r0, g8, t4);
+    }
     if constexpr (kHPass) {  // h_c from the registers: the words write_h_bf16 left in s.h
       __nv_bfloat16* hcg = a.hc + (b.slot0 + c) * kD * kD + b.v0;
       h_bf16_to(tid, [hcg](int d, int col) {
@@ -303,20 +402,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence_operand(acc_flat(ax));
     wgmma_fence_operand(acc_flat(ao));
     wgmma_fence_operand(acc_flat(sqk));
-    const float GL = s.G[C - 1];
+    const float GL = e.G[C - 1];
     // state_t_kernel's three-piece update (its Phase A comment); the h pass: one piece (h_vd_epilogue)
     const bool split = !kDelta && !kHPass && a.gate != 0;
     std::uint32_t pa[4][4];
     if constexpr (!kHPass)
-      state_phase_a_epilogue<kDelta, kStateOnly>(s, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
+      state_phase_a_epilogue<kDelta, kStateOnly>(e, a, r0, g8, t4, GL, split, vr, ax, sqk, pa, pair);
     else if constexpr (kDelta)
       h_x_epilogue(s, r0, g8, t4, vr, ax, s.x, s.q, pair);  // X's residual in q's tile (no q in the h pass)
     else
       h_vd_epilogue(s, r0, g8, t4, vr, pair);
-    if constexpr (!kDelta && !kStateOnly) state_scale_o(s, a, r0, g8, ao);
+    if constexpr (!kDelta && !kStateOnly) state_scale_o(e, a, r0, g8, ao);
+    if constexpr (kPrefetch) cp_async_wait<1>();  // T(c), issued after chunk c - 1's phase B (all but q, k, G(c + 1))
     fence_proxy_async();  // X (or V_new and its pieces) before the wgmmas
     __syncthreads();
-    if (c + 1 < c_end) {
+    if constexpr (kPrefetch) {
+      if (c + 1 < c_end) load_v(c + 1, tid);  // every thread has read chunk c's v rows (above)
+    } else if (c + 1 < c_end) {
       load_k(c + 1, tid);
       if constexpr (!kDelta) {
         load_q(c + 1, tid);
@@ -345,8 +447,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       wgmma_fence_operand(acc_flat(an));
       wgmma_fence_operand(acc_flat(ao));
+      if constexpr (kPrefetch && !kStateOnly) __syncthreads();  // every warp's Q h retired: q's slot takes V_new now
       if constexpr (!kHPass) {
-        state_phase_b_epilogue(s, r0, g8, t4, GL, an, pair);
+        state_phase_b_epilogue(e, r0, g8, t4, GL, an, pair);
       } else {
         if (s.nonfinite) {  // X not finite: V_new without 0 x NaN (h_tx_rows), the wgmma sums dropped
 #pragma unroll
@@ -365,12 +468,16 @@ __global__ void __launch_bounds__(kThreads, 1)
           *reinterpret_cast<std::uint32_t*>(a.vnl + at + static_cast<std::int64_t>(i) * kD + col) = lo;
         });
       }
-      if constexpr (!kStateOnly) state_scale_o(s, a, r0, g8, ao);  // s.G is chunk c's until the barrier below
+      if constexpr (!kStateOnly) state_scale_o(e, a, r0, g8, ao);  // s.G is chunk c's until the barrier below
       fence_proxy_async();
       __syncthreads();
       if (c + 1 < c_end) {
-        load_q(c + 1, tid);
-        load_small(c + 1, tid);
+        if constexpr (kPrefetch) {
+          load_T(c + 1, tid);  // T(c) was read by phase B alone
+        } else {
+          load_q(c + 1, tid);
+          load_small(c + 1, tid);
+        }
       }
       cp_async_commit();
       if constexpr (kHPass)
@@ -419,7 +526,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(hs[mt]);
     if constexpr (!kStateOnly) store_o_rows<kD>(a, b, ao, t0, len, r0, g8, t4);
     write_h_bf16(tid);   // h was last read by phase A's wgmmas (retired)
-    cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
+    if constexpr (kPrefetch)
+      cp_async_wait<1>();  // chunk c + 1: q, k, G, beta, v (T(c + 1) may still be in flight: waited before phase B)
+    else
+      cp_async_wait<0>();  // chunk c + 1: q, k, T, G, beta
     fence_proxy_async();
     __syncthreads();
   }
@@ -443,10 +553,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 namespace glr::cuda::sm90::gdn {
 // The wgmma state kernel's launch (grid as launch_state_t's at 64 columns; its shared-memory limit: launch_kernel's).
 // kHPass: the backward's h pass (a: StateHArgs; grid as pass C's).
+// GLR_FWD_PREFETCH=1 (state_prefetch_requested): the delta rule's forward passes (unsplit, the split's A and C; pass A
+// for the backward's split h pass too) in the prefetching schedule.
 template <bool kDelta, int kD, bool kStateOnly, bool kHPass = false>
 inline cudaError_t launch_state_t_wgmma(const std::conditional_t<kHPass, StateHArgs, GdnFwdArgs>& a, cudaStream_t stream) {
   const dim3 grid = kStateOnly && !kHPass ? dim3((kDelta ? 2 : 1) * kD / 64, static_cast<unsigned>(seg::slots(a)) * a.HV)
                                           : dim3(kD / 64, static_cast<unsigned>(seg::rows(a)) * a.HV);
+  if constexpr (kDelta && !kHPass)
+    if (state_prefetch_requested())
+      return launch_kernel(&state_t_wgmma_kernel<true, kD, kStateOnly, false, true>, grid, kThreads,
+                           state_wgmma_smem_bytes<kD, true>, stream, a, emu_smem);
   return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
                        a, emu_smem);
 }
