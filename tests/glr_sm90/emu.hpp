@@ -417,6 +417,23 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint
 // past a tensor's end (a short last chunk, T not a multiple of the chunk) shows here even where the bytes it would read
 // never reach an output word. Zero-filled copies (valid false) read nothing and are not checked.
 inline std::vector<std::pair<const void*, const void*>> cp_async_bounds;
+// Sets cp_async_bounds for one scope (a test's launches) and clears it when the scope ends, also on an early return.
+struct CpAsyncBoundsScope {
+  CpAsyncBoundsScope() { cp_async_bounds.clear(); }
+  ~CpAsyncBoundsScope() { cp_async_bounds.clear(); }
+  CpAsyncBoundsScope(const CpAsyncBoundsScope&) = delete;
+  CpAsyncBoundsScope& operator=(const CpAsyncBoundsScope&) = delete;
+  template <class... Vecs>
+  void add(const Vecs&... xs) {
+    (add_one(xs), ...);
+  }
+
+ private:
+  template <class Vec>
+  static void add_one(const Vec& x) {
+    if (!x.empty()) cp_async_bounds.emplace_back(x.data(), x.data() + x.size());
+  }
+};
 inline std::atomic<long>& cp_async_unretired() {
   static std::atomic<long> n{0};
   return n;

@@ -466,15 +466,9 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
   // Every buffer the kernels may read by cp.async (emu.hpp cp_async_bounds: a tile load past one's end aborts).
-  struct Bounds {
-    ~Bounds() { glr::cuda::sm90::cp_async_bounds.clear(); }
-  } bounds_reset;
-  auto bound = [](const auto& x) {
-    if (!x.empty()) glr::cuda::sm90::cp_async_bounds.emplace_back(x.data(), x.data() + x.size());
-  };
-  glr::cuda::sm90::cp_async_bounds.clear();
-  bound(in.q), bound(in.k), bound(in.v), bound(in.dout), bound(in.g), bound(in.beta), bound(in.h0), bound(in.dht);
-  bound(g_bf), bound(beta_bf), bound(ws);
+  glr::cuda::sm90::CpAsyncBoundsScope bounds;
+  bounds.add(in.q, in.k, in.v, in.dout, in.g, in.beta, in.h0, in.dht);
+  bounds.add(g_bf, beta_bf, ws);
 
   // (T = 0, a packed run's empty sequence alone: empty outputs, null pointers, which gdn_bwd_mma itself refuses)
   if (const char* why = p.T > 0 ? glr::cuda::sm90::gdn_bwd_mma_refusal(a) : nullptr) {

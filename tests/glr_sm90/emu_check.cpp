@@ -261,14 +261,8 @@ bool run(const Case& p, unsigned seed, int variant) {
   }
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_fwd_workspace_bytes(a, var) + 7) / 8 + 32);
   // Every buffer the kernels may read by cp.async (emu.hpp cp_async_bounds): a tile load past one's end aborts.
-  struct Bounds {
-    ~Bounds() { glr::cuda::sm90::cp_async_bounds.clear(); }
-  } bounds_reset;
-  auto bound = [](const auto& x) {
-    if (!x.empty()) glr::cuda::sm90::cp_async_bounds.emplace_back(x.data(), x.data() + x.size());
-  };
-  glr::cuda::sm90::cp_async_bounds.clear();
-  bound(q), bound(k), bound(v), bound(g), bound(beta), bound(gb), bound(bb), bound(h0), bound(ws), bound(cu64), bound(cu32);
+  glr::cuda::sm90::CpAsyncBoundsScope bounds;
+  bounds.add(q, k, v, g, beta, gb, bb, h0, ws, cu64, cu32);
   glr::cuda::sm90::gdn_fwd_workspace_carve(a, ws.data(), var);  // rung 3: W = U = null
   const std::uint16_t nan16 = 0xffff;
   for (auto& x : o) std::memcpy(&x, &nan16, 2);
