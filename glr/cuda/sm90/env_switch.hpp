@@ -1,9 +1,10 @@
 // glr/cuda/sm90/env_switch.hpp: the one reader of the sm90 path's environment switches (GLR_BWD_WGMMA, GLR_BWD_CHUNK_TMA,
-// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_H_PREFETCH, GLR_FWD_WGMMA, GLR_FWD_PREFETCH, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning:
-// glr/cuda/README.md). Each switch is read once per process, where its caller keeps the result in a function-local
-// static, so that a workspace sized with one value is never launched with another. A value outside the documented
-// ones is a glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never
-// silently the default.
+// GLR_BWD_GROUP_KERNEL, GLR_DH_WGMMA, GLR_DH_2GEMM, GLR_FUSED_BWD, GLR_H_WGMMA, GLR_H_PREFETCH, GLR_DH_PREFETCH,
+// GLR_FWD_WGMMA, GLR_FWD_PREFETCH, GLR_FORWARD_SPLIT, GLR_BACKWARD_SPLIT; their values and meaning: glr/cuda/README.md).
+// Each switch is read once per process, where its caller keeps the result in a function-local static, so that a
+// workspace sized with one value is never launched with another. A value outside the documented ones is a
+// glr::InvalidArgument naming the variable (thrown again at each call until the variable is fixed), never silently
+// the default.
 #pragma once
 
 #include <cstdlib>
@@ -94,6 +95,15 @@ inline bool bwd_h_wgmma() {
 // GPU measures it (not yet run on a GPU).
 inline bool bwd_h_prefetch() {
   static const bool on = env_flag("GLR_H_PREFETCH", false);
+  return on;
+}
+// GLR_DH_PREFETCH=1: the backward's dh pass on dh_wgmma_kernel (GLR_DH_WGMMA on, GLR_DH_2GEMM / GLR_FUSED_BWD not
+// taking the case) at 64-column slices with the delta rule (dh_prefetch_takes), split or not, in its prefetching
+// schedule (dh_wgmma_kernel's kPrefetch, gdn_bwd_dh_wgmma.cuh: chunk c - 1's q, k, dO loaded during chunk c, q and k
+// rotating with dh''s bf16 copy and dV_new over two regions; the same products in the same order, so the same words:
+// 0 differed on the emulator); unset or 0: the plain schedule. Opt-in until a GPU measures it (not yet run on a GPU).
+inline bool bwd_dh_prefetch() {
+  static const bool on = env_flag("GLR_DH_PREFETCH", false);
   return on;
 }
 // GLR_FWD_WGMMA: the forward's rung-3 state kernel on wgmma (state_t_wgmma_kernel, gdn_state_wgmma.cuh) at slice

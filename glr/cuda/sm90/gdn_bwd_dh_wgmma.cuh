@@ -142,6 +142,58 @@ static_assert(dh_wgmma_smem_bytes<64, 128> <= 113 * 1024 && dh_wgmma_smem_bytes<
               "two blocks per SM, as dh_kernel");
 static_assert((C * 16 * 2) % 1024 == 0, "slice tiles keep the 1024-byte alignment");
 
+// The prefetching schedule's shared memory (kPrefetch, GLR_DH_PREFETCH=1; 64-column slices, the delta rule): q, k and
+// the two tiles that die inside a chunk, dh''s bf16 copy (K x 64, as large as a k tile) and dV_new (C x 64, at most a
+// q tile), share two regions of a q and a k slot each. Chunk c (p = c % 2) reads q and k from region p and keeps its
+// ds in region 1 - p's k slot and its dV_new in region 1 - p's q slot (its first 64 features' slab), so that chunk
+// c - 1's tiles land in region 1 - p while chunk c runs: its q's second slab (K = 128) from the chunk's start, its k
+// once phase A is done with ds, its q's first slab once phase B is done with dV_new (dh_wgmma_kernel's comment). 8 KB
+// more than DhWgSmem<64, 128> (a q and a k tile for ds, dV_new and DhWgSmem's q, k): still two blocks an SM.
+template <int kD>
+struct DhWgPipeSmem {
+  __nv_bfloat16 qk[2][2][C * kD];  // region, slot (0 q, 1 k): (C, K) sw128 tiles
+  __nv_bfloat16 T[C * C];          // (C, C) sw128
+  __nv_bfloat16 dO[C * 64];        // (C, 64) slice tiles, as DhWgSmem's
+  __nv_bfloat16 y[C * 64];
+  __nv_bfloat16 z[C * 64];
+  __nv_bfloat16 v[C * 64];
+  float G[C];
+  float Gr[C];
+  float beta[C];
+  float red[C * 4];
+};
+template <int kD>
+inline constexpr std::size_t dh_wgmma_pipe_smem_bytes = sizeof(DhWgPipeSmem<kD>) + 1024;
+static_assert(sizeof(DhWgPipeSmem<128>) == sizeof(DhWgSmem<64, 128>) + 8192 &&
+                  sizeof(DhWgPipeSmem<64>) == sizeof(DhWgSmem<64, 64>),
+              "the regions replace q, k, ds, dV_new (plus a spare 8 KB slab at K = 128)");
+static_assert(dh_wgmma_pipe_smem_bytes<128> <= 113 * 1024 && dh_wgmma_pipe_smem_bytes<64> <= 113 * 1024,
+              "the prefetching dh kernel keeps two blocks per SM");
+static_assert(64 * 64 * 2 <= C * 64 * 2 && (C * 64 * 2) % 1024 == 0, "dV_new fits a q slot's first slab");
+// Where chunk c's tiles are: q, k (read by phases A and C), ds (dh' of chunk c as bf16: written at chunk c + 1's end,
+// read at chunk c's start and by phase A) and dV_new (phase A's epilogue to phase B). DhWgSmem: fixed (q, k double
+// buffered at kVT <= 32); DhWgPipeSmem: by c's parity.
+template <int kVT, int kD>
+struct DhTiles {
+  DhWgSmem<kVT, kD>& s;
+  __device__ __forceinline__ __nv_bfloat16* q(int c) const { return s.q[kDhQkBuffers<kVT> == 2 ? (c & 1) : 0]; }
+  __device__ __forceinline__ __nv_bfloat16* k(int c) const { return s.k[kDhQkBuffers<kVT> == 2 ? (c & 1) : 0]; }
+  __device__ __forceinline__ __nv_bfloat16* ds(int) const { return s.ds; }
+  __device__ __forceinline__ __nv_bfloat16* dvn(int) const { return s.dvn; }
+};
+template <int kD>
+struct DhPipeTiles {
+  DhWgPipeSmem<kD>& s;
+  __device__ __forceinline__ __nv_bfloat16* q(int c) const { return s.qk[c & 1][0]; }
+  __device__ __forceinline__ __nv_bfloat16* k(int c) const { return s.qk[c & 1][1]; }
+  __device__ __forceinline__ __nv_bfloat16* ds(int c) const { return s.qk[(c & 1) ^ 1][1]; }
+  __device__ __forceinline__ __nv_bfloat16* dvn(int c) const { return s.qk[(c & 1) ^ 1][0]; }
+};
+// The cases the prefetching schedule takes (launch_dh_wgmma): 64-column slices (q, k single-buffered in the plain
+// schedule, loaded after phase C with nothing to hide them) with the delta rule, K = 64 or 128, split or not.
+template <int kVT, int kD, bool kDelta>
+inline constexpr bool dh_prefetch_takes = kVT == 64 && kDelta && (kD == 64 || kD == 128);
+
 // P^T as register-A fragments from 32 columns of K Q^T (pt: the m64n32 accumulator of columns 32 hp .. 32 hp + 31):
 // P_ji = scale e^{Gr_j - Gr_i} (K Q^T)_ij for j >= i, else 0 (never the exp of a positive); P^T's k-step kk is pa[kk]
 // (n-tiles 2 kk, 2 kk + 1). Phase A of dh_wgmma_kernel and of fused_bwd_kernel (gdn_bwd_fused.cuh).
@@ -169,16 +221,35 @@ __device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const flo
 // dh_kernel runs them): the block walks its segment's chunks c_end - 1 .. c_begin from dht, 0 (pass A') or the
 // reverse combine's Es slot, and leaves dh0, the Es slot of the segment before (pass A') or nothing. kSplit false:
 // whole sequences from dht to dh0, no segment arithmetic emitted.
-template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false>
+//
+// kPrefetch (GLR_DH_PREFETCH=1; dh_prefetch_takes: 64 columns, the delta rule): the same products, epilogues and
+// stores in the same order (the same words), chunk c - 1's loads moved into chunk c. The plain schedule at 64 columns
+// loads chunk c - 1's T, dO, v, G, Gr, beta after phase B's barrier and its q and k after phase C, waiting for all of
+// them at once: q and k (32 KB at K = 128) are then exposed whole. Here (DhWgPipeSmem: q, k, ds, dV_new rotate over
+// two regions by chunk parity) one cp.async group each:
+//   at chunk c's start      q's features 64..127 of chunk c - 1 (K = 128; the slab of region 1 - p's q slot that
+//                           dV_new does not use)
+//   after phase A's barrier k and dO of chunk c - 1 (k into region 1 - p's k slot, chunk c's ds, last read by phase
+//                           A's K dh'; dO last read by phase A)
+//   after phase B's barrier q's features 0..63 of chunk c - 1 (over chunk c's dV_new), its T, v, G, Gr, beta (as the
+//                           plain schedule)
+// all waited for at chunk c's end, as before; there dh' for chunk c - 1 goes to region p's k slot (chunk c's k) after
+// a barrier past phase C's wgmmas (the plain schedule's barrier before its q, k loads). 108,288 + 1,024 bytes of
+// shared memory at K = 128 (plain 100,096 + 1,024): two blocks an SM, as the plain kernel.
+template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kVT == 16 || kVT == 32 || kVT == 64, "slices of 16, 32 or 64 columns (wgmma N)");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
+  static_assert(!kPrefetch || dh_prefetch_takes<kVT, kD, kDelta>, "the prefetching schedule: 64 columns, delta rule");
   constexpr int NA = kVT / 2, MT = kD / 64;  // accumulators of a (64 x kVT) product; m64 parts of K
   constexpr int NN = kVT / 8;
   extern __shared__ __align__(16) char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
-  DhWgSmem<kVT, kD>& s = *reinterpret_cast<DhWgSmem<kVT, kD>*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  using Smem = std::conditional_t<kPrefetch, DhWgPipeSmem<kD>, DhWgSmem<kVT, kD>>;
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  using Tiles = std::conditional_t<kPrefetch, DhPipeTiles<kD>, DhTiles<kVT, kD>>;
+  const Tiles tiles{s};
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, kSplit>(a, sb)) return;  // invalid packed offsets (or a row past the segments)
@@ -191,30 +262,44 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
   // The loads form their addresses from opaque(tid) and opaque strides: where they are issued, not as invariants
   // of the chunk loop (kept in registers through every phase, they spilled at kVT = 64, K = 128).
-  auto load_qk = [&](int c) {
-    const int t0 = c * C, len = min(C, sb.sq.len - t0), buf = kDB ? (c & 1) : 0, tl = opaque(tid);
-    const std::int64_t rs = opaque(sb.row_stride);
-    load_sw128<C, kD>(s.q[buf], a.q + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, rs, len, tl);
-    load_sw128<C, kD>(s.k[buf], a.k + (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD, rs, len, tl);
+  // load_qk's parts (kQ0, kQ1: q's slabs of 64 features; kK: k); the plain schedule loads all three at once (kQK).
+  constexpr int kQ0 = 1, kQ1 = 2, kK = 4, kQK = kQ0 | kQ1 | kK;
+  auto load_qk = [&](int c, int parts) {
+    const int t0 = c * C, len = min(C, sb.sq.len - t0), tl = opaque(tid);
+    const std::int64_t rs = opaque(sb.row_stride), tok = (sb.tokb + static_cast<std::int64_t>(t0) * a.H) * kD;
+    if ((parts & (kQ0 | kQ1)) == (kQ0 | kQ1) || kD == 64) {
+      if (parts & (kQ0 | kQ1)) load_sw128<C, kD>(tiles.q(c), a.q + tok, rs, len, tl);
+    } else {  // one 64-feature slab of q (K = 128): a 64-wide sw128 tile at the slab's place, as sw128_offset's
+#pragma unroll
+      for (int sl = 0; sl < 2; ++sl)
+        if (parts & (sl == 0 ? kQ0 : kQ1))
+          load_sw128<C, 64>(tiles.q(c) + sl * C * 64, a.q + tok + sl * 64, rs, len, tl);
+    }
+    if (parts & kK) load_sw128<C, kD>(tiles.k(c), a.k + tok, rs, len, tl);
   };
-  auto load_small = [&](int c) {
+  // load_small's parts: dO (kDO); T, v, G, Gr, beta (kRest). The plain schedule loads both at once (kSmall).
+  constexpr int kDO = 1, kRest = 2, kSmall = kDO | kRest;
+  auto load_small = [&](int c, int parts) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0), tl = opaque(tid), HV = opaque(sb.HV);
-    if constexpr (kDelta) load_sw128<C, C>(s.T, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tl);
+    if constexpr (kDelta)
+      if (parts & kRest) load_sw128<C, C>(s.T, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tl);
     const SlicePieces<kVT> pc(tl);
 #pragma unroll
     for (int it = 0; it < C / pc.kRowStep; ++it) {
       const int r = pc.row + it * pc.kRowStep;
       const bool in = r < len;
       const std::int64_t off = (sb.vtokb + static_cast<std::int64_t>(t0 + r) * HV) * kD + sb.v0 + pc.chunk * 8;
-      cp_async_16(smem_addr(s.dO) + pc.offset(it), in ? a.dout + off : a.dout, in);
+      if (parts & kDO) cp_async_16(smem_addr(s.dO) + pc.offset(it), in ? a.dout + off : a.dout, in);
       if constexpr (kDelta)  // v's rows of this chunk (0 past len), read by phase B's epilogue
-        cp_async_16(smem_addr(s.v) + pc.offset(it), in ? a.v + off : a.v, in);
+        if (parts & kRest) cp_async_16(smem_addr(s.v) + pc.offset(it), in ? a.v + off : a.v, in);
     }
-    if (tl < C / 4) cp_async_16(smem_addr(s.G + tl * 4), sb.Gg + c * C + tl * 4, true);
-    else if (tl < C / 2) {
-      if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tl - C / 4) * 4), sb.Bg + c * C + (tl - C / 4) * 4, true);
-    } else if (tl < 3 * C / 4) {
-      cp_async_16(smem_addr(s.Gr + (tl - C / 2) * 4), sb.Grg + c * C + (tl - C / 2) * 4, true);
+    if (parts & kRest) {
+      if (tl < C / 4) cp_async_16(smem_addr(s.G + tl * 4), sb.Gg + c * C + tl * 4, true);
+      else if (tl < C / 2) {
+        if constexpr (kDelta) cp_async_16(smem_addr(s.beta + (tl - C / 4) * 4), sb.Bg + c * C + (tl - C / 4) * 4, true);
+      } else if (tl < 3 * C / 4) {
+        cp_async_16(smem_addr(s.Gr + (tl - C / 2) * 4), sb.Grg + c * C + (tl - C / 2) * 4, true);
+      }
     }
   };
 
@@ -239,17 +324,17 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   auto ds_pair = [&](int mt, int n, int half) {
     return make_float2(ds[mt][4 * n + 2 * half], ds[mt][4 * n + 2 * half + 1]);
   };
-  auto write_ds_bf16 = [&]() {
+  auto write_ds_bf16 = [&](__nv_bfloat16* dst) {  // dst: the ds tile of the chunk it is for (tiles.ds)
     for_state_pairs<MT, NN>([&](int mt, int n, int half) {
       const float2 x = ds_pair(mt, n, half);
-      *sl.word(s.ds, ds_row(mt, half) - g8, n) = pack_bf16x2(x.x, x.y);
+      *sl.word(dst, ds_row(mt, half) - g8, n) = pack_bf16x2(x.x, x.y);
     });
   };
-  write_ds_bf16();
   const int c_first = kSplit ? sb.c_begin : 0, c_last = kSplit ? sb.c_end - 1 : sb.sq.nch - 1;
+  write_ds_bf16(tiles.ds(c_last));
   if (c_last >= c_first) {
-    load_qk(c_last);
-    load_small(c_last);
+    load_qk(c_last, kQK);
+    load_small(c_last, kSmall);
     cp_async_commit();
     cp_async_wait<0>();
   }
@@ -260,15 +345,20 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     // The operands' descriptors, k-step ks, each formed where a wgmma takes it (64-bit values: formed at the top
     // of the chunk they held 20 registers through it, and ptxas 13.0 spilled at kVT = 64, K = 128).
-    const std::uint32_t qc = smem_addr(s.q[kDB ? (c & 1) : 0]), kc = smem_addr(s.k[kDB ? (c & 1) : 0]);
+    const std::uint32_t qc = smem_addr(tiles.q(c)), kc = smem_addr(tiles.k(c));
     const auto dK = [&](int ks) { return desc_kmajor<C>(kc, 0, ks); };
     const auto dQt = [&](int ks, int mt) { return desc_mnmajor<C>(qc, 64 * mt, ks); };
     const auto dKt = [&](int ks, int mt) { return desc_mnmajor<C>(kc, 64 * mt, ks); };
     const auto dTt = [&](int ks) { return desc_mnmajor<C>(smem_addr(s.T), 0, ks); };
     const auto dSlice = [&](const __nv_bfloat16* t, int ks) { return slice_desc<kVT, C>(smem_addr(t), ks); };
-    if constexpr (kDB) {
-      if (c > c_first) load_qk(c - 1);  // the other buffer (last read by chunk c + 1's wgmmas, retired before its barrier)
-      cp_async_commit();
+    if constexpr (kPrefetch) {  // chunk c - 1's q features 64..127: region 1 - p's q slot's slab dV_new leaves free
+      if constexpr (kD == 128) {
+        if (c > c_first) load_qk(c - 1, kQ1);
+        cp_async_commit();
+      }
+    } else if constexpr (kDB) {
+      if (c > c_first) load_qk(c - 1, kQK);  // the other buffer (last read by chunk c + 1's wgmmas, retired before
+      cp_async_commit();                      // its barrier)
     } else if (c > c_first) {  // as dh_kernel: chunk c - 1's q and k to L2 now, loaded after phase C
       const int row = tid >> 1;
       const std::int64_t off = (sb.tokb + static_cast<std::int64_t>(t0 - C + row) * a.H) * kD + (tid & 1) * (kD / 2);
@@ -281,7 +371,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 #pragma unroll
       for (int it = 0; it < kD / pc.kRowStep; ++it)
         *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
-            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(s.ds) + pc.offset(it));
+            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(tiles.ds(c)) + pc.offset(it));
       store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
     }
     // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
@@ -308,7 +398,8 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     wgmma_fence_operand(acc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), slice_desc<kVT, kD>(smem_addr(s.ds), ks), 1);
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), slice_desc<kVT, kD>(smem_addr(tiles.ds(c)), ks), 1);
     wgmma_commit();
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
 #pragma unroll
@@ -346,12 +437,19 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       store_dv_rows<kD, NN>(a, sb, t0, len, r0, g8, t4, accp);  // dv = dX = dV_new; no dX, z or dbeta partials
       fence_proxy_async();
       __syncthreads();  // y visible; every warp is done with dO, G, Gr, dh'
-      if (c > c_first) load_small(c - 1);
+      if (c > c_first) load_small(c - 1, kSmall);
       cp_async_commit();
     } else {
-      store_pairs_bf16<NN>(r0, g8, accp, [&](int i, int n) { return tile_word(s.dvn, i, n); });
+      store_pairs_bf16<NN>(r0, g8, accp, [&](int i, int n) { return tile_word(tiles.dvn(c), i, n); });
       fence_proxy_async();
       __syncthreads();  // dV_new visible
+      if constexpr (kPrefetch) {  // every warp is done with dO and ds (phase A's wgmmas retired)
+        if (c > c_first) {
+          load_qk(c - 1, kK);
+          load_small(c - 1, kDO);
+        }
+        cp_async_commit();
+      }
 
       // Phase B: acc = T^T dV_new (A = T^T: T's tile read MN-major).
 #pragma unroll
@@ -359,7 +457,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       wgmma_fence_operand(acc);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, dTt(ks), dSlice(s.dvn, ks), 1);
+      for (int ks = 0; ks < 4; ++ks) wgmma_ss_n<kVT, 1, 1>(acc, dTt(ks), dSlice(tiles.dvn(c), ks), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc);
@@ -368,7 +466,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
                           [&](int i, int n) { return tile_word(s.z, i, n); });
       fence_proxy_async();
       __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
-      if (c > c_first) load_small(c - 1);
+      if constexpr (kPrefetch) {  // q's features 0..63 over chunk c's dV_new; T, v, G, Gr, beta
+        if (c > c_first) {
+          load_qk(c - 1, kQ0);
+          load_small(c - 1, kRest);
+        }
+      } else if (c > c_first) {
+        load_small(c - 1, kSmall);
+      }
       cp_async_commit();
       store_dbeta_partials(s.red, dbvg, t0, tid);
     }
@@ -392,11 +497,16 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     wgmma_wait<0>();
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) wgmma_fence_operand(ds[mt]);
-    write_ds_bf16();  // dh' was last read by phase A's wgmmas (retired)
-    if constexpr (!kDB) {
-      __syncthreads();  // every warp is past phase C's wgmmas on q, k
-      if (c > c_first) load_qk(c - 1);
-      cp_async_commit();
+    if constexpr (kPrefetch) {
+      __syncthreads();  // every warp is past phase C's wgmmas on q, k: chunk c's k slot takes chunk c - 1's ds
+      write_ds_bf16(tiles.ds(c - 1));
+    } else {
+      write_ds_bf16(tiles.ds(c - 1));  // dh' was last read by phase A's wgmmas (retired)
+      if constexpr (!kDB) {
+        __syncthreads();  // every warp is past phase C's wgmmas on q, k
+        if (c > c_first) load_qk(c - 1, kQK);
+        cp_async_commit();
+      }
     }
     cp_async_wait<0>();
     fence_proxy_async();
@@ -419,8 +529,14 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
 // The wgmma dh kernel's launch (grid as dh_kernel's; its shared-memory limit: launch_kernel's).
+// prefetch (GLR_DH_PREFETCH=1, bwd_dh_prefetch; the declaration's default): the prefetching schedule where
+// dh_prefetch_takes, else the plain one.
 template <int kVT, int kD, bool kDelta, bool kSplit>
-inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem) {
+inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem, bool prefetch) {
+  if constexpr (dh_prefetch_takes<kVT, kD, kDelta>)
+    if (prefetch)
+      return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit, true>, grid, kThreads,
+                           dh_wgmma_pipe_smem_bytes<kD>, stream, a, emu_smem);
   return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream,
                        a, emu_smem);
 }

@@ -1941,8 +1941,11 @@ inline cudaError_t chunk_group_args(const GdnBwdArgs& a, GdnBwdArgs& c, cudaStre
   c.qkt = a.qkt;
   return cudaMemsetAsync(a.qkt, 0, static_cast<std::size_t>(a.chunk_slots()) * a.H * 4, stream);
 }
+// prefetch (GLR_DH_PREFETCH=1): its prefetching schedule where it takes the case (dh_prefetch_takes: 64 columns, the
+// delta rule).
 template <int kVT, int kD, bool kDelta, bool kSplit = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
-inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem);
+inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem,
+                                   bool prefetch = bwd_dh_prefetch());
 // dh2_kernel (gdn_bwd_dh2.cuh, included below; GLR_DH_2GEMM=1): the unsplit dh pass at 64-column slices with the
 // delta rule, K = V = 64 or 128; its grid is dh_wgmma_kernel's, 256 threads a block.
 template <int kVT, int kD, bool kDelta>
@@ -1995,9 +1998,11 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
 // Pass A (forward) and A' each cover only the split sequences; pass C all. The dh kernel: dh_wgmma_kernel<.., true>
 // (GLR_DH_WGMMA, the default) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
 // 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
-// GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass).
+// GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass). dh_prefetch (GLR_DH_PREFETCH=1,
+// bwd_dh_prefetch): dh_wgmma_kernel, split or not, in its prefetching schedule where dh_prefetch_takes.
 template <int kVT, int kD, bool kDelta>
-inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks) {
+inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks,
+                                       bool dh_prefetch = bwd_dh_prefetch()) {
   cudaError_t e = cudaSuccess;
   const int NT = (a.T + C - 1) / C;
   const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());  // grid rows per segment
@@ -2013,7 +2018,7 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
     if constexpr (dh2_takes<kVT, kD, kDelta>)
       if (bwd_dh_2gemm()) return launch_dh2<kD>(d, grid, stream, emu_smem);  // GLR_DH_2GEMM=1 (gdn_bwd_dh2.cuh)
     return bwd_dh_wgmma()
-               ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem)
+               ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem, dh_prefetch)
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
   }
   // pass A' over the Es slots (each the segment after its own), pass C over the segment rows but the last segments
@@ -2022,7 +2027,7 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   const bool wg = bwd_dh_wgmma();
   auto dh = [&](const GdnBwdArgs& x, unsigned rows) {
     const dim3 g(kD / kVT, rows);
-    return wg ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem)
+    return wg ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem, dh_prefetch)
               : launch_kernel(&dh_kernel<kVT, kD, kDelta>, g, kThreads, sizeof(DhSmem<kVT, kD>), stream, x, emu_smem);
   };
   d.dh_ends = true;  // pass A'
