@@ -91,12 +91,22 @@ bool launch_chunk(int gx, int gy, const GdnBwdArgs& a) {
 // launch_state_passes picks it.
 int dh2_mode = -1;
 bool dh_on_2gemm() { return dh2_mode < 0 ? glr::cuda::sm90::bwd_dh_2gemm() : dh2_mode == 1; }
+// dh_prefetch: dh_wgmma_kernel's prefetching schedule (GLR_DH_PREFETCH, where gdn_bwd::dh_prefetch_takes: 64 columns,
+// the delta rule): -1 as the environment says, 0 off, 1 on (the "dh-prefetch" subset runs both and compares them).
+int dh_prefetch = -1;
+bool dh_on_prefetch() { return dh_prefetch < 0 ? glr::cuda::sm90::bwd_dh_prefetch() : dh_prefetch == 1; }
 template <int kVT, int kD, bool kDelta>
 void launch_dh(int gy, const GdnBwdArgs& a) {
   if constexpr (gdn_bwd::dh2_takes<kVT, kD, kDelta>)
     if (dh_on_2gemm()) {
       emu::launch(&gdn_bwd::dh2_kernel<kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, gdn_bwd::dh2_smem_bytes<kD>, a,
                   gdn_bwd::kDh2Threads);
+      return;
+    }
+  if constexpr (gdn_bwd::dh_prefetch_takes<kVT, kD, kDelta>)
+    if (dh_on_wgmma() && dh_on_prefetch()) {
+      emu::launch(&gdn_bwd::dh_wgmma_kernel<kVT, kD, kDelta, false, true>, kD / kVT, gy, gdn_bwd::smem_raw,
+                  gdn_bwd::dh_wgmma_pipe_smem_bytes<kD>, a);
       return;
     }
   if (dh_on_wgmma())
@@ -127,6 +137,13 @@ struct HWords {
   std::vector<std::uint32_t> es;
 };
 HWords g_h_words;
+// g_dh_only 0 / 1: run_kernels runs the wy kernel and then only the state passes (gdn_bwd::launch_state_passes, split
+// or not: the h pass as the environment says, then the dh pass with dh_wgmma_kernel's plain (0) or prefetching (1)
+// schedule) and leaves in g_dh_words every 32-bit word of the workspace (the h pass's and the dh pass's outputs:
+// h_c, V_new, dh_c and their residuals, dX, the dbeta partials, Es; unwritten words included), then dv's and dh0's
+// 16- and 32-bit words. -1: the whole backward.
+int g_dh_only = -1;
+std::vector<std::uint32_t> g_dh_words;
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
@@ -475,6 +492,35 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
   }
+  if (g_dh_only >= 0) {  // the state passes alone (g_dh_only's comment)
+    const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
+    auto passes = [&](auto d, auto dl) {
+      constexpr int kD = decltype(d)::value;
+      constexpr bool kDelta = decltype(dl)::value;
+      if (NT == 0) return;
+      emu::launch(&gdn::wy_kernel<3, kDelta, kD>, NT, BH, gdn::smem_raw, gdn::wy_smem_bytes(3), gdn_bwd::wy_args(a));
+      const bool pf = g_dh_only == 1;
+      const cudaError_t e = p.vt == 64   ? gdn_bwd::launch_state_passes<64, kD, kDelta>(a, nullptr, nullptr, pf)
+                            : p.vt == 32 ? gdn_bwd::launch_state_passes<32, kD, kDelta>(a, nullptr, nullptr, pf)
+                                         : gdn_bwd::launch_state_passes<16, kD, kDelta>(a, nullptr, nullptr, pf);
+      if (e != cudaSuccess) std::exit(3);
+    };
+    auto by_delta = [&](auto d) {
+      if (p.delta()) passes(d, std::true_type{});
+      else passes(d, std::false_type{});
+    };
+    if (KD == 64) by_delta(std::integral_constant<int, 64>{});
+    else by_delta(std::integral_constant<int, 128>{});
+    g_dh_words.assign(ws.size() * 2, 0);
+    std::memcpy(g_dh_words.data(), ws.data(), ws.size() * 8);
+    std::vector<std::uint32_t> dv32((o.dv.size() + 1) / 2, 0);
+    if (!o.dv.empty()) std::memcpy(dv32.data(), o.dv.data(), o.dv.size() * 2);
+    g_dh_words.insert(g_dh_words.end(), dv32.begin(), dv32.end());
+    const std::size_t at = g_dh_words.size();
+    g_dh_words.resize(at + o.dh0.size());
+    if (!o.dh0.empty()) std::memcpy(g_dh_words.data() + at, o.dh0.data(), o.dh0.size() * 4);
+    return o;
+  }
   if (glr::cuda::sm90::seg::split(a) && g_h_only < 0) {  // the split state passes: gdn_bwd_mma's own launches (launch_state_passes), on the emulator
     const cudaError_t e = glr::cuda::sm90::gdn_bwd_mma(a, nullptr, nullptr, p.vt);
     if (e != cudaSuccess) {
@@ -719,6 +765,49 @@ bool run_h_prefetch_compare(const Shape& p, unsigned seed) {
               member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.mu, p.vt, segs,
               p.plant == 1 ? " NaN in v at T-1" : p.plant == 2 ? " +-Inf in v at T-1" : p.plant == 3 ? " g=-Inf at T/2" : "",
               words, plain.h16.size(), es_words, plain.es.size(), ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok;
+}
+
+// dh_wgmma_kernel's prefetching schedule (GLR_DH_PREFETCH's) against its plain one on the same case (the state passes
+// alone, split or not: g_dh_only's words, the whole workspace, dv and dh0). The same products in the same order: 0
+// words may differ, planted NaN / Inf included.
+std::size_t g_dhp_compares = 0, g_dhp_words = 0;
+bool run_dh_prefetch_compare(const Shape& p, unsigned seed) {
+  if (skip_case(p.D)) return true;
+  use_dims(p.D);
+  Inputs in = make_planted_inputs(p, seed);
+  if (p.plant == 4)  // (this comparison only) NaN and +-Inf in dO at the last token of every sequence, head 0
+    for (int b = 0; b < p.B; ++b) {
+      const std::size_t row = ((static_cast<std::size_t>(b) * p.T + p.T - 1) * p.hv()) * VD;
+      in.dout[row + 3] = __float2bfloat16_rn(NAN);
+      in.dout[row + VD - 9] = __float2bfloat16_rn(b == 0 ? INFINITY : -INFINITY);
+    }
+  const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
+  g_dh_only = 0;
+  run_kernels(p, in, scale);
+  const std::vector<std::uint32_t> plain = g_dh_words;
+  g_dh_only = 1;
+  run_kernels(p, in, scale);
+  const std::vector<std::uint32_t> pf = g_dh_words;
+  g_dh_only = -1;
+  std::size_t words = 0;
+  for (std::size_t i = 0; i < plain.size() && i < pf.size(); ++i) words += plain[i] != pf[i];
+  const bool ok = plain.size() == pf.size() && words == 0;
+  g_dhp_words += words;
+  ++g_dhp_compares;
+  char hvs[24] = "", segs[24] = "";
+  if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
+  if (p.segs > 1) std::snprintf(segs, sizeof segs, " split %d", p.segs);
+  std::printf("emu bwd dh pass%s%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | prefetching vs plain "
+              "dh_wgmma_kernel: workspace, dv, dh0 words differing %zu of %zu | %s\n",
+              member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, segs,
+              p.plant == 1   ? " NaN in v at T-1"
+              : p.plant == 2 ? " +-Inf in v at T-1"
+              : p.plant == 3 ? " g=-Inf at T/2"
+              : p.plant == 4 ? " NaN, +-Inf in dO at T-1"
+                             : "",
+              words, plain.size(), ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok;
 }
@@ -1335,6 +1424,48 @@ bool run_bf16(const Shape& p, unsigned seed, bool g16, bool b16) {
 #include "emu_bwd_varlen.inc"  // packed sequences: run_varlen_cases ("varlen")
 #include "emu_bwd_saved.inc"   // the forward's saved wy outputs in the backward: run_saved_cases ("saved")
 
+// Packed sequences (unsplit: run_kernels_varlen's own launches, launch_dh): the whole backward with dh_wgmma_kernel's
+// prefetching schedule against its plain one, every word of dq, dk, dv, dg, dbeta, dh0 (0 may differ). Inputs as
+// run_varlen draws them.
+bool run_dh_prefetch_varlen_compare(const VarlenCase& vc, unsigned seed) {
+  if (skip_case(vc.D)) return true;
+  use_dims(vc.D);
+  const int N = static_cast<int>(vc.lens.size()), HV = vc.HV;
+  std::vector<std::int64_t> cu(1, 0);
+  for (int l : vc.lens) cu.push_back(cu.back() + l);
+  const int T = static_cast<int>(cu.back());
+  Inputs in = make_inputs(vc.shape(T), seed);
+  std::mt19937_64 rng(seed * 7919u + 13u);
+  std::normal_distribution<double> nd;
+  const std::size_t hs = static_cast<std::size_t>(N) * HV * KD * VD;
+  in.h0.assign(vc.h0 ? hs : 0, 0.f);
+  for (auto& x : in.h0) x = static_cast<float>(0.1 * nd(rng));
+  in.dht.assign(vc.dht ? hs : 0, 0.f);
+  for (auto& x : in.dht) x = static_cast<float>(nd(rng));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(KD));
+  dh_prefetch = 0;
+  const VarlenRun plain = run_kernels_varlen(vc, in, cu, scale);
+  dh_prefetch = 1;
+  const VarlenRun pf = run_kernels_varlen(vc, in, cu, scale);
+  dh_prefetch = -1;
+  const std::size_t words = word_diff(pf.o.dq, plain.o.dq).words + word_diff(pf.o.dk, plain.o.dk).words +
+                            word_diff(pf.o.dv, plain.o.dv).words + word_diff(pf.o.dg, plain.o.dg).words +
+                            word_diff(pf.o.dbeta, plain.o.dbeta).words + word_diff(pf.o.dh0, plain.o.dh0).words;
+  const std::size_t total = plain.o.dq.size() + plain.o.dk.size() + plain.o.dv.size() + plain.o.dg.size() +
+                            plain.o.dbeta.size() + plain.o.dh0.size();
+  const bool ok = plain.status == 0 && pf.status == 0 && words == 0;
+  g_dhp_words += words;
+  ++g_dhp_compares;
+  std::string lens;
+  for (int l : vc.lens) lens += (lens.empty() ? "" : ",") + std::to_string(l);
+  std::printf("emu bwd varlen%s lens {%s} H%d HV%d h0=%d dht=%d mu=%+.0f vt=%-2d | prefetching vs plain "
+              "dh_wgmma_kernel, the whole backward: status %d / %d, words differing %zu of %zu | %s\n",
+              dims_tag(), lens.c_str(), vc.H, HV, vc.h0 ? 1 : 0, vc.dht ? 1 : 0, vc.mu, vc.vt, plain.status, pf.status,
+              words, total, ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok;
+}
+
 }  // namespace
 
 // With arguments B T H h0 dht mu [vt [HV]]: that one case only (vt 64 unless given, HV = H unless given).
@@ -1567,6 +1698,71 @@ int main(int argc, char** argv) {
     }
     std::printf("prefetching vs plain h_kernel: %zu comparisons, differing words %zu\n", g_hp_compares, g_hp_words);
     ok = ok && g_hp_words == 0;
+    std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
+  if (argc == 2 && (std::string(argv[1]) == "dh-prefetch" || std::string(argv[1]) == "dh-prefetch-all")) {
+    // dh_wgmma_kernel's prefetching schedule (GLR_DH_PREFETCH=1, set here for the whole run, so gdn_bwd_mma's own
+    // launches, the split and packed runs', take it too; ctest glr_sm90_emu_bwd_dh_prefetch runs "dh-prefetch"): each
+    // case's state passes against the plain schedule word for word (run_dh_prefetch_compare: the whole workspace, dv,
+    // dh0; 0 words), then the whole backward with it against the float64 recurrence (run; split cases also against
+    // their unsplit run). 64-column slices with the delta rule (the cases it takes): K = V = 128 and 64, GVA, two
+    // sequences, short last chunks (8 and 6 tokens), T = 1, h0 / dht, DeltaNet, the split passes (pass A' and C on
+    // kSplit), the h pass split alone, NaN / +-Inf in v, NaN / +-Inf in dO, g = -Inf; two cases it does not take
+    // (Mamba2, 32 columns: the plain kernel either way); packed sequences (the whole backward both ways word for word,
+    // then each sequence bit for bit alone and invalid offsets with it on). "dh-prefetch-all": every case both
+    // checks. Seeds 1800 on.
+    setenv("GLR_DH_PREFETCH", "1", 1);
+    const bool all = std::string(argv[1]) == "dh-prefetch-all";
+    struct DhCase {
+      Shape s;
+      int quick;  // "dh-prefetch": 2 both checks, 1 the comparison only
+    };
+    const DhCase dcases[] = {
+        {{1, 200, 1, true, true, 2.0, 64}, 2},                          // K = V = 128, 4 chunks, an 8-token last one
+        {{2, 70, 1, true, false, -1.0, 64, 0, 4, 64}, 2},               // K = V = 64, GVA x4, 2 sequences, 6-token tail
+        {{1, 130, 1, true, true, INFINITY, 64}, 1},                     // DeltaNet
+        {{2, 130, 1, false, true, 4.0, 64, 0, 2}, 1},                   // GVA, dht only
+        {{1, 200, 1, true, true, 8.0, 64, 0, 0, 64, 0, 3}, 2},          // split: 4 chunks in 2, 1, 1
+        {{2, 300, 1, true, true, 6.0, 64, 0, 2, 128, 0, 4}, 1},         // split, GVA, two sequences
+        {{1, 300, 1, true, true, 6.0, 64, 0, 0, 128, 0, 3, 1, false}, 1},  // the h pass split, the dh pass not
+        {{1, 130, 1, true, true, 2.0, 64, 1, 0, 64}, 1},                // NaN in v at T - 1
+        {{1, 100, 1, false, true, 4.0, 64, 2}, 1},                      // +-Inf in v
+        {{1, 130, 1, true, true, 2.0, 64, 4}, 1},                       // NaN, +-Inf in dO (the comparison only)
+        {{1, 100, 1, true, true, 2.0, 64, 3}, 1},                       // g = -Inf at T / 2
+        {{2, 1, 1, true, true, 2.0, 64, 1, 0, 64}, 1},                  // T = 1, NaN
+        {{1, 100, 1, true, true, 2.0, 64, 0, 0, 128, 1}, 1},            // Mamba2 (no delta rule: plain either way)
+        {{1, 100, 1, true, true, 2.0, 32}, 1},                          // 32 columns (plain either way)
+    };
+    unsigned dseed = 1800;
+    for (const DhCase& c : dcases) {
+      ok = run_dh_prefetch_compare(c.s, dseed) && ok;
+      if ((all && c.s.plant != 4) || c.quick == 2) {
+        dh_prefetch = 1;
+        ok = run(c.s, dseed, false) && ok;
+        dh_prefetch = -1;
+      }
+      ++dseed;
+    }
+    {  // packed sequences: both ways word for word; with it on each sequence bit for bit alone; invalid offsets
+      VarlenCase vc{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 64};
+      ok = run_dh_prefetch_varlen_compare(vc, dseed) && ok;
+      ok = run_varlen(vc, dseed++) && ok;
+      VarlenCase gva{{70, 129}, 1, 2, false, true, -1.0, 64};
+      gva.D = 64;
+      ok = run_dh_prefetch_varlen_compare(gva, dseed++) && ok;
+      VarlenCase bad = vc;
+      bad.bad = 1;
+      ok = run_varlen(bad, dseed++) && ok;
+      if (all) {
+        vc.D = 64;
+        vc.segs = 3;
+        ok = run_varlen(vc, dseed++) && ok;
+      }
+    }
+    std::printf("prefetching vs plain dh_wgmma_kernel: %zu comparisons, differing words %zu\n", g_dhp_compares,
+                g_dhp_words);
+    ok = ok && g_dhp_words == 0;
     std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
     return ok ? 0 : 1;
   }
