@@ -45,6 +45,16 @@ def counted_failure(g: dict) -> bool:
             and not g.get("out_of_domain", False))
 
 
+def engine_classification(gates: list[dict]) -> dict:
+    """The engine's {'classification', 'broken_reasons', 'exit_code'} of a row's gate records: kgate._core.classify
+    over the records of the engine's gates (a bounds/<tool> record of a compute-sanitizer pass counts as its gate
+    family's; the baseline and the public harnesses' mirrors are not the engine's and are left out). Needs the
+    extension; the class is the engine's, as verify() gives it for those results."""
+    from . import _core
+    engine_gates = set(_core.list_gates()) - {"baseline"}
+    return _core.classify([g for g in gates if gate_family(g.get("gate")) in engine_gates])
+
+
 def fails_at_scale(g: dict, scale: float = 1.0) -> bool:
     """Whether a counted failure still fails with its bound multiplied by `scale`: a failure with no bound
     behind it (error_ratio null: tolerance-free, crash, wrong shape) always does."""

@@ -3,6 +3,7 @@
   audit FILE.jsonl      run every row (resumable; --shard i/N; --budget seconds)
   report RESULTS        summary tables, and --html PATH for the HTML report with plots
   sweep RESULTS         defence 2: failing kernels as every tolerance is multiplied by 1, 10, 100, 1000
+  margin RESULTS        kernels whose class a tolerance ratio decides within 2x of the 100x line (needs the extension)
   agreement RESULTS     defence 3: baseline against the producer's acceptance and the public harness logic
   sample RESULTS        defence 4: a stratified sample (gate x level) with evidence, for checking by hand
   controls              defence 1: the positive controls through the same gates, over several seeds
@@ -239,7 +240,7 @@ def main(argv=None) -> int:
     a.add_argument("--html", help="also write the HTML report here when done")
     a.add_argument("--quiet", action="store_true")
 
-    for name in ("report", "sweep", "agreement", "sample"):
+    for name in ("report", "sweep", "margin", "agreement", "sample"):
         s = sub.add_parser(name)
         s.add_argument("results", nargs="+")
         if name == "report":
@@ -396,7 +397,7 @@ def _run(args) -> int:
         else:
             print(text)
         return 0
-    if args.cmd in ("report", "sweep", "agreement", "sample"):
+    if args.cmd in ("report", "sweep", "margin", "agreement", "sample"):
         for r in args.results:
             _regular_file("results", r)
     from . import report
@@ -410,6 +411,9 @@ def _run(args) -> int:
         return 0
     if args.cmd == "sweep":
         print(report.sweep_text(args.results))
+        return 0
+    if args.cmd == "margin":
+        print(report.margin_text(args.results), end="")
         return 0
     if args.cmd == "agreement":
         print(report.agreement_text(args.results))

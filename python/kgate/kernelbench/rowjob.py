@@ -335,10 +335,8 @@ def _reclassify(rec) -> str | None:
     (kgate._core.classify; a bounds/<tool> record of a compute-sanitizer pass counts as its gate family's), for
     a row whose gate records come from more than one run. Returns the classification it had where it
     changed, else None."""
-    from .. import _core
-    from ..classify import gate_family
-    engine_gates = set(_core.list_gates()) - {"baseline"}
-    c = _core.classify([g for g in rec["gates"] if gate_family(g.get("gate")) in engine_gates])
+    from ..classify import engine_classification
+    c = engine_classification(rec["gates"])
     before = rec.get("classification")
     rec["classification"] = _classification(c)
     rec["broken_reasons"] = list(c["broken_reasons"])
