@@ -413,6 +413,11 @@ def _run(args) -> int:
         print(report.sweep_text(args.results))
         return 0
     if args.cmd == "margin":
+        from . import core_available
+        if not core_available():  # the engine classifies; nothing here does
+            print("kgate margin: needs the kgate._core extension (pip install ./python), which is not built here",
+                  file=sys.stderr)
+            return 2
         print(report.margin_text(args.results), end="")
         return 0
     if args.cmd == "agreement":
