@@ -396,17 +396,24 @@ def _ratios_scaled(gates: list[dict], factor: float) -> list[dict]:
     return out
 
 
-def near_line(rec: dict) -> str | None:
-    """'broken' or 'violation': the row's class, when it is near the line (above); None otherwise, and for a row
-    whose gate records the engine of today classifies otherwise than its record says (an older engine's record)."""
+def _margin(rec: dict) -> str | None:
+    """near_line's answer, or 'stale' for a broken or violation row whose gate records the engine of today
+    classifies otherwise than its record says (an older engine's record)."""
     c = classification(rec)
     if c not in ("broken", "violation"):
         return None
     gates = rec.get("gates", [])
     if engine_classification(gates)["classification"] != c:
-        return None
+        return "stale"
     scaled = engine_classification(_ratios_scaled(gates, 1.0 / NEAR_LINE if c == "broken" else NEAR_LINE))
     return c if (scaled["classification"] == "broken") != (c == "broken") else None
+
+
+def near_line(rec: dict) -> str | None:
+    """'broken' or 'violation': the row's class, when it is near the line (above); None otherwise, and for a row
+    whose gate records the engine of today classifies otherwise than its record says (an older engine's record)."""
+    m = _margin(rec)
+    return None if m == "stale" else m
 
 
 def margin_rows(recs) -> tuple[list[list], list[str], int]:
@@ -415,11 +422,10 @@ def margin_rows(recs) -> tuple[list[list], list[str], int]:
     aud = audited(recs)
     near, skipped = [], 0
     for r in aud:
-        c = classification(r)
-        if c in ("broken", "violation") and engine_classification(r.get("gates", []))["classification"] != c:
+        m = _margin(r)  # one engine classification of the records as they are, one of the scaled ones
+        if m == "stale":
             skipped += 1
-            continue
-        if near_line(r):
+        elif m:
             near.append(r)
     rows = [[c, sum(1 for r in near if classification(r) == c), sum(1 for r in aud if classification(r) == c)]
             for c in ("broken", "violation")]
