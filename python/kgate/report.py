@@ -396,7 +396,7 @@ def _ratios_scaled(gates: list[dict], factor: float) -> list[dict]:
     return out
 
 
-def _margin(rec: dict) -> str | None:
+def margin_of(rec: dict) -> str | None:
     """near_line's answer, or 'stale' for a broken or violation row whose gate records the engine of today
     classifies otherwise than its record says (an older engine's record)."""
     c = classification(rec)
@@ -412,7 +412,7 @@ def _margin(rec: dict) -> str | None:
 def near_line(rec: dict) -> str | None:
     """'broken' or 'violation': the row's class, when it is near the line (above); None otherwise, and for a row
     whose gate records the engine of today classifies otherwise than its record says (an older engine's record)."""
-    m = _margin(rec)
+    m = margin_of(rec)
     return None if m == "stale" else m
 
 
@@ -422,7 +422,7 @@ def margin_rows(recs) -> tuple[list[list], list[str], int]:
     aud = audited(recs)
     near, skipped = [], 0
     for r in aud:
-        m = _margin(r)  # one engine classification of the records as they are, one of the scaled ones
+        m = margin_of(r)  # one engine classification of the records as they are, one of the scaled ones
         if m == "stale":
             skipped += 1
         elif m:

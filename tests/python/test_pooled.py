@@ -129,6 +129,12 @@ def test_tables_count_what_the_records_say(audited, tmp_path):
     assert gb_rows
     head = pooled.headline_text(recs, man, str(out))
     assert "| broken beyond any tolerance argument | 39.5% |" in head
+    # Every broken kernel here is broken by a tolerance-free gate (NaN/Inf patterns), so none rests near the
+    # 100x line: the share away from the line is the broken share (test_margin has kernels near it).
+    assert all(any(g["gate"] in ("nan", "inf") and counted_failure(g) for g in x["gates"])
+               for x in aud if classification(x) == "broken")
+    assert (f"| broken beyond any tolerance argument, not within 2x of the 100x line | - | "
+            f"{100 * broken / 8:.1f}% ({broken} of 8) |") in head
     assert f"python -m kgate headline --pooled {out}" in head
     assert (f"python -m kgate merge --corpus ga.jsonl gb.jsonl gc.jsonl --results ra.kgate.jsonl rb0.kgate.jsonl "
             f"rb1.kgate.jsonl rc.kgate.jsonl --out {out}") in head
@@ -418,7 +424,10 @@ def test_committed_pool_is_what_scripts_audit_pool_makes(tmp_path):
     # Every number in the committed folder comes from the committed records through the committed command.
     import subprocess
     import sys
-    env = dict(os.environ, KGATE_CORPUS_DIR=_corpus_dir(), PYTHON=sys.executable, AUDIT_POOL_NICE="0")
+    import kgate
+    site = os.path.dirname(os.path.dirname(os.path.abspath(kgate.__file__)))  # the built package these tests import
+    env = dict(os.environ, KGATE_CORPUS_DIR=_corpus_dir(), PYTHON=sys.executable, AUDIT_POOL_NICE="0",
+               KGATE_PYTHONPATH=site)
     r = subprocess.run([os.path.join(REPO, "scripts", "audit-pool"), str(tmp_path)], capture_output=True,
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr  # complete: every row of the five files has a record
@@ -430,3 +439,16 @@ def test_committed_pool_is_what_scripts_audit_pool_makes(tmp_path):
     assert "missing: every row" not in merge and "complete: every row has exactly one current record" in merge
     for stem in ("h100", "a100", "h20", "l40", "3090"):
         assert f"| {stem} | 250 | 250 | 0 | 0 | 0 |" in merge, stem
+
+
+@pytest.mark.skipif(_corpus_dir() is None, reason="the CUDA-L1 corpus is not here (KGATE_CORPUS_DIR)")
+def test_audit_pool_without_the_engine_exits_2_in_one_line_and_writes_nothing(tmp_path):
+    import subprocess
+    import sys
+    out = tmp_path / "out"
+    env = dict(os.environ, KGATE_CORPUS_DIR=_corpus_dir(), PYTHON=sys.executable, KGATE_PYTHONPATH=str(tmp_path))
+    r = subprocess.run([os.path.join(REPO, "scripts", "audit-pool"), str(out)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and str(tmp_path) in r.stderr and "kgate._core" not in r.stdout
+    assert not out.exists()
