@@ -4,8 +4,8 @@
 #   bench/glr/ab.sh SHAPES NAME:GLR_VAR=VALUE[,GLR_VAR=VALUE...] [NAME:... ...]
 #   e.g. bench/glr/ab.sh B1_T32768_H16_HV32_K128,varlen32k_H16_HV32_K128 group_kernel:GLR_BWD_GROUP_KERNEL=1
 #
-# In order: the default (builds glr's extension when build-py/glr-gpu is missing or stale, float64 checks at the
-# small check shapes), each switch, the default again (a drift check: the two default runs bracket the switches,
+# In order: glr's extension built when build-py/glr-gpu is missing or stale (outside the budget), the default
+# (float64 checks at the small check shapes), each switch, the default again (a drift check: the two default runs bracket the switches,
 # so a difference between A and B smaller than A against A' is not a result), then switch_diff.py over the same
 # shapes (bitwise / normwise differences of o and the five gradients against the default). Every timing is
 # side_by_side.py --impls glr --kernels 3 (medians of CUDA events, torch.profiler per kernel), same inputs.
@@ -33,6 +33,10 @@ python3 bench/glr/side_by_side.py --dry-run --impls glr --shapes "$shapes" > /de
 out=${OUT:-build-bench/ab}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 work=$(mktemp -d /tmp/glr-ab.XXXXXX)
+# glr's extension is built (when missing or stale) before the budget's clock starts: a build inside the first run's
+# share left the default run no time to measure (2026-12-07, H100: built in 101 s of an 86 s share).
+PYTHONUNBUFFERED=1 python3 bench/glr/side_by_side.py --prepare --impls glr --shapes none --checks none \
+  --glr-build auto --out "$work/prepare" > "$work/prepare.log" 2>&1 || { echo "ab.sh: glr's build failed:"; tail -5 "$work/prepare.log"; }
 t0=$(date +%s)
 budget=${AB_BUDGET:-540}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee "$work/device.txt"
