@@ -8,6 +8,7 @@ without a stated reason.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 from .results import open_records, plain_name
@@ -63,13 +64,43 @@ def row_changes(old: dict, new: dict) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def _ratio(g: dict | None):
+    r = (g or {}).get("error_ratio")
+    return r if isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) else None
+
+
+def ratio_changes(old: dict, new: dict) -> list[tuple[str, float | None, float | None]]:
+    """(gate, old error ratio, new error ratio) for every gate that failed in either record and whose error ratio
+    (largest error / bound) differs by more than 1%: where a tolerance failure's ratio crosses the 100x line, the
+    class changes with no gate verdict changing (docs/report.md, "Near the line")."""
+    a, b = _gates(old), _gates(new)
+    out = []
+    for name in list(dict.fromkeys([*a, *b])):
+        ga, gb = a.get(name), b.get(name)
+        if not any((g or {}).get("verdict") in _FAILING for g in (ga, gb)):
+            continue
+        ra, rb = _ratio(ga), _ratio(gb)
+        if ra is None and rb is None:
+            continue
+        if ra is not None and rb is not None and abs(ra - rb) <= 0.01 * max(abs(ra), abs(rb)):
+            continue
+        out.append((name, ra, rb))
+    return out
+
+
+def _x(r: float | None) -> str:
+    return f"{r:.3g}x" if r is not None else "none"
+
+
 def diff(old_path: str, new_path: str) -> str:
     old, new = _latest(old_path), _latest(new_path)
     keys = list(dict.fromkeys([*old, *new]))
     moves: Counter = Counter()
     lines = [f"# Verdicts, {plain_name(old_path)} -> {plain_name(new_path)}", "",
              "Every row whose classification or status changed, with each gate whose verdict or attribution "
-             "changed and that gate's new summary as the reason.", ""]
+             "changed and that gate's new summary as the reason, and each failing gate whose error ratio (error / "
+             "bound) moved: a tolerance failure at or past 100x its bound is broken, below it a violation, so a "
+             "ratio crossing that line changes the class with no verdict changing.", ""]
     body = []
     for k in keys:
         o, n = old.get(k), new.get(k)
@@ -83,7 +114,10 @@ def diff(old_path: str, new_path: str) -> str:
             ch = row_changes(o, n)
             for gate, sa, sb, why in ch:
                 body.append(f"- {gate}: {sa} -> {sb}" + (f": {why}" if why else ""))
-            if not ch:
+            rc = ratio_changes(o, n) if {vo, vn} <= {"broken", "violation", "clean", "incomplete"} else []
+            for gate, ra, rb in rc:
+                body.append(f"- {gate}: error ratio {_x(ra)} -> {_x(rb)} of its bound")
+            if not ch and not rc:
                 body.append(f"- no gate changed; status {o.get('status')} -> {n.get('status')}: "
                             f"{n.get('message', '')}".rstrip(": "))
         elif n:

@@ -36,6 +36,23 @@ def test_changed_rows_name_the_gates_and_reasons(tmp_path):
     assert "3 rows, 2 changed." in text
 
 
+def test_a_ratio_crossing_the_line_is_the_reason_when_no_verdict_changed(tmp_path):
+    # The same gate verdicts, the oracle's error ratio moved from 77x to 109x of its bound: the class changed for
+    # that reason alone, and the diff says so; a ratio that moved by under 1% is not listed, nor a passing gate's.
+    g = lambda r, v="FAIL", gate="oracle": {"gate": gate, "verdict": v, "error_ratio": r}  # noqa: E731
+    old = _write(tmp_path / "old.jsonl", [
+        {"type": "row", "key": "f/L1/T62", "status": "ok", "classification": "violation",
+         "gates": [g(77.1), g(40.0, gate="shapes"), g(0.3, "PASS", "layout")]}])
+    new = _write(tmp_path / "new.jsonl", [
+        {"type": "row", "key": "f/L1/T62", "status": "ok", "classification": "broken",
+         "gates": [g(109.4), g(40.2, gate="shapes"), g(0.1, "PASS", "layout")]}])
+    text = diff(old, new)
+    assert "## f/L1/T62: violation -> broken" in text
+    body = text.split("## f/L1/T62: violation -> broken", 1)[1]
+    assert "- oracle: error ratio 77.1x -> 109x of its bound" in body
+    assert "shapes" not in body and "layout" not in body and "no gate changed" not in body
+
+
 def test_cli_diff_rejects_a_missing_file_with_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kgate", "diff", str(tmp_path / "nope.jsonl"), str(tmp_path / "x")],
                        capture_output=True, text=True)
