@@ -271,6 +271,7 @@ struct Block {
 inline thread_local int tid = 0;
 inline thread_local Block* block = nullptr;
 inline char* smem = nullptr;  // the block's shared memory (blocks run one after another)
+inline std::size_t smem_size = 0;  // its bytes as the launch gave them (launch; 0 outside a kernel)
 
 inline Warp& warp() { return *block->warps[static_cast<std::size_t>(tid / 32)]; }
 inline int lane() { return tid % 32; }
@@ -309,11 +310,76 @@ inline std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(static_cast<const char*>(p) - emu::smem);
 }
 
+}  // namespace glr::cuda::sm90
+
+namespace emu {
+
+// Alignment (2026-12-07, helper hBL; the h pass's prefetch faulted with "misaligned address" on an H100 that the
+// emulator had passed). A shared address here is the byte offset from the dynamic shared memory's base (smem_addr),
+// so the base is modelled 1024-byte aligned, as the device places it (its guarantee is 16 bytes; the kernels that
+// need 128 or 1024 round their base up themselves, and that rounding is what the TMA and descriptor checks see),
+// and every alignment fault is the kernel's own carve-up or index arithmetic. launch requires the host array behind
+// it 16-byte aligned, so a shared pointer's host alignment mod 16 is its device alignment too (the plain C++ vector
+// loads and stores: -fsanitize=alignment on the emulator targets, tests/glr_sm90/CMakeLists.txt). What each modelled
+// instruction requires, as the PTX ISA states it: cp.async.cg 16 bytes, both addresses 16-aligned (.ca 4, 8, 16:
+// aligned to the size); ldmatrix every row address 16-aligned; cp.async.bulk 16; TMA's shared box the swizzle
+// pattern (emu_wgmma.hpp); an mbarrier 8; a wgmma descriptor with base offset 0 and a swizzled layout starts in
+// the first row of its pattern (emu_wgmma.hpp desc_addr). A violation aborts naming the operation, the thread, the
+// address space, the buffer and offset, and the alignment required.
+
+// The registered global buffer (CpAsyncBoundsScope) that holds p, as "buffer i of n (base .., bytes ..) + offset", or
+// that none does.
+inline std::string global_where(const void* p, const std::vector<std::pair<const void*, const void*>>& bufs) {
+  const char* q = static_cast<const char*>(p);
+  for (std::size_t i = 0; i < bufs.size(); ++i) {
+    const char* b = static_cast<const char*>(bufs[i].first);
+    const char* e = static_cast<const char*>(bufs[i].second);
+    if (q >= b && q < e) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "registered buffer %zu of %zu (base %p, %td bytes) + byte offset %td", i,
+                    bufs.size(), static_cast<const void*>(b), e - b, q - b);
+      return buf;
+    }
+  }
+  return bufs.empty() ? std::string("no buffers registered (CpAsyncBoundsScope)")
+                      : std::string("outside every registered buffer");
+}
+[[noreturn]] inline void misaligned(const char* op, const char* space, const std::string& where, unsigned long long addr,
+                                    unsigned align, unsigned bytes) {
+  const Fiber* f = cur_fiber;
+  std::fprintf(stderr,
+               "emu: misaligned %s: thread %d of block (%u, %u): %s address 0x%llx (%s) is %llu bytes past a "
+               "multiple of %u; %u-byte access, requires %u-byte alignment\n",
+               op, f ? f->tid : -1, f ? f->block_idx.x : 0u, f ? f->block_idx.y : 0u, space, addr, where.c_str(),
+               addr % align, align, bytes, align);
+  std::abort();
+}
+// A shared-memory access of `bytes` at `addr` (smem_addr's offset) that must be `align`-aligned and (where the
+// launch gave a size) inside the block's shared memory.
+inline void check_shared(const char* op, std::uint32_t addr, unsigned align, unsigned bytes) {
+  char where[160];
+  if (addr % align != 0) {
+    std::snprintf(where, sizeof where, "dynamic shared memory + byte offset %u of %zu", addr, smem_size);
+    misaligned(op, "shared", where, addr, align, bytes);
+  }
+  if (smem_size != 0 && static_cast<std::size_t>(addr) + bytes > smem_size) {
+    const Fiber* f = cur_fiber;
+    std::fprintf(stderr, "emu: %s of thread %d: shared bytes [%u, %u) past the %zu the launch gave\n", op,
+                 f ? f->tid : -1, addr, addr + bytes, smem_size);
+    std::abort();
+  }
+}
+
+}  // namespace emu
+
+namespace glr::cuda::sm90 {
+
 // ldmatrix .x4: lanes 8i..8i+7 give the row addresses of matrix i. Without .trans lane l receives row l/4,
 // columns 2(l%4), 2(l%4)+1 of each matrix; with .trans, rows 2(l%4), 2(l%4)+1 of column l/4.
 inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
   emu::Warp& w = emu::warp();
   const int l = emu::lane();
+  emu::check_shared("ldmatrix row address", addr, 16, 16);
   w.addr[l] = addr;
   w.bar.arrive_and_wait();
   for (int i = 0; i < 4; ++i) std::memcpy(&r[i], emu::smem + w.addr[8 * i + l / 4] + 4 * (l % 4), 4);
@@ -322,6 +388,7 @@ inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
 inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
   emu::Warp& w = emu::warp();
   const int l = emu::lane();
+  emu::check_shared("ldmatrix.trans row address", addr, 16, 16);
   w.addr[l] = addr;
   w.bar.arrive_and_wait();
   for (int i = 0; i < 4; ++i) {
@@ -438,9 +505,17 @@ inline std::atomic<long>& cp_async_unretired() {
   static std::atomic<long> n{0};
   return n;
 }
+// cp.async.cg ... 16: the shared destination and the global source both 16-byte aligned (the source also when the
+// copy zero-fills, valid false: the address operand is checked all the same; the kernels pass an aligned base there).
+inline void cp_async_check_align(std::uint32_t dst, const void* src, unsigned bytes) {
+  emu::check_shared("cp.async destination", dst, bytes, bytes);
+  const auto a = static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(src));
+  if (a % bytes != 0) emu::misaligned("cp.async source", "global", emu::global_where(src, cp_async_bounds), a, bytes, bytes);
+}
 inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
   emu::CpAsyncState& st = emu::current_fiber()->cp;
   emu::PendingCopy c{dst, {}, st.committed};
+  cp_async_check_align(dst, src, 16);
   if (valid && !cp_async_bounds.empty()) {
     const char* p = static_cast<const char*>(src);
     bool in = false;
@@ -701,7 +776,13 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
     std::fprintf(stderr, "emu::launch: called from a kernel\n");
     std::abort();
   }
+  if (reinterpret_cast<std::uintptr_t>(base) % 16 != 0) {
+    std::fprintf(stderr, "emu::launch: the shared memory array %p is not 16-byte aligned (the device's base is)\n",
+                 static_cast<void*>(base));
+    std::abort();
+  }
   smem = base;
+  smem_size = smem_bytes;
   // The order the blocks run in: GLR_EMU_BLOCK_ORDER unset, empty or 0 row-major (bx fastest); "r" reversed; a
   // number n > 0 a permutation drawn from n (std::mt19937, std::shuffle: the same for the same n and grid). A kernel
   // whose blocks communicate (the chunk kernels' group sums: the last block of a group to finish sums it) must give
@@ -761,6 +842,7 @@ void launch(void (*kernel)(Args), int gx, int gy, char* base, std::size_t smem_b
     }
     run_fibers(fs.data(), threads, blk, thread_rng.get());
   }
+  smem_size = 0;
 }
 
 }  // namespace emu

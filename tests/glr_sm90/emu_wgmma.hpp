@@ -132,6 +132,17 @@ inline std::uint32_t desc_addr(std::uint64_t desc, bool mn_major, int r, int k) 
   const unsigned mode = static_cast<unsigned>(desc >> 62);  // 0 none, 1 128B, 2 64B, 3 32B
   const std::uint32_t W = mode == 1 ? 128u : mode == 2 ? 64u : mode == 3 ? 32u : 0u;
   const auto u = [](int x) { return static_cast<std::uint32_t>(x); };
+  // The swizzle is applied to the address bits (below) with base offset 0, so a swizzled operand's 8-row pattern must
+  // start at a multiple of its repeat (8 W bytes: 1024 for 128B) and the start may only step inside its first row (the
+  // k-slices of a K-major tile, 32 bytes apart); a start anywhere else reads the rows through another row's XOR.
+  if (W != 0 && start % (8 * W) >= W) {
+    char what[200];
+    std::snprintf(what, sizeof what,
+                  "misaligned wgmma descriptor: start address 0x%x (shared offset) is %u bytes past a multiple of %u, "
+                  "outside the first %u-byte row of its %uB swizzle pattern (base offset 0)",
+                  start, start % (8 * W), 8 * W, W, W);
+    fail(what);
+  }
   std::uint32_t a;
   if (W == 0) {  // interleave: 8 x 16-byte core matrices, 128 contiguous bytes each
     a = mn_major ? start + u(r / 8) * sbo + u(k / 8) * lbo + u(k % 8) * 16 + u(r % 8) * 2

@@ -11,12 +11,19 @@
 // producer warpgroup, a ring of 2-4 mbarrier stages, 1-2 wgmma consumer warpgroups: blocks of 256 and 384
 // threads; also under the emulator's other schedule: TMA landing at issue, wgmma reads at quiescence) with its
 // faults (no full-barrier wait, wrong parity; a stage released before its wgmmas retired); 6 mbarrier phases of 128 arrivals; the named
-// barriers; cp.async's model (check_cp_async: a schedule that waits and one of three that do not).
+// barriers; cp.async's model (check_cp_async: a schedule that waits and one of three that do not); the alignment
+// checks (check_alignment: planted misaligned cp.async, ldmatrix, descriptor, vector store must abort, aligned ones run).
 // Build and run: ctest -R glr_sm90_wgmma_emu, or
 //   g++ -std=c++20 -O2 -DGLR_SM90_HOST_EMU -I/usr/local/cuda/include tests/glr_sm90/wgmma_emu_test.cpp -lpthread
 #include "emu_wgmma.hpp"
 
 #include "wgmma_case.cuh"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <utility>
 
 namespace glr::wgtest {
 alignas(1024) char wg_smem_raw[kSmemBytes];
@@ -150,10 +157,111 @@ int check_cp_async() {
   return failures;
 }
 
+// The emulator's alignment checks (emu.hpp "Alignment", emu_wgmma.hpp desc_addr), positive controls: each planted
+// misaligned access runs in a child process and must abort it naming the fault; the same accesses aligned (mode 0)
+// must run. Mode 1 is the h pass's GLR_H_PREFETCH fault of 2026-12-07 in small: 16-byte copies into a row of floats
+// that a struct puts after an int (byte 260). Mode 5, a plain uint4 store, needs the alignment sanitizer
+// (tests/glr_sm90/CMakeLists.txt glr_sm90_emu_align_checks), which reports it with its source line.
+struct CarveSmem {
+  float a[64];
+  int n;
+  float b[64];  // byte 260: 4 past a multiple of 16
+};
+struct AlignCase {
+  const std::uint32_t* src;
+  int mode;
+};
+void align_kernel(AlignCase c) {
+  using namespace glr::cuda::sm90;
+  const int t = static_cast<int>(threadIdx.x);
+  char* const s = glr::wgtest::wg_smem_raw;
+  char* const tile = s + 1024;
+  CarveSmem& carve = *reinterpret_cast<CarveSmem*>(s);
+  if (c.mode == 0) {  // every access aligned
+    cp_async_16(smem_addr(tile + t * 16), c.src + t * 4, true);
+    if (t < 16) cp_async_16(smem_addr(carve.a + 4 * t), c.src + 4 * t, true);
+  }
+  if (c.mode == 1 && t < 16) cp_async_16(smem_addr(carve.b + 4 * t), c.src + 4 * t, true);
+  if (c.mode == 2) cp_async_16(smem_addr(tile + t * 16), c.src + t * 4 + 1, true);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  std::uint32_t r[4];
+  if (c.mode == 0) ldmatrix_x4(r, smem_addr(tile + (t % 32) * 16));
+  if (c.mode == 3) ldmatrix_x4(r, smem_addr(tile + (t % 32) * 16 + 8));
+  if (c.mode == 0) *reinterpret_cast<uint4*>(tile + 2048 + t * 16) = make_uint4(1u, 2u, 3u, 4u);
+  if (c.mode == 5) *reinterpret_cast<uint4*>(tile + 2048 + t * 16 + 8) = make_uint4(1u, 2u, 3u, 4u);
+}
+// Run mode m in a child; return what it wrote to stderr and whether it exited 0.
+std::pair<std::string, bool> run_align_child(int m) {
+  int fd[2];
+  if (pipe(fd) != 0) return {"pipe failed", false};
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    dup2(fd[1], 2);
+    std::vector<std::uint32_t> src(4 * 128 + 16, 1u);
+    glr::cuda::sm90::CpAsyncBoundsScope bounds;
+    bounds.add(src);
+    if (m == 4 || m == 6) {  // a 128B-swizzled K-major descriptor: start at row 2 of its pattern (4), at a k-slice (6)
+      const std::uint32_t start = m == 4 ? 1024 + 256 : 1024 + 32;
+      const std::uint64_t desc = (start >> 4) | (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+      (void)emu::wg::desc_addr(desc, false, 0, 0);
+    } else {
+      emu::launch(&align_kernel, 1, 1, glr::wgtest::wg_smem_raw, 8192, AlignCase{src.data(), m});
+    }
+    std::fflush(stderr);
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string err;
+  char buf[512];
+  for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<std::size_t>(n));
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {err, WIFEXITED(status) && WEXITSTATUS(status) == 0};
+}
+int check_alignment() {
+  struct Plant {
+    int mode;
+    const char* what;
+    const char* needle;  // in the child's stderr; null: the child must run to its end
+  };
+  const Plant plants[] = {
+      {0, "every access aligned", nullptr},
+      {6, "descriptor at a k-slice of its pattern's first row", nullptr},
+      {1, "cp.async into floats placed after an int (shared + 260)", "misaligned cp.async destination"},
+      {2, "cp.async from a registered buffer + 4 bytes", "misaligned cp.async source: thread "},
+      {3, "ldmatrix row address + 8", "misaligned ldmatrix row address"},
+      {4, "128B-swizzled descriptor starting at row 2 of its pattern", "misaligned wgmma descriptor"},
+#if defined(GLR_EMU_ALIGN_SANITIZED)
+      {5, "uint4 store to shared + 8 (the alignment sanitizer)", "misaligned address"},
+#endif
+  };
+  int failures = 0;
+  for (const Plant& p : plants) {
+    const auto [err, ran] = run_align_child(p.mode);
+    // (the source's message names the registered buffer and the offset in it: the thread is the first to issue)
+    const bool named = p.mode != 2 || err.find("(registered buffer 0 of 1 (base ") != std::string::npos;
+    const bool ok = p.needle == nullptr ? ran && err.empty() : !ran && named && err.find(p.needle) != std::string::npos;
+    const std::size_t nl = err.find('\n');
+    std::printf("alignment, %s: %s  %s\n", p.what, err.empty() ? "ran" : err.substr(0, nl).c_str(), ok ? "PASS" : "FAIL");
+    failures += !ok;
+  }
+#if !defined(GLR_EMU_ALIGN_SANITIZED)
+  std::printf("alignment: plain vector stores unchecked (built without -fsanitize=alignment)\n");
+#endif
+  return failures;
+}
+
 int main() {
   using namespace glr::wgtest;
   int failures = check_ptx_examples();
   failures += check_cp_async();
+  failures += check_alignment();
   emu::wg::smem_limit = kSmemBytes;
   failures += run_specs([](const Spec& s, Case& c, const std::vector<std::uint16_t>& a,
                               const std::vector<std::uint16_t>& b, std::vector<float>& d) {

@@ -468,14 +468,19 @@ struct HSmem {
 };
 // h_kernel's prefetching schedule (kPrefetch, GLR_H_PREFETCH=1; h_kernel's comment says when each load is issued):
 // G, Gr, beta double-buffered (chunk c's in row c % 2: rows 0 are HSmem's own); v of chunk c lands in xl, free from
-// phase B's end to the next phase A's epilogue. 768 bytes more: the block still fits twice in an SM.
+// phase B's end to the next phase A's epilogue. 780 bytes more: the block still fits twice in an SM.
+// The rows of 1 are cp.async destinations (16 bytes, 16-byte aligned): HSmem ends with its int `nonfinite` (sizeof
+// HSmem = 4 mod 16), so G1 is aligned explicitly (12 bytes of padding); unaligned, its first cp.async faulted on an
+// H100 ("misaligned address", 2026-12-07) and now aborts the emulator (tests/glr_sm90/emu.hpp, "Alignment").
 template <int kVT, int kD = gdn::DK>
 struct HPipeSmem : HSmem<kVT, kD> {
-  float G1[C];
+  alignas(16) float G1[C];
   float Gr1[C];
   float beta1[C];
 };
 static_assert(2 * (sizeof(HPipeSmem<64, 128>) + 1024) <= 228 * 1024, "the prefetching h_kernel keeps 2 blocks an SM");
+static_assert(sizeof(HPipeSmem<64, 128>) % 16 == 0 && sizeof(HPipeSmem<64, 128>) == sizeof(HSmem<64, 128>) + 12 + 3 * C * 4,
+              "G1, Gr1, beta1 at 16-byte aligned offsets (sizeof(HSmem) = 4 mod 16; C * 4 = 256)");
 // Where the launcher takes it: the delta rule at slices of 64 and 32 columns. At 16 ptxas 13.0 spilled it (4 bytes at
 // 72 registers), and 16-column blocks are the many small ones (3 an SM by shared memory), which hide their loads by
 // their number.
