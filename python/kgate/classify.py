@@ -55,6 +55,13 @@ def engine_classification(gates: list[dict]) -> dict:
     return _core.classify([g for g in gates if gate_family(g.get("gate")) in engine_gates])
 
 
+def finite_ratio(g: dict | None) -> float | None:
+    """A gate record's error ratio (largest error / bound) where it is a finite number, else None (no bound behind the
+    finding, or an infinite or NaN error)."""
+    r = (g or {}).get("error_ratio")
+    return r if isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) else None
+
+
 def fails_at_scale(g: dict, scale: float = 1.0) -> bool:
     """Whether a counted failure still fails with its bound multiplied by `scale`: a failure with no bound
     behind it (error_ratio null: tolerance-free, crash, wrong shape) always does."""

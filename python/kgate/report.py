@@ -10,7 +10,7 @@ import time
 from collections import Counter, defaultdict
 
 from .classify import (FAILING, GATES as KGATE_GATES, REJECTS, classification, counted_failure, deeper_pass,
-                       engine_classification, fails_at_scale, gate_family)
+                       engine_classification, fails_at_scale, finite_ratio, gate_family)
 from .results import _parse_lines, find_records, plain_name, read_results, stem
 
 SCALES = (1, 10, 100, 1000)
@@ -387,13 +387,7 @@ NEAR_LINE = 2.0
 
 
 def _ratios_scaled(gates: list[dict], factor: float) -> list[dict]:
-    out = []
-    for g in gates:
-        r = g.get("error_ratio")
-        if isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r):
-            g = {**g, "error_ratio": r * factor}
-        out.append(g)
-    return out
+    return [{**g, "error_ratio": finite_ratio(g) * factor} if finite_ratio(g) is not None else g for g in gates]
 
 
 def margin_of(rec: dict) -> str | None:
@@ -431,9 +425,8 @@ def margin_rows(recs) -> tuple[list[list], list[str], int]:
             for c in ("broken", "violation")]
     lines = []
     for r in sorted(near, key=lambda r: str(r.get("key"))):
-        ratios = [f"{g.get('gate')} {g['error_ratio']:.3g}x" for g in r.get("gates", [])
-                  if counted_failure(g) and isinstance(g.get("error_ratio"), (int, float))
-                  and math.isfinite(g["error_ratio"])]
+        ratios = [f"{g.get('gate')} {finite_ratio(g):.3g}x" for g in r.get("gates", [])
+                  if counted_failure(g) and finite_ratio(g) is not None]
         lines.append(f"  {r.get('key')}: {classification(r)} ({', '.join(ratios)})")
     return rows, lines, skipped
 

@@ -8,9 +8,9 @@ without a stated reason.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 
+from .classify import finite_ratio
 from .results import open_records, plain_name
 
 _FAILING = ("FAIL", "CRASH")
@@ -64,11 +64,6 @@ def row_changes(old: dict, new: dict) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _ratio(g: dict | None):
-    r = (g or {}).get("error_ratio")
-    return r if isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) else None
-
-
 def ratio_changes(old: dict, new: dict) -> list[tuple[str, float | None, float | None]]:
     """(gate, old error ratio, new error ratio) for every gate that failed in either record and whose error ratio
     (largest error / bound) differs by more than 1%: where a tolerance failure's ratio crosses the 100x line, the
@@ -79,7 +74,7 @@ def ratio_changes(old: dict, new: dict) -> list[tuple[str, float | None, float |
         ga, gb = a.get(name), b.get(name)
         if not any((g or {}).get("verdict") in _FAILING for g in (ga, gb)):
             continue
-        ra, rb = _ratio(ga), _ratio(gb)
+        ra, rb = finite_ratio(ga), finite_ratio(gb)
         if ra is None and rb is None:
             continue
         if ra is not None and rb is not None and abs(ra - rb) <= 0.01 * max(abs(ra), abs(rb)):
