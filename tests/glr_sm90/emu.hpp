@@ -327,19 +327,26 @@ namespace emu {
 // the first row of its pattern (emu_wgmma.hpp desc_addr). A violation aborts naming the operation, the thread, the
 // address space, the buffer and offset, and the alignment required.
 
+using BufferList = std::vector<std::pair<const void*, const void*>>;  // [begin, end) of each registered buffer
+// The index of the first buffer of `bufs` that holds all of [p, p + bytes), or -1.
+inline long find_buffer(const BufferList& bufs, const void* p, std::size_t bytes) {
+  const char* q = static_cast<const char*>(p);
+  for (std::size_t i = 0; i < bufs.size(); ++i)
+    if (q >= static_cast<const char*>(bufs[i].first) && q + bytes <= static_cast<const char*>(bufs[i].second))
+      return static_cast<long>(i);
+  return -1;
+}
 // The registered global buffer (CpAsyncBoundsScope) that holds p, as "buffer i of n (base .., bytes ..) + offset", or
 // that none does.
-inline std::string global_where(const void* p, const std::vector<std::pair<const void*, const void*>>& bufs) {
-  const char* q = static_cast<const char*>(p);
-  for (std::size_t i = 0; i < bufs.size(); ++i) {
-    const char* b = static_cast<const char*>(bufs[i].first);
-    const char* e = static_cast<const char*>(bufs[i].second);
-    if (q >= b && q < e) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf, "registered buffer %zu of %zu (base %p, %td bytes) + byte offset %td", i,
-                    bufs.size(), static_cast<const void*>(b), e - b, q - b);
-      return buf;
-    }
+inline std::string global_where(const void* p, const BufferList& bufs) {
+  const long i = find_buffer(bufs, p, 1);
+  if (i >= 0) {
+    const char* b = static_cast<const char*>(bufs[static_cast<std::size_t>(i)].first);
+    const char* e = static_cast<const char*>(bufs[static_cast<std::size_t>(i)].second);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "registered buffer %ld of %zu (base %p, %td bytes) + byte offset %td", i,
+                  bufs.size(), static_cast<const void*>(b), e - b, static_cast<const char*>(p) - b);
+    return buf;
   }
   return bufs.empty() ? std::string("no buffers registered (CpAsyncBoundsScope)")
                       : std::string("outside every registered buffer");
@@ -483,7 +490,7 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint
 // unchecked). A copy whose 16 source bytes lie in none of them aborts, naming the thread and the address: a tile load
 // past a tensor's end (a short last chunk, T not a multiple of the chunk) shows here even where the bytes it would read
 // never reach an output word. Zero-filled copies (valid false) read nothing and are not checked.
-inline std::vector<std::pair<const void*, const void*>> cp_async_bounds;
+inline emu::BufferList cp_async_bounds;
 // Sets cp_async_bounds for one scope (a test's launches) and clears it when the scope ends, also on an early return.
 struct CpAsyncBoundsScope {
   CpAsyncBoundsScope() { cp_async_bounds.clear(); }
@@ -517,10 +524,7 @@ inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
   emu::PendingCopy c{dst, {}, st.committed};
   cp_async_check_align(dst, src, 16);
   if (valid && !cp_async_bounds.empty()) {
-    const char* p = static_cast<const char*>(src);
-    bool in = false;
-    for (const auto& [b, e] : cp_async_bounds) in = in || (p >= static_cast<const char*>(b) && p + 16 <= static_cast<const char*>(e));
-    if (!in) {
+    if (emu::find_buffer(cp_async_bounds, src, 16) < 0) {
       std::fprintf(stderr, "emu: cp.async of thread %d reads 16 bytes at %p, outside every buffer the test gave (cp_async_bounds)\n",
                    emu::tid, src);
       std::abort();
