@@ -252,13 +252,16 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
     todo, suspects, alone_later = [], set(), set()
     for r in rows:
         if res.done(r.key, r.sha):
-            if (retry and (res.records[r.key].get("status") in retry or r.key in retry_keys)) \
+            if res.records[r.key].get("status") in RUN_ALONE_STATUSES:
+                # Never a final status: the row still has to run alone, and only alone, whether or not `retry`
+                # names its status (run beside others again it ends the same way: on 2026-12-07 such rows, named
+                # in AUDIT_RETRY, ran beside others each call before their solo run, which the budget then cut).
+                because[r.key] = "retried"
+                alone_later.add(r.key)
+            elif (retry and (res.records[r.key].get("status") in retry or r.key in retry_keys)) \
                     or to_retry_for_finding(res.records[r.key], retry_findings) \
                     or to_retry_selected(res.records[r.key], retry):
                 because[r.key] = "retried"
-            elif res.records[r.key].get("status") in RUN_ALONE_STATUSES:
-                because[r.key] = "retried"  # never a final status: the row still has to run alone
-                alone_later.add(r.key)
             else:
                 continue
         elif r.key in res.records:

@@ -282,3 +282,43 @@ def test_derive_never_refuses_its_own_nominal_case():
         # the contract holds its nominal case wherever a case may take that much, and says why where not
         assert accepted(d.toml, case_memory=nominal) is True
         assert "the nominal case" in accepted(d.toml, case_memory=nominal - 1)
+
+
+def test_a_row_left_at_case_memory_shared_runs_next_time_alone_only_even_when_retry_names_its_status(workdir,
+                                                                                                    monkeypatch):
+    # A row whose record is case_memory_shared (its solo run never came: the budget ended first) must run
+    # alone on the next call, and only alone: named in --retry, it once ran beside others first, ended the same
+    # way, and its solo run came last, where the budget cut it again, call after call.
+    from kgate import audit as audit_mod
+    from kgate.results import read_results
+    monkeypatch.setenv("KGATE_CASE_MEMORY", str(32 << 20))
+    rows = [{"level_id": 1, "task_id": 1, "ref_code": TASK, "custom_code": CANDIDATE, "score_default": "1.0"}]
+    corpus = write_corpus(workdir / "c.jsonl", rows)
+    out = str(workdir / "out.jsonl")
+    kw = dict(results_path=out, fw="numpy", jobs=2, seed=5, call_timeout=20, quiet=True, work_dir=str(workdir / "w"),
+              ext_cache=str(workdir / "ext"), gates=["oracle"])
+    with monkeypatch.context() as m:  # the first call ends before the row's solo run
+        m.setattr(audit_mod, "RUN_ALONE_STATUSES", ())
+        audit_mod.audit(corpus, **kw)
+    (rec,) = read_results(out)
+    assert rec["status"] == casemem.CASE_MEMORY_STATUS, rec
+    before = len(read_jsonl(workdir / "out.attempts.jsonl"))
+    for retry in (["case_memory_shared"], None):
+        audit_mod.audit(corpus, retry=retry, **kw)
+        starts = [a for a in read_jsonl(workdir / "out.attempts.jsonl")[before:] if a["event"] == "start"]
+        assert [(a["kind"], a["solo"]) for a in starts] == [("verify", True)], (retry, starts)
+        (rec,) = read_results(out)
+        assert rec["status"] == "ok" and rec["classification"] == "clean", rec
+        assert rec["retry_of"]["status"] == casemem.CASE_MEMORY_STATUS, rec
+        # finished: a second call runs nothing
+        before = len(read_jsonl(workdir / "out.attempts.jsonl"))
+        audit_mod.audit(corpus, retry=retry, **kw)
+        assert len(read_jsonl(workdir / "out.attempts.jsonl")) == before
+        # back to the unfinished state for the next round: the ok record superseded by hand is not possible
+        # (records are signed), so the second round starts from a fresh results file
+        for f in workdir.glob("out*.jsonl"):
+            f.unlink()
+        with monkeypatch.context() as m:
+            m.setattr(audit_mod, "RUN_ALONE_STATUSES", ())
+            audit_mod.audit(corpus, **kw)
+        before = len(read_jsonl(workdir / "out.attempts.jsonl"))
