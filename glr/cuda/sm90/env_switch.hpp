@@ -88,13 +88,14 @@ inline bool bwd_h_wgmma() {
   static const bool on = env_flag("GLR_H_WGMMA", false);
   return on;
 }
-// GLR_H_PREFETCH=1: the backward's h pass on h_kernel (GLR_H_WGMMA unset or 0) with the delta rule at slices of 64 and
+// GLR_H_PREFETCH: the backward's h pass on h_kernel (GLR_H_WGMMA unset or 0) with the delta rule at slices of 64 and
 // 32 columns (h_prefetch_takes) in its prefetching schedule (h_kernel's kPrefetch, gdn_bwd_mma.cuh: chunk c + 1's k, G,
 // Gr, beta loaded during all of chunk c, its T and v rows from phase C to its own phase-A epilogue; the same products
-// in the same order, so the same words: 0 differed on the emulator); unset or 0: the plain schedule. Opt-in until a
-// GPU measures it (not yet run on a GPU).
+// in the same order, so the same words: 0 differed on the emulator and on an H100). The default since the H100 A/B of
+// 2026-12-07 (fwd+bwd 0.981 of the two default runs with the drift at 0.995, with GLR_FWD_PREFETCH 0.970; tests/glrtorch
+// with both on: 72 passed; docs/perf.md); 0: the plain schedule.
 inline bool bwd_h_prefetch() {
-  static const bool on = env_flag("GLR_H_PREFETCH", false);
+  static const bool on = env_flag("GLR_H_PREFETCH", true);
   return on;
 }
 // GLR_DH_PREFETCH=1: the backward's dh pass on dh_wgmma_kernel (GLR_DH_WGMMA on, GLR_DH_2GEMM / GLR_FUSED_BWD not
@@ -113,14 +114,15 @@ inline bool state_wgmma_requested() {
   static const bool on = env_flag("GLR_FWD_WGMMA", true);
   return on;
 }
-// GLR_FWD_PREFETCH=1: that wgmma state kernel with the delta rule (the unsplit pass, the split pass's passes A and C;
+// GLR_FWD_PREFETCH: that wgmma state kernel with the delta rule (the unsplit pass, the split pass's passes A and C;
 // pass A also in the backward's split h pass) in its prefetching schedule (state_t_wgmma_kernel's kPrefetch,
 // gdn_state_wgmma.cuh: chunk c + 1's q, k, G, beta loaded during all of chunk c, its v during phases B and C, its T
 // from phase C to its own phase B; the same products in the same order, so the same words: 0 differed on the
-// emulator); unset or 0: the plain schedule. Opt-in until a GPU measures it (not yet run on a GPU); only with
-// GLR_FWD_WGMMA on.
+// emulator and on an H100). The default since the H100 A/Bs of 2026-12-07 (its kernel 1.8-3.2% faster, fwd+bwd 0.993
+// of the bracketing defaults; with GLR_H_PREFETCH 0.970; tests/glrtorch with both on: 72 passed; docs/perf.md); 0:
+// the plain schedule. Only with GLR_FWD_WGMMA on.
 inline bool state_prefetch_requested() {
-  static const bool on = env_flag("GLR_FWD_PREFETCH", false);
+  static const bool on = env_flag("GLR_FWD_PREFETCH", true);
   return on;
 }
 // A forced split of the state passes (segments.cuh): segs 0 = the rule's (unset, empty or "auto"); "n" (1 to
