@@ -106,7 +106,15 @@ def to_retry_for_finding(rec: dict, findings) -> bool:
     already the rerun for that finding (retry_of.finding), so an audit resumed over several calls with the
     same selection (scripts/audit-gpu's AUDIT_RETRY_FINDING) runs each such row once."""
     why = failed_with(rec, findings)
-    return why is not None and (rec.get("retry_of") or {}).get("finding") != why
+    if why is None:
+        return False
+    # A record this selection already made is not run again, whichever of its findings the rerun failed with:
+    # retried for "nan: X" and failing "inf: X" it once ran a second time (a100/L1/T77, 2026-12-07). A record a
+    # run with this selection wrote for another reason (a row out of memory run alone, a row run the first time)
+    # names the selection in `finding_selection` (audit's put).
+    selection = {f"{gate}: {finding}" for gate, finding in findings}
+    return (rec.get("retry_of") or {}).get("finding") not in selection and \
+        not selection & set(rec.get("finding_selection") or ())
 
 
 def to_retry_selected(rec: dict, retry) -> str | None:
@@ -234,6 +242,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
 
     def put(rec):
         k = rec["key"]
+        if retry_findings:  # made by a run with this selection: it is not the selection's to run again
+            rec["finding_selection"] = sorted(f"{gate}: {finding}" for gate, finding in retry_findings)
         old = res.records.get(k)
         if old is not None:
             why = because.get(k) or "replaced"

@@ -191,6 +191,7 @@ def test_retry_finding_reruns_only_rows_a_gate_failed_with_that_finding(workdir)
     assert after[1] == first[1]  # the clean row untouched
     assert after[2]["retry_of"] == {"status": "ok", "message": (first[2].get("message") or "")[:300],
                                     "finding": "nan: NaN masked"}
+    assert after[2]["finding_selection"] == ["inf: unexpected non-finite value", "nan: NaN masked"]
     assert [_bare(x) for x in read_jsonl(workdir / "out.superseded.jsonl")] == [_bare(first[2])]
     # The rerun failed the same way; resumed with the same selection (audit-gpu over several calls) it is
     # not run again.
@@ -201,6 +202,24 @@ def test_retry_finding_reruns_only_rows_a_gate_failed_with_that_finding(workdir)
     for bad in ("nan", "nann:NaN masked", "nan:"):
         b = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, "--retry-finding", bad)
         assert b.returncode == 2 and "--retry-finding" in b.stderr, (bad, b.stderr)
+
+
+def test_a_record_a_finding_selection_made_is_not_that_selections_to_run_again():
+    # Resumed over several calls with one selection, each row runs once for it, whichever of the selection's
+    # findings its rerun then fails with, and whatever else made the record under that selection.
+    from kgate.audit import to_retry_for_finding
+    both = [("nan", "X"), ("inf", "X")]
+    fails_inf = {"status": "ok", "gates": [{"gate": "inf", "verdict": "FAIL", "finding": "X"},
+                                           {"gate": "nan", "verdict": "PASS"}]}
+    assert to_retry_for_finding(fails_inf, both)                                      # an old record: runs
+    assert not to_retry_for_finding(fails_inf, [("nan", "X")])                        # not this finding
+    rerun_for_nan = dict(fails_inf, retry_of={"status": "ok", "finding": "nan: X"})
+    assert not to_retry_for_finding(rerun_for_nan, both)                              # done by this selection
+    assert to_retry_for_finding(rerun_for_nan, [("inf", "X")])                        # a new selection: runs once
+    made_alone = dict(fails_inf, retry_of={"status": "gpu_out_of_memory"}, finding_selection=["inf: X", "nan: X"])
+    assert not to_retry_for_finding(made_alone, both)
+    assert not to_retry_for_finding(dict(fails_inf, finding_selection=["inf: X"]), both)  # a first run under it
+    assert to_retry_for_finding(dict(fails_inf, finding_selection=["inf: Y"]), both)
 
 
 def test_retry_unguarded_selects_audited_rows_whose_candidate_ran_without_guard_zones(workdir):
