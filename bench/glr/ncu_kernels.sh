@@ -2,7 +2,8 @@
 # bench/glr/ncu_kernels.sh: the bytes and tensor-pipe activity of every kernel of one warm forward+backward, per
 # shape and implementation, from Nsight Compute's counters, beside the copy ceiling measured in the same call.
 # Answers what CUDA events cannot: is a kernel bound by its DRAM traffic (near the copy ceiling: fewer bytes make
-# it faster) or by latency / its serial chain (far below it, tensor pipes idle)? On the GPU machine, from the
+# it faster) or by latency / its serial chain (far below it, tensor pipes idle)? And, for the second, what its warps
+# wait on (ncu's stall reasons per issued instruction: loads, barriers, shared memory; ncu_table.py's second table). On the GPU machine, from the
 # repository root (glr's extension is built as side_by_side.py builds it if missing; the anchors need
 # bench/glr/anchors/install.sh's two calls first, as side_by_side.py does):
 #

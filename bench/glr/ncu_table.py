@@ -4,7 +4,8 @@
 implementation). Per kernel: duration, DRAM bytes read and written, the bandwidth that makes (bytes / duration),
 its share of the copy ceiling measured in the same call (--copy-tbs, read + written bytes counted, as the
 ceiling), L2 bytes, the tensor pipes' activity (wgmma: gmma, mma.sync: hmma), SM throughput and achieved
-occupancy, as ncu names them. A kernel near the copy ceiling is bound by its traffic: fewer bytes, not faster
+occupancy, as ncu names them; then where the warps wait (ncu's stall reasons, the largest first), which says what
+a kernel far below the copy ceiling is waiting for: its loads (long_scoreboard), its barriers, shared memory. A kernel near the copy ceiling is bound by its traffic: fewer bytes, not faster
 arithmetic, make it faster.
 
     python3 bench/glr/ncu_table.py [--copy-tbs X] FILE.csv ...     Markdown on stdout
@@ -28,7 +29,21 @@ METRICS = [
     ("sm__warps_active.avg.pct_of_peak_sustained_active", "warps active %", 1.0),
     ("launch__registers_per_thread", "regs", 1.0),
 ]
-WANTED = [m for m, _, _ in METRICS]
+# Where the warps wait: ncu's stall reasons as "warps stalled for this reason per issued instruction" (the
+# WarpStateStats section's measure; their sum over the reasons is the average cycles between two issues of a warp),
+# and how busy the issue slots are. long_scoreboard: waiting on global or local memory (a load's latency exposed);
+# barrier: __syncthreads / bar.sync; short_scoreboard: shared memory (ldmatrix, cp.async's wait) or MUFU results;
+# wait: fixed-latency dependencies; math_pipe_throttle: a pipe busy (the tensor pipes' own saturation);
+# mio_throttle / lg_throttle: the shared-memory / global-memory instruction queues full; sleeping: nanosleep and
+# mbarrier try-wait back-off; membar: fences. Which of them this ncu counts on sm_90 is read from --query-metrics
+# (ncu_kernels.sh); a reason it lacks is left out.
+STALL_REASONS = ["long_scoreboard", "barrier", "short_scoreboard", "wait", "math_pipe_throttle", "mio_throttle",
+                 "lg_throttle", "sleeping", "membar", "dispatch_stall", "not_selected", "selected", "no_instruction",
+                 "branch_resolving", "drain", "imc_miss", "tex_throttle", "misc"]
+STALLS = [(r, f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio") for r in STALL_REASONS]
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+TOP_STALLS = 4  # reasons shown per kernel, largest first
+WANTED = [m for m, _, _ in METRICS] + [m for _, m in STALLS] + [ISSUE_ACTIVE]
 
 # units ncu may print even with --print-units base (ncu 2025.x on the H100 of 2026-12-05 wrote 'ns' for
 # gpu__time_duration), and their factor to the base unit
@@ -141,7 +156,40 @@ def table(path, copy_tbs=None):
     lines.append("| " + " | ".join(cells.get(c, "-") for c in cols) + " |")
     head = (f"{os.path.basename(path)}: {len(ks)} launches, {tot['t'] * 1e-6:.3f} ms of kernels, DRAM "
             f"{(tot['r'] + tot['w']) * 1e-9:.2f} GB ({tot['r'] * 1e-9:.2f} read, {tot['w'] * 1e-9:.2f} written)")
-    return head + "\n\n" + "\n".join(lines) + "\n"
+    waits = stall_table(agg, order)
+    return head + "\n\n" + "\n".join(lines) + "\n" + (f"\n{waits}" if waits else "")
+
+
+def weighted(vs, m):
+    """A rate's mean over a kernel's launches, weighted by their durations (None: not recorded)."""
+    xs = [(v[m], v.get("gpu__time_duration.sum") or 0) for v in vs if v.get(m) is not None]
+    if not xs:
+        return None
+    wsum = sum(t for _, t in xs)
+    return sum(x * t for x, t in xs) / wsum if wsum else sum(x for x, _ in xs) / len(xs)
+
+
+def stall_table(agg, order):
+    """Per kernel (longest first): the issue slots' activity and the TOP_STALLS largest stall reasons, each as
+    warps stalled per issued instruction and its share of all the reasons recorded; "" when the CSV has none."""
+    rows = []
+    for key in sorted(order, key=lambda k: -sum(v.get("gpu__time_duration.sum") or 0 for v in agg[k]["vals"])):
+        vs = agg[key]["vals"]
+        got = [(r, weighted(vs, m)) for r, m in STALLS]
+        got = [(r, x) for r, x in got if x is not None]
+        if not got:
+            continue
+        total = sum(x for _, x in got)
+        top = sorted(got, key=lambda rx: -rx[1])[:TOP_STALLS]
+        issue = weighted(vs, ISSUE_ACTIVE)
+        reasons = ", ".join(f"{r} {x:.2f} ({100 * x / total:.0f}%)" if total > 0 else f"{r} {x:.2f}" for r, x in top)
+        rows.append(f"| `{key}` | {'-' if issue is None else f'{issue:.1f}'} | {total:.2f} | {reasons} |")
+    if not rows:
+        return ""
+    return ("Where the warps wait (ncu's stall reasons: warps stalled per issued instruction, weighted by duration "
+            "over the launches; their sum is the mean cycles between a warp's issues):\n\n"
+            "| kernel | issue slots busy % | stalls per issue, all reasons | largest reasons (share) |\n"
+            "|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
 
 def main(argv=None):

@@ -90,3 +90,25 @@ def test_a_nonpositive_ceiling_is_refused(tmp_path, capsys):
                                        ("glr::cuda::x(glr::A)", "x")])
 def test_short_names(name, want):
     assert ncu_table.short(name) == want
+
+
+def test_stall_reasons_give_each_kernels_largest_waits(tmp_path):
+    # two launches of a (1 ms and 3 ms): long_scoreboard 2 and 4 -> 3.5 weighted by duration, barrier 1 and 1;
+    # b has no stall counters recorded and gets no row
+    ls = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
+    bar = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+    wt = "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"
+    head = HEAD + [f'"{ls}"', f'"{bar}"', f'"{wt}"', f'"{ncu_table.ISSUE_ACTIVE}"']
+    units = UNITS + ['""', '""', '""', '"%"']
+    p = tmp_path / "B8.glr.csv"
+    rows = [["0", "1", "void glr::a(glr::P)", "(1,1,1)", "(1,1,1)", "1000000", "1", "1", "1", "1", "2", "1", "0.5", "10"],
+            ["1", "1", "void glr::b(glr::P)", "(1,1,1)", "(1,1,1)", "500000", "1", "1", "1", "1", "", "", "", ""],
+            ["2", "1", "void glr::a(glr::P)", "(1,1,1)", "(1,1,1)", "3000000", "1", "1", "1", "1", "4", "1", "0.5", "30"]]
+    p.write_text("\n".join([",".join(head), ",".join(units)] + [",".join(f'"{c}"' for c in r) for r in rows]) + "\n")
+    md = ncu_table.table(str(p))
+    assert "Where the warps wait" in md
+    waits = [ln for ln in md.split("Where the warps wait")[1].splitlines() if ln.startswith("| `")]
+    assert waits == ["| `a` | 25.0 | 5.00 | long_scoreboard 3.50 (70%), barrier 1.00 (20%), wait 0.50 (10%) |"], waits
+    # a CSV without stall counters: no such table
+    assert "Where the warps wait" not in ncu_table.table(write(tmp_path, [["0", "1", "k", "(1,1,1)", "(1,1,1)", "1",
+                                                                          "1", "1", "1", "1"]], name="plain.csv"))
