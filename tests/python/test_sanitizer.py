@@ -25,6 +25,9 @@ LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "sa
 MEMCHECK_LOG = open(os.path.join(LOGS, "memcheck.log")).read()
 TIMED_OUT_LOG = open(os.path.join(LOGS, "memcheck_timed_out.log")).read()
 CHILD_PROCESS_LOG = open(os.path.join(LOGS, "racecheck_child_process.log")).read()
+# the program killed by SIGKILL after its CUDA work (scripts/sanitizer-probe, 2026-12-07, H100): the tool still
+# writes a summary of 0 errors
+KILLED_LOG = open(os.path.join(LOGS, "memcheck_program_killed.log")).read()
 CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
 
 # The fake tool: `--tool T --log-file F [--opt V ...] COMMAND...`, written as compute-sanitizer writes: its banner
@@ -365,3 +368,10 @@ def test_an_access_reported_before_the_worker_died_stays_the_evidence(monkeypatc
     g = sanitizer.run(rec, {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0,
                       died([["kgate-tool-log.0.log", "========= COMPUTE-SANITIZER\n"]]))
     assert g["verdict"] == "ERROR" and "SIGSEGV" in g["summary"], g
+    # A worker killed under the tool (its request's time limit) leaves a whole log, summary "0 errors" included:
+    # the log alone would read clean, the run's end makes it ERROR, never PASS.
+    for status in ("timeout", "crash"):
+        g = sanitizer.run(_row(), {"seed": "1", "row_timeout": 600}, "numpy", None, "memcheck", 0.0,
+                          lambda *a, **k: {"status": status, "message": "the worker was killed (SIGKILL)",
+                                           "gates": [], "tool_logs": [["kgate-tool-log.0.log", KILLED_LOG]]})
+        assert g["verdict"] == "ERROR" and f"{status}: the worker was killed" in g["summary"], g
