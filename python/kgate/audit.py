@@ -232,6 +232,11 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                              f"{' (shard %d/%d)' % shard if shard != (0, 1) else ''}")
         rows = [r for r in rows if r.key in keys]
     retry_keys = {x for x in retry or () if "/" in x}
+    # The statuses --retry names (not its keys, which run again on every call that names them, nor its selectors,
+    # which keep their own mark: to_retry_selected). A record made by a run with them is not theirs to run again:
+    # a row that ends with the same status again (a contract error, a row at its time limit) ran again on every
+    # resumed call of scripts/audit-gpu, whose AUDIT_RETRY stays the same over a file's calls.
+    retry_statuses = sorted(x for x in retry or () if "/" not in x and x != "unguarded")
     unknown = sorted(retry_keys - {r.key for r in rows})
     if unknown:
         raise RetryError(f"--retry: no row {', '.join(map(repr, unknown))} in {corpus}"
@@ -244,6 +249,8 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
         k = rec["key"]
         if retry_findings:  # made by a run with this selection: it is not the selection's to run again
             rec["finding_selection"] = sorted(f"{gate}: {finding}" for gate, finding in retry_findings)
+        if retry_statuses:  # likewise for the statuses --retry names
+            rec["retry_selection"] = retry_statuses
         old = res.records.get(k)
         if old is not None:
             why = because.get(k) or "replaced"
@@ -268,7 +275,9 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 # in AUDIT_RETRY, ran beside others each call before their solo run, which the budget then cut).
                 because[r.key] = "retried"
                 alone_later.add(r.key)
-            elif (retry and (res.records[r.key].get("status") in retry or r.key in retry_keys)) \
+            elif (retry and ((res.records[r.key].get("status") in retry
+                              and not set(retry_statuses) & set(res.records[r.key].get("retry_selection") or ()))
+                             or r.key in retry_keys)) \
                     or to_retry_for_finding(res.records[r.key], retry_findings) \
                     or to_retry_selected(res.records[r.key], retry):
                 because[r.key] = "retried"

@@ -169,6 +169,33 @@ def test_retry_replaces_only_the_named_statuses_and_keeps_the_old_record(workdir
     assert bad.returncode == 2 and "no row 'c/L9/T9'" in bad.stderr
 
 
+def test_a_status_retry_runs_each_row_once_however_often_the_same_selection_resumes(workdir):
+    # scripts/audit-gpu resumes a file over several calls with the same AUDIT_RETRY: a row that ends with the
+    # named status again is not run again by the next call (it once was, each call, to the same end).
+    rows = control_rows(["correct_softmax"])
+    slow = dict(rows[0], task_id=3, custom_code="import time\ntime.sleep(12)\n" + rows[0]["custom_code"])
+    corpus = write_corpus(workdir / "c.jsonl", [slow])
+    limit = ["--row-timeout", "6"]
+    assert run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *limit).returncode == 0
+    (first,) = read_jsonl(workdir / "out.jsonl")
+    assert first["status"] == "row_timeout" and "retry_selection" not in first, first
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *limit, "--retry", "row_timeout")
+    assert r.returncode == 0, r.stderr
+    (again,) = read_jsonl(workdir / "out.jsonl")
+    assert again["status"] == "row_timeout" and again["retry_of"]["status"] == "row_timeout", again
+    assert again["retry_selection"] == ["row_timeout"]
+    for retry in ("row_timeout", "row_timeout,oracle_error"):  # resumed: the same selection, or one holding it
+        r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *limit, "--retry", retry)
+        assert r.returncode == 0, r.stderr
+        assert read_jsonl(workdir / "out.jsonl") == [again], retry
+    # named by its key it runs again, every time
+    r = run_cli("audit", corpus, "--results", "out.jsonl", *FAST, *limit, "--retry", first["key"])
+    assert r.returncode == 0, r.stderr
+    (third,) = read_jsonl(workdir / "out.jsonl")
+    assert third["retry_of"]["status"] == "row_timeout" and third["written_at"] != again["written_at"], third
+    assert len(read_jsonl(workdir / "out.superseded.jsonl")) == 2
+
+
 def test_retry_finding_reruns_only_rows_a_gate_failed_with_that_finding(workdir):
     # A change to how the engine judges one finding (the nan and inf gates' non-finite values, issue 14) can
     # only be applied to committed rows by running them again: --retry-finding GATE:FINDING selects them.
