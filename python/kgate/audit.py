@@ -102,9 +102,10 @@ def failed_with(rec: dict, findings) -> str | None:
 
 
 def to_retry_for_finding(rec: dict, findings) -> bool:
-    """Whether --retry-finding runs this row again: it failed with one of `findings`, and its record is not
-    already the rerun for that finding (retry_of.finding), so an audit resumed over several calls with the
-    same selection (scripts/audit-gpu's AUDIT_RETRY_FINDING) runs each such row once."""
+    """Whether --retry-finding runs this row again: it failed with one of `findings`, and its record was not
+    made by a run with this selection (retry_of.finding one of its findings, or finding_selection sharing one),
+    so an audit resumed over several calls with the same selection (scripts/audit-gpu's AUDIT_RETRY_FINDING)
+    runs each such row once."""
     why = failed_with(rec, findings)
     if why is None:
         return False
