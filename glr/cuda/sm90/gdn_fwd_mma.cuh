@@ -1213,11 +1213,11 @@ __device__ __forceinline__ void store_o_rows(const GdnFwdArgs& a, const StateTBl
 // of a (C x kVT) shared tile in the kernel's own layout.
 // Their decays are one ex2_approx (MUFU.EX2) of an exponent times log2 e each, where expf spent a range reduction:
 // a row's (e^G, e^{G_L - G}) of expf's own argument times log2 e, P's elements of G_i log2 e - G_j log2 e with s.G
-// (natural, the workspace's) scaled once per row and column a chunk: ~4 instructions an element of P with its mask,
-// where expf and a branch took ~17 (bench/glr/sm90_bwd_notes.md, "Fewer instructions per chunk in the state pass").
-// That scaling adds about ulp(|G| log2 e) to P's exponents, the order of G's own rounding (as the wy kernel's,
-// WySmem::G). Decays below 2^-126 flush to 0; -Inf in G gives 0, a NaN stays NaN, and P's upper triangle is selected
-// to 0, never a 0 factor.
+// (natural, the workspace's) scaled once per row and column a chunk: ~7 instructions an element of P with its mask
+// and its column's G, where expf and a branch took ~17.5 (bench/glr/sm90_bwd_notes.md, "Fewer instructions per chunk
+// in the state pass"). That scaling adds about ulp(|G| log2 e) to P's exponents, the order of G's own rounding (as
+// the wy kernel's, WySmem::G). Decays below 2^-126 flush to 0; -Inf in G gives 0, a NaN stays NaN, and P's upper
+// triangle is selected to 0, never a 0 factor.
 // Phase A's epilogue, rows i = r0 + g8 (+8): X = beta . V - (beta e^G) . (K h) to s.x with the delta rule, else
 // V_new = V and e^{G_last - G} V (its three bf16 pieces with a gate: s.vnd hi, s.x mid, s.T lo); P = scale
 // tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk). X (or V_new's pieces) first, then P:
