@@ -98,9 +98,12 @@ def parse(lines):
     for line in lines:
         m = FUNC_CUOBJDUMP.match(line) or FUNC_NVDISASM.match(line)
         if m:
-            name, pending, src = m.group(1), [], None
-            funcs.setdefault(name, [])
-            labels.setdefault(name, {})
+            # A name seen before is another object's copy of the same kernel (forward.cu.o and backward.cu.o both
+            # hold state_t_wgmma_kernel<true, 128, false, false, true>): only the first is read. Appending the
+            # second to it counted both copies' instructions in one span (the 2026-12-07 state_t row, 2x).
+            name, pending, src = (None if m.group(1) in funcs else m.group(1)), [], None
+            if name is not None:
+                funcs[name], labels[name] = [], {}
             continue
         if name is None:
             continue
@@ -140,7 +143,7 @@ def find_kernel(funcs, pretty, pattern):
         raise SassError(f"no kernel in the SASS matches {pattern!r}")
     if len(hits) > 1:
         raise SassError(f"{pattern!r} matches {len(hits)} kernels ({hits[0]!r}, {hits[1]!r}, ...): say more of the name")
-    return next(n for n in funcs if pretty[n] == hits[0])  # the first copy (one per object file that has it)
+    return next(n for n in funcs if pretty[n] == hits[0])
 
 
 def target(op, text, labels):

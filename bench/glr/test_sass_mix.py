@@ -112,3 +112,13 @@ def test_bad_inputs(tmp_path, sass, capsys):
                        (["--clock", "0", sass, "flat"], "--clock and --sms must be positive")):
         rc, _, err = run(capsys, *argv)
         assert rc == 2 and err.count("\n") == 1 and says in err, (argv, err)
+
+
+def test_a_second_copy_of_a_kernel_is_not_added(tmp_path, capsys):
+    # forward.cu.o and backward.cu.o disassembled into one file both hold some kernels: the loop counted once
+    p = tmp_path / "two.sass"
+    copy = function("_ZN2ns6loopedILi64EEEvi", LOOPED)
+    p.write_text("\n".join(copy + [""] + copy) + "\n")
+    rc, out, err = run(capsys, str(p), "looped<64>")
+    assert rc == 0, err
+    assert "0x20..0x120, **17 instructions" in out and "| HGMMA/HMMA | 2 | 11.8% |" in out

@@ -381,6 +381,13 @@ inline void check_shared(const char* op, std::uint32_t addr, unsigned align, uns
 
 namespace glr::cuda::sm90 {
 
+// ex2.approx.ftz.f32: 2^x with the hardware's flush of results below 2^-126 to 0 (its 2-ulp approximation is not
+// reproduced: exp2f, within it); NaN stays NaN, -Inf gives 0.
+inline float ex2_approx(float x) {
+  const float y = std::exp2(x);
+  return y < 0x1p-126f ? 0.f : y;
+}
+
 // ldmatrix .x4: lanes 8i..8i+7 give the row addresses of matrix i. Without .trans lane l receives row l/4,
 // columns 2(l%4), 2(l%4)+1 of each matrix; with .trans, rows 2(l%4), 2(l%4)+1 of column l/4.
 inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {

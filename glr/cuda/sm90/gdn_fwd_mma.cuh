@@ -55,7 +55,7 @@ inline constexpr int VT = 64;        // state columns per block of rungs 1 and 2
 inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared tiles: 272 B, ldmatrix conflict-free
 inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
 inline constexpr int kThreads = 128;
-inline constexpr float kLog2e = 1.4426950408889634f;  // the wy kernel keeps its decays in base 2 (WySmem::G)
+inline constexpr float kLog2e = 1.4426950408889634f;  // e^x = 2^(x log2 e): the wy and state kernels' decays
 static_assert(DV % VT == 0, "state columns split evenly");
 static_assert(VT == C, "the state kernel's column-pair loops serve both the VT state columns and the C keys of Q K^T");
 }  // namespace gdn
@@ -1211,9 +1211,17 @@ __device__ __forceinline__ void store_o_rows(const GdnFwdArgs& a, const StateTBl
 // gdn_state_wgmma.cuh): the epilogues between the products. The accumulators in mma.m16n8 C layout, acc[n][e] for
 // n-tile n (wgmma's d[4n + e], the same element); pair(tile, i, col) the address of the bf16 pair (i, col..col+1)
 // of a (C x kVT) shared tile in the kernel's own layout.
+// Their decays are one ex2_approx (MUFU.EX2) of an exponent times log2 e each, where expf spent a range reduction:
+// a row's (e^G, e^{G_L - G}) of expf's own argument times log2 e, P's elements of G_i log2 e - G_j log2 e with s.G
+// (natural, the workspace's) scaled once per row and column a chunk: ~7 instructions an element of P with its mask
+// and its column's G, where expf and a branch took ~17.5 (bench/glr/sm90_bwd_notes.md, "Fewer instructions per chunk
+// in the state pass"). That scaling adds about ulp(|G| log2 e) to P's exponents, the order of G's own rounding (as
+// the wy kernel's, WySmem::G). Decays below 2^-126 flush to 0; -Inf in G gives 0, a NaN stays NaN, and P's upper
+// triangle is selected to 0, never a 0 factor.
 // Phase A's epilogue, rows i = r0 + g8 (+8): X = beta . V - (beta e^G) . (K h) to s.x with the delta rule, else
 // V_new = V and e^{G_last - G} V (its three bf16 pieces with a gate: s.vnd hi, s.x mid, s.T lo); P = scale
-// tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk).
+// tril(Gamma . Q K^T) as A fragments pa (n-tiles 2kk, 2kk+1 = k-tile kk). X (or V_new's pieces) first, then P:
+// ax and vr are dead before P's decays start (one loop over both rose past 255 registers and spilled at K = 128).
 template <bool kDelta, bool kStateOnly, int NN, class Smem, class Pair>
 __device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs& a, int r0, int g8, int t4, float GL,
                                                        bool split, const std::uint32_t (&vr)[NN][2],
@@ -1223,35 +1231,44 @@ __device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
     const float Gi = s.G[i];
-    const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * expf(Gi), ed = expf(GL - Gi);
+    const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * ex2_approx(Gi * kLog2e), ed = ex2_approx((GL - Gi) * kLog2e);
 #pragma unroll
-    for (int nn = 0; nn < 8; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64), P's 8 key n-tiles
-      if (nn < NN) {
-        const int col = nn * 8 + 2 * t4;
-        if constexpr (kDelta) {
-          const float2 vf = unpack_bf16x2(vr[nn][half]);
-          *pair(s.x, i, col) = pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
-        } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
-          const float2 vf = unpack_bf16x2(vr[nn][half]);
-          *pair(s.vn, i, col) = vr[nn][half];
-          const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
-          *pair(s.vnd, i, col) = hi;
-          if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
-            const float2 hf = unpack_bf16x2(hi);
-            const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
-            const std::uint32_t mid = pack_bf16x2(e0, e1);
-            const float2 mf = unpack_bf16x2(mid);
-            *pair(s.x, i, col) = mid;
-            *pair(s.T, i, col) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
-          }
+    for (int nn = 0; nn < NN; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64)
+      const int col = nn * 8 + 2 * t4;
+      if constexpr (kDelta) {
+        const float2 vf = unpack_bf16x2(vr[nn][half]);
+        *pair(s.x, i, col) = pack_bf16x2(bi * vf.x - bgi * ax[nn][half * 2], bi * vf.y - bgi * ax[nn][half * 2 + 1]);
+      } else {  // V_new = V (exact in bf16); e^{G_last - G} V in three bf16 pieces (see Phase C)
+        const float2 vf = unpack_bf16x2(vr[nn][half]);
+        *pair(s.vn, i, col) = vr[nn][half];
+        const std::uint32_t hi = pack_bf16x2(ed * vf.x, ed * vf.y);
+        *pair(s.vnd, i, col) = hi;
+        if (split) {  // mid = bf16(ed v - hi) (one fma: the product's own rounding included), lo = bf16(the rest)
+          const float2 hf = unpack_bf16x2(hi);
+          const float e0 = fmaf(ed, vf.x, -hf.x), e1 = fmaf(ed, vf.y, -hf.y);
+          const std::uint32_t mid = pack_bf16x2(e0, e1);
+          const float2 mf = unpack_bf16x2(mid);
+          *pair(s.x, i, col) = mid;
+          *pair(s.T, i, col) = pack_bf16x2(e0 - mf.x, e1 - mf.y);
         }
       }
-      if constexpr (!kStateOnly) {  // pass A: no o, no P
+    }
+  }
+  if constexpr (!kStateOnly) {  // pass A: no o, no P
+    const float Gi2[2] = {s.G[r0 + g8] * kLog2e, s.G[r0 + g8 + 8] * kLog2e};
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn) {  // P's 8 key n-tiles, each column's G read and scaled once for both rows
+      const float2 Gj = *reinterpret_cast<const float2*>(s.G + nn * 8 + 2 * t4);
+      const float Gj2[2] = {Gj.x * kLog2e, Gj.y * kLog2e};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = r0 + g8 + half * 8;
         float pv[2];
 #pragma unroll
         for (int u2 = 0; u2 < 2; ++u2) {
           const int j = nn * 8 + 2 * t4 + u2;
-          pv[u2] = j <= i ? a.scale * expf(Gi - s.G[j]) * sqk[nn][half * 2 + u2] : 0.f;
+          const float gam = ex2_approx(Gi2[half] - Gj2[u2]);  // +Inf or NaN right of the diagonal: not selected
+          pv[u2] = j <= i ? a.scale * gam * sqk[nn][half * 2 + u2] : 0.f;
         }
         pa[nn >> 1][(nn & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
@@ -1263,7 +1280,7 @@ template <int NN, class Smem>
 __device__ __forceinline__ void state_scale_o(const Smem& s, const GdnFwdArgs& a, int r0, int g8, float (&ao)[NN][4]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const float eo = a.scale * expf(s.G[r0 + g8 + half * 8]);
+    const float eo = a.scale * ex2_approx(s.G[r0 + g8 + half * 8] * kLog2e);
 #pragma unroll
     for (int nn = 0; nn < NN; ++nn) {
       ao[nn][half * 2] *= eo;
@@ -1278,7 +1295,7 @@ __device__ __forceinline__ void state_phase_b_epilogue(Smem& s, int r0, int g8, 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float ed = expf(GL - s.G[i]);
+    const float ed = ex2_approx((GL - s.G[i]) * kLog2e);
 #pragma unroll
     for (int nn = 0; nn < NN; ++nn) {
       const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
@@ -1506,7 +1523,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
       }
     }
     if constexpr (!kStateOnly) store_o_rows<kD>(a, b, ao, t0, len, r0, g8, t4);
-    const float decay = expf(GL);
+    const float decay = ex2_approx(GL * kLog2e);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -485,7 +485,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // Phase C: O += P V_new (P from registers), h = e^{G_last} h + K^T (e^{G_last - G} V_new), one commit group.
-    const float decay = expf(GL);
+    // e^{G_last}: as the forward's epilogues (and state_t_kernel, word for word); the h pass's as h_kernel's, expf
+    // (its outputs equal h_kernel's word for word; the backward's decays are still expf).
+    const float decay = kHPass ? expf(GL) : ex2_approx(GL * kLog2e);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -536,11 +538,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float* h_out = kHPass ? nullptr : b.h_out<kD, kStateOnly>(a);  // (the h pass leaves no end state)
   if (h_out) {
+    // The thread's index opaque here too, so its end-state addresses are not computed before the loop and kept
+    // across it (ptxas 13.0 spilled 44 bytes so at K = 128 with the delta rule, plain schedule).
+    int tid_end = tid;
+    asm volatile("" : "+r"(tid_end));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
-        const AccCoord rc = wgmma_acc_coord(tid, i);
+        const AccCoord rc = wgmma_acc_coord(tid_end, i);
         *reinterpret_cast<float2*>(h_out + static_cast<std::int64_t>(64 * mt + rc.row) * kD + rc.col) =
             make_float2(hs[mt][i], hs[mt][i + 1]);
       }

@@ -63,6 +63,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// 2^x in one MUFU.EX2: ex2.approx.ftz (2 ulp; a result below 2^-126 flushes to 0), where exp2f adds a denormal
+// fix-up around it and expf a range reduction. -Inf gives 0, NaN stays NaN. The forward state pass's decays,
+// e^(G_i - G_j) = 2^(G_i log2 e - G_j log2 e) (gdn_fwd_mma.cuh, state_phase_a_epilogue).
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 #endif  // !GLR_SM90_HOST_EMU
 
 // The kernels' dynamic shared memory on the host emulator, and launch_kernel's emu_smem (the launchers pass it; the

@@ -444,18 +444,26 @@ __device__ __forceinline__ std::uint64_t desc_mnmajor(std::uint32_t base, int f0
 
 // (kRows x kD) bf16 rows, `stride` elements apart, to a sw128_offset tile by cp.async (mma_sync.cuh), kThreads
 // threads (one warpgroup) sharing the copy; rows >= valid zero-filled (src not read). The caller commits and waits.
+// Thread tid copies piece tid % kPieces of rows tid / kPieces + it kStep: a multiple of 8 rows apart, its pieces
+// share one column and one swizzle phase (row % 8), so piece it lies it kStep rows (it kStep 128 bytes) past piece
+// 0 in shared memory and it kStep rows past it in global memory: one offset each computed a call, then an immediate
+// and a 64-bit add a piece (the per-piece division and swizzle were 30-60 instructions a piece in
+// state_t_wgmma_kernel's chunk loop, whose tid is opaque: bench/glr/sm90_bwd_notes.md, "Instruction mix per chunk").
 template <int kRows, int kD, int kThreads = 128>
 __device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
                                            int tid) {
   static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
-  static_assert(kRows * (kD / 8) % kThreads == 0, "every thread the same number of 16-byte pieces");
-  constexpr int kPieces = kD / 8;
-  const std::uint32_t base = smem_addr(dst);
+  constexpr int kPieces = kD / 8, kStep = kThreads / kPieces;
+  static_assert(kThreads % kPieces == 0 && kStep % 8 == 0 && kRows % kStep == 0,
+                "every thread the same number of pieces, in one column and swizzle phase");
+  const unsigned t = static_cast<unsigned>(tid);  // (unsigned: a shift and a mask where the compiler cannot see tid)
+  const int r0 = static_cast<int>(t / kPieces), cc = static_cast<int>(t % kPieces);
+  const std::uint32_t d0 = smem_addr(dst) + sw128_offset<kRows>(r0, cc * 8);
+  const __nv_bfloat16* s0 = src + r0 * stride + cc * 8;
 #pragma unroll
-  for (int it = 0; it < kRows * kPieces / kThreads; ++it) {
-    const int e = tid + it * kThreads, r = e / kPieces, cc = e % kPieces;
-    const bool in = r < valid;
-    cp_async_16(base + sw128_offset<kRows>(r, cc * 8), in ? src + r * stride + cc * 8 : src, in);
+  for (int it = 0; it < kRows / kStep; ++it) {
+    const bool in = r0 + it * kStep < valid;
+    cp_async_16(d0 + it * kStep * 128, in ? s0 + it * kStep * stride : src, in);
   }
 }
 
