@@ -134,9 +134,7 @@ def table(path, copy_tbs=None):
             elif m.endswith(".sum") and not m.startswith("launch"):
                 cells[c] = f"{sum(xs) * f:.1f}"
             else:  # a rate or percentage: weighted by duration over the launches
-                ts = [v.get("gpu__time_duration.sum") or 0 for v in vs if v.get(m) is not None]
-                wsum = sum(ts)
-                cells[c] = f"{(sum(x * tt for x, tt in zip(xs, ts)) / wsum if wsum else sum(xs) / len(xs)) * f:.1f}"
+                cells[c] = f"{weighted(vs, m) * f:.1f}"
         tbs = (r + w) / t * 1e-3 if t > 0 else 0.0  # bytes / ns = GB/s; / 1e3 = TB/s
         cells["DRAM TB/s"] = f"{tbs:.2f}"
         if copy_tbs:
