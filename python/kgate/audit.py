@@ -118,6 +118,13 @@ def to_retry_for_finding(rec: dict, findings) -> bool:
         not selection & set(rec.get("finding_selection") or ())
 
 
+def to_retry_for_status(rec: dict, statuses) -> bool:
+    """Whether --retry STATUS runs this row again: its status is one of `statuses`, and its record was not made by
+    a run with any of them (retry_selection), so an audit resumed over several calls with the same --retry
+    (scripts/audit-gpu's AUDIT_RETRY) runs each such row once."""
+    return rec.get("status") in statuses and not set(statuses) & set(rec.get("retry_selection") or ())
+
+
 def to_retry_selected(rec: dict, retry) -> str | None:
     """The --retry selector (cli.RETRY_SELECTORS) that runs this row again, else None. unguarded: an audited row
     whose candidate's own allocations ran without guard zones (report.unguarded) and whose record is not already
@@ -276,9 +283,7 @@ def audit(corpus: str, *, results_path: str | None = None, shard=(0, 1), budget_
                 # in AUDIT_RETRY, ran beside others each call before their solo run, which the budget then cut).
                 because[r.key] = "retried"
                 alone_later.add(r.key)
-            elif (retry and ((res.records[r.key].get("status") in retry
-                              and not set(retry_statuses) & set(res.records[r.key].get("retry_selection") or ()))
-                             or r.key in retry_keys)) \
+            elif to_retry_for_status(res.records[r.key], retry_statuses) or r.key in retry_keys \
                     or to_retry_for_finding(res.records[r.key], retry_findings) \
                     or to_retry_selected(res.records[r.key], retry):
                 because[r.key] = "retried"
