@@ -48,7 +48,8 @@ WANTED = [m for m, _, _ in METRICS] + [m for _, m in STALLS] + [ISSUE_ACTIVE]
 # units ncu may print even with --print-units base (ncu 2025.x on the H100 of 2026-12-05 wrote 'ns' for
 # gpu__time_duration), and their factor to the base unit
 UNIT = {"": 1.0, "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "nsecond": 1.0, "usecond": 1e3,
-        "msecond": 1e6, "second": 1e9, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "%": 1.0, "register/thread": 1.0, "cycle": 1.0}
+        "msecond": 1e6, "second": 1e9, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "%": 1.0, "register/thread": 1.0, "cycle": 1.0,
+        "inst": 1.0}  # ncu 2025 on the H100 of 2026-12-07 labels the stall ratios (warps per issued instruction) "inst"
 
 
 class NcuCsvError(ValueError):
