@@ -215,7 +215,9 @@ struct ChunkWgCore {
   // phase 1's), then its row dots to their
   // slots and <h, dh'> of row hrow() of K (>= kD: none; a callable, evaluated there, so not held through the loop). The kernels' hooks, each given the part kh:
   // part_start at the part's start; rows_issued once its three row products are issued; resid_free(kh) (kh + 1 <
-  // KH) after the barrier past part kh's last reader of dh''s residual rows; rows_retired once dq's last product is
+  // KH) once the calling warpgroup's products reading dh''s residual rows have retired (warpgroup w's read rows
+  // 32w..32w+31 of it, B2 = rows c0 ..: the hook's barrier orders the refill after the readers it refills for);
+  // rows_retired once dq's last product is
   // issued (every row product of the part retired, dk's and dq's last products in flight).
   template <class Smem, class S, class HRow, class PartStart, class RowsIssued, class ResidFree, class RowsRetired>
   __device__ __forceinline__ void phase2(const Smem& t, S& s, const GdnBwdArgs& a, int len, int HV, std::int64_t qtok0,
@@ -244,10 +246,7 @@ struct ChunkWgCore {
       row_dot(rd[2], ak, t.k, n0);
 #pragma unroll
       for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
-      if (kh + 1 < KH) {
-        __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired above)
-        resid_free(kh);
-      }
+      if (kh + 1 < KH) resid_free(kh);  // this warpgroup is past its wgmmas that read the residual (retired above)
       if constexpr (kDelta) {
         wgmma_wait<1>();
         wgmma_fence_operand(ax);
@@ -344,20 +343,24 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   __syncthreads();
 
   // Phase 2 (ChunkWgCore::phase2): dh''s residual rows 64..127 (kD = 128) by cp.async into the freed tile after part
-  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup (its thread r sums row r).
+  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup (its thread r sums row r). Only
+  // warpgroup w's wgmmas read the tile's rows 32w..32w+31 (the B2 rows of its columns), so each warpgroup refills
+  // its own band, between two barriers of its own 128 threads (named barrier 1 + w), not of the block.
   auto no_hook = [](int) {};
+  const int band = C / 2 * core.wg;  // the warpgroup's first row of the residual tile
   core.phase2(
       s, s, a, len, HV, qtok0, tok0, GrL, [&] { return core.wg == 1 ? tid - 128 : kD; },
       [&](int kh) {
         if (kh == 1) {
           cp_async_wait<0>();
           fence_proxy_async();
-          __syncthreads();  // dh''s residual, rows 64..127, visible
+          named_barrier_sync(1 + core.wg, 128);  // the warpgroup's band of rows 64..127 of the residual visible
         }
       },
       no_hook,
       [&](int) {
-        load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+        named_barrier_sync(1 + core.wg, 128);  // the warpgroup's 4 warps past their wgmmas that read its band
+        load_sw128<C / 2, kD, 128, C>(s.dhl + band * 64, a.dhcl + sl0 * kD * kD + (C + band) * kD, kD, C / 2, tid & 127);
         cp_async_commit();
       },
       no_hook);
