@@ -1272,6 +1272,15 @@ __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, in
   // partial still adds its terms in ascending column order.
   const float Gr2[2] = {s.Gr[r0 + g8] * gdn::kLog2e, s.Gr[r0 + g8 + 8] * gdn::kLog2e};
   const float bi[2] = {s.beta[r0 + g8], s.beta[r0 + g8 + 8]};
+  // The masks as one compare of the column each: j < le[half] for j <= i, j < lt[half] for j < i, both false in a
+  // row past the chunk's tokens (no branch a row and n-tile).
+  int le[2], lt[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    le[half] = i < len ? i + 1 : 0;
+    lt[half] = i < len ? i : 0;
+  }
 #pragma unroll
   for (int n = 0; n < kAccBlocks<Acc>; ++n) {
     const float2 Grj = *reinterpret_cast<const float2*>(&s.Gr[j0 + n * 8 + 2 * t4]);
@@ -1290,16 +1299,17 @@ __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, in
         // diagonal (dP_ii P_ii), which adds to dG_i and subtracts from it again (Gamma_ii = 1): the
         // difference is 0 exactly, but NaN - NaN for a non-finite V_new_i, which the exact dg_i does not see.
         const float gam = ex2_approx(Gr2[half] - Grj2[u]);
-        float o = 0.f, m = 0.f;
-        if (i < len && pass == 0) {
+        const bool off = j < lt[half];  // j < i, i < len
+        float o, m;
+        if (pass == 0) {
           const float sg = a.scale * gam;
-          o = j <= i ? sg * yv : 0.f;       // dA
-          m = j < i ? yv * sg * xv : 0.f;  // dP . P, off the diagonal
-        } else if (i < len) {
+          o = j < le[half] ? sg * yv : 0.f;  // dA
+          m = off ? yv * sg * xv : 0.f;      // dP . P, off the diagonal
+        } else {
           const float d = -gam * xv * yv;  // Gamma . KK^T . dL
-          o = j < i ? -bi[half] * gam * yv : 0.f;  // E
-          m = j < i ? bi[half] * d : 0.f;          // dL . L
-          p.rowD[half] += j < i ? d : -0.f;        // (+ -0: every sum unchanged, a -0 one included)
+          o = off ? -bi[half] * gam * yv : 0.f;  // E
+          m = off ? bi[half] * d : 0.f;          // dL . L
+          p.rowD[half] += off ? d : -0.f;        // (+ -0: every sum unchanged, a -0 one included)
         }
         out[u] = o;
         p.rowM[half] += m;
