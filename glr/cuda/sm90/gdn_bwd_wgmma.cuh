@@ -117,7 +117,7 @@ struct ChunkWgCore {
 
   template <class Smem>
   __device__ __forceinline__ explicit ChunkWgCore(Smem& s)
-      : tid(static_cast<int>(threadIdx.x)), wg(warp_uniform(tid >> 7)), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
+      : tid(static_cast<int>(threadIdx.x)), wg(warp_uniform(tid >> 7) & 1), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
         r0(warp * 16), c0(kN * wg), slot(4 * wg + t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
         svn(smem_addr(s.vn)), svnl(smem_addr(s.vnl)), sdx(smem_addr(s.dx)), sh(smem_addr(s.h)), sdh(smem_addr(s.dh)),
         sdhl(smem_addr(s.dhl)), sdA(smem_addr(s.dA)), sE(smem_addr(s.E)) {}
