@@ -312,6 +312,7 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
             });
         },
         [&](int) {
+          __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired)
           if (tid == 0) issue(kTbD, at);  // dh''s residual rows 64..127 into the freed tile
         },
         [&](int kh) {

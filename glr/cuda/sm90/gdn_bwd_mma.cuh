@@ -1265,12 +1265,29 @@ __device__ __forceinline__ void load_chunk_scalars(Smem& s, const GdnBwdArgs& a,
 template <class Smem, class Acc, class Pair>
 __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, int pass, int len, int r0, int g8, int t4,
                                                 const Acc& x, const Acc& y, Phase1Partials& p, Pair pair, int j0 = 0) {
+  // Gamma_ij = e^{Gr_i - Gr_j} as one ex2_approx of Gr_i log2 e - Gr_j log2 e, Gr scaled once per row (2) and
+  // column pair (per n-tile, for both rows) as the forward's P (gdn_fwd_mma.cuh, state_phase_a_epilogue); the
+  // masks are selects of the products (right of the diagonal the exponent is positive: +Inf or NaN there is
+  // selected away, never multiplied by 0; -Inf in Gr gives 0, a NaN stays NaN). n-tiles outer, rows inner: every
+  // partial still adds its terms in ascending column order.
+  const float Gr2[2] = {s.Gr[r0 + g8] * gdn::kLog2e, s.Gr[r0 + g8 + 8] * gdn::kLog2e};
+  const float bi[2] = {s.beta[r0 + g8], s.beta[r0 + g8 + 8]};
+  // The masks as one compare of the column each: j < le[half] for j <= i, j < lt[half] for j < i, both false in a
+  // row past the chunk's tokens (no branch a row and n-tile).
+  int le[2], lt[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float Gri = s.Gr[i], bi = s.beta[i];
+    le[half] = i < len ? i + 1 : 0;
+    lt[half] = i < len ? i : 0;
+  }
 #pragma unroll
-    for (int n = 0; n < kAccBlocks<Acc>; ++n) {
+  for (int n = 0; n < kAccBlocks<Acc>; ++n) {
+    const float2 Grj = *reinterpret_cast<const float2*>(&s.Gr[j0 + n * 8 + 2 * t4]);
+    const float Grj2[2] = {Grj.x * gdn::kLog2e, Grj.y * gdn::kLog2e};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = r0 + g8 + half * 8;
       float out[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -1281,19 +1298,18 @@ __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, in
         // that NaN would reach every dg_j through the reverse cumulative sum; they are skipped. So is M's
         // diagonal (dP_ii P_ii), which adds to dG_i and subtracts from it again (Gamma_ii = 1): the
         // difference is 0 exactly, but NaN - NaN for a non-finite V_new_i, which the exact dg_i does not see.
-        float o = 0.f, m = 0.f;
-        if (i < len && pass == 0) {
-          if (j <= i) {
-            const float sg = a.scale * expf(Gri - s.Gr[j]);
-            o = sg * yv;                     // dA
-            m = j < i ? yv * sg * xv : 0.f;  // dP . P, off the diagonal
-          }
-        } else if (i < len && j < i) {
-          const float gam = expf(Gri - s.Gr[j]);
+        const float gam = ex2_approx(Gr2[half] - Grj2[u]);
+        const bool off = j < lt[half];  // j < i, i < len
+        float o, m;
+        if (pass == 0) {
+          const float sg = a.scale * gam;
+          o = j < le[half] ? sg * yv : 0.f;  // dA
+          m = off ? yv * sg * xv : 0.f;      // dP . P, off the diagonal
+        } else {
           const float d = -gam * xv * yv;  // Gamma . KK^T . dL
-          o = -bi * gam * yv;              // E
-          m = bi * d;                      // dL . L
-          p.rowD[half] += d;
+          o = off ? -bi[half] * gam * yv : 0.f;  // E
+          m = off ? bi[half] * d : 0.f;          // dL . L
+          p.rowD[half] += off ? d : -0.f;        // (+ -0: every sum unchanged, a -0 one included)
         }
         out[u] = o;
         p.rowM[half] += m;
@@ -1324,15 +1340,17 @@ __device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Parti
 }
 
 // Phase 2's per-row factors of the thread's two rows: e^{G_i}, beta_i (0 without the delta rule), e^{G_L - G_i}.
+// The row decays here and in chunk_phase3 are one ex2_approx of expf's own argument times log2 e each (as the
+// forward's row decays: no ulp of |G| added to a small difference; below 2^-126 flushed to 0, -Inf gives 0).
 template <bool kDelta, class Smem>
 __device__ __forceinline__ void phase2_row_factors(const Smem& s, int r0, int g8, float GrL, float (&eg)[2], float (&bi)[2],
                                                    float (&el)[2]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    eg[half] = expf(s.G[i]);
+    eg[half] = ex2_approx(s.G[i] * gdn::kLog2e);
     bi[half] = kDelta ? s.beta[i] : 0.f;
-    el[half] = expf(GrL - s.Gr[i]);
+    el[half] = ex2_approx((GrL - s.Gr[i]) * gdn::kLog2e);
   }
 }
 
@@ -1543,7 +1561,8 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
     float colsum = 0.f;
 #pragma unroll 8
     for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
-    const float egi = expf(s.G[i]), eli = expf(GrL - s.Gr[i]), bt = kDelta ? s.beta[i] : 0.f;
+    const float egi = ex2_approx(s.G[i] * gdn::kLog2e), eli = ex2_approx((GrL - s.Gr[i]) * gdn::kLog2e);
+    const float bt = kDelta ? s.beta[i] : 0.f;
     const float r2 = quad(3), t3 = eli * quad(4);
     // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
     // j <= i, so t3_i is kept out of dG and added to dg_j for j > i only (an exclusive prefix sum below).
@@ -1570,7 +1589,7 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
     float part = s.hdot[kRowsPerLane * lane];
 #pragma unroll
     for (int j = 1; j < kRowsPerLane; ++j) part += s.hdot[kRowsPerLane * lane + j];
-    part *= expf(GL);
+    part *= ex2_approx(GL * gdn::kLog2e);
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
       const float y = __shfl_up_sync(0xffffffffu, part, off), z = __shfl_up_sync(0xffffffffu, tp, off);

@@ -87,6 +87,18 @@ inline constexpr std::size_t chunk_wgmma_smem_bytes = sizeof(ChunkWgSmem<kD>) + 
 static_assert(chunk_wgmma_smem_bytes<128> <= 227 * 1024, "the wgmma chunk kernel's shared memory fits one block per SM");
 static_assert((C * 128 * 2) % 1024 == 0 && (C * 64 * 2) % 1024 == 0, "tile sizes keep the 1024-byte alignment");
 
+// v, which is the same in every lane of a warp, as the compiler can see it is: lane 0's by shfl, so that what is
+// formed from it (the warpgroup's column c0 in the wgmma descriptors) can live in uniform registers, not be formed
+// per thread and moved over by R2UR at every wgmma (CUTLASS's canonical_warp_group_idx does the same). The emulator
+// runs the identity.
+__device__ __forceinline__ int warp_uniform(int v) {
+#if defined(GLR_SM90_HOST_EMU)
+  return v;
+#else
+  return __shfl_sync(0xffffffffu, v, 0);
+#endif
+}
+
 // The compute both wgmma chunk kernels run (chunk_wgmma_kernel here, chunk_tma_kernel in gdn_bwd_chunk_tma.cuh):
 // phases 1 and 2's wgmmas and epilogues and the thread geometry, written once; each kernel keeps its own loads and
 // passes the points where they differ as hooks (cp.async waits and the second residual load here; mbarrier waits,
@@ -105,10 +117,36 @@ struct ChunkWgCore {
 
   template <class Smem>
   __device__ __forceinline__ explicit ChunkWgCore(Smem& s)
-      : tid(static_cast<int>(threadIdx.x)), wg(tid >> 7), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
+      : tid(static_cast<int>(threadIdx.x)), wg(warp_uniform(tid >> 7) & 1), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
         r0(warp * 16), c0(kN * wg), slot(4 * wg + t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
         svn(smem_addr(s.vn)), svnl(smem_addr(s.vnl)), sdx(smem_addr(s.dx)), sh(smem_addr(s.h)), sdh(smem_addr(s.dh)),
         sdhl(smem_addr(s.dhl)), sdA(smem_addr(s.dA)), sE(smem_addr(s.E)) {}
+
+  // desc_kmajor<kRows>(base, r0, s) and desc_mnmajor<kRows>(base, f0, s) (wgmma.cuh), the same 64 bits, as the
+  // tile's descriptor plus the operand's byte offset / 16 in the start-address field. A shared address is below
+  // 2^18 (228 KB), so make_desc's mask never cuts base + offset and the field's 14 bits never carry: the tile's word
+  // is formed once and each descriptor is one 32-bit add, where make_desc masked and shifted every sum (~6
+  // instructions a descriptor, two descriptors a wgmma). The emulator checks each against wgmma.cuh's.
+  __device__ __forceinline__ static std::uint64_t desc_off(std::uint32_t base, std::uint32_t off, std::uint32_t lbo) {
+    const std::uint64_t d = make_desc(base, lbo, 1024, Swizzle::B128);
+    return (d & ~0xFFFFFFFFull) | static_cast<std::uint32_t>(static_cast<std::uint32_t>(d) + (off >> 4));
+  }
+  template <int kRows>
+  __device__ __forceinline__ static std::uint64_t dk(std::uint32_t base, int r0, int s) {
+    const std::uint64_t d = desc_off(base, sw128_offset<kRows>(r0, 16 * s), 16);
+#if defined(GLR_SM90_HOST_EMU)
+    if (d != desc_kmajor<kRows>(base, r0, s)) std::abort();
+#endif
+    return d;
+  }
+  template <int kRows>
+  __device__ __forceinline__ static std::uint64_t dm(std::uint32_t base, int f0, int s) {
+    const std::uint64_t d = desc_off(base, sw128_offset<kRows>(16 * s, f0), kRows * 128);
+#if defined(GLR_SM90_HOST_EMU)
+    if (d != desc_mnmajor<kRows>(base, f0, s)) std::abort();
+#endif
+    return d;
+  }
 
   // A bf16 pair (columns col, col + 1: one 16-byte chunk) of a swizzled tile of C rows.
   __device__ __forceinline__ static std::uint32_t* pair_at(const __nv_bfloat16* t, int r, int col) {
@@ -137,8 +175,8 @@ struct ChunkWgCore {
         mid();
         wgmma_fence();
       }
-      wgmma_ss_n<kN, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, c0, ks), 1);
-      wgmma_ss_n<kN, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(x, dk<C>(xa, 0, ks), dk<C>(sk, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(y, dk<C>(ya, 0, ks), dk<C>(svn, c0, ks), 1);
     }
     wgmma_commit();
   }
@@ -186,9 +224,9 @@ struct ChunkWgCore {
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
-      if constexpr (kA2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
-      if constexpr (kB2) wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, c0, ks), 1);
-      wgmma_ss_n<kN, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0 + c0, ks), 1);
+      if constexpr (kA2) wgmma_ss_n<kN, 0, 0>(acc, dk<C>(A2, 0, ks), dk<kD>(Bs, n0 + c0, ks), 1);
+      if constexpr (kB2) wgmma_ss_n<kN, 0, 0>(acc, dk<C>(A, 0, ks), dk<C>(B2, c0, ks), 1);
+      wgmma_ss_n<kN, 0, 0>(acc, dk<C>(A, 0, ks), dk<kD>(Bs, n0 + c0, ks), 1);
     }
     wgmma_commit();
   }
@@ -201,9 +239,9 @@ struct ChunkWgCore {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if (trans)
-        wgmma_ss_n<kN, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
+        wgmma_ss_n<kN, 1, 1>(acc, dm<C>(A, 0, ks), dm<C>(Bm, n0 + c0, ks), 1);
       else
-        wgmma_ss_n<kN, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0 + c0, ks), 1);
+        wgmma_ss_n<kN, 0, 1>(acc, dk<C>(A, 0, ks), dm<C>(Bm, n0 + c0, ks), 1);
     }
   }
   __device__ __forceinline__ void row_dot(float (&r)[2], const float (&acc)[kN / 2], const __nv_bfloat16* X,
@@ -215,7 +253,9 @@ struct ChunkWgCore {
   // phase 1's), then its row dots to their
   // slots and <h, dh'> of row hrow() of K (>= kD: none; a callable, evaluated there, so not held through the loop). The kernels' hooks, each given the part kh:
   // part_start at the part's start; rows_issued once its three row products are issued; resid_free(kh) (kh + 1 <
-  // KH) after the barrier past part kh's last reader of dh''s residual rows; rows_retired once dq's last product is
+  // KH) once the calling warpgroup's products reading dh''s residual rows have retired (warpgroup w's read rows
+  // 32w..32w+31 of it, B2 = rows c0 ..: the hook's barrier orders the refill after the readers it refills for);
+  // rows_retired once dq's last product is
   // issued (every row product of the part retired, dk's and dq's last products in flight).
   template <class Smem, class S, class HRow, class PartStart, class RowsIssued, class ResidFree, class RowsRetired>
   __device__ __forceinline__ void phase2(const Smem& t, S& s, const GdnBwdArgs& a, int len, int HV, std::int64_t qtok0,
@@ -244,10 +284,7 @@ struct ChunkWgCore {
       row_dot(rd[2], ak, t.k, n0);
 #pragma unroll
       for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
-      if (kh + 1 < KH) {
-        __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired above)
-        resid_free(kh);
-      }
+      if (kh + 1 < KH) resid_free(kh);  // this warpgroup is past its wgmmas that read the residual (retired above)
       if constexpr (kDelta) {
         wgmma_wait<1>();
         wgmma_fence_operand(ax);
@@ -344,20 +381,24 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   __syncthreads();
 
   // Phase 2 (ChunkWgCore::phase2): dh''s residual rows 64..127 (kD = 128) by cp.async into the freed tile after part
-  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup (its thread r sums row r).
+  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup (its thread r sums row r). Only
+  // warpgroup w's wgmmas read the tile's rows 32w..32w+31 (the B2 rows of its columns), so each warpgroup refills
+  // its own band, between two barriers of its own 128 threads (named barrier 1 + w), not of the block.
   auto no_hook = [](int) {};
+  const int band = C / 2 * core.wg;  // the warpgroup's first row of the residual tile
   core.phase2(
       s, s, a, len, HV, qtok0, tok0, GrL, [&] { return core.wg == 1 ? tid - 128 : kD; },
       [&](int kh) {
         if (kh == 1) {
           cp_async_wait<0>();
           fence_proxy_async();
-          __syncthreads();  // dh''s residual, rows 64..127, visible
+          named_barrier_sync(1 + core.wg, 128);  // the warpgroup's band of rows 64..127 of the residual visible
         }
       },
       no_hook,
       [&](int) {
-        load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD + C * kD, kD, C, tid);
+        named_barrier_sync(1 + core.wg, 128);  // the warpgroup's 4 warps past their wgmmas that read its band
+        load_sw128<C / 2, kD, 128, C>(s.dhl + band * 64, a.dhcl + sl0 * kD * kD + (C + band) * kD, kD, C / 2, tid & 127);
         cp_async_commit();
       },
       no_hook);

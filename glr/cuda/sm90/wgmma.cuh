@@ -449,7 +449,9 @@ __device__ __forceinline__ std::uint64_t desc_mnmajor(std::uint32_t base, int f0
 // 0 in shared memory and it kStep rows past it in global memory: one offset each computed a call, then an immediate
 // and a 64-bit add a piece (the per-piece division and swizzle were 30-60 instructions a piece in
 // state_t_wgmma_kernel's chunk loop, whose tid is opaque: bench/glr/sm90_bwd_notes.md, "Instruction mix per chunk").
-template <int kRows, int kD, int kThreads = 128>
+// kSlab: the rows of the tile dst lies in (its slabs kSlab * 128 bytes apart), where dst is a row band of a larger
+// one (rows a multiple of 8 from its base: the same swizzle phase).
+template <int kRows, int kD, int kThreads = 128, int kSlab = kRows>
 __device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat16* src, std::int64_t stride, int valid,
                                            int tid) {
   static_assert(kD == 64 || kD == 128, "rows of 8 or 16 pieces");
@@ -458,7 +460,8 @@ __device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat
                 "every thread the same number of pieces, in one column and swizzle phase");
   const unsigned t = static_cast<unsigned>(tid);  // (unsigned: a shift and a mask where the compiler cannot see tid)
   const int r0 = static_cast<int>(t / kPieces), cc = static_cast<int>(t % kPieces);
-  const std::uint32_t d0 = smem_addr(dst) + sw128_offset<kRows>(r0, cc * 8);
+  static_assert(kSlab >= kRows, "a band of a tile of kSlab rows");
+  const std::uint32_t d0 = smem_addr(dst) + sw128_offset<kSlab>(r0, cc * 8);
   const __nv_bfloat16* s0 = src + r0 * stride + cc * 8;
 #pragma unroll
   for (int it = 0; it < kRows / kStep; ++it) {
