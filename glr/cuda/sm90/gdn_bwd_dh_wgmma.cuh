@@ -194,23 +194,43 @@ struct DhPipeTiles {
 template <int kVT, int kD, bool kDelta>
 inline constexpr bool dh_prefetch_takes = kVT == 64 && kDelta && (kD == 64 || kD == 128);
 
+// The chunk's Gr where a thread's P^T fragments need it: gj[n] = (Gr_j, Gr_j+1) at j = 8 n + 2 t4 (P^T's columns in
+// K Q^T's n-tile n), gi2[half] = Gr_i log2 e at i = r0 + g8 + 8 half (its rows). Read before K Q^T's wgmmas are
+// issued (p_row), so that the shared loads' latency hides behind them rather than sitting between the wgmma wait
+// and P's exponentials (short_scoreboard), and each Gr_j read once for both rows (8 LDS.64 a thread, were 32 LDS).
+struct PRow {
+  float2 gj[8];
+  float gi2[2];
+};
+__device__ __forceinline__ PRow p_row(const float* Gr, int r0, int g8, int t4) {
+  PRow pr;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) pr.gj[n] = *reinterpret_cast<const float2*>(Gr + n * 8 + 2 * t4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) pr.gi2[half] = Gr[r0 + g8 + half * 8] * gdn::kLog2e;
+  return pr;
+}
+
 // P^T as register-A fragments from 32 columns of K Q^T (pt: the m64n32 accumulator of columns 32 hp .. 32 hp + 31):
-// P_ji = scale e^{Gr_j - Gr_i} (K Q^T)_ij for j >= i, else 0 (never the exp of a positive); P^T's k-step kk is pa[kk]
-// (n-tiles 2 kk, 2 kk + 1). Phase A of dh_wgmma_kernel and of fused_bwd_kernel (gdn_bwd_fused.cuh).
-__device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const float (&pt)[16], int hp, const float* Gr,
+// P_ji = scale e^{Gr_j - Gr_i} (K Q^T)_ij for j >= i, else 0 (a select: the exp of a positive, right of the
+// diagonal, is formed and dropped, so no branch or predicate an element); P^T's k-step kk is pa[kk] (n-tiles 2 kk,
+// 2 kk + 1). Phase A of dh_wgmma_kernel, of fused_bwd_kernel (gdn_bwd_fused.cuh) and of dh2_kernel; dh_kernel's P
+// the same words (gdn_bwd_mma.cuh).
+__device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const float (&pt)[16], int hp, const PRow& pr,
                                             float scale, int r0, int g8, int t4) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float Gri = Gr[i];
 #pragma unroll
     for (int nh = 0; nh < 4; ++nh) {
       const int n = 4 * hp + nh;
+      const float grj[2] = {pr.gj[n].x, pr.gj[n].y};
       float pv[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int j = n * 8 + 2 * t4 + u;
-        pv[u] = j >= i ? scale * expf(Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
+        const float p = scale * dh_exp_pair(grj[u], pr.gi2[half]) * pt[4 * nh + half * 2 + u];
+        pv[u] = j >= i ? p : 0.f;  // P_ji
       }
       pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
     }
@@ -378,6 +398,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
     // acc = K dh' (C x kVT, inner K), y = scale e^G dO meanwhile; acc = e^{Gr_L - Gr_i} acc + P^T dO.
     std::uint32_t pa[4][4];  // P^T as register-A fragments of k-step kk (n-tiles 2kk, 2kk+1)
+    const PRow pr = p_row(s.Gr, r0, g8, t4);
 #pragma unroll
     for (int hp = 0; hp < 2; ++hp) {  // K Q^T's columns 32 hp .. 32 hp + 31 (P^T's k-steps 2 hp, 2 hp + 1) at a time
       float pt[16];  // (C, 32)
@@ -390,7 +411,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(pt);
-      p_fragments(pa, pt, hp, s.Gr, a.scale, r0, g8, t4);
+      p_fragments(pa, pt, hp, pr, a.scale, r0, g8, t4);
     }
     float acc[NA];  // (C, kVT)
 #pragma unroll
@@ -405,7 +426,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // y while K dh' runs
       const int i = r0 + g8 + half * 8;
-      const float ey = a.scale * expf(s.G[i]);
+      const float ey = a.scale * dh_exp(s.G[i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float2 dof = unpack_bf16x2(*sl.word(s.dO, i - g8, n));
@@ -416,7 +437,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     wgmma_fence_operand(acc);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float ed = expf(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
+      const float ed = dh_exp(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         acc[4 * n + half * 2] *= ed;
@@ -479,7 +500,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     }
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
-    const float decay = expf(GL);
+    const float decay = dh_exp(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
