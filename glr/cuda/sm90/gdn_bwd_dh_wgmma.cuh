@@ -75,6 +75,15 @@ template <int kVT, int kRows>
 __device__ __forceinline__ std::uint64_t slice_desc(std::uint32_t base, int s) {
   return CanonTile(kSliceSwizzle<kVT>, true, kVT, kRows, 0).desc(base, s);
 }
+// A k-step's descriptor from its tile's at k-step 0 (at_base) and the same k-step's at shared address 0 (at0, a
+// constant once the k-step and the tile's rows or features are): make_desc's start field is (address & 0x3FFFF) >> 4,
+// and a shared address plus the step's offset stays below 2^18 (228 KB), so the field never carries: desc(base +
+// off) = desc(base) + (desc(off) & 0x3FFF). A phase's k-steps then share one descriptor and add a constant, where
+// make_desc's add, mask, shift and or were ~5 uniform instructions a descriptor (2 a wgmma).
+__device__ __forceinline__ std::uint64_t desc_at(std::uint64_t at_base, std::uint64_t at0) {
+  return at_base + (at0 & 0x3FFFu);
+}
+
 // The swizzle reads a row r only through r % 8 and moves whole 16-byte chunks, so from one offset per thread the
 // others follow by an immediate: slice_offset(r + 8 k, col + 8 n) = (slice_offset(r, col) ^ 16 n) + 16 kVT k
 // (col < 8). Every thread-side slice access is formed so (SliceLane, the 16-byte pieces below): formed from
@@ -194,23 +203,43 @@ struct DhPipeTiles {
 template <int kVT, int kD, bool kDelta>
 inline constexpr bool dh_prefetch_takes = kVT == 64 && kDelta && (kD == 64 || kD == 128);
 
+// The chunk's Gr where a thread's P^T fragments need it: gj[n] = (Gr_j, Gr_j+1) at j = 8 n + 2 t4 (P^T's columns in
+// K Q^T's n-tile n), gi2[half] = Gr_i log2 e at i = r0 + g8 + 8 half (its rows). Read before K Q^T's wgmmas are
+// issued (p_row), so that the shared loads' latency hides behind them rather than sitting between the wgmma wait
+// and P's exponentials (short_scoreboard), and each Gr_j read once for both rows (8 LDS.64 a thread, were 32 LDS).
+struct PRow {
+  float2 gj[8];
+  float gi2[2];
+};
+__device__ __forceinline__ PRow p_row(const float* Gr, int r0, int g8, int t4) {
+  PRow pr;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) pr.gj[n] = *reinterpret_cast<const float2*>(Gr + n * 8 + 2 * t4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) pr.gi2[half] = Gr[r0 + g8 + half * 8] * gdn::kLog2e;
+  return pr;
+}
+
 // P^T as register-A fragments from 32 columns of K Q^T (pt: the m64n32 accumulator of columns 32 hp .. 32 hp + 31):
-// P_ji = scale e^{Gr_j - Gr_i} (K Q^T)_ij for j >= i, else 0 (never the exp of a positive); P^T's k-step kk is pa[kk]
-// (n-tiles 2 kk, 2 kk + 1). Phase A of dh_wgmma_kernel and of fused_bwd_kernel (gdn_bwd_fused.cuh).
-__device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const float (&pt)[16], int hp, const float* Gr,
+// P_ji = scale e^{Gr_j - Gr_i} (K Q^T)_ij for j >= i, else 0 (a select: the exp of a positive, right of the
+// diagonal, is formed and dropped, so no branch or predicate an element); P^T's k-step kk is pa[kk] (n-tiles 2 kk,
+// 2 kk + 1). Phase A of dh_wgmma_kernel, of fused_bwd_kernel (gdn_bwd_fused.cuh) and of dh2_kernel; dh_kernel's P
+// the same words (gdn_bwd_mma.cuh).
+__device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const float (&pt)[16], int hp, const PRow& pr,
                                             float scale, int r0, int g8, int t4) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float Gri = Gr[i];
 #pragma unroll
     for (int nh = 0; nh < 4; ++nh) {
       const int n = 4 * hp + nh;
+      const float grj[2] = {pr.gj[n].x, pr.gj[n].y};
       float pv[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int j = n * 8 + 2 * t4 + u;
-        pv[u] = j >= i ? scale * expf(Gr[j] - Gri) * pt[4 * nh + half * 2 + u] : 0.f;  // P_ji
+        const float p = scale * dh_exp_pair(grj[u], pr.gi2[half]) * pt[4 * nh + half * 2 + u];
+        pv[u] = j >= i ? p : 0.f;  // P_ji
       }
       pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
     }
@@ -236,8 +265,21 @@ __device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const flo
 // all waited for at chunk c's end, as before; there dh' for chunk c - 1 goes to region p's k slot (chunk c's k) after
 // a barrier past phase C's wgmmas (the plain schedule's barrier before its q, k loads). 108,288 + 1,024 bytes of
 // shared memory at K = 128 (plain 100,096 + 1,024): two blocks an SM, as the plain kernel.
+// The blocks an SM that shared memory allows (228 KB, 1 KB of it reserved a block): 4 at K = 64 with 16 columns, 3
+// at K = 64, 2 at K = 128. At K = 64 (the plain schedule) __launch_bounds__ says so, or ptxas 13.0 took up to 182
+// registers (3 blocks need <= 168) and the blocks an SM followed its register choice. Elsewhere it says nothing
+// (0: no .minnctapersm): at K = 128 registers never cost a block, and told 2 there, or 3 for the prefetching
+// schedule at K = 64 (2 today: its registers), ptxas spilled 4 to 40 bytes.
+template <int kVT, int kD, bool kPrefetch>
+inline constexpr int kDhWgBlocks = static_cast<int>(
+    (228 * 1024) / ((kPrefetch ? dh_wgmma_pipe_smem_bytes<kD> : dh_wgmma_smem_bytes<kVT, kD>) + 1024));
+static_assert(kDhWgBlocks<16, 64, false> == 4 && kDhWgBlocks<32, 64, false> == 3 && kDhWgBlocks<64, 64, false> == 3 &&
+                  kDhWgBlocks<16, 128, false> == 2 && kDhWgBlocks<64, 128, false> == 2,
+              "the blocks an SM the comment names");
+template <int kVT, int kD, bool kPrefetch>
+inline constexpr int kDhWgMinBlocks = kD == 64 && !kPrefetch ? kDhWgBlocks<kVT, kD, kPrefetch> : 0;
 template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false, bool kPrefetch = false>
-__global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
+__global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kVT == 16 || kVT == 32 || kVT == 64, "slices of 16, 32 or 64 columns (wgmma N)");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
@@ -330,6 +372,21 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       *sl.word(dst, ds_row(mt, half) - g8, n) = pack_bf16x2(x.x, x.y);
     });
   };
+  // Chunk slot c's dh_{c+1} as bf16 (from its slice tile tiles.ds(c), 16 bytes a piece, visible past a barrier) and its
+  // bf16 residual (from the registers, dh_{c+1} until phase C of chunk c).
+  auto store_dh = [&](int c) {
+    __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
+    const SlicePieces<kVT> pc(tid);
+#pragma unroll
+    for (int it = 0; it < kD / pc.kRowStep; ++it)
+      *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
+          *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(tiles.ds(c)) + pc.offset(it));
+    store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
+  };
+  // kStoreEarly (the plain schedule with q, k single-buffered: 64-column slices): chunk c - 1's dh stores are issued
+  // at chunk c's end, between its q, k loads and the wait for them (the wait exposed whole: nothing else was left
+  // for the threads to issue there), rather than at chunk c - 1's start. The same words to the same places.
+  constexpr bool kStoreEarly = !kPrefetch && !kDB;
   const int c_first = kSplit ? sb.c_begin : 0, c_last = kSplit ? sb.c_end - 1 : sb.sq.nch - 1;
   write_ds_bf16(tiles.ds(c_last));
   if (c_last >= c_first) {
@@ -340,17 +397,26 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
   }
   fence_proxy_async();  // cp.async's and the threads' writes (generic proxy) before the wgmmas read them
   __syncthreads();
+  if constexpr (kStoreEarly)
+    if (c_last >= c_first) store_dh(c_last);
 
   for (int c = c_last; c >= c_first; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     // The operands' descriptors, k-step ks, each formed where a wgmma takes it (64-bit values: formed at the top
     // of the chunk they held 20 registers through it, and ptxas 13.0 spilled at kVT = 64, K = 128).
     const std::uint32_t qc = smem_addr(tiles.q(c)), kc = smem_addr(tiles.k(c));
-    const auto dK = [&](int ks) { return desc_kmajor<C>(kc, 0, ks); };
-    const auto dQt = [&](int ks, int mt) { return desc_mnmajor<C>(qc, 64 * mt, ks); };
-    const auto dKt = [&](int ks, int mt) { return desc_mnmajor<C>(kc, 64 * mt, ks); };
-    const auto dTt = [&](int ks) { return desc_mnmajor<C>(smem_addr(s.T), 0, ks); };
-    const auto dSlice = [&](const __nv_bfloat16* t, int ks) { return slice_desc<kVT, C>(smem_addr(t), ks); };
+    // (desc_at: from the tile's k-step 0 descriptor and a constant)
+    const auto dK = [&](int ks) { return desc_at(desc_kmajor<C>(kc, 0, 0), desc_kmajor<C>(0, 0, ks)); };
+    const auto dQk = [&](int ks, int hp) { return desc_at(desc_kmajor<C>(qc, 0, 0), desc_kmajor<C>(0, 32 * hp, ks)); };
+    const auto dQt = [&](int ks, int mt) { return desc_at(desc_mnmajor<C>(qc, 0, 0), desc_mnmajor<C>(0, 64 * mt, ks)); };
+    const auto dKt = [&](int ks, int mt) { return desc_at(desc_mnmajor<C>(kc, 0, 0), desc_mnmajor<C>(0, 64 * mt, ks)); };
+    const auto dTt = [&](int ks) { return desc_at(desc_mnmajor<C>(smem_addr(s.T), 0, 0), desc_mnmajor<C>(0, 0, ks)); };
+    const auto dSlice = [&](const __nv_bfloat16* t, int ks) {
+      return desc_at(slice_desc<kVT, C>(smem_addr(t), 0), slice_desc<kVT, C>(0, ks));
+    };
+    const auto dDs = [&](int ks) {  // dh''s bf16 slice tile (kD rows)
+      return desc_at(slice_desc<kVT, kD>(smem_addr(tiles.ds(c)), 0), slice_desc<kVT, kD>(0, ks));
+    };
     if constexpr (kPrefetch) {  // chunk c - 1's q features 64..127: region 1 - p's q slot's slab dV_new leaves free
       if constexpr (kD == 128) {
         if (c > c_first) load_qk(c - 1, kQ1);
@@ -365,19 +431,12 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       prefetch_l2(a.q + off);
       prefetch_l2(a.k + off);
     }
-    {  // dh_{c+1} as bf16 (from the slice tile, 16 bytes a piece) and its bf16 residual (from the registers)
-      __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
-      const SlicePieces<kVT> pc(tid);
-#pragma unroll
-      for (int it = 0; it < kD / pc.kRowStep; ++it)
-        *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
-            *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(tiles.ds(c)) + pc.offset(it));
-      store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
-    }
+    if constexpr (!kStoreEarly) store_dh(c);
     // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
     // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
     // acc = K dh' (C x kVT, inner K), y = scale e^G dO meanwhile; acc = e^{Gr_L - Gr_i} acc + P^T dO.
     std::uint32_t pa[4][4];  // P^T as register-A fragments of k-step kk (n-tiles 2kk, 2kk+1)
+    const PRow pr = p_row(s.Gr, r0, g8, t4);
 #pragma unroll
     for (int hp = 0; hp < 2; ++hp) {  // K Q^T's columns 32 hp .. 32 hp + 31 (P^T's k-steps 2 hp, 2 hp + 1) at a time
       float pt[16];  // (C, 32)
@@ -386,11 +445,11 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
       wgmma_fence_operand(pt);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<32, 0, 0>(pt, dK(ks), desc_kmajor<C>(qc, 32 * hp, ks), 1);
+      for (int ks = 0; ks < kD / 16; ++ks) wgmma_ss_n<32, 0, 0>(pt, dK(ks), dQk(ks, hp), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(pt);
-      p_fragments(pa, pt, hp, s.Gr, a.scale, r0, g8, t4);
+      p_fragments(pa, pt, hp, pr, a.scale, r0, g8, t4);
     }
     float acc[NA];  // (C, kVT)
 #pragma unroll
@@ -399,13 +458,13 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), slice_desc<kVT, kD>(smem_addr(tiles.ds(c)), ks), 1);
+      wgmma_ss_n<kVT, 0, 1>(acc, dK(ks), dDs(ks), 1);
     wgmma_commit();
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // y while K dh' runs
       const int i = r0 + g8 + half * 8;
-      const float ey = a.scale * expf(s.G[i]);
+      const float ey = a.scale * dh_exp(s.G[i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float2 dof = unpack_bf16x2(*sl.word(s.dO, i - g8, n));
@@ -416,7 +475,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     wgmma_fence_operand(acc);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float ed = expf(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
+      const float ed = dh_exp(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         acc[4 * n + half * 2] *= ed;
@@ -479,7 +538,7 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     }
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
-    const float decay = expf(GL);
+    const float decay = dh_exp(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -503,9 +562,10 @@ __global__ void __launch_bounds__(kThreads) dh_wgmma_kernel(const __grid_constan
     } else {
       write_ds_bf16(tiles.ds(c - 1));  // dh' was last read by phase A's wgmmas (retired)
       if constexpr (!kDB) {
-        __syncthreads();  // every warp is past phase C's wgmmas on q, k
+        __syncthreads();  // every warp is past phase C's wgmmas on q, k; chunk c - 1's ds tile visible
         if (c > c_first) load_qk(c - 1, kQK);
         cp_async_commit();
+        if (c > c_first) store_dh(c - 1);  // kStoreEarly: while q, k load
       }
     }
     cp_async_wait<0>();

@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 
       // Phase A: P^T (register-A fragments) from K Q^T by 32-column halves, as dh_wgmma_kernel.
       std::uint32_t pa[4][4];
+      const PRow pr = p_row(s.Gr, r0, g8, t4);
 #pragma unroll
       for (int hp = 0; hp < 2; ++hp) {
         float pt[16];
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operand(pt);
-        p_fragments(pa, pt, hp, s.Gr, a.scale, r0, g8, t4);
+        p_fragments(pa, pt, hp, pr, a.scale, r0, g8, t4);
       }
       const float GrL = s.Gr[C - 1];
 #pragma unroll 1
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_fence_operand(acc);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const float ed = expf(GrL - s.Gr[r0 + g8 + half * 8]);
+          const float ed = dh_exp(GrL - s.Gr[r0 + g8 + half * 8]);
 #pragma unroll
           for (int n = 0; n < 8; ++n) {
             acc[4 * n + half * 2] *= ed;
@@ -247,7 +248,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int i = r0 + g8 + half * 8;
-          const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
+          const float bi = s.beta[i], zi = -bi * dh_exp(s.G[i]);
           const std::int64_t vrow = (sb.vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v * 64;
           float rsum = 0.f;
 #pragma unroll
@@ -276,7 +277,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
-        const float ey = a.scale * expf(s.G[i]);
+        const float ey = a.scale * dh_exp(s.G[i]);
 #pragma unroll
         for (int v = 0; v < NH; ++v)
 #pragma unroll
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       fence_proxy_async();  // the residual (W's wgmmas) and y (S's)
       named_barrier_arrive(kBarDhlReady, 256);
       named_barrier_sync(kBarS, 128);  // y visible to S
-      const float decay = expf(s.G[C - 1]);
+      const float decay = dh_exp(s.G[C - 1]);
 #pragma unroll
       for (int v = 0; v < NH; ++v)
 #pragma unroll

@@ -807,6 +807,13 @@ struct DhSmem {
 // 8n + 2t4 (+1) of the fragment's row `half` (or state row row(mt, half)), word(i, n) the address of the 4-byte
 // word of row i, columns 8n + 2t4 (+1), of a (C x kVT) shared tile.
 
+// The dh passes' decays (dh_kernel, dh_wgmma_kernel, the fused kernel's S part, dh2_kernel: the same words each), one
+// ex2.approx.ftz each (mma_sync.cuh ex2_approx) where expf spent a range reduction around it, as the forward state
+// pass (gdn_fwd_mma.cuh state_phase_a_epilogue): e^x = 2^(x log2 e). -Inf gives 0, NaN stays NaN, as expf's.
+__device__ __forceinline__ float dh_exp(float x) { return ex2_approx(x * gdn::kLog2e); }
+// P^T's decay e^{Gr_j - Gr_i} from Gri2 = Gr_i log2 e, formed once a row: one FFMA and one MUFU.EX2 an element.
+__device__ __forceinline__ float dh_exp_pair(float Grj, float Gri2) { return ex2_approx(fmaf(Grj, gdn::kLog2e, -Gri2)); }
+
 // f(mt, n, half) for each fp32 pair of a thread's state fragments: MT row tiles, NN 8-column blocks, 2 rows each.
 template <int MT, int NN, class F>
 __device__ __forceinline__ void for_state_pairs(F f) {
@@ -868,7 +875,7 @@ __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float bi = s.beta[i], zi = -bi * expf(s.G[i]);
+    const float bi = s.beta[i], zi = -bi * dh_exp(s.G[i]);
     __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
     float rs = 0.f;
 #pragma unroll
@@ -892,8 +899,16 @@ __device__ __forceinline__ void store_dbeta_partials(const float* red, float* db
   if (tid < C) dbvg[t0 + tid] = ((red[tid * 4] + red[tid * 4 + 1]) + red[tid * 4 + 2]) + red[tid * 4 + 3];
 }
 
+// The blocks an SM dh_kernel runs (shared memory: 2 at K = 128, 3 at K = 64; registers: 2 at K = 64 with 64 columns),
+// told to ptxas: without it, ptxas 13.0 aimed some instantiations at more blocks than shared memory allows (168
+// registers at K = 128, 128 at 16 columns) and spilled a few bytes there.
+template <int kVT, int kD>
+inline constexpr int kDhBlocks = kD == 128 || kVT == 64 ? 2 : 3;
+static_assert(2 * (sizeof(DhSmem<64, 64>) + 1024) <= 228 * 1024 && 3 * (sizeof(DhSmem<32, 64>) + 1024) <= 228 * 1024 &&
+                  4 * (sizeof(DhSmem<16, 64>) + 1024) > 228 * 1024 && 3 * (sizeof(DhSmem<16, 128>) + 1024) > 228 * 1024,
+              "kDhBlocks: shared memory allows these, and no more at K = 128 or 16 columns");
 template <int kVT, int kD = gdn::DK, bool kDelta = true>
-__global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
+__global__ void __launch_bounds__(kThreads, kDhBlocks<kVT, kD>) dh_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   using SL = Slice<kVT>;
   constexpr int NN = SL::NN, NP = SL::NP, LDV = SL::LD;
@@ -1051,18 +1066,23 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = r0 + g8 + half * 8;
-      // decays between two tokens from Gr (ed, P^T), of the state entering the chunk from G (ey, and z, decay below)
-      const float Gi = s.G[i], Gri = s.Gr[i], ed = expf(GrL - Gri), ey = a.scale * expf(Gi);
+      // decays between two tokens from Gr (P^T, ed), of the state entering the chunk from G (ey, and z, decay below)
+      const float Gri2 = s.Gr[i] * gdn::kLog2e;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         float pv[2];
+        const float2 gj = *reinterpret_cast<const float2*>(s.Gr + n * 8 + 2 * t4);
+        const float grj[2] = {gj.x, gj.y};
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
           const int j = n * 8 + 2 * t4 + u;
-          pv[u] = j >= i ? a.scale * expf(s.Gr[j] - Gri) * pt[n][half * 2 + u] : 0.f;  // P_ji, never exp of a positive
+          // P_ji, never exp of a positive: p_fragments' words (formed only where selected here; formed for every
+          // element and selected, as p_fragments, it cost this kernel spills at kVT = 64, K = 128, ptxas 13.0)
+          pv[u] = j >= i ? a.scale * dh_exp_pair(grj[u], Gri2) * pt[n][half * 2 + u] : 0.f;
         }
         pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
+      const float ed = dh_exp(GrL - s.Gr[i]), ey = a.scale * dh_exp(s.G[i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const int j0 = n * 8 + 2 * t4;
@@ -1130,7 +1150,7 @@ __global__ void __launch_bounds__(kThreads) dh_kernel(const __grid_constant__ Gd
     }  // kDelta
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z).
-    const float decay = expf(GL);
+    const float decay = dh_exp(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
