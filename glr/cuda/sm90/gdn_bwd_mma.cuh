@@ -740,8 +740,8 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
     }  // kDelta
 
-    // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new).
-    const float decay = expf(GL);
+    // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new); e^{G_last} as the wgmma h pass's, one ex2.approx.
+    const float decay = ex2_approx(GL * gdn::kLog2e);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -128,7 +128,9 @@ struct StateHArgs : GdnFwdArgs {
 // The h pass's epilogues, rows i = r0 + g8 (+8), the accumulators in mma.m16n8 C layout (acc[n][e], wgmma's
 // d[4n + e]); pair(tile, i, col) the bf16 pair (i, col..col+1) of a (C x 64-or-fewer) shared tile in the kernel's
 // own layout. Phase A, delta rule: X = beta . V - (beta e^G) . (K h) to x and its residual to xl; s.nonfinite set
-// if a rounded X is a NaN or Inf (every writer writes 1: the value does not depend on the order).
+// if a rounded X is a NaN or Inf (every writer writes 1: the value does not depend on the order). Their decays
+// are one ex2.approx of the exponent times log2 e each, as every decay of the forward and the dh passes (-Inf gives
+// 0, NaN stays NaN).
 template <int NN, class Smem, class Pair>
 __device__ __forceinline__ void h_x_epilogue(Smem& s, int r0, int g8, int t4, const std::uint32_t (&vr)[NN][2],
                                              const float (&ax)[NN][4], __nv_bfloat16* x, __nv_bfloat16* xl, Pair pair) {
@@ -136,7 +138,7 @@ __device__ __forceinline__ void h_x_epilogue(Smem& s, int r0, int g8, int t4, co
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float bi = s.beta[i], bgi = bi * expf(s.G[i]);
+    const float bi = s.beta[i], bgi = bi * ex2_approx(s.G[i] * kLog2e);
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float2 vf = unpack_bf16x2(vr[n][half]);
@@ -156,7 +158,7 @@ __device__ __forceinline__ void h_vd_epilogue(Smem& s, int r0, int g8, int t4, c
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G
+    const float ed = ex2_approx((GrL - s.Gr[i]) * kLog2e);  // between two tokens: Gr, never G
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float2 vf = unpack_bf16x2(vr[n][half]);
@@ -194,7 +196,7 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float ed = expf(GrL - s.Gr[i]);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
+    const float ed = ex2_approx((GrL - s.Gr[i]) * kLog2e);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
@@ -485,9 +487,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // Phase C: O += P V_new (P from registers), h = e^{G_last} h + K^T (e^{G_last - G} V_new), one commit group.
-    // e^{G_last}: as the forward's epilogues (and state_t_kernel, word for word); the h pass's as h_kernel's, expf
-    // (its outputs equal h_kernel's word for word; the backward's decays are still expf).
-    const float decay = kHPass ? expf(GL) : ex2_approx(GL * kLog2e);
+    // e^{G_last}: as the forward's epilogues (and state_t_kernel, word for word), and in the h pass as h_kernel's
+    // (its outputs equal h_kernel's word for word): one ex2.approx of G_last log2 e, as every decay of both passes.
+    const float decay = ex2_approx(GL * kLog2e);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
