@@ -66,7 +66,7 @@ __device__ __forceinline__ void tb_fragments(std::uint32_t (&ta)[4][4], const __
       const int i = r0 + g8 + 8 * (e & 1), j = 16 * ks + 2 * t4 + 8 * (e >> 1);
       const float2 t = unpack_bf16x2(
           *reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(T) + sw128_offset<C>(i, j)));
-      ta[ks][e] = pack_bf16x2(t.x * (beta[j] * dh_exp(G[j])), t.y * (beta[j + 1] * dh_exp(G[j + 1])));
+      ta[ks][e] = pack_bf16x2(t.x * (beta[j] * gdn::exp_approx(G[j])), t.y * (beta[j + 1] * gdn::exp_approx(G[j + 1])));
     }
 }
 
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
         wgmma_ss_n<kVT, 0, 1>(acc, desc_kmajor<C>(kc, 0, ks), slice_desc<kVT, kD>(sp, ks), 1);
       wgmma_commit();
       // dh' e^{G_L} + Z (Q^T y + K^T z0, per k-step as dh_wgmma_kernel's phase C), queued behind u on the tensor pipe
-      const float decay = dh_exp(s.G[p][C - 1]);
+      const float decay = gdn::exp_approx(s.G[p][C - 1]);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
       const float GrL = s.Gr[p][C - 1];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float ed = -dh_exp(GrL - s.Gr[p][r0 + g8 + half * 8]);  // -e^{Gr_L - Gr_i}, as dh_wgmma_kernel's decay
+        const float ed = -gdn::exp_approx(GrL - s.Gr[p][r0 + g8 + half * 8]);  // -e^{Gr_L - Gr_i}, as dh_wgmma_kernel's decay
 #pragma unroll
         for (int n = 0; n < NN; ++n)
           *sl.word(s.u, r0 + half * 8, n) = pack_bf16x2(ed * acc[4 * n + 2 * half], ed * acc[4 * n + 2 * half + 1]);
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // y = scale e^G dO
       const int i = r0 + g8 + half * 8;
-      const float ey = a.scale * dh_exp(s.G[p][i]);
+      const float ey = a.scale * gdn::exp_approx(s.G[p][i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float2 dof = unpack_bf16x2(*sl.word(s.dO[p], i - g8, n));
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // z0 = -beta e^G . T^T P^T dO, as dx_epilogue's z
       const int i = r0 + g8 + half * 8;
-      const float zi = -s.beta[p][i] * dh_exp(s.G[p][i]);
+      const float zi = -s.beta[p][i] * gdn::exp_approx(s.G[p][i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n)
         *sl.word(s.z0[p], i - g8, n) = pack_bf16x2(zi * acc[4 * n + 2 * half], zi * acc[4 * n + 2 * half + 1]);
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(kDh2Threads, 1) dh2_kernel(const __grid_consta
     const float GrL = s.Gr[p][C - 1];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float ed = dh_exp(GrL - s.Gr[p][r0 + g8 + half * 8]);
+      const float ed = gdn::exp_approx(GrL - s.Gr[p][r0 + g8 + half * 8]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         acc[4 * n + half * 2] *= ed;

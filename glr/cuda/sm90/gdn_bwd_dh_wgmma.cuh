@@ -76,12 +76,11 @@ __device__ __forceinline__ std::uint64_t slice_desc(std::uint32_t base, int s) {
   return CanonTile(kSliceSwizzle<kVT>, true, kVT, kRows, 0).desc(base, s);
 }
 // A k-step's descriptor from its tile's at k-step 0 (at_base) and the same k-step's at shared address 0 (at0, a
-// constant once the k-step and the tile's rows or features are): make_desc's start field is (address & 0x3FFFF) >> 4,
-// and a shared address plus the step's offset stays below 2^18 (228 KB), so the field never carries: desc(base +
-// off) = desc(base) + (desc(off) & 0x3FFF). A phase's k-steps then share one descriptor and add a constant, where
-// make_desc's add, mask, shift and or were ~5 uniform instructions a descriptor (2 a wgmma).
+// constant once the k-step and the tile's rows or features are, whose start field is the step's byte offset / 16):
+// at_base advanced by that offset (desc_advance, wgmma.cuh). A phase's k-steps then share one descriptor and add a
+// constant, where make_desc's add, mask, shift and or were ~5 uniform instructions a descriptor (2 a wgmma).
 __device__ __forceinline__ std::uint64_t desc_at(std::uint64_t at_base, std::uint64_t at0) {
-  return at_base + (at0 & 0x3FFFu);
+  return desc_advance(at_base, static_cast<std::uint32_t>(at0 & 0x3FFFu) << 4);
 }
 
 // The swizzle reads a row r only through r % 8 and moves whole 16-byte chunks, so from one offset per thread the
@@ -464,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // y while K dh' runs
       const int i = r0 + g8 + half * 8;
-      const float ey = a.scale * dh_exp(s.G[i]);
+      const float ey = a.scale * gdn::exp_approx(s.G[i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const float2 dof = unpack_bf16x2(*sl.word(s.dO, i - g8, n));
@@ -475,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     wgmma_fence_operand(acc);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float ed = dh_exp(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
+      const float ed = gdn::exp_approx(GrL - s.Gr[r0 + g8 + half * 8]);  // decays between two tokens from Gr, as dh_kernel
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         acc[4 * n + half * 2] *= ed;
@@ -538,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     }
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
-    const float decay = dh_exp(GL);
+    const float decay = gdn::exp_approx(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

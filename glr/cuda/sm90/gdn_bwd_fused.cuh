@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_fence_operand(acc);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const float ed = dh_exp(GrL - s.Gr[r0 + g8 + half * 8]);
+          const float ed = gdn::exp_approx(GrL - s.Gr[r0 + g8 + half * 8]);
 #pragma unroll
           for (int n = 0; n < 8; ++n) {
             acc[4 * n + half * 2] *= ed;
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int i = r0 + g8 + half * 8;
-          const float bi = s.beta[i], zi = -bi * dh_exp(s.G[i]);
+          const float bi = s.beta[i], zi = -bi * gdn::exp_approx(s.G[i]);
           const std::int64_t vrow = (sb.vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v * 64;
           float rsum = 0.f;
 #pragma unroll
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
-        const float ey = a.scale * dh_exp(s.G[i]);
+        const float ey = a.scale * gdn::exp_approx(s.G[i]);
 #pragma unroll
         for (int v = 0; v < NH; ++v)
 #pragma unroll
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       fence_proxy_async();  // the residual (W's wgmmas) and y (S's)
       named_barrier_arrive(kBarDhlReady, 256);
       named_barrier_sync(kBarS, 128);  // y visible to S
-      const float decay = dh_exp(s.G[C - 1]);
+      const float decay = gdn::exp_approx(s.G[C - 1]);
 #pragma unroll
       for (int v = 0; v < NH; ++v)
 #pragma unroll

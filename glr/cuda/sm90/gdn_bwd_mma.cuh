@@ -741,7 +741,7 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
     }  // kDelta
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new); e^{G_last} as the wgmma h pass's, one ex2.approx.
-    const float decay = ex2_approx(GL * gdn::kLog2e);
+    const float decay = gdn::exp_approx(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -807,10 +807,8 @@ struct DhSmem {
 // 8n + 2t4 (+1) of the fragment's row `half` (or state row row(mt, half)), word(i, n) the address of the 4-byte
 // word of row i, columns 8n + 2t4 (+1), of a (C x kVT) shared tile.
 
-// The dh passes' decays (dh_kernel, dh_wgmma_kernel, the fused kernel's S part, dh2_kernel: the same words each), one
-// ex2.approx.ftz each (mma_sync.cuh ex2_approx) where expf spent a range reduction around it, as the forward state
-// pass (gdn_fwd_mma.cuh state_phase_a_epilogue): e^x = 2^(x log2 e). -Inf gives 0, NaN stays NaN, as expf's.
-__device__ __forceinline__ float dh_exp(float x) { return ex2_approx(x * gdn::kLog2e); }
+// The dh passes' decays (dh_kernel, dh_wgmma_kernel, the fused kernel's S part, dh2_kernel: the same words each) are
+// gdn::exp_approx's (gdn_fwd_mma.cuh), one ex2.approx.ftz each, as the forward state pass's.
 // P^T's decay e^{Gr_j - Gr_i} from Gri2 = Gr_i log2 e, formed once a row: one FFMA and one MUFU.EX2 an element.
 __device__ __forceinline__ float dh_exp_pair(float Grj, float Gri2) { return ex2_approx(fmaf(Grj, gdn::kLog2e, -Gri2)); }
 
@@ -875,7 +873,7 @@ __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float bi = s.beta[i], zi = -bi * dh_exp(s.G[i]);
+    const float bi = s.beta[i], zi = -bi * gdn::exp_approx(s.G[i]);
     __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
     float rs = 0.f;
 #pragma unroll
@@ -1082,7 +1080,7 @@ __global__ void __launch_bounds__(kThreads, kDhBlocks<kVT, kD>) dh_kernel(const 
         }
         pa[n >> 1][(n & 1) * 2 + half] = pack_bf16x2(pv[0], pv[1]);
       }
-      const float ed = dh_exp(GrL - s.Gr[i]), ey = a.scale * dh_exp(s.G[i]);
+      const float ed = gdn::exp_approx(GrL - s.Gr[i]), ey = a.scale * gdn::exp_approx(s.G[i]);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         const int j0 = n * 8 + 2 * t4;
@@ -1150,7 +1148,7 @@ __global__ void __launch_bounds__(kThreads, kDhBlocks<kVT, kD>) dh_kernel(const 
     }  // kDelta
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z).
-    const float decay = dh_exp(GL);
+    const float decay = gdn::exp_approx(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1368,9 +1366,9 @@ __device__ __forceinline__ void phase2_row_factors(const Smem& s, int r0, int g8
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    eg[half] = ex2_approx(s.G[i] * gdn::kLog2e);
+    eg[half] = gdn::exp_approx(s.G[i]);
     bi[half] = kDelta ? s.beta[i] : 0.f;
-    el[half] = ex2_approx((GrL - s.Gr[i]) * gdn::kLog2e);
+    el[half] = gdn::exp_approx(GrL - s.Gr[i]);
   }
 }
 
@@ -1581,7 +1579,7 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
     float colsum = 0.f;
 #pragma unroll 8
     for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
-    const float egi = ex2_approx(s.G[i] * gdn::kLog2e), eli = ex2_approx((GrL - s.Gr[i]) * gdn::kLog2e);
+    const float egi = gdn::exp_approx(s.G[i]), eli = gdn::exp_approx(GrL - s.Gr[i]);
     const float bt = kDelta ? s.beta[i] : 0.f;
     const float r2 = quad(3), t3 = eli * quad(4);
     // e^{G_L - G_i} gives -t3_i to dG_i and +t3_i to dG_L: in dg_j = sum_{m >= j} dG_m the two cancel for
@@ -1609,7 +1607,7 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
     float part = s.hdot[kRowsPerLane * lane];
 #pragma unroll
     for (int j = 1; j < kRowsPerLane; ++j) part += s.hdot[kRowsPerLane * lane + j];
-    part *= ex2_approx(GL * gdn::kLog2e);
+    part *= gdn::exp_approx(GL);
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
       const float y = __shfl_up_sync(0xffffffffu, part, off), z = __shfl_up_sync(0xffffffffu, tp, off);

@@ -123,13 +123,11 @@ struct ChunkWgCore {
         sdhl(smem_addr(s.dhl)), sdA(smem_addr(s.dA)), sE(smem_addr(s.E)) {}
 
   // desc_kmajor<kRows>(base, r0, s) and desc_mnmajor<kRows>(base, f0, s) (wgmma.cuh), the same 64 bits, as the
-  // tile's descriptor plus the operand's byte offset / 16 in the start-address field. A shared address is below
-  // 2^18 (228 KB), so make_desc's mask never cuts base + offset and the field's 14 bits never carry: the tile's word
-  // is formed once and each descriptor is one 32-bit add, where make_desc masked and shifted every sum (~6
-  // instructions a descriptor, two descriptors a wgmma). The emulator checks each against wgmma.cuh's.
+  // tile's descriptor advanced by the operand's byte offset (desc_advance, wgmma.cuh): the tile's word is formed once
+  // and each descriptor is one 32-bit add (~6 instructions a descriptor before, two descriptors a wgmma). The
+  // emulator checks each against wgmma.cuh's.
   __device__ __forceinline__ static std::uint64_t desc_off(std::uint32_t base, std::uint32_t off, std::uint32_t lbo) {
-    const std::uint64_t d = make_desc(base, lbo, 1024, Swizzle::B128);
-    return (d & ~0xFFFFFFFFull) | static_cast<std::uint32_t>(static_cast<std::uint32_t>(d) + (off >> 4));
+    return desc_advance(make_desc(base, lbo, 1024, Swizzle::B128), off);
   }
   template <int kRows>
   __device__ __forceinline__ static std::uint64_t dk(std::uint32_t base, int r0, int s) {

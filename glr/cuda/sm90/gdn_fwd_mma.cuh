@@ -56,6 +56,10 @@ inline constexpr int LD128 = DK + 8; // bf16 row stride of (rows x 128) shared t
 inline constexpr int LD64 = C + 8;   // bf16 row stride of (rows x 64) shared tiles: 144 B
 inline constexpr int kThreads = 128;
 inline constexpr float kLog2e = 1.4426950408889634f;  // e^x = 2^(x log2 e): the wy and state kernels' decays
+// e^x as one ex2.approx.ftz of x log2 e (mma_sync.cuh ex2_approx: -Inf gives 0, NaN stays NaN, below 2^-126 0),
+// where expf spent a range reduction: the decays of the forward state pass and of the backward's h, dh and chunk
+// kernels. (A difference of two exponents scaled once a row and column is ex2_approx itself: the P and Gamma tiles.)
+__device__ __forceinline__ float exp_approx(float x) { return ex2_approx(x * kLog2e); }
 static_assert(DV % VT == 0, "state columns split evenly");
 static_assert(VT == C, "the state kernel's column-pair loops serve both the VT state columns and the C keys of Q K^T");
 }  // namespace gdn
@@ -1231,7 +1235,7 @@ __device__ __forceinline__ void state_phase_a_epilogue(Smem& s, const GdnFwdArgs
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
     const float Gi = s.G[i];
-    const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * ex2_approx(Gi * kLog2e), ed = ex2_approx((GL - Gi) * kLog2e);
+    const float bi = kDelta ? s.beta[i] : 0.f, bgi = bi * exp_approx(Gi), ed = exp_approx(GL - Gi);
 #pragma unroll
     for (int nn = 0; nn < NN; ++nn) {  // the slice's NN column n-tiles (all 8 at kVT = 64)
       const int col = nn * 8 + 2 * t4;
@@ -1280,7 +1284,7 @@ template <int NN, class Smem>
 __device__ __forceinline__ void state_scale_o(const Smem& s, const GdnFwdArgs& a, int r0, int g8, float (&ao)[NN][4]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const float eo = a.scale * ex2_approx(s.G[r0 + g8 + half * 8] * kLog2e);
+    const float eo = a.scale * exp_approx(s.G[r0 + g8 + half * 8]);
 #pragma unroll
     for (int nn = 0; nn < NN; ++nn) {
       ao[nn][half * 2] *= eo;
@@ -1295,7 +1299,7 @@ __device__ __forceinline__ void state_phase_b_epilogue(Smem& s, int r0, int g8, 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float ed = ex2_approx((GL - s.G[i]) * kLog2e);
+    const float ed = exp_approx(GL - s.G[i]);
 #pragma unroll
     for (int nn = 0; nn < NN; ++nn) {
       const float x0 = an[nn][half * 2], x1 = an[nn][half * 2 + 1];
@@ -1523,7 +1527,7 @@ __global__ void __launch_bounds__(kThreads, kVT == 64 ? 0 : 1) state_t_kernel(co
       }
     }
     if constexpr (!kStateOnly) store_o_rows<kD>(a, b, ao, t0, len, r0, g8, t4);
-    const float decay = ex2_approx(GL * kLog2e);
+    const float decay = exp_approx(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

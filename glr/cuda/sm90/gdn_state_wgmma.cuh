@@ -138,7 +138,7 @@ __device__ __forceinline__ void h_x_epilogue(Smem& s, int r0, int g8, int t4, co
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float bi = s.beta[i], bgi = bi * ex2_approx(s.G[i] * kLog2e);
+    const float bi = s.beta[i], bgi = bi * exp_approx(s.G[i]);
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float2 vf = unpack_bf16x2(vr[n][half]);
@@ -158,7 +158,7 @@ __device__ __forceinline__ void h_vd_epilogue(Smem& s, int r0, int g8, int t4, c
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float ed = ex2_approx((GrL - s.Gr[i]) * kLog2e);  // between two tokens: Gr, never G
+    const float ed = exp_approx(GrL - s.Gr[i]);  // between two tokens: Gr, never G
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float2 vf = unpack_bf16x2(vr[n][half]);
@@ -196,7 +196,7 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    const float ed = ex2_approx((GrL - s.Gr[i]) * kLog2e);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
+    const float ed = exp_approx(GrL - s.Gr[i]);  // between two tokens: Gr, never G (g_0 NaN would give NaN - NaN)
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float x0 = an[n][half * 2], x1 = an[n][half * 2 + 1];
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Phase C: O += P V_new (P from registers), h = e^{G_last} h + K^T (e^{G_last - G} V_new), one commit group.
     // e^{G_last}: as the forward's epilogues (and state_t_kernel, word for word), and in the h pass as h_kernel's
     // (its outputs equal h_kernel's word for word): one ex2.approx of G_last log2 e, as every decay of both passes.
-    const float decay = ex2_approx(GL * kLog2e);
+    const float decay = exp_approx(GL);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -339,6 +339,13 @@ __host__ __device__ constexpr std::uint64_t make_desc(std::uint32_t addr, std::u
          static_cast<std::uint64_t>((sbo & 0x3FFFFu) >> 4) << 32 | static_cast<std::uint64_t>(s) << 62;
 }
 
+// make_desc(addr + off, ...) from d = make_desc(addr, ...), off a multiple of 16: the start field (bits 0-13) is
+// (address & 0x3FFFF) >> 4 and every shared address is below 2^18 (228 KB), so it never carries and one 32-bit add
+// to the low word does it, where make_desc's mask, shift and or ran again for every k-step's descriptor.
+__host__ __device__ constexpr std::uint64_t desc_advance(std::uint64_t d, std::uint32_t off) {
+  return (d & ~0xFFFFFFFFull) | static_cast<std::uint32_t>(static_cast<std::uint32_t>(d) + (off >> 4));
+}
+
 // The swizzle of a shared address (the identity for None).
 __host__ __device__ constexpr std::uint32_t swizzle_addr(std::uint32_t addr, Swizzle s) {
   const std::uint32_t mask = swizzle_bytes(s) / 16 - 1;  // 0, 1, 3, 7
