@@ -68,8 +68,8 @@ struct ChunkTmaSmem {  // tiles as ChunkWgSmem (sw128_offset, 1024-byte aligned)
   float Gr[2][C];
   float beta[2][C];
   float dbv[2][8][C];
-  float rowp[5][C][8];
-  float colp[C][32];
+  RowPartials<8> rowp;
+  ColPartials colp;
   float hdot[kD];
   float dG[C];
   float t3[C];
@@ -87,8 +87,8 @@ struct ChunkTmaView {
   float (&Gr)[C];
   float (&beta)[C];
   float (&dbv)[8][C];
-  float (&rowp)[5][C][8];
-  float (&colp)[C][32];
+  RowPartials<8>& rowp;
+  ColPartials& colp;
   float (&hdot)[kD];
   float (&dG)[C];
   float (&t3)[C];

@@ -73,8 +73,8 @@ struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   float Gr[C];
   float beta[C];
   float dbv[8][C];
-  float rowp[5][C][8];  // row partials per row: warpgroup 0's quad lanes, then warpgroup 1's (chunk_phase3)
-  float colp[C][32];
+  RowPartials<8> rowp;  // row partials per row: warpgroup 0's quad lanes, then warpgroup 1's (chunk_phase3)
+  ColPartials colp;
   float hdot[kD];
   float dG[C];
   float t3[C];
