@@ -68,8 +68,8 @@ struct ChunkTmaSmem {  // tiles as ChunkWgSmem (sw128_offset, 1024-byte aligned)
   float Gr[2][C];
   float beta[2][C];
   float dbv[2][8][C];
-  float rowp[5][C][8];
-  float colp[C][32];
+  RowPartials<8> rowp;
+  ColPartials colp;
   float hdot[kD];
   float dG[C];
   float t3[C];
@@ -87,8 +87,8 @@ struct ChunkTmaView {
   float (&Gr)[C];
   float (&beta)[C];
   float (&dbv)[8][C];
-  float (&rowp)[5][C][8];
-  float (&colp)[C][32];
+  RowPartials<8>& rowp;
+  ColPartials& colp;
   float (&hdot)[kD];
   float (&dG)[C];
   float (&t3)[C];
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
 
     // Phase 2 (ChunkWgCore::phase2), with the refills P0 and P1; its row dots to their slots (hdot is in place).
     core.phase2(
-        s, v, a, len, HV, qtok0, tok0, GrL, [] { return kD; },
+        s, v, a, len, HV, qtok0, tok0, GrL,
         [&](int kh) {
           if (kh == 1) {
             __syncthreads();  // both warpgroups are past part 0 (all its products retired): P0
@@ -305,12 +305,7 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
             mbarrier_wait_parity(bar(kTbD), ph);  // dh''s residual, rows 64..127
           }
         },
-        [&](int kh) {
-          if (kh == 0 && core.wg == 1 && tid - 128 < kD)  // <h, dh'> of row tid - 128, while the products run
-            s.hdot[tid - 128] = hdot_row<kD>(s.h, s.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
-              return ChunkWgCore<kD, kDelta>::state_chunk(u, r, cc);
-            });
-        },
+        [](int) {},  // (<h, dh'> is formed in part 0 by ChunkWgCore::phase2)
         [&](int) {
           __syncthreads();  // both warpgroups are past the wgmmas that read rows 0..63 of the residual (retired)
           if (tid == 0) issue(kTbD, at);  // dh''s residual rows 64..127 into the freed tile

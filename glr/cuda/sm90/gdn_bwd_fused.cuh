@@ -49,8 +49,8 @@ struct FusedSmem {
   float Gr[C];
   float beta[C];
   float dbv[kD / 64][C];  // the dbeta partials rowsum(dX . V) of each 64-column half (chunk_phase3's slices)
-  float rowp[5][C][4];
-  float colp[C][32];
+  RowPartials<4> rowp;
+  ColPartials colp;
   float hdot[kD];
   float dG[C];
   float t3[C];

@@ -1212,6 +1212,19 @@ __global__ void __launch_bounds__(kThreads, kDhBlocks<kVT, kD>) dh_kernel(const 
 // chunk_kernel (below) and chunk_wgmma_kernel (gdn_bwd_wgmma.cuh). Smem is ChunkSmem or ChunkWgSmem (the same
 // fields G, Gr, beta, dbv, rowp, colp, hdot, dG, t3); a tile's layout comes in as a callable.
 
+// The row and column partials of phases 1 and 2 in shared memory (every chunk kernel's rowp and colp), partial-major:
+// rowp[r][slot][i] (r: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T); kSlots slots a row, chunk_phase3 sums them in
+// slot order), colp[warp * 8 + row group][j]. chunk_phase3's thread i reads word i of each partial, 32 lanes on 32
+// consecutive words: one shared-memory wavefront a load, where the row-major [C][32] colp (a lane's row 128 bytes
+// from the next lane's) made each of its 32 loads a 32-way bank conflict and the [C][kSlots] rowp each of its 40 an
+// 8-way one, while phase 3's other warps waited at its barrier. Rows padded by 8 words, so that the writers' lanes
+// (rows r0 + g8, slots or columns from t4) fall in different banks: rowp's 32 lanes 32 banks, colp's 2 a bank (it
+// was 4 a bank). The layout moves no word: every sum adds the same partials in the same order.
+inline constexpr int kPartLd = C + 8;
+template <int kSlots>
+using RowPartials = float[5][kSlots][kPartLd];
+using ColPartials = float[32][kPartLd];
+
 // The block's chunk (chunk_of) and where its data lies; false for a block past the last chunk (the same for the
 // whole block).
 struct ChunkAt {
@@ -1348,13 +1361,13 @@ __device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Parti
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    s.rowp[0][i][sl] = p.rowM[half];
-    s.rowp[1][i][sl] = p.rowD[half];
+    s.rowp[0][sl][i] = p.rowM[half];
+    s.rowp[1][sl][i] = p.rowD[half];
   }
 #pragma unroll
   for (int n = 0; n < kNB; ++n)
 #pragma unroll
-    for (int u = 0; u < 2; ++u) s.colp[j0 + n * 8 + 2 * t4 + u][warp * 8 + g8] = p.colM[n][u];
+    for (int u = 0; u < 2; ++u) s.colp[warp * 8 + g8][j0 + n * 8 + 2 * t4 + u] = p.colM[n][u];
 }
 
 // Phase 2's per-row factors of the thread's two rows: e^{G_i}, beta_i (0 without the delta rule), e^{G_L - G_i}.
@@ -1547,7 +1560,7 @@ __device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
 #pragma unroll
-    for (int r = 0; r < 3; ++r) s.rowp[2 + r][i][slot] = rd[r][half];
+    for (int r = 0; r < 3; ++r) s.rowp[2 + r][slot][i] = rd[r][half];
   }
   if (hrow < kD) s.hdot[hrow] = hdot_row<kD>(s.h, s.dh, hrow, chunk);
 }
@@ -1566,19 +1579,19 @@ __device__ __forceinline__ void chunk_phase3(Smem& s, const GdnBwdArgs& a, int t
   const int warp = tid >> 5, lane = tid & 31;
   // Row partials per row: 4 (chunk_kernel: a quad's lanes) or 8 (chunk_wgmma_kernel: warpgroup 0's quad, then 1's),
   // summed in that fixed order.
-  constexpr int kSlots = static_cast<int>(std::extent_v<std::remove_reference_t<decltype(Smem::rowp)>, 2>);
+  constexpr int kSlots = static_cast<int>(std::extent_v<std::remove_reference_t<decltype(Smem::rowp)>, 1>);
   static_assert(kSlots == 4 || kSlots == 8, "row partials: one quad or two warpgroups' quads");
   if (tid < C) {
     const int i = tid;
     auto quad = [&](int r) {
-      const float* p = s.rowp[r][i];
-      float q = ((p[0] + p[1]) + p[2]) + p[3];
-      if constexpr (kSlots == 8) q += ((p[4] + p[5]) + p[6]) + p[7];
+      const auto& p = s.rowp[r];
+      float q = ((p[0][i] + p[1][i]) + p[2][i]) + p[3][i];
+      if constexpr (kSlots == 8) q += ((p[4][i] + p[5][i]) + p[6][i]) + p[7][i];
       return q;
     };
     float colsum = 0.f;
 #pragma unroll 8
-    for (int w = 0; w < 32; ++w) colsum += s.colp[i][w];
+    for (int w = 0; w < 32; ++w) colsum += s.colp[w][i];
     const float egi = gdn::exp_approx(s.G[i]), eli = gdn::exp_approx(GrL - s.Gr[i]);
     const float bt = kDelta ? s.beta[i] : 0.f;
     const float r2 = quad(3), t3 = eli * quad(4);
@@ -1672,8 +1685,8 @@ struct ChunkSmem {
   float Gr[C];
   float beta[C];
   float dbv[8][C];      // rowsum(dX . V) per column slice of the dh kernel (kD / vt of them)
-  float rowp[5][C][4];  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
-  float colp[C][32];    // column partials of M: [column][warp * 8 + row group]
+  RowPartials<4> rowp;  // row partials per lane of a quad: M, D, Q.(dO h^T), K.(dX h^T), K.(V_new dh'^T)
+  ColPartials colp;     // column partials of M: [warp * 8 + row group][column]
   float hdot[kD];       // <h, dh'> per row
   float dG[C];
   float t3[C];

@@ -73,8 +73,8 @@ struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   float Gr[C];
   float beta[C];
   float dbv[8][C];
-  float rowp[5][C][8];  // row partials per row: warpgroup 0's quad lanes, then warpgroup 1's (chunk_phase3)
-  float colp[C][32];
+  RowPartials<8> rowp;  // row partials per row: warpgroup 0's quad lanes, then warpgroup 1's (chunk_phase3)
+  ColPartials colp;
   float hdot[kD];
   float dG[C];
   float t3[C];
@@ -247,17 +247,19 @@ struct ChunkWgCore {
     add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col); });
   }
 
-  // Phase 2, per 64-column part of K (the warpgroup's columns n0 + c0 .. n0 + c0 + 31; t: the tiles q, k, s: as
-  // phase 1's), then its row dots to their
-  // slots and <h, dh'> of row hrow() of K (>= kD: none; a callable, evaluated there, so not held through the loop). The kernels' hooks, each given the part kh:
+  // Phase 2, per 64-column part of K (the warpgroup's columns n0 + c0 .. n0 + c0 + 31; t: the tiles q, k, h, dh', s:
+  // as phase 1's), then its row dots to their slots. <h, dh'> of row tid - 128 of K (hdot_row, the second warpgroup,
+  // one row a thread) is formed in part 0 once its products are issued, while they run: at the end of phase 2 it
+  // was a serial chain of 128 fmas a thread that the first warpgroup waited for at the barrier before phase 3
+  // (bench/glr/sm90_bwd_notes.md, helper hBQ). The kernels' hooks, each given the part kh:
   // part_start at the part's start; rows_issued once its three row products are issued; resid_free(kh) (kh + 1 <
   // KH) once the calling warpgroup's products reading dh''s residual rows have retired (warpgroup w's read rows
   // 32w..32w+31 of it, B2 = rows c0 ..: the hook's barrier orders the refill after the readers it refills for);
   // rows_retired once dq's last product is
   // issued (every row product of the part retired, dk's and dq's last products in flight).
-  template <class Smem, class S, class HRow, class PartStart, class RowsIssued, class ResidFree, class RowsRetired>
+  template <class Smem, class S, class PartStart, class RowsIssued, class ResidFree, class RowsRetired>
   __device__ __forceinline__ void phase2(const Smem& t, S& s, const GdnBwdArgs& a, int len, int HV, std::int64_t qtok0,
-                                         std::int64_t tok0, float GrL, HRow hrow, PartStart part_start,
+                                         std::int64_t tok0, float GrL, PartStart part_start,
                                          RowsIssued rows_issued, ResidFree resid_free, RowsRetired rows_retired) const {
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
     auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
@@ -277,6 +279,10 @@ struct ChunkWgCore {
       if constexpr (kDelta) rows_issue<false, false>(ax, sdx, sh, n0, 0u, 0u);
       rows_issue<false, false>(aq, sdO, sh, n0, 0u, 0u);
       rows_issued(kh);
+      if (kh == 0 && wg == 1 && tid - 128 < kD)  // <h, dh'> (above); h, dh' are in place through phase 2
+        s.hdot[tid - 128] = hdot_row<kD>(t.h, t.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
+          return state_chunk(u, r, cc);
+        });
       wgmma_wait<kDelta ? 2 : 1>();
       wgmma_fence_operand(ak);
       row_dot(rd[2], ak, t.k, n0);
@@ -315,9 +321,9 @@ struct ChunkWgCore {
       wgmma_fence_operand(aq);
       store_rows(a.dq, a.dqp, aq, n0);
     }
-    store_phase2_partials<kD>(s, rd, hrow(), r0, g8, slot, [](const __nv_bfloat16* u, int r, int cc) {
+    store_phase2_partials<kD>(s, rd, kD, r0, g8, slot, [](const __nv_bfloat16* u, int r, int cc) {
       return state_chunk(u, r, cc);
-    });
+    });  // (hdot: formed in part 0)
   }
 };
 
@@ -379,13 +385,13 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   __syncthreads();
 
   // Phase 2 (ChunkWgCore::phase2): dh''s residual rows 64..127 (kD = 128) by cp.async into the freed tile after part
-  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup (its thread r sums row r). Only
+  // 0, waited for at part 1's start; <h, dh'> per row of K by the second warpgroup in part 0 (phase2). Only
   // warpgroup w's wgmmas read the tile's rows 32w..32w+31 (the B2 rows of its columns), so each warpgroup refills
   // its own band, between two barriers of its own 128 threads (named barrier 1 + w), not of the block.
   auto no_hook = [](int) {};
   const int band = C / 2 * core.wg;  // the warpgroup's first row of the residual tile
   core.phase2(
-      s, s, a, len, HV, qtok0, tok0, GrL, [&] { return core.wg == 1 ? tid - 128 : kD; },
+      s, s, a, len, HV, qtok0, tok0, GrL,
       [&](int kh) {
         if (kh == 1) {
           cp_async_wait<0>();

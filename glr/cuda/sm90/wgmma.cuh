@@ -456,6 +456,11 @@ __device__ __forceinline__ std::uint64_t desc_mnmajor(std::uint32_t base, int f0
 // 0 in shared memory and it kStep rows past it in global memory: one offset each computed a call, then an immediate
 // and a 64-bit add a piece (the per-piece division and swizzle were 30-60 instructions a piece in
 // state_t_wgmma_kernel's chunk loop, whose tid is opaque: bench/glr/sm90_bwd_notes.md, "Instruction mix per chunk").
+// A zero-filled piece passes its own row's address, not a select of src: a cp.async of src-size 0 reads nothing
+// (ptxas makes it LDGSTS's ignore-src predicate, under which the source is not accessed), so the row past the
+// tensor's end is never read; the address is 16-byte aligned as every row's is (the emulator checks the alignment
+// of every source, read or not). `valid >= kRows ||` folds the row test away where valid is the constant kRows
+// (the full tiles: the row index r0 + it kStep < kRows is not known to the compiler, whose tid is opaque).
 // kSlab: the rows of the tile dst lies in (its slabs kSlab * 128 bytes apart), where dst is a row band of a larger
 // one (rows a multiple of 8 from its base: the same swizzle phase).
 template <int kRows, int kD, int kThreads = 128, int kSlab = kRows>
@@ -470,11 +475,10 @@ __device__ __forceinline__ void load_sw128(__nv_bfloat16* dst, const __nv_bfloat
   static_assert(kSlab >= kRows, "a band of a tile of kSlab rows");
   const std::uint32_t d0 = smem_addr(dst) + sw128_offset<kSlab>(r0, cc * 8);
   const __nv_bfloat16* s0 = src + r0 * stride + cc * 8;
+  const std::int64_t step = kStep * stride;  // elements between a thread's pieces
 #pragma unroll
-  for (int it = 0; it < kRows / kStep; ++it) {
-    const bool in = r0 + it * kStep < valid;
-    cp_async_16(d0 + it * kStep * 128, in ? s0 + it * kStep * stride : src, in);
-  }
+  for (int it = 0; it < kRows / kStep; ++it)
+    cp_async_16(d0 + it * kStep * 128, s0 + it * step, valid >= kRows || r0 + it * kStep < valid);
 }
 
 // ---- Narrow N (16, 32: the state slices of gdn_bwd_dh_wgmma.cuh's dh kernel, whose B is a 16- or 32-column slice)
