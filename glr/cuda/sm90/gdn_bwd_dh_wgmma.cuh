@@ -278,10 +278,10 @@ struct DhWgArgs {
 // a barrier past phase C's wgmmas (the plain schedule's barrier before its q, k loads). 108,288 + 1,024 bytes of
 // shared memory at K = 128 (plain 100,096 + 1,024): two blocks an SM, as the plain kernel.
 // The blocks an SM that shared memory allows (228 KB, 1 KB of it reserved a block): 4 at K = 64 with 16 columns, 3
-// at K = 64, 2 at K = 128. At K = 64 (the plain schedule) __launch_bounds__ says so, or ptxas 13.0 took up to 182
-// registers (3 blocks need <= 168) and the blocks an SM followed its register choice. Elsewhere it says nothing
-// (0: no .minnctapersm): at K = 128 registers never cost a block, and told 2 there, or 3 for the prefetching
-// schedule at K = 64 (2 today: its registers), ptxas spilled 4 to 40 bytes.
+// at K = 64, 2 at K = 128. At K = 64 (both schedules) __launch_bounds__ says so, or ptxas 13.0 took up to 182
+// registers (3 blocks need <= 168) and the blocks an SM followed its register choice (the prefetching schedule: 179
+// and 181 registers, 2 blocks, once y's and dx_epilogue's reads came first; told 3, 168 and no spill). At K = 128 it
+// says nothing (0: no .minnctapersm): registers never cost a block there, and told 2, ptxas spilled 4 to 40 bytes.
 template <int kVT, int kD, bool kPrefetch>
 inline constexpr int kDhWgBlocks = static_cast<int>(
     (228 * 1024) / ((kPrefetch ? dh_wgmma_pipe_smem_bytes<kD> : dh_wgmma_smem_bytes<kVT, kD>) + 1024));
@@ -289,7 +289,7 @@ static_assert(kDhWgBlocks<16, 64, false> == 4 && kDhWgBlocks<32, 64, false> == 3
                   kDhWgBlocks<16, 128, false> == 2 && kDhWgBlocks<64, 128, false> == 2,
               "the blocks an SM the comment names");
 template <int kVT, int kD, bool kPrefetch>
-inline constexpr int kDhWgMinBlocks = kD == 64 && !kPrefetch ? kDhWgBlocks<kVT, kD, kPrefetch> : 0;
+inline constexpr int kDhWgMinBlocks = kD == 64 ? kDhWgBlocks<kVT, kD, kPrefetch> : 0;
 template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)) dh_wgmma_kernel(const __grid_constant__ DhWgArgs p) {
   const GdnBwdArgs& a = p.a;
@@ -491,9 +491,14 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     for (int half = 0; half < 2; ++half) {  // y while K dh' runs
       const int i = r0 + g8 + half * 8;
       const float ey = a.scale * gdn::exp_approx(s.G[i]);
+      // the row's dO words read first: to the compiler y's stores may alias later dO reads, so read in the loop below
+      // each waited for its own load (short_scoreboard) before the next was issued
+      std::uint32_t dow[NN];
+#pragma unroll
+      for (int n = 0; n < NN; ++n) dow[n] = *sl.word(s.dO, i - g8, n);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
-        const float2 dof = unpack_bf16x2(*sl.word(s.dO, i - g8, n));
+        const float2 dof = unpack_bf16x2(dow[n]);
         *sl.word(s.y, i - g8, n) = pack_bf16x2(ey * dof.x, ey * dof.y);
       }
     }
