@@ -103,15 +103,19 @@ void launch_dh(int gy, const GdnBwdArgs& a) {
                   gdn_bwd::kDh2Threads);
       return;
     }
+  // dh_wgmma_kernel's parameter: a and dhc's tensor map (its TMA stores of dh'); without one (no chunk slots: packed
+  // sequences all empty) dh_kernel, as gdn_bwd::launch_dh_wgmma
+  gdn_bwd::DhWgArgs p;
+  const bool wg = dh_on_wgmma() && gdn_bwd::dh_wgmma_args<kVT, kD>(a, p);
   if constexpr (gdn_bwd::dh_prefetch_takes<kVT, kD, kDelta>)
-    if (dh_on_wgmma() && dh_on_prefetch()) {
+    if (wg && dh_on_prefetch()) {
       emu::launch(&gdn_bwd::dh_wgmma_kernel<kVT, kD, kDelta, false, true>, kD / kVT, gy, gdn_bwd::smem_raw,
-                  gdn_bwd::dh_wgmma_pipe_smem_bytes<kD>, a);
+                  gdn_bwd::dh_wgmma_pipe_smem_bytes<kD>, p);
       return;
     }
-  if (dh_on_wgmma())
+  if (wg)
     emu::launch(&gdn_bwd::dh_wgmma_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw,
-                gdn_bwd::dh_wgmma_smem_bytes<kVT, kD>, a);
+                gdn_bwd::dh_wgmma_smem_bytes<kVT, kD>, p);
   else
     emu::launch(&gdn_bwd::dh_kernel<kVT, kD, kDelta>, kD / kVT, gy, gdn_bwd::smem_raw, sizeof(gdn_bwd::DhSmem<kVT, kD>), a);
 }

@@ -39,9 +39,11 @@
 // instructions' accumulation order inside a k-step may differ: rounding-level differences.
 //
 // Loads: cp.async as dh_kernel (q, k double-buffered at kVT <= 32), then fence.proxy.async + a barrier before the
-// wgmmas read them; the threads' own stores (dh', dV_new, y, z) the same. No TMA, no producer warpgroup: the chunk
-// step is a dependent chain (dh' in, dh out) whose products are few; what wgmma buys here is fewer instructions
-// (no ldmatrix, 4 warps' tiles in one instruction) and registers freed from the B fragments.
+// wgmmas read them; the threads' own stores (dh', dV_new, y, z) the same. No TMA loads, no producer warpgroup: the
+// chunk step is a dependent chain (dh' in, dh out) whose products are few; what wgmma buys here is fewer instructions
+// (no ldmatrix, 4 warps' tiles in one instruction) and registers freed from the B fragments. dh''s bf16 copy leaves
+// by one TMA store a chunk from its shared tile (thread 0; DhWgArgs), its residual and the other outputs by the
+// threads' stores.
 // Included by gdn_bwd_mma.cuh after gdn_bwd_wgmma.cuh (its helpers: StateBlock, state_block, prefetch_l2,
 // kDhQkBuffers; mma_sync.cuh's bf16x2_residual; wgmma.cuh's sw128_offset, load_sw128, desc_kmajor, desc_mnmajor).
 #pragma once
@@ -143,6 +145,7 @@ struct DhWgSmem {  // every tile a multiple of 1024 bytes, the struct's base ali
   float Gr[C];
   float beta[C];
   float red[C * 4];  // rowsum(dX . V) partials, one per lane of a row's quad
+  float* dh_out;     // the block's dh_out, parked through the chunk loop (dh_wgmma_kernel)
 };
 template <int kVT, int kD>
 inline constexpr std::size_t dh_wgmma_smem_bytes = sizeof(DhWgSmem<kVT, kD>) + 1024;
@@ -169,6 +172,7 @@ struct DhWgPipeSmem {
   float Gr[C];
   float beta[C];
   float red[C * 4];
+  float* dh_out;
 };
 template <int kD>
 inline constexpr std::size_t dh_wgmma_pipe_smem_bytes = sizeof(DhWgPipeSmem<kD>) + 1024;
@@ -245,6 +249,15 @@ __device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const flo
   }
 }
 
+// The kernel's parameter: the backward's arguments and the tensor map of dh''s bf16 copy (dhc as an (S K x K)
+// matrix, boxes of kVT columns x K rows, the slice tile's swizzle; dh_wgmma_args), so that thread 0 stores a chunk's
+// slice tile with one TMA store (store_dh_bf16) where each of the 128 threads moved K kVT / 1024 16-byte pieces
+// through its registers (K = 128, 64 columns: 8 LDS.128 + 8 STG.128 a thread and chunk, the LDS through the MIO queue).
+struct DhWgArgs {
+  GdnBwdArgs a;
+  TmaMap2d dh;
+};
+
 // kSplit: the split dh pass's pass A' and pass C (launch_state_passes; dh_kernel's arithmetic of the segments, as
 // dh_kernel runs them): the block walks its segment's chunks c_end - 1 .. c_begin from dht, 0 (pass A') or the
 // reverse combine's Es slot, and leaves dh0, the Es slot of the segment before (pass A') or nothing. kSplit false:
@@ -265,10 +278,10 @@ __device__ __forceinline__ void p_fragments(std::uint32_t (&pa)[4][4], const flo
 // a barrier past phase C's wgmmas (the plain schedule's barrier before its q, k loads). 108,288 + 1,024 bytes of
 // shared memory at K = 128 (plain 100,096 + 1,024): two blocks an SM, as the plain kernel.
 // The blocks an SM that shared memory allows (228 KB, 1 KB of it reserved a block): 4 at K = 64 with 16 columns, 3
-// at K = 64, 2 at K = 128. At K = 64 (the plain schedule) __launch_bounds__ says so, or ptxas 13.0 took up to 182
-// registers (3 blocks need <= 168) and the blocks an SM followed its register choice. Elsewhere it says nothing
-// (0: no .minnctapersm): at K = 128 registers never cost a block, and told 2 there, or 3 for the prefetching
-// schedule at K = 64 (2 today: its registers), ptxas spilled 4 to 40 bytes.
+// at K = 64, 2 at K = 128. At K = 64 (both schedules) __launch_bounds__ says so, or ptxas 13.0 took up to 182
+// registers (3 blocks need <= 168) and the blocks an SM followed its register choice (the prefetching schedule: 179
+// and 181 registers, 2 blocks, once y's and dx_epilogue's reads came first; told 3, 168 and no spill). At K = 128 it
+// says nothing (0: no .minnctapersm): registers never cost a block there, and told 2, ptxas spilled 4 to 40 bytes.
 template <int kVT, int kD, bool kPrefetch>
 inline constexpr int kDhWgBlocks = static_cast<int>(
     (228 * 1024) / ((kPrefetch ? dh_wgmma_pipe_smem_bytes<kD> : dh_wgmma_smem_bytes<kVT, kD>) + 1024));
@@ -276,9 +289,10 @@ static_assert(kDhWgBlocks<16, 64, false> == 4 && kDhWgBlocks<32, 64, false> == 3
                   kDhWgBlocks<16, 128, false> == 2 && kDhWgBlocks<64, 128, false> == 2,
               "the blocks an SM the comment names");
 template <int kVT, int kD, bool kPrefetch>
-inline constexpr int kDhWgMinBlocks = kD == 64 && !kPrefetch ? kDhWgBlocks<kVT, kD, kPrefetch> : 0;
+inline constexpr int kDhWgMinBlocks = kD == 64 ? kDhWgBlocks<kVT, kD, kPrefetch> : 0;
 template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false, bool kPrefetch = false>
-__global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)) dh_wgmma_kernel(const __grid_constant__ GdnBwdArgs a) {
+__global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)) dh_wgmma_kernel(const __grid_constant__ DhWgArgs p) {
+  const GdnBwdArgs& a = p.a;
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kVT == 16 || kVT == 32 || kVT == 64, "slices of 16, 32 or 64 columns (wgmma N)");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
@@ -294,7 +308,6 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, kSplit>(a, sb)) return;  // invalid packed offsets (or a row past the segments)
-  __nv_bfloat16* dhg = a.dhc + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
   __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
   float* dbvg = kDelta ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C : nullptr;
@@ -371,23 +384,36 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
       *sl.word(dst, ds_row(mt, half) - g8, n) = pack_bf16x2(x.x, x.y);
     });
   };
-  // Chunk slot c's dh_{c+1} as bf16 (from its slice tile tiles.ds(c), 16 bytes a piece, visible past a barrier) and its
-  // bf16 residual (from the registers, dh_{c+1} until phase C of chunk c).
-  auto store_dh = [&](int c) {
-    __nv_bfloat16* dst = dhg + static_cast<std::int64_t>(c) * kD * kD;
-    const SlicePieces<kVT> pc(tid);
-#pragma unroll
-    for (int it = 0; it < kD / pc.kRowStep; ++it)
-      *reinterpret_cast<uint4*>(dst + (pc.row + it * pc.kRowStep) * kD + pc.chunk * 8) =
-          *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(tiles.ds(c)) + pc.offset(it));
+  // Chunk slot c's dh_{c+1} as bf16: its slice tile tiles.ds(c), at chunk c's start (the threads' writes fenced for the
+  // async proxy and visible past the barrier before it), one TMA store by thread 0, which waits for its read of the
+  // tile before the barrier after phase A (bulk_wait_read), so before anything overwrites the tile. The map's rows
+  // are slots x K: the coordinate (R + c) K < S K (dhc's elements / K, < 2^31 while dhc fits a GPU's memory), R K
+  // from dhlg (R K K + v0 elements past dhcl, v0 < K), a pointer the loop holds anyway.
+  auto store_dh_bf16 = [&](int c) {
+    if (tid == 0) {
+      const int row = static_cast<int>((dhlg - a.dhcl) / kD) + c * kD;
+      tma_store_2d(p.dh, blockIdx.x * kVT, row, smem_addr(tiles.ds(c)));
+      bulk_commit();
+    }
+  };
+  // Its bf16 residual, from the registers (dh_{c+1} until phase C of chunk c).
+  auto store_dh_residual = [&](int c) {
     store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
   };
-  // kStoreEarly (the plain schedule with q, k single-buffered: 64-column slices): chunk c - 1's dh stores are issued
-  // at chunk c's end, between its q, k loads and the wait for them (the wait exposed whole: nothing else was left
-  // for the threads to issue there), rather than at chunk c - 1's start. The same words to the same places.
+  // kStoreEarly (the plain schedule with q, k single-buffered: 64-column slices): chunk c - 1's residual stores are
+  // issued at chunk c's end, between its q, k loads and the wait for them (the wait exposed whole: nothing else was
+  // left for the threads to issue there), rather than at chunk c - 1's start. The same words to the same places.
   constexpr bool kStoreEarly = !kPrefetch && !kDB;
   const int c_first = kSplit ? sb.c_begin : 0, c_last = kSplit ? sb.c_end - 1 : sb.sq.nch - 1;
   write_ds_bf16(tiles.ds(c_last));
+  // The gradient entering the segment (written after the chunk loop): dh0 from segment 0 (unsplit: the sequence), the
+  // Es slot of the segment before from pass A' (dh_kernel's dh_out). Block-uniform, so formed once by thread 0 and
+  // parked in shared memory through the loop (visible past the barrier below): held in registers, it (or soff, seg
+  // and hoff) spilled 8 bytes at K = 64 in the split pass, whose loop has 168 registers for 3 blocks an SM.
+  if (tid == 0)
+    s.dh_out = !kSplit || sb.seg == 0 ? (a.dh0 ? a.dh0 + sb.hoff : nullptr)
+               : a.dh_ends           ? a.Es + sb.soff + (sb.seg - 1) * sb.slot_states
+                                     : nullptr;
   if (c_last >= c_first) {
     load_qk(c_last, kQK);
     load_small(c_last, kSmall);
@@ -397,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
   fence_proxy_async();  // cp.async's and the threads' writes (generic proxy) before the wgmmas read them
   __syncthreads();
   if constexpr (kStoreEarly)
-    if (c_last >= c_first) store_dh(c_last);
+    if (c_last >= c_first) store_dh_residual(c_last);
 
   for (int c = c_last; c >= c_first; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
@@ -430,7 +456,8 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
       prefetch_l2(a.q + off);
       prefetch_l2(a.k + off);
     }
-    if constexpr (!kStoreEarly) store_dh(c);
+    store_dh_bf16(c);
+    if constexpr (!kStoreEarly) store_dh_residual(c);
     // Phase A, in three groups so that K Q^T's accumulators are dead before K dh''s are live (register pressure):
     // pt = K Q^T (C x C; dh_kernel's upper column tiles are the ones read), P^T from it as register-A fragments;
     // acc = K dh' (C x kVT, inner K), y = scale e^G dO meanwhile; acc = e^{Gr_L - Gr_i} acc + P^T dO.
@@ -464,9 +491,14 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     for (int half = 0; half < 2; ++half) {  // y while K dh' runs
       const int i = r0 + g8 + half * 8;
       const float ey = a.scale * gdn::exp_approx(s.G[i]);
+      // the row's dO words read first: to the compiler y's stores may alias later dO reads, so read in the loop below
+      // each waited for its own load (short_scoreboard) before the next was issued
+      std::uint32_t dow[NN];
+#pragma unroll
+      for (int n = 0; n < NN; ++n) dow[n] = *sl.word(s.dO, i - g8, n);
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
-        const float2 dof = unpack_bf16x2(*sl.word(s.dO, i - g8, n));
+        const float2 dof = unpack_bf16x2(dow[n]);
         *sl.word(s.y, i - g8, n) = pack_bf16x2(ey * dof.x, ey * dof.y);
       }
     }
@@ -489,6 +521,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
+    bulk_wait_read<0>();  // store_dh_bf16's TMA store has read the ds tile (before the barrier below; thread 0's)
     const auto accp = [&](int n, int half) { return make_float2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]); };
     const auto tile_word = [&](__nv_bfloat16* t, int i, int n) { return sl.word(t, i - g8, n); };
     if constexpr (!kDelta) {
@@ -559,12 +592,12 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
       __syncthreads();  // every warp is past phase C's wgmmas on q, k: chunk c's k slot takes chunk c - 1's ds
       write_ds_bf16(tiles.ds(c - 1));
     } else {
-      write_ds_bf16(tiles.ds(c - 1));  // dh' was last read by phase A's wgmmas (retired)
+      write_ds_bf16(tiles.ds(c - 1));  // dh' was last read by phase A's wgmmas (retired) and TMA store (waited for)
       if constexpr (!kDB) {
-        __syncthreads();  // every warp is past phase C's wgmmas on q, k; chunk c - 1's ds tile visible
+        __syncthreads();  // every warp is past phase C's wgmmas on q, k
         if (c > c_first) load_qk(c - 1, kQK);
         cp_async_commit();
-        if (c > c_first) store_dh(c - 1);  // kStoreEarly: while q, k load
+        if (c > c_first) store_dh_residual(c - 1);  // kStoreEarly: while q, k load
       }
     }
     cp_async_wait<0>();
@@ -572,11 +605,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     __syncthreads();  // chunk c - 1's tiles and dh' visible; every warp is done with y, z, red
   }
 
-  // The gradient entering the segment: dh0 from segment 0 (unsplit: the sequence), the Es slot of the segment
-  // before from pass A' (dh_kernel's dh_out).
-  float* dh_out = !kSplit || sb.seg == 0 ? (a.dh0 ? a.dh0 + sb.hoff : nullptr)
-                  : a.dh_ends           ? a.Es + sb.soff + (sb.seg - 1) * sb.slot_states
-                                        : nullptr;
+  float* const dh_out = s.dh_out;
   if (dh_out)
     for_state_pairs<MT, NN>([&](int mt, int n, int half) {
       *reinterpret_cast<float2*>(dh_out + state_at(mt, n, half)) = ds_pair(mt, n, half);
@@ -587,17 +616,29 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
+// The kernel's parameter for a: dhc's tensor map (S K rows of K bf16, boxes of kVT columns x K rows, the slice
+// tile's swizzle). False where the driver refuses the map (or a row count past int32).
+template <int kVT, int kD>
+inline bool dh_wgmma_args(const GdnBwdArgs& a, DhWgArgs& p) {
+  const long long rows = a.chunk_slots() * a.value_heads() * kD;
+  p.a = a;
+  return rows > 0 && rows <= 0x7fffffffLL &&
+         make_tma_map_2d(p.dh, a.dhc, static_cast<std::uint64_t>(rows), kD, kD * 2, kD, kVT, kSliceSwizzle<kVT>);
+}
 // The wgmma dh kernel's launch (grid as dh_kernel's; its shared-memory limit: launch_kernel's).
 // prefetch (GLR_DH_PREFETCH=1, bwd_dh_prefetch; the declaration's default): the prefetching schedule where
-// dh_prefetch_takes, else the plain one.
+// dh_prefetch_takes, else the plain one. Where dh_wgmma_args has no map: dh_kernel (the same words).
 template <int kVT, int kD, bool kDelta, bool kSplit>
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem, bool prefetch) {
+  DhWgArgs p;
+  if (!dh_wgmma_args<kVT, kD>(a, p))
+    return launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, a, emu_smem);
   if constexpr (dh_prefetch_takes<kVT, kD, kDelta>)
     if (prefetch)
       return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit, true>, grid, kThreads,
-                           dh_wgmma_pipe_smem_bytes<kD>, stream, a, emu_smem);
+                           dh_wgmma_pipe_smem_bytes<kD>, stream, p, emu_smem);
   return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream,
-                       a, emu_smem);
+                       p, emu_smem);
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
 #endif

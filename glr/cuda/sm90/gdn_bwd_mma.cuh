@@ -876,12 +876,17 @@ __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const 
     const float bi = s.beta[i], zi = -bi * gdn::exp_approx(s.G[i]);
     __nv_bfloat16* dvrow = a.dv + (sb.vtokb + static_cast<std::int64_t>(t0 + i) * sb.HV) * kD + sb.v0;
     float rs = 0.f;
+    // the row's v words read first: to the compiler z's stores (zword) may alias later v reads, so read in the loop
+    // each waited for its own load before the next was issued
+    std::uint32_t vw[NN];
+#pragma unroll
+    for (int n = 0; n < NN; ++n) vw[n] = v(n, half);
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const int col = n * 8 + 2 * t4;
       const float2 x = pair(n, half);
       const float x0 = x.x, x1 = x.y;
-      const float2 vf = unpack_bf16x2(v(n, half));
+      const float2 vf = unpack_bf16x2(vw[n]);
       rs = fmaf(x0, vf.x, rs);
       rs = fmaf(x1, vf.y, rs);
       if (i < len) *reinterpret_cast<std::uint32_t*>(dvrow + col) = pack_bf16x2(bi * x0, bi * x1);
