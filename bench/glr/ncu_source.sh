@@ -21,14 +21,16 @@
 #   NAME.details.csv      ncu -i REPORT --page details --csv (WarpStateStats' stalls an issue, SourceCounters)
 #   NAME.md               the tables: python3 bench/glr/ncu_source_table.py --sass NAME.sass NAME.csv
 #   NAME.log, build.log   the profiled process's output, the extension build's
-# The ncu options relied on (NVIDIA's Nsight Compute CLI manual, ncu 2025.x): -k regex: with --kernel-name-base
-# demangled (so template arguments can be named) and --launch-count 1 (one launch); --section SourceCounters (the
-# warp-state sampling: per-instruction stall reasons, the stall_* columns of the source page) and WarpStateStats (the
-# kernel's stalls an issue, to set beside ncu_table.py's); --import-source yes (the .cu/.cuh text into the report, for
-# ncu-ui; needs -lineinfo); --clock-control none (the device notes: leave the clocks alone); -i REPORT --page source
-# --csv --print-source sass to export (the page's CSV layout is not given in the manual: ncu_source_table.py reads it
-# by column names, and its test says which layout it assumes). The CSV has no source lines in the sass view, so they
-# come from nvdisasm -g of the same build (ncu_source_table.py --sass finds the kernel by its code).
+# The ncu options relied on, as NVIDIA's Nsight Compute CLI manual names them (from memory: the stored copy of the
+# manual could not be searched on 2026-12-07; other projects' scripts for ncu 2025 / CUDA 13.1 use the same export
+# line; not yet checked against this ncu's --help): -k regex: with --kernel-name-base demangled (so template
+# arguments can be named) and --launch-count 1 (one launch); --section SourceCounters (the warp-state sampling: the
+# source page's per-instruction stall_* columns) and WarpStateStats (the kernel's stalls an issue, to set beside
+# ncu_table.py's); --import-source yes (the .cu/.cuh text into the report, for ncu-ui; needs -lineinfo);
+# --clock-control none (the device notes: leave the clocks alone); -i REPORT --page source --csv --print-source sass
+# to export (the manual does not give that page's CSV layout: ncu_source_table.py reads it by column names, and its
+# test says which layout it assumes). The sass view has no source lines, so they come from nvdisasm -g of the same
+# build (ncu_source_table.py --sass finds the kernel there by its code).
 # Capped at 540 s in all (TOTAL_S) and 300 s for the profiled run (PROFILE_S). Exit status 0 when the table was
 # written, 1 when the build, the profile or the export failed (NAME.log / build.log say why), 2 on a usage error.
 set -uo pipefail
@@ -131,7 +133,9 @@ rc=$?
 {
   echo
   echo "Build: $(tail -1 "$dir/build.log") (the source stamp names the tree; git HEAD of a device copy can be stale)"
-  echo "Command: bench/glr/ncu_source.sh '$regex' $shape | $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) | ncu $(ncu --version 2>/dev/null | tail -1) | commit $(git rev-parse --short HEAD 2>/dev/null) | $(date -u '+%Y-%m-%d %H:%M UTC')"
+  gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)
+  echo "Command: bench/glr/ncu_source.sh '$regex' $shape | $gpu | ncu $(ncu --version 2>/dev/null | tail -1) |" \
+    "commit $(git rev-parse --short HEAD 2>/dev/null) | $(date -u '+%Y-%m-%d %H:%M UTC')"
 } >>"$dir/$name.md"
 cat "$dir/$name.md"
 echo "done in $(($(date +%s) - start)) s"

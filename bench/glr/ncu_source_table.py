@@ -22,9 +22,10 @@ it, or with no such function, the source column is '-'.
 A sample is charged to the instruction the warp is stalled on, the next it would issue: an mio_throttle sample
 sits on an MIO instruction (LDS, STS, MUFU, ...) that found the MIO queue full, so the instructions just before it
 filled the queue; a long_scoreboard sample sits on the instruction that waits for an L1TEX operation's result
-(the first reader of a load's register, a DEPBAR on cp.async), not on the load itself. Samples are samples, not cycles: a reason's share of the samples is its share of the warps' stalled time, as
-ncu_table.py's stalls per issue are (their ratio is the stall cycles an issue the kernel has). Exit 2, with one line
-naming the file and what is wrong (a missing column, a reason not in the CSV, a bad number), on bad input.
+(the first reader of a load's register, a DEPBAR on cp.async), not on the load itself. Samples are counts, not
+cycles: a reason's share of the samples is about its share of the warps' time, so share x the kernel's stall cycles
+an issue (ncu_table.py's, WarpStateStats) is about that reason's cycles an issue. Exit 2, with one line naming the
+file and what is wrong (a missing column, a reason not in the CSV, a bad number), on bad input.
 """
 import argparse
 import csv

@@ -35,7 +35,8 @@ TOTAL = 500
 def write(tmp_path, code=CODE, head=HEAD, name="dh_wgmma.csv", kernel=KERNEL, extra=()):
     rows = [["Kernel Name", kernel], head] if kernel else [head]
     for off, sass, a, ex, ls, mio, ss, bar, wt, sel in code:
-        rows.append([f"0x{BASE + off:x}", sass, str(a), str(a - sel) if isinstance(a, int) else "0", f"{ex:,}", str(ls), str(mio), str(ss), str(bar),
+        not_issued = str(a - sel) if isinstance(a, int) else "0"
+        rows.append([f"0x{BASE + off:x}", sass, str(a), not_issued, f"{ex:,}", str(ls), str(mio), str(ss), str(bar),
                      str(wt), str(sel), "999"])
     rows += list(extra)
     p = tmp_path / name
