@@ -88,8 +88,12 @@ def anchor_part(wheel, wheels_txt=os.path.join(os.path.dirname(os.path.abspath(_
 
 
 def glr_source_stamp():
-    """A hash of what glr's extension is built from (glr/, python/glr/setup.py, python/glr/glr/*.py)."""
+    """A hash of what glr's extension is built from (glr/, python/glr/setup.py, python/glr/glr/*.py, and
+    GLR_NVCC_FLAGS when set: a -lineinfo build is not the plain one)."""
     h = hashlib.sha256()
+    flags = os.environ.get("GLR_NVCC_FLAGS", "")
+    if flags:  # unset or empty leaves the plain build's stamp as it was
+        h.update(f"GLR_NVCC_FLAGS={flags}".encode())
     files = sorted(glob.glob(os.path.join(ROOT, "glr", "**", "*"), recursive=True)) + \
         [os.path.join(ROOT, "python", "glr", "setup.py")] + \
         sorted(glob.glob(os.path.join(ROOT, "python", "glr", "glr", "*.py")))

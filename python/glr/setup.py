@@ -4,9 +4,12 @@ chunked CPU algorithm and float64 oracle in glr/reference, and with CUDA the ker
 CUDA is built when the installed torch has CUDA and nvcc is found (CUDA_HOME), or when GLR_CUDA=1;
 GLR_CUDA=0 forces the CPU-only build. The kernels are compiled for sm_90a (Hopper), or the architecture
 GLR_CUDA_ARCH names ("90a"); an explicit -gencode also keeps torch from adding its own arch list (older torch
-knows no "9.0a"). MAX_JOBS limits the parallel compile jobs (ninja).
+knows no "9.0a"). MAX_JOBS limits the parallel compile jobs (ninja). GLR_NVCC_FLAGS adds nvcc flags (split as a
+shell would: "-lineinfo" for bench/glr/ncu_source.sh's source-level profile); a build with them keeps its objects
+in build-nvcc-flags/, so the plain build's objects in build/ are not recompiled for it, nor it for them.
 """
 import os
+import shlex
 import sys
 
 from setuptools import setup
@@ -65,6 +68,7 @@ cxx = ["-O2", "-std=c++20", "-fvisibility=hidden"]
 # the compiler's static flags apply.
 link = ["-l:libstdc++.so.6"] if sys.platform.startswith("linux") else []
 include_dirs = [repo("glr", "include"), repo("glr", "torch")]
+extra_nvcc = shlex.split(os.environ.get("GLR_NVCC_FLAGS", ""))
 if want_cuda():
     arch = os.environ.get("GLR_CUDA_ARCH", "90a")
     ext = cpp_extension.CUDAExtension(
@@ -76,7 +80,8 @@ if want_cuda():
             "cxx": cxx,
             # torch adds -D__CUDA_NO_HALF_OPERATORS__ and friends; glr's kernels convert through intrinsics
             # only, so they are left as torch sets them.
-            "nvcc": ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+            "nvcc": ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+            + extra_nvcc,
         },
         extra_link_args=link,
     )
@@ -84,4 +89,5 @@ else:
     ext = cpp_extension.CppExtension(name="glr._C", sources=CPU_SOURCES, include_dirs=include_dirs,
                                      extra_compile_args={"cxx": cxx}, extra_link_args=link)
 
-setup(ext_modules=[ext], cmdclass={"build_ext": cpp_extension.BuildExtension})
+setup(ext_modules=[ext], cmdclass={"build_ext": cpp_extension.BuildExtension},
+      options={"build": {"build_base": "build-nvcc-flags"}} if extra_nvcc else {})
