@@ -1536,7 +1536,7 @@ __device__ __forceinline__ void group_sum_last(const GdnBwdArgs& a, int tid, std
 }
 
 // <h, dh'> of row `row` of K, in column order (chunk(tile, row, c): the 16-byte chunk c, columns 8c..8c+7, of a
-// (K x V) tile's row): store_phase2_partials' and chunk_tma_kernel's (which forms it during phase 2's first part).
+// (K x V) tile's row): store_phase2_partials' and ChunkWgCore::phase2's (which forms it during phase 2's first part).
 template <int kD, class Chunk>
 __device__ __forceinline__ float hdot_row(const __nv_bfloat16* h, const __nv_bfloat16* dh, int row, Chunk chunk) {
   float acc = 0.f;
@@ -1555,18 +1555,24 @@ __device__ __forceinline__ float hdot_row(const __nv_bfloat16* h, const __nv_bfl
   return acc;
 }
 
-// After phase 2: its row dots to shared memory (slot: as store_phase1_partials), and <h, dh'> of row hrow of K
-// (hrow < kD; chunk_kernel: hrow = tid, threads 0..kD - 1; chunk_wgmma_kernel: the second warpgroup's), in column
-// order, chunk(tile, row, c) the 16-byte chunk c (columns 8c..8c+7) of a (K x V) tile's row.
-template <int kD, class Smem, class Chunk>
-__device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)[3][2], int hrow, int r0, int g8, int slot,
-                                                      Chunk chunk) {
+// After phase 2: its row dots to shared memory (slot: as store_phase1_partials).
+template <class Smem>
+__device__ __forceinline__ void store_phase2_rows(Smem& s, const float (&rd)[3][2], int r0, int g8, int slot) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
 #pragma unroll
     for (int r = 0; r < 3; ++r) s.rowp[2 + r][slot][i] = rd[r][half];
   }
+}
+
+// The same, then <h, dh'> of row hrow of K (hrow < kD; chunk_kernel and the fused kernel: hrow = tid, threads
+// 0..kD - 1), in column order, chunk(tile, row, c) the 16-byte chunk c (columns 8c..8c+7) of a (K x V) tile's row.
+// (The wgmma chunk kernels form <h, dh'> in phase 2's first part and store only the rows: ChunkWgCore::phase2.)
+template <int kD, class Smem, class Chunk>
+__device__ __forceinline__ void store_phase2_partials(Smem& s, const float (&rd)[3][2], int hrow, int r0, int g8, int slot,
+                                                      Chunk chunk) {
+  store_phase2_rows(s, rd, r0, g8, slot);
   if (hrow < kD) s.hdot[hrow] = hdot_row<kD>(s.h, s.dh, hrow, chunk);
 }
 

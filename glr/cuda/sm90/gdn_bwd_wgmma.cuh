@@ -321,9 +321,7 @@ struct ChunkWgCore {
       wgmma_fence_operand(aq);
       store_rows(a.dq, a.dqp, aq, n0);
     }
-    store_phase2_partials<kD>(s, rd, kD, r0, g8, slot, [](const __nv_bfloat16* u, int r, int cc) {
-      return state_chunk(u, r, cc);
-    });  // (hdot: formed in part 0)
+    store_phase2_rows(s, rd, r0, g8, slot);  // (<h, dh'>: formed in part 0)
   }
 };
 
