@@ -3,6 +3,9 @@
 #
 #   bench/glr/ab.sh SHAPES NAME:GLR_VAR=VALUE[,GLR_VAR=VALUE...] [NAME:... ...]
 #   e.g. bench/glr/ab.sh B1_T32768_H16_HV32_K128,varlen32k_H16_HV32_K128 group_kernel:GLR_BWD_GROUP_KERNEL=1
+#   A configuration may instead (or also) name another build of glr's extension, site=PATH (a --glr-site that
+#   side_by_side.py --prepare built from another checkout, e.g. the commit before a change that has no switch):
+#   bench/glr/ab.sh B8_T4096_H16_K128 base:site=/tmp/base/build-py/glr-gpu
 #
 # In order: glr's extension built when build-py/glr-gpu is missing or stale (outside the budget), the default
 # (float64 checks at the small check shapes), each switch, the default again (a drift check: the two default runs bracket the switches,
@@ -24,7 +27,7 @@ for c in "$@"; do
   [ "$name" != "$c" ] && [ -n "$rest" ] || { echo "ab.sh: '$c' is not NAME:GLR_VAR=VALUE[,...]" >&2; exit 2; }
   case "$name" in default|default2|*[!A-Za-z0-9_-]*) echo "ab.sh: '$name': a name of letters, digits, - and _ (not default)" >&2; exit 2 ;; esac
   for kv in ${rest//,/ }; do
-    case "$kv" in GLR_*=*) ;; *) echo "ab.sh: '$c': '$kv' is not GLR_VAR=VALUE" >&2; exit 2 ;; esac
+    case "$kv" in GLR_*=*|site=?*) ;; *) echo "ab.sh: '$c': '$kv' is not GLR_VAR=VALUE or site=PATH" >&2; exit 2 ;; esac
   done
   names+=("$name") envs+=("${rest//,/ }")
 done
@@ -44,12 +47,17 @@ status=0
 left_runs=$(( ${#names[@]} + 3 ))  # default, switches, default again, switch_diff
 share() { local left=$(( budget - ($(date +%s) - t0) )); local s=$(( left / left_runs )); [ $s -lt 60 ] && s=60; echo $s; }
 
-run() {  # run NAME BUILD CHECKS [VAR=VALUE ...]
+run() {  # run NAME BUILD CHECKS [VAR=VALUE | site=PATH ...]
   local name=$1 build=$2 checks=$3; shift 3
   local s; s=$(share)
+  local vars=() site=()
+  for kv in "$@"; do
+    case "$kv" in site=*) site=(--glr-site "${kv#site=}"); build=never ;; *) vars+=("$kv") ;; esac
+  done
   mkdir -p "$work/$name"
-  env "$@" PYTHONUNBUFFERED=1 timeout $(( s + 30 )) python3 bench/glr/side_by_side.py --impls glr --shapes "$shapes" \
-    --checks "$checks" --kernels 3 --glr-build "$build" --budget-s "$s" --out "$work/$name" > "$work/$name.log" 2>&1
+  env "${vars[@]}" PYTHONUNBUFFERED=1 timeout $(( s + 30 )) python3 bench/glr/side_by_side.py --impls glr \
+    --shapes "$shapes" --checks "$checks" --kernels 3 --glr-build "$build" "${site[@]}" --budget-s "$s" \
+    --out "$work/$name" > "$work/$name.log" 2>&1
   if [ -f "$work/$name/side_by_side.md" ]; then cp "$work/$name/side_by_side.md" "$out/$name.md"; else
     echo "ab.sh: run $name wrote no table (its log: ab_logs.tgz, $name.log)"; tail -5 "$work/$name.log"; status=1; fi
   left_runs=$(( left_runs - 1 ))

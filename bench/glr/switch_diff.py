@@ -7,6 +7,8 @@ and saves o, dq, dk, dv, dg, dbeta; the parent compares every configuration with
 
     python3 bench/glr/switch_diff.py [--shapes B8_T4096_H16_K128,...] [--out DIR] CONFIG [CONFIG ...]
     CONFIG: NAME or NAME:VAR=VALUE[,VAR=VALUE...]   e.g. default  tma_off:GLR_BWD_CHUNK_TMA=0
+    VAR=VALUE is a GLR_ switch, or site=PATH: that configuration's glr extension (--glr-site) instead of the
+    default one, e.g. base:site=/tmp/base/build-py/glr-gpu for the build of the commit before a change
 
 Printed per (shape, configuration, tensor): words that differ from the first configuration (the tensors' own
 dtype, bit for bit; NaN against NaN counts as equal only where both are NaN), the normwise difference
@@ -36,8 +38,8 @@ def parse_config(text):
     env = {}
     for part in filter(None, rest.split(",")):
         var, eq, val = part.partition("=")
-        if not eq or not var.startswith("GLR_"):
-            raise ValueError(f"configuration '{text}': '{part}' is not GLR_VAR=VALUE")
+        if not eq or not (var.startswith("GLR_") or (var == "site" and val)):
+            raise ValueError(f"configuration '{text}': '{part}' is not GLR_VAR=VALUE or site=PATH")
         env[var] = val
     return name, env
 
@@ -119,8 +121,10 @@ def main(argv=None):
         for name, env in configs:
             path = os.path.join(args.work, f"{s}.{name}.pt")
             t0 = time.perf_counter()
-            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--glr-site", args.glr_site, "--child", s,
-                                str(args.seed), path], env={**os.environ, **env}, capture_output=True, text=True)
+            switches = {k: v for k, v in env.items() if k != "site"}
+            site = env.get("site", args.glr_site)
+            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--glr-site", site, "--child", s,
+                                str(args.seed), path], env={**os.environ, **switches}, capture_output=True, text=True)
             if r.returncode != 0:
                 status = 1
                 msg = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
