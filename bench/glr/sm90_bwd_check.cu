@@ -360,8 +360,8 @@ PhaseTimes time_phases(const GdnFwdArgs* f, const GdnBwdArgs& a, cudaStream_t st
   return {f ? median(x[0]) : 0.0, median(x[1]), median(x[2]), median(x[3]), median(x[4]), median(bwd)};
 }
 
-// The backward from the forward's saved wy outputs (no wy kernel): its total and the forward that saves them.
-// Informational only.
+// The backward from the forward's saved wy outputs (no wy kernel; wy_scalars_kernel forms beta and Gr): its total and
+// the forward that saves them. Informational only.
 void timing_saved(int B, int T, int H) {
   Buffers buf(Problem{B, T, H, false, false, 2.0}, 7);
   cudaStream_t st;
@@ -377,9 +377,9 @@ void timing_saved(int B, int T, int H) {
     CK(glr::cuda::sm90::gdn_bwd_mma(a, st));
   }
   const PhaseTimes t = time_phases(&f, a, st);
-  std::printf("timing B%d T%d H%d saved wy outputs (%.1f MB): fwd saving %.3f ms | bwd from them %.3f ms (h %.3f, dh "
-              "%.3f, chunk %.3f; no wy) | fwd+bwd %.3f ms\n",
-              B, T, H, saved_bytes / 1e6, t.fwd, t.bwd, t.h, t.dh, t.chunk, t.fwd + t.bwd);
+  std::printf("timing B%d T%d H%d saved wy outputs (%.1f MB): fwd saving %.3f ms | bwd from them %.3f ms (beta, Gr "
+              "%.3f, h %.3f, dh %.3f, chunk %.3f; no wy) | fwd+bwd %.3f ms\n",
+              B, T, H, saved_bytes / 1e6, t.fwd, t.bwd, t.wy, t.h, t.dh, t.chunk, t.fwd + t.bwd);
   std::fflush(stdout);
   CK(cudaFree(saved));
   CK(cudaStreamDestroy(st));
