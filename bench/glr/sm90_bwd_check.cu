@@ -252,7 +252,7 @@ bool check(const Problem& p, std::uint64_t seed) {
 
 // The forward's saved wy outputs (glr::cuda::Saved; gdn_wy_saved_carve, gdn_bwd_use_saved): rung 3 with a saved
 // block, then the backward from it, against the backward that recomputes them: every output word for word the same
-// (tolerance-free), outputs poisoned before each run.
+// (tolerance-free), outputs poisoned before each run, and beta and Gr (which the saved run forms again) before it.
 bool check_saved(const Problem& p, std::uint64_t seed) {
   Buffers buf(p, seed);
   GdnFwdArgs f = buf.f;
@@ -262,6 +262,11 @@ bool check_saved(const Problem& p, std::uint64_t seed) {
   buf.run_poisoned(0);
   const std::array<void*, 6> recomputed = buf.snapshot();
   const GdnBwdArgs plain = buf.a;
+  // the recomputing run left beta and Gr in the workspace: poisoned (NaN), so the saved run's wy_scalars_kernel must
+  // write them again
+  const std::size_t scalars = static_cast<std::size_t>(buf.a.chunk_slots()) * buf.a.value_heads() * 64 * 4;
+  CK(cudaMemset(buf.a.Bc, 0xff, scalars));
+  CK(cudaMemset(buf.a.Gr, 0xff, scalars));
   glr::cuda::sm90::gdn_bwd_use_saved(buf.a, saved);
   buf.run_poisoned(0);
   buf.a = plain;
