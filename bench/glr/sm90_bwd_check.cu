@@ -252,7 +252,7 @@ bool check(const Problem& p, std::uint64_t seed) {
 
 // The forward's saved wy outputs (glr::cuda::Saved; gdn_wy_saved_carve, gdn_bwd_use_saved): rung 3 with a saved
 // block, then the backward from it, against the backward that recomputes them: every output word for word the same
-// (tolerance-free), outputs poisoned before each run.
+// (tolerance-free), outputs poisoned before each run, and beta and Gr (which the saved run forms again) before it.
 bool check_saved(const Problem& p, std::uint64_t seed) {
   Buffers buf(p, seed);
   GdnFwdArgs f = buf.f;
@@ -262,6 +262,11 @@ bool check_saved(const Problem& p, std::uint64_t seed) {
   buf.run_poisoned(0);
   const std::array<void*, 6> recomputed = buf.snapshot();
   const GdnBwdArgs plain = buf.a;
+  // the recomputing run left beta and Gr in the workspace: poisoned (NaN), so the saved run's wy_scalars_kernel must
+  // write them again
+  const std::size_t scalars = static_cast<std::size_t>(buf.a.chunk_slots()) * buf.a.value_heads() * 64 * 4;
+  CK(cudaMemset(buf.a.Bc, 0xff, scalars));
+  CK(cudaMemset(buf.a.Gr, 0xff, scalars));
   glr::cuda::sm90::gdn_bwd_use_saved(buf.a, saved);
   buf.run_poisoned(0);
   buf.a = plain;
@@ -360,8 +365,8 @@ PhaseTimes time_phases(const GdnFwdArgs* f, const GdnBwdArgs& a, cudaStream_t st
   return {f ? median(x[0]) : 0.0, median(x[1]), median(x[2]), median(x[3]), median(x[4]), median(bwd)};
 }
 
-// The backward from the forward's saved wy outputs (no wy kernel): its total and the forward that saves them.
-// Informational only.
+// The backward from the forward's saved wy outputs (no wy kernel; wy_scalars_kernel forms beta and Gr): its total and
+// the forward that saves them. Informational only.
 void timing_saved(int B, int T, int H) {
   Buffers buf(Problem{B, T, H, false, false, 2.0}, 7);
   cudaStream_t st;
@@ -377,9 +382,9 @@ void timing_saved(int B, int T, int H) {
     CK(glr::cuda::sm90::gdn_bwd_mma(a, st));
   }
   const PhaseTimes t = time_phases(&f, a, st);
-  std::printf("timing B%d T%d H%d saved wy outputs (%.1f MB): fwd saving %.3f ms | bwd from them %.3f ms (h %.3f, dh "
-              "%.3f, chunk %.3f; no wy) | fwd+bwd %.3f ms\n",
-              B, T, H, saved_bytes / 1e6, t.fwd, t.bwd, t.h, t.dh, t.chunk, t.fwd + t.bwd);
+  std::printf("timing B%d T%d H%d saved wy outputs (%.1f MB): fwd saving %.3f ms | bwd from them %.3f ms (beta, Gr "
+              "%.3f, h %.3f, dh %.3f, chunk %.3f; no wy) | fwd+bwd %.3f ms\n",
+              B, T, H, saved_bytes / 1e6, t.fwd, t.bwd, t.wy, t.h, t.dh, t.chunk, t.fwd + t.bwd);
   std::fflush(stdout);
   CK(cudaFree(saved));
   CK(cudaStreamDestroy(st));

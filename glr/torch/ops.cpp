@@ -9,7 +9,7 @@
 //   glr::bwd_saved  (the arguments of bwd, saved, saved_key) -> bwd's outputs, word for word, the CUDA sm90 path
 //                   reading the forward's wy outputs from saved instead of recomputing them (a key of zeros: bwd)
 //   glr::recurrence (the arguments of fwd) -> (o, ht): fwd with autograd (backward = bwd); on CUDA tensors
-//                   fwd_save and bwd_saved (the saved tensor kept for the backward: 73 MB at B8 T4096 H16)
+//                   fwd_save and bwd_saved (the saved tensor kept for the backward: 66 MiB at B8 T4096 H16)
 //   glr::oracle_fwd, glr::oracle_bwd: the float64 recurrence and its exact backward (CPU, float64 only), the
 //                   judge of the tests
 //

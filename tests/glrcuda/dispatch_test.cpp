@@ -275,22 +275,27 @@ TEST(BackwardDispatch, WorkspacePerPath) {
               cuda::backward_workspace_bytes(k, {}, cuda::BackwardPath::blocks) / 1e6);
 }
 
-// The forward's saved intermediates (cuda::Saved): the wy outputs only, T (bf16 C x C per chunk slot) with the delta
-// rule, G and Gr (fp32 per chunk row), beta with the delta rule, and packed sequences' chunk table, each piece
-// rounded to 256 bytes: 73.4 MB at B8 T4096 H16 K = V = 128 (5.7% of the sm90 backward's workspace), 4.2 MB without
-// the delta rule; the same whichever path the forward then takes.
+// The forward's saved intermediates (cuda::Saved): what the wy kernel forms at a cost and nothing else, T (bf16 C x C
+// per chunk slot) with the delta rule and G (fp32 per chunk row), and packed sequences' chunk table, each piece
+// rounded to 256 bytes (beta and Gr are formed again in the backward from beta and g): 69.2 MB = 66 MiB at B8 T4096
+// H16 K = V = 128 and 132 MiB at B4 T8192 H32, FlashQLA's (its solve's matrix and the gates' cumulative sum, measured
+// 66 and 132 MiB on an H100: results/glr/side-by-side-2026-12-07-h100); 2 MiB without the delta rule; the same
+// whichever path the forward then takes. Asserted exactly, so the block cannot grow back unnoticed.
 TEST(BackwardDispatch, SavedBytes) {
   const Params p = make_params(Member::gated_deltanet, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t rows = std::size_t{8} * 16 * 4096;
-  EXPECT_EQ(cuda::saved_bytes(p), rows * 64 * 2 + rows * 4 * 3);
+  EXPECT_EQ(cuda::saved_bytes(p), rows * 64 * 2 + rows * 4);
+  EXPECT_EQ(cuda::saved_bytes(p), std::size_t{66} << 20);
+  const Params big = make_params(Member::gated_deltanet, 4, 8192, 32, 32, 128, 128, {}, true, true, kDefaultChunk);
+  EXPECT_EQ(cuda::saved_bytes(big), std::size_t{132} << 20);
   const Params pm = make_params(Member::mamba2, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
-  EXPECT_EQ(cuda::saved_bytes(pm), rows * 4 * 2);
+  EXPECT_EQ(cuda::saved_bytes(pm), rows * 4);
   std::vector<std::int64_t> cu = {0};
   for (std::int64_t len : {1, 63, 64, 65, 0, 4000, 7000, 9000, 12575}) cu.push_back(cu.back() + len);
   const Params v = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, cu, true, true, kDefaultChunk);
   const cuda::DeviceOffsets voff{v.cu_seqlens.data(), 0};  // the host copy stands in (sizes only)
   const std::size_t vN = cu.size() - 1, vrows = (512 + vN) * 32 * 64, vtable = (4 * (2 + vN + 1 + 512 + vN) + 255) / 256 * 256;
-  EXPECT_EQ(cuda::saved_bytes(v, voff), vrows * 64 * 2 + vrows * 4 * 3 + vtable);
+  EXPECT_EQ(cuda::saved_bytes(v, voff), vrows * 64 * 2 + vrows * 4 + vtable);
   std::printf("saved intermediates at B8 T4096 H16 K=V=128: %.1f MB (mamba2 %.1f MB), sm90 backward workspace %.0f MB\n",
               cuda::saved_bytes(p) / 1e6, cuda::saved_bytes(pm) / 1e6,
               cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::sm90) / 1e6);

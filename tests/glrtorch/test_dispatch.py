@@ -139,13 +139,17 @@ def test_cuda_backward_after_the_sm90_forward_is_the_block_programs():
 
 @cuda
 def test_cuda_bwd_saved_is_bwd_bit_for_bit():
-    # glr.fwd_save leaves the forward's wy outputs (glr_cuda.hpp Saved) and their key; glr.bwd_saved reads them
-    # instead of recomputing: the same gradients, bit for bit. A key made for another problem is refused by name.
+    # glr.fwd_save leaves the forward's wy outputs T and G (glr_cuda.hpp Saved; the size is the same whichever path
+    # the forward takes) and their key; glr.bwd_saved reads them instead of recomputing: the same gradients, bit for
+    # bit. A key made for another problem is refused by name.
     p = to_cuda_bf16(make_problem("gdn", 2, 200, 1, 2, 128, 128, initial_state=True))
     args = op_args(p)
     o, ht, saved, key = torch.ops.glr.fwd_save(*args, True)
     assert saved.dtype == torch.uint8 and saved.is_cuda and key.dtype == torch.int64 and not key.is_cuda
     assert (key[0].item() != 0) == on_sm90(), key
+    # T (bf16 64 x 64) and G (fp32 64) per chunk of each value head, nothing else: B2 x 4 chunks x HV 2
+    slots = 2 * 4 * 2
+    assert saved.numel() == slots * (64 * 64 * 2 + 64 * 4), saved.numel()
     gen = torch.Generator(device="cuda").manual_seed(7)
     dout = torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype)
     dht = torch.randn(ht.shape, generator=gen, device="cuda")

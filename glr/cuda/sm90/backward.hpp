@@ -42,8 +42,8 @@ std::size_t backward_workspace_bytes(const Problem& p);
 // packed offsets (checked on the device; then every output NaN). Throws InvalidArgument for a short workspace,
 // CudaError on a launch failure.
 // saved (or null): launch_forward's saved block for this p (the caller has matched the problem): the chunk table
-// and wy kernels are skipped and their outputs read from there (gdn_bwd_use_saved), every output word for word
-// the same; InvalidArgument "saved" if it is short or misaligned.
+// and wy kernels are skipped, T and G read from there and beta and Gr formed again from beta and g (gdn_bwd_use_saved,
+// wy_scalars_kernel), every output word for word the same; InvalidArgument "saved" if it is short or misaligned.
 void launch_backward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
                      void* saved = nullptr, std::size_t saved_size = 0);
 

@@ -118,7 +118,7 @@ void launch_forward(const Problem& p, void* workspace, std::size_t workspace_byt
     throw InvalidArgument("workspace", std::to_string(workspace_bytes) + " bytes given, " + std::to_string(need) +
                                            " needed by the sm90 forward (see forward_workspace_bytes)");
   gdn_fwd_workspace_carve(a, workspace, GdnFwdVariant::t_only);
-  if (saved) {  // the wy outputs (and Gr) into the caller's block; the state kernel reads them there
+  if (saved) {  // T and G into the caller's block; the state kernel reads them there
     check_saved(p, saved, saved_size);
     gdn_wy_saved_carve(a, saved);
   }

@@ -29,8 +29,8 @@ std::string forward_refusal(const Problem& p);
 // Workspace for p (sizes only: setup_sizes is enough), 256-byte aligned base required.
 std::size_t forward_workspace_bytes(const Problem& p);
 
-// The wy outputs the forward can leave for the backward (glr::cuda::Saved): T, G, beta, Gr per chunk slot and the
-// chunk table of packed sequences (gdn_wy_saved_bytes, gdn_fwd_mma.cuh), bytes for p's sizes and member.
+// The wy outputs the forward can leave for the backward (glr::cuda::Saved): T and G per chunk slot and the chunk
+// table of packed sequences (gdn_wy_saved_bytes, gdn_fwd_mma.cuh), bytes for p's sizes and member.
 std::size_t saved_bytes(const Problem& p);
 // InvalidArgument "saved" unless saved is 256-byte aligned and saved_size >= saved_bytes(p) (launch_forward's and
 // launch_backward's check).
@@ -38,8 +38,8 @@ void check_saved(const Problem& p, const void* saved, std::size_t saved_size);
 
 // Launch on `stream`; the status word (workspace offset 0) is written as by the block programs (0, or 1 for
 // invalid device-only offsets, then every output NaN). Throws CudaError on a launch failure. saved (256-byte
-// aligned, saved_bytes(p) bytes, or null): the wy kernel writes its outputs there (with Gr, as the backward's does)
-// and the state kernel reads them, for launch_backward to take; InvalidArgument "saved" if it is short or misaligned.
+// aligned, saved_bytes(p) bytes, or null): the wy kernel writes T and G there and the state kernel reads them, for
+// launch_backward to take; InvalidArgument "saved" if it is short or misaligned.
 void launch_forward(const Problem& p, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
                     void* saved = nullptr, std::size_t saved_size = 0);
 

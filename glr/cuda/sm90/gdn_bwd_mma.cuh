@@ -50,8 +50,8 @@
 // (derivation: bench/glr/sm90_bwd_notes.md; float64 check: tests/glr_sm90/bwd_formulas_check.py).
 //
 // Four kernels:
-//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta per chunk to the workspace (skipped when the forward saved
-//        them: gdn_bwd_use_saved, GdnBwdArgs::wy_saved).
+//   wy   (gdn_fwd_mma.cuh's rung-3 kernel): T, G, beta, Gr per chunk to the workspace (when the forward saved T
+//        and G, gdn_bwd_use_saved, GdnBwdArgs::wy_saved: wy_scalars_kernel instead, beta and Gr alone).
 //   h    (per head and 64, 32 or 16 state columns, chunks in order): h_c (bf16) and V_new (bf16, and its bf16
 //        residual) to the workspace (GLR_H_WGMMA=1: on wgmma at 64 columns, state_t_wgmma_kernel's h mode).
 //   dh   (per head and 64, 32 or 16 state columns, chunks last to first): dh_{c+1} (bf16, and its bf16 residual)
@@ -157,8 +157,9 @@ struct GdnBwdArgs {
   float* Es = nullptr;
   float* Ms = nullptr;
   std::int32_t* segtab = nullptr;  // packed sequences, split: the segment table (segments.cuh)
-  // Tm, G, Bc, Gr (and for packed sequences the chunk table) already hold the wy kernel's outputs, the forward's
-  // saved ones (gdn_bwd_use_saved): launch_all skips the chunk table and wy kernels and copies the saved verdict
+  // Tm, G (and for packed sequences the chunk table) already hold the wy kernel's outputs, the forward's saved ones
+  // (gdn_bwd_use_saved): launch_all skips the chunk table and wy kernels, runs wy_scalars_kernel for Bc and Gr
+  // (the workspace's) and copies the saved verdict
   // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
   // backward calls.
   bool wy_saved = false;
@@ -264,17 +265,17 @@ inline void gdn_bwd_workspace_carve(GdnBwdArgs& a, void* ws) {
 namespace gdn_bwd {
 inline GdnFwdArgs wy_args(const GdnBwdArgs& a);
 }
-// Reads the wy kernel's outputs from `saved` (gdn_wy_saved_carve's block, filled by the forward's wy kernel for the
-// same sizes, member, dtypes and inputs) instead of computing them: Tm, G, Bc, Gr and the chunk table point there,
-// wy_saved set. The outputs are then word for word those of the backward that runs its own wy kernel (the same
-// kernel on the same inputs wrote the same bytes). a carved (gdn_bwd_workspace_carve); its wy pieces go unused.
+// Reads the wy kernel's T and G from `saved` (gdn_wy_saved_carve's block, filled by the forward's wy kernel for the
+// same sizes, member, dtypes and inputs) instead of computing them: Tm, G and the chunk table point there, wy_saved
+// set; Bc and Gr stay in the workspace, where launch_all's wy_scalars_kernel writes them from beta and g. The outputs
+// are then word for word those of the backward that runs its own wy kernel (the same kernel on the same inputs wrote
+// T and G; beta and Gr are the same operations on the same inputs). a carved (gdn_bwd_workspace_carve); its Tm and G
+// pieces go unused.
 inline void gdn_bwd_use_saved(GdnBwdArgs& a, void* saved) {
   GdnFwdArgs f = gdn_bwd::wy_args(a);
   gdn_wy_saved_carve(f, saved);
   a.Tm = a.delta ? f.P : nullptr;
   a.G = f.G;
-  a.Bc = a.delta ? f.Bc : nullptr;
-  a.Gr = f.Gr;
   if (a.varlen()) a.table = f.table;
   a.wy_saved = true;
 }
@@ -2209,6 +2210,12 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
                       gdn::wy_smem_bytes(3), stream, wy_args(a), emu_smem);
     if (e != cudaSuccess) return e;
   }
+  if (NT > 0 && a.wy_saved) {  // T and G saved: Gr and beta from g and beta, one warp a chunk
+    constexpr long long kWarps = gdn::kThreads / 32;
+    e = launch_kernel(&gdn::wy_scalars_kernel<kDelta>, dim3(static_cast<unsigned>((NT + kWarps - 1) / kWarps), BH),
+                      gdn::kThreads, 0, stream, wy_args(a), emu_smem);
+    if (e != cudaSuccess) return e;
+  }
   if (marks && (e = cudaEventRecord(marks[0], stream)) != cudaSuccess) return e;
   // GLR_FUSED_BWD=1 (K = V = 128, the delta rule): the h pass, then one fused sweep for the dh and chunk kernels
   // (gdn_bwd_fused.cuh; opt-in, not yet run on a GPU)
@@ -2257,8 +2264,8 @@ inline cudaError_t launch_all(const GdnBwdArgs& a, cudaStream_t stream, cudaEven
 }  // namespace gdn_bwd
 
 // Launch the four kernels on `stream` (packed sequences: the forward's chunk table kernel first, the poison kernel
-// last; the status word a.status then 0, or 1 for invalid offsets; a.wy_saved: no chunk table or wy kernel, the
-// saved verdict copied to a.status). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
+// last; the status word a.status then 0, or 1 for invalid offsets; a.wy_saved: no chunk table or wy kernel but
+// wy_scalars_kernel, the saved verdict copied to a.status). Requires gdn_bwd_mma_refusal(args) null; returns cudaErrorInvalidValue
 // otherwise (or for a vt other than 0, 16, 32, 64, or wider than D), else the first launch error. marks, if not null, are 3 events
 // recorded after the wy, h and dh kernels. vt: the slice width of the h and dh kernels (64, 32, 16), 0 =
 // gdn_bwd_slice_width; the results' bits depend on it only through the order of dbeta's per-slice sums (each

@@ -194,17 +194,19 @@ inline void gdn_fwd_workspace_carve(GdnFwdArgs& a, void* ws, GdnFwdVariant varia
   a.segtab = seg::table_words(a) > 0 ? reinterpret_cast<std::int32_t*>(base + p.segtab) : nullptr;
 }
 
-// The wy kernel's outputs as the backward reads them, apart from the workspace: what glr's forward can save for its
-// backward (glr::cuda::Saved, glr_cuda.hpp). Per chunk slot T (C, C) bf16 (delta rule only), G, beta (delta rule
-// only) and Gr (C) fp32, and for packed sequences the chunk table: the backward workspace's Tm, G, Bc, Gr and table
-// pieces (gdn_bwd_workspace_layout), the same sizes, each 256-byte aligned from a 256-byte aligned base. The wy kernel
-// fills them when a's P, G, Bc, Gr and table point here (gdn_wy_saved_carve). Rung 3 forms T from Gr whether or not
-// it saves, so a saving forward's o is the non-saving one's word for word. At B8 T4096 H16 K = V = 128
-// with the delta rule 73.4 MB (T 67.1, G, beta, Gr 2.1 each); without it 4.2 MB.
+// The wy kernel's outputs that glr's forward can save for its backward (glr::cuda::Saved, glr_cuda.hpp), apart from
+// the workspace: what cannot be formed again cheaply. Per chunk slot T (C, C) bf16 (delta rule only) and G (C) fp32,
+// and for packed sequences the chunk table: the backward workspace's Tm, G and table pieces (gdn_bwd_workspace_layout),
+// the same sizes, each 256-byte aligned from a 256-byte aligned base. The wy kernel fills them when a's P, G and table
+// point here (gdn_wy_saved_carve). Beta and Gr (the wy kernel's other outputs) stay out: a backward given the block
+// forms them from beta and g (inputs it holds anyway) with wy_scalars_kernel, word for word the wy kernel's, 8 bytes
+// a token written instead of 8 saved. Rung 3 forms T from Gr whether or not it saves, so a saving forward's o is the
+// non-saving one's word for word. At B8 T4096 H16 K = V = 128 with the delta rule 69.2 MB = 66 MiB (T 67.1 MB, G 2.1);
+// without it 2.1 MB (G).
 namespace gdn_ws {
 struct SavedPlan {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
-  std::size_t P = kAbsent, G = kAbsent, Bc = kAbsent, Gr = kAbsent, table = kAbsent, bytes = 0;
+  std::size_t P = kAbsent, G = kAbsent, table = kAbsent, bytes = 0;
 };
 inline SavedPlan saved_plan(const GdnFwdArgs& a) {
   const std::size_t rows = static_cast<std::size_t>(a.chunk_slots()) * static_cast<std::size_t>(a.HV > 0 ? a.HV : a.H) * 64;
@@ -217,8 +219,6 @@ inline SavedPlan saved_plan(const GdnFwdArgs& a) {
   };
   if (a.delta) p.P = piece(rows * 64 * 2);
   p.G = piece(rows * 4);
-  if (a.delta) p.Bc = piece(rows * 4);
-  p.Gr = piece(rows * 4);
   if (a.varlen()) p.table = piece(4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
   p.bytes = o;
   return p;
@@ -226,17 +226,14 @@ inline SavedPlan saved_plan(const GdnFwdArgs& a) {
 }  // namespace gdn_ws
 // a's sizes (B, T, H, HV, N) and delta set.
 inline std::size_t gdn_wy_saved_bytes(const GdnFwdArgs& a) { return gdn_ws::saved_plan(a).bytes; }
-// Points a's wy outputs (P = T, G, Bc, Gr; table for packed sequences) into `saved`, a 256-byte aligned block of
-// gdn_wy_saved_bytes(a); without the delta rule P and Bc stay where they were (no T, no beta is written).
+// Points a's saved wy outputs (P = T with the delta rule, G; table for packed sequences) into `saved`, a 256-byte
+// aligned block of gdn_wy_saved_bytes(a); Bc and Gr stay where they were (the forward's workspace Bc, Gr null: the
+// forward reads no Gr).
 inline void gdn_wy_saved_carve(GdnFwdArgs& a, void* saved) {
   const gdn_ws::SavedPlan p = gdn_ws::saved_plan(a);
   char* base = static_cast<char*>(saved);
-  if (a.delta) {
-    a.P = reinterpret_cast<__nv_bfloat16*>(base + p.P);
-    a.Bc = reinterpret_cast<float*>(base + p.Bc);
-  }
+  if (a.delta) a.P = reinterpret_cast<__nv_bfloat16*>(base + p.P);
   a.G = reinterpret_cast<float*>(base + p.G);
-  a.Gr = reinterpret_cast<float*>(base + p.Gr);
   if (a.varlen()) a.table = reinterpret_cast<std::int32_t*>(base + p.table);
 }
 
@@ -636,6 +633,28 @@ __device__ __forceinline__ void invert_unit_lower(__nv_bfloat16* H, __nv_bfloat1
   __syncwarp();
 }
 
+// The wy kernel's per-token scalars of one chunk (its warp 0; wy_scalars_kernel's warps): lane l's tokens 2 l and
+// 2 l + 1 of the chunk starting at flat token tf0 (len tokens; 0 past them), value head hv: the gates g as the scans
+// take them (clamp_log_decay; 0 without a gate) and beta widened to fp32 (0 without the delta rule), in gg and bb.
+// One implementation for both kernels, so the beta and Gr they write are the same words.
+template <bool kDelta>
+__device__ __forceinline__ void wy_scalars_in(const GdnFwdArgs& a, std::int64_t tf0, int len, int hv, int lane,
+                                              float (&gg)[2], float (&bb)[2]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int i = 2 * lane + u;
+    const bool in = i < len;
+    const std::int64_t tk = (tf0 + i) * a.HV + hv;
+    gg[u] = !in || a.gate == 0 ? 0.f : clamp_log_decay(load_scalar(a.g, a.g_bf16, a.gate == 2 ? hv : tk));
+    bb[u] = in && kDelta ? load_scalar(a.beta, a.beta_bf16, tk) : 0.f;
+  }
+}
+// Gr_i = g_1 + ... + g_i over the chunk (lane l: elements 2 l, 2 l + 1): G's scan without the chunk's first gate.
+// Every lane of the warp must call it (warp_scan_pairs).
+__device__ __forceinline__ float2 wy_scan_gr(const float (&gg)[2], int lane) {
+  return warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
+}
+
 // Kernel 1: per (chunk, head). kMode 1: W, U and P = scale tril(Gamma . Q K^T) to the workspace; 2: W, U;
 // 3: only T = (I + L)^-1 (and beta), the state kernel forms V_new = T (beta V - beta e^G K h) itself.
 // The minimum blocks per multiprocessor match what shared memory allows (71 KB: 3; rung 3's 27 KB: 8); without
@@ -668,14 +687,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 8 : 3) wy_kernel(const 
   // G = cumsum(g) over the chunk: warp 0, two tokens per lane, an inclusive shuffle scan (fixed order).
   if (warp == 0) {
     float gg[2], bb[2];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int i = 2 * lane + u;
-      const bool in = i < len;
-      const std::int64_t tk = (tf0 + i) * a.HV + hv;
-      gg[u] = !in || a.gate == 0 ? 0.f : clamp_log_decay(load_scalar(a.g, a.g_bf16, a.gate == 2 ? hv : tk));
-      bb[u] = in && kDelta ? load_scalar(a.beta, a.beta_bf16, tk) : 0.f;
-    }
+    wy_scalars_in<kDelta>(a, tf0, len, hv, lane, gg, bb);
     const float2 Gp = warp_scan_pairs(gg[0], gg[1], lane);
     const float G0 = Gp.x, G1 = Gp.y;
     // s.G holds the decays in base 2 (times log2 e): the kernel's exponentials are exp2f (MUFU.EX2 and a denormal
@@ -694,7 +706,7 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 8 : 3) wy_kernel(const 
         // section 7). Every rung-3 wy run forms T so, whether or not a.Gr takes Gr out (the backward, a saving
         // forward): one T, so a forward gives the same o bits with and without save. a.G keeps G (the state
         // kernel's decays).
-        const float2 Rp = warp_scan_pairs(lane == 0 ? 0.f : gg[0], gg[1], lane);
+        const float2 Rp = wy_scan_gr(gg, lane);
         const float R0 = Rp.x, R1 = Rp.y;
         if constexpr (kDelta) {
           s.G[2 * lane] = R0 * kLog2e;
@@ -851,6 +863,31 @@ __global__ void __launch_bounds__(kThreads, kMode == 3 ? 8 : 3) wy_kernel(const 
     }
     __syncwarp();
   }
+}
+
+// The backward's wy scalars beside a saved block (gdn_bwd_use_saved: T and G, the wy kernel's costly outputs, come
+// from the forward): Gr and, with the delta rule, beta of every chunk slot into a.Gr and a.Bc (the backward's
+// workspace), word for word as the wy kernel writes them (wy_scalars_in, wy_scan_gr: the same loads and the same
+// fp32 additions in the same order). G is not written (the saved block's is read, never written: it serves any
+// number of backward calls). One warp a chunk: grid (ceil(NT / kWarps), by) over the wy grid's columns NT (dense:
+// the chunks of a sequence; packed: chunk_slots()) and its rows by (wy_chunk); 8 bytes written and g, beta read a
+// token (2 to 8 bytes), no shared memory.
+template <bool kDelta>
+__global__ void __launch_bounds__(kThreads) wy_scalars_kernel(const __grid_constant__ GdnFwdArgs a) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x & 31;
+  const long long nt = a.varlen() ? a.chunk_slots() : (a.T + C - 1) / C;
+  const long long bx = static_cast<long long>(blockIdx.x) * kWarps + (threadIdx.x >> 5);  // the wy grid's column
+  Seq sq;
+  int hv, c;
+  if (bx >= nt || !wy_chunk(a, static_cast<int>(bx), blockIdx.y, sq, hv, c)) return;  // the same for the warp
+  const int t0 = c * C, len = min(C, sq.len - t0);
+  const std::int64_t sl = slot(a, sq, hv, c);
+  float gg[2], bb[2];
+  wy_scalars_in<kDelta>(a, sq.begin + t0, len, hv, lane, gg, bb);
+  const float2 R = wy_scan_gr(gg, lane);
+  *reinterpret_cast<float2*>(a.Gr + sl * C + 2 * lane) = R;
+  if constexpr (kDelta) *reinterpret_cast<float2*>(a.Bc + sl * C + 2 * lane) = make_float2(bb[0], bb[1]);
 }
 
 // Kernel 2: per (head, 64 state columns), the chunks in order.

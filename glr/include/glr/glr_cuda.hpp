@@ -24,10 +24,11 @@
 //
 // Saved intermediates (optional; see Saved below): by default the backward recomputes every intermediate of the
 // forward, so it needs nothing from the forward call. A training caller may instead hand the forward a Saved
-// (ForwardOptions::save, saved_bytes() of device memory): the sm90 forward leaves its wy outputs there (T = (I + L)^-1,
-// the cumulative gates and beta per chunk, the chunk table of packed sequences), and the sm90 backward given it
-// (BackwardOptions::saved) skips its own wy and chunk table kernels (0.226 ms of 2.4 ms at B8 T4096 H16 on an H200,
-// 73.4 MB held between the calls). The backward's outputs are word for word the same either way, and so are the
+// (ForwardOptions::save, saved_bytes() of device memory): the sm90 forward leaves there what its wy kernel forms at
+// a cost (T = (I + L)^-1 and the cumulative gates G per chunk, the chunk table of packed sequences), and the sm90
+// backward given it (BackwardOptions::saved) skips its own wy and chunk table kernels (0.226 ms of 2.4 ms at B8 T4096
+// H16 on an H200) for one small kernel that forms beta and the gates' sums from beta and g again (69.2 MB = 66 MiB
+// held between the calls: T 64 MiB, G 2 MiB). The backward's outputs are word for word the same either way, and so are the
 // forward's o and ht (the sm90 forward forms T as the backward does whether or not it saves). A Saved made
 // for another problem is refused ("saved"); one the forward left empty (its block programs ran) is recomputed.
 #pragma once
@@ -105,8 +106,8 @@ struct Saved {
   std::size_t bytes = 0;
   std::int64_t key[kSavedKeyWords] = {};
 };
-// The bytes of a Saved for this problem (the sm90 path's wy outputs; 73.4 MB at B8 T4096 H16 K = V = 128 with the
-// delta rule, 4.2 MB without it). The same whichever path the forward then takes.
+// The bytes of a Saved for this problem (the sm90 path's T and G, and packed sequences' chunk table; 69.2 MB = 66 MiB
+// at B8 T4096 H16 K = V = 128 with the delta rule, 2.1 MB without it). The same whichever path the forward then takes.
 std::size_t saved_bytes(const Params& params, const DeviceOffsets& offsets = {});
 
 // What a caller may ask of the dispatch. force_blocks: the block programs whatever forward_path would say (as

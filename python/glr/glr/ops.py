@@ -14,7 +14,7 @@ which kernels a call takes and why; GLR_FORWARD_PATH=blocks forces the block pro
 of every member's calls with bf16 q, k, v, fp32 or bf16 g and beta, K = V = 64 or 128, HV a multiple of H,
 with or without cu_seqlens (backward_path; GLR_BACKWARD_PATH=blocks). On the CPU every dtype runs (float64 exactly, for gradcheck).
 On CUDA tensors recurrence()'s autograd keeps the forward's saved intermediates (torch.ops.glr.fwd_save: the wy
-outputs, 73 MB at B8 T4096 H16) for the backward (torch.ops.glr.bwd_saved), which then skips recomputing them; its
+kernel's T and G, 66 MiB at B8 T4096 H16) for the backward (torch.ops.glr.bwd_saved), which then skips recomputing them; its
 gradients are word for word those of torch.ops.glr.bwd.
 """
 import math
