@@ -122,8 +122,8 @@ struct GdnBwdArgs {
   __nv_bfloat16* hc = nullptr;  // (S, K, V) state entering chunk c
   __nv_bfloat16* dhc = nullptr; // (S, K, V) gradient of the state leaving chunk c
   __nv_bfloat16* dhcl = nullptr;// (S, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
-  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new
-  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
+  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new (the h pass's; carved and written where vnew_stored(a), below)
+  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel); likewise
   __nv_bfloat16* dx = nullptr;  // (S, C, V) dX
   float* dbv = nullptr;         // rowsum(dX . V) per column slice (room for 8 slices): a sequence-and-head's
                                 // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp));
@@ -162,7 +162,19 @@ struct GdnBwdArgs {
   // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
   // backward calls.
   bool wy_saved = false;
+  // The caller will run a kernel that reads vn / vnl itself, whatever the switches say (vnew_stored): the
+  // emulator's checks that run chunk_kernel or the fused sweep beside the default, and the h pass's word checks.
+  bool vnew_kept = false;
 };
+
+// The one rule for V_new's workspace pieces (vn, vnl): the h pass stores them (h_kernel, the wgmma h pass), and the
+// workspace carves them, only where a kernel that reads them may run: chunk_kernel (GLR_BWD_WGMMA=0), chunk_tma_kernel
+// (GLR_BWD_CHUNK_TMA=1), the fused sweep (GLR_FUSED_BWD=1), or a caller's own (a.vnew_kept). chunk_wgmma_kernel, the
+// default, forms V_new and its residual itself from k, h_c, v and T (ChunkWgCore::form_vnew, the same words). Without
+// them (null) the h pass stores neither: 32 KB a chunk-head written and read less at K = V = 128.
+inline bool vnew_stored(const GdnBwdArgs& a) {
+  return a.delta && (a.vnew_kept || !bwd_chunk_wgmma() || bwd_chunk_tma() || bwd_fused());
+}
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
 // order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
@@ -203,9 +215,9 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dbv = piece(delta || a.gate == 2, delta ? S * C * 4 * 8 : S * 4);
   l.hc = piece(true, S * d * d * 2);
   l.dhc = piece(true, S * d * d * 2);
-  l.vn = piece(delta, S * C * d * 2);
+  l.vn = piece(vnew_stored(a), S * C * d * 2);
   l.dx = piece(delta, S * C * d * 2);
-  l.vnl = piece(delta, S * C * d * 2);
+  l.vnl = piece(vnew_stored(a), S * C * d * 2);
   l.dhcl = piece(true, S * d * d * 2);
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
@@ -538,8 +550,10 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
-  __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
-  __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
+  // V_new and its residual to the workspace where a kernel reads them (vnew_stored: a.vn set; V_new = V without the
+  // delta rule); else only to the shared tiles phase C reads
+  __nv_bfloat16* vng = kDelta && a.vn ? a.vn + sb.R * C * kD + sb.v0 : nullptr;
+  __nv_bfloat16* vnlg = kDelta && a.vn ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
   auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDV + col); };
 
@@ -736,8 +750,10 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       }
     }
     cp_async_commit();
-    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
-    store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
+    if (vng) {
+      store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
+      store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
+    }
     }  // kDelta
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new); e^{G_last} as the wgmma h pass's, one ex2.approx.
@@ -2143,7 +2159,7 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
   if (!a.G || !a.Gr || !a.hc || !a.dhc || !a.dhcl ||
-      (a.delta && (!a.Tm || !a.Bc || !a.vn || !a.vnl || !a.dx)) || ((a.delta || a.gate == 2) && !a.dbv) ||
+      (a.delta && (!a.Tm || !a.Bc || !a.dx)) || (vnew_stored(a) && (!a.vn || !a.vnl)) || ((a.delta || a.gate == 2) && !a.dbv) ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
