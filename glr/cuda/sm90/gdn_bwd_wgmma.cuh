@@ -100,14 +100,6 @@ __device__ __forceinline__ int warp_uniform(int v) {
 #endif
 }
 
-// What h_x_epilogue (gdn_state_wgmma.cuh) reads and sets, for one 16-column block of X in ChunkWgCore::form_vnew:
-// the chunk's beta and G rows and the block's nonfinite flag.
-struct VnewRows {
-  const float* beta;
-  const float* G;
-  int& nonfinite;
-};
-
 // The compute both wgmma chunk kernels run (chunk_wgmma_kernel here, chunk_tma_kernel in gdn_bwd_chunk_tma.cuh):
 // phases 1 and 2's wgmmas and epilogues and the thread geometry, written once; each kernel keeps its own loads and
 // passes the points where they differ as hooks (cp.async waits and the second residual load here; mbarrier waits,
@@ -228,11 +220,8 @@ struct ChunkWgCore {
     for (int kh = 0; kh < KH; ++kh)
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
-        const int first = (64 * kh + c0 + 16 * b) / vt * (vt / 16);
-        bool f = false;
-        for (int j = first; j < first + vt / 16; ++j) f = f || s.nonfinite[j] != 0;
-        nf[kh][b] = f;
-        any = any || f;
+        nf[kh][b] = slice_nonfinite(s.nonfinite, 64 * kh + c0 + 16 * b, vt);
+        any = any || nf[kh][b];
       }
     // V_new = T X (B = X MN-major: its residual in vnl, then X in vn, per k-step)
 #pragma unroll
