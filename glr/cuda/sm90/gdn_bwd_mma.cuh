@@ -1855,8 +1855,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
   if constexpr (kDelta) {
     // Group 1: k, h, v (in dh''s residual tile), T (in dA's), G, beta, the dbeta partials: V_new's operands
-    // (chunk_form_vnew). Group 2: q, dO (phase 1's first pass). Group 3: dX (its second). Group 4, once V_new is
-    // formed: dh', its residual's first 64 rows (phase 2; into the tiles v and T leave).
+    // (chunk_form_vnew). Group 2: q, dO (phase 1's first pass). Group 3: dX (its second). Group 4: dh' (phase 2).
+    // Group 5, once V_new is formed: dh''s residual's first 64 rows (into the tile v leaves).
     load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh)  // (kD x kD): KH tiles of 64 rows
@@ -1870,16 +1870,16 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
     cp_async_commit();
     load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
     cp_async_commit();
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) load_tile<kD>(s.dh + kh * C * kLd, a.dhc + sl0 * kD * kD + kh * C * kD, kD, C, tid);
+    cp_async_commit();
     if (tid < kD / 16) s.nonfinite[tid] = 0;
-    cp_async_wait<2>();
+    cp_async_wait<3>();
     __syncthreads();
     chunk_form_vnew<kD>(s, s.dhl, s.dA, a.vt, warp, lane);
-    cp_async_wait<1>();  // q, dO
+    cp_async_wait<2>();  // q, dO
     __syncthreads();     // V_new, q, dO visible; every warp is done with v and T
-    const std::int64_t o = sl0 * kD * kD;
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh) load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
-    load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
+    load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
     cp_async_commit();
   } else {
     // Group 1: q, k, dO, V (= V_new, the padding rows zero), G (phase 1). Group 2: none (no dX without the delta
@@ -1912,7 +1912,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
     // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
     if (pass == 1) {
-      cp_async_wait<1>();  // dX
+      cp_async_wait<2>();  // dX (dh' and its residual's rows after it)
       __syncthreads();
     }
     const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;

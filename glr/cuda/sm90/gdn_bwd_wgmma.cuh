@@ -480,8 +480,9 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   const int nsl = kD / a.vt;
   if constexpr (kDelta) {
     // Group 1: k, h, v (in dh''s residual tile), T (in dA's), G, beta, the dbeta partials: V_new's operands
-    // (ChunkWgCore::form_vnew). Group 2: q, dO. Group 3: dX. Group 4, once V_new is formed: dh', its residual's rows
-    // 0..63 (into the tiles v and T leave). The tiles by all 256 threads.
+    // (ChunkWgCore::form_vnew). Group 2: q, dO. Group 3: dX. Group 4: dh'. Group 5, once V_new is formed: dh''s
+    // residual's rows 0..63 (into the tile v leaves). Every group but the last is issued at the start, as before
+    // (the kernel is bound by its bytes: the loads go out first). The tiles by all 256 threads.
     load_sw128<C, kD, NT_>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
     load_sw128<kD, kD, NT_>(s.h, a.hc + sl0 * kD * kD, kD, kD, tid);
     load_sw128<C, kD, NT_>(s.dhl, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
@@ -493,17 +494,17 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
     cp_async_commit();
     load_sw128<C, kD, NT_>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
     cp_async_commit();
+    load_sw128<kD, kD, NT_>(s.dh, a.dhc + sl0 * kD * kD, kD, kD, tid);
+    cp_async_commit();
     if (tid < kD / 16) s.nonfinite[tid] = 0;
-    cp_async_wait<2>();
+    cp_async_wait<3>();
     fence_proxy_async();  // cp.async's writes (generic proxy) before the wgmmas (async proxy) read them
     __syncthreads();
     core.form_vnew(s, s.dhl, s.dA, a.vt);
-    cp_async_wait<1>();  // q, dO
+    cp_async_wait<2>();  // q, dO
     fence_proxy_async();  // V_new (st.shared), q, dO (cp.async) before the wgmmas
     __syncthreads();      // (and every read of v and T done)
-    const std::int64_t o = sl0 * kD * kD;
-    load_sw128<kD, kD, NT_>(s.dh, a.dhc + o, kD, kD, tid);
-    load_sw128<C, kD, NT_>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
+    load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
     cp_async_commit();
   } else {
     // Group 1: q, k, dO, V (= V_new), G. Group 2: none (no dX without the delta rule). Group 3: h, dh', its residual.
@@ -527,9 +528,9 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   }
 
   const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-  // Phase 1 (ChunkWgCore::phase1); dX by cp.async (group 3, the last but dh's with the delta rule) before pass 1.
+  // Phase 1 (ChunkWgCore::phase1); dX by cp.async (group 3: dh' and its residual's after it) before pass 1.
   core.template phase1<false>(s, a, len, [] {}, [] {
-    cp_async_wait<1>();  // dX
+    cp_async_wait<2>();  // dX
     fence_proxy_async();
     __syncthreads();
   });
