@@ -220,10 +220,10 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const std::size_t slow = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::blocks);
   // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, Gr, 8 dbeta slices (fp32 per token), h, dh' and dh''s bf16
   // residual (bf16 K x V per chunk), dX (bf16 per token), and V_new and its bf16 residual (bf16 per token each) only
-  // where a kernel that reads them may run (vnew_stored, gdn_bwd_mma.cuh: chunk_tma_kernel, the fused sweep; the
-  // other chunk kernels form them themselves): 1028 MB here by default (1296 MB with them), plus the 256-byte status
+  // where a kernel that reads them may run (vnew_stored, gdn_bwd_mma.cuh: the fused sweep, GLR_FUSED_BWD=1; the
+  // chunk kernels form them themselves): 1028 MB here by default (1296 MB with them), plus the 256-byte status
   // header. The residuals (2026-12-04) keep dk within the oracle gate's bound at small magnitudes.
-  const std::size_t vpieces = cuda::sm90::bwd_chunk_tma() || cuda::sm90::bwd_fused() ? 3 : 1;
+  const std::size_t vpieces = cuda::sm90::bwd_fused() ? 3 : 1;
   const std::size_t bh = 8 * 16, tp = 4096, nt = 64;
   EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 11 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * vpieces));
   EXPECT_LT(fast * 2.5, slow);

@@ -168,12 +168,12 @@ struct GdnBwdArgs {
 };
 
 // The one rule for V_new's workspace pieces (vn, vnl): the h pass stores them (h_kernel, the wgmma h pass), and the
-// workspace carves them, only where a kernel that reads them may run: chunk_tma_kernel (GLR_BWD_CHUNK_TMA=1), the
-// fused sweep (GLR_FUSED_BWD=1), or a caller's own (a.vnew_kept). chunk_wgmma_kernel, the default, and chunk_kernel
-// (GLR_BWD_WGMMA=0) form V_new and its residual themselves from k, h_c, v and T (ChunkWgCore::form_vnew,
-// chunk_form_vnew: the h pass's words). Without them (null) the h pass stores neither: 32 KB a chunk-head written
-// and read less at K = V = 128.
-inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && (a.vnew_kept || bwd_chunk_tma() || bwd_fused()); }
+// workspace carves them, only where a kernel that reads them may run: the fused sweep (GLR_FUSED_BWD=1), or a
+// caller's own (a.vnew_kept). The chunk kernels (chunk_wgmma_kernel, the default; chunk_tma_kernel,
+// GLR_BWD_CHUNK_TMA=1; chunk_kernel, GLR_BWD_WGMMA=0) form V_new and its residual themselves from k, h_c, v and T
+// (ChunkWgCore::form_vnew, chunk_form_vnew: the h pass's words). Without them (null) the h pass stores neither: 32 KB
+// a chunk-head written and read less at K = V = 128.
+inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && (a.vnew_kept || bwd_fused()); }
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
 // order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
