@@ -178,8 +178,9 @@ inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && (a.vnew_kept ||
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
 // order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
 // Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
-// the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
-// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
+// the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1030 MB (T 67; h, dh' and dh''s residual 268
+// each; dX 134; G, beta, Gr 2.1 each; the dbeta partials 16.8), and V_new and its residual 134 each more where
+// vnew_stored (the fused sweep: 1298 MB); without it (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
 // K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB) and the group sums' arrival tickets (chunk_slots() H
