@@ -28,22 +28,17 @@
 //   H0   h, dh' rows 0..63 of K          P0 (kD 128) / P1 (kD 64); <h, dh'> (hdot) is formed in phase 2's first
 //                                         part, while its products run, so h and dh' are free once read by wgmma
 //   H1   h, dh' rows 64..127 (kD 128)    P1
-//   V    dO, v (the delta rule: in       P1: the last part's barrier after its three row products (V_new dh'^T,
-//        V_new's residual tile)           dX h^T, dO h^T) retired, the dq / dk products of E, dA in flight
+//   V    dO, V_new (v without delta)     P1: the last part's barrier after its three row products (V_new dh'^T,
+//                                         dX h^T, dO h^T) retired, the dq / dk products of E, dA in flight
 //   X    dX (delta rule)                 P1
-//   L    dh''s residual rows 0..63       P1
-//   T    T (delta rule), in dA's tile    P2 (dq's dA K, dA's last reader, retired)
+//   L    V_new's residual, dh''s residual rows 0..63   P1
 //   D    dh''s residual rows 64..127 (kD 128): the current item's, after part 0's V_new dh'^T retired (as before)
 //   S0,1 G, Gr, beta, the dbeta partials (1-D bulk copies), double buffered: item i + 2's into item i's buffer,
 //        inside phase 3 (its barrier between the per-row sums, the last readers, and warp 0's scan)
-// Rows past a chunk's tokens (its last chunk): the token tiles' TMA boxes (q, k, dO, v) read the next tokens (or
-// zeros past the matrix), which the threads overwrite with zeros before the first product, as the old loads' zero
-// fill: the same bytes.
-// The delta rule: V_new and its residual are formed at the item's start (ChunkWgCore::form_vnew, as
-// chunk_wgmma_kernel: X over v in vnl, each thread's X words over its own v words, then V_new over X), once k (both
-// slabs), h, v, T and the scalars are in: the item's first wait is for QK1 and H0 / H1 too (before: halfway
-// through pass 0, and before phase 2). The h pass no longer stores V_new for it (vnew_stored).
-// Shared memory: chunk_wgmma_kernel's layout with the scalars twice and 11 mbarriers: 221,928 B + 1,024 slack at
+// Rows past a chunk's tokens (its last chunk): the token tiles' TMA boxes (q, k, dO; v without the delta rule) read
+// the next tokens (or zeros past the matrix), which the threads overwrite with zeros before the first product, as
+// the old loads' zero fill: the same bytes.
+// Shared memory: chunk_wgmma_kernel's layout with the scalars twice and 10 mbarriers: 221,888 B + 1,024 slack at
 // kD = 128 (limit 232,448), one block an SM.
 #pragma once
 
@@ -54,7 +49,7 @@
 namespace glr::cuda::sm90::gdn_bwd {
 
 // The full barriers (ChunkTmaSmem::bar).
-enum : int { kTbQK0, kTbQK1, kTbH0, kTbH1, kTbV, kTbX, kTbL, kTbD, kTbT, kTbS0, kTbS1, kTbCount };
+enum : int { kTbQK0, kTbQK1, kTbH0, kTbH1, kTbV, kTbX, kTbL, kTbD, kTbS0, kTbS1, kTbCount };
 
 template <int kD = gdn::DK>
 struct ChunkTmaSmem {  // tiles as ChunkWgSmem (sw128_offset, 1024-byte aligned)
@@ -78,7 +73,6 @@ struct ChunkTmaSmem {  // tiles as ChunkWgSmem (sw128_offset, 1024-byte aligned)
   float hdot[kD];
   float dG[C];
   float t3[C];
-  int nonfinite[kD / 16];  // the delta rule: X of 16-column block b holds a NaN or Inf (ChunkWgCore::form_vnew)
   std::uint64_t bar[kTbCount];
 };
 template <int kD>
@@ -102,9 +96,6 @@ struct ChunkTmaView {
   __nv_bfloat16 (&E)[C * C];
   __nv_bfloat16 (&h)[kD * kD];
   __nv_bfloat16 (&dh)[kD * kD];
-  __nv_bfloat16 (&vn)[C * kD];   // (ChunkWgCore::form_vnew's X and V_new)
-  __nv_bfloat16 (&vnl)[C * kD];
-  int (&nonfinite)[kD / 16];
 };
 
 // The kernel's parameter: the backward's arguments, the tensor maps of its tiles (boxes of 64 features x 64 rows,
@@ -113,9 +104,8 @@ struct ChunkTmaArgs {
   GdnBwdArgs a;
   TmaMap2d q, k;  // (B T, H K): token rows, head h's features at columns h K ..
   TmaMap2d dO;    // (B T, HV V)
-  TmaMap2d v;     // (B T, HV V)
-  TmaMap2d T;     // (S C, C) T (delta rule), slot s's rows at s C
-  TmaMap2d dx;    // (S C, V) (delta rule)
+  TmaMap2d vn;    // delta rule: (S C, V) V_new, slot s's rows at s C; without it v, (B T, HV V)
+  TmaMap2d vnl, dx;  // (S C, V) (delta rule)
   TmaMap2d h, dh, dhl;  // (S K, V): slot s's (K x V) at rows s K
   int ncol = 0;   // chunk columns of the item numbering (chunk_at's bx range)
   int items = 0;  // ncol x rows
@@ -187,21 +177,21 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
         state_rows(sh, p.h, t, g - kTbH0, g);
         state_rows(sdh, p.dh, t, g - kTbH0, g);
         break;
-      case kTbV:  // dO and v (the delta rule: v into V_new's residual tile, form_vnew's input there)
+      case kTbV:
         mbarrier_arrive_expect_tx(bar(g), 2 * KH * kBox);
         token_tile(sdO, p.dO, t.hv, t, 0, KH, g);
-        token_tile(kDelta ? svnl : svn, p.v, t.hv, t, 0, KH, g);
-        break;
-      case kTbT:  // T (delta rule) into dA's tile
-        mbarrier_arrive_expect_tx(bar(g), kBox);
-        box(core.sdA, p.T, 0, t.sl0 * C, g);
+        if constexpr (kDelta)
+          slot_tile(svn, p.vn, t, g);
+        else
+          token_tile(svn, p.vn, t.hv, t, 0, KH, g);
         break;
       case kTbX:
         mbarrier_arrive_expect_tx(bar(g), KH * kBox);
         slot_tile(sdx, p.dx, t, g);
         break;
       case kTbL:
-        mbarrier_arrive_expect_tx(bar(g), KH * kBox);
+        mbarrier_arrive_expect_tx(bar(g), (kDelta ? 2 : 1) * KH * kBox);
+        if constexpr (kDelta) slot_tile(svnl, p.vnl, t, g);
         resid_rows(t, 0, g);
         break;
       case kTbD:
@@ -232,7 +222,6 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     issue(kTbH0, t);
     if constexpr (KH == 2) issue(kTbH1, t);
     issue(kTbL, t);
-    if constexpr (kDelta) issue(kTbT, t);
   };
 
   int w = next_item(static_cast<int>(blockIdx.x));
@@ -262,8 +251,8 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     const std::int64_t sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
     const std::uint32_t ph = static_cast<std::uint32_t>(it & 1);
     const int buf = it & 1;
-    ChunkTmaView<kD> v{s.G[buf], s.Gr[buf], s.beta[buf], s.dbv[buf], s.rowp, s.colp, s.hdot, s.dG,
-                       s.t3,     s.dA,     s.E,         s.h,        s.dh,   s.vn,   s.vnl, s.nonfinite};
+    ChunkTmaView<kD> v{s.G[buf], s.Gr[buf], s.beta[buf], s.dbv[buf], s.rowp, s.colp, s.hdot,
+                       s.dG,     s.t3,     s.dA,        s.E,        s.h,    s.dh};
     // the next item's group g, by thread 0 (after the barrier that frees its buffers)
     auto refill = [&](int g) {
       if (tid == 0 && nxt < p.items) {
@@ -277,13 +266,6 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
     mbarrier_wait_parity(bar(kTbV), ph);
     mbarrier_wait_parity(bar(kTbS0 + buf), static_cast<std::uint32_t>((it >> 1) & 1));
     // q, k features 64..127 (QK1, the last tiles to land) are waited for in pass 0, after its first half
-    if constexpr (kDelta) {  // V_new's operands: k (both slabs), h, T (v and the scalars: above)
-      if constexpr (KH == 2) mbarrier_wait_parity(bar(kTbQK1), ph);
-      mbarrier_wait_parity(bar(kTbH0), ph);
-      if constexpr (KH == 2) mbarrier_wait_parity(bar(kTbH1), ph);
-      mbarrier_wait_parity(bar(kTbT), ph);
-      if (tid < kD / 16) s.nonfinite[tid] = 0;
-    }
     if (len < C) {  // the token tiles' rows past the chunk's tokens to zero (block-uniform), every slab
       if constexpr (KH == 2) mbarrier_wait_parity(bar(kTbQK1), ph);
       auto zero_rows = [&](__nv_bfloat16* t) {
@@ -296,14 +278,8 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
       zero_rows(s.q);
       zero_rows(s.k);
       zero_rows(s.dO);
-      zero_rows(kDelta ? s.vnl : s.vn);  // (v)
+      if constexpr (!kDelta) zero_rows(s.vn);
       fence_proxy_async();
-    }
-    if (kDelta || len < C) __syncthreads();  // the zero rows (and the delta rule's flags) in place
-    // The delta rule: V_new and its residual (ChunkWgCore::form_vnew, as chunk_wgmma_kernel; v in vnl, T in dA).
-    if constexpr (kDelta) {
-      core.form_vnew(v, s.vnl, s.dA, a.vt);
-      fence_proxy_async();  // V_new (st.shared) before the wgmmas
       __syncthreads();
     }
 
@@ -345,7 +321,6 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_tma_kernel(const __g
         });
     __syncthreads();  // every product of the item retired: P2
     refill(KH == 2 ? kTbQK1 : kTbQK0);
-    if constexpr (kDelta) refill(kTbT);  // dA's last reader (dq's dA K) retired; the next item's form_vnew reads T
     const int nsl = kD / a.vt;
     // Phase 3; at its barrier (the per-row sums, the scalars' last readers, done) the item after next's scalars
     // into this item's buffer.
@@ -404,8 +379,10 @@ inline bool launch_chunk_tma(const GdnBwdArgs& a, int ncol, int rows, cudaStream
   bool ok = map(p.q, a.q, tokens, static_cast<long long>(a.H) * kD) && map(p.k, a.k, tokens, static_cast<long long>(a.H) * kD) &&
             map(p.dO, a.dout, tokens, static_cast<long long>(HV) * kD) && map(p.h, a.hc, S * kD, kD) &&
             map(p.dh, a.dhc, S * kD, kD) && map(p.dhl, a.dhcl, S * kD, kD);
-  ok = ok && map(p.v, a.v, tokens, static_cast<long long>(HV) * kD);
-  if constexpr (kDelta) ok = ok && map(p.T, a.Tm, S * C, C) && map(p.dx, a.dx, S * C, kD);
+  if constexpr (kDelta)
+    ok = ok && map(p.vn, a.vn, S * C, kD) && map(p.vnl, a.vnl, S * C, kD) && map(p.dx, a.dx, S * C, kD);
+  else
+    ok = ok && map(p.vn, a.v, tokens, static_cast<long long>(HV) * kD);
   if (!ok) return false;
   // (its shared-memory limit: launch_kernel, per kernel pointer and device)
   const int blocks = static_cast<int>(items < chunk_tma_blocks() ? items : chunk_tma_blocks());

@@ -122,8 +122,8 @@ struct GdnBwdArgs {
   __nv_bfloat16* hc = nullptr;  // (S, K, V) state entering chunk c
   __nv_bfloat16* dhc = nullptr; // (S, K, V) gradient of the state leaving chunk c
   __nv_bfloat16* dhcl = nullptr;// (S, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
-  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new (the h pass's; carved and written where vnew_stored(a), below)
-  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel); likewise
+  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new
+  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
   __nv_bfloat16* dx = nullptr;  // (S, C, V) dX
   float* dbv = nullptr;         // rowsum(dX . V) per column slice (room for 8 slices): a sequence-and-head's
                                 // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp));
@@ -163,25 +163,13 @@ struct GdnBwdArgs {
   // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
   // backward calls.
   bool wy_saved = false;
-  // The caller will run a kernel that reads vn / vnl itself, whatever the switches say (vnew_stored): the
-  // emulator's checks that run the fused sweep beside the default, and the h pass's word checks.
-  bool vnew_kept = false;
 };
-
-// The one rule for V_new's workspace pieces (vn, vnl): the h pass stores them (h_kernel, the wgmma h pass), and the
-// workspace carves them, only where a kernel that reads them may run: the fused sweep (GLR_FUSED_BWD=1), or a
-// caller's own (a.vnew_kept). The chunk kernels (chunk_wgmma_kernel, the default; chunk_tma_kernel,
-// GLR_BWD_CHUNK_TMA=1; chunk_kernel, GLR_BWD_WGMMA=0) form V_new and its residual themselves from k, h_c, v and T
-// (ChunkWgCore::form_vnew, chunk_form_vnew: the h pass's words). Without them (null) the h pass stores neither: 32 KB
-// a chunk-head written and read less at K = V = 128.
-inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && (a.vnew_kept || bwd_fused()); }
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
 // order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
 // Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
-// the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1030 MB (T 67; h, dh' and dh''s residual 268
-// each; dX 134; G, beta, Gr 2.1 each; the dbeta partials 16.8), and V_new and its residual 134 each more where
-// vnew_stored (the fused sweep: 1298 MB); without it (Mamba2,
+// the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
+// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
 // K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB) and the group sums' arrival tickets (chunk_slots() H
@@ -216,9 +204,9 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dbv = piece(delta || a.gate == 2, delta ? S * C * 4 * 8 : S * 4);
   l.hc = piece(true, S * d * d * 2);
   l.dhc = piece(true, S * d * d * 2);
-  l.vn = piece(vnew_stored(a), S * C * d * 2);
+  l.vn = piece(delta, S * C * d * 2);
   l.dx = piece(delta, S * C * d * 2);
-  l.vnl = piece(vnew_stored(a), S * C * d * 2);
+  l.vnl = piece(delta, S * C * d * 2);
   l.dhcl = piece(true, S * d * d * 2);
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
@@ -551,10 +539,8 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
-  // V_new and its residual to the workspace where a kernel reads them (vnew_stored: a.vn set; V_new = V without the
-  // delta rule); else only to the shared tiles phase C reads
-  __nv_bfloat16* vng = kDelta && a.vn ? a.vn + sb.R * C * kD + sb.v0 : nullptr;
-  __nv_bfloat16* vnlg = kDelta && a.vn ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
+  __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
+  __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
   auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDV + col); };
 
@@ -751,10 +737,8 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       }
     }
     cp_async_commit();
-    if (vng) {
-      store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
-      store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
-    }
+    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
+    store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
     }  // kDelta
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new); e^{G_last} as the wgmma h pass's, one ex2.approx.
@@ -1701,13 +1685,13 @@ struct ChunkSmem {
   __nv_bfloat16 q[C * kLd];    // (C, K)
   __nv_bfloat16 k[C * kLd];    // (C, K)
   __nv_bfloat16 dO[C * kLd];   // (C, V)
-  __nv_bfloat16 vn[C * kLd];   // (C, V) V_new (the delta rule: X until chunk_form_vnew overwrites it)
-  __nv_bfloat16 vnl[C * kLd];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T; the delta rule: X - bf16(X) first)
+  __nv_bfloat16 vn[C * kLd];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * kLd];  // (C, V) V_new - bf16(V_new) (for V_new dh'^T)
   __nv_bfloat16 dx[C * kLd];   // (C, V) dX
   __nv_bfloat16 h[kD * kLd];   // (K, V) state entering the chunk
   __nv_bfloat16 dh[kD * kLd];  // (K, V) gradient of the state leaving it
-  __nv_bfloat16 dhl[C * kLd];  // (64, V) dh''s bf16 residual, the rows of one 64-row part of K at a time (phase 2; the delta rule: v first)
-  __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP) (the delta rule: T first)
+  __nv_bfloat16 dhl[C * kLd];  // (64, V) dh''s bf16 residual, the rows of one 64-row part of K at a time (phase 2)
+  __nv_bfloat16 dA[C * LD64];    // (C, C) scale tril(Gamma . dP)
   __nv_bfloat16 E[C * LD64];     // (C, C) strictly_lower(beta . Gamma . dL)
   float G[C];
   float Gr[C];
@@ -1718,128 +1702,9 @@ struct ChunkSmem {
   float hdot[kD];       // <h, dh'> per row
   float dG[C];
   float t3[C];
-  int nonfinite[kD / 16];  // the delta rule: X of 16-column block b holds a NaN or Inf (chunk_form_vnew)
 };
 
 static_assert(sizeof(ChunkSmem<128>) <= 227 * 1024, "the chunk kernel's shared memory fits one block per SM (227 KB)");
-
-// What h_x_epilogue (gdn_state_wgmma.cuh) reads and sets, for one 16-column block of X in the chunk kernels' V_new
-// (chunk_form_vnew, ChunkWgCore::form_vnew): the chunk's beta and G rows and the block's nonfinite flag.
-struct VnewRows {
-  const float* beta;
-  const float* G;
-  int& nonfinite;
-};
-// h_kernel's non-finite flag is per block of a.vt columns (its slice): a 16-column block's is the OR of its slice's.
-template <class Flags>
-__device__ __forceinline__ bool slice_nonfinite(const Flags& nonfinite, int col0, int vt) {
-  const int first = col0 / vt * (vt / 16);
-  bool f = false;
-  for (int j = first; j < first + vt / 16; ++j) f = f || nonfinite[j] != 0;
-  return f;
-}
-
-// V_new = T X and its bf16 residual (the delta rule), formed in chunk_kernel as the h pass forms them (h_kernel's
-// phases A and B: the same mma.syncs in the same order, the same epilogues h_x_epilogue and h_tx_rows; the h pass no
-// longer stores them where no kernel reads them: vnew_stored), into s.vn and s.vnl, X and its residual there first.
-// In place: s.k, s.h (the bf16 h_c the h pass multiplied, from a.hc), v (the chunk's rows, zeros past the sequence;
-// row stride kD + 8), T (row stride LD64), s.beta, s.G, s.nonfinite[] zeroed before a barrier. Warp w rows 16w..16w+15
-// as h_kernel's; each 64-column part of V in turn as h_kernel's slices (of a.vt columns) are, per 16-column block:
-// X by h_x_epilogue (its flag per 16-column block, a slice's the OR of its blocks'), then V_new = T X over the k
-// tiles ks <= warp, X's residual then X per k-step; in a slice whose X is not finite the tiles ks < warp and the
-// diagonal tile over m <= i alone by h_tx_rows (h_kernel's phase B says why). Ends with the stores; the caller
-// syncs before reading them.
-template <int kD, class Smem>
-__device__ __forceinline__ void chunk_form_vnew(Smem& s, const __nv_bfloat16* v, const __nv_bfloat16* T, int vt,
-                                                int warp, int lane) {
-  constexpr int kLd = kD + 8, KH = kD / 64;
-  const int g8 = lane >> 2, t4 = lane & 3, r0 = warp * 16;
-  auto block = [](float (&x)[8][4], int b) -> float (&)[2][4] { return *reinterpret_cast<float(*)[2][4]>(&x[2 * b][0]); };
-  auto pair_in = [](int col0) {
-    return [col0](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * kLd + col0 + col); };
-  };
-  // Phase A: K h, then X = beta V - beta e^G (K h) to vn and its residual to vnl, per 64-column part
-#pragma unroll 1
-  for (int kh = 0; kh < KH; ++kh) {
-    float ax[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ax[n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      std::uint32_t ak[4];
-      ldsm_a(ak, s.k, kLd, r0, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t bh4[4];
-        ldsm_b_kn(bh4, s.h, kLd, ks * 16, kh * 64 + np * 16, lane);
-        mma_bf16_16816(ax[2 * np], ak, bh4[0], bh4[1]);
-        mma_bf16_16816(ax[2 * np + 1], ak, bh4[2], bh4[3]);
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const int col0 = kh * 64 + 16 * b;
-      std::uint32_t vr[2][2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-          vr[n][half] = *reinterpret_cast<const std::uint32_t*>(v + (r0 + g8 + half * 8) * kLd + col0 + 8 * n + 2 * t4);
-      VnewRows rows{s.beta, s.G, s.nonfinite[col0 / 16]};
-      h_x_epilogue(rows, r0, g8, t4, vr, block(ax, b), s.vn, s.vnl, pair_in(col0));
-    }
-  }
-  __syncthreads();  // X and the flags visible
-  // Phase B: V_new = T X
-  float an[KH][8][4];
-#pragma unroll
-  for (int kh = 0; kh < KH; ++kh) {
-    bool nf[4];
-#pragma unroll
-    for (int np = 0; np < 4; ++np) nf[np] = slice_nonfinite(s.nonfinite, kh * 64 + np * 16, vt);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) an[kh][n][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      if (ks > warp) continue;
-      std::uint32_t at[4];
-      ldsm_a(at, T, LD64, r0, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        if (ks == warp && nf[np]) continue;
-        std::uint32_t bx[4];
-        ldsm_b_kn(bx, s.vnl, kLd, ks * 16, kh * 64 + np * 16, lane);
-        mma_bf16_16816(an[kh][2 * np], at, bx[0], bx[1]);
-        mma_bf16_16816(an[kh][2 * np + 1], at, bx[2], bx[3]);
-        ldsm_b_kn(bx, s.vn, kLd, ks * 16, kh * 64 + np * 16, lane);
-        mma_bf16_16816(an[kh][2 * np], at, bx[0], bx[1]);
-        mma_bf16_16816(an[kh][2 * np + 1], at, bx[2], bx[3]);
-      }
-    }
-#pragma unroll
-    for (int np = 0; np < 4; ++np)
-      if (nf[np])  // the diagonal tile over m <= i alone
-        h_tx_rows(block(an[kh], np), r0, r0, g8, t4, [&](int i, int m) { return __bfloat162float(T[i * LD64 + m]); },
-                  s.vn, s.vnl, pair_in(kh * 64 + np * 16));
-  }
-  __syncthreads();  // every warp is done with X
-#pragma unroll
-  for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = r0 + g8 + half * 8, col = kh * 64 + 8 * n + 2 * t4;
-        const float x0 = an[kh][n][half * 2], x1 = an[kh][n][half * 2 + 1];
-        const std::uint32_t hi = pack_bf16x2(x0, x1);
-        *reinterpret_cast<std::uint32_t*>(s.vn + i * kLd + col) = hi;
-        *reinterpret_cast<std::uint32_t*>(s.vnl + i * kLd + col) = bf16x2_residual(x0, x1, hi);
-      }
-}
 
 template <int kD = gdn::DK, bool kDelta = true>
 __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constant__ GdnBwdArgs a) {
@@ -1854,56 +1719,33 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
 
-  const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
-  if constexpr (kDelta) {
-    // Group 1: k, h, v (in dh''s residual tile), T (in dA's), G, beta, the dbeta partials: V_new's operands
-    // (chunk_form_vnew). Group 2: q, dO (phase 1's first pass). Group 3: dX (its second). Group 4: dh' (phase 2).
-    // Group 5, once V_new is formed: dh''s residual's first 64 rows (into the tile v leaves).
-    load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh)  // (kD x kD): KH tiles of 64 rows
-      load_tile<kD>(s.h + kh * C * kLd, a.hc + sl0 * kD * kD + kh * C * kD, kD, C, tid);
-    load_tile<kD>(s.dhl, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    load_tile<C>(s.dA, a.Tm + sl0 * C * C, C, C, tid);
-    load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
-    cp_async_commit();
-    load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-    load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    cp_async_commit();
-    load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
-    cp_async_commit();
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh) load_tile<kD>(s.dh + kh * C * kLd, a.dhc + sl0 * kD * kD + kh * C * kD, kD, C, tid);
-    cp_async_commit();
-    if (tid < kD / 16) s.nonfinite[tid] = 0;
-    cp_async_wait<3>();
-    __syncthreads();
-    chunk_form_vnew<kD>(s, s.dhl, s.dA, a.vt, warp, lane);
-    cp_async_wait<2>();  // q, dO
-    __syncthreads();     // V_new, q, dO visible; every warp is done with v and T
-    load_tile<kD>(s.dhl, a.dhcl + sl0 * kD * kD, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
-    cp_async_commit();
-  } else {
-    // Group 1: q, k, dO, V (= V_new, the padding rows zero), G (phase 1). Group 2: none (no dX without the delta
-    // rule: the wait counts below stay the same). Group 3: h, dh', dh''s residual's first 64 rows (phase 2).
-    load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-    load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-    load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials (phase 1's first pass). Group 2: dX (its second pass).
+  // Group 3: h, dh', the residuals of V_new and of dh''s first 64 rows (phase 2).
+  load_tile<kD>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_tile<kD>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  if constexpr (kDelta)
+    load_tile<kD>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  else  // no delta rule: V_new = V, read from v (the padding rows zero)
     load_tile<kD>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
-    cp_async_commit();
-    cp_async_commit();
+  const int nsl = kD / a.vt;  // 2, 4 or 8 slices of 16 pieces
+  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
+  cp_async_commit();
+  if constexpr (kDelta) load_tile<kD>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  cp_async_commit();  // (empty without the delta rule: the wait counts below stay the same)
+  {
     const std::int64_t o = sl0 * kD * kD;
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh) {  // (kD x kD): KH tiles of 64 rows
       load_tile<kD>(s.h + kh * C * kLd, a.hc + o + kh * C * kD, kD, C, tid);
       load_tile<kD>(s.dh + kh * C * kLd, a.dhc + o + kh * C * kD, kD, C, tid);
     }
+    if constexpr (kDelta) load_tile<kD>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);  // V exact in bf16 without it
     load_tile<kD>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) once phase 2's first half is done
-    cp_async_commit();
-    cp_async_wait<2>();
-    __syncthreads();
   }
+  cp_async_commit();
+  cp_async_wait<2>();
+  __syncthreads();
 
   // Decays between two tokens (Gamma, e^{G_L - G_i}) come from Gr, never from G: with the chunk's first gate g_0
   // NaN, G_i - G_j is NaN - NaN, Gr_i - Gr_j the finite g_{j+1} + ... + g_i (docs/glr-math.md section 7). G itself
@@ -1914,7 +1756,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const __grid_constan
   for (int pass = 0; pass < (kDelta ? 2 : 1); ++pass) {
     // pass 0: x = Q K^T, y = dO V_new^T;  pass 1: x = K K^T, y = dX V_new^T (= -dL; the delta rule only)
     if (pass == 1) {
-      cp_async_wait<2>();  // dX (dh' and its residual's rows after it)
+      cp_async_wait<1>();  // dX
       __syncthreads();
     }
     const __nv_bfloat16* xa = pass == 0 ? s.q : s.k;
@@ -2302,7 +2144,7 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
   if (!a.G || !a.Gr || !a.hc || !a.dhc || !a.dhcl ||
-      (a.delta && (!a.Tm || !a.Bc || !a.dx)) || (vnew_stored(a) && (!a.vn || !a.vnl)) || ((a.delta || a.gate == 2) && !a.dbv) ||
+      (a.delta && (!a.Tm || !a.Bc || !a.vn || !a.vnl || !a.dx)) || ((a.delta || a.gate == 2) && !a.dbv) ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||

@@ -61,13 +61,13 @@ struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   __nv_bfloat16 q[C * kD];    // (C, K)
   __nv_bfloat16 k[C * kD];    // (C, K)
   __nv_bfloat16 dO[C * kD];   // (C, V)
-  __nv_bfloat16 vn[C * kD];   // (C, V) V_new (the delta rule: X until ChunkWgCore::form_vnew overwrites it)
-  __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new) (the delta rule: X - bf16(X) until then)
+  __nv_bfloat16 vn[C * kD];   // (C, V) V_new
+  __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new)
   __nv_bfloat16 dx[C * kD];   // (C, V) dX
   __nv_bfloat16 h[kD * kD];   // (K, V) state entering the chunk
   __nv_bfloat16 dh[kD * kD];  // (K, V) gradient of the state leaving it
-  __nv_bfloat16 dhl[C * kD];  // (64, V) dh''s bf16 residual, one 64-row part of K at a time (the delta rule: v first)
-  __nv_bfloat16 dA[C * C];    // (C, C) scale tril(Gamma . dP) (the delta rule: T first)
+  __nv_bfloat16 dhl[C * kD];  // (64, V) dh''s bf16 residual, one 64-row part of K at a time
+  __nv_bfloat16 dA[C * C];    // (C, C) scale tril(Gamma . dP)
   __nv_bfloat16 E[C * C];     // (C, C) strictly_lower(beta . Gamma . dL)
   float G[C];
   float Gr[C];
@@ -78,7 +78,6 @@ struct ChunkWgSmem {  // every tile 1024-byte aligned (the struct's base is alig
   float hdot[kD];
   float dG[C];
   float t3[C];
-  int nonfinite[kD / 16];  // the delta rule: X of 16-column block b holds a NaN or Inf (ChunkWgCore::form_vnew)
 };
 // The block: two warpgroups (consumers both), on the same tiles.
 inline constexpr int kChunkWgThreads = 256;
@@ -154,137 +153,6 @@ struct ChunkWgCore {
   // The 16-byte chunk cc (columns 8cc..8cc+7) of row r of a swizzled (K x V) tile.
   __device__ __forceinline__ static const uint4* state_chunk(const __nv_bfloat16* t, int r, int cc) {
     return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
-  }
-
-  // V_new = T X and its bf16 residual (the delta rule), formed in the chunk kernel as the h pass forms them
-  // (h_kernel's phases A and B, gdn_bwd_mma.cuh; it no longer stores them where this kernel runs: vnew_stored),
-  // into the tiles vn, vnl (this warpgroup's columns 64 kh + c0 ..; every row). In place: k, h (the bf16 h_c the h
-  // pass multiplied, from a.hc), v (the slice's rows, zeros past the sequence) in the tile at v, T (K-major) at T,
-  // the chunk's beta and G in s; s.nonfinite[] zeroed before a barrier. The same products in the same k-order and
-  // the same epilogues as h_kernel, so on the emulator the same words:
-  //   K h: wgmmas over K's k-steps ascending from a zero accumulator (h_kernel: mma.sync per k-step, the same sums);
-  //   X = beta V - beta e^G (K h) to vn (bf16) and vnl (its residual) by h_x_epilogue itself, one 16-column block at
-  //     a time (its nonfinite flag: h_kernel's flag is per block of a.vt columns, its slice, so the slice's flag
-  //     here is the OR of its 16-column blocks');
-  //   V_new = T X: per k-step X's residual then X (h_kernel's order), from a zero accumulator. h_kernel sums the k
-  //     tiles ks <= warp (T is lower triangular); in a slice whose X is finite the tiles past the diagonal add
-  //     0 x finite = +-0 to a sum that is never -0 (it starts at +0), which leaves every word as it was. In a slice
-  //     whose X is not finite h_kernel sums the tiles ks < warp on the tensor cores and the diagonal tile over
-  //     m <= i alone in FMAs (h_tx_rows; a NaN or Inf of X_m must stay out of V_new_i, i < m): here, if any of the
-  //     warpgroup's columns are in such a slice, one k-step at a time with the accumulator kept where h_kernel
-  //     does not add that tile (ks > warp; ks = warp in those columns, then h_tx_rows), which is its sum exactly;
-  //   bf16(V_new) and bf16(V_new - bf16(V_new)) as h_vnew_epilogue's, over X (every reader of this warpgroup's X
-  //     columns is this warpgroup: its named barrier between).
-  // Returns after the stores; the caller fences (fence.proxy.async) and syncs the block before any wgmma reads them.
-  template <class S>
-  __device__ __forceinline__ void form_vnew(S& s, const __nv_bfloat16* v, const __nv_bfloat16* T, int vt) const {
-    constexpr int kB = kN / 16;  // 16-column blocks of the warpgroup's part
-    const std::uint32_t sT = smem_addr(T);
-    float acc[KH][kN / 2];
-    auto block = [](float (&x)[kN / 2], int b) -> float (&)[2][4] { return *reinterpret_cast<float(*)[2][4]>(x + 8 * b); };
-    auto pair_in = [](int col0) {
-      return [col0](__nv_bfloat16* t, int i, int col) { return pair_at(t, i, col0 + col); };
-    };
-    // K h (B = h MN-major, this warpgroup's columns)
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
-    wgmma_fence_operand(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
-#pragma unroll
-      for (int kh = 0; kh < KH; ++kh) wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sk, 0, ks), dm<kD>(sh, 64 * kh + c0, ks), 1);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(acc);
-    // X and its residual over K h, in the vn and vnl tiles
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int col0 = 64 * kh + c0 + 16 * b;
-        std::uint32_t vr[2][2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-          for (int n = 0; n < 2; ++n) vr[n][half] = *pair_at(v, r0 + g8 + half * 8, col0 + 8 * n + 2 * t4);
-        VnewRows rows{s.beta, s.G, s.nonfinite[col0 / 16]};
-        h_x_epilogue(rows, r0, g8, t4, vr, block(acc[kh], b), s.vn, s.vnl, pair_in(col0));
-      }
-    fence_proxy_async();  // X before the wgmmas
-    __syncthreads();      // X and the flags visible (a slice of 64 columns spans both warpgroups' blocks)
-    bool nf[KH][kB], any = false;  // the 16-column block's slice (h_kernel's block) has X not finite
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        nf[kh][b] = slice_nonfinite(s.nonfinite, 64 * kh + c0 + 16 * b, vt);
-        any = any || nf[kh][b];
-      }
-    // V_new = T X (B = X MN-major: its residual in vnl, then X in vn, per k-step)
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
-    auto tx_step = [&](int ks) {
-#pragma unroll
-      for (int kh = 0; kh < KH; ++kh) {
-        wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sT, 0, ks), dm<C>(svnl, 64 * kh + c0, ks), 1);
-        wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sT, 0, ks), dm<C>(svn, 64 * kh + c0, ks), 1);
-      }
-    };
-    if (!any) {
-      wgmma_fence_operand(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) tx_step(ks);
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
-    } else {  // (rare: a NaN or Inf in the chunk's v or k) one k-step a group, h_kernel's tiles kept alone
-#pragma unroll 1
-      for (int ks = 0; ks < 4; ++ks) {
-        float keep[KH][kN / 2];
-#pragma unroll
-        for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-          for (int e = 0; e < kN / 2; ++e) keep[kh][e] = acc[kh][e];
-        wgmma_fence_operand(acc);
-        wgmma_fence();
-        tx_step(ks);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operand(acc);
-#pragma unroll
-        for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-          for (int e = 0; e < kN / 2; ++e)
-            if (!(ks < warp || (ks == warp && !nf[kh][e >> 3]))) acc[kh][e] = keep[kh][e];
-      }
-      auto t_at = [T](int i, int m) {
-        return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(T) + sw128_offset<C>(i, m)));
-      };
-#pragma unroll
-      for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-        for (int b = 0; b < kB; ++b)
-          if (nf[kh][b]) h_tx_rows(block(acc[kh], b), r0, r0, g8, t4, t_at, s.vn, s.vnl, pair_in(64 * kh + c0 + 16 * b));
-    }
-    named_barrier_sync(1 + wg, 128);  // the warpgroup's reads of its X columns done (wgmmas retired, h_tx_rows)
-#pragma unroll
-    for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-      for (int n = 0; n < kN / 8; ++n)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int i = r0 + g8 + half * 8, col = 64 * kh + c0 + 8 * n + 2 * t4;
-          const float x0 = acc[kh][4 * n + 2 * half], x1 = acc[kh][4 * n + 2 * half + 1];
-          const std::uint32_t hi = pack_bf16x2(x0, x1);
-          *pair_at(s.vn, i, col) = hi;
-          *pair_at(s.vnl, i, col) = bf16x2_residual(x0, x1, hi);
-        }
   }
 
   // x = X Y^T, y = Z V_new^T over the features, this warpgroup's columns: one commit group; kSplit (kD = 128 only):
@@ -477,60 +345,36 @@ __global__ void __launch_bounds__(kChunkWgThreads, 1) chunk_wgmma_kernel(const _
   const std::int64_t R = at.R, sl0 = at.sl0, qtok0 = at.qtok0, tok0 = at.tok0;
   const std::int64_t row_stride = static_cast<std::int64_t>(a.H) * kD;
 
-  const int nsl = kD / a.vt;
-  if constexpr (kDelta) {
-    // Group 1: k, h, v (in dh''s residual tile), T (in dA's), G, beta, the dbeta partials: V_new's operands
-    // (ChunkWgCore::form_vnew). Group 2: q, dO. Group 3: dX. Group 4: dh'. Group 5, once V_new is formed: dh''s
-    // residual's rows 0..63 (into the tile v leaves). Every group but the last is issued at the start, as before
-    // (the kernel is bound by its bytes: the loads go out first). The tiles by all 256 threads.
-    load_sw128<C, kD, NT_>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-    load_sw128<kD, kD, NT_>(s.h, a.hc + sl0 * kD * kD, kD, kD, tid);
-    load_sw128<C, kD, NT_>(s.dhl, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    load_sw128<C, C, NT_>(s.dA, a.Tm + sl0 * C * C, C, C, tid);
-    load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);  // (threads 0..127: nsl * 16 <= 128 pieces)
-    cp_async_commit();
-    load_sw128<C, kD, NT_>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-    load_sw128<C, kD, NT_>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    cp_async_commit();
-    load_sw128<C, kD, NT_>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
-    cp_async_commit();
-    load_sw128<kD, kD, NT_>(s.dh, a.dhc + sl0 * kD * kD, kD, kD, tid);
-    cp_async_commit();
-    if (tid < kD / 16) s.nonfinite[tid] = 0;
-    cp_async_wait<3>();
-    fence_proxy_async();  // cp.async's writes (generic proxy) before the wgmmas (async proxy) read them
-    __syncthreads();
-    core.form_vnew(s, s.dhl, s.dA, a.vt);
-    cp_async_wait<2>();  // q, dO
-    fence_proxy_async();  // V_new (st.shared), q, dO (cp.async) before the wgmmas
-    __syncthreads();      // (and every read of v and T done)
-    load_sw128<C, kD, NT_>(s.dhl, a.dhcl + sl0 * kD * kD, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
-    cp_async_commit();
-  } else {
-    // Group 1: q, k, dO, V (= V_new), G. Group 2: none (no dX without the delta rule). Group 3: h, dh', its residual.
-    load_sw128<C, kD, NT_>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
-    load_sw128<C, kD, NT_>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
-    load_sw128<C, kD, NT_>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  // Group 1: q, k, dO, V_new, G, beta, the dbeta partials. Group 2: dX. Group 3: h, dh', the residuals. The tiles
+  // by all 256 threads.
+  load_sw128<C, kD, NT_>(s.q, a.q + qtok0 * kD, row_stride, len, tid);
+  load_sw128<C, kD, NT_>(s.k, a.k + qtok0 * kD, row_stride, len, tid);
+  load_sw128<C, kD, NT_>(s.dO, a.dout + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
+  if constexpr (kDelta)
+    load_sw128<C, kD, NT_>(s.vn, a.vn + sl0 * C * kD, kD, C, tid);
+  else
     load_sw128<C, kD, NT_>(s.vn, a.v + tok0 * kD, static_cast<std::int64_t>(HV) * kD, len, tid);
-    load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);
-    cp_async_commit();
-    cp_async_commit();
-    {
-      const std::int64_t o = sl0 * kD * kD;
-      load_sw128<kD, kD, NT_>(s.h, a.hc + o, kD, kD, tid);
-      load_sw128<kD, kD, NT_>(s.dh, a.dhc + o, kD, kD, tid);
-      load_sw128<C, kD, NT_>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
-    }
-    cp_async_commit();
-    cp_async_wait<2>();
-    fence_proxy_async();  // cp.async's writes (generic proxy) before the wgmmas (async proxy) read them
-    __syncthreads();
+  const int nsl = kD / a.vt;
+  load_chunk_scalars<kDelta>(s, a, tid, R, sl0, nsl, NT, t0);  // (threads 0..127: nsl * 16 <= 128 pieces)
+  cp_async_commit();
+  if constexpr (kDelta) load_sw128<C, kD, NT_>(s.dx, a.dx + sl0 * C * kD, kD, C, tid);
+  cp_async_commit();
+  {
+    const std::int64_t o = sl0 * kD * kD;
+    load_sw128<kD, kD, NT_>(s.h, a.hc + o, kD, kD, tid);
+    load_sw128<kD, kD, NT_>(s.dh, a.dhc + o, kD, kD, tid);
+    if constexpr (kDelta) load_sw128<C, kD, NT_>(s.vnl, a.vnl + sl0 * C * kD, kD, C, tid);
+    load_sw128<C, kD, NT_>(s.dhl, a.dhcl + o, kD, C, tid);  // rows 0..63; 64..127 (kD = 128) after phase 2's first part
   }
+  cp_async_commit();
+  cp_async_wait<2>();
+  fence_proxy_async();  // cp.async's writes (generic proxy) before the wgmmas (async proxy) read them
+  __syncthreads();
 
   const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-  // Phase 1 (ChunkWgCore::phase1); dX by cp.async (group 3: dh' and its residual's after it) before pass 1.
+  // Phase 1 (ChunkWgCore::phase1); dX by cp.async (group 2) before pass 1.
   core.template phase1<false>(s, a, len, [] {}, [] {
-    cp_async_wait<2>();  // dX
+    cp_async_wait<1>();  // dX
     fence_proxy_async();
     __syncthreads();
   });
