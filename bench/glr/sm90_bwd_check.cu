@@ -395,7 +395,7 @@ void print_residency(int B, int T, int H) {
   namespace gb = glr::cuda::sm90::gdn_bwd;
   int nh = 0, nd = 0, nc = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nh, gb::h_kernel<kVT>, 128, sizeof(gb::HSmem<kVT>)));
-  const bool wg = glr::cuda::sm90::bwd_chunk_wgmma(), dh_wg = glr::cuda::sm90::bwd_dh_wgmma();
+  const bool wg = glr::cuda::sm90::bwd_chunk_wgmma(), dh_wg = glr::cuda::sm90::bwd_dh_wgmma(false);
   const bool dh2 = kVT == 64 && glr::cuda::sm90::bwd_dh_2gemm();  // GLR_DH_2GEMM=1: dh2_kernel, 256 threads
   const std::size_t dh_smem = dh2     ? gb::dh2_smem_bytes<128>
                               : dh_wg ? gb::dh_wgmma_smem_bytes<kVT, 128>
@@ -553,7 +553,9 @@ int main(int argc, char** argv) {
               : glr::cuda::sm90::bwd_chunk_tma()  ? "chunk_tma_kernel (wgmma, TMA, persistent grid, GLR_BWD_CHUNK_TMA=1)"
                                                   : "chunk_wgmma_kernel (wgmma)",
               glr::cuda::sm90::bwd_dh_2gemm() ? "dh2_kernel at 64-column slices (GLR_DH_2GEMM=1), else as GLR_DH_WGMMA"
-              : glr::cuda::sm90::bwd_dh_wgmma() ? "dh_wgmma_kernel (wgmma; split passes dh_kernel)" : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
+              : glr::cuda::sm90::bwd_dh_wgmma(false) ? "dh_wgmma_kernel (wgmma, GLR_DH_WGMMA=1)"
+              : glr::cuda::sm90::bwd_dh_wgmma(true)  ? "dh_kernel unsplit, dh_wgmma_kernel split (GLR_DH_WGMMA unset)"
+                                                     : "dh_kernel (mma.sync, GLR_DH_WGMMA=0)",
               glr::cuda::sm90::bwd_h_wgmma() ? "wgmma at 64-column slices (GLR_H_WGMMA=1)" : "h_kernel (mma.sync)");
   bool ok = true;
   if (do_check) {

@@ -60,7 +60,9 @@ namespace gdn_bwd = glr::cuda::sm90::gdn_bwd;
 // 0 both on mma.sync, 1 both on wgmma (the "wgmma" subset runs each case both ways and compares them).
 int on_wgmma = -1;
 bool chunk_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_chunk_wgmma() : on_wgmma == 1; }
-bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma() : on_wgmma == 1; }
+// (As the environment says for a split pass: unset -> dh_wgmma_kernel, so the default runs keep exercising it; the
+// library's unsplit pass runs dh_kernel when unset, the same words: GLR_DH_WGMMA=0 runs it here.)
+bool dh_on_wgmma() { return on_wgmma < 0 ? glr::cuda::sm90::bwd_dh_wgmma(true) : on_wgmma == 1; }
 // Returns whether the chunk kernel summed the groups' dq, dk itself (GVA; gdn_bwd::chunk_group_args, as launch_all:
 // then no group_kernel). force_group_kernel: group_kernel whatever GLR_BWD_GROUP_KERNEL says (each GVA case runs
 // once more so, and its dq, dk must be the same words).

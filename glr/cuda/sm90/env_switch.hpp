@@ -24,6 +24,15 @@ inline bool env_flag(const char* name, bool unset) {
   throw InvalidArgument(name, std::string("is '") + e + "'; use 0 or 1 (unset: " + (unset ? "1" : "0") + ")");
 }
 
+// An on/off switch whose unset meaning depends on the caller: unset or empty -> -1; "0" -> 0; "1" -> 1.
+inline int env_flag_or_unset(const char* name, const char* unset_means) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return -1;
+  if (std::strcmp(e, "0") == 0) return 0;
+  if (std::strcmp(e, "1") == 0) return 1;
+  throw InvalidArgument(name, std::string("is '") + e + "'; use 0 or 1 (unset: " + unset_means + ")");
+}
+
 // A count: unset, empty or "auto" -> 0 (the caller's rule); a whole number from lo to hi -> that number.
 inline int env_count(const char* name, int lo, int hi) {
   const char* e = std::getenv(name);
@@ -62,12 +71,16 @@ inline bool bwd_group_kernel() {
   static const bool on = env_flag("GLR_BWD_GROUP_KERNEL", false);
   return on;
 }
-// GLR_DH_WGMMA: the backward's unsplit dh pass on wgmma (dh_wgmma_kernel, gdn_bwd_dh_wgmma.cuh), the default since
-// its H200 run of 2026-12-05 (correct; the dh pass 1.10-1.15x dh_kernel's: docs/perf.md); 0: dh_kernel. A split dh pass
-// (GLR_BACKWARD_SPLIT) runs dh_kernel either way.
-inline bool bwd_dh_wgmma() {
-  static const bool on = env_flag("GLR_DH_WGMMA", true);
-  return on;
+// GLR_DH_WGMMA: which kernel runs the backward's dh pass, dh_wgmma_kernel (wgmma, gdn_bwd_dh_wgmma.cuh) or dh_kernel
+// (mma.sync), the same words. Unset: dh_kernel where the pass is unsplit (on an H100 on 2026-12-07 its time was
+// 0.84-0.94x dh_wgmma_kernel's at B8 T4096 H16, B4 T8192 H32 and B16 T2048 H32 K64: docs/perf.md; dh_wgmma_kernel
+// had been the faster on the H200 of 2026-12-05, before either kernel's later changes), dh_wgmma_kernel where it is
+// split (GLR_BACKWARD_SPLIT; gdn_bwd_split_plan's rule for it), as before: not measured against dh_kernel since.
+// 1: dh_wgmma_kernel everywhere (the default until 2026-12-07); 0: dh_kernel everywhere. `split`: whether the caller
+// is the split pass (or plans it).
+inline bool bwd_dh_wgmma(bool split) {
+  static const int v = env_flag_or_unset("GLR_DH_WGMMA", "dh_kernel unsplit, dh_wgmma_kernel split");
+  return v < 0 ? split : v == 1;
 }
 // GLR_DH_2GEMM=1: the backward's unsplit dh pass at 64-column slices with the delta rule as dh2_kernel
 // (gdn_bwd_dh2.cuh: the dh update as a 2-GEMM chain on one warpgroup, every other product on a second); other

@@ -2063,7 +2063,7 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
 //     the dh kernel over the segment rows from those slots (whole sequences from dht), overwrites their outputs and
 //     writes dh0. The last segment of a split sequence is already whole from pass A' (from dht): pass C skips it.
 // Pass A (forward) and A' each cover only the split sequences; pass C all. The dh kernel: dh_wgmma_kernel<.., true>
-// (GLR_DH_WGMMA, the default) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
+// (GLR_DH_WGMMA unset or 1) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
 // 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass). dh_prefetch (GLR_DH_PREFETCH=1,
 // bwd_dh_prefetch): dh_wgmma_kernel, split or not, in its prefetching schedule where dh_prefetch_takes.
@@ -2080,18 +2080,18 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
   if (NT > 0 && (e = launch_h_pass<kVT, kD, kDelta>(h, stream, bwd_h_wgmma())) != cudaSuccess) return e;
   if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
   GdnBwdArgs d = a;
-  if (!split || !a.dh_split) {  // unsplit: on wgmma by default (GLR_DH_WGMMA=0: dh_kernel; env_switch.hpp)
+  if (!split || !a.dh_split) {  // unsplit: dh_kernel by default (GLR_DH_WGMMA=1: on wgmma; env_switch.hpp)
     d.segs = 1;
     if constexpr (dh2_takes<kVT, kD, kDelta>)
       if (bwd_dh_2gemm()) return launch_dh2<kD>(d, grid, stream, emu_smem);  // GLR_DH_2GEMM=1 (gdn_bwd_dh2.cuh)
-    return bwd_dh_wgmma()
+    return bwd_dh_wgmma(false)
                ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem, dh_prefetch)
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
   }
   // pass A' over the Es slots (each the segment after its own), pass C over the segment rows but the last segments
   // of split sequences (their pass A' run started from dht: already whole); the segment table is the h pass's.
   // On wgmma by default (dh_wgmma_kernel<.., true>; GLR_DH_WGMMA=0: dh_kernel).
-  const bool wg = bwd_dh_wgmma();
+  const bool wg = bwd_dh_wgmma(true);
   auto dh = [&](const GdnBwdArgs& x, unsigned rows) {
     const dim3 g(kD / kVT, rows);
     return wg ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem, dh_prefetch)
@@ -2164,7 +2164,7 @@ inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd
 // forward's passes A and B: a.segs, a.seg_len; and a.dh_split, whether the dh pass splits too. A split dh pass
 // (launch_state_passes) runs pass A' over the split sequences' segments but the first and pass C over every segment
 // but their last: the unsplit work plus the middle segments once more (they are rewritten), no E/M doubling, so on
-// dh_wgmma_kernel (dh_wgmma: GLR_DH_WGMMA, the default) it splits wherever the h pass does. On dh_kernel (mma.sync,
+// dh_wgmma_kernel (dh_wgmma: the split pass's kernel unless GLR_DH_WGMMA=0) it splits wherever the h pass does. On dh_kernel (mma.sync,
 // GLR_DH_WGMMA=0) only where the unsplit dh pass leaves most of the GPU idle: on the H200 B1 T32768 H16 split in 8
 // with dh_kernel 1.65 ms against 2.38 unsplit on wgmma (32 64-column blocks for 132 SMs), but on the H100 the packed
 // 32k shape (15 sequences, 480 blocks) cut in 4 everywhere took 1.761 ms on dh_kernel against 1.617 unsplit on
@@ -2173,7 +2173,7 @@ inline int gdn_bwd_split_segments(const GdnBwdArgs& a, int sms) { return gdn_fwd
 // <= SMs, the dense rule's condition). Expected on the H100 for the packed 32k shape on wgmma (not yet run):
 // pass A' 64 steps of the 12288-token sequence's last two segments at about 8.4 us (its unsplit 1.617 ms / 192
 // chunks), pass C max(79 steps, the work's floor about 0.63 ms): about 1.2-1.3 ms against 1.617 (sm90_notes.md).
-inline void gdn_bwd_split_plan(GdnBwdArgs& a, int sms, bool dh_wgmma = bwd_dh_wgmma()) {
+inline void gdn_bwd_split_plan(GdnBwdArgs& a, int sms, bool dh_wgmma = bwd_dh_wgmma(true)) {
   const SplitPlan p = gdn_fwd_split_plan(gdn_bwd::wy_args(a), sms);
   a.segs = p.segs;
   a.seg_len = p.len;
