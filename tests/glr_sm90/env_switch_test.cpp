@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <utility>
 
 #include "../../glr/cuda/sm90/env_switch.hpp"
 
@@ -29,6 +28,20 @@ void expect_flag(const char* value, bool unset, bool want) {
     }
   } catch (const glr::InvalidArgument& e) {
     std::printf("FAIL env_flag %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
+    ++failures;
+  }
+}
+
+void expect_flag_or_unset(const char* value, int want) {
+  set(value);
+  try {
+    const int got = sm90::env_flag_or_unset(kVar, "the caller's");
+    if (got != want) {
+      std::printf("FAIL env_flag_or_unset %s='%s': %d, want %d\n", kVar, value ? value : "(unset)", got, want);
+      ++failures;
+    }
+  } catch (const glr::InvalidArgument& e) {
+    std::printf("FAIL env_flag_or_unset %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
     ++failures;
   }
 }
@@ -75,19 +88,10 @@ int main() {
   for (const char* bad : {"2", "01", "1 ", "true", "on", "-1", "yes"})
     expect_refused("env_flag", bad, [] { sm90::env_flag(kVar, true); });
   // The switch whose unset meaning is its caller's (GLR_DH_WGMMA: dh_kernel unsplit, dh_wgmma_kernel split): -1 unset.
-  for (const auto& [value, want] : {std::pair<const char*, int>{nullptr, -1}, {"", -1}, {"0", 0}, {"1", 1}}) {
-    set(value);
-    try {
-      const int got = sm90::env_flag_or_unset(kVar, "the caller's");
-      if (got != want) {
-        std::printf("FAIL env_flag_or_unset %s='%s': %d, want %d\n", kVar, value ? value : "(unset)", got, want);
-        ++failures;
-      }
-    } catch (const glr::InvalidArgument& e) {
-      std::printf("FAIL env_flag_or_unset %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
-      ++failures;
-    }
-  }
+  expect_flag_or_unset(nullptr, -1);
+  expect_flag_or_unset("", -1);
+  expect_flag_or_unset("0", 0);
+  expect_flag_or_unset("1", 1);
   for (const char* bad : {"2", "01", "1 ", "true", "-1"})
     expect_refused("env_flag_or_unset", bad, [] { sm90::env_flag_or_unset(kVar, "the caller's"); });
   expect_count(nullptr, 0);
