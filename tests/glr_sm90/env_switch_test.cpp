@@ -32,32 +32,28 @@ void expect_flag(const char* value, bool unset, bool want) {
   }
 }
 
-void expect_flag_or_unset(const char* value, int want) {
+// read() reads the variable set to value (the reader `what`) and must give want without throwing.
+template <class F>
+void expect_int(const char* what, F read, const char* value, int want) {
   set(value);
   try {
-    const int got = sm90::env_flag_or_unset(kVar, "the caller's");
+    const int got = read();
     if (got != want) {
-      std::printf("FAIL env_flag_or_unset %s='%s': %d, want %d\n", kVar, value ? value : "(unset)", got, want);
+      std::printf("FAIL %s %s='%s': %d, want %d\n", what, kVar, value ? value : "(unset)", got, want);
       ++failures;
     }
   } catch (const glr::InvalidArgument& e) {
-    std::printf("FAIL env_flag_or_unset %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
+    std::printf("FAIL %s %s='%s': threw '%s'\n", what, kVar, value ? value : "(unset)", e.what());
     ++failures;
   }
 }
 
+void expect_flag_or_unset(const char* value, int want) {
+  expect_int("env_flag_or_unset", [] { return sm90::env_flag_or_unset(kVar, "the caller's"); }, value, want);
+}
+
 void expect_count(const char* value, int want) {
-  set(value);
-  try {
-    const int got = sm90::env_count(kVar, 1, 4096);
-    if (got != want) {
-      std::printf("FAIL env_count %s='%s': %d, want %d\n", kVar, value ? value : "(unset)", got, want);
-      ++failures;
-    }
-  } catch (const glr::InvalidArgument& e) {
-    std::printf("FAIL env_count %s='%s': threw '%s'\n", kVar, value ? value : "(unset)", e.what());
-    ++failures;
-  }
+  expect_int("env_count", [] { return sm90::env_count(kVar, 1, 4096); }, value, want);
 }
 
 // f reads the variable set to value and must throw an InvalidArgument whose argument() is the variable.
