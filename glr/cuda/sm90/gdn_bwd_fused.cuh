@@ -331,14 +331,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     return;
   }
 
-  // ---------------- W: chunk_wgmma_kernel's phases 1-3 on the tiles S leaves (tid = threadIdx.x - 128) ----------------
-  // What needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first pass (Q K^T, dO V_new^T
-  // -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the hand-off (1), phase 1's second
-  // pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as chunk_wgmma_kernel's (dq's row dots
-  // still summed part 0 then part 1): the same words.
-  auto pair_at = [](const __nv_bfloat16* t, int r, int col) -> std::uint32_t* {
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<C>(r, col));
-  };
+  // ---------------- W: the chunk phases (ChunkWgCore's pieces, one warpgroup on every column) on S's tiles ----------------
+  // ChunkWgCore<kD, kDelta, 1> (gdn_bwd_wgmma.cuh): the chunk kernels' phase 1 and 2 code with one warpgroup
+  // running all 64 columns of each part (m64n64 wgmmas, 4 row partials a row: the slots of FusedSmem::rowp), composed
+  // in the sweep's order: what needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first
+  // pass (Q K^T, dO V_new^T -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the
+  // hand-off (1), phase 1's second pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as the chunk
+  // kernels' per element (dq's row dots still summed part 0 then part 1). W's barriers are its own (kBarW), the
+  // pieces have none.
+  const ChunkWgCore<kD, kDelta, 1> core(s);
   for (int c = NT - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const std::int64_t sl0 = sb.R + c, qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
@@ -346,116 +347,58 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     if (c > 0) prefetch_w(c - 1);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
     Phase1Partials p1;
-    auto phase1_pass = [&](int pass) {
-      const std::uint32_t xa = pass == 0 ? sq_ : sk, ya = pass == 0 ? sdO : sdx;
-      float x[32], y[32];
-#pragma unroll
-      for (int e = 0; e < 32; ++e) x[e] = y[e] = 0.f;
-      wgmma_fence_operand(x);
-      wgmma_fence_operand(y);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        wgmma_ss<64, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
-        wgmma_ss<64, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, 0, ks), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(x);
-      wgmma_fence_operand(y);
-      phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, pair_at);
-    };
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-    auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
-                          auto with_b2, std::uint32_t B2) {
-      constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
-#pragma unroll
-      for (int e = 0; e < 32; ++e) acc[e] = 0.f;
-      wgmma_fence_operand(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        if constexpr (kA2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
-        if constexpr (kB2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
-        wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
-    };
-    auto cc_times = [&](float (&acc)[32], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if (trans)
-          wgmma_ss<64, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
-        else
-          wgmma_ss<64, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
-      }
-    };
-    auto cc_done = [&](float (&acc)[32]) {
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
-    };
-    auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
-      add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return pair_at(X, i, col); });
-    };
-    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
-      store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
-    };
 
     // Before the hand-off: phase 1's first pass, then dq per 64-column part of K.
-    phase1_pass(0);
+    {
+      float x[32], y[32];
+      core.template phase1_issue<false>(x, y, core.sq, core.sdO, [] {});
+      wgmma_wait<0>();
+      core.phase1_finish(s, a, 0, len, x, y, p1);
+    }
     fence_proxy_async();  // dA (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
-    float eg[2], bi[2], el[2];
-    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+    const auto f = core.row_factors(s, GrL);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
       const int n0 = kh * 64;
-      float acc[32], out[32];
-      rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      row_dot(rd[0], acc, s.q, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
-      wgmma_fence_operand(out);
-      wgmma_fence();
-      cc_times(out, sdA, false, sk, n0);
-      cc_done(out);
-      store_rows(a.dq, a.dqp, out, n0);
+      float aq[32];
+      core.template rows_issue<false, false>(aq, core.sdO, core.sh, n0, 0u, 0u);
+      wgmma_wait<0>();
+      core.dq_epilogue_issue(aq, rd, f, s.q, a.scale, n0);
+      wgmma_wait<0>();
+      core.store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
     }
     __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv
 
     // After it: phase 1's second pass, then dk per part.
-    phase1_pass(1);
-    store_phase1_partials(s, p1, warp, g8, t4);
+    {
+      float x[32], y[32];
+      core.template phase1_issue<false>(x, y, core.sk, core.sdx, [] {});
+      wgmma_wait<0>();
+      core.phase1_finish(s, a, 1, len, x, y, p1);
+    }
+    core.store_phase1(s, p1);
     fence_proxy_async();  // E (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
       const int n0 = kh * 64;
-      float acc[32], out[32];
+      float ak[32], ax[32];
       if (kh == 1) named_barrier_sync(kBarDhlReady, 256);  // S has written residual rows 64..127
-      rows_times(acc, svn, sdh, n0, std::true_type{}, svnl, std::true_type{}, sdhl);
+      core.template rows_issue<true, true>(ak, core.svn, core.sdh, n0, core.svnl, core.sdhl);
+      core.template rows_issue<false, false>(ax, core.sdx, core.sh, n0, 0u, 0u);
+      wgmma_wait<1>();
       if (kh == 0) named_barrier_arrive(kBarDhlFree, 256);  // this thread is past the wgmmas on rows 0..63
-      row_dot(rd[2], acc, s.k, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = el[(e >> 1) & 1] * acc[e];
-      rows_times(acc, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      row_dot(rd[1], acc, s.k, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
-      wgmma_fence_operand(out);
-      wgmma_fence();
-      cc_times(out, sE, false, sk, n0);
-      cc_times(out, sE, true, sk, n0);
-      cc_times(out, sdA, true, sq_, n0);
-      cc_done(out);
-      store_rows(a.dk, a.dkp, out, n0);
+      core.dk_rows_epilogue(ak, rd, f, s.k, n0);
+      wgmma_wait<0>();
+      core.dk_dx_epilogue(ak, ax, rd, f, s.k, n0);
+      core.dk_cc_issue(ak, n0);
+      wgmma_wait<0>();
+      core.store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
     }
-    store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
-      return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
-    });
+    store_phase2_rows(s, rd, core.r0, core.g8, core.slot);
+    core.form_hdot(s, s);
     named_barrier_sync(kBarW, 128);
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)

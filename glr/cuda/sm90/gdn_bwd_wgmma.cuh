@@ -104,21 +104,25 @@ __device__ __forceinline__ int warp_uniform(int v) {
 // passes the points where they differ as hooks (cp.async waits and the second residual load here; mbarrier waits,
 // TMA refills and hdot there), called in the same place of the same order of instructions, so both kernels issue
 // what they issued before. Smem: ChunkWgSmem or ChunkTmaSmem (the tiles by field name); S: what the epilogues read
-// (the struct itself, or ChunkTmaView with one buffer's scalars).
-template <int kD, bool kDelta>
+// (the struct itself, or ChunkTmaView with one buffer's scalars). kWgs: the warpgroups that split each product's
+// columns (2: the chunk kernels, m64n32 wgmmas, 8 row partials a row; 1: the fused sweep's W warpgroup,
+// gdn_bwd_fused.cuh, which runs every column itself, m64n64, 4 row partials a row, and composes the pieces of
+// phases 1 and 2 below in its own order around the dh chain's hand-offs).
+template <int kD, bool kDelta, int kWgs = 2>
 struct ChunkWgCore {
+  static_assert(kWgs == 1 || kWgs == 2, "one or two warpgroups split the columns");
   static constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
-  static constexpr int kN = 32;       // a warpgroup's columns of a 64-column part: the wgmmas are m64n32
+  static constexpr int kN = 64 / kWgs;  // a warpgroup's columns of a 64-column part: the wgmmas are m64n<kN>
   using RowsC = std::integral_constant<int, C>;
   int tid, wg, warp, g8, t4, r0;
-  int c0;    // the warpgroup's first column of each 64-column part (warpgroup-uniform)
-  int slot;  // the thread's slot among a row's 8 row partials (chunk_phase3 sums them in order)
+  int c0;    // the warpgroup's first column of each 64-column part (warpgroup-uniform; 0 if kWgs = 1)
+  int slot;  // the thread's slot among a row's 4 kWgs row partials (chunk_phase3 sums them in order)
   std::uint32_t sq, sk, sdO, svn, svnl, sdx, sh, sdh, sdhl, sdA, sE;  // the tiles' shared addresses
 
   template <class Smem>
   __device__ __forceinline__ explicit ChunkWgCore(Smem& s)
       : tid(static_cast<int>(threadIdx.x)), wg(warp_uniform(tid >> 7) & 1), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
-        r0(warp * 16), c0(kN * wg), slot(4 * wg + t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
+        r0(warp * 16), c0(kWgs == 2 ? kN * wg : 0), slot(kWgs == 2 ? 4 * wg + t4 : t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
         svn(smem_addr(s.vn)), svnl(smem_addr(s.vnl)), sdx(smem_addr(s.dx)), sh(smem_addr(s.h)), sdh(smem_addr(s.dh)),
         sdhl(smem_addr(s.dhl)), sdA(smem_addr(s.dA)), sE(smem_addr(s.E)) {}
 
@@ -208,6 +212,11 @@ struct ChunkWgCore {
       wgmma_wait<0>();
       phase1_finish(s, a, 0, len, x0, y0, p1);
     }
+    store_phase1(s, p1);
+  }
+  // Phase 1's partials to their slots and columns.
+  template <class S>
+  __device__ __forceinline__ void store_phase1(S& s, const Phase1Partials& p1) const {
     store_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
   }
 
@@ -247,6 +256,75 @@ struct ChunkWgCore {
     add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col); });
   }
 
+  // Phase 2's pieces (phase2 below composes them; the fused sweep's W warpgroup too, in its own order): the row
+  // factors e^{G_i}, beta_i, e^{G_L - G_i} of the thread's two rows; the epilogues of dk's and dq's row products
+  // (row dots, scalings), the issue of their (C x C) products, the stores. The caller waits for the group whose
+  // accumulator a piece reads.
+  struct RowFactors {
+    float eg[2], bi[2], el[2];
+  };
+  template <class S>
+  __device__ __forceinline__ RowFactors row_factors(const S& s, float GrL) const {
+    RowFactors f;
+    phase2_row_factors<kDelta>(s, r0, g8, GrL, f.eg, f.bi, f.el);
+    return f;
+  }
+  // dk's V_new dh'^T (three pieces, retired): its row dot with K, then e^{G_L - G_i} times it.
+  __device__ __forceinline__ void dk_rows_epilogue(float (&ak)[kN / 2], float (&rd)[3][2], const RowFactors& f,
+                                                   const __nv_bfloat16* k, int n0) const {
+    wgmma_fence_operand(ak);
+    row_dot(rd[2], ak, k, n0);
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) ak[e] = f.el[(e >> 1) & 1] * ak[e];
+  }
+  // dk's dX h^T (the delta rule, retired): its row dot with K, then dk -= beta e^G times it.
+  __device__ __forceinline__ void dk_dx_epilogue(float (&ak)[kN / 2], float (&ax)[kN / 2], float (&rd)[3][2],
+                                                 const RowFactors& f, const __nv_bfloat16* k, int n0) const {
+    wgmma_fence_operand(ax);
+    row_dot(rd[1], ax, k, n0);
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-f.bi[(e >> 1) & 1] * f.eg[(e >> 1) & 1], ax[e], ak[e]);
+  }
+  // dk += E K + E^T K (the delta rule) + dA^T Q: one commit group.
+  __device__ __forceinline__ void dk_cc_issue(float (&ak)[kN / 2], int n0) const {
+    wgmma_fence_operand(ak);  // written by the threads
+    wgmma_fence();
+    if constexpr (kDelta) {
+      cc_times(ak, sE, false, sk, n0);
+      cc_times(ak, sE, true, sk, n0);
+    }
+    cc_times(ak, sdA, true, sq, n0);
+    wgmma_commit();
+  }
+  // dq's dO h^T (retired): its row dot with Q, scale e^G times it, then dq += dA K issued (one commit group).
+  __device__ __forceinline__ void dq_epilogue_issue(float (&aq)[kN / 2], float (&rd)[3][2], const RowFactors& f,
+                                                    const __nv_bfloat16* q, float scale, int n0) const {
+    wgmma_fence_operand(aq);
+    row_dot(rd[0], aq, q, n0);
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) aq[e] = scale * f.eg[(e >> 1) & 1] * aq[e];
+    wgmma_fence_operand(aq);
+    wgmma_fence();
+    cc_times(aq, sdA, false, sk, n0);
+    wgmma_commit();
+  }
+  // dq's or dk's part (retired) to global memory.
+  __device__ __forceinline__ void store_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* dst32, float (&acc)[kN / 2],
+                                             int n0, int len, int HV, std::int64_t qtok0, std::int64_t tok0) const {
+    wgmma_fence_operand(acc);
+    store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
+  }
+  // <h, dh'> of row tid - 128 of K by the second warpgroup (hdot_row, one row a thread; the fused sweep's W
+  // warpgroup is the second), where `when`. (phase2 passes its kh == 0 as `when`: with the test around the call
+  // instead, ptxas gave chunk_tma_kernel<128, true> 217 registers, not 168, for the same instructions.)
+  template <class Smem, class S>
+  __device__ __forceinline__ void form_hdot(const Smem& t, S& s, bool when = true) const {
+    if (when && wg == 1 && tid - 128 < kD)
+      s.hdot[tid - 128] = hdot_row<kD>(t.h, t.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
+        return state_chunk(u, r, cc);
+      });
+  }
+
   // Phase 2, per 64-column part of K (the warpgroup's columns n0 + c0 .. n0 + c0 + 31; t: the tiles q, k, h, dh', s:
   // as phase 1's), then its row dots to their slots. <h, dh'> of row tid - 128 of K (hdot_row, the second warpgroup,
   // one row a thread) is formed in part 0 once its products are issued, while they run: at the end of phase 2 it
@@ -262,11 +340,7 @@ struct ChunkWgCore {
                                          std::int64_t tok0, float GrL, PartStart part_start,
                                          RowsIssued rows_issued, ResidFree resid_free, RowsRetired rows_retired) const {
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
-      store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
-    };
-    float eg[2], bi[2], el[2];
-    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+    const RowFactors f = row_factors(s, GrL);
 #pragma unroll 1
     for (int kh = 0; kh < KH; ++kh) {
       const int n0 = kh * 64;
@@ -279,47 +353,22 @@ struct ChunkWgCore {
       if constexpr (kDelta) rows_issue<false, false>(ax, sdx, sh, n0, 0u, 0u);
       rows_issue<false, false>(aq, sdO, sh, n0, 0u, 0u);
       rows_issued(kh);
-      if (kh == 0 && wg == 1 && tid - 128 < kD)  // <h, dh'> (above); h, dh' are in place through phase 2
-        s.hdot[tid - 128] = hdot_row<kD>(t.h, t.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
-          return state_chunk(u, r, cc);
-        });
+      form_hdot(t, s, kh == 0);  // (above, part 0); h, dh' are in place through phase 2
       wgmma_wait<kDelta ? 2 : 1>();
-      wgmma_fence_operand(ak);
-      row_dot(rd[2], ak, t.k, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
+      dk_rows_epilogue(ak, rd, f, t.k, n0);
       if (kh + 1 < KH) resid_free(kh);  // this warpgroup is past its wgmmas that read the residual (retired above)
       if constexpr (kDelta) {
         wgmma_wait<1>();
-        wgmma_fence_operand(ax);
-        row_dot(rd[1], ax, t.k, n0);
-#pragma unroll
-        for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], ax[e], ak[e]);
+        dk_dx_epilogue(ak, ax, rd, f, t.k, n0);
       }
-      wgmma_fence_operand(ak);  // written by the threads
-      wgmma_fence();
-      if constexpr (kDelta) {
-        cc_times(ak, sE, false, sk, n0);
-        cc_times(ak, sE, true, sk, n0);
-      }
-      cc_times(ak, sdA, true, sq, n0);
-      wgmma_commit();
+      dk_cc_issue(ak, n0);
       wgmma_wait<1>();  // dO h^T (dk's E K + E^T K + dA^T Q stay in flight)
-      wgmma_fence_operand(aq);
-      row_dot(rd[0], aq, t.q, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) aq[e] = a.scale * eg[(e >> 1) & 1] * aq[e];
-      wgmma_fence_operand(aq);
-      wgmma_fence();
-      cc_times(aq, sdA, false, sk, n0);
-      wgmma_commit();
+      dq_epilogue_issue(aq, rd, f, t.q, a.scale, n0);
       rows_retired(kh);
       wgmma_wait<1>();  // dk
-      wgmma_fence_operand(ak);
-      store_rows(a.dk, a.dkp, ak, n0);
+      store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
       wgmma_wait<0>();  // dq
-      wgmma_fence_operand(aq);
-      store_rows(a.dq, a.dqp, aq, n0);
+      store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
     }
     store_phase2_rows(s, rd, r0, g8, slot);  // (<h, dh'>: formed in part 0)
   }
