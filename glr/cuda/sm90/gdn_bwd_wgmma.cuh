@@ -99,6 +99,22 @@ __device__ __forceinline__ int warp_uniform(int v) {
 #endif
 }
 
+// What h_x_epilogue (gdn_state_wgmma.cuh) reads and sets, for one 16-column block of X in ChunkWgCore::form_vnew:
+// the chunk's beta and G rows and the block's nonfinite flag.
+struct VnewRows {
+  const float* beta;
+  const float* G;
+  int& nonfinite;
+};
+// h_kernel's non-finite flag is per block of a.vt columns (its slice): a 16-column block's is the OR of its slice's.
+template <class Flags>
+__device__ __forceinline__ bool slice_nonfinite(const Flags& nonfinite, int col0, int vt) {
+  const int first = col0 / vt * (vt / 16);
+  bool f = false;
+  for (int j = first; j < first + vt / 16; ++j) f = f || nonfinite[j] != 0;
+  return f;
+}
+
 // The compute both wgmma chunk kernels run (chunk_wgmma_kernel here, chunk_tma_kernel in gdn_bwd_chunk_tma.cuh):
 // phases 1 and 2's wgmmas and epilogues and the thread geometry, written once; each kernel keeps its own loads and
 // passes the points where they differ as hooks (cp.async waits and the second residual load here; mbarrier waits,
@@ -157,6 +173,146 @@ struct ChunkWgCore {
   // The 16-byte chunk cc (columns 8cc..8cc+7) of row r of a swizzled (K x V) tile.
   __device__ __forceinline__ static const uint4* state_chunk(const __nv_bfloat16* t, int r, int cc) {
     return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
+  }
+
+  // V_new = T X and its bf16 residual (the delta rule), formed as the h pass forms them (h_kernel's phases A and B,
+  // gdn_bwd_mma.cuh), into the tiles vn, vnl (this warpgroup's columns 64 kh + c0 ..; every row). Its caller is the
+  // fused sweep's W warpgroup (kWgs = 1, gdn_bwd_fused.cuh), so the h pass stores V_new only where the chunk kernels
+  // run (vnew_stored, gdn_bwd_mma.cuh); they read it (formed in them too, branch hBT, chunk_wgmma_kernel took 0.887
+  // ms for 0.700 on an H100: 2246644, reverted; kWgs = 2 is that form's geometry, no caller today). In place: k, h
+  // (the bf16 h_c the h pass multiplied, from a.hc), v (the slice's rows, zeros past the sequence) in the tile at v,
+  // T (K-major) at T, the chunk's beta and G in s; s.nonfinite[] zeroed before a barrier. The same products in the
+  // same k-order and the same epilogues as h_kernel, so on the emulator the same words:
+  //   K h: wgmmas over K's k-steps ascending from a zero accumulator (h_kernel: mma.sync per k-step, the same sums);
+  //   X = beta V - beta e^G (K h) to vn (bf16) and vnl (its residual) by h_x_epilogue itself, one 16-column block at
+  //     a time (its nonfinite flag: h_kernel's flag is per block of a.vt columns, its slice, so the slice's flag
+  //     here is the OR of its 16-column blocks');
+  //   V_new = T X: per k-step X's residual then X (h_kernel's order), from a zero accumulator. h_kernel sums the k
+  //     tiles ks <= warp (T is lower triangular); in a slice whose X is finite the tiles past the diagonal add
+  //     0 x finite = +-0 to a sum that is never -0 (it starts at +0), which leaves every word as it was. In a slice
+  //     whose X is not finite h_kernel sums the tiles ks < warp on the tensor cores and the diagonal tile over
+  //     m <= i alone in FMAs (h_tx_rows; a NaN or Inf of X_m must stay out of V_new_i, i < m): here, if any of the
+  //     warpgroup's columns are in such a slice, one k-step at a time with the accumulator kept where h_kernel
+  //     does not add that tile (ks > warp; ks = warp in those columns, then h_tx_rows), which is its sum exactly;
+  //   bf16(V_new) and bf16(V_new - bf16(V_new)) as h_vnew_epilogue's, over X (every reader of this warpgroup's X
+  //     columns is this warpgroup: its named barrier between).
+  // Returns after the stores; the caller fences (fence.proxy.async) and syncs the block before any wgmma reads them.
+  // sync: the barrier over the warpgroups that split the columns (the chunk kernels' block, __syncthreads; the fused
+  // sweep's W warpgroup alone: its named barrier, which then also orders the warpgroup's X reads before V_new).
+  template <class S, class Sync = BlockSync>
+  __device__ __forceinline__ void form_vnew(S& s, const __nv_bfloat16* v, const __nv_bfloat16* T, int vt,
+                                            Sync sync = {}) const {
+    constexpr int kB = kN / 16;  // 16-column blocks of the warpgroup's part
+    const std::uint32_t sT = smem_addr(T);
+    float acc[KH][kN / 2];
+    auto block = [](float (&x)[kN / 2], int b) -> float (&)[2][4] { return *reinterpret_cast<float(*)[2][4]>(x + 8 * b); };
+    auto pair_in = [](int col0) {
+      return [col0](__nv_bfloat16* t, int i, int col) { return pair_at(t, i, col0 + col); };
+    };
+    // K h (B = h MN-major, this warpgroup's columns)
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks)
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sk, 0, ks), dm<kD>(sh, 64 * kh + c0, ks), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+    // X and its residual over K h, in the vn and vnl tiles
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int col0 = 64 * kh + c0 + 16 * b;
+        std::uint32_t vr[2][2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) vr[n][half] = *pair_at(v, r0 + g8 + half * 8, col0 + 8 * n + 2 * t4);
+        VnewRows rows{s.beta, s.G, s.nonfinite[col0 / 16]};
+        h_x_epilogue(rows, r0, g8, t4, vr, block(acc[kh], b), s.vn, s.vnl, pair_in(col0));
+      }
+    fence_proxy_async();  // X before the wgmmas
+    sync();               // X and the flags visible (a slice of 64 columns spans both warpgroups' blocks)
+    bool nf[KH][kB], any = false;  // the 16-column block's slice (h_kernel's block) has X not finite
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        nf[kh][b] = slice_nonfinite(s.nonfinite, 64 * kh + c0 + 16 * b, vt);
+        any = any || nf[kh][b];
+      }
+    // V_new = T X (B = X MN-major: its residual in vnl, then X in vn, per k-step)
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
+    auto tx_step = [&](int ks) {
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sT, 0, ks), dm<C>(svnl, 64 * kh + c0, ks), 1);
+        wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sT, 0, ks), dm<C>(svn, 64 * kh + c0, ks), 1);
+      }
+    };
+    if (!any) {
+      wgmma_fence_operand(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) tx_step(ks);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(acc);
+    } else {  // (rare: a NaN or Inf in the chunk's v or k) one k-step a group, h_kernel's tiles kept alone
+#pragma unroll 1
+      for (int ks = 0; ks < 4; ++ks) {
+        float keep[KH][kN / 2];
+#pragma unroll
+        for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+          for (int e = 0; e < kN / 2; ++e) keep[kh][e] = acc[kh][e];
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+        tx_step(ks);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(acc);
+#pragma unroll
+        for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+          for (int e = 0; e < kN / 2; ++e)
+            if (!(ks < warp || (ks == warp && !nf[kh][e >> 3]))) acc[kh][e] = keep[kh][e];
+      }
+      auto t_at = [T](int i, int m) {
+        return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(T) + sw128_offset<C>(i, m)));
+      };
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+        for (int b = 0; b < kB; ++b)
+          if (nf[kh][b]) h_tx_rows(block(acc[kh], b), r0, r0, g8, t4, t_at, s.vn, s.vnl, pair_in(64 * kh + c0 + 16 * b));
+    }
+    // the warpgroup's reads of its X columns done (wgmmas retired, h_tx_rows)
+    if constexpr (kWgs == 2)
+      named_barrier_sync(1 + wg, 128);
+    else
+      sync();
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int n = 0; n < kN / 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = r0 + g8 + half * 8, col = 64 * kh + c0 + 8 * n + 2 * t4;
+          const float x0 = acc[kh][4 * n + 2 * half], x1 = acc[kh][4 * n + 2 * half + 1];
+          const std::uint32_t hi = pack_bf16x2(x0, x1);
+          *pair_at(s.vn, i, col) = hi;
+          *pair_at(s.vnl, i, col) = bf16x2_residual(x0, x1, hi);
+        }
   }
 
   // x = X Y^T, y = Z V_new^T over the features, this warpgroup's columns: one commit group; kSplit (kD = 128 only):
