@@ -430,7 +430,7 @@ namespace glr::cuda::sm90::gdn_bwd {
 // split's mapping onto the sweep, not done).
 template <int kD, bool kDelta>
 inline bool fused_bwd_takes(const GdnBwdArgs& a) {
-  return kD == 128 && kDelta && (!seg::split(a) || !a.dh_split) && bwd_fused();
+  return kD == 128 && kDelta && fused_sweep_takes(a);  // (gdn_bwd_mma.cuh: the rule, for the workspace too)
 }
 // The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
 // head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass

@@ -119,7 +119,7 @@ __device__ __forceinline__ float (&acc_flat(float (&x)[8][4]))[32] { return rein
 // The h pass's arguments on this kernel: the forward's (gdn_bwd::wy_args) and where it leaves h_c, V_new, vnl.
 struct StateHArgs : GdnFwdArgs {
   __nv_bfloat16* hc = nullptr;   // (slots, K, V) h_c
-  __nv_bfloat16* vn = nullptr;   // (slots, C, V) bf16(V_new) (delta rule only)
+  __nv_bfloat16* vn = nullptr;   // (slots, C, V) bf16(V_new) (delta rule only; null: not stored, vnew_stored in gdn_bwd_mma.cuh)
   __nv_bfloat16* vnl = nullptr;  // (slots, C, V) bf16(V_new - vn)
 };
 
@@ -463,9 +463,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           };
           h_tx_rows(an, 0, r0, g8, t4, t_at, s.x, s.q, pair);
         }
-        // bf16(V_new) and its residual straight from the registers, every row of the chunk slot (as store_o_rows)
+        // bf16(V_new) and its residual straight from the registers, every row of the chunk slot (as store_o_rows),
+        // where a kernel reads them (a.vn set: vnew_stored, gdn_bwd_mma.cuh)
         const std::int64_t at = (b.slot0 + c) * C * kD + b.v0;
+        const bool keep = a.vn != nullptr;
         h_vnew_epilogue(s, r0, g8, t4, an, pair, [&](int i, int col, std::uint32_t hi, std::uint32_t lo) {
+          if (!keep) return;
           *reinterpret_cast<std::uint32_t*>(a.vn + at + static_cast<std::int64_t>(i) * kD + col) = hi;
           *reinterpret_cast<std::uint32_t*>(a.vnl + at + static_cast<std::int64_t>(i) * kD + col) = lo;
         });
