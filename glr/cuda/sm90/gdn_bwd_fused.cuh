@@ -12,7 +12,7 @@
 //     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z).
 //   W (warpgroup 1) runs the chunk kernels' phases (ChunkWgCore<128, true, 1>'s pieces, gdn_bwd_wgmma.cuh, on every
 //     column; chunk_phase3) for the same chunk on the tiles S left in shared memory, after forming V_new and its
-//     residual from k, h, v and T as the chunk kernels do (ChunkWgCore::form_vnew: the h pass no longer stores them).
+//     residual from k, h, v and T as the h pass does (ChunkWgCore::form_vnew: the h pass stores them for the chunk kernels only).
 // Within a chunk: S's A, B run beside W's work that needs nothing from S (phase 1's first pass: dA; all of dq);
 // then W's phase 1 second pass, dk and phase 3 beside S's C (S hands dh''s residual rows 64..127 over between W's
 // two dk parts before it updates dh'); then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     Phase1Partials p1;
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 
-    // V_new and its residual (ChunkWgCore::form_vnew, as the chunk kernels: the h pass's words) from k, h, v (in
+    // V_new and its residual (ChunkWgCore::form_vnew: the h pass's words, which it does not store here) from k, h, v (in
     // vnl), T (in E, which S's phase B reads beside it), beta, G; W's barrier.
     core.form_vnew(s, s.vnl, s.E, a.vt, WSync{});
     fence_proxy_async();  // V_new (st.shared) before the wgmmas
