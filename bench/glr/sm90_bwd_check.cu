@@ -77,7 +77,9 @@ struct Buffers {
   void* ws = nullptr;
   void* fws = nullptr;
   std::int64_t tok = 0, hs = 0;
-  Buffers(const Problem& p, std::uint64_t seed) {
+  // vnew_kept: the workspace carves V_new's pieces and the h pass stores them whatever the switches say (vnew_stored)
+  Buffers(const Problem& p, std::uint64_t seed, bool vnew_kept = false) {
+    a.vnew_kept = vnew_kept;
     a.B = p.B;
     a.T = p.T;
     a.H = p.H;
@@ -123,7 +125,14 @@ struct Buffers {
     a.dv = dalloc<__nv_bfloat16>(tok * VD);
     a.dg = dalloc<float>(tok);
     a.dbeta = dalloc<float>(tok);
-    ws = dalloc<char>(glr::cuda::sm90::gdn_bwd_workspace_bytes(p.B, p.T, p.H, 0, 0, KD, true, 1, p.segs) + 256);
+    GdnBwdArgs sized;  // the sizes and member as gdn_bwd_workspace_bytes(B, T, H, 0, 0, KD, true, 1, segs), and vnew_kept
+    sized.B = p.B;
+    sized.T = p.T;
+    sized.H = p.H;
+    sized.D = KD;
+    sized.segs = p.segs;
+    sized.vnew_kept = vnew_kept;
+    ws = dalloc<char>(glr::cuda::sm90::gdn_bwd_workspace_bytes(sized) + 256);
     glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws);
     // the forward, for timing: its own output, rung 3's workspace
     f.q = q;
@@ -291,7 +300,7 @@ bool check_saved(const Problem& p, std::uint64_t seed) {
 // on. Informational: stage 7 (GLR_H_WGMMA=1 --check) judges the backward against float64.
 void check_h_pass(const Problem& p, std::uint64_t seed) {
   namespace gb = glr::cuda::sm90::gdn_bwd;
-  Buffers buf(p, seed);
+  Buffers buf(p, seed, true);  // (V_new and its residual stored: compared below)
   CK(glr::cuda::sm90::gdn_bwd_mma(buf.a, nullptr));
   const GdnBwdArgs& a = buf.a;
   const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();

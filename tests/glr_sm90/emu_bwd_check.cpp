@@ -485,6 +485,10 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.segs = p.T > 0 ? p.segs : 1;  // (no chunks: launch_state_passes runs unsplit)
   a.seg_len = p.seg_len;
   a.dh_split = p.dh_split;
+  // V_new's pieces where this run reads them whatever the switches say (vnew_stored): the chunk kernels (run_kernels
+  // runs them unless fused_case, also under GLR_FUSED_BWD=1: the fused subset's fused_mode 0), the h pass's own
+  // words (g_h_only)
+  a.vnew_kept = g_h_only >= 0 || !fused_case(p.delta());
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());

@@ -17,6 +17,7 @@
 #include "glr/glr_cuda.hpp"
 #include "scoped_env.hpp"
 #include "sm90/backward.hpp"
+#include "sm90/env_switch.hpp"
 
 namespace glr::cudatest {
 namespace {
@@ -218,10 +219,13 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const std::size_t fast = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::sm90);
   const std::size_t slow = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::blocks);
   // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, Gr, 8 dbeta slices (fp32 per token), h, dh' and dh''s bf16
-  // residual (bf16 K x V per chunk), V_new, its bf16 residual and dX (bf16 per token): 1296 MB here, plus the
+  // residual (bf16 K x V per chunk), dX (bf16 per token), and V_new and its bf16 residual (bf16 per token each) only
+  // where the chunk kernels read them (vnew_stored, gdn_bwd_mma.cuh: not where the fused sweep, GLR_FUSED_BWD=1,
+  // takes the backward, which forms them itself): 1296 MB here by default (1028 MB with GLR_FUSED_BWD=1), plus the
   // 256-byte status header. The residuals (2026-12-04) keep dk within the oracle gate's bound at small magnitudes.
+  const std::size_t vpieces = cuda::sm90::bwd_fused() ? 1 : 3;
   const std::size_t bh = 8 * 16, tp = 4096, nt = 64;
-  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 11 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * 3));
+  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 11 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * vpieces));
   EXPECT_LT(fast * 2.5, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
@@ -239,7 +243,8 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   // for the group sums in fixed order, and one 4-byte arrival ticket a (chunk, q/k head) for the chunk kernels'
   // in-kernel sums (512 x 16 x 4 = 32 KB). B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
   // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
-  // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB).
+  // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB). The dh pass splits too (gdn_bwd_split_plan), so the fused
+  // sweep does not take it: V_new's pieces with GLR_FUSED_BWD=1 too.
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
@@ -259,14 +264,15 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const std::size_t vN = cu.size() - 1, vslots = (512 + vN) * 32, vtable = (4 * (2 + vN + 1 + 512 + vN) + 255) / 256 * 256;
   // With the split by length (segments.cuh) the host sizes Es and Ms for its bound of split slots, which it takes
   // from T, N and the segment length alone (the lengths stay on the device): (512 + N) / 128 = 4 slots here, each
-  // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here).
+  // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here). Split
+  // dh pass: V_new's pieces either way, as above.
   EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
                        2 * 32 * std::size_t{32768} * 128 * 4 + ((512 + vN) * 16 * 4 + 255) / 256 * 256 + vtable +
                        2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
               vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);
   // K = V = 64 (the benchmark's B16 T2048 H32 row): the K x V and per-token V pieces at the real dims, a quarter
-  // and a half of K = 128's.
+  // and a half of K = 128's (V_new's pieces either way: the fused sweep takes K = V = 128 only).
   const Params k = make_params(Member::gated_deltanet, 16, 2048, 32, 32, 64, 64, {}, true, true, kDefaultChunk);
   const std::size_t kfast = cuda::backward_workspace_bytes(k, {}, cuda::BackwardPath::sm90);
   const std::size_t kbh = 16 * 32, ktp = 2048, knt = 32;

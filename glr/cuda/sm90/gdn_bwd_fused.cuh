@@ -6,11 +6,13 @@
 // barriers: bench/glr/sm90_bwd_notes.md, "The fused reverse sweep"). Opt-in GLR_FUSED_BWD=1 (bwd_fused,
 // env_switch.hpp), K = V = 128 with the delta rule (gate 0 or 1); NOT YET RUN ON A GPU.
 //
-// First form (correctness first): two warpgroups, 256 threads, one block per SM (230,656 B shared):
+// First form (correctness first): two warpgroups, 256 threads, one block per SM (232,352 B shared of 232,448):
 //   S (warpgroup 0) holds dh' (128 x 128 fp32: ds[half v][row tile mt][32]) and runs the dh chain: phase A (P^T from
 //     K Q^T once, then per half K dh' and P^T dO -> dV_new), phase B (T^T dV_new -> dX epilogue: dv, dX and z to
 //     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z).
-//   W (warpgroup 1) runs chunk_wgmma_kernel's phases 1-3 for the same chunk on the tiles S left in shared memory.
+//   W (warpgroup 1) runs the chunk kernels' phases (ChunkWgCore<128, true, 1>'s pieces, gdn_bwd_wgmma.cuh, on every
+//     column; chunk_phase3) for the same chunk on the tiles S left in shared memory, after forming V_new and its
+//     residual from k, h, v and T as the h pass does (ChunkWgCore::form_vnew: the h pass stores them for the chunk kernels only).
 // Within a chunk: S's A, B run beside W's work that needs nothing from S (phase 1's first pass: dA; all of dq);
 // then W's phase 1 second pass, dk and phase 3 beside S's C (S hands dh''s residual rows 64..127 over between W's
 // two dk parts before it updates dh'); then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
@@ -36,14 +38,14 @@ struct FusedSmem {
   __nv_bfloat16 q[C * kD];    // (C, K)
   __nv_bfloat16 k[C * kD];    // (C, K)
   __nv_bfloat16 dO[C * kD];   // (C, V); after the hand-off: y = scale e^G dO (phase C)
-  __nv_bfloat16 vn[C * kD];   // (C, V) V_new
-  __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new)
+  __nv_bfloat16 vn[C * kD];   // (C, V) V_new (formed by W at the chunk's start: ChunkWgCore::form_vnew, X first)
+  __nv_bfloat16 vnl[C * kD];  // (C, V) V_new - bf16(V_new) (v as loaded, then X's residual, then V_new's)
   __nv_bfloat16 dx[C * kD];   // (C, V) phases A, B: dV_new, then dX (half v over half v once read)
   __nv_bfloat16 h[kD * kD];   // (K, V) state entering the chunk
   __nv_bfloat16 dh[kD * kD];  // (K, V) bf16(dh'), dh' the gradient of the state leaving the chunk
   __nv_bfloat16 dhl[C * kD];  // (64, V) dh''s bf16 residual, rows 0..63 of K, then 64..127
   __nv_bfloat16 dA[C * C];    // (C, C)
-  __nv_bfloat16 E[C * C];     // (C, C) E; phase B: T (dead before W's phase 1 writes E)
+  __nv_bfloat16 E[C * C];     // (C, C) E; first T (W's V_new = T X, S's phase B; dead before W's phase 1 writes E)
   __nv_bfloat16 z[C * kD];    // (C, V) -beta e^G dX
   float G[C];
   float Gr[C];
@@ -55,6 +57,7 @@ struct FusedSmem {
   float dG[C];
   float t3[C];
   float red[C * 4];  // S: rowsum(dX . V) partials of one half, one per lane of a row's quad
+  int nonfinite[kD / 16];  // W: X of 16-column block b holds a NaN or Inf (ChunkWgCore::form_vnew)
 };
 template <int kD>
 inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024;
@@ -86,8 +89,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
                       svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
                       sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E), sz = smem_addr(s.z);
 
-  // Chunk c's tiles: S q, k, dO, T, G, Gr, beta and V_new; W h and V_new's residual (each thread its own
-  // cp.async groups; the caller waits, fences and syncs).
+  // Chunk c's tiles: S q, k, dO, T, G, Gr, beta; W h and v (V_new's operands with k, T, G, beta: W forms V_new at
+  // the chunk's start; each thread its own cp.async groups; the caller waits, fences and syncs).
   auto load_s = [&](int c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0), tl = opaque(tid);
     const std::int64_t rs = opaque(sb.row_stride), qt = sb.tokb + static_cast<std::int64_t>(t0) * a.H;
@@ -96,41 +99,41 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     load_sw128<C, kD>(s.dO, a.dout + (sb.vtokb + static_cast<std::int64_t>(t0) * HV) * kD,
                       static_cast<std::int64_t>(HV) * kD, len, tl);
     load_sw128<C, C>(s.E, sb.Tw + static_cast<std::int64_t>(c) * C * C, C, C, tl);
-    load_sw128<C, kD>(s.vn, a.vn + (sb.R + c) * C * kD, kD, C, tl);
     if (tl < C / 4) cp_async_16(smem_addr(s.G + tl * 4), sb.Gg + c * C + tl * 4, true);
     else if (tl < C / 2) cp_async_16(smem_addr(s.beta + (tl - C / 4) * 4), sb.Bg + c * C + (tl - C / 4) * 4, true);
     else if (tl < 3 * C / 4) cp_async_16(smem_addr(s.Gr + (tl - C / 2) * 4), sb.Grg + c * C + (tl - C / 2) * 4, true);
     cp_async_commit();
   };
   auto load_w = [&](int c) {
-    const int tl = opaque(tid);
+    const int tl = opaque(tid), t0 = c * C, len = min(C, sb.sq.len - t0);
     load_sw128<kD, kD>(s.h, a.hc + (sb.R + c) * kD * kD, kD, kD, tl);
-    load_sw128<C, kD>(s.vnl, a.vnl + (sb.R + c) * C * kD, kD, C, tl);
+    load_sw128<C, kD>(s.vnl, a.v + (sb.vtokb + static_cast<std::int64_t>(t0) * HV) * kD,  // rows past len zero
+                      static_cast<std::int64_t>(HV) * kD, len, tl);
     cp_async_commit();
   };
   // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k): their cp.async waits for the chunk's
   // last readers (after phase C, after W's phase 3); the prefetch lets them hit L2. Chunk c - 1 is whole (only the
-  // last chunk is short). S: q, k, dO (a row half a thread), V_new, T; W: h, V_new's residual (128 bytes a line).
+  // last chunk is short). S: q, k, dO (a row half a thread), T; W: h (128 bytes a line), v (a row half a thread).
   auto prefetch_s = [&](int c) {
     const int tl = opaque(tid), row = tl >> 1, t0 = c * C;
     const std::int64_t qt = sb.tokb + static_cast<std::int64_t>(t0 + row) * a.H, off = (tl & 1) * (kD / 2);
     prefetch_l2(a.q + qt * kD + off);
     prefetch_l2(a.k + qt * kD + off);
     prefetch_l2(a.dout + (sb.vtokb + static_cast<std::int64_t>(t0 + row) * HV) * kD + off);
-    prefetch_l2(a.vn + (sb.R + c) * C * kD + tl * 64);
     if (tl < C) prefetch_l2(sb.Tw + static_cast<std::int64_t>(c) * C * C + tl * 64);
   };
   auto prefetch_w = [&](int c) {
     const int tl = opaque(tid);
     prefetch_l2(a.hc + (sb.R + c) * kD * kD + tl * 64);
     prefetch_l2(a.hc + (sb.R + c) * kD * kD + (tl + 128) * 64);
-    prefetch_l2(a.vnl + (sb.R + c) * C * kD + tl * 64);
+    prefetch_l2(a.v + (sb.vtokb + static_cast<std::int64_t>(c * C + (tl >> 1)) * HV) * kD + (tl & 1) * (kD / 2));
   };
   if (NT > 0) {
     if (wg == 0) load_s(NT - 1);
     else load_w(NT - 1);
     cp_async_wait<0>();
   }
+  if (wg == 1 && tid < kD / 16) s.nonfinite[tid] = 0;  // (W zeroes them again at each chunk's end)
   fence_proxy_async();
   __syncthreads();  // (0) the last chunk's tiles visible to both warpgroups (W's first pass starts at once)
 
@@ -331,14 +334,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     return;
   }
 
-  // ---------------- W: chunk_wgmma_kernel's phases 1-3 on the tiles S leaves (tid = threadIdx.x - 128) ----------------
-  // What needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first pass (Q K^T, dO V_new^T
-  // -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the hand-off (1), phase 1's second
-  // pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as chunk_wgmma_kernel's (dq's row dots
-  // still summed part 0 then part 1): the same words.
-  auto pair_at = [](const __nv_bfloat16* t, int r, int col) -> std::uint32_t* {
-    return reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(const_cast<__nv_bfloat16*>(t)) + sw128_offset<C>(r, col));
-  };
+  // ---------------- W: the chunk phases (ChunkWgCore's pieces, one warpgroup on every column) on S's tiles ----------------
+  // ChunkWgCore<kD, kDelta, 1> (gdn_bwd_wgmma.cuh): the chunk kernels' phase 1 and 2 code with one warpgroup
+  // running all 64 columns of each part (m64n64 wgmmas, 4 row partials a row: the slots of FusedSmem::rowp), composed
+  // in the sweep's order: what needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first
+  // pass (Q K^T, dO V_new^T -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the
+  // hand-off (1), phase 1's second pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as the chunk
+  // kernels' per element (dq's row dots still summed part 0 then part 1). W's barriers are its own (kBarW), the
+  // pieces have none.
+  const ChunkWgCore<kD, kDelta, 1> core(s);
   for (int c = NT - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const std::int64_t sl0 = sb.R + c, qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
@@ -346,123 +350,71 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     if (c > 0) prefetch_w(c - 1);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
     Phase1Partials p1;
-    auto phase1_pass = [&](int pass) {
-      const std::uint32_t xa = pass == 0 ? sq_ : sk, ya = pass == 0 ? sdO : sdx;
-      float x[32], y[32];
-#pragma unroll
-      for (int e = 0; e < 32; ++e) x[e] = y[e] = 0.f;
-      wgmma_fence_operand(x);
-      wgmma_fence_operand(y);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        wgmma_ss<64, 0, 0>(x, desc_kmajor<C>(xa, 0, ks), desc_kmajor<C>(sk, 0, ks), 1);
-        wgmma_ss<64, 0, 0>(y, desc_kmajor<C>(ya, 0, ks), desc_kmajor<C>(svn, 0, ks), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(x);
-      wgmma_fence_operand(y);
-      phase1_epilogue(s, a, pass, len, r0, g8, t4, x, y, p1, pair_at);
-    };
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-    auto rows_times = [&](float (&acc)[32], std::uint32_t A, std::uint32_t Bs, int n0, auto with_a2, std::uint32_t A2,
-                          auto with_b2, std::uint32_t B2) {
-      constexpr bool kA2 = decltype(with_a2)::value, kB2 = decltype(with_b2)::value;
-#pragma unroll
-      for (int e = 0; e < 32; ++e) acc[e] = 0.f;
-      wgmma_fence_operand(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        if constexpr (kA2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A2, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
-        if constexpr (kB2) wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<C>(B2, 0, ks), 1);
-        wgmma_ss<64, 0, 0>(acc, desc_kmajor<C>(A, 0, ks), desc_kmajor<kD>(Bs, n0, ks), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
-    };
-    auto cc_times = [&](float (&acc)[32], std::uint32_t A, bool trans, std::uint32_t Bm, int n0) {
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if (trans)
-          wgmma_ss<64, 1, 1>(acc, desc_mnmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
-        else
-          wgmma_ss<64, 0, 1>(acc, desc_kmajor<C>(A, 0, ks), desc_mnmajor<C>(Bm, n0, ks), 1);
-      }
-    };
-    auto cc_done = [&](float (&acc)[32]) {
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
-    };
-    auto row_dot = [&](float (&r)[2], const float (&acc)[32], const __nv_bfloat16* X, int n0) {
-      add_row_dot(r, acc, r0, g8, t4, n0, [&](int i, int col) { return pair_at(X, i, col); });
-    };
-    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[32], int n0) {
-      store_qk_rows<kD>(a, dst, dst32, acc, n0, len, HV, qtok0, tok0, r0, g8, t4);
-    };
 
+    // V_new and its residual (ChunkWgCore::form_vnew: the h pass's words, which it does not store here) from k, h, v (in
+    // vnl), T (in E, which S's phase B reads beside it), beta, G; W's barrier.
+    core.form_vnew(s, s.vnl, s.E, a.vt, WSync{});
+    fence_proxy_async();  // V_new (st.shared) before the wgmmas
+    named_barrier_sync(kBarW, 128);
     // Before the hand-off: phase 1's first pass, then dq per 64-column part of K.
-    phase1_pass(0);
+    {
+      float x[32], y[32];
+      core.template phase1_issue<false>(x, y, core.sq, core.sdO, [] {});
+      wgmma_wait<0>();
+      core.phase1_finish(s, a, 0, len, x, y, p1);
+    }
     fence_proxy_async();  // dA (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
-    float eg[2], bi[2], el[2];
-    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+    const auto f = core.row_factors(s, GrL);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
       const int n0 = kh * 64;
-      float acc[32], out[32];
-      rows_times(acc, sdO, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      row_dot(rd[0], acc, s.q, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = a.scale * eg[(e >> 1) & 1] * acc[e];
-      wgmma_fence_operand(out);
-      wgmma_fence();
-      cc_times(out, sdA, false, sk, n0);
-      cc_done(out);
-      store_rows(a.dq, a.dqp, out, n0);
+      float aq[32];
+      core.template rows_issue<false, false>(aq, core.sdO, core.sh, n0, 0u, 0u);
+      wgmma_wait<0>();
+      core.dq_epilogue_issue(aq, rd, f, s.q, a.scale, n0);
+      wgmma_wait<0>();
+      core.store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
     }
     __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv
 
     // After it: phase 1's second pass, then dk per part.
-    phase1_pass(1);
-    store_phase1_partials(s, p1, warp, g8, t4);
+    {
+      float x[32], y[32];
+      core.template phase1_issue<false>(x, y, core.sk, core.sdx, [] {});
+      wgmma_wait<0>();
+      core.phase1_finish(s, a, 1, len, x, y, p1);
+    }
+    core.store_phase1(s, p1);
     fence_proxy_async();  // E (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
       const int n0 = kh * 64;
-      float acc[32], out[32];
+      float ak[32], ax[32];
       if (kh == 1) named_barrier_sync(kBarDhlReady, 256);  // S has written residual rows 64..127
-      rows_times(acc, svn, sdh, n0, std::true_type{}, svnl, std::true_type{}, sdhl);
+      core.template rows_issue<true, true>(ak, core.svn, core.sdh, n0, core.svnl, core.sdhl);
+      core.template rows_issue<false, false>(ax, core.sdx, core.sh, n0, 0u, 0u);
+      wgmma_wait<1>();
       if (kh == 0) named_barrier_arrive(kBarDhlFree, 256);  // this thread is past the wgmmas on rows 0..63
-      row_dot(rd[2], acc, s.k, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = el[(e >> 1) & 1] * acc[e];
-      rows_times(acc, sdx, sh, n0, std::false_type{}, 0u, std::false_type{}, 0u);
-      row_dot(rd[1], acc, s.k, n0);
-#pragma unroll
-      for (int e = 0; e < 32; ++e) out[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], acc[e], out[e]);
-      wgmma_fence_operand(out);
-      wgmma_fence();
-      cc_times(out, sE, false, sk, n0);
-      cc_times(out, sE, true, sk, n0);
-      cc_times(out, sdA, true, sq_, n0);
-      cc_done(out);
-      store_rows(a.dk, a.dkp, out, n0);
+      core.dk_rows_epilogue(ak, rd, f, s.k, n0);
+      wgmma_wait<0>();
+      core.dk_dx_epilogue(ak, ax, rd, f, s.k, n0);
+      core.dk_cc_issue(ak, n0);
+      wgmma_wait<0>();
+      core.store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
     }
-    store_phase2_partials<kD>(s, rd, tid, r0, g8, t4, [](const __nv_bfloat16* t, int r, int cc) {
-      return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
-    });
+    store_phase2_rows(s, rd, core.r0, core.g8, core.slot);
+    core.form_hdot(s, s);
     named_barrier_sync(kBarW, 128);
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
-    if (c > 0) load_w(c - 1);  // h and V_new's residual are read by no one until chunk c - 1's dq
+    if (c > 0) load_w(c - 1);  // h and V_new's residual tile are read by no one until chunk c - 1's V_new
+    if (tid < kD / 16) s.nonfinite[tid] = 0;  // (read by this chunk's form_vnew only, before W's barriers above)
     __syncthreads();           // (2) W done with the chunk
     cp_async_wait<0>();
-    fence_proxy_async();  // W's h and V_new's residual before chunk c - 1's wgmmas
+    fence_proxy_async();  // W's h and v (in the vnl tile) before chunk c - 1's wgmmas
     __syncthreads();      // (3)
   }
 }
@@ -478,7 +430,7 @@ namespace glr::cuda::sm90::gdn_bwd {
 // split's mapping onto the sweep, not done).
 template <int kD, bool kDelta>
 inline bool fused_bwd_takes(const GdnBwdArgs& a) {
-  return kD == 128 && kDelta && (!seg::split(a) || !a.dh_split) && bwd_fused();
+  return kD == 128 && kDelta && fused_sweep_takes(a);  // (gdn_bwd_mma.cuh: the rule, for the workspace too)
 }
 // The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
 // head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass

@@ -122,8 +122,8 @@ struct GdnBwdArgs {
   __nv_bfloat16* hc = nullptr;  // (S, K, V) state entering chunk c
   __nv_bfloat16* dhc = nullptr; // (S, K, V) gradient of the state leaving chunk c
   __nv_bfloat16* dhcl = nullptr;// (S, K, V) its bf16 residual (dh' - dhc; see h_kernel's phase B)
-  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new
-  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel)
+  __nv_bfloat16* vn = nullptr;  // (S, C, V) V_new (the h pass's; carved and written where vnew_stored(a), below)
+  __nv_bfloat16* vnl = nullptr; // (S, C, V) V_new - vn, the residual of its bf16 rounding (see h_kernel); likewise
   __nv_bfloat16* dx = nullptr;  // (S, C, V) dX
   float* dbv = nullptr;         // rowsum(dX . V) per column slice (room for 8 slices): a sequence-and-head's
                                 // (DV / vt, nch C) block from (DV / vt) C times its first slot (dense (B, H, DV / vt, Tp));
@@ -163,13 +163,32 @@ struct GdnBwdArgs {
   // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
   // backward calls.
   bool wy_saved = false;
+  // The caller will run a kernel that reads vn / vnl itself, whatever the switches say (vnew_stored): the
+  // emulator's runs of the chunk kernels beside the fused sweep (its fused subset), and the h pass's word checks.
+  bool vnew_kept = false;
 };
+
+// Whether the fused reverse sweep (gdn_bwd_fused.cuh: fused_bwd_takes, which says why) takes a backward of a's head
+// dims, member and split: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, the dh pass unsplit. a's sizes, member,
+// segs and dh_split set (as for the workspace).
+inline bool fused_sweep_takes(const GdnBwdArgs& a) {
+  return a.D == 128 && a.delta && (!seg::split(a) || !a.dh_split) && bwd_fused();
+}
+
+// The one rule for V_new's workspace pieces (vn, vnl): the h pass stores them (h_kernel, the wgmma h pass), and the
+// workspace carves them, only where a kernel that reads them runs: the chunk kernels (chunk_wgmma_kernel, the
+// default; chunk_tma_kernel, GLR_BWD_CHUNK_TMA=1; chunk_kernel, GLR_BWD_WGMMA=0), i.e. wherever the fused sweep does
+// not take the backward, or a caller's own (a.vnew_kept). The fused sweep forms V_new and its residual itself
+// (ChunkWgCore::form_vnew, the h pass's words): under it (null) the h pass stores neither, 32 KB a chunk-head not
+// written at K = V = 128.
+inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && (a.vnew_kept || !fused_sweep_takes(a)); }
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
 // order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
 // Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
 // the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
-// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8); without it (Mamba2,
+// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8), 1030 MB where the fused
+// sweep takes it (no V_new pieces: vnew_stored); without it (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
 // K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB) and the group sums' arrival tickets (chunk_slots() H
@@ -204,9 +223,9 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.dbv = piece(delta || a.gate == 2, delta ? S * C * 4 * 8 : S * 4);
   l.hc = piece(true, S * d * d * 2);
   l.dhc = piece(true, S * d * d * 2);
-  l.vn = piece(delta, S * C * d * 2);
+  l.vn = piece(vnew_stored(a), S * C * d * 2);
   l.dx = piece(delta, S * C * d * 2);
-  l.vnl = piece(delta, S * C * d * 2);
+  l.vnl = piece(vnew_stored(a), S * C * d * 2);
   l.dhcl = piece(true, S * d * d * 2);
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
@@ -525,7 +544,10 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* dst, std::int64_t stri
 //                        its v words from there)
 // waited for where they are needed: at chunk c's end k, G, Gr, beta of chunk c + 1; T and v of chunk c + 1 before a
 // barrier after chunk c + 1's phase A (one barrier more a chunk), so phase C, the stores and the next phase A hide them.
-template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kPrefetch = false>
+// kVnewOut (the delta rule): V_new and its residual stored to a.vn, a.vnl (vnew_stored); false where no kernel reads
+// them (a.vn null: the fused sweep's backward, launch_h_pass), a separate instantiation so the default one's code is
+// the one with the stores alone.
+template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kPrefetch = false, bool kVnewOut = kDelta>
 __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ GdnBwdArgs a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(!kPrefetch || h_prefetch_takes<kVT, kD, kDelta>, "the prefetching schedule: the delta rule, 64 or 32 columns");
@@ -539,8 +561,10 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
   __nv_bfloat16* hcg = a.hc + sb.R * kD * kD + sb.v0;
-  __nv_bfloat16* vng = kDelta ? a.vn + sb.R * C * kD + sb.v0 : nullptr;  // (V_new = V without the delta rule)
-  __nv_bfloat16* vnlg = kDelta ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
+  // V_new and its residual to the workspace where a kernel reads them (kVnewOut; V_new = V without the delta rule);
+  // else only to the shared tiles phase C reads
+  __nv_bfloat16* vng = kVnewOut ? a.vn + sb.R * C * kD + sb.v0 : nullptr;
+  __nv_bfloat16* vnlg = kVnewOut ? a.vnl + sb.R * C * kD + sb.v0 : nullptr;
   const int r0 = warp * 16, d0 = warp * (kD / 4);
   auto pair = [](__nv_bfloat16* t, int i, int col) { return reinterpret_cast<std::uint32_t*>(t + i * LDV + col); };
 
@@ -737,8 +761,10 @@ __global__ void __launch_bounds__(kThreads) h_kernel(const __grid_constant__ Gdn
       }
     }
     cp_async_commit();
-    store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
-    store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
+    if constexpr (kVnewOut) {
+      store_tile<C, kVT>(vng + static_cast<std::int64_t>(t0) * kD, kD, s.vn, tid);
+      store_tile<C, kVT>(vnlg + static_cast<std::int64_t>(t0) * kD, kD, s.vnl, tid);
+    }
     }  // kDelta
 
     // Phase C: h = e^{G_last} h + K^T (e^{G_last - G} V_new); e^{G_last} as the wgmma h pass's, one ex2.approx.
@@ -2022,7 +2048,7 @@ inline cudaError_t launch_dh2(const GdnBwdArgs& a, dim3 grid, cudaStream_t strea
 // The h pass alone (a with T > 0; a.segs > 1: split): the forward's passes A and B (gdn::launch_split_ab), then
 // h_kernel over every segment. wgmma (GLR_H_WGMMA=1 in launch_state_passes; kVT = 64 only, else h_kernel): pass A
 // on state_t_wgmma_kernel<.., true> whatever GLR_FWD_WGMMA says, and the h kernel as its kHPass mode (gdn_state_wgmma.cuh;
-// not yet run on a GPU). The same outputs (h_c, V_new, its residual; Es), to rounding.
+// not yet run on a GPU). The same outputs (h_c, V_new, its residual where a.vn is set: vnew_stored; Es), to rounding.
 // prefetch (GLR_H_PREFETCH=1, bwd_h_prefetch): h_kernel in its prefetching schedule where h_prefetch_takes.
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool wgmma, bool prefetch = bwd_h_prefetch()) {
@@ -2042,12 +2068,19 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
     }
   }
   if (seg::split(a) && (e = gdn::launch_split_ab<kDelta, kD>(f, stream)) != cudaSuccess) return e;
-  if constexpr (h_prefetch_takes<kVT, kD, kDelta>)
-    if (prefetch)
-      return launch_kernel(&h_kernel<kVT, kD, true, true>, dim3(kD / kVT, rows), kThreads, sizeof(HPipeSmem<kVT, kD>),
-                           stream, a, emu_smem);
-  return launch_kernel(&h_kernel<kVT, kD, kDelta>, dim3(kD / kVT, rows), kThreads, sizeof(HSmem<kVT, kD>),
-                       stream, a, emu_smem);
+  auto h = [&](auto vnew_out) {  // h_kernel with V_new's stores (kVnewOut) or without
+    constexpr bool kOut = decltype(vnew_out)::value;
+    if constexpr (h_prefetch_takes<kVT, kD, kDelta>)
+      if (prefetch)
+        return launch_kernel(&h_kernel<kVT, kD, true, true, kOut>, dim3(kD / kVT, rows), kThreads,
+                             sizeof(HPipeSmem<kVT, kD>), stream, a, emu_smem);
+    return launch_kernel(&h_kernel<kVT, kD, kDelta, false, kOut>, dim3(kD / kVT, rows), kThreads, sizeof(HSmem<kVT, kD>),
+                         stream, a, emu_smem);
+  };
+  // a.vn null (vnew_stored false: the fused sweep takes the backward, K = V = 128 only): no V_new stores
+  if constexpr (kDelta && kD == 128)
+    if (!a.vn) return h(std::false_type{});
+  return h(std::bool_constant<kDelta>{});
 }
 // The h and dh kernels for one slice width (their shared-memory limits: launch_kernel's, mma_sync.cuh).
 // seg::split(a) (gdn_bwd_split_plan; segments by length, segments.cuh: the h kernel's grid rows the segment rows,
@@ -2144,7 +2177,7 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
   if (!a.G || !a.Gr || !a.hc || !a.dhc || !a.dhcl ||
-      (a.delta && (!a.Tm || !a.Bc || !a.vn || !a.vnl || !a.dx)) || ((a.delta || a.gate == 2) && !a.dbv) ||
+      (a.delta && (!a.Tm || !a.Bc || !a.dx)) || (vnew_stored(a) && (!a.vn || !a.vnl)) || ((a.delta || a.gate == 2) && !a.dbv) ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||

@@ -99,26 +99,46 @@ __device__ __forceinline__ int warp_uniform(int v) {
 #endif
 }
 
+// What h_x_epilogue (gdn_state_wgmma.cuh) reads and sets, for one 16-column block of X in ChunkWgCore::form_vnew:
+// the chunk's beta and G rows and the block's nonfinite flag.
+struct VnewRows {
+  const float* beta;
+  const float* G;
+  int& nonfinite;
+};
+// h_kernel's non-finite flag is per block of a.vt columns (its slice): a 16-column block's is the OR of its slice's.
+template <class Flags>
+__device__ __forceinline__ bool slice_nonfinite(const Flags& nonfinite, int col0, int vt) {
+  const int first = col0 / vt * (vt / 16);
+  bool f = false;
+  for (int j = first; j < first + vt / 16; ++j) f = f || nonfinite[j] != 0;
+  return f;
+}
+
 // The compute both wgmma chunk kernels run (chunk_wgmma_kernel here, chunk_tma_kernel in gdn_bwd_chunk_tma.cuh):
 // phases 1 and 2's wgmmas and epilogues and the thread geometry, written once; each kernel keeps its own loads and
 // passes the points where they differ as hooks (cp.async waits and the second residual load here; mbarrier waits,
 // TMA refills and hdot there), called in the same place of the same order of instructions, so both kernels issue
 // what they issued before. Smem: ChunkWgSmem or ChunkTmaSmem (the tiles by field name); S: what the epilogues read
-// (the struct itself, or ChunkTmaView with one buffer's scalars).
-template <int kD, bool kDelta>
+// (the struct itself, or ChunkTmaView with one buffer's scalars). kWgs: the warpgroups that split each product's
+// columns (2: the chunk kernels, m64n32 wgmmas, 8 row partials a row; 1: the fused sweep's W warpgroup,
+// gdn_bwd_fused.cuh, which runs every column itself, m64n64, 4 row partials a row, and composes the pieces of
+// phases 1 and 2 below in its own order around the dh chain's hand-offs).
+template <int kD, bool kDelta, int kWgs = 2>
 struct ChunkWgCore {
+  static_assert(kWgs == 1 || kWgs == 2, "one or two warpgroups split the columns");
   static constexpr int KH = kD / 64;  // 64-column parts of K (phase 2)
-  static constexpr int kN = 32;       // a warpgroup's columns of a 64-column part: the wgmmas are m64n32
+  static constexpr int kN = 64 / kWgs;  // a warpgroup's columns of a 64-column part: the wgmmas are m64n<kN>
   using RowsC = std::integral_constant<int, C>;
   int tid, wg, warp, g8, t4, r0;
-  int c0;    // the warpgroup's first column of each 64-column part (warpgroup-uniform)
-  int slot;  // the thread's slot among a row's 8 row partials (chunk_phase3 sums them in order)
+  int c0;    // the warpgroup's first column of each 64-column part (warpgroup-uniform; 0 if kWgs = 1)
+  int slot;  // the thread's slot among a row's 4 kWgs row partials (chunk_phase3 sums them in order)
   std::uint32_t sq, sk, sdO, svn, svnl, sdx, sh, sdh, sdhl, sdA, sE;  // the tiles' shared addresses
 
   template <class Smem>
   __device__ __forceinline__ explicit ChunkWgCore(Smem& s)
       : tid(static_cast<int>(threadIdx.x)), wg(warp_uniform(tid >> 7) & 1), warp((tid >> 5) & 3), g8((tid & 31) >> 2), t4(tid & 3),
-        r0(warp * 16), c0(kN * wg), slot(4 * wg + t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
+        r0(warp * 16), c0(kWgs == 2 ? kN * wg : 0), slot(kWgs == 2 ? 4 * wg + t4 : t4), sq(smem_addr(s.q)), sk(smem_addr(s.k)), sdO(smem_addr(s.dO)),
         svn(smem_addr(s.vn)), svnl(smem_addr(s.vnl)), sdx(smem_addr(s.dx)), sh(smem_addr(s.h)), sdh(smem_addr(s.dh)),
         sdhl(smem_addr(s.dhl)), sdA(smem_addr(s.dA)), sE(smem_addr(s.E)) {}
 
@@ -153,6 +173,146 @@ struct ChunkWgCore {
   // The 16-byte chunk cc (columns 8cc..8cc+7) of row r of a swizzled (K x V) tile.
   __device__ __forceinline__ static const uint4* state_chunk(const __nv_bfloat16* t, int r, int cc) {
     return reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(t) + sw128_offset<kD>(r, cc * 8));
+  }
+
+  // V_new = T X and its bf16 residual (the delta rule), formed as the h pass forms them (h_kernel's phases A and B,
+  // gdn_bwd_mma.cuh), into the tiles vn, vnl (this warpgroup's columns 64 kh + c0 ..; every row). Its caller is the
+  // fused sweep's W warpgroup (kWgs = 1, gdn_bwd_fused.cuh), so the h pass stores V_new only where the chunk kernels
+  // run (vnew_stored, gdn_bwd_mma.cuh); they read it (formed in them too, branch hBT, chunk_wgmma_kernel took 0.887
+  // ms for 0.700 on an H100: 2246644, reverted; kWgs = 2 is that form's geometry, no caller today). In place: k, h
+  // (the bf16 h_c the h pass multiplied, from a.hc), v (the slice's rows, zeros past the sequence) in the tile at v,
+  // T (K-major) at T, the chunk's beta and G in s; s.nonfinite[] zeroed before a barrier. The same products in the
+  // same k-order and the same epilogues as h_kernel, so on the emulator the same words:
+  //   K h: wgmmas over K's k-steps ascending from a zero accumulator (h_kernel: mma.sync per k-step, the same sums);
+  //   X = beta V - beta e^G (K h) to vn (bf16) and vnl (its residual) by h_x_epilogue itself, one 16-column block at
+  //     a time (its nonfinite flag: h_kernel's flag is per block of a.vt columns, its slice, so the slice's flag
+  //     here is the OR of its 16-column blocks');
+  //   V_new = T X: per k-step X's residual then X (h_kernel's order), from a zero accumulator. h_kernel sums the k
+  //     tiles ks <= warp (T is lower triangular); in a slice whose X is finite the tiles past the diagonal add
+  //     0 x finite = +-0 to a sum that is never -0 (it starts at +0), which leaves every word as it was. In a slice
+  //     whose X is not finite h_kernel sums the tiles ks < warp on the tensor cores and the diagonal tile over
+  //     m <= i alone in FMAs (h_tx_rows; a NaN or Inf of X_m must stay out of V_new_i, i < m): here, if any of the
+  //     warpgroup's columns are in such a slice, one k-step at a time with the accumulator kept where h_kernel
+  //     does not add that tile (ks > warp; ks = warp in those columns, then h_tx_rows), which is its sum exactly;
+  //   bf16(V_new) and bf16(V_new - bf16(V_new)) as h_vnew_epilogue's, over X (every reader of this warpgroup's X
+  //     columns is this warpgroup: its named barrier between).
+  // Returns after the stores; the caller fences (fence.proxy.async) and syncs the block before any wgmma reads them.
+  // sync: the barrier over the warpgroups that split the columns (the chunk kernels' block, __syncthreads; the fused
+  // sweep's W warpgroup alone: its named barrier, which then also orders the warpgroup's X reads before V_new).
+  template <class S, class Sync = BlockSync>
+  __device__ __forceinline__ void form_vnew(S& s, const __nv_bfloat16* v, const __nv_bfloat16* T, int vt,
+                                            Sync sync = {}) const {
+    constexpr int kB = kN / 16;  // 16-column blocks of the warpgroup's part
+    const std::uint32_t sT = smem_addr(T);
+    float acc[KH][kN / 2];
+    auto block = [](float (&x)[kN / 2], int b) -> float (&)[2][4] { return *reinterpret_cast<float(*)[2][4]>(x + 8 * b); };
+    auto pair_in = [](int col0) {
+      return [col0](__nv_bfloat16* t, int i, int col) { return pair_at(t, i, col0 + col); };
+    };
+    // K h (B = h MN-major, this warpgroup's columns)
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks)
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sk, 0, ks), dm<kD>(sh, 64 * kh + c0, ks), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+    // X and its residual over K h, in the vn and vnl tiles
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int col0 = 64 * kh + c0 + 16 * b;
+        std::uint32_t vr[2][2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) vr[n][half] = *pair_at(v, r0 + g8 + half * 8, col0 + 8 * n + 2 * t4);
+        VnewRows rows{s.beta, s.G, s.nonfinite[col0 / 16]};
+        h_x_epilogue(rows, r0, g8, t4, vr, block(acc[kh], b), s.vn, s.vnl, pair_in(col0));
+      }
+    fence_proxy_async();  // X before the wgmmas
+    sync();               // X and the flags visible (a slice of 64 columns spans both warpgroups' blocks)
+    bool nf[KH][kB], any = false;  // the 16-column block's slice (h_kernel's block) has X not finite
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        nf[kh][b] = slice_nonfinite(s.nonfinite, 64 * kh + c0 + 16 * b, vt);
+        any = any || nf[kh][b];
+      }
+    // V_new = T X (B = X MN-major: its residual in vnl, then X in vn, per k-step)
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
+    auto tx_step = [&](int ks) {
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sT, 0, ks), dm<C>(svnl, 64 * kh + c0, ks), 1);
+        wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sT, 0, ks), dm<C>(svn, 64 * kh + c0, ks), 1);
+      }
+    };
+    if (!any) {
+      wgmma_fence_operand(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) tx_step(ks);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(acc);
+    } else {  // (rare: a NaN or Inf in the chunk's v or k) one k-step a group, h_kernel's tiles kept alone
+#pragma unroll 1
+      for (int ks = 0; ks < 4; ++ks) {
+        float keep[KH][kN / 2];
+#pragma unroll
+        for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+          for (int e = 0; e < kN / 2; ++e) keep[kh][e] = acc[kh][e];
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+        tx_step(ks);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(acc);
+#pragma unroll
+        for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+          for (int e = 0; e < kN / 2; ++e)
+            if (!(ks < warp || (ks == warp && !nf[kh][e >> 3]))) acc[kh][e] = keep[kh][e];
+      }
+      auto t_at = [T](int i, int m) {
+        return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(T) + sw128_offset<C>(i, m)));
+      };
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+        for (int b = 0; b < kB; ++b)
+          if (nf[kh][b]) h_tx_rows(block(acc[kh], b), r0, r0, g8, t4, t_at, s.vn, s.vnl, pair_in(64 * kh + c0 + 16 * b));
+    }
+    // the warpgroup's reads of its X columns done (wgmmas retired, h_tx_rows)
+    if constexpr (kWgs == 2)
+      named_barrier_sync(1 + wg, 128);
+    else
+      sync();
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+      for (int n = 0; n < kN / 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = r0 + g8 + half * 8, col = 64 * kh + c0 + 8 * n + 2 * t4;
+          const float x0 = acc[kh][4 * n + 2 * half], x1 = acc[kh][4 * n + 2 * half + 1];
+          const std::uint32_t hi = pack_bf16x2(x0, x1);
+          *pair_at(s.vn, i, col) = hi;
+          *pair_at(s.vnl, i, col) = bf16x2_residual(x0, x1, hi);
+        }
   }
 
   // x = X Y^T, y = Z V_new^T over the features, this warpgroup's columns: one commit group; kSplit (kD = 128 only):
@@ -208,6 +368,11 @@ struct ChunkWgCore {
       wgmma_wait<0>();
       phase1_finish(s, a, 0, len, x0, y0, p1);
     }
+    store_phase1(s, p1);
+  }
+  // Phase 1's partials to their slots and columns.
+  template <class S>
+  __device__ __forceinline__ void store_phase1(S& s, const Phase1Partials& p1) const {
     store_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
   }
 
@@ -247,6 +412,75 @@ struct ChunkWgCore {
     add_row_dot(r, acc, r0, g8, t4, n0 + c0, [&](int i, int col) { return pair_at(X, i, col); });
   }
 
+  // Phase 2's pieces (phase2 below composes them; the fused sweep's W warpgroup too, in its own order): the row
+  // factors e^{G_i}, beta_i, e^{G_L - G_i} of the thread's two rows; the epilogues of dk's and dq's row products
+  // (row dots, scalings), the issue of their (C x C) products, the stores. The caller waits for the group whose
+  // accumulator a piece reads.
+  struct RowFactors {
+    float eg[2], bi[2], el[2];
+  };
+  template <class S>
+  __device__ __forceinline__ RowFactors row_factors(const S& s, float GrL) const {
+    RowFactors f;
+    phase2_row_factors<kDelta>(s, r0, g8, GrL, f.eg, f.bi, f.el);
+    return f;
+  }
+  // dk's V_new dh'^T (three pieces, retired): its row dot with K, then e^{G_L - G_i} times it.
+  __device__ __forceinline__ void dk_rows_epilogue(float (&ak)[kN / 2], float (&rd)[3][2], const RowFactors& f,
+                                                   const __nv_bfloat16* k, int n0) const {
+    wgmma_fence_operand(ak);
+    row_dot(rd[2], ak, k, n0);
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) ak[e] = f.el[(e >> 1) & 1] * ak[e];
+  }
+  // dk's dX h^T (the delta rule, retired): its row dot with K, then dk -= beta e^G times it.
+  __device__ __forceinline__ void dk_dx_epilogue(float (&ak)[kN / 2], float (&ax)[kN / 2], float (&rd)[3][2],
+                                                 const RowFactors& f, const __nv_bfloat16* k, int n0) const {
+    wgmma_fence_operand(ax);
+    row_dot(rd[1], ax, k, n0);
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-f.bi[(e >> 1) & 1] * f.eg[(e >> 1) & 1], ax[e], ak[e]);
+  }
+  // dk += E K + E^T K (the delta rule) + dA^T Q: one commit group.
+  __device__ __forceinline__ void dk_cc_issue(float (&ak)[kN / 2], int n0) const {
+    wgmma_fence_operand(ak);  // written by the threads
+    wgmma_fence();
+    if constexpr (kDelta) {
+      cc_times(ak, sE, false, sk, n0);
+      cc_times(ak, sE, true, sk, n0);
+    }
+    cc_times(ak, sdA, true, sq, n0);
+    wgmma_commit();
+  }
+  // dq's dO h^T (retired): its row dot with Q, scale e^G times it, then dq += dA K issued (one commit group).
+  __device__ __forceinline__ void dq_epilogue_issue(float (&aq)[kN / 2], float (&rd)[3][2], const RowFactors& f,
+                                                    const __nv_bfloat16* q, float scale, int n0) const {
+    wgmma_fence_operand(aq);
+    row_dot(rd[0], aq, q, n0);
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) aq[e] = scale * f.eg[(e >> 1) & 1] * aq[e];
+    wgmma_fence_operand(aq);
+    wgmma_fence();
+    cc_times(aq, sdA, false, sk, n0);
+    wgmma_commit();
+  }
+  // dq's or dk's part (retired) to global memory.
+  __device__ __forceinline__ void store_rows(const GdnBwdArgs& a, __nv_bfloat16* dst, float* dst32, float (&acc)[kN / 2],
+                                             int n0, int len, int HV, std::int64_t qtok0, std::int64_t tok0) const {
+    wgmma_fence_operand(acc);
+    store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
+  }
+  // <h, dh'> of row tid - 128 of K by the second warpgroup (hdot_row, one row a thread; the fused sweep's W
+  // warpgroup is the second), where `when`. (phase2 passes its kh == 0 as `when`: with the test around the call
+  // instead, ptxas gave chunk_tma_kernel<128, true> 217 registers, not 168, for the same instructions.)
+  template <class Smem, class S>
+  __device__ __forceinline__ void form_hdot(const Smem& t, S& s, bool when = true) const {
+    if (when && wg == 1 && tid - 128 < kD)
+      s.hdot[tid - 128] = hdot_row<kD>(t.h, t.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
+        return state_chunk(u, r, cc);
+      });
+  }
+
   // Phase 2, per 64-column part of K (the warpgroup's columns n0 + c0 .. n0 + c0 + 31; t: the tiles q, k, h, dh', s:
   // as phase 1's), then its row dots to their slots. <h, dh'> of row tid - 128 of K (hdot_row, the second warpgroup,
   // one row a thread) is formed in part 0 once its products are issued, while they run: at the end of phase 2 it
@@ -262,11 +496,7 @@ struct ChunkWgCore {
                                          std::int64_t tok0, float GrL, PartStart part_start,
                                          RowsIssued rows_issued, ResidFree resid_free, RowsRetired rows_retired) const {
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
-    auto store_rows = [&](__nv_bfloat16* dst, float* dst32, const float (&acc)[kN / 2], int n0) {
-      store_qk_rows<kD>(a, dst, dst32, acc, n0 + c0, len, HV, qtok0, tok0, r0, g8, t4);
-    };
-    float eg[2], bi[2], el[2];
-    phase2_row_factors<kDelta>(s, r0, g8, GrL, eg, bi, el);
+    const RowFactors f = row_factors(s, GrL);
 #pragma unroll 1
     for (int kh = 0; kh < KH; ++kh) {
       const int n0 = kh * 64;
@@ -279,47 +509,22 @@ struct ChunkWgCore {
       if constexpr (kDelta) rows_issue<false, false>(ax, sdx, sh, n0, 0u, 0u);
       rows_issue<false, false>(aq, sdO, sh, n0, 0u, 0u);
       rows_issued(kh);
-      if (kh == 0 && wg == 1 && tid - 128 < kD)  // <h, dh'> (above); h, dh' are in place through phase 2
-        s.hdot[tid - 128] = hdot_row<kD>(t.h, t.dh, tid - 128, [](const __nv_bfloat16* u, int r, int cc) {
-          return state_chunk(u, r, cc);
-        });
+      form_hdot(t, s, kh == 0);  // (above, part 0); h, dh' are in place through phase 2
       wgmma_wait<kDelta ? 2 : 1>();
-      wgmma_fence_operand(ak);
-      row_dot(rd[2], ak, t.k, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) ak[e] = el[(e >> 1) & 1] * ak[e];
+      dk_rows_epilogue(ak, rd, f, t.k, n0);
       if (kh + 1 < KH) resid_free(kh);  // this warpgroup is past its wgmmas that read the residual (retired above)
       if constexpr (kDelta) {
         wgmma_wait<1>();
-        wgmma_fence_operand(ax);
-        row_dot(rd[1], ax, t.k, n0);
-#pragma unroll
-        for (int e = 0; e < kN / 2; ++e) ak[e] = fmaf(-bi[(e >> 1) & 1] * eg[(e >> 1) & 1], ax[e], ak[e]);
+        dk_dx_epilogue(ak, ax, rd, f, t.k, n0);
       }
-      wgmma_fence_operand(ak);  // written by the threads
-      wgmma_fence();
-      if constexpr (kDelta) {
-        cc_times(ak, sE, false, sk, n0);
-        cc_times(ak, sE, true, sk, n0);
-      }
-      cc_times(ak, sdA, true, sq, n0);
-      wgmma_commit();
+      dk_cc_issue(ak, n0);
       wgmma_wait<1>();  // dO h^T (dk's E K + E^T K + dA^T Q stay in flight)
-      wgmma_fence_operand(aq);
-      row_dot(rd[0], aq, t.q, n0);
-#pragma unroll
-      for (int e = 0; e < kN / 2; ++e) aq[e] = a.scale * eg[(e >> 1) & 1] * aq[e];
-      wgmma_fence_operand(aq);
-      wgmma_fence();
-      cc_times(aq, sdA, false, sk, n0);
-      wgmma_commit();
+      dq_epilogue_issue(aq, rd, f, t.q, a.scale, n0);
       rows_retired(kh);
       wgmma_wait<1>();  // dk
-      wgmma_fence_operand(ak);
-      store_rows(a.dk, a.dkp, ak, n0);
+      store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
       wgmma_wait<0>();  // dq
-      wgmma_fence_operand(aq);
-      store_rows(a.dq, a.dqp, aq, n0);
+      store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
     }
     store_phase2_rows(s, rd, r0, g8, slot);  // (<h, dh'>: formed in part 0)
   }

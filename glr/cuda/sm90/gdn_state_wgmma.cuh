@@ -119,7 +119,7 @@ __device__ __forceinline__ float (&acc_flat(float (&x)[8][4]))[32] { return rein
 // The h pass's arguments on this kernel: the forward's (gdn_bwd::wy_args) and where it leaves h_c, V_new, vnl.
 struct StateHArgs : GdnFwdArgs {
   __nv_bfloat16* hc = nullptr;   // (slots, K, V) h_c
-  __nv_bfloat16* vn = nullptr;   // (slots, C, V) bf16(V_new) (delta rule only)
+  __nv_bfloat16* vn = nullptr;   // (slots, C, V) bf16(V_new) (delta rule only; null: not stored, vnew_stored in gdn_bwd_mma.cuh)
   __nv_bfloat16* vnl = nullptr;  // (slots, C, V) bf16(V_new - vn)
 };
 
@@ -228,7 +228,11 @@ __device__ __forceinline__ void h_vnew_epilogue(Smem& s, int r0, int g8, int t4,
 // chunk c, or phases B and C, to land), T(c + 1) before chunk c + 1's phase-A barrier. V_new and its decayed copy
 // go to q's slot once phase B (Q h, the last reader of q) has retired in every warp: one barrier more a chunk. Pass A
 // (kStateOnly: no q, no o; its M blocks no v) runs the same schedule without q and without that barrier.
-template <bool kDelta = true, int kD = DK, bool kStateOnly = false, bool kHPass = false, bool kPrefetch = false>
+// kVnewOut (kHPass with the delta rule): V_new and its residual stored to a.vn, a.vnl; false where no kernel reads
+// them (a.vn null: vnew_stored in gdn_bwd_mma.cuh, launch_state_t_wgmma), a separate instantiation so the storing
+// one's code stays the one with the stores alone.
+template <bool kDelta = true, int kD = DK, bool kStateOnly = false, bool kHPass = false, bool kPrefetch = false,
+          bool kVnewOut = kHPass>
 __global__ void __launch_bounds__(kThreads, 1)
     state_t_wgmma_kernel(const __grid_constant__ std::conditional_t<kHPass, StateHArgs, GdnFwdArgs> a) {
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
@@ -463,11 +467,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           };
           h_tx_rows(an, 0, r0, g8, t4, t_at, s.x, s.q, pair);
         }
-        // bf16(V_new) and its residual straight from the registers, every row of the chunk slot (as store_o_rows)
+        // bf16(V_new) and its residual straight from the registers, every row of the chunk slot (as store_o_rows),
+        // where a kernel reads them (kVnewOut)
         const std::int64_t at = (b.slot0 + c) * C * kD + b.v0;
         h_vnew_epilogue(s, r0, g8, t4, an, pair, [&](int i, int col, std::uint32_t hi, std::uint32_t lo) {
-          *reinterpret_cast<std::uint32_t*>(a.vn + at + static_cast<std::int64_t>(i) * kD + col) = hi;
-          *reinterpret_cast<std::uint32_t*>(a.vnl + at + static_cast<std::int64_t>(i) * kD + col) = lo;
+          if constexpr (kVnewOut) {
+            *reinterpret_cast<std::uint32_t*>(a.vn + at + static_cast<std::int64_t>(i) * kD + col) = hi;
+            *reinterpret_cast<std::uint32_t*>(a.vnl + at + static_cast<std::int64_t>(i) * kD + col) = lo;
+          }
         });
       }
       if constexpr (!kStateOnly) state_scale_o(e, a, r0, g8, ao);  // s.G is chunk c's until the barrier below
@@ -560,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn {
 // The wgmma state kernel's launch (grid as launch_state_t's at 64 columns; its shared-memory limit: launch_kernel's).
-// kHPass: the backward's h pass (a: StateHArgs; grid as pass C's).
+// kHPass: the backward's h pass (a: StateHArgs; grid as pass C's; a.vn null: without V_new's stores, kVnewOut).
 // GLR_FWD_PREFETCH=1 (state_prefetch_requested): the delta rule's forward passes (unsplit, the split's A and C; pass A
 // for the backward's split h pass too) in the prefetching schedule.
 template <bool kDelta, int kD, bool kStateOnly, bool kHPass = false>
@@ -571,6 +578,10 @@ inline cudaError_t launch_state_t_wgmma(const std::conditional_t<kHPass, StateHA
     if (state_prefetch_requested())
       return launch_kernel(&state_t_wgmma_kernel<true, kD, kStateOnly, false, true>, grid, kThreads,
                            state_wgmma_smem_bytes<kD, true>, stream, a, emu_smem);
+  if constexpr (kDelta && kHPass && kD == 128)
+    if (!a.vn)  // (vnew_stored false: the fused sweep's backward, K = V = 128 only) no V_new stores
+      return launch_kernel(&state_t_wgmma_kernel<true, kD, kStateOnly, true, false, false>, grid, kThreads,
+                           state_wgmma_smem_bytes<kD>, stream, a, emu_smem);
   return launch_kernel(&state_t_wgmma_kernel<kDelta, kD, kStateOnly, kHPass>, grid, kThreads, state_wgmma_smem_bytes<kD>, stream,
                        a, emu_smem);
 }
