@@ -64,7 +64,7 @@ inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024
 static_assert(fused_bwd_smem_bytes<128> <= 227 * 1024, "the fused kernel's shared memory fits one block per SM");
 
 // The barriers: bar 0 (__syncthreads, both warpgroups) at the hand-offs; named ones below.
-inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4;
+inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4, kBarRows = 5;
 
 // chunk_phase3's barrier over W only.
 struct WSync {
@@ -146,6 +146,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + v * 64 + n * 8 + 2 * t4;
     };
     const SliceLane<64> sl(lane);
+    const ChunkWgCore<kD, kDelta, 1> core(s);  // dq's pieces (W's geometry: warp, g8, t4, r0 of tid & 127)
 #pragma unroll
     for (int v = 0; v < NH; ++v)
       for_state_pairs<MT, 8>([&](int mt, int n, int half) {
@@ -273,10 +274,33 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         if (tid < C) s.dbv[v][tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
       }
       fence_proxy_async();  // dX, z (and dh', its residual) before W's and phase C's wgmmas
-      __syncthreads();      // (1) hand-off to W: dX, dh', residual rows 0..63, dbv
+      __syncthreads();      // (1) hand-off to W: dX, dh', residual rows 0..63, dbv; from W: dA, h
+      // dq beside W's dk (ChunkWgCore<kD, kDelta, 1>'s pieces as W ran them before: the same thread geometry, tid &
+      // 127): per 64-column part of K, scale e^G dO h^T, its row dot with Q, + dA K; stored; its row dots (part 0
+      // then part 1, as before) to their slot of rowp, read by W's phase 3 after kBarRows. Before y overwrites dO.
+      {
+        const std::int64_t qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
+                           tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
+        const auto f = core.row_factors(s, GrL);
+        float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // (rd[0] only: dq's)
+#pragma unroll 1
+        for (int kh = 0; kh < kD / 64; ++kh) {
+          const int n0 = kh * 64;
+          float aq[32];
+          core.template rows_issue<false, false>(aq, core.sdO, core.sh, n0, 0u, 0u);
+          wgmma_wait<0>();
+          core.dq_epilogue_issue(aq, rd, f, s.q, a.scale, n0);
+          wgmma_wait<0>();
+          core.store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) s.rowp[2][core.slot][r0 + g8 + half * 8] = rd[0][half];
+      }
+      named_barrier_arrive(kBarRows, 256);  // dq's row dots (and S past its reads of h) for W's phase 3
+      named_barrier_sync(kBarS, 128);       // every S warp's dq wgmmas (reading dO) retired
       // Phase C beside W's dk: y = scale e^G dO over dO in its own tile (W reads dO no more after the hand-off:
-      // dO V_new^T and dq came before it), then dh''s residual rows 64..127 once W is past rows 0..63, then
-      // dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
+      // dO V_new^T came before it, dq is S's, above), then dh''s residual rows 64..127 once W is past rows 0..63,
+      // then dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
@@ -357,27 +381,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     core.form_vnew(s, s.vnl, s.E, a.vt, WSync{});
     fence_proxy_async();  // V_new (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
-    // Before the hand-off: phase 1's first pass, then dq per 64-column part of K.
+    // Before the hand-off: phase 1's first pass (dA: S's dq reads it after the hand-off).
     {
       float x[32], y[32];
       core.template phase1_issue<false>(x, y, core.sq, core.sdO, [] {});
       wgmma_wait<0>();
       core.phase1_finish(s, a, 0, len, x, y, p1);
     }
-    fence_proxy_async();  // dA (st.shared) before the wgmmas
-    named_barrier_sync(kBarW, 128);
-    const auto f = core.row_factors(s, GrL);
-#pragma unroll 1
-    for (int kh = 0; kh < kD / 64; ++kh) {
-      const int n0 = kh * 64;
-      float aq[32];
-      core.template rows_issue<false, false>(aq, core.sdO, core.sh, n0, 0u, 0u);
-      wgmma_wait<0>();
-      core.dq_epilogue_issue(aq, rd, f, s.q, a.scale, n0);
-      wgmma_wait<0>();
-      core.store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
-    }
-    __syncthreads();  // (1) S's dX, dh', residual rows 0..63, dbv
+    fence_proxy_async();  // dA (st.shared) before the wgmmas (W's dk, S's dq)
+    __syncthreads();      // (1) S's dX, dh', residual rows 0..63, dbv; W's dA to S
 
     // After it: phase 1's second pass, then dk per part.
     {
@@ -389,6 +401,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     core.store_phase1(s, p1);
     fence_proxy_async();  // E (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
+    const auto f = core.row_factors(s, GrL);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
       const int n0 = kh * 64;
@@ -405,9 +418,12 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       wgmma_wait<0>();
       core.store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
     }
-    store_phase2_rows(s, rd, core.r0, core.g8, core.slot);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)  // dk's row dots (store_phase2_rows' slots 3, 4; slot 2, dq's, is S's)
+#pragma unroll
+      for (int r = 1; r < 3; ++r) s.rowp[2 + r][core.slot][core.r0 + core.g8 + half * 8] = rd[r][half];
     core.form_hdot(s, s);
-    named_barrier_sync(kBarW, 128);
+    named_barrier_sync(kBarRows, 256);  // W's row dots and hdot, and S's dq row dots
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
     if (c > 0) load_w(c - 1);  // h and V_new's residual tile are read by no one until chunk c - 1's V_new
