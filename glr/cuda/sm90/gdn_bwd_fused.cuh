@@ -64,7 +64,7 @@ inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024
 static_assert(fused_bwd_smem_bytes<128> <= 227 * 1024, "the fused kernel's shared memory fits one block per SM");
 
 // The barriers: bar 0 (__syncthreads, both warpgroups) at the hand-offs; named ones below.
-inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4, kBarRows = 5;
+inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4, kBarRows = 5, kBarE = 6;
 
 // chunk_phase3's barrier over W only.
 struct WSync {
@@ -274,7 +274,30 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         if (tid < C) s.dbv[v][tid] = ((s.red[tid * 4] + s.red[tid * 4 + 1]) + s.red[tid * 4 + 2]) + s.red[tid * 4 + 3];
       }
       fence_proxy_async();  // dX, z (and dh', its residual) before W's and phase C's wgmmas
-      __syncthreads();      // (1) hand-off to W: dX, dh', residual rows 0..63, dbv; from W: dA, h
+      __syncthreads();      // (1) hand-off to W: dX, dh', residual rows 0..63, dbv; from W: dA, V_new, h, pass 0's partials
+      // Phase 1's second pass beside W's dk (ChunkWgCore's phase1_issue / phase1_finish as W ran them before): K K^T,
+      // dX V_new^T -> E (over T: its readers, S's phase B and W's form_vnew, are past (1)), the partials of M and D
+      // continuing from pass 0's, which W left in their slots (store_phase1: fp32 words, exact), and back there; W's
+      // dk waits for E (kBarE) only before its (C x C) products.
+      {
+        Phase1Partials p1;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          p1.rowM[half] = s.rowp[0][core.slot][r0 + g8 + half * 8];
+          p1.rowD[half] = s.rowp[1][core.slot][r0 + g8 + half * 8];
+        }
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int u = 0; u < 2; ++u) p1.colM[n][u] = s.colp[warp * 8 + g8][n * 8 + 2 * t4 + u];
+        float x[32], y[32];
+        core.template phase1_issue<false>(x, y, core.sk, core.sdx, [] {});
+        wgmma_wait<0>();
+        core.phase1_finish(s, a, 1, len, x, y, p1);
+        core.store_phase1(s, p1);
+      }
+      fence_proxy_async();  // E (st.shared) before W's wgmmas
+      named_barrier_arrive(kBarE, 256);
       // dq beside W's dk (ChunkWgCore<kD, kDelta, 1>'s pieces as W ran them before: the same thread geometry, tid &
       // 127): per 64-column part of K, scale e^G dO h^T, its row dot with Q, + dA K; stored; its row dots (part 0
       // then part 1, as before) to their slot of rowp, read by W's phase 3 after kBarRows. Before y overwrites dO.
@@ -296,11 +319,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 #pragma unroll
         for (int half = 0; half < 2; ++half) s.rowp[2][core.slot][r0 + g8 + half * 8] = rd[0][half];
       }
-      named_barrier_arrive(kBarRows, 256);  // dq's row dots (and S past its reads of h) for W's phase 3
-      named_barrier_sync(kBarS, 128);       // every S warp's dq wgmmas (reading dO) retired
-      // Phase C beside W's dk: y = scale e^G dO over dO in its own tile (W reads dO no more after the hand-off:
-      // dO V_new^T came before it, dq is S's, above), then dh''s residual rows 64..127 once W is past rows 0..63,
-      // then dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
+      named_barrier_arrive(kBarRows, 256);  // phase 1's partials, dq's row dots (S past its reads of h) for phase 3
+      // Phase C beside W's dk: dh''s residual rows 64..127 once W is past rows 0..63, y = scale e^G dO over dO in its
+      // own tile (W reads dO no more after the hand-off: dO V_new^T came before it, dq is S's, above), then
+      // dh = e^{G_L} dh' + Q^T y + K^T z, per k-step Q^T y then K^T z.
+      named_barrier_sync(kBarDhlFree, 256);  // W is past its wgmmas on residual rows 0..63
+      write_residual(std::integral_constant<int, 1>{});
+      fence_proxy_async();  // the residual before W's wgmmas
+      named_barrier_arrive(kBarDhlReady, 256);
+      named_barrier_sync(kBarS, 128);  // every S warp's dq wgmmas (reading dO) retired
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = r0 + g8 + half * 8;
@@ -314,10 +341,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
             *w = pack_bf16x2(ey * dof.x, ey * dof.y);
           }
       }
-      named_barrier_sync(kBarDhlFree, 256);  // W is past its wgmmas on residual rows 0..63
-      write_residual(std::integral_constant<int, 1>{});
-      fence_proxy_async();  // the residual (W's wgmmas) and y (S's)
-      named_barrier_arrive(kBarDhlReady, 256);
+      fence_proxy_async();  // y before S's wgmmas
       named_barrier_sync(kBarS, 128);  // y visible to S
       const float decay = gdn::exp_approx(s.G[C - 1]);
 #pragma unroll
@@ -348,6 +372,12 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       __syncthreads();  // (3) chunk c - 1's tiles visible
     }
     if (a.dh0) {
+      // sb.hoff formed again here as state_block forms it on this grid (unsplit: bh = blockIdx.y, v0 = blockIdx.x
+      // 64 = 0), from opaque values: kept live through the sweep it took a 64-bit spill once S ran phase 1's second pass
+      sb.hoff = static_cast<std::int64_t>(opaque(static_cast<int>(blockIdx.y))) * kD * kD + opaque(static_cast<int>(blockIdx.x)) * 64;
+#if defined(GLR_SM90_HOST_EMU)
+      if (sb.hoff != static_cast<std::int64_t>(sb.bh) * kD * kD + sb.v0) std::abort();
+#endif
 #pragma unroll
       for (int v = 0; v < NH; ++v)
         for_state_pairs<MT, 8>([&](int mt, int n, int half) {
@@ -373,7 +403,6 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
                        tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
     if (c > 0) prefetch_w(c - 1);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
-    Phase1Partials p1;
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 
     // V_new and its residual (ChunkWgCore::form_vnew: the h pass's words, which it does not store here) from k, h, v (in
@@ -381,26 +410,20 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     core.form_vnew(s, s.vnl, s.E, a.vt, WSync{});
     fence_proxy_async();  // V_new (st.shared) before the wgmmas
     named_barrier_sync(kBarW, 128);
-    // Before the hand-off: phase 1's first pass (dA: S's dq reads it after the hand-off).
+    // Before the hand-off: phase 1's first pass (dA: S's dq reads it after the hand-off; its partials to their
+    // slots, where S's second pass continues them).
     {
+      Phase1Partials p1;
       float x[32], y[32];
       core.template phase1_issue<false>(x, y, core.sq, core.sdO, [] {});
       wgmma_wait<0>();
       core.phase1_finish(s, a, 0, len, x, y, p1);
+      core.store_phase1(s, p1);
     }
     fence_proxy_async();  // dA (st.shared) before the wgmmas (W's dk, S's dq)
-    __syncthreads();      // (1) S's dX, dh', residual rows 0..63, dbv; W's dA to S
+    __syncthreads();      // (1) S's dX, dh', residual rows 0..63, dbv; W's dA, V_new, pass 0's partials to S
 
-    // After it: phase 1's second pass, then dk per part.
-    {
-      float x[32], y[32];
-      core.template phase1_issue<false>(x, y, core.sk, core.sdx, [] {});
-      wgmma_wait<0>();
-      core.phase1_finish(s, a, 1, len, x, y, p1);
-    }
-    core.store_phase1(s, p1);
-    fence_proxy_async();  // E (st.shared) before the wgmmas
-    named_barrier_sync(kBarW, 128);
+    // After it: dk per part (E from S's phase 1 second pass, waited for before dk's (C x C) products).
     const auto f = core.row_factors(s, GrL);
 #pragma unroll 1
     for (int kh = 0; kh < kD / 64; ++kh) {
@@ -414,6 +437,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       core.dk_rows_epilogue(ak, rd, f, s.k, n0);
       wgmma_wait<0>();
       core.dk_dx_epilogue(ak, ax, rd, f, s.k, n0);
+      if (kh == 0) named_barrier_sync(kBarE, 256);  // S's E visible
       core.dk_cc_issue(ak, n0);
       wgmma_wait<0>();
       core.store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
