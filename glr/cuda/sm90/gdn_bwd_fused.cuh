@@ -9,15 +9,22 @@
 // First form (correctness first): two warpgroups, 256 threads, one block per SM (232,352 B shared of 232,448):
 //   S (warpgroup 0) holds dh' (128 x 128 fp32: ds[half v][row tile mt][32]) and runs the dh chain: phase A (P^T from
 //     K Q^T once, then per half K dh' and P^T dO -> dV_new), phase B (T^T dV_new -> dX epilogue: dv, dX and z to
-//     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z).
-//   W (warpgroup 1) runs the chunk kernels' phases (ChunkWgCore<128, true, 1>'s pieces, gdn_bwd_wgmma.cuh, on every
-//     column; chunk_phase3) for the same chunk on the tiles S left in shared memory, after forming V_new and its
-//     residual from k, h, v and T as the h pass does (ChunkWgCore::form_vnew: the h pass stores them for the chunk kernels only).
-// Within a chunk: S's A, B run beside W's work that needs nothing from S (phase 1's first pass: dA; all of dq);
-// then W's phase 1 second pass, dk and phase 3 beside S's C (S hands dh''s residual rows 64..127 over between W's
-// two dk parts before it updates dh'); then both load chunk c - 1. No overlap across chunks yet. Every product is issued as in today's kernels, per element in the same
-// k-step order, accumulators zeroed by the threads: on the host emulator the outputs equal today's path
-// (GLR_DH_WGMMA=1 at 64-column slices) word for word but where noted in the notes.
+//     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z); and, after
+//     the hand-off (1), two of the chunk phases' pieces (ChunkWgCore<128, true, 1>'s, with W's thread geometry):
+//     phase 1's second pass (K K^T, dX V_new^T -> E) and all of dq.
+//   W (warpgroup 1) runs the rest of the chunk kernels' phases (ChunkWgCore<128, true, 1>'s pieces,
+//     gdn_bwd_wgmma.cuh, on every column; chunk_phase3) for the same chunk on the tiles S left in shared memory,
+//     after forming V_new and its residual from k, h, v and T as the chunk kernels do (ChunkWgCore::form_vnew: the
+//     h pass stores them for the chunk kernels only): phase 1's first pass (dA), dk, phase 3.
+// Within a chunk: S's A, B run beside W's work that needs nothing from S (V_new, phase 1's first pass: dA); then,
+// after the hand-off (1), W's dk and phase 3 beside S's phase 1 second pass (E: W waits for it only before dk's
+// (C x C) products), dq and C (S hands dh''s residual rows 64..127 over between W's two dk parts before it updates
+// dh'); then both load chunk c - 1. The two halves of the chunk step carry about the same tensor work on each side
+// (bench/glr/sm90_bwd_notes.md, "The fused sweep's two warpgroups balanced"). No overlap across chunks yet. Every
+// product is issued as in today's kernels, per element in the same k-step order, accumulators zeroed by the threads,
+// every row and column partial summed in the same order (handed between the warpgroups as fp32 words in shared
+// memory): on the host emulator the outputs equal today's path (GLR_DH_WGMMA=1 at 64-column slices) word for word
+// but where noted in the notes.
 // Included by gdn_bwd_mma.cuh after gdn_bwd_dh_wgmma.cuh (its helpers: StateBlock, state_block, SliceLane,
 // slice_desc, for_state_pairs, store_pairs_bf16, the chunk kernels' epilogues and chunk_phase3).
 #pragma once
@@ -45,7 +52,7 @@ struct FusedSmem {
   __nv_bfloat16 dh[kD * kD];  // (K, V) bf16(dh'), dh' the gradient of the state leaving the chunk
   __nv_bfloat16 dhl[C * kD];  // (64, V) dh''s bf16 residual, rows 0..63 of K, then 64..127
   __nv_bfloat16 dA[C * C];    // (C, C)
-  __nv_bfloat16 E[C * C];     // (C, C) E; first T (W's V_new = T X, S's phase B; dead before W's phase 1 writes E)
+  __nv_bfloat16 E[C * C];     // (C, C) E; first T (W's V_new = T X, S's phase B; dead at (1), before S's phase 1 second pass writes E)
   __nv_bfloat16 z[C * kD];    // (C, V) -beta e^G dX
   float G[C];
   float Gr[C];
@@ -63,7 +70,8 @@ template <int kD>
 inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024;
 static_assert(fused_bwd_smem_bytes<128> <= 227 * 1024, "the fused kernel's shared memory fits one block per SM");
 
-// The barriers: bar 0 (__syncthreads, both warpgroups) at the hand-offs; named ones below.
+// The barriers: bar 0 (__syncthreads, both warpgroups) at the hand-offs; named ones below (kBarE: S's E, then W's
+// dk products; kBarRows: S's phase-1 partials and dq row dots, then W's phase 3; S arrives, W syncs).
 inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4, kBarRows = 5, kBarE = 6;
 
 // chunk_phase3's barrier over W only.
@@ -391,11 +399,12 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   // ---------------- W: the chunk phases (ChunkWgCore's pieces, one warpgroup on every column) on S's tiles ----------------
   // ChunkWgCore<kD, kDelta, 1> (gdn_bwd_wgmma.cuh): the chunk kernels' phase 1 and 2 code with one warpgroup
   // running all 64 columns of each part (m64n64 wgmmas, 4 row partials a row: the slots of FusedSmem::rowp), composed
-  // in the sweep's order: what needs nothing from S runs while S forms dV_new and dX (phases A, B): phase 1's first
-  // pass (Q K^T, dO V_new^T -> dA) and all of dq (scale e^G dO h^T + dA K, and its row dots). Then, after the
-  // hand-off (1), phase 1's second pass (K K^T, dX V_new^T -> E), dk and phase 3. Every product and sum as the chunk
-  // kernels' per element (dq's row dots still summed part 0 then part 1). W's barriers are its own (kBarW), the
-  // pieces have none.
+  // in the sweep's order: what needs nothing from S runs while S forms dV_new and dX (phases A, B): V_new and phase
+  // 1's first pass (Q K^T, dO V_new^T -> dA; its partials to their slots, where S's second pass continues them).
+  // Then, after the hand-off (1), dk and phase 3, while S runs phase 1's second pass (K K^T, dX V_new^T -> E) and
+  // dq (scale e^G dO h^T + dA K, its row dots into rowp's slot 2) with the same pieces. Every product and sum as the
+  // chunk kernels' per element. W's barriers are its own (kBarW) or shared with S (kBarE, kBarRows, the residual's),
+  // the pieces have none.
   const ChunkWgCore<kD, kDelta, 1> core(s);
   for (int c = NT - 1; c >= 0; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
