@@ -214,15 +214,12 @@ struct ChunkWgCore {
     for (int kh = 0; kh < KH; ++kh)
 #pragma unroll
       for (int e = 0; e < kN / 2; ++e) acc[kh][e] = 0.f;
-    wgmma_fence_operand(acc);
-    wgmma_fence();
+    wgmma_group_sync(acc, [&] {
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
+      for (int ks = 0; ks < kD / 16; ++ks)
 #pragma unroll
-      for (int kh = 0; kh < KH; ++kh) wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sk, 0, ks), dm<kD>(sh, 64 * kh + c0, ks), 1);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(acc);
+        for (int kh = 0; kh < KH; ++kh) wgmma_ss_n<kN, 0, 1>(acc[kh], dk<C>(sk, 0, ks), dm<kD>(sh, 64 * kh + c0, ks), 1);
+    });
     // X and its residual over K h, in the vn and vnl tiles
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh)
@@ -260,13 +257,10 @@ struct ChunkWgCore {
       }
     };
     if (!any) {
-      wgmma_fence_operand(acc);
-      wgmma_fence();
+      wgmma_group_sync(acc, [&] {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) tx_step(ks);
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(acc);
+        for (int ks = 0; ks < 4; ++ks) tx_step(ks);
+      });
     } else {  // (rare: a NaN or Inf in the chunk's v or k) one k-step a group, h_kernel's tiles kept alone
 #pragma unroll 1
       for (int ks = 0; ks < 4; ++ks) {
@@ -275,12 +269,7 @@ struct ChunkWgCore {
         for (int kh = 0; kh < KH; ++kh)
 #pragma unroll
           for (int e = 0; e < kN / 2; ++e) keep[kh][e] = acc[kh][e];
-        wgmma_fence_operand(acc);
-        wgmma_fence();
-        tx_step(ks);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operand(acc);
+        wgmma_group_sync(acc, [&] { tx_step(ks); });
 #pragma unroll
         for (int kh = 0; kh < KH; ++kh)
 #pragma unroll

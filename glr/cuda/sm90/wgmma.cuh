@@ -296,6 +296,18 @@ __device__ __forceinline__ void wgmma_fence_operand(T (&x)[M][R]) {
   for (int m = 0; m < M; ++m) wgmma_fence_operand(x[m]);
 }
 
+// One wgmma group on the accumulators d, waited for whole: the bracket the comment on wgmma_fence_operand describes
+// (d's register fence, wgmma.fence, body's wgmmas, commit, wait for every group, d's register fence again).
+template <class D, class Body>
+__device__ __forceinline__ void wgmma_group_sync(D& d, Body&& body) {
+  wgmma_fence_operand(d);
+  wgmma_fence();
+  body();
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operand(d);
+}
+
 // x, through a value the compiler cannot see into: what is formed from opaque(x) is formed where it is written,
 // not hoisted out of a loop as an invariant (a loop's load addresses, each held in a register through the whole
 // loop, spilled in dh_wgmma_kernel). No instruction; the host emulator's is the identity.
