@@ -457,9 +457,12 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       for (int r = 1; r < 3; ++r) s.rowp[2 + r][core.slot][core.r0 + core.g8 + half * 8] = rd[r][half];
     core.form_hdot(s, s);
     named_barrier_sync(kBarRows, 256);  // W's row dots and hdot, and S's dq row dots
+    // h and the vnl tile (v, then X's and V_new's residuals) have no reader left in this chunk: S arrived at
+    // kBarRows after dq (its last read of h), W's last reads (dk's pieces, <h, dh'>) came before it, and phase 3
+    // reads neither, so chunk c - 1's h and v load beside phase 3 rather than after it.
+    if (c > 0) load_w(c - 1);
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
-    if (c > 0) load_w(c - 1);  // h and V_new's residual tile are read by no one until chunk c - 1's V_new
     if (tid < kD / 16) s.nonfinite[tid] = 0;  // (read by this chunk's form_vnew only, before W's barriers above)
     __syncthreads();           // (2) W done with the chunk
     cp_async_wait<0>();
