@@ -1604,8 +1604,10 @@ int main(int argc, char** argv) {
   if (argc == 2 && (std::string(argv[1]) == "fused" || std::string(argv[1]) == "fused-all")) {
     // The fused reverse sweep (GLR_FUSED_BWD=1, set here for the whole run: the split and packed runs are gdn_bwd_mma's
     // own launches, which read it; gdn_bwd_fused.cuh): each dense unsplit case against the float64 recurrence and
-    // word for word against today's path (fused_mode 0); the split case (today's split passes: the sweep takes
-    // unsplit runs only, gdn_bwd::fused_bwd_takes) against float64 and its unsplit run, the fused sweep; packed
+    // word for word against today's path (fused_mode 0); the split case (gdn_bwd_mma's own launches: the split h
+    // pass, pass A' and the reverse combine, then the sweep over every segment, launch_fused_bwd) against float64 and
+    // its unsplit run, the fused sweep (word for word against today's split path: the same subset without
+    // GLR_FUSED_BWD, GLR_EMU_DUMP and tests/glr_sm90/count_words.py; bench/glr/sm90_bwd_notes.md); packed
     // sequences: each sequence bit for bit alone, float64, invalid offsets. "fused" (ctest glr_sm90_emu_bwd_fused)
     // the cases marked quick; "fused-all" every one.
     setenv("GLR_FUSED_BWD", "1", 1);
@@ -1623,7 +1625,7 @@ int main(int argc, char** argv) {
         {{1, 100, 1, false, true, 4.0, 64, 2}, false},              // +-Inf planted in v
         {{1, 150, 1, true, true, 2.0, 64, 3}, true},                // g = -Inf at T / 2
         {{2, 1, 1, true, true, 2.0, 64}, false},                    // T = 1
-        {{1, 300, 1, true, true, 2.0, 64, 0, 0, 128, 0, 3}, true},  // split (3 segments): today's path; unsplit: fused
+        {{1, 300, 1, true, true, 2.0, 64, 0, 0, 128, 0, 3}, true},  // split (3 segments): the sweep per segment; unsplit: fused
         {{2, 64, 2, true, true, 0.0, 64}, false},                   // whole chunks, two heads
     };
     unsigned fseed = 1900;

@@ -243,12 +243,13 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   // for the group sums in fixed order, and one 4-byte arrival ticket a (chunk, q/k head) for the chunk kernels'
   // in-kernel sums (512 x 16 x 4 = 32 KB). B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
   // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
-  // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB). The dh pass splits too (gdn_bwd_split_plan), so the fused
-  // sweep does not take it: V_new's pieces with GLR_FUSED_BWD=1 too.
+  // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB). The dh pass splits too (gdn_bwd_split_plan); with
+  // GLR_FUSED_BWD=1 the fused sweep takes it over the segments (pass A' and the reverse combine, then the sweep:
+  // launch_fused_bwd), so Es and Ms stay and V_new's two pieces go (the h pass stores neither): 3666 - 537 MB.
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
-  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * 3) +
+  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * vpieces) +
                        2 * gbh * gtp * 128 * 4 + gnt * 16 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
@@ -264,9 +265,9 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const std::size_t vN = cu.size() - 1, vslots = (512 + vN) * 32, vtable = (4 * (2 + vN + 1 + 512 + vN) + 255) / 256 * 256;
   // With the split by length (segments.cuh) the host sizes Es and Ms for its bound of split slots, which it takes
   // from T, N and the segment length alone (the lengths stay on the device): (512 + N) / 128 = 4 slots here, each
-  // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here). Split
-  // dh pass: V_new's pieces either way, as above.
-  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * 3) +
+  // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here). With
+  // GLR_FUSED_BWD=1 no V_new pieces, as above (split or not, the sweep takes it).
+  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * vpieces) +
                        2 * 32 * std::size_t{32768} * 128 * 4 + ((512 + vN) * 16 * 4 + 255) / 256 * 256 + vtable +
                        2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,

@@ -1,5 +1,6 @@
 // glr/cuda/sm90/gdn_bwd_fused.cuh: the backward's fused reverse sweep (sm_90a, wgmma): fused_bwd_kernel, ONE block
-// per (sequence, value head) that walks the chunks last to first and does, per chunk, what dh_wgmma_kernel<64>
+// per (sequence, value head) (split: per (segment, sequence, value head), from the gradient pass A' and the reverse
+// combine leave in Es: launch_fused_bwd) that walks the chunks last to first and does, per chunk, what dh_wgmma_kernel<64>
 // (gdn_bwd_dh_wgmma.cuh, over both 64-column halves of V) and chunk_wgmma_kernel (gdn_bwd_wgmma.cuh) do today, with
 // dh' in fp32 registers of one warpgroup for the whole sweep: dh', its bf16 residual and dX never go through global
 // memory; q, k, T, dO are read once per chunk-head. FlashQLA's fused_bwd structure on glr's algebra (design, budget,
@@ -65,6 +66,7 @@ struct FusedSmem {
   float t3[C];
   float red[C * 4];  // S: rowsum(dX . V) partials of one half, one per lane of a row's quad
   int nonfinite[kD / 16];  // W: X of 16-column block b holds a NaN or Inf (ChunkWgCore::form_vnew)
+  float* dh_out;  // dh0 at the block's state offset (segment 0 of its sequence, a.dh0 set), else null: parked through the sweep
 };
 template <int kD>
 inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024;
@@ -91,8 +93,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   const int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2,
             t4 = lane & 3, r0 = warp * 16;
   StateBlock sb;
-  if (!state_block<64, kD, kDelta>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
-  const int NT = sb.sq.nch, HV = sb.HV;
+  // segment rows (segments.cuh, the split h and dh passes' order; unsplit one segment a sequence): the block walks
+  // its segment's chunks c_last .. c_first
+  if (!state_block<64, kD, kDelta, true>(a, sb)) return;  // invalid packed offsets: the poison kernel writes every output
+  const int HV = sb.HV, c_first = sb.c_begin, c_last = sb.c_end - 1;
   const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
                       svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
                       sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E), sz = smem_addr(s.z);
@@ -136,12 +140,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     prefetch_l2(a.hc + (sb.R + c) * kD * kD + (tl + 128) * 64);
     prefetch_l2(a.v + (sb.vtokb + static_cast<std::int64_t>(c * C + (tl >> 1)) * HV) * kD + (tl & 1) * (kD / 2));
   };
-  if (NT > 0) {
-    if (wg == 0) load_s(NT - 1);
-    else load_w(NT - 1);
+  if (c_last >= c_first) {
+    if (wg == 0) load_s(c_last);
+    else load_w(c_last);
     cp_async_wait<0>();
   }
   if (wg == 1 && tid < kD / 16) s.nonfinite[tid] = 0;  // (W zeroes them again at each chunk's end)
+  // The gradient entering the segment goes to dh0 from segment 0 (written after the sweep). Block-uniform, so formed
+  // once and parked in shared memory (as dh_wgmma_kernel's s.dh_out): in registers through the sweep it spilled.
+  if (threadIdx.x == 0) s.dh_out = sb.seg == 0 && a.dh0 ? a.dh0 + sb.hoff : nullptr;
   fence_proxy_async();
   __syncthreads();  // (0) the last chunk's tiles visible to both warpgroups (W's first pass starts at once)
 
@@ -150,15 +157,19 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     // dh' in wgmma accumulators: ds[v][mt][4n + 2 half + u] is row 64 mt + r0 + g8 + 8 half, column 64 v + 8n + 2 t4 + u.
     float ds[NH][MT][32];
     auto ds_row = [&](int mt, int half) { return mt * 64 + r0 + g8 + half * 8; };
-    auto state_at = [&](int v, int mt, int n, int half) {
-      return sb.hoff + static_cast<std::int64_t>(ds_row(mt, half)) * kD + v * 64 + n * 8 + 2 * t4;
+    auto state_at = [&](int v, int mt, int n, int half) {  // the pair's place in a (K x V) fp32 state
+      return static_cast<std::int64_t>(ds_row(mt, half)) * kD + v * 64 + n * 8 + 2 * t4;
     };
     const SliceLane<64> sl(lane);
     const ChunkWgCore<kD, kDelta, 1> core(s);  // dq's pieces (W's geometry: warp, g8, t4, r0 of tid & 127)
+    // The gradient leaving the block's segment: dht (or 0) for the last (unsplit: the whole sequence), else the Es
+    // slot of its segment (pass A' and the reverse combine's: launch_fused_bwd), as dh_wgmma_kernel's pass C.
+    const float* dh_in = sb.seg == sb.nseg - 1 ? (a.dht ? a.dht + sb.hoff : nullptr)
+                                               : a.Es + sb.soff + sb.seg * sb.slot_states;
 #pragma unroll
     for (int v = 0; v < NH; ++v)
       for_state_pairs<MT, 8>([&](int mt, int n, int half) {
-        const float2 x = a.dht ? *reinterpret_cast<const float2*>(a.dht + state_at(v, mt, n, half)) : make_float2(0.f, 0.f);
+        const float2 x = dh_in ? *reinterpret_cast<const float2*>(dh_in + state_at(v, mt, n, half)) : make_float2(0.f, 0.f);
         ds[v][mt][4 * n + 2 * half] = x.x;
         ds[v][mt][4 * n + 2 * half + 1] = x.y;
       });
@@ -173,7 +184,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         });
     };
 
-    for (int c = NT - 1; c >= 0; --c) {
+    for (int c = c_last; c >= c_first; --c) {
       const int t0 = c * C, len = min(C, sb.sq.len - t0);
       // bf16(dh') (both halves: the state's B operand and W's dh tile) and the residual's first 64 rows
 #pragma unroll
@@ -185,7 +196,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       write_residual(std::integral_constant<int, 0>{});
       fence_proxy_async();
       named_barrier_sync(kBarS, 128);  // dh' visible to S's wgmmas
-      if (c > 0) prefetch_s(c - 1);
+      if (c > c_first) prefetch_s(c - 1);
 
       // Phase A: P^T (register-A fragments) from K Q^T by 32-column halves, as dh_wgmma_kernel.
       std::uint32_t pa[4][4];
@@ -374,22 +385,16 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_fence_operand(ds[v]);
       }
       __syncthreads();  // (2) W's phases done (the E slot is free for T of chunk c - 1), S's phase C too
-      if (c > 0) load_s(c - 1);
+      if (c > c_first) load_s(c - 1);
       cp_async_wait<0>();
       fence_proxy_async();
       __syncthreads();  // (3) chunk c - 1's tiles visible
     }
-    if (a.dh0) {
-      // sb.hoff formed again here as state_block forms it on this grid (unsplit: bh = blockIdx.y, v0 = blockIdx.x
-      // 64 = 0), from opaque values: kept live through the sweep it took a 64-bit spill once S ran phase 1's second pass
-      sb.hoff = static_cast<std::int64_t>(opaque(static_cast<int>(blockIdx.y))) * kD * kD + opaque(static_cast<int>(blockIdx.x)) * 64;
-#if defined(GLR_SM90_HOST_EMU)
-      if (sb.hoff != static_cast<std::int64_t>(sb.bh) * kD * kD + sb.v0) std::abort();
-#endif
+    if (float* const dh_out = s.dh_out) {
 #pragma unroll
       for (int v = 0; v < NH; ++v)
         for_state_pairs<MT, 8>([&](int mt, int n, int half) {
-          *reinterpret_cast<float2*>(a.dh0 + state_at(v, mt, n, half)) =
+          *reinterpret_cast<float2*>(dh_out + state_at(v, mt, n, half)) =
               make_float2(ds[v][mt][4 * n + 2 * half], ds[v][mt][4 * n + 2 * half + 1]);
         });
     }
@@ -406,11 +411,11 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   // chunk kernels' per element. W's barriers are its own (kBarW) or shared with S (kBarE, kBarRows, the residual's),
   // the pieces have none.
   const ChunkWgCore<kD, kDelta, 1> core(s);
-  for (int c = NT - 1; c >= 0; --c) {
+  for (int c = c_last; c >= c_first; --c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0);
     const std::int64_t sl0 = sb.R + c, qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
                        tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
-    if (c > 0) prefetch_w(c - 1);
+    if (c > c_first) prefetch_w(c - 1);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 
@@ -460,7 +465,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     // h and the vnl tile (v, then X's and V_new's residuals) have no reader left in this chunk: S arrived at
     // kBarRows after dq (its last read of h), W's last reads (dk's pieces, <h, dh'>) came before it, and phase 3
     // reads neither, so chunk c - 1's h and v load beside phase 3 rather than after it.
-    if (c > 0) load_w(c - 1);
+    if (c > c_first) load_w(c - 1);
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
     if (tid < kD / 16) s.nonfinite[tid] = 0;  // (read by this chunk's form_vnew only, before W's barriers above)
@@ -475,18 +480,24 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
 
 #if defined(__CUDACC__) || defined(GLR_SM90_EMU_LAUNCHERS)
 namespace glr::cuda::sm90::gdn_bwd {
-// Whether the fused sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, and the dh pass
-// unsplit (not split, or only the h pass: GdnBwdArgs::dh_split false). The first form walks whole sequences, one
-// block per (sequence, value head): where the split rule (gdn_bwd_split_plan) or GLR_BACKWARD_SPLIT cuts the dh pass,
-// the blocks are few (B1 T32768 H16: 16 for 132 SMs) and today's split passes stay (bench/glr/sm90_bwd_notes.md: the
-// split's mapping onto the sweep, not done).
+// Whether the fused reverse sweep takes this backward: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, split or
+// not (launch_fused_bwd below).
 template <int kD, bool kDelta>
 inline bool fused_bwd_takes(const GdnBwdArgs& a) {
   return kD == 128 && kDelta && fused_sweep_takes(a);  // (gdn_bwd_mma.cuh: the rule, for the workspace too)
 }
-// The h pass (as launch_state_passes runs it, split or not) then the fused kernel over every (sequence, value
-// head), unsplit: grid (1, sequences x HV), 256 threads. marks[1] after the h pass (as today's). h_wgmma: the h pass
-// on wgmma (1) or h_kernel (0); -1 as GLR_H_WGMMA says (the emulator check passes its own choice).
+// The h pass (as launch_state_passes runs it, split or not) then the fused kernel, 256 threads a block. marks[1]
+// after the h pass (as today's). h_wgmma: the h pass on wgmma (1) or h_kernel (0); -1 as GLR_H_WGMMA says (the
+// emulator check passes its own choice).
+// Unsplit dh pass (not split, or the h pass alone: GdnBwdArgs::dh_split false): grid (1, sequences x HV), each block
+// one whole sequence from dht. Split (seg::split(a) and a.dh_split; the rule gdn_bwd_split_plan or
+// GLR_BACKWARD_SPLIT, few and long sequences: B1 T32768 H16 would be 16 blocks for 132 SMs): the split dh pass's
+// pass A' and reverse combine as launch_state_passes runs them (launch_dh_ends, at the h pass's slice width a.vt:
+// Es slot s then holds the gradient leaving segment s), then the sweep over every segment at once: grid (1, segment
+// rows x HV), the split passes' rows (segments.cuh), each block its segment's chunks from that slot (the last
+// segment from dht) and dh0 from segment 0. Pass A' writes its chunks' dv (the sweep overwrites every one of them
+// after it) and dX, dh', its residual and the dbeta partials into the workspace's dx, dhc, dhcl, dbv, which the
+// sweep does not read (it forms them in shared memory): only Es is carried over.
 template <int kD, bool kDelta>
 inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks, int h_wgmma = -1) {
   if constexpr (kD != 128 || !kDelta) {
@@ -503,9 +514,18 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
     }
     if (marks && (e = cudaEventRecord(marks[1], stream)) != cudaSuccess) return e;
     GdnBwdArgs d = a;
-    d.segs = 1;
-    const unsigned heads = static_cast<unsigned>(a.num_seqs() * a.value_heads());
-    return launch_kernel(&fused_bwd_kernel<kD, kDelta>, dim3(1, heads), kFusedThreads, fused_bwd_smem_bytes<kD>, stream,
+    unsigned rows = static_cast<unsigned>(a.num_seqs() * a.value_heads());
+    if (NT > 0 && seg::split(a) && a.dh_split) {
+      const bool pf = bwd_dh_prefetch();
+      e = a.vt == 64   ? launch_dh_ends<64, kD, kDelta>(a, stream, pf)
+          : a.vt == 32 ? launch_dh_ends<32, kD, kDelta>(a, stream, pf)
+                       : launch_dh_ends<16, kD, kDelta>(a, stream, pf);
+      if (e != cudaSuccess) return e;
+      rows = static_cast<unsigned>(seg::rows(a) * a.value_heads());
+    } else {
+      d.segs = 1;
+    }
+    return launch_kernel(&fused_bwd_kernel<kD, kDelta>, dim3(1, rows), kFusedThreads, fused_bwd_smem_bytes<kD>, stream,
                          d, emu_smem);
   }
 }

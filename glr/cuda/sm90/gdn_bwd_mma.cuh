@@ -144,7 +144,7 @@ struct GdnBwdArgs {
   //   Es slot of segment j: the state entering segment j + 1 (the forward's pass A and combine_kernel), read by the
   //     h kernel; then (the dh pass, dh_split) the gradient leaving segment j: pass A' leaves there the gradient
   //     entering segment j + 1 from 0 (the last segment from dht), the reverse combine turns it into the whole one,
-  //     pass C starts from it;
+  //     pass C (or the fused sweep, gdn_bwd_fused.cuh) starts from it;
   //   Ms slot of segment j: M_j, its K x K state map (the forward's pass A, delta rule only; j >= 1): the dh pass
   //     uses its transpose.
   // dh_split false: only the h pass is split (Es, Ms as above), the dh pass runs unsplit (launch_state_passes: where
@@ -168,12 +168,10 @@ struct GdnBwdArgs {
   bool vnew_kept = false;
 };
 
-// Whether the fused reverse sweep (gdn_bwd_fused.cuh: fused_bwd_takes, which says why) takes a backward of a's head
-// dims, member and split: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, the dh pass unsplit. a's sizes, member,
-// segs and dh_split set (as for the workspace).
-inline bool fused_sweep_takes(const GdnBwdArgs& a) {
-  return a.D == 128 && a.delta && (!seg::split(a) || !a.dh_split) && bwd_fused();
-}
+// Whether the fused reverse sweep (gdn_bwd_fused.cuh: fused_bwd_takes, launch_fused_bwd) takes a backward of a's
+// head dims and member: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, split or not (split: the dh pass's pass A'
+// and reverse combine, then the sweep over every segment; the workspace keeps Es and Ms). a's sizes and member set.
+inline bool fused_sweep_takes(const GdnBwdArgs& a) { return a.D == 128 && a.delta && bwd_fused(); }
 
 // The one rule for V_new's workspace pieces (vn, vnl): the h pass stores them (h_kernel, the wgmma h pass), and the
 // workspace carves them, only where a kernel that reads them runs: the chunk kernels (chunk_wgmma_kernel, the
@@ -2095,11 +2093,32 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
 //     reverse combine (combine_kernel<.., kReverse>) makes the Es slot of segment s the gradient leaving it; pass C,
 //     the dh kernel over the segment rows from those slots (whole sequences from dht), overwrites their outputs and
 //     writes dh0. The last segment of a split sequence is already whole from pass A' (from dht): pass C skips it.
-// Pass A (forward) and A' each cover only the split sequences; pass C all. The dh kernel: dh_wgmma_kernel<.., true>
+// Pass A (forward) and A' each cover only the split sequences; pass C all. (GLR_FUSED_BWD=1: launch_fused_bwd runs the
+// h pass, pass A' and the reverse combine the same way, then the fused sweep in pass C's place and the chunk kernel's.) The dh kernel: dh_wgmma_kernel<.., true>
 // (GLR_DH_WGMMA unset or 1) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
 // 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass). dh_prefetch (GLR_DH_PREFETCH=1,
 // bwd_dh_prefetch): dh_wgmma_kernel, split or not, in its prefetching schedule where dh_prefetch_takes.
+// One split dh pass over `rows` grid rows (pass A': x.dh_ends; pass C: x.dh_skip_last): on wgmma by default
+// (dh_wgmma_kernel<.., true>; GLR_DH_WGMMA=0: dh_kernel).
+template <int kVT, int kD, bool kDelta>
+inline cudaError_t launch_split_dh(const GdnBwdArgs& x, unsigned rows, cudaStream_t stream, bool dh_prefetch) {
+  const dim3 g(kD / kVT, rows);
+  return bwd_dh_wgmma(true)
+             ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem, dh_prefetch)
+             : launch_kernel(&dh_kernel<kVT, kD, kDelta>, g, kThreads, sizeof(DhSmem<kVT, kD>), stream, x, emu_smem);
+}
+// The split dh pass's pass A' (the dh kernel over the Es slots, each running the segment after its own from 0, the
+// last from dht) and the reverse combine: the Es slot of segment s then holds the gradient leaving it (pass C's, or
+// the fused sweep's, blocks start there). a split (seg::split(a), a.dh_split), after the h pass.
+template <int kVT, int kD, bool kDelta>
+inline cudaError_t launch_dh_ends(const GdnBwdArgs& a, cudaStream_t stream, bool dh_prefetch) {
+  GdnBwdArgs d = a;
+  d.dh_ends = true;
+  const cudaError_t e =
+      launch_split_dh<kVT, kD, kDelta>(d, static_cast<unsigned>(seg::slots(a)) * a.HV, stream, dh_prefetch);
+  return e != cudaSuccess ? e : gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream);
+}
 template <int kVT, int kD, bool kDelta>
 inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks,
                                        bool dh_prefetch = bwd_dh_prefetch()) {
@@ -2121,22 +2140,11 @@ inline cudaError_t launch_state_passes(const GdnBwdArgs& a, cudaStream_t stream,
                ? launch_dh_wgmma<kVT, kD, kDelta>(d, grid, stream, emu_smem, dh_prefetch)
                : launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, d, emu_smem);
   }
-  // pass A' over the Es slots (each the segment after its own), pass C over the segment rows but the last segments
-  // of split sequences (their pass A' run started from dht: already whole); the segment table is the h pass's.
-  // On wgmma by default (dh_wgmma_kernel<.., true>; GLR_DH_WGMMA=0: dh_kernel).
-  const bool wg = bwd_dh_wgmma(true);
-  auto dh = [&](const GdnBwdArgs& x, unsigned rows) {
-    const dim3 g(kD / kVT, rows);
-    return wg ? launch_dh_wgmma<kVT, kD, kDelta, true>(x, g, stream, emu_smem, dh_prefetch)
-              : launch_kernel(&dh_kernel<kVT, kD, kDelta>, g, kThreads, sizeof(DhSmem<kVT, kD>), stream, x, emu_smem);
-  };
-  d.dh_ends = true;  // pass A'
-  if ((e = dh(d, static_cast<unsigned>(seg::slots(a)) * a.HV)) != cudaSuccess ||
-      (e = gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream)) != cudaSuccess)
-    return e;
-  d.dh_ends = false;  // pass C
-  d.dh_skip_last = true;
-  return dh(d, static_cast<unsigned>(seg::rows(a)) * a.HV);
+  // pass A' and the reverse combine, then pass C over the segment rows but the last segments of split sequences
+  // (their pass A' run started from dht: already whole); the segment table is the h pass's.
+  if ((e = launch_dh_ends<kVT, kD, kDelta>(a, stream, dh_prefetch)) != cudaSuccess) return e;
+  d.dh_skip_last = true;  // pass C
+  return launch_split_dh<kVT, kD, kDelta>(d, static_cast<unsigned>(seg::rows(a)) * a.HV, stream, dh_prefetch);
 }
 }  // namespace gdn_bwd
 
