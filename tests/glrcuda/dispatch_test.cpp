@@ -245,7 +245,7 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
   // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB). The dh pass splits too (gdn_bwd_split_plan); with
   // GLR_FUSED_BWD=1 the fused sweep takes it over the segments (pass A' and the reverse combine, then the sweep:
-  // launch_fused_bwd), so Es and Ms stay and V_new's two pieces go (the h pass stores neither): 3666 - 537 MB.
+  // launch_fused_bwd), so Es and Ms stay and V_new's two pieces go (the h pass stores neither): 537 MB less.
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
