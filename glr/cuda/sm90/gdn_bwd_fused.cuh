@@ -300,15 +300,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       // dk waits for E (kBarE) only before its (C x C) products.
       {
         Phase1Partials p1;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          p1.rowM[half] = s.rowp[0][core.slot][r0 + g8 + half * 8];
-          p1.rowD[half] = s.rowp[1][core.slot][r0 + g8 + half * 8];
-        }
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-#pragma unroll
-          for (int u = 0; u < 2; ++u) p1.colM[n][u] = s.colp[warp * 8 + g8][n * 8 + 2 * t4 + u];
+        core.load_phase1(s, p1);
         float x[32], y[32];
         core.template phase1_issue<false>(x, y, core.sk, core.sdx, [] {});
         wgmma_wait<0>();
@@ -335,8 +327,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
           wgmma_wait<0>();
           core.store_rows(a, a.dq, a.dqp, aq, n0, len, HV, qtok0, tok0);
         }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) s.rowp[2][core.slot][r0 + g8 + half * 8] = rd[0][half];
+        store_phase2_rows(s, rd, r0, g8, core.slot, 0, 1);  // dq's row dots (W stores dk's)
       }
       named_barrier_arrive(kBarRows, 256);  // phase 1's partials, dq's row dots (S past its reads of h) for phase 3
       // Phase C beside W's dk: dh''s residual rows 64..127 once W is past rows 0..63, y = scale e^G dO over dO in its
@@ -456,10 +447,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       wgmma_wait<0>();
       core.store_rows(a, a.dk, a.dkp, ak, n0, len, HV, qtok0, tok0);
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half)  // dk's row dots (store_phase2_rows' slots 3, 4; slot 2, dq's, is S's)
-#pragma unroll
-      for (int r = 1; r < 3; ++r) s.rowp[2 + r][core.slot][core.r0 + core.g8 + half * 8] = rd[r][half];
+    store_phase2_rows(s, rd, core.r0, core.g8, core.slot, 1, 3);  // dk's row dots (S stores dq's)
     core.form_hdot(s, s);
     named_barrier_sync(kBarRows, 256);  // W's row dots and hdot, and S's dq row dots
     // h and the vnl tile (v, then X's and V_new's residuals) have no reader left in this chunk: S arrived at

@@ -1381,23 +1381,33 @@ __device__ __forceinline__ void phase1_epilogue(Smem& s, const GdnBwdArgs& a, in
   }
 }
 
-// Phase 1's partials to shared memory: M and D per row and slot (chunk_kernel: the lane of a quad, t4;
-// chunk_wgmma_kernel: 4 warpgroup + t4), M per column (kNB blocks of 8 from j0, as phase1_epilogue) and (warp,
-// row group).
-template <int kNB = 8, class Smem>
-__device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Partials& p, int warp, int g8, int t4,
-                                                      int j0 = 0, int slot = -1) {
+// Phase 1's partials and their places in shared memory: M and D per row and slot (chunk_kernel: the lane of a quad,
+// t4; chunk_wgmma_kernel: 4 warpgroup + t4), M per column (kNB blocks of 8 from j0, as phase1_epilogue) and (warp,
+// row group). f(shared word, partial) for each pair: the one layout store_phase1_partials writes and
+// load_phase1_partials reads back (the fused sweep's S continues W's pass-0 partials from those words).
+template <int kNB, class Smem, class P, class F>
+__device__ __forceinline__ void for_phase1_partials(Smem& s, P& p, int warp, int g8, int t4, int j0, int slot, F f) {
   const int r0 = warp * 16, sl = slot < 0 ? t4 : slot;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
-    s.rowp[0][sl][i] = p.rowM[half];
-    s.rowp[1][sl][i] = p.rowD[half];
+    f(s.rowp[0][sl][i], p.rowM[half]);
+    f(s.rowp[1][sl][i], p.rowD[half]);
   }
 #pragma unroll
   for (int n = 0; n < kNB; ++n)
 #pragma unroll
-    for (int u = 0; u < 2; ++u) s.colp[warp * 8 + g8][j0 + n * 8 + 2 * t4 + u] = p.colM[n][u];
+    for (int u = 0; u < 2; ++u) f(s.colp[warp * 8 + g8][j0 + n * 8 + 2 * t4 + u], p.colM[n][u]);
+}
+template <int kNB = 8, class Smem>
+__device__ __forceinline__ void store_phase1_partials(Smem& s, const Phase1Partials& p, int warp, int g8, int t4,
+                                                      int j0 = 0, int slot = -1) {
+  for_phase1_partials<kNB>(s, p, warp, g8, t4, j0, slot, [](float& w, float x) { w = x; });
+}
+template <int kNB = 8, class Smem>
+__device__ __forceinline__ void load_phase1_partials(const Smem& s, Phase1Partials& p, int warp, int g8, int t4,
+                                                     int j0 = 0, int slot = -1) {
+  for_phase1_partials<kNB>(s, p, warp, g8, t4, j0, slot, [](float w, float& x) { x = w; });
 }
 
 // Phase 2's per-row factors of the thread's two rows: e^{G_i}, beta_i (0 without the delta rule), e^{G_L - G_i}.
@@ -1580,14 +1590,17 @@ __device__ __forceinline__ float hdot_row(const __nv_bfloat16* h, const __nv_bfl
   return acc;
 }
 
-// After phase 2: its row dots to shared memory (slot: as store_phase1_partials).
+// After phase 2: its row dots rd[first .. last - 1] (0: dq's, 1 and 2: dk's) to shared memory (slot: as
+// store_phase1_partials). The fused sweep stores dq's from one warpgroup and dk's from the other.
 template <class Smem>
-__device__ __forceinline__ void store_phase2_rows(Smem& s, const float (&rd)[3][2], int r0, int g8, int slot) {
+__device__ __forceinline__ void store_phase2_rows(Smem& s, const float (&rd)[3][2], int r0, int g8, int slot,
+                                                  int first = 0, int last = 3) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = r0 + g8 + half * 8;
 #pragma unroll
-    for (int r = 0; r < 3; ++r) s.rowp[2 + r][slot][i] = rd[r][half];
+    for (int r = 0; r < 3; ++r)
+      if (r >= first && r < last) s.rowp[2 + r][slot][i] = rd[r][half];
   }
 }
 

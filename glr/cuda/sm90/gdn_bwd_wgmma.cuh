@@ -176,10 +176,10 @@ struct ChunkWgCore {
   }
 
   // V_new = T X and its bf16 residual (the delta rule), formed as the h pass forms them (h_kernel's phases A and B,
-  // gdn_bwd_mma.cuh), into the tiles vn, vnl (this warpgroup's columns 64 kh + c0 ..; every row). Its caller is the
-  // fused sweep's W warpgroup (kWgs = 1, gdn_bwd_fused.cuh), so the h pass stores V_new only where the chunk kernels
-  // run (vnew_stored, gdn_bwd_mma.cuh); they read it (formed in them too, branch hBT, chunk_wgmma_kernel took 0.887
-  // ms for 0.700 on an H100: 2246644, reverted; kWgs = 2 is that form's geometry, no caller today). In place: k, h
+  // gdn_bwd_mma.cuh), into the tiles vn, vnl (every column, every row). Its one caller is the fused sweep's W
+  // warpgroup (kWgs = 1, gdn_bwd_fused.cuh), so the h pass stores V_new only where the chunk kernels run
+  // (vnew_stored, gdn_bwd_mma.cuh); they read it (formed in them too, branch hBT, with kWgs = 2: chunk_wgmma_kernel
+  // took 0.887 ms for 0.700 on an H100: 2246644, reverted; that geometry is not kept here). In place: k, h
   // (the bf16 h_c the h pass multiplied, from a.hc), v (the slice's rows, zeros past the sequence) in the tile at v,
   // T (K-major) at T, the chunk's beta and G in s; s.nonfinite[] zeroed before a barrier. The same products in the
   // same k-order and the same epilogues as h_kernel, so on the emulator the same words:
@@ -197,11 +197,12 @@ struct ChunkWgCore {
   //   bf16(V_new) and bf16(V_new - bf16(V_new)) as h_vnew_epilogue's, over X (every reader of this warpgroup's X
   //     columns is this warpgroup: its named barrier between).
   // Returns after the stores; the caller fences (fence.proxy.async) and syncs the block before any wgmma reads them.
-  // sync: the barrier over the warpgroups that split the columns (the chunk kernels' block, __syncthreads; the fused
-  // sweep's W warpgroup alone: its named barrier, which then also orders the warpgroup's X reads before V_new).
-  template <class S, class Sync = BlockSync>
+  // sync: the warpgroup's barrier (the fused sweep's W: its named barrier), between X and V_new and after V_new's
+  // reads of X.
+  template <class S, class Sync>
   __device__ __forceinline__ void form_vnew(S& s, const __nv_bfloat16* v, const __nv_bfloat16* T, int vt,
-                                            Sync sync = {}) const {
+                                            Sync sync) const {
+    static_assert(kWgs == 1, "V_new formed by one warpgroup on every column (the fused sweep's W)");
     constexpr int kB = kN / 16;  // 16-column blocks of the warpgroup's part
     const std::uint32_t sT = smem_addr(T);
     float acc[KH][kN / 2];
@@ -235,7 +236,7 @@ struct ChunkWgCore {
         h_x_epilogue(rows, r0, g8, t4, vr, block(acc[kh], b), s.vn, s.vnl, pair_in(col0));
       }
     fence_proxy_async();  // X before the wgmmas
-    sync();               // X and the flags visible (a slice of 64 columns spans both warpgroups' blocks)
+    sync();               // X and the flags visible (a slice's flag is the OR of its 16-column blocks')
     bool nf[KH][kB], any = false;  // the 16-column block's slice (h_kernel's block) has X not finite
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh)
@@ -285,11 +286,7 @@ struct ChunkWgCore {
         for (int b = 0; b < kB; ++b)
           if (nf[kh][b]) h_tx_rows(block(acc[kh], b), r0, r0, g8, t4, t_at, s.vn, s.vnl, pair_in(64 * kh + c0 + 16 * b));
     }
-    // the warpgroup's reads of its X columns done (wgmmas retired, h_tx_rows)
-    if constexpr (kWgs == 2)
-      named_barrier_sync(1 + wg, 128);
-    else
-      sync();
+    sync();  // the warpgroup's reads of X done (wgmmas retired, h_tx_rows)
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh)
 #pragma unroll
@@ -359,10 +356,14 @@ struct ChunkWgCore {
     }
     store_phase1(s, p1);
   }
-  // Phase 1's partials to their slots and columns.
+  // Phase 1's partials to their slots and columns, and back (the fused sweep: S continues W's pass-0 partials).
   template <class S>
   __device__ __forceinline__ void store_phase1(S& s, const Phase1Partials& p1) const {
     store_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
+  }
+  template <class S>
+  __device__ __forceinline__ void load_phase1(const S& s, Phase1Partials& p1) const {
+    load_phase1_partials<kN / 8>(s, p1, warp, g8, t4, c0, slot);
   }
 
   // acc = A2 Bs^T + A B2^T + A Bs^T over the features (per k-step in that order, as chunk_kernel), Bs rows
