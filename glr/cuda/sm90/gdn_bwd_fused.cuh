@@ -505,9 +505,9 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
     unsigned rows = static_cast<unsigned>(a.num_seqs() * a.value_heads());
     if (NT > 0 && seg::split(a) && a.dh_split) {
       const bool pf = bwd_dh_prefetch();
-      e = a.vt == 64   ? launch_dh_ends<64, kD, kDelta>(a, stream, pf)
-          : a.vt == 32 ? launch_dh_ends<32, kD, kDelta>(a, stream, pf)
-                       : launch_dh_ends<16, kD, kDelta>(a, stream, pf);
+      e = a.vt == 64   ? launch_dh_ends<64, kD, kDelta, true>(a, stream, pf)
+          : a.vt == 32 ? launch_dh_ends<32, kD, kDelta, true>(a, stream, pf)
+                       : launch_dh_ends<16, kD, kDelta, true>(a, stream, pf);
       if (e != cudaSuccess) return e;
       rows = static_cast<unsigned>(seg::rows(a) * a.value_heads());
     } else {

@@ -922,6 +922,22 @@ __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const 
   }
 }
 
+// Phase B's epilogue in the split dh pass's Es-only mode (dh_wgmma_kernel's kEsOnly: the fused sweep's pass A', which
+// leaves Es alone): z = -beta e^G dX to its tile, dx_epilogue's words; no dv, dX or rowsum(dX . V) (nothing reads them).
+template <int NN, class Smem, class Pair, class ZWord>
+__device__ __forceinline__ void z_epilogue(Smem& s, int r0, int g8, Pair pair, ZWord zword) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float zi = -s.beta[i] * gdn::exp_approx(s.G[i]);
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float2 x = pair(n, half);
+      *zword(i, n) = pack_bf16x2(zi * x.x, zi * x.y);
+    }
+  }
+}
+
 // This slice's dbeta partials of chunk c (t0 = c C): the four lanes' shares of each row summed in lane order.
 __device__ __forceinline__ void store_dbeta_partials(const float* red, float* dbvg, int t0, int tid) {
   if (tid < C) dbvg[t0 + tid] = ((red[tid * 4] + red[tid * 4 + 1]) + red[tid * 4 + 2]) + red[tid * 4 + 3];
@@ -2047,7 +2063,8 @@ inline cudaError_t chunk_group_args(const GdnBwdArgs& a, GdnBwdArgs& c, cudaStre
 }
 // prefetch (GLR_DH_PREFETCH=1): its prefetching schedule where it takes the case (dh_prefetch_takes: 64 columns, the
 // delta rule).
-template <int kVT, int kD, bool kDelta, bool kSplit = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
+// kEsOnly: dh_wgmma_kernel's Es-only mode (the split pass's pass A' under the fused sweep: launch_dh_ends<.., true>).
+template <int kVT, int kD, bool kDelta, bool kSplit = false, bool kEsOnly = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem,
                                    bool prefetch = bwd_dh_prefetch());
 // dh2_kernel (gdn_bwd_dh2.cuh, included below; GLR_DH_2GEMM=1): the unsplit dh pass at 64-column slices with the
@@ -2107,7 +2124,8 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
 //     the dh kernel over the segment rows from those slots (whole sequences from dht), overwrites their outputs and
 //     writes dh0. The last segment of a split sequence is already whole from pass A' (from dht): pass C skips it.
 // Pass A (forward) and A' each cover only the split sequences; pass C all. (GLR_FUSED_BWD=1: launch_fused_bwd runs the
-// h pass, pass A' and the reverse combine the same way, then the fused sweep in pass C's place and the chunk kernel's.) The dh kernel: dh_wgmma_kernel<.., true>
+// h pass, pass A' (in its Es-only mode: launch_dh_ends<.., true>) and the reverse combine the same way, then the fused
+// sweep in pass C's place and the chunk kernel's.) The dh kernel: dh_wgmma_kernel<.., true>
 // (GLR_DH_WGMMA unset or 1) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
 // 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass). dh_prefetch (GLR_DH_PREFETCH=1,
@@ -2124,12 +2142,20 @@ inline cudaError_t launch_split_dh(const GdnBwdArgs& x, unsigned rows, cudaStrea
 // The split dh pass's pass A' (the dh kernel over the Es slots, each running the segment after its own from 0, the
 // last from dht) and the reverse combine: the Es slot of segment s then holds the gradient leaving it (pass C's, or
 // the fused sweep's, blocks start there). a split (seg::split(a), a.dh_split), after the h pass.
-template <int kVT, int kD, bool kDelta>
+// kEsOnly (the fused sweep's, launch_fused_bwd): pass A' stores the Es slots alone (dh_wgmma_kernel's Es-only mode,
+// whatever GLR_DH_WGMMA says: the sweep's dh chain is dh_wgmma_kernel's, and dh_kernel's Es are the same words but
+// where a NaN or Inf in dO spreads, gdn_bwd_dh_wgmma.cuh) and no dv, dX, dh', its residual or dbeta partials, which
+// the sweep forms itself (the workspace carves none of them there: chunk_inputs_stored).
+template <int kVT, int kD, bool kDelta, bool kEsOnly = false>
 inline cudaError_t launch_dh_ends(const GdnBwdArgs& a, cudaStream_t stream, bool dh_prefetch) {
   GdnBwdArgs d = a;
   d.dh_ends = true;
-  const cudaError_t e =
-      launch_split_dh<kVT, kD, kDelta>(d, static_cast<unsigned>(seg::slots(a)) * a.HV, stream, dh_prefetch);
+  const unsigned rows = static_cast<unsigned>(seg::slots(a)) * a.HV;
+  cudaError_t e = cudaSuccess;
+  if constexpr (kEsOnly)
+    e = launch_dh_wgmma<kVT, kD, kDelta, true, true>(d, dim3(kD / kVT, rows), stream, emu_smem, dh_prefetch);
+  else
+    e = launch_split_dh<kVT, kD, kDelta>(d, rows, stream, dh_prefetch);
   return e != cudaSuccess ? e : gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream);
 }
 template <int kVT, int kD, bool kDelta>
