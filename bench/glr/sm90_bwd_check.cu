@@ -77,9 +77,10 @@ struct Buffers {
   void* ws = nullptr;
   void* fws = nullptr;
   std::int64_t tok = 0, hs = 0;
-  // vnew_kept: the workspace carves V_new's pieces and the h pass stores them whatever the switches say (vnew_stored)
-  Buffers(const Problem& p, std::uint64_t seed, bool vnew_kept = false) {
-    a.vnew_kept = vnew_kept;
+  // chunk_inputs_kept: the workspace carves the chunk kernels' inputs (V_new's pieces, dX, dh', its residual, the dbeta
+  // partials) and the h and dh passes store them whatever the switches say (chunk_inputs_stored)
+  Buffers(const Problem& p, std::uint64_t seed, bool chunk_inputs_kept = false) {
+    a.chunk_inputs_kept = chunk_inputs_kept;
     a.B = p.B;
     a.T = p.T;
     a.H = p.H;
@@ -125,13 +126,13 @@ struct Buffers {
     a.dv = dalloc<__nv_bfloat16>(tok * VD);
     a.dg = dalloc<float>(tok);
     a.dbeta = dalloc<float>(tok);
-    GdnBwdArgs sized;  // the sizes and member as gdn_bwd_workspace_bytes(B, T, H, 0, 0, KD, true, 1, segs), and vnew_kept
+    GdnBwdArgs sized;  // the sizes and member as gdn_bwd_workspace_bytes(B, T, H, 0, 0, KD, true, 1, segs), and chunk_inputs_kept
     sized.B = p.B;
     sized.T = p.T;
     sized.H = p.H;
     sized.D = KD;
     sized.segs = p.segs;
-    sized.vnew_kept = vnew_kept;
+    sized.chunk_inputs_kept = chunk_inputs_kept;
     ws = dalloc<char>(glr::cuda::sm90::gdn_bwd_workspace_bytes(sized) + 256);
     glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws);
     // the forward, for timing: its own output, rung 3's workspace

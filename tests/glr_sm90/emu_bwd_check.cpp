@@ -150,6 +150,12 @@ HWords g_h_words;
 // 16- and 32-bit words. -1: the whole backward.
 int g_dh_only = -1;
 std::vector<std::uint32_t> g_dh_words;
+// g_chunk_inputs_kept: run_kernels carves the chunk kernels' inputs whatever the switches say (GdnBwdArgs::
+// chunk_inputs_kept) and, after the run, leaves in g_chunk_inputs_touched how many bytes of the dX, dh', dh''s
+// residual and dbeta-partial pieces (dx, dhc, dhcl, dbv) differ from the workspace's 0x7f poison, and in
+// g_chunk_inputs_bytes their size (run_fused_untouched: the fused path must write none of them).
+bool g_chunk_inputs_kept = false;
+std::size_t g_chunk_inputs_touched = 0, g_chunk_inputs_bytes = 0;
 // The head dims (K = V) of the case being run: 128, or 64 for the Shape::D = 64 cases; set by use_dims at the
 // entry of run, run_bf16, run_rule and run_varlen, read by every helper below (the cases run one at a time).
 int KD = 128, VD = 128;
@@ -485,10 +491,13 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   a.segs = p.T > 0 ? p.segs : 1;  // (no chunks: launch_state_passes runs unsplit)
   a.seg_len = p.seg_len;
   a.dh_split = p.dh_split;
-  // V_new's pieces where this run reads them whatever the switches say (vnew_stored): the chunk kernels (run_kernels
-  // runs them unless fused_case, also under GLR_FUSED_BWD=1: the fused subset's fused_mode 0), the h pass's own
-  // words (g_h_only)
-  a.vnew_kept = g_h_only >= 0 || !fused_case(p.delta());
+  // The chunk kernels' inputs (V_new's pieces, dX, dh', its residual, the dbeta partials: chunk_inputs_stored) where
+  // this run reads or writes them whatever the switches say: the chunk kernels (run_kernels runs them unless
+  // fused_case, also under GLR_FUSED_BWD=1: the fused subset's fused_mode 0), the h pass's own words (g_h_only), the
+  // state passes' words (g_dh_only: launch_state_passes' dh pass writes dX, dh', its residual, the dbeta partials).
+  // Where none runs (fused_case) the workspace carves none of them, so a stray store of the fused path (pass A' in
+  // its Es-only mode) goes through a null pointer; run_fused_untouched checks the same with every piece carved.
+  a.chunk_inputs_kept = g_chunk_inputs_kept || g_h_only >= 0 || g_dh_only >= 0 || !fused_case(p.delta());
   std::vector<std::uint64_t> ws((glr::cuda::sm90::gdn_bwd_workspace_bytes(a) + 7) / 8 + 32);
   std::memset(ws.data(), 0x7f, ws.size() * 8);  // an unwritten workspace read shows up as ~3e38
   glr::cuda::sm90::gdn_bwd_workspace_carve(a, ws.data());
@@ -502,6 +511,22 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     std::printf("emu bwd: refused: %s\n", why);
     std::exit(1);
   }
+  auto probe_chunk_inputs = [&] {  // (g_chunk_inputs_kept's comment) the bytes of dx, dhc, dhcl, dbv off the poison
+    if (!g_chunk_inputs_kept) return;
+    const glr::cuda::sm90::GdnBwdLayout l = glr::cuda::sm90::gdn_bwd_workspace_layout(a);
+    const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads(), d = KD;
+    const unsigned char* const base = reinterpret_cast<const unsigned char*>(ws.data());
+    g_chunk_inputs_touched = g_chunk_inputs_bytes = 0;
+    auto scan = [&](std::size_t at, std::size_t bytes) {
+      if (at == glr::cuda::sm90::GdnBwdLayout::kAbsent) return;
+      g_chunk_inputs_bytes += bytes;
+      for (std::size_t i = 0; i < bytes; ++i) g_chunk_inputs_touched += base[at + i] != 0x7f;
+    };
+    scan(l.dx, S * gdn::C * d * 2);
+    scan(l.dhc, S * d * d * 2);
+    scan(l.dhcl, S * d * d * 2);
+    scan(l.dbv, p.delta() ? S * gdn::C * 4 * 8 : S * 4);
+  };
   if (g_dh_only >= 0) {  // the state passes alone (g_dh_only's comment)
     const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
     auto passes = [&](auto d, auto dl) {
@@ -537,6 +562,7 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
       std::printf("emu bwd: gdn_bwd_mma: %s | FAIL\n", cudaGetErrorName(e));
       std::exit(1);
     }
+    probe_chunk_inputs();
     return o;
   }
   const int NT = (p.T + 63) / 64, BH = p.B * p.hv();
@@ -601,8 +627,10 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
     launch(std::integral_constant<int, 64>{});
   else
     launch(std::integral_constant<int, 128>{});
+  probe_chunk_inputs();
   return o;
 }
+
 
 struct Err {
   double rel2 = 0, relmax = 0;
@@ -703,6 +731,96 @@ Inputs make_planted_inputs(const Shape& p, unsigned seed) {
       in.v[row + 55] = __float2bfloat16_rn(b == 0 ? x : -x);
     }
   return in;
+}
+
+// gdn_bwd_mma_refusal against the rule for the chunk kernels' inputs (chunk_inputs_stored), under GLR_FUSED_BWD=1
+// (the caller sets it): a workspace carved by the rule is taken (K = V = 128 with the delta rule: dx, dhc, dhcl, dbv,
+// vn, vnl, qkt null), and so is one with every piece (chunk_inputs_kept); a null piece is refused wherever a kernel
+// reads it: dx, dhc, dhcl or dbv with chunk_inputs_kept, or where the sweep does not take the case (K = V = 64, or
+// no delta rule: dhc, dhcl), and h_c (the sweep's) always. Stand-in pointers: nothing is read.
+bool check_refusal_rule() {
+  using glr::cuda::sm90::GdnBwdArgs;
+  auto args = [](int D, bool delta, bool kept) {
+    GdnBwdArgs a;
+    auto at = [](std::uintptr_t x) { return reinterpret_cast<void*>(x); };
+    a.q = a.k = a.v = a.dout = static_cast<const __nv_bfloat16*>(at(0x10000000));
+    a.g = a.beta = at(0x20000000);
+    a.dq = a.dk = a.dv = static_cast<__nv_bfloat16*>(at(0x30000000));
+    a.dg = a.dbeta = at(0x40000000);
+    a.B = 1, a.T = 300, a.H = 1, a.D = D, a.delta = delta, a.gate = 1, a.segs = 3, a.chunk_inputs_kept = kept;
+    glr::cuda::sm90::gdn_bwd_workspace_carve(a, at(0x50000000));
+    return a;
+  };
+  struct Probe {
+    const char* what;
+    GdnBwdArgs a;
+    bool taken;
+  };
+  std::vector<Probe> probes;
+  auto with = [](GdnBwdArgs a, auto f) { f(a); return a; };
+  const GdnBwdArgs fused = args(128, true, false), kept = args(128, true, true), k64 = args(64, true, false),
+                   plain = args(128, false, false);
+  const bool nulls = !fused.dx && !fused.dhc && !fused.dhcl && !fused.dbv && !fused.vn && !fused.vnl;
+  probes.push_back({"K128 delta, carved by the rule (the chunk kernels' inputs null)", fused, true});
+  probes.push_back({"K128 delta, every piece carved", kept, true});
+  probes.push_back({"K128 delta, every piece carved, dx null", with(kept, [](GdnBwdArgs& a) { a.dx = nullptr; }), false});
+  probes.push_back({"K128 delta, every piece carved, dhc null", with(kept, [](GdnBwdArgs& a) { a.dhc = nullptr; }), false});
+  probes.push_back({"K128 delta, every piece carved, dhcl null", with(kept, [](GdnBwdArgs& a) { a.dhcl = nullptr; }), false});
+  probes.push_back({"K128 delta, every piece carved, dbv null", with(kept, [](GdnBwdArgs& a) { a.dbv = nullptr; }), false});
+  probes.push_back({"K128 delta, by the rule, hc null", with(fused, [](GdnBwdArgs& a) { a.hc = nullptr; }), false});
+  probes.push_back({"K128 delta, by the rule, Es null", with(fused, [](GdnBwdArgs& a) { a.Es = nullptr; }), false});
+  probes.push_back({"K64 delta (no sweep), carved by the rule", k64, true});
+  probes.push_back({"K64 delta (no sweep), dx null", with(k64, [](GdnBwdArgs& a) { a.dx = nullptr; }), false});
+  probes.push_back({"K64 delta (no sweep), dbv null", with(k64, [](GdnBwdArgs& a) { a.dbv = nullptr; }), false});
+  probes.push_back({"K128 Mamba2 (no sweep), dhcl null", with(plain, [](GdnBwdArgs& a) { a.dhcl = nullptr; }), false});
+  bool ok = nulls && k64.dx && k64.dhc && plain.dhc;
+  for (const Probe& p : probes) {
+    const char* why = glr::cuda::sm90::gdn_bwd_mma_refusal(p.a);
+    const bool good = (why == nullptr) == p.taken;
+    ok = ok && good;
+    if (!good) std::printf("emu bwd refusal: %s: %s, expected %s | FAIL\n", p.what, why ? why : "taken", p.taken ? "taken" : "refused");
+  }
+  std::printf("emu bwd refusal under GLR_FUSED_BWD=1: the chunk kernels' inputs null where the rule carves none (%s), "
+              "%zu workspaces taken or refused as the rule says | %s\n", nulls ? "yes" : "NO", probes.size(),
+              ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok;
+}
+
+// The fused path (fused_case: the h pass, split or not pass A' in its Es-only mode and the reverse combine, the fused
+// sweep) writes none of the chunk kernels' inputs, which the workspace then does not carve (chunk_inputs_stored):
+// the case run as the launcher carves it (dx, dhc, dhcl, dbv, vn, vnl null: a store through one of them faults), then
+// with every piece carved over the 0x7f poison (g_chunk_inputs_kept): dX, dh', its residual and the dbeta partials
+// must still hold only the poison (the h pass stores V_new there, as for the chunk kernels: not counted), and every
+// output must be word for word the run's without the pieces.
+bool run_fused_untouched(const Shape& p, unsigned seed) {
+  use_dims(p.D);
+  if (!fused_case(p.delta())) return true;
+  const Inputs in = make_planted_inputs(p, seed);
+  const float scale = inputs_kind() == InputKind::check ? 1.0f / std::sqrt(static_cast<float>(KD)) : 0.125f;
+  const Outputs absent = run_kernels(p, in, scale);
+  g_chunk_inputs_kept = true;
+  const Outputs kept = run_kernels(p, in, scale);
+  g_chunk_inputs_kept = false;
+  std::size_t words = 0;
+  auto cmp = [&](const auto& x, const auto& y) { words += x.size() != y.size() ? 1 : word_diff(x, y).words; };
+  cmp(kept.dq, absent.dq);
+  cmp(kept.dk, absent.dk);
+  cmp(kept.dv, absent.dv);
+  cmp(kept.dg, absent.dg);
+  cmp(kept.dbeta, absent.dbeta);
+  cmp(kept.dh0, absent.dh0);
+  const bool ok = g_chunk_inputs_bytes > 0 && g_chunk_inputs_touched == 0 && words == 0;
+  char hvs[24] = "", segs[24] = "";
+  if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
+  if (p.segs > 1) std::snprintf(segs, sizeof segs, " split %d", p.segs);
+  std::printf("emu bwd fused B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s | the chunk kernels' inputs carved and "
+              "poisoned: dX, dh', residual, dbeta partials bytes written %zu of %zu; outputs words differing from the "
+              "run without them %zu | %s\n",
+              p.B, p.T, p.H, hvs, p.h0 ? 1 : 0, p.dht ? 1 : 0, p.mu, p.vt, segs, g_chunk_inputs_touched,
+              g_chunk_inputs_bytes, words, ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return ok;
 }
 
 // The h pass on wgmma (GLR_H_WGMMA's: state_t_wgmma_kernel's h mode; split: pass A on state_t_wgmma_kernel too)
@@ -1633,6 +1751,13 @@ int main(int argc, char** argv) {
       if (all || c.quick) ok = run(c.s, fseed, false) && ok;
       ++fseed;
     }
+    ok = check_refusal_rule() && ok;
+    // the fused path writes none of the chunk kernels' inputs (run_fused_untouched): split in 3 at 64 columns, split
+    // GVA at 32 and 16 (pass A' in its Es-only mode at each width), unsplit
+    ok = run_fused_untouched({1, 300, 1, true, true, 2.0, 64, 0, 0, 128, 0, 3}, 1950) && ok;
+    ok = run_fused_untouched({1, 300, 1, true, false, 2.0, 32, 0, 2, 128, 0, 3}, 1951) && ok;
+    if (all) ok = run_fused_untouched({1, 260, 1, false, true, -1.0, 16, 0, 2, 128, 0, 4}, 1952) && ok;
+    ok = run_fused_untouched({1, 100, 1, true, true, 2.0, 64}, 1953) && ok;
     // packed sequences: an empty one, a short last chunk, h0 / dht; HV 2; invalid offsets (every output NaN)
     ok = run_varlen(VarlenCase{{130, 0, 200, 65}, 1, 1, true, true, 2.0, 64}, fseed++) && ok;
     if (all) ok = run_varlen(VarlenCase{{70, 140}, 1, 2, true, true, 2.0, 32}, fseed++) && ok;

@@ -218,14 +218,16 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   const Params p = make_params(Member::gated_deltanet, 8, 4096, 16, 16, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t fast = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::sm90);
   const std::size_t slow = cuda::backward_workspace_bytes(p, {}, cuda::BackwardPath::blocks);
-  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, Gr, 8 dbeta slices (fp32 per token), h, dh' and dh''s bf16
-  // residual (bf16 K x V per chunk), dX (bf16 per token), and V_new and its bf16 residual (bf16 per token each) only
-  // where the chunk kernels read them (vnew_stored, gdn_bwd_mma.cuh: not where the fused sweep, GLR_FUSED_BWD=1,
-  // takes the backward, which forms them itself): 1296 MB here by default (1028 MB with GLR_FUSED_BWD=1), plus the
-  // 256-byte status header. The residuals (2026-12-04) keep dk within the oracle gate's bound at small magnitudes.
-  const std::size_t vpieces = cuda::sm90::bwd_fused() ? 1 : 3;
+  // gdn_bwd_mma.cuh: T (bf16 C x C per chunk), G, beta, Gr (fp32 per token), h (bf16 K x V per chunk), and the chunk
+  // kernels' inputs only where they run (chunk_inputs_stored, gdn_bwd_mma.cuh: not where the fused sweep,
+  // GLR_FUSED_BWD=1, takes the backward, which forms them itself): 8 dbeta slices (fp32 per token), dh' and dh''s bf16
+  // residual (bf16 K x V per chunk), dX, V_new and its bf16 residual (bf16 per token each): 1298 MB here by default
+  // (342 MB with GLR_FUSED_BWD=1), plus the 256-byte status header. The residuals (2026-12-04) keep dk within the
+  // oracle gate's bound at small magnitudes.
+  const bool fused = cuda::sm90::bwd_fused();
+  const std::size_t scalars = fused ? 3 : 11, states = fused ? 1 : 3, vpieces = fused ? 0 : 3;
   const std::size_t bh = 8 * 16, tp = 4096, nt = 64;
-  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * 11 + nt * 128 * 128 * 2 * 3 + tp * 128 * 2 * vpieces));
+  EXPECT_EQ(fast, 256 + bh * (nt * 64 * 64 * 2 + tp * 4 * scalars + nt * 128 * 128 * 2 * states + tp * 128 * 2 * vpieces));
   EXPECT_LT(fast * 2.5, slow);
   EXPECT_EQ(cuda::backward_workspace_bytes(p, {}), slow);
   std::printf("backward workspace at B8 T4096 H16 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", fast / 1e6, slow / 1e6);
@@ -241,16 +243,18 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   }
   // Grouped value heads: everything per value head, and dq, dk of each value head in fp32 (B T HV K 4 bytes each)
   // for the group sums in fixed order, and one 4-byte arrival ticket a (chunk, q/k head) for the chunk kernels'
-  // in-kernel sums (512 x 16 x 4 = 32 KB). B1 T32768 H16 HV32: 3666 MB. The split rule (gdn_bwd_split_segments,
-  // 132 SMs on the emulated and the H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es
-  // and Ms, 3 x 32 fp32 (K, V) states each (12.6 MB). The dh pass splits too (gdn_bwd_split_plan); with
-  // GLR_FUSED_BWD=1 the fused sweep takes it over the segments (pass A' and the reverse combine, then the sweep:
-  // launch_fused_bwd), so Es and Ms stay and V_new's two pieces go (the h pass stores neither): 537 MB less.
+  // in-kernel sums (512 x 16 x 4 = 32 KB). The split rule (gdn_bwd_split_segments, 132 SMs on the emulated and the
+  // H200's device; unset GLR_BACKWARD_SPLIT) splits this shape in 4 segments: Es and Ms, 3 x 32 fp32 (K, V) states
+  // each (6.3 MB each): 3683 MB. The dh pass splits too (gdn_bwd_split_plan); with GLR_FUSED_BWD=1 the fused sweep
+  // takes it over the segments (pass A' in its Es-only mode and the reverse combine, then the sweep:
+  // launch_fused_bwd), so Es and Ms, dq and dk of each value head stay and the chunk kernels' inputs go (the tickets
+  // too: the sweep leaves the group sums to group_kernel): 1770 MB.
   const Params g = make_params(Member::gated_deltanet, 1, 32768, 16, 32, 128, 128, {}, true, true, kDefaultChunk);
   const std::size_t gfast = cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::sm90);
   const std::size_t gbh = 32, gtp = 32768, gnt = 512;
-  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * 11 + gnt * 128 * 128 * 2 * 3 + gtp * 128 * 2 * vpieces) +
-                       2 * gbh * gtp * 128 * 4 + gnt * 16 * 4 + 2 * 3 * gbh * 128 * 128 * 4);
+  const std::size_t tickets = fused ? 0 : 1;
+  EXPECT_EQ(gfast, 256 + gbh * (gnt * 64 * 64 * 2 + gtp * 4 * scalars + gnt * 128 * 128 * 2 * states + gtp * 128 * 2 * vpieces) +
+                       2 * gbh * gtp * 128 * 4 + gnt * 16 * 4 * tickets + 2 * 3 * gbh * 128 * 128 * 4);
   std::printf("backward workspace at B1 T32768 H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", gfast / 1e6,
               cuda::backward_workspace_bytes(g, {}, cuda::BackwardPath::blocks) / 1e6);
   // Packed sequences (the benchmark's varlen rows: mixed lengths summing to 32k, HV32): the per-chunk pieces for
@@ -266,9 +270,9 @@ TEST(BackwardDispatch, WorkspacePerPath) {
   // With the split by length (segments.cuh) the host sizes Es and Ms for its bound of split slots, which it takes
   // from T, N and the segment length alone (the lengths stay on the device): (512 + N) / 128 = 4 slots here, each
   // 32 fp32 (K, V) states, twice; and the device segment table (its prefix sums: one 256-byte piece here). With
-  // GLR_FUSED_BWD=1 no V_new pieces, as above (split or not, the sweep takes it).
-  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * 11 + 128 * 128 * 2 * 3 + 64 * 128 * 2 * vpieces) +
-                       2 * 32 * std::size_t{32768} * 128 * 4 + ((512 + vN) * 16 * 4 + 255) / 256 * 256 + vtable +
+  // GLR_FUSED_BWD=1 none of the chunk kernels' inputs, as above (split or not, the sweep takes it).
+  EXPECT_EQ(vfast, 256 + vslots * (64 * 64 * 2 + 64 * 4 * scalars + 128 * 128 * 2 * states + 64 * 128 * 2 * vpieces) +
+                       2 * 32 * std::size_t{32768} * 128 * 4 + ((512 + vN) * 16 * 4 + 255) / 256 * 256 * tickets + vtable +
                        2 * 4 * 32 * std::size_t{128} * 128 * 4 + 256);
   std::printf("backward workspace at varlen T32768 (N %zu) H16 HV32 K=V=128: sm90 %.0f MB, blocks %.0f MB\n", vN,
               vfast / 1e6, cuda::backward_workspace_bytes(v, voff, cuda::BackwardPath::blocks) / 1e6);

@@ -290,13 +290,20 @@ static_assert(kDhWgBlocks<16, 64, false> == 4 && kDhWgBlocks<32, 64, false> == 3
               "the blocks an SM the comment names");
 template <int kVT, int kD, bool kPrefetch>
 inline constexpr int kDhWgMinBlocks = kD == 64 ? kDhWgBlocks<kVT, kD, kPrefetch> : 0;
-template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false, bool kPrefetch = false>
+//
+// kEsOnly (split pass A' under the fused sweep, launch_fused_bwd; launch_dh_ends<.., true>): the block's dh chain as
+// above, word for word, but the only store is the Es slot it leaves (s.dh_out): no dh' bf16 copy (TMA store, no map:
+// DhWgArgs::dh unset) or residual, no dv, no dX, no dbeta partials, and none of the work that exists only for them
+// (v's tile, rowsum(dX . V)): the sweep forms all of them itself and overwrites dv (chunk_inputs_stored, gdn_bwd_mma.cuh:
+// the workspace carves no dx, dhc, dhcl, dbv there). Pass A' only (a.dh_ends, kSplit, the delta rule).
+template <int kVT, int kD = gdn::DK, bool kDelta = true, bool kSplit = false, bool kPrefetch = false, bool kEsOnly = false>
 __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)) dh_wgmma_kernel(const __grid_constant__ DhWgArgs p) {
   const GdnBwdArgs& a = p.a;
   static_assert(kD == 64 || kD == 128, "K = V = 64 or 128");
   static_assert(kVT == 16 || kVT == 32 || kVT == 64, "slices of 16, 32 or 64 columns (wgmma N)");
   static_assert(kThreads == 128 && C == 64, "one warpgroup, wgmma's M = 64 rows = the chunk");
   static_assert(!kPrefetch || dh_prefetch_takes<kVT, kD, kDelta>, "the prefetching schedule: 64 columns, delta rule");
+  static_assert(!kEsOnly || (kSplit && kDelta), "the Es-only mode: the split pass's pass A' with the delta rule");
   constexpr int NA = kVT / 2, MT = kD / 64;  // accumulators of a (64 x kVT) product; m64 parts of K
   constexpr int NN = kVT / 8;
   extern __shared__ __align__(16) char smem_raw[];
@@ -308,9 +315,12 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
   StateBlock sb;
   if (!state_block<kVT, kD, kDelta, kSplit>(a, sb)) return;  // invalid packed offsets (or a row past the segments)
-  __nv_bfloat16* dhlg = a.dhcl + sb.R * kD * kD + sb.v0;
-  __nv_bfloat16* dxg = kDelta ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
-  float* dbvg = kDelta ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C : nullptr;
+  // (kEsOnly: none of them; the pieces are not carved)
+  __nv_bfloat16* dhlg = kEsOnly ? nullptr : a.dhcl + sb.R * kD * kD + sb.v0;
+  __nv_bfloat16* dxg = kDelta && !kEsOnly ? a.dx + sb.R * C * kD + sb.v0 : nullptr;
+  float* dbvg = kDelta && !kEsOnly
+                    ? a.dbv + (sb.R * (kD / kVT) + static_cast<std::int64_t>(blockIdx.x) * sb.sq.nch) * C
+                    : nullptr;
   const int r0 = warp * 16;
 
   constexpr bool kDB = kDhQkBuffers<kVT> == 2;
@@ -344,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
       const bool in = r < len;
       const std::int64_t off = (sb.vtokb + static_cast<std::int64_t>(t0 + r) * HV) * kD + sb.v0 + pc.chunk * 8;
       if (parts & kDO) cp_async_16(smem_addr(s.dO) + pc.offset(it), in ? a.dout + off : a.dout, in);
-      if constexpr (kDelta)  // v's rows of this chunk (0 past len), read by phase B's epilogue
+      if constexpr (kDelta && !kEsOnly)  // v's rows of this chunk (0 past len), read by phase B's epilogue (dbeta)
         if (parts & kRest) cp_async_16(smem_addr(s.v) + pc.offset(it), in ? a.v + off : a.v, in);
     }
     if (parts & kRest) {
@@ -390,15 +400,18 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
   // are slots x K: the coordinate (R + c) K < S K (dhc's elements / K, < 2^31 while dhc fits a GPU's memory), R K
   // from dhlg (R K K + v0 elements past dhcl, v0 < K), a pointer the loop holds anyway.
   auto store_dh_bf16 = [&](int c) {
-    if (tid == 0) {
-      const int row = static_cast<int>((dhlg - a.dhcl) / kD) + c * kD;
-      tma_store_2d(p.dh, blockIdx.x * kVT, row, smem_addr(tiles.ds(c)));
-      bulk_commit();
+    if constexpr (!kEsOnly) {  // (kEsOnly: no dhc)
+      if (tid == 0) {
+        const int row = static_cast<int>((dhlg - a.dhcl) / kD) + c * kD;
+        tma_store_2d(p.dh, blockIdx.x * kVT, row, smem_addr(tiles.ds(c)));
+        bulk_commit();
+      }
     }
   };
   // Its bf16 residual, from the registers (dh_{c+1} until phase C of chunk c).
   auto store_dh_residual = [&](int c) {
-    store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
+    if constexpr (!kEsOnly)  // (kEsOnly: no dhcl)
+      store_state_residual<kD, MT, NN>(dhlg + static_cast<std::int64_t>(c) * kD * kD, t4, ds_row, ds_pair);
   };
   // kStoreEarly (the plain schedule with q, k single-buffered: 64-column slices): chunk c - 1's residual stores are
   // issued at chunk c's end, between its q, k loads and the wait for them (the wait exposed whole: nothing else was
@@ -521,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
-    bulk_wait_read<0>();  // store_dh_bf16's TMA store has read the ds tile (before the barrier below; thread 0's)
+    if constexpr (!kEsOnly) bulk_wait_read<0>();  // store_dh_bf16's TMA store has read the ds tile (before the barrier below; thread 0's)
     const auto accp = [&](int n, int half) { return make_float2(acc[4 * n + 2 * half], acc[4 * n + 2 * half + 1]); };
     const auto tile_word = [&](__nv_bfloat16* t, int i, int n) { return sl.word(t, i - g8, n); };
     if constexpr (!kDelta) {
@@ -552,9 +565,12 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operand(acc);
-      dx_epilogue<kD, NN>(s, a, sb, dxg, t0, len, r0, g8, t4, accp,
-                          [&](int n, int half) { return *tile_word(s.v, r0 + g8 + half * 8, n); },
-                          [&](int i, int n) { return tile_word(s.z, i, n); });
+      if constexpr (kEsOnly)  // z alone (no dv, dX, dbeta partials)
+        z_epilogue<NN>(s, r0, g8, accp, [&](int i, int n) { return tile_word(s.z, i, n); });
+      else
+        dx_epilogue<kD, NN>(s, a, sb, dxg, t0, len, r0, g8, t4, accp,
+                            [&](int n, int half) { return *tile_word(s.v, r0 + g8 + half * 8, n); },
+                            [&](int i, int n) { return tile_word(s.z, i, n); });
       fence_proxy_async();
       __syncthreads();  // y, z, red visible; every warp is done with dV_new, T, dO, G, beta, dh'
       if constexpr (kPrefetch) {  // q's features 0..63 over chunk c's dV_new; T, v, G, Gr, beta
@@ -566,7 +582,7 @@ __global__ void __launch_bounds__(kThreads, (kDhWgMinBlocks<kVT, kD, kPrefetch>)
         load_small(c - 1, kSmall);
       }
       cp_async_commit();
-      store_dbeta_partials(s.red, dbvg, t0, tid);
+      if constexpr (!kEsOnly) store_dbeta_partials(s.red, dbvg, t0, tid);
     }
 
     // Phase C: dh = e^{G_L} dh' + Q^T y + K^T z (no delta rule: no K^T z), per k-step Q^T y then K^T z.
@@ -628,17 +644,23 @@ inline bool dh_wgmma_args(const GdnBwdArgs& a, DhWgArgs& p) {
 // The wgmma dh kernel's launch (grid as dh_kernel's; its shared-memory limit: launch_kernel's).
 // prefetch (GLR_DH_PREFETCH=1, bwd_dh_prefetch; the declaration's default): the prefetching schedule where
 // dh_prefetch_takes, else the plain one. Where dh_wgmma_args has no map: dh_kernel (the same words).
-template <int kVT, int kD, bool kDelta, bool kSplit>
+// kEsOnly (pass A' under the fused sweep: dh_wgmma_kernel's Es-only mode): no dhc map (the mode stores no dh'), so
+// no dh_kernel fallback either.
+template <int kVT, int kD, bool kDelta, bool kSplit, bool kEsOnly>
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem, bool prefetch) {
   DhWgArgs p;
-  if (!dh_wgmma_args<kVT, kD>(a, p))
+  if constexpr (kEsOnly) {
+    p = DhWgArgs{};
+    p.a = a;
+  } else if (!dh_wgmma_args<kVT, kD>(a, p)) {
     return launch_kernel(&dh_kernel<kVT, kD, kDelta>, grid, kThreads, sizeof(DhSmem<kVT, kD>), stream, a, emu_smem);
+  }
   if constexpr (dh_prefetch_takes<kVT, kD, kDelta>)
     if (prefetch)
-      return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit, true>, grid, kThreads,
+      return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit, true, kEsOnly>, grid, kThreads,
                            dh_wgmma_pipe_smem_bytes<kD>, stream, p, emu_smem);
-  return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit>, grid, kThreads, dh_wgmma_smem_bytes<kVT, kD>, stream,
-                       p, emu_smem);
+  return launch_kernel(&dh_wgmma_kernel<kVT, kD, kDelta, kSplit, false, kEsOnly>, grid, kThreads,
+                       dh_wgmma_smem_bytes<kVT, kD>, stream, p, emu_smem);
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
 #endif

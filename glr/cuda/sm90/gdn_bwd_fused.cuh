@@ -483,9 +483,10 @@ inline bool fused_bwd_takes(const GdnBwdArgs& a) {
 // pass A' and reverse combine as launch_state_passes runs them (launch_dh_ends, at the h pass's slice width a.vt:
 // Es slot s then holds the gradient leaving segment s), then the sweep over every segment at once: grid (1, segment
 // rows x HV), the split passes' rows (segments.cuh), each block its segment's chunks from that slot (the last
-// segment from dht) and dh0 from segment 0. Pass A' writes its chunks' dv (the sweep overwrites every one of them
-// after it) and dX, dh', its residual and the dbeta partials into the workspace's dx, dhc, dhcl, dbv, which the
-// sweep does not read (it forms them in shared memory): only Es is carried over.
+// segment from dht) and dh0 from segment 0. Pass A' runs in its Es-only mode (launch_dh_ends<.., true>:
+// dh_wgmma_kernel's kEsOnly) and stores only the Es slots, the one thing carried over: dv (the sweep writes every
+// one), dX, dh', its residual and the dbeta partials the sweep forms in shared memory, and the workspace carves no
+// dx, dhc, dhcl, dbv here (chunk_inputs_stored, gdn_bwd_mma.cuh).
 template <int kD, bool kDelta>
 inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cudaEvent_t* marks, int h_wgmma = -1) {
   if constexpr (kD != 128 || !kDelta) {
@@ -505,9 +506,9 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
     unsigned rows = static_cast<unsigned>(a.num_seqs() * a.value_heads());
     if (NT > 0 && seg::split(a) && a.dh_split) {
       const bool pf = bwd_dh_prefetch();
-      e = a.vt == 64   ? launch_dh_ends<64, kD, kDelta>(a, stream, pf)
-          : a.vt == 32 ? launch_dh_ends<32, kD, kDelta>(a, stream, pf)
-                       : launch_dh_ends<16, kD, kDelta>(a, stream, pf);
+      e = a.vt == 64   ? launch_dh_ends<64, kD, kDelta, true>(a, stream, pf)
+          : a.vt == 32 ? launch_dh_ends<32, kD, kDelta, true>(a, stream, pf)
+                       : launch_dh_ends<16, kD, kDelta, true>(a, stream, pf);
       if (e != cudaSuccess) return e;
       rows = static_cast<unsigned>(seg::rows(a) * a.value_heads());
     } else {

@@ -114,7 +114,9 @@ struct GdnBwdArgs {
   // workspace, carved by gdn_bwd_workspace_carve (laid out by gdn_bwd_workspace_layout). Per chunk slot (the
   // forward's numbering, gdn::slot: chunk c of sequence n and value head hv is slot first_chunk(n) HV + hv nch(n) + c;
   // dense (b HV + hv) NT + c), S slots in all (chunk_slots() HV); a sequence-and-head's chunks are consecutive slots.
-  // Without the delta rule Tm, Bc, vn, vnl and dx are null (not carved), and dbv too unless gate 2.
+  // Without the delta rule Tm, Bc, vn, vnl and dx are null (not carved), and dbv too unless gate 2. Where the fused
+  // sweep takes the backward (chunk_inputs_stored false, below) the chunk kernels' inputs dbv, dhc, vn, dx, vnl,
+  // dhcl and qkt are null too.
   __nv_bfloat16* Tm = nullptr;  // (S, C, C) T = (I + L)^-1
   float* G = nullptr;           // (S, C)
   float* Bc = nullptr;          // (S, C) beta, padded with 0
@@ -163,9 +165,11 @@ struct GdnBwdArgs {
   // (table[0]) into the status word. The kernels only read those pieces, so the saved block serves any number of
   // backward calls.
   bool wy_saved = false;
-  // The caller will run a kernel that reads vn / vnl itself, whatever the switches say (vnew_stored): the
-  // emulator's runs of the chunk kernels beside the fused sweep (its fused subset), and the h pass's word checks.
-  bool vnew_kept = false;
+  // The caller will run a kernel that reads the chunk kernels' inputs (vn, vnl, dx, dhc, dhcl, dbv, qkt) itself,
+  // or a pass that writes them, whatever the switches say (chunk_inputs_stored): the emulator's runs of the chunk
+  // kernels beside the fused sweep (its fused subset), its h pass's and dh pass's word checks, sm90_bwd_check's
+  // check_h_pass.
+  bool chunk_inputs_kept = false;
 };
 
 // Whether the fused reverse sweep (gdn_bwd_fused.cuh: fused_bwd_takes, launch_fused_bwd) takes a backward of a's
@@ -173,27 +177,39 @@ struct GdnBwdArgs {
 // and reverse combine, then the sweep over every segment; the workspace keeps Es and Ms). a's sizes and member set.
 inline bool fused_sweep_takes(const GdnBwdArgs& a) { return a.D == 128 && a.delta && bwd_fused(); }
 
-// The one rule for V_new's workspace pieces (vn, vnl): the h pass stores them (h_kernel, the wgmma h pass), and the
-// workspace carves them, only where a kernel that reads them runs: the chunk kernels (chunk_wgmma_kernel, the
-// default; chunk_tma_kernel, GLR_BWD_CHUNK_TMA=1; chunk_kernel, GLR_BWD_WGMMA=0), i.e. wherever the fused sweep does
-// not take the backward, or a caller's own (a.vnew_kept). The fused sweep forms V_new and its residual itself
-// (ChunkWgCore::form_vnew, the h pass's words): under it (null) the h pass stores neither, 32 KB a chunk-head not
-// written at K = V = 128.
-inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && (a.vnew_kept || !fused_sweep_takes(a)); }
+// The one rule for the chunk kernels' inputs in the workspace: V_new and its residual (vn, vnl: the h pass's), dX,
+// dh' and its bf16 residual, the dbeta partials (dx, dhc, dhcl, dbv: the dh pass's) and the group sums' arrival
+// tickets (qkt). The workspace carves them, and the h and dh passes store them, only where a kernel that reads them
+// runs: the chunk kernels (chunk_wgmma_kernel, the default; chunk_tma_kernel, GLR_BWD_CHUNK_TMA=1; chunk_kernel,
+// GLR_BWD_WGMMA=0), i.e. wherever the fused sweep does not take the backward, or a caller's own
+// (a.chunk_inputs_kept). The fused sweep (gdn_bwd_fused.cuh) forms V_new, its residual, dX, dh', dh''s residual and
+// the dbeta partials itself in shared memory and sums no group in-kernel (group_kernel does), so under it (null) the
+// h pass stores no V_new, no dh pass runs but the split pass's pass A' in its Es-only mode (launch_fused_bwd: it
+// stores the Es slots alone), and the workspace holds what the sweep reads: T, G, beta, Gr, h_c, Es, Ms, the chunk
+// table, the segment table, and with GVA dq and dk of each value head (dqp, dkp: the sweep stores them, group_kernel
+// sums them). At K = V = 128 that is 32 KB (V_new) + 16 KB (dX) + 64 KB (dh', its residual) + 2 KB (dbeta) a
+// chunk-head neither written nor carved. Members without the delta rule never take the sweep.
+inline bool chunk_inputs_stored(const GdnBwdArgs& a) { return a.chunk_inputs_kept || !fused_sweep_takes(a); }
+// V_new's pieces (vn, vnl): the delta rule's only (h_kernel, the wgmma h pass store them where this holds).
+inline bool vnew_stored(const GdnBwdArgs& a) { return a.delta && chunk_inputs_stored(a); }
 
 // The workspace's layout, its one description: each piece's byte offset from the (16-byte aligned) base, in carving
 // order, for a's sizes (B, T, H, HV, N, D), member (delta, gate) and segs; kAbsent for a piece the member does not use.
 // Every piece starts at a multiple of 256 bytes. gdn_bwd_workspace_bytes is its end, gdn_bwd_workspace_carve sets
 // the pointers from it. At B8 T4096 H16 K = V = 128 with the delta rule 1298 MB (T 67; h, dh' and dh''s residual 268
-// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8), 1030 MB where the fused
-// sweep takes it (no V_new pieces: vnew_stored); without it (Mamba2,
+// each; V_new, its residual and dX 134 each; G, beta, Gr 2.1 each; the dbeta partials 16.8), 342 MB where the fused
+// sweep takes it (T, G, beta, Gr and h alone: no dh', its residual, V_new, its residual, dX or dbeta partials,
+// chunk_inputs_stored; B4 T8192 H32 2596 and 684 MB); without the delta rule (Mamba2,
 // RetNet, linear attention: no T, beta, V_new, its residual, dX or dbeta partials) 809.5 MB, RetNet 32 KB more (one
 // dg share per chunk slot). All per value head; with HV > H (GVA) also dq and dk of each value head in fp32 (2 B T HV
-// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB) and the group sums' arrival tickets (chunk_slots() H
-// uint32: 32 KB there). Packed sequences (N > 0, B = 1): the per-chunk pieces
+// K 4 bytes: at B1 T32768 H16 HV32 1074 MB of the 3670 MB, of the 1757 MB under the fused sweep) and the chunk
+// kernels' group sums' arrival tickets (chunk_slots() H uint32: 32 KB there; not under the fused sweep). (These
+// figures: gdn_bwd_workspace_layout at those sizes, with and without GLR_FUSED_BWD=1; bench/glr/sm90_bwd_notes.md,
+// "The fused path's workspace and pass A'".) Packed sequences (N > 0, B = 1): the per-chunk pieces
 // for ceil(T / 64) + N chunks per value head (the chunk slots' upper bound), and the chunk table at the end. The
 // split state passes (seg::split(a): set a.segs and a.seg_len before asking) add Es and, with the delta rule, Ms:
-// seg::slots HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, next to 6.4 GB), and for packed
+// seg::slots HV K V fp32 each (B1 T32768 H16 K = V = 128 in 8 segments: 7.3 MB each, of 1313 MB, 357 under the
+// fused sweep), and for packed
 // sequences the segment table (3 (N + 1) int32).
 struct GdnBwdLayout {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
@@ -218,17 +234,18 @@ inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   l.Bc = piece(delta, S * C * 4);
   l.Gr = piece(true, S * C * 4);
   // with the delta rule the dbeta partials (8 column slices); without it RetNet's dg share per chunk slot
-  l.dbv = piece(delta || a.gate == 2, delta ? S * C * 4 * 8 : S * 4);
+  const bool chunk_in = chunk_inputs_stored(a);  // the chunk kernels' inputs (the rule above)
+  l.dbv = piece((delta || a.gate == 2) && chunk_in, delta ? S * C * 4 * 8 : S * 4);
   l.hc = piece(true, S * d * d * 2);
-  l.dhc = piece(true, S * d * d * 2);
+  l.dhc = piece(chunk_in, S * d * d * 2);
   l.vn = piece(vnew_stored(a), S * C * d * 2);
-  l.dx = piece(delta, S * C * d * 2);
+  l.dx = piece(delta && chunk_in, S * C * d * 2);
   l.vnl = piece(vnew_stored(a), S * C * d * 2);
-  l.dhcl = piece(true, S * d * d * 2);
+  l.dhcl = piece(chunk_in, S * d * d * 2);
   l.dqp = piece(gva, rows * d * 4);  // the fp32 dq and dk of each value head, for the group kernel
   l.dkp = piece(gva, rows * d * 4);
   // the arrival tickets of the chunk kernels' in-kernel group sums (4 bytes a (chunk, q/k head): B1 T32768 H16 32 KB)
-  l.qkt = piece(gva, static_cast<std::size_t>(a.chunk_slots()) * a.H * 4);
+  l.qkt = piece(gva && chunk_in, static_cast<std::size_t>(a.chunk_slots()) * a.H * 4);
   l.table = piece(a.varlen(), 4 * (2 + static_cast<std::size_t>(a.N) + 1 + static_cast<std::size_t>(a.chunk_slots())));
   const bool split = seg::split(a);
   const std::size_t split_states = split ? static_cast<std::size_t>(seg::slots(a)) * a.value_heads() * d * d : 0;
@@ -919,6 +936,22 @@ __device__ __forceinline__ void dx_epilogue(Smem& s, const GdnBwdArgs& a, const 
       if constexpr (!std::is_same_v<ZWord, std::nullptr_t>) *zword(i, n) = pack_bf16x2(zi * x0, zi * x1);
     }
     s.red[i * 4 + t4] = rs;
+  }
+}
+
+// Phase B's epilogue in the split dh pass's Es-only mode (dh_wgmma_kernel's kEsOnly: the fused sweep's pass A', which
+// leaves Es alone): z = -beta e^G dX to its tile, dx_epilogue's words; no dv, dX or rowsum(dX . V) (nothing reads them).
+template <int NN, class Smem, class Pair, class ZWord>
+__device__ __forceinline__ void z_epilogue(Smem& s, int r0, int g8, Pair pair, ZWord zword) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = r0 + g8 + half * 8;
+    const float zi = -s.beta[i] * gdn::exp_approx(s.G[i]);
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float2 x = pair(n, half);
+      *zword(i, n) = pack_bf16x2(zi * x.x, zi * x.y);
+    }
   }
 }
 
@@ -2047,7 +2080,8 @@ inline cudaError_t chunk_group_args(const GdnBwdArgs& a, GdnBwdArgs& c, cudaStre
 }
 // prefetch (GLR_DH_PREFETCH=1): its prefetching schedule where it takes the case (dh_prefetch_takes: 64 columns, the
 // delta rule).
-template <int kVT, int kD, bool kDelta, bool kSplit = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
+// kEsOnly: dh_wgmma_kernel's Es-only mode (the split pass's pass A' under the fused sweep: launch_dh_ends<.., true>).
+template <int kVT, int kD, bool kDelta, bool kSplit = false, bool kEsOnly = false>  // dh_wgmma_kernel's launch (gdn_bwd_dh_wgmma.cuh, below)
 inline cudaError_t launch_dh_wgmma(const GdnBwdArgs& a, dim3 grid, cudaStream_t stream, char* emu_smem,
                                    bool prefetch = bwd_dh_prefetch());
 // dh2_kernel (gdn_bwd_dh2.cuh, included below; GLR_DH_2GEMM=1): the unsplit dh pass at 64-column slices with the
@@ -2107,7 +2141,8 @@ inline cudaError_t launch_h_pass(const GdnBwdArgs& a, cudaStream_t stream, bool 
 //     the dh kernel over the segment rows from those slots (whole sequences from dht), overwrites their outputs and
 //     writes dh0. The last segment of a split sequence is already whole from pass A' (from dht): pass C skips it.
 // Pass A (forward) and A' each cover only the split sequences; pass C all. (GLR_FUSED_BWD=1: launch_fused_bwd runs the
-// h pass, pass A' and the reverse combine the same way, then the fused sweep in pass C's place and the chunk kernel's.) The dh kernel: dh_wgmma_kernel<.., true>
+// h pass, pass A' (in its Es-only mode: launch_dh_ends<.., true>) and the reverse combine the same way, then the fused
+// sweep in pass C's place and the chunk kernel's.) The dh kernel: dh_wgmma_kernel<.., true>
 // (GLR_DH_WGMMA unset or 1) or dh_kernel, the same segments (on the H200, B1 T32768 H16: split in 8 with dh_kernel
 // 1.65 ms against 2.38 unsplit on wgmma; dh_wgmma_kernel split not yet run on a GPU).
 // GLR_H_WGMMA=1: the h pass on wgmma at 64-column slices (launch_h_pass). dh_prefetch (GLR_DH_PREFETCH=1,
@@ -2124,12 +2159,20 @@ inline cudaError_t launch_split_dh(const GdnBwdArgs& x, unsigned rows, cudaStrea
 // The split dh pass's pass A' (the dh kernel over the Es slots, each running the segment after its own from 0, the
 // last from dht) and the reverse combine: the Es slot of segment s then holds the gradient leaving it (pass C's, or
 // the fused sweep's, blocks start there). a split (seg::split(a), a.dh_split), after the h pass.
-template <int kVT, int kD, bool kDelta>
+// kEsOnly (the fused sweep's, launch_fused_bwd): pass A' stores the Es slots alone (dh_wgmma_kernel's Es-only mode,
+// whatever GLR_DH_WGMMA says: the sweep's dh chain is dh_wgmma_kernel's, and dh_kernel's Es are the same words but
+// where a NaN or Inf in dO spreads, gdn_bwd_dh_wgmma.cuh) and no dv, dX, dh', its residual or dbeta partials, which
+// the sweep forms itself (the workspace carves none of them there: chunk_inputs_stored).
+template <int kVT, int kD, bool kDelta, bool kEsOnly = false>
 inline cudaError_t launch_dh_ends(const GdnBwdArgs& a, cudaStream_t stream, bool dh_prefetch) {
   GdnBwdArgs d = a;
   d.dh_ends = true;
-  const cudaError_t e =
-      launch_split_dh<kVT, kD, kDelta>(d, static_cast<unsigned>(seg::slots(a)) * a.HV, stream, dh_prefetch);
+  const unsigned rows = static_cast<unsigned>(seg::slots(a)) * a.HV;
+  cudaError_t e = cudaSuccess;
+  if constexpr (kEsOnly)
+    e = launch_dh_wgmma<kVT, kD, kDelta, true, true>(d, dim3(kD / kVT, rows), stream, emu_smem, dh_prefetch);
+  else
+    e = launch_split_dh<kVT, kD, kDelta>(d, rows, stream, dh_prefetch);
   return e != cudaSuccess ? e : gdn::launch_combine<kD, kDelta, true>(wy_args(a), stream);
 }
 template <int kVT, int kD, bool kDelta>
@@ -2197,8 +2240,11 @@ inline const char* gdn_bwd_mma_refusal(const GdnBwdArgs& a) {
       misaligned(a.beta, a.beta_bf16 ? 2 : 4) || misaligned(a.dg, a.g_bf16 ? 2 : 4) ||
       misaligned(a.dbeta, a.beta_bf16 ? 2 : 4) || misaligned(a.h0, 8) || misaligned(a.dht, 8) || misaligned(a.dh0, 8))
     return "alignment (q, k, v, dout 16 bytes; dq, dk, dv 4; g, beta, dg, dbeta their element; h0, dht, dh0 8)";
-  if (!a.G || !a.Gr || !a.hc || !a.dhc || !a.dhcl ||
-      (a.delta && (!a.Tm || !a.Bc || !a.dx)) || (vnew_stored(a) && (!a.vn || !a.vnl)) || ((a.delta || a.gate == 2) && !a.dbv) ||
+  // the chunk kernels' inputs only where the rule carves them (chunk_inputs_stored; vnew_stored): a kernel reads each there
+  const bool chunk_in = chunk_inputs_stored(a);
+  if (!a.G || !a.Gr || !a.hc || (chunk_in && (!a.dhc || !a.dhcl)) ||
+      (a.delta && (!a.Tm || !a.Bc || (chunk_in && !a.dx))) || (vnew_stored(a) && (!a.vn || !a.vnl)) ||
+      ((a.delta || a.gate == 2) && chunk_in && !a.dbv) ||
       misaligned(a.Tm, 16) || misaligned(a.hc, 16) || misaligned(a.dhc, 16) || misaligned(a.dhcl, 16) || misaligned(a.vn, 16) || misaligned(a.vnl, 16) || misaligned(a.dx, 16) ||
       misaligned(a.G, 16) || misaligned(a.Bc, 16) || misaligned(a.Gr, 16) || misaligned(a.dbv, 16) ||
       (a.value_heads() > a.H && (!a.dqp || !a.dkp || misaligned(a.dqp, 16) || misaligned(a.dkp, 16))) ||
