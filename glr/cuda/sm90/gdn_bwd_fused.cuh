@@ -7,7 +7,7 @@
 // barriers: bench/glr/sm90_bwd_notes.md, "The fused reverse sweep"). Opt-in GLR_FUSED_BWD=1 (bwd_fused,
 // env_switch.hpp), K = V = 128 with the delta rule (gate 0 or 1); NOT YET RUN ON A GPU.
 //
-// First form (correctness first): two warpgroups, 256 threads, one block per SM (232,400 B shared of 232,448):
+// First form (correctness first): two warpgroups, 256 threads, one block per SM (232,432 B shared of 232,448):
 //   S (warpgroup 0) holds dh' (128 x 128 fp32: ds[half v][row tile mt][32]) and runs the dh chain: phase A (P^T from
 //     K Q^T once, then per half K dh' and P^T dO -> dV_new), phase B (T^T dV_new -> dX epilogue: dv, dX and z to
 //     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z); and, after
@@ -25,12 +25,13 @@
 // Loads: the block's first chunk (c_last, the only one that can be short) by cp.async from every thread, rows past
 // the sequence zero-filled, before (0). Every later chunk c - 1 is whole and arrives by TMA (cp.async.bulk.tensor.2d,
 // 128B swizzle: FusedBwdArgs' tensor maps, one 64 x 64 box a tile slab; G, Gr, beta by 1-D bulk copies) into the
-// same single buffers, on four full mbarriers (kFbQKS, kFbO, kFbT, kFbHV: one phase a chunk), each group issued by
-// one thread as soon as the group's tiles have no reader left in chunk c: h, v (in vnl) and T (in E) by W's thread
-// 0 right after kBarRows, beside W's phase 3 and S's phase C; q, k, G, Gr, beta and dO by S's thread 0 right after
-// (2). There is no block barrier after the loads: each reader waits on the group's mbarrier (parity by chunk)
-// before its first read in chunk c - 1 (S: q, k, scalars before phase A, dO before P^T dO, T before phase B, h
-// before dq; W: all but dO before V_new, dO before phase 1), so S writes dh' for chunk c - 1 while they land.
+// same single buffers, on five full mbarriers (kFbKS, kFbQ, kFbO, kFbT, kFbHV: one phase a chunk), each group
+// issued by one thread as soon as the group's tiles have no reader left in chunk c: h, v (in vnl) and T (in E) by
+// W's thread 0 right after kBarRows, beside W's phase 3 and S's phase C; k with G, Gr, beta, then q, then dO by S's
+// thread 0 right after (2). No block barrier after the loads: each reader waits on its groups' mbarriers (parity
+// by chunk) before its first read in chunk c - 1 (S: k, scalars, q before phase A, dO before P^T dO, T before
+// phase B; W: k, scalars, h, v, T before V_new, q and dO before phase 1; S reads h only after (1), which W passes
+// after its wait), so S writes dh' for chunk c - 1 and W starts K h while q and dO still land.
 // (bench/glr/sm90_bwd_notes.md, "The fused sweep's loads by TMA".) Every
 // product is issued as in today's kernels, per element in the same k-step order, accumulators zeroed by the threads,
 // every row and column partial summed in the same order (handed between the warpgroups as fp32 words in shared
@@ -50,10 +51,11 @@ namespace glr::cuda::sm90::gdn_bwd {
 inline constexpr int kFusedThreads = 256;  // S = warpgroup 0, W = warpgroup 1
 
 // The full barriers (FusedSmem::bar) of the loads of chunk c - 1, issued during chunk c by TMA (fused_bwd_kernel's
-// header): q, k with G, Gr, beta; dO; T (in the E tile); h with v (in the vnl tile). Each completes one phase a
+// header): k with G, Gr, beta (W's first product, K h, and its epilogue); q; dO; T (in the E tile); h with v (in the
+// vnl tile). Each completes one phase a
 // chunk, chunk c's of parity c & 1: the prologue completes c_last & 1 phases, then the block's first chunk's
 // (c_last's, loaded by cp.async: its phase an arrival without bytes), so every wait is unconditional.
-enum : int { kFbQKS, kFbO, kFbT, kFbHV, kFbCount };
+enum : int { kFbKS, kFbQ, kFbO, kFbT, kFbHV, kFbCount };
 
 // Every tile 1024-byte aligned (the struct's base aligned at run time; sizes are multiples of 1024). sw128 tiles
 // (sw128_offset): a (R x 128) tile is two (R x 64) slabs, each slab the dh kernel's 64-column slice tile (the same
@@ -85,7 +87,7 @@ struct FusedSmem {
   int nonfinite[kD / 16];  // W: X of 16-column block b holds a NaN or Inf (ChunkWgCore::form_vnew)
   float* dh_out;  // dh0 at the block's state offset (segment 0 of its sequence, a.dh0 set), else null: parked through the sweep
   const float* dh_in;  // the gradient leaving the block's segment (dht, an Es slot, or null: 0), parked before the sweep
-  std::uint64_t bar[kFbCount];  // the full barriers of chunk c - 1's TMA loads (kFbQKS, ...)
+  std::uint64_t bar[kFbCount];  // the full barriers of chunk c - 1's TMA loads (kFbKS, ...)
   // The block's TMA origin (written before the sweep, read by the issuing threads: in registers through the sweep
   // it spilled): its first token's row, q / k's column h K, dO / v's column hv V, chunk 0's slot.
   alignas(16) int org[4];
@@ -164,23 +166,24 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   };
   // Every later chunk c - 1 (whole: only a sequence's last chunk is short) by TMA, one thread issuing each group on
   // its full barrier once the group's tiles have no reader left in chunk c; the readers wait on the barrier (parity
-  // by chunk: kFbQKS) before their first read. One box: features 64 sl .. 64 sl + 63 of 64 rows, a tile's slab sl.
+  // by chunk: kFbKS) before their first read. One box: features 64 sl .. 64 sl + 63 of 64 rows, a tile's slab sl.
   constexpr std::uint32_t kBox = 64 * 64 * 2;
   // S's thread 0 after (2) (the last readers: S's phase C of q, k, y over dO; W's dk of q, k, its phase 3 of G, Gr,
-  // beta): q, k, G, Gr, beta (1-D bulk copies) on kFbQKS, dO on kFbO.
+  // beta): k, G, Gr, beta (1-D bulk copies) on kFbKS, q on kFbQ, dO on kFbO, in that order (the TMA unit serves
+  // them in order: W's V_new waits for k and the scalars only).
   auto issue_s = [&](int c) {
     const int4 o = *reinterpret_cast<const int4*>(s.org);
     const int row = o.x + c * C;  // the chunk's first token (fused_bwd_args: rows in int)
     const std::int64_t sc = static_cast<std::int64_t>(o.w + c) * C;  // the chunk's scalars (sb.Gg's offset + c C)
-    mbarrier_arrive_expect_tx(bar(kFbQKS), 4 * kBox + 3 * C * 4);
+    mbarrier_arrive_expect_tx(bar(kFbKS), 2 * kBox + 3 * C * 4);
+    bulk_copy_g2s(smem_addr(s.G), a.G + sc, C * 4, bar(kFbKS));
+    bulk_copy_g2s(smem_addr(s.Gr), a.Gr + sc, C * 4, bar(kFbKS));
+    bulk_copy_g2s(smem_addr(s.beta), a.Bc + sc, C * 4, bar(kFbKS));
 #pragma unroll
-    for (int sl = 0; sl < kD / 64; ++sl) {
-      tma_load_2d(sk + sl * C * 128, p.k, o.y + sl * 64, row, bar(kFbQKS));
-      tma_load_2d(sq_ + sl * C * 128, p.q, o.y + sl * 64, row, bar(kFbQKS));
-    }
-    bulk_copy_g2s(smem_addr(s.G), a.G + sc, C * 4, bar(kFbQKS));
-    bulk_copy_g2s(smem_addr(s.Gr), a.Gr + sc, C * 4, bar(kFbQKS));
-    bulk_copy_g2s(smem_addr(s.beta), a.Bc + sc, C * 4, bar(kFbQKS));
+    for (int sl = 0; sl < kD / 64; ++sl) tma_load_2d(sk + sl * C * 128, p.k, o.y + sl * 64, row, bar(kFbKS));
+    mbarrier_arrive_expect_tx(bar(kFbQ), 2 * kBox);
+#pragma unroll
+    for (int sl = 0; sl < kD / 64; ++sl) tma_load_2d(sq_ + sl * C * 128, p.q, o.y + sl * 64, row, bar(kFbQ));
     mbarrier_arrive_expect_tx(bar(kFbO), 2 * kBox);
 #pragma unroll
     for (int sl = 0; sl < kD / 64; ++sl) tma_load_2d(sdO + sl * C * 128, p.dO, o.z + sl * 64, row, bar(kFbO));
@@ -201,7 +204,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       tma_load_2d(svnl + sl * C * 128, p.v, o.z + sl * 64, row, bar(kFbHV));
     }
   };
-  // Chunk c's phase of full barrier i (kFbQKS), waited for by every reader thread.
+  // Chunk c's phase of full barrier i (kFbKS), waited for by every reader thread.
   auto wait_load = [&](int i, int c) { mbarrier_wait_parity(bar(i), static_cast<std::uint32_t>(c) & 1u); };
   // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k), so that the TMA loads issued later in the
   // chunk hit L2. S: q, k, dO (a row half a thread), T; W: h (128 bytes a line), v (a row half a thread).
@@ -291,7 +294,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       fence_proxy_async();
       named_barrier_sync(kBarS, 128);  // dh' visible to S's wgmmas
       if (c > c_first) prefetch_s(c - 1);
-      wait_load(kFbQKS, c);  // q, k, G, Gr, beta
+      wait_load(kFbKS, c);  // k, G, Gr, beta
+      wait_load(kFbQ, c);   // q
 
       // Phase A: P^T (register-A fragments) from K Q^T by 32-column halves, as dh_wgmma_kernel.
       std::uint32_t pa[4][4];
@@ -503,7 +507,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
                        tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
     if (c > c_first) prefetch_w(c - 1);
     // V_new's operands: k, h, v (in vnl), T (in E), beta, G; and Gr (chunk c_last's: cp.async, waited at (0))
-    wait_load(kFbQKS, c);
+    wait_load(kFbKS, c);
     wait_load(kFbHV, c);
     wait_load(kFbT, c);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
@@ -519,6 +523,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     {
       Phase1Partials p1;
       float x[32], y[32];
+      wait_load(kFbQ, c);  // q
       wait_load(kFbO, c);  // dO
       core.template phase1_issue<false>(x, y, core.sq, core.sdO, [] {});
       wgmma_wait<0>();
