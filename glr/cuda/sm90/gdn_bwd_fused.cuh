@@ -52,9 +52,9 @@ inline constexpr int kFusedThreads = 256;  // S = warpgroup 0, W = warpgroup 1
 
 // The full barriers (FusedSmem::bar) of the loads of chunk c - 1, issued during chunk c by TMA (fused_bwd_kernel's
 // header): k with G, Gr, beta (W's first product, K h, and its epilogue); q; dO; T (in the E tile); h with v (in the
-// vnl tile). Each completes one phase a
-// chunk, chunk c's of parity c & 1: the prologue completes c_last & 1 phases, then the block's first chunk's
-// (c_last's, loaded by cp.async: its phase an arrival without bytes), so every wait is unconditional.
+// vnl tile). Each completes one phase a chunk, chunk c's of parity c & 1: the prologue completes c_last & 1 phases,
+// then the block's first chunk's (c_last's, loaded by cp.async: its phase an arrival without bytes), so every wait
+// is unconditional.
 enum : int { kFbKS, kFbQ, kFbO, kFbT, kFbHV, kFbCount };
 
 // Every tile 1024-byte aligned (the struct's base aligned at run time; sizes are multiples of 1024). sw128 tiles
@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
                       svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
                       sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E), sz = smem_addr(s.z);
-  // (the full barriers at a constant offset from the q tile, whose address the wgmmas keep: no register of their own)
-  // (formed where used: opaque, no register through the sweep)
+  // The full barriers' addresses, formed at each use from the q tile's (opaque): held in a register of their own
+  // through the sweep they cost S a spill.
   auto bar = [sq_](int i) {
     return static_cast<std::uint32_t>(opaque(static_cast<int>(sq_))) +
            static_cast<std::uint32_t>(offsetof(FusedSmem<kD>, bar)) + 8u * static_cast<std::uint32_t>(i);
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   };
   // Every later chunk c - 1 (whole: only a sequence's last chunk is short) by TMA, one thread issuing each group on
   // its full barrier once the group's tiles have no reader left in chunk c; the readers wait on the barrier (parity
-  // by chunk: kFbKS) before their first read. One box: features 64 sl .. 64 sl + 63 of 64 rows, a tile's slab sl.
+  // c & 1: kFbKS's comment) before their first read. One box: features 64 sl .. 64 sl + 63 of 64 rows, a tile's slab sl.
   constexpr std::uint32_t kBox = 64 * 64 * 2;
   // S's thread 0 after (2) (the last readers: S's phase C of q, k, y over dO; W's dk of q, k, its phase 3 of G, Gr,
   // beta): k, G, Gr, beta (1-D bulk copies) on kFbKS, q on kFbQ, dO on kFbO, in that order (the TMA unit serves
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       tma_load_2d(svnl + sl * C * 128, p.v, o.z + sl * 64, row, bar(kFbHV));
     }
   };
-  // Chunk c's phase of full barrier i (kFbKS), waited for by every reader thread.
+  // Chunk c's phase of full barrier i (parity c & 1), waited for by every reader thread.
   auto wait_load = [&](int i, int c) { mbarrier_wait_parity(bar(i), static_cast<std::uint32_t>(c) & 1u); };
   // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k), so that the TMA loads issued later in the
   // chunk hit L2. S: q, k, dO (a row half a thread), T; W: h (128 bytes a line), v (a row half a thread).
@@ -478,7 +478,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_fence_operand(ds[v]);
       }
       __syncthreads();  // (2) W's phases done (its phase 3 read G, Gr, beta), S's phase C too (q, k, y over dO)
-      if (c > c_first && tid == 0) issue_s(c - 1);  // q, k, G, Gr, beta, dO of chunk c - 1 (waited for at their reads)
+      if (c > c_first && tid == 0) issue_s(c - 1);  // k, G, Gr, beta, q, dO of chunk c - 1 (waited for at their reads)
     }
     if (float* const dh_out = s.dh_out) {
 #pragma unroll
