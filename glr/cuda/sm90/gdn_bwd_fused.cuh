@@ -7,7 +7,7 @@
 // barriers: bench/glr/sm90_bwd_notes.md, "The fused reverse sweep"). Opt-in GLR_FUSED_BWD=1 (bwd_fused,
 // env_switch.hpp), K = V = 128 with the delta rule (gate 0 or 1); NOT YET RUN ON A GPU.
 //
-// First form (correctness first): two warpgroups, 256 threads, one block per SM (232,352 B shared of 232,448):
+// First form (correctness first): two warpgroups, 256 threads, one block per SM (232,432 B shared of 232,448):
 //   S (warpgroup 0) holds dh' (128 x 128 fp32: ds[half v][row tile mt][32]) and runs the dh chain: phase A (P^T from
 //     K Q^T once, then per half K dh' and P^T dO -> dV_new), phase B (T^T dV_new -> dX epilogue: dv, dX and z to
 //     shared memory, the dbeta partials of both halves), phase C (dh = e^{G_L} dh' + Q^T y + K^T z); and, after
@@ -20,8 +20,19 @@
 // Within a chunk: S's A, B run beside W's work that needs nothing from S (V_new, phase 1's first pass: dA); then,
 // after the hand-off (1), W's dk and phase 3 beside S's phase 1 second pass (E: W waits for it only before dk's
 // (C x C) products), dq and C (S hands dh''s residual rows 64..127 over between W's two dk parts before it updates
-// dh'); then both load chunk c - 1. The two halves of the chunk step carry about the same tensor work on each side
-// (bench/glr/sm90_bwd_notes.md, "The fused sweep's two warpgroups balanced"). No overlap across chunks yet. Every
+// dh'). The two halves of the chunk step carry about the same tensor work on each side (bench/glr/sm90_bwd_notes.md,
+// "The fused sweep's two warpgroups balanced"). No overlap of compute across chunks yet.
+// Loads: the block's first chunk (c_last, the only one that can be short) by cp.async from every thread, rows past
+// the sequence zero-filled, before (0). Every later chunk c - 1 is whole and arrives by TMA (cp.async.bulk.tensor.2d,
+// 128B swizzle: FusedBwdArgs' tensor maps, one 64 x 64 box a tile slab; G, Gr, beta by 1-D bulk copies) into the
+// same single buffers, on five full mbarriers (kFbKS, kFbQ, kFbO, kFbT, kFbHV: one phase a chunk), each group
+// issued by one thread as soon as the group's tiles have no reader left in chunk c: h, v (in vnl) and T (in E) by
+// W's thread 0 right after kBarRows, beside W's phase 3 and S's phase C; k with G, Gr, beta, then q, then dO by S's
+// thread 0 right after (2). No block barrier after the loads: each reader waits on its groups' mbarriers (parity
+// by chunk) before its first read in chunk c - 1 (S: k, scalars, q before phase A, dO before P^T dO, T before
+// phase B; W: k, scalars, h, v, T before V_new, q and dO before phase 1; S reads h only after (1), which W passes
+// after its wait), so S writes dh' for chunk c - 1 and W starts K h while q and dO still land.
+// (bench/glr/sm90_bwd_notes.md, "The fused sweep's loads by TMA".) Every
 // product is issued as in today's kernels, per element in the same k-step order, accumulators zeroed by the threads,
 // every row and column partial summed in the same order (handed between the warpgroups as fp32 words in shared
 // memory): on the host emulator the outputs equal today's path (GLR_DH_WGMMA=1 at 64-column slices) word for word
@@ -30,6 +41,7 @@
 // slice_desc, for_state_pairs, store_pairs_bf16, the chunk kernels' epilogues and chunk_phase3).
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 
 #include "wgmma.cuh"
@@ -37,6 +49,13 @@
 namespace glr::cuda::sm90::gdn_bwd {
 
 inline constexpr int kFusedThreads = 256;  // S = warpgroup 0, W = warpgroup 1
+
+// The full barriers (FusedSmem::bar) of the loads of chunk c - 1, issued during chunk c by TMA (fused_bwd_kernel's
+// header): k with G, Gr, beta (W's first product, K h, and its epilogue); q; dO; T (in the E tile); h with v (in the
+// vnl tile). Each completes one phase a chunk, chunk c's of parity c & 1: the prologue completes c_last & 1 phases,
+// then the block's first chunk's (c_last's, loaded by cp.async: its phase an arrival without bytes), so every wait
+// is unconditional.
+enum : int { kFbKS, kFbQ, kFbO, kFbT, kFbHV, kFbCount };
 
 // Every tile 1024-byte aligned (the struct's base aligned at run time; sizes are multiples of 1024). sw128 tiles
 // (sw128_offset): a (R x 128) tile is two (R x 64) slabs, each slab the dh kernel's 64-column slice tile (the same
@@ -67,10 +86,25 @@ struct FusedSmem {
   float red[C * 4];  // S: rowsum(dX . V) partials of one half, one per lane of a row's quad
   int nonfinite[kD / 16];  // W: X of 16-column block b holds a NaN or Inf (ChunkWgCore::form_vnew)
   float* dh_out;  // dh0 at the block's state offset (segment 0 of its sequence, a.dh0 set), else null: parked through the sweep
+  const float* dh_in;  // the gradient leaving the block's segment (dht, an Es slot, or null: 0), parked before the sweep
+  std::uint64_t bar[kFbCount];  // the full barriers of chunk c - 1's TMA loads (kFbKS, ...)
+  // The block's TMA origin (written before the sweep, read by the issuing threads: in registers through the sweep
+  // it spilled): its first token's row, q / k's column h K, dO / v's column hv V, chunk 0's slot.
+  alignas(16) int org[4];
 };
 template <int kD>
 inline constexpr std::size_t fused_bwd_smem_bytes = sizeof(FusedSmem<kD>) + 1024;
 static_assert(fused_bwd_smem_bytes<128> <= 227 * 1024, "the fused kernel's shared memory fits one block per SM");
+
+// The kernel's parameter: the backward's arguments and the tensor maps of the tiles chunk c - 1 loads (boxes of 64
+// features x 64 rows, 128B swizzle: one box is one (64 x 64) slab of a FusedSmem tile; fused_bwd_args).
+struct FusedBwdArgs {
+  GdnBwdArgs a;
+  TmaMap2d q, k;   // (B T, H K): token rows, head h's features at columns h K ..
+  TmaMap2d dO, v;  // (B T, HV V)
+  TmaMap2d h;      // (S K, V): chunk slot s's state at rows s K
+  TmaMap2d T;      // (S C, C): chunk slot s's T at rows s C
+};
 
 // The barriers: bar 0 (__syncthreads, both warpgroups) at the hand-offs; named ones below (kBarE: S's E, then W's
 // dk products; kBarRows: S's phase-1 partials and dq row dots, then W's phase 3; S arrives, W syncs).
@@ -82,8 +116,9 @@ struct WSync {
 };
 
 template <int kD = gdn::DK, bool kDelta = true>
-__global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __grid_constant__ GdnBwdArgs a) {
+__global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __grid_constant__ FusedBwdArgs p) {
   static_assert(kD == 128 && kDelta, "first form: K = V = 128 with the delta rule");
+  const GdnBwdArgs& a = p.a;
   static_assert(C == 64, "wgmma's M = 64 rows = the chunk");
   constexpr int MT = kD / 64, NH = kD / 64;  // m64 row tiles of K; 64-column halves of V
   constexpr int kSlab = C * 64;              // elements of one (C x 64) slab
@@ -100,9 +135,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
   const std::uint32_t sq_ = smem_addr(s.q), sk = smem_addr(s.k), sdO = smem_addr(s.dO), svn = smem_addr(s.vn),
                       svnl = smem_addr(s.vnl), sdx = smem_addr(s.dx), sh = smem_addr(s.h), sdh = smem_addr(s.dh),
                       sdhl = smem_addr(s.dhl), sdA = smem_addr(s.dA), sE = smem_addr(s.E), sz = smem_addr(s.z);
+  // The full barriers' addresses, formed at each use from the q tile's (opaque): held in a register of their own
+  // through the sweep they cost S a spill.
+  auto bar = [sq_](int i) {
+    return static_cast<std::uint32_t>(opaque(static_cast<int>(sq_))) +
+           static_cast<std::uint32_t>(offsetof(FusedSmem<kD>, bar)) + 8u * static_cast<std::uint32_t>(i);
+  };
 
-  // Chunk c's tiles: S q, k, dO, T, G, Gr, beta; W h and v (V_new's operands with k, T, G, beta: W forms V_new at
-  // the chunk's start; each thread its own cp.async groups; the caller waits, fences and syncs).
+  // The block's first chunk (c_last, the only one that can be short: rows past len zero-filled) by cp.async: S q, k,
+  // dO, T, G, Gr, beta; W h and v (each thread its own cp.async groups; waited, fenced and synced at (0)).
   auto load_s = [&](int c) {
     const int t0 = c * C, len = min(C, sb.sq.len - t0), tl = opaque(tid);
     const std::int64_t rs = opaque(sb.row_stride), qt = sb.tokb + static_cast<std::int64_t>(t0) * a.H;
@@ -123,9 +164,50 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
                       static_cast<std::int64_t>(HV) * kD, len, tl);
     cp_async_commit();
   };
-  // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k): their cp.async waits for the chunk's
-  // last readers (after phase C, after W's phase 3); the prefetch lets them hit L2. Chunk c - 1 is whole (only the
-  // last chunk is short). S: q, k, dO (a row half a thread), T; W: h (128 bytes a line), v (a row half a thread).
+  // Every later chunk c - 1 (whole: only a sequence's last chunk is short) by TMA, one thread issuing each group on
+  // its full barrier once the group's tiles have no reader left in chunk c; the readers wait on the barrier (parity
+  // c & 1: kFbKS's comment) before their first read. One box: features 64 sl .. 64 sl + 63 of 64 rows, a tile's slab sl.
+  constexpr std::uint32_t kBox = 64 * 64 * 2;
+  // S's thread 0 after (2) (the last readers: S's phase C of q, k, y over dO; W's dk of q, k, its phase 3 of G, Gr,
+  // beta): k, G, Gr, beta (1-D bulk copies) on kFbKS, q on kFbQ, dO on kFbO, in that order (the TMA unit serves
+  // them in order: W's V_new waits for k and the scalars only).
+  auto issue_s = [&](int c) {
+    const int4 o = *reinterpret_cast<const int4*>(s.org);
+    const int row = o.x + c * C;  // the chunk's first token (fused_bwd_args: rows in int)
+    const std::int64_t sc = static_cast<std::int64_t>(o.w + c) * C;  // the chunk's scalars (sb.Gg's offset + c C)
+    mbarrier_arrive_expect_tx(bar(kFbKS), 2 * kBox + 3 * C * 4);
+    bulk_copy_g2s(smem_addr(s.G), a.G + sc, C * 4, bar(kFbKS));
+    bulk_copy_g2s(smem_addr(s.Gr), a.Gr + sc, C * 4, bar(kFbKS));
+    bulk_copy_g2s(smem_addr(s.beta), a.Bc + sc, C * 4, bar(kFbKS));
+#pragma unroll
+    for (int sl = 0; sl < kD / 64; ++sl) tma_load_2d(sk + sl * C * 128, p.k, o.y + sl * 64, row, bar(kFbKS));
+    mbarrier_arrive_expect_tx(bar(kFbQ), 2 * kBox);
+#pragma unroll
+    for (int sl = 0; sl < kD / 64; ++sl) tma_load_2d(sq_ + sl * C * 128, p.q, o.y + sl * 64, row, bar(kFbQ));
+    mbarrier_arrive_expect_tx(bar(kFbO), 2 * kBox);
+#pragma unroll
+    for (int sl = 0; sl < kD / 64; ++sl) tma_load_2d(sdO + sl * C * 128, p.dO, o.z + sl * 64, row, bar(kFbO));
+  };
+  // W's thread 0 right after kBarRows (the last readers: W's dk part 1 of T (as E's tile), v's tile (vnl: V_new's
+  // residual) and h, <h, dh'>; S's dq of h, its phase B of T, its E writes): T on kFbT, h and v on kFbHV.
+  auto issue_w = [&](int c) {
+    const int4 o = *reinterpret_cast<const int4*>(s.org);
+    const int srow = o.w + c, row = o.x + c * C;
+    mbarrier_arrive_expect_tx(bar(kFbT), kBox);
+    tma_load_2d(sE, p.T, 0, srow * C, bar(kFbT));
+    mbarrier_arrive_expect_tx(bar(kFbHV), (2 * kD / 64 + kD / 64) * kBox);
+#pragma unroll
+    for (int sl = 0; sl < kD / 64; ++sl) {
+#pragma unroll
+      for (int pt = 0; pt < kD / 64; ++pt)  // rows 64 pt .. of slab sl
+        tma_load_2d(sh + sl * kD * 128 + pt * 64 * 128, p.h, sl * 64, srow * kD + pt * 64, bar(kFbHV));
+      tma_load_2d(svnl + sl * C * 128, p.v, o.z + sl * 64, row, bar(kFbHV));
+    }
+  };
+  // Chunk c's phase of full barrier i (parity c & 1), waited for by every reader thread.
+  auto wait_load = [&](int i, int c) { mbarrier_wait_parity(bar(i), static_cast<std::uint32_t>(c) & 1u); };
+  // Chunk c - 1's tiles to L2 at the top of chunk c (as dh_kernel's q, k), so that the TMA loads issued later in the
+  // chunk hit L2. S: q, k, dO (a row half a thread), T; W: h (128 bytes a line), v (a row half a thread).
   auto prefetch_s = [&](int c) {
     const int tl = opaque(tid), row = tl >> 1, t0 = c * C;
     const std::int64_t qt = sb.tokb + static_cast<std::int64_t>(t0 + row) * a.H, off = (tl & 1) * (kD / 2);
@@ -145,10 +227,28 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     else load_w(c_last);
     cp_async_wait<0>();
   }
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < kFbCount; ++i) {
+      mbarrier_init(bar(i), 1);  // one arrival (the issuing thread's) and its bytes
+      // phases without bytes: c_last & 1 of them, then chunk c_last's, so that chunk c's phase has parity c & 1
+      for (int j = 0; j <= (c_last & 1); ++j) mbarrier_arrive(bar(i));
+    }
+    fence_mbarrier_init();
+    s.org[0] = static_cast<int>(sb.sq.begin);
+    s.org[1] = sb.h * kD;
+    s.org[2] = sb.hv * kD;
+    s.org[3] = static_cast<int>(sb.R);
+  }
   if (wg == 1 && tid < kD / 16) s.nonfinite[tid] = 0;  // (W zeroes them again at each chunk's end)
   // The gradient entering the segment goes to dh0 from segment 0 (written after the sweep). Block-uniform, so formed
   // once and parked in shared memory (as dh_wgmma_kernel's s.dh_out): in registers through the sweep it spilled.
-  if (threadIdx.x == 0) s.dh_out = sb.seg == 0 && a.dh0 ? a.dh0 + sb.hoff : nullptr;
+  if (threadIdx.x == 0) {
+    s.dh_out = sb.seg == 0 && a.dh0 ? a.dh0 + sb.hoff : nullptr;
+    // The gradient leaving the block's segment: dht (or 0) for the last (unsplit: the whole sequence), else the Es
+    // slot of its segment (pass A' and the reverse combine's: launch_fused_bwd), as dh_wgmma_kernel's pass C.
+    s.dh_in = sb.seg == sb.nseg - 1 ? (a.dht ? a.dht + sb.hoff : nullptr) : a.Es + sb.soff + sb.seg * sb.slot_states;
+  }
   fence_proxy_async();
   __syncthreads();  // (0) the last chunk's tiles visible to both warpgroups (W's first pass starts at once)
 
@@ -162,10 +262,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     };
     const SliceLane<64> sl(lane);
     const ChunkWgCore<kD, kDelta, 1> core(s);  // dq's pieces (W's geometry: warp, g8, t4, r0 of tid & 127)
-    // The gradient leaving the block's segment: dht (or 0) for the last (unsplit: the whole sequence), else the Es
-    // slot of its segment (pass A' and the reverse combine's: launch_fused_bwd), as dh_wgmma_kernel's pass C.
-    const float* dh_in = sb.seg == sb.nseg - 1 ? (a.dht ? a.dht + sb.hoff : nullptr)
-                                               : a.Es + sb.soff + sb.seg * sb.slot_states;
+    const float* const dh_in = s.dh_in;  // (s.dh_in: formed before (0))
 #pragma unroll
     for (int v = 0; v < NH; ++v)
       for_state_pairs<MT, 8>([&](int mt, int n, int half) {
@@ -197,6 +294,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       fence_proxy_async();
       named_barrier_sync(kBarS, 128);  // dh' visible to S's wgmmas
       if (c > c_first) prefetch_s(c - 1);
+      wait_load(kFbKS, c);  // k, G, Gr, beta
+      wait_load(kFbQ, c);   // q
 
       // Phase A: P^T (register-A fragments) from K Q^T by 32-column halves, as dh_wgmma_kernel.
       std::uint32_t pa[4][4];
@@ -239,6 +338,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
             acc[4 * n + half * 2 + 1] *= ed;
           }
         }
+        wait_load(kFbO, c);  // dO (v = 1: its phase long complete)
         wgmma_fence_operand(acc);
         wgmma_fence_operand(pa);
         wgmma_fence();
@@ -254,6 +354,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
       named_barrier_sync(kBarS, 128);  // dV_new visible
 
       // Phase B per half: dX = T^T dV_new[:, v]; dh_kernel's dX epilogue, dX over dV_new's half v in the dx tile.
+      wait_load(kFbT, c);  // T (in the E tile)
 #pragma unroll 1
       for (int v = 0; v < NH; ++v) {
         float acc[32];
@@ -317,6 +418,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
                            tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
         const auto f = core.row_factors(s, GrL);
         float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};  // (rd[0] only: dq's)
+        // (h: S reads it only after (1), which W passes after its wait on kFbHV; a wait here cost a spill)
 #pragma unroll 1
         for (int kh = 0; kh < kD / 64; ++kh) {
           const int n0 = kh * 64;
@@ -375,11 +477,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         wgmma_wait<0>();
         wgmma_fence_operand(ds[v]);
       }
-      __syncthreads();  // (2) W's phases done (the E slot is free for T of chunk c - 1), S's phase C too
-      if (c > c_first) load_s(c - 1);
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();  // (3) chunk c - 1's tiles visible
+      __syncthreads();  // (2) W's phases done (its phase 3 read G, Gr, beta), S's phase C too (q, k, y over dO)
+      if (c > c_first && tid == 0) issue_s(c - 1);  // k, G, Gr, beta, q, dO of chunk c - 1 (waited for at their reads)
     }
     if (float* const dh_out = s.dh_out) {
 #pragma unroll
@@ -407,6 +506,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     const std::int64_t sl0 = sb.R + c, qtok0 = sb.tokb + static_cast<std::int64_t>(t0) * a.H,
                        tok0 = sb.vtokb + static_cast<std::int64_t>(t0) * HV;
     if (c > c_first) prefetch_w(c - 1);
+    // V_new's operands: k, h, v (in vnl), T (in E), beta, G; and Gr (chunk c_last's: cp.async, waited at (0))
+    wait_load(kFbKS, c);
+    wait_load(kFbHV, c);
+    wait_load(kFbT, c);
     const float GL = s.G[C - 1], GrL = s.Gr[C - 1];
     float rd[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 
@@ -420,6 +523,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     {
       Phase1Partials p1;
       float x[32], y[32];
+      wait_load(kFbQ, c);  // q
+      wait_load(kFbO, c);  // dO
       core.template phase1_issue<false>(x, y, core.sq, core.sdO, [] {});
       wgmma_wait<0>();
       core.phase1_finish(s, a, 0, len, x, y, p1);
@@ -450,17 +555,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
     store_phase2_rows(s, rd, core.r0, core.g8, core.slot, 1, 3);  // dk's row dots (S stores dq's)
     core.form_hdot(s, s);
     named_barrier_sync(kBarRows, 256);  // W's row dots and hdot, and S's dq row dots
-    // h and the vnl tile (v, then X's and V_new's residuals) have no reader left in this chunk: S arrived at
-    // kBarRows after dq (its last read of h), W's last reads (dk's pieces, <h, dh'>) came before it, and phase 3
-    // reads neither, so chunk c - 1's h and v load beside phase 3 rather than after it.
-    if (c > c_first) load_w(c - 1);
+    // h, the vnl tile (v, then X's and V_new's residuals) and the E tile (T, then E) have no reader left in this
+    // chunk: S arrived at kBarRows after dq (its last read of h; its phase B read T and its phase 1 second pass wrote
+    // E before), W's last reads (dk's pieces, E's included, and <h, dh'>) came before it, and phase 3 reads none of
+    // them, so chunk c - 1's h, v and T load beside phase 3 and S's phase C.
+    if (c > c_first && tid == 0) issue_w(c - 1);
     chunk_phase3<kD, kDelta>(s, a, tid, len, NH, HV, tok0, sl0, GL, GrL, WSync{});
     named_barrier_sync(kBarW, 128);  // every W thread past phase 3 (its reads of G, Gr, beta, dbv)
     if (tid < kD / 16) s.nonfinite[tid] = 0;  // (read by this chunk's form_vnew only, before W's barriers above)
-    __syncthreads();           // (2) W done with the chunk
-    cp_async_wait<0>();
-    fence_proxy_async();  // W's h and v (in the vnl tile) before chunk c - 1's wgmmas
-    __syncthreads();      // (3)
+    __syncthreads();           // (2) W done with the chunk (then waits at chunk c - 1's form_vnew for its loads)
   }
 }
 
@@ -473,6 +576,22 @@ namespace glr::cuda::sm90::gdn_bwd {
 template <int kD, bool kDelta>
 inline bool fused_bwd_takes(const GdnBwdArgs& a) {
   return kD == 128 && kDelta && fused_sweep_takes(a);  // (gdn_bwd_mma.cuh: the rule, for the workspace too)
+}
+// The fused kernel's parameter: d and the tensor maps of its TMA loads (FusedBwdArgs). False where a row
+// coordinate would pass int32 (token rows B T, state rows S K: not at any size the workspace fits in memory) or
+// the driver refuses a map (gdn_bwd_mma_refusal already asks for 16-byte aligned q, k, v, dout and workspace).
+template <int kD>
+inline bool fused_bwd_args(const GdnBwdArgs& d, FusedBwdArgs& p) {
+  const long long S = d.chunk_slots() * d.value_heads(), tokens = static_cast<long long>(d.B) * d.T;
+  if (S * kD > 0x7fffffffLL || tokens + C > 0x7fffffffLL) return false;
+  p.a = d;
+  auto map = [](TmaMap2d& m, const void* g, long long rows, long long cols) {
+    return make_tma_map_2d(m, g, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols),
+                           static_cast<std::uint64_t>(cols) * 2, 64, 64, Swizzle::B128);
+  };
+  const long long HK = static_cast<long long>(d.H) * kD, HVK = static_cast<long long>(d.value_heads()) * kD;
+  return map(p.q, d.q, tokens, HK) && map(p.k, d.k, tokens, HK) && map(p.dO, d.dout, tokens, HVK) &&
+         map(p.v, d.v, tokens, HVK) && map(p.h, d.hc, S * kD, kD) && map(p.T, d.Tm, S * C, C);
 }
 // The h pass (as launch_state_passes runs it, split or not) then the fused kernel, 256 threads a block. marks[1]
 // after the h pass (as today's). h_wgmma: the h pass on wgmma (1) or h_kernel (0); -1 as GLR_H_WGMMA says (the
@@ -514,8 +633,15 @@ inline cudaError_t launch_fused_bwd(const GdnBwdArgs& a, cudaStream_t stream, cu
     } else {
       d.segs = 1;
     }
-    return launch_kernel(&fused_bwd_kernel<kD, kDelta>, dim3(1, rows), kFusedThreads, fused_bwd_smem_bytes<kD>, stream,
-                         d, emu_smem);
+    FusedBwdArgs p;
+    if (!fused_bwd_args<kD>(d, p)) return cudaErrorInvalidValue;
+    e = launch_kernel(&fused_bwd_kernel<kD, kDelta>, dim3(1, rows), kFusedThreads, fused_bwd_smem_bytes<kD>, stream, p,
+                      emu_smem);
+#if defined(GLR_SM90_HOST_EMU)
+    // every TMA load the kernel issued was waited for (a load nobody waited on never lands on the emulator)
+    if (e == cudaSuccess && tma_drop_pending() != 0) e = cudaErrorLaunchFailure;
+#endif
+    return e;
   }
 }
 }  // namespace glr::cuda::sm90::gdn_bwd
