@@ -91,7 +91,8 @@ inline bool bwd_dh_2gemm() {
 }
 // GLR_FUSED_BWD=1: the backward's dh pass and chunk kernel as one reverse sweep per (sequence, value head)
 // (fused_bwd_kernel, gdn_bwd_fused.cuh) where it applies (K = V = 128, the delta rule; split sequences after the
-// split dh pass's pass A' and combine). Its first form ran on an H100 (0.92x the two kernels); this one has not.
+// split dh pass's pass A', storing only its Es slots, and combine); the workspace then carves none of the chunk kernels'
+// inputs (chunk_inputs_stored). Its first form ran on an H100 (0.92x the two kernels); this one has not.
 inline bool bwd_fused() {
   static const bool on = env_flag("GLR_FUSED_BWD", false);
   return on;
