@@ -110,6 +110,27 @@ struct FusedBwdArgs {
 // dk products; kBarRows: S's phase-1 partials and dq row dots, then W's phase 3; S arrives, W syncs).
 inline constexpr int kBarS = 1, kBarW = 2, kBarDhlFree = 3, kBarDhlReady = 4, kBarRows = 5, kBarE = 6;
 
+// A word of global memory at a global address held in a register (global_addr: opaque, so that ptxas keeps it and
+// offsets it by immediates, not forms it again from the kernel parameter at each use): ld.global / st.global, not the
+// generic ld / st a pointer formed from an integer would get. (Host emulator: plain loads and stores.)
+#if !defined(GLR_SM90_HOST_EMU)
+__device__ __forceinline__ std::int64_t global_addr(const void* p) {
+  return opaque(static_cast<std::int64_t>(__cvta_generic_to_global(p)));
+}
+__device__ __forceinline__ std::uint32_t ld_global_u32(std::int64_t g) {
+  std::uint32_t x;
+  asm volatile("ld.global.b32 %0, [%1];" : "=r"(x) : "l"(g));
+  return x;
+}
+__device__ __forceinline__ void st_global_u32(std::int64_t g, std::uint32_t x) {
+  asm volatile("st.global.b32 [%0], %1;" ::"l"(g), "r"(x));
+}
+#else
+inline std::int64_t global_addr(const void* p) { return reinterpret_cast<std::int64_t>(p); }
+inline std::uint32_t ld_global_u32(std::int64_t g) { return *reinterpret_cast<const std::uint32_t*>(g); }
+inline void st_global_u32(std::int64_t g, std::uint32_t x) { *reinterpret_cast<std::uint32_t*>(g) = x; }
+#endif
+
 // chunk_phase3's barrier over W only.
 struct WSync {
   __device__ __forceinline__ void operator()() const { named_barrier_sync(kBarW, 128); }
@@ -373,18 +394,20 @@ __global__ void __launch_bounds__(kFusedThreads, 1) fused_bwd_kernel(const __gri
         for (int half = 0; half < 2; ++half) {
           const int i = r0 + g8 + half * 8;
           const float bi = s.beta[i], zi = -bi * gdn::exp_approx(s.G[i]);
-          const std::int64_t vrow = (sb.vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v * 64;
+          // row i's pair 2 t4 of half v in v and dv, its address formed once a row and held (global_addr): column
+          // pair n at 16 n bytes, an immediate offset. (As a.v + vrow + col at each pair, ptxas formed every address
+          // again from the parameter at 255 registers: 5 instructions a pair, 160 a trip.)
+          const std::int64_t vrow = (sb.vtokb + static_cast<std::int64_t>(t0 + i) * HV) * kD + v * 64 + 2 * t4;
+          const std::int64_t vg = global_addr(a.v + vrow), dvg = global_addr(a.dv + vrow);
           float rsum = 0.f;
 #pragma unroll
           for (int n = 0; n < 8; ++n) {
-            const int col = n * 8 + 2 * t4;
             const float x0 = acc[4 * n + 2 * half], x1 = acc[4 * n + 2 * half + 1];
             // v's pair (0 past len, as the dh kernels' zero-filled v tile), read from global: no tile for it
-            const float2 vf = i < len ? unpack_bf16x2(*reinterpret_cast<const std::uint32_t*>(a.v + vrow + col))
-                                      : make_float2(0.f, 0.f);
+            const float2 vf = i < len ? unpack_bf16x2(ld_global_u32(vg + 16 * n)) : make_float2(0.f, 0.f);
             rsum = fmaf(x0, vf.x, rsum);
             rsum = fmaf(x1, vf.y, rsum);
-            if (i < len) *reinterpret_cast<std::uint32_t*>(a.dv + vrow + col) = pack_bf16x2(bi * x0, bi * x1);
+            if (i < len) st_global_u32(dvg + 16 * n, pack_bf16x2(bi * x0, bi * x1));
             *sl.word(s.dx + v * kSlab, i - g8, n) = pack_bf16x2(x0, x1);
             *sl.word(s.z + v * kSlab, i - g8, n) = pack_bf16x2(zi * x0, zi * x1);
           }
