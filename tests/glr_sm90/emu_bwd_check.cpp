@@ -418,6 +418,16 @@ struct Outputs {
   std::vector<float> dg, dbeta, dh0;          // dg, dbeta: fp32 g, beta
   std::vector<__nv_bfloat16> dg16, dbeta16;  // bf16 g, beta (g_bf16, beta_bf16)
 };
+// f(x's, y's) over the six gradients two runs return in fp32 g, beta: dq, dk, dv, dg, dbeta, dh0.
+template <class F>
+void for_gradients(const Outputs& x, const Outputs& y, F&& f) {
+  f(x.dq, y.dq);
+  f(x.dk, y.dk);
+  f(x.dv, y.dv);
+  f(x.dg, y.dg);
+  f(x.dbeta, y.dbeta);
+  f(x.dh0, y.dh0);
+}
 
 // g16, b16: pass g, beta as bf16 (their values must be bf16-representable: they are converted, and the fp32 run
 // of the same values is the comparison), dg, dbeta then come back in bf16.
@@ -804,12 +814,7 @@ bool run_fused_untouched(const Shape& p, unsigned seed) {
   g_chunk_inputs_kept = false;
   std::size_t words = 0;
   auto cmp = [&](const auto& x, const auto& y) { words += x.size() != y.size() ? 1 : word_diff(x, y).words; };
-  cmp(kept.dq, absent.dq);
-  cmp(kept.dk, absent.dk);
-  cmp(kept.dv, absent.dv);
-  cmp(kept.dg, absent.dg);
-  cmp(kept.dbeta, absent.dbeta);
-  cmp(kept.dh0, absent.dh0);
+  for_gradients(kept, absent, cmp);
   const bool ok = g_chunk_inputs_bytes > 0 && g_chunk_inputs_touched == 0 && words == 0;
   char hvs[24] = "", segs[24] = "";
   if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
@@ -1028,12 +1033,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
       words += d.words;
       worst = std::max(worst, d.worst);
     };
-    cmp(o.dq, om.dq);
-    cmp(o.dk, om.dk);
-    cmp(o.dv, om.dv);
-    cmp(o.dg, om.dg);
-    cmp(o.dbeta, om.dbeta);
-    cmp(o.dh0, om.dh0);
+    for_gradients(o, om, cmp);
     const bool near = worst <= 1.0 / 256;  // bf16 rounding level
     std::snprintf(buf, sizeof buf, " | wgmma vs mma.sync chunk+dh kernels: %zu words differ, max |diff|/rms %.1e%s", words,
                   worst, near ? "" : "!");
