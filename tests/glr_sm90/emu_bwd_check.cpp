@@ -429,6 +429,21 @@ void for_gradients(const Outputs& x, const Outputs& y, F&& f) {
   f(x.dh0, y.dh0);
 }
 
+// Every gradient of a run recorded, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP): " | digest
+// <hex>" for the case's line, or "" when neither is set.
+std::string gradient_digest(const Outputs& o) {
+  emu_dump::Case record;
+  record.add("dq", o.dq.data(), o.dq.size() * 2);
+  record.add("dk", o.dk.data(), o.dk.size() * 2);
+  record.add("dv", o.dv.data(), o.dv.size() * 2);
+  record.add("dg", o.dg.data(), o.dg.size() * 4);
+  record.add("dbeta", o.dbeta.data(), o.dbeta.size() * 4);
+  record.add("dh0", o.dh0.data(), o.dh0.size() * 4);
+  char buf[40] = "";
+  if (unsigned long long d; record.digest(d)) std::snprintf(buf, sizeof buf, " | digest %016llx", d);
+  return buf;
+}
+
 // g16, b16: pass g, beta as bf16 (their values must be bf16-representable: they are converted, and the fp32 run
 // of the same values is the comparison), dg, dbeta then come back in bf16.
 // Two runs' outputs compared: the words that differ bitwise, and the largest |x - y| relative to y's rms over the
@@ -640,7 +655,6 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   probe_chunk_inputs();
   return o;
 }
-
 
 struct Err {
   double rel2 = 0, relmax = 0;
@@ -1199,19 +1213,7 @@ bool run(const Shape& p, unsigned seed, bool twice, bool check_reference = false
     }
   }
   line += last_by;
-  {  // every gradient, to compare two builds (emu_dump.hpp: GLR_EMU_DIGEST, GLR_EMU_DUMP)
-    emu_dump::Case record;
-    record.add("dq", o.dq.data(), o.dq.size() * 2);
-    record.add("dk", o.dk.data(), o.dk.size() * 2);
-    record.add("dv", o.dv.data(), o.dv.size() * 2);
-    record.add("dg", o.dg.data(), o.dg.size() * 4);
-    record.add("dbeta", o.dbeta.data(), o.dbeta.size() * 4);
-    record.add("dh0", o.dh0.data(), o.dh0.size() * 4);
-    if (unsigned long long d; record.digest(d)) {
-      std::snprintf(buf, sizeof buf, " | digest %016llx", d);
-      line += buf;
-    }
-  }
+  line += gradient_digest(o);
   char hvs[24] = "";
   if (p.hv() != p.H) std::snprintf(hvs, sizeof hvs, " HV%d", p.hv());
   std::printf("emu bwd%s%s B%d T%-4d H%d%s h0=%d dht=%d mu=%+.0f vt=%-2d%s%s | rel2%s | %s\n", member_tag(p.member), dims_tag(), p.B, p.T, p.H, hvs, p.h0 ? 1 : 0,
