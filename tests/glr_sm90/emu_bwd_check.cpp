@@ -539,18 +539,18 @@ Outputs run_kernels(const Shape& p, const Inputs& in, float scale, bool g16 = fa
   auto probe_chunk_inputs = [&] {  // (g_chunk_inputs_kept's comment) the bytes of dx, dhc, dhcl, dbv off the poison
     if (!g_chunk_inputs_kept) return;
     const glr::cuda::sm90::GdnBwdLayout l = glr::cuda::sm90::gdn_bwd_workspace_layout(a);
-    const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads(), d = KD;
     const unsigned char* const base = reinterpret_cast<const unsigned char*>(ws.data());
     g_chunk_inputs_touched = g_chunk_inputs_bytes = 0;
-    auto scan = [&](std::size_t at, std::size_t bytes) {
+    auto scan = [&](std::size_t at) {  // the piece's bytes as the layout carves them (its 256-byte padding too)
       if (at == glr::cuda::sm90::GdnBwdLayout::kAbsent) return;
+      const std::size_t bytes = l.extent(at);
       g_chunk_inputs_bytes += bytes;
       for (std::size_t i = 0; i < bytes; ++i) g_chunk_inputs_touched += base[at + i] != 0x7f;
     };
-    scan(l.dx, S * gdn::C * d * 2);
-    scan(l.dhc, S * d * d * 2);
-    scan(l.dhcl, S * d * d * 2);
-    scan(l.dbv, p.delta() ? S * gdn::C * 4 * 8 : S * 4);
+    scan(l.dx);
+    scan(l.dhc);
+    scan(l.dhcl);
+    scan(l.dbv);
   };
   if (g_dh_only >= 0) {  // the state passes alone (g_dh_only's comment)
     const int NT = (p.T + 63) / 64, BH = p.B * p.hv();

@@ -601,8 +601,9 @@ inline bool fused_bwd_takes(const GdnBwdArgs& a) {
   return kD == 128 && kDelta && fused_sweep_takes(a);  // (gdn_bwd_mma.cuh: the rule, for the workspace too)
 }
 // The fused kernel's parameter: d and the tensor maps of its TMA loads (FusedBwdArgs). False where a row
-// coordinate would pass int32 (token rows B T, state rows S K: not at any size the workspace fits in memory) or
-// the driver refuses a map (gdn_bwd_mma_refusal already asks for 16-byte aligned q, k, v, dout and workspace).
+// coordinate would pass int32 (token rows B T, state rows S K: fused_sweep_takes leaves those backwards to the
+// separate kernels, so this is a guard) or the driver refuses a map (gdn_bwd_mma_refusal already asks for 16-byte
+// aligned q, k, v, dout and workspace).
 template <int kD>
 inline bool fused_bwd_args(const GdnBwdArgs& d, FusedBwdArgs& p) {
   const long long S = d.chunk_slots() * d.value_heads(), tokens = static_cast<long long>(d.B) * d.T;

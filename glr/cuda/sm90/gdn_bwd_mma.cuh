@@ -175,7 +175,13 @@ struct GdnBwdArgs {
 // Whether the fused reverse sweep (gdn_bwd_fused.cuh: fused_bwd_takes, launch_fused_bwd) takes a backward of a's
 // head dims and member: GLR_FUSED_BWD=1, K = V = 128 with the delta rule, split or not (split: the dh pass's pass A'
 // and reverse combine, then the sweep over every segment; the workspace keeps Es and Ms). a's sizes and member set.
-inline bool fused_sweep_takes(const GdnBwdArgs& a) { return a.D == 128 && a.delta && bwd_fused(); }
+// Its TMA maps address rows in int32 (fused_bwd_args): a backward whose state rows (chunk slots x HV x K) or token
+// rows (B T, plus a chunk) would pass that stays on the separate kernels (not at any size whose workspace fits).
+inline bool fused_sweep_takes(const GdnBwdArgs& a) {
+  const long long state_rows = static_cast<long long>(a.chunk_slots()) * a.value_heads() * a.D;
+  const long long token_rows = static_cast<long long>(a.B) * a.T + gdn::C;
+  return a.D == 128 && a.delta && state_rows <= 0x7fffffffLL && token_rows <= 0x7fffffffLL && bwd_fused();
+}
 
 // The one rule for the chunk kernels' inputs in the workspace: V_new and its residual (vn, vnl: the h pass's), dX,
 // dh' and its bf16 residual, the dbeta partials (dx, dhc, dhcl, dbv: the dh pass's) and the group sums' arrival
@@ -215,6 +221,14 @@ struct GdnBwdLayout {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
   std::size_t Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, qkt, table, Es, Ms, segtab;
   std::size_t end;  // the workspace's bytes
+  // The bytes from offset `at` (a present piece's) to the next piece or the end: the piece's size rounded up to 256
+  // (what a check of a piece's bytes scans, without restating the sizes above).
+  std::size_t extent(std::size_t at) const {
+    std::size_t next = end;
+    for (std::size_t o : {Tm, G, Bc, Gr, dbv, hc, dhc, vn, dx, vnl, dhcl, dqp, dkp, qkt, table, Es, Ms, segtab})
+      if (o != kAbsent && o > at && o < next) next = o;
+    return next - at;
+  }
 };
 inline GdnBwdLayout gdn_bwd_workspace_layout(const GdnBwdArgs& a) {
   const std::size_t S = static_cast<std::size_t>(a.chunk_slots()) * a.value_heads();  // chunk slots
