@@ -105,6 +105,10 @@ class Candidate:
                                if isolation.drops_uid() else isolation.KEEPS_UID_NOTE)
         self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
         self._prespawned = False  # the worker process was started ahead (prespawn) and start() uses it
+        # The inputs' staging area shared with the current worker (wire.SharedStaging), made at its first
+        # large write; one per connection, so a fresh worker gets a fresh area. None where memfd is unavailable.
+        self.shared_ok = wire.shared_staging_enabled()
+        self._shared: wire.SharedStaging | None = None
 
     def prespawn(self):
         """Starts the worker process ahead of start(): its launcher, interpreter and framework imports (seconds,
@@ -192,7 +196,22 @@ class Candidate:
         if self.conn:
             self.conn.close()
         self.proc, self.conn = None, None
+        self._drop_shared()
         self._take_tool_logs()
+
+    def _drop_shared(self):
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
+
+    def shared(self) -> wire.SharedStaging | None:
+        """The staging area of the current connection (wire.py), None where there is none to be had."""
+        if not self.shared_ok or self.conn is None:
+            return None
+        if self._shared is None or self._shared.conn is not self.conn:
+            self._drop_shared()
+            self._shared = wire.SharedStaging(self.conn)
+        return self._shared
 
     def _take_tool_logs(self):
         """The tool's logs the ended worker left in its scratch, into tool_logs (at most TOOL_LOG_LIMIT bytes
@@ -230,7 +249,7 @@ class Candidate:
         assert self.conn and self.proc
         what = msg["op"]
         try:
-            wire.send(self.conn, msg)
+            wire.send(self.conn, msg, self.shared())
             if meanwhile is not None:
                 meanwhile()
             limit = timeout

@@ -303,9 +303,10 @@ def main():
     w = Worker(fw)
     w.progress = lambda what: conn.send({"progress": what})
     staging = Staging()
+    shared = wire.SharedReader(conn)  # the driver's staging area, once it sends one (wire.py)
     while True:
         try:
-            msg = wire.recv(conn, staging)
+            msg = wire.recv(conn, staging, shared)
         except EOFError:
             return
         op = msg.get("op")
