@@ -112,7 +112,7 @@ def test_a_malformed_or_wrong_sized_ecall_reply_is_an_error(spoil):
     ids = _place(t, x)
     real = t.cand.request
 
-    def spoiled(msg, timeout=None, sink=None):
+    def spoiled(msg, timeout=None, sink=None, **kw):
         if msg["op"] != "ecall":
             return real(msg, timeout, sink=sink)
         reply = real(msg, timeout, sink=None)  # raw buffers as fresh bytearrays, then spoiled
@@ -138,7 +138,7 @@ def test_a_failed_call_with_nothing_riding_ahead_is_a_crash_whatever_op_its_repl
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = _place(t, x)
     real = t.cand.request
-    t.cand.request = lambda msg, timeout=None, sink=None: (
+    t.cand.request = lambda msg, timeout=None, sink=None, **kw: (
         {"status": "error", "op": "alloc", "message": "forged"} if msg["op"] == "ecall" else real(msg, timeout, sink=sink))
     r = t.call(_request(ids))
     assert r.outcome == core.CallOutcome.crashed and r.detail == "forged"
@@ -209,6 +209,22 @@ def test_fw_torch_holds_cudnn_benchmark_off():
 
 
 # -- the shared staging area (wire.SharedStaging): the inputs' bytes without the socket ----------------------
+# (the torch worker's by default; these tests ask for it for the numpy worker: KGATE_SHARED_STAGING=1)
+
+
+@pytest.fixture
+def shared_on(monkeypatch):
+    monkeypatch.setenv("KGATE_SHARED_STAGING", "1")
+
+
+def test_the_areas_are_the_torch_workers_unless_asked(monkeypatch):
+    monkeypatch.delenv("KGATE_SHARED_STAGING", raising=False)
+    memfd = wire.shared_staging_enabled("torch")
+    assert not wire.shared_staging_enabled("numpy")
+    monkeypatch.setenv("KGATE_SHARED_STAGING", "1")
+    assert wire.shared_staging_enabled("numpy") == memfd
+    monkeypatch.setenv("KGATE_SHARED_STAGING", "0")
+    assert not wire.shared_staging_enabled("torch")
 
 COPY_SRC = """
 def kernel(xs, ys):
@@ -258,22 +274,24 @@ _SIZES = [0, 1, wire.SHARED_MIN // 4 - 1, wire.SHARED_MIN // 4, wire.SHARED_MIN 
 
 def test_the_shared_area_gives_what_the_socket_gives(monkeypatch):
     from kgate.target import WorkerTarget
-    monkeypatch.setenv("KGATE_SHARED_STAGING", "0")
-    plain = WorkerTarget(COPY_SRC, "kernel")
-    monkeypatch.delenv("KGATE_SHARED_STAGING")
+    plain = WorkerTarget(COPY_SRC, "kernel")  # the numpy worker: the socket unless asked
+    monkeypatch.setenv("KGATE_SHARED_STAGING", "1")
     fast = WorkerTarget(COPY_SRC, "kernel")
-    if not wire.shared_staging_enabled():
+    if not wire.shared_staging_enabled("numpy"):
         pytest.skip("no memfd here: the socket path only (test_without_memfd_every_payload_crosses_the_socket)")
     assert plain.cand.shared() is None
     assert _round_trips(fast, _SIZES, 7) == _round_trips(plain, _SIZES, 7)
     area = fast.cand._shared
     assert area is not None and not area.broken and area.size >= 4 * ((1 << 22) + 1)
+    out = fast.cand._out  # the outputs came back through the outputs' area
+    assert out is not None and not out.broken and out.size >= 4 * ((1 << 22) + 1)
+    assert plain.cand._out is None
     fast.reset()  # a fresh worker gets a fresh area
     assert _round_trips(fast, _SIZES[-3:], 8) == _round_trips(plain, _SIZES[-3:], 8)
     assert fast.cand._shared is not area and area.mm is None
 
 
-def test_without_memfd_every_payload_crosses_the_socket(monkeypatch):
+def test_without_memfd_every_payload_crosses_the_socket(monkeypatch, shared_on):
     from kgate.target import WorkerTarget
 
     def no_memfd(*a, **k):
@@ -284,7 +302,7 @@ def test_without_memfd_every_payload_crosses_the_socket(monkeypatch):
     assert t.cand._shared is None or t.cand._shared.broken
 
 
-def test_an_area_that_cannot_be_sealed_is_never_used(monkeypatch):
+def test_an_area_that_cannot_be_sealed_is_never_used(monkeypatch, shared_on):
     # unsealed, a worker could shrink the file under the driver's mapping: the driver's next copy into it
     # would end the driver by SIGBUS. No seals, no area: the socket.
     from kgate.target import WorkerTarget
@@ -297,16 +315,16 @@ def test_an_area_that_cannot_be_sealed_is_never_used(monkeypatch):
     monkeypatch.setattr(wire.fcntl, "fcntl", no_seals)
     t = WorkerTarget(COPY_SRC, "kernel")
     _round_trips(t, _SIZES[3:6], 10)
-    if wire.shared_staging_enabled():
+    if wire.shared_staging_enabled("numpy"):
         assert t.cand._shared.broken and t.cand._shared.mm is None
 
 
-def test_the_area_refuses_what_a_worker_would_do_to_it():
+def test_the_area_refuses_what_a_worker_would_do_to_it(shared_on):
     """The receiving side, as a hostile worker holds it: the descriptor cannot shrink or grow the file, and
     (Linux 5.1+, F_SEAL_FUTURE_WRITE) cannot write it nor map it writable; the driver goes on writing."""
     import mmap
     import socket
-    if not wire.shared_staging_enabled():
+    if not wire.shared_staging_enabled("numpy"):
         pytest.skip("no memfd here")
     from multiprocessing.connection import Connection
     a, b = socket.socketpair()
@@ -374,9 +392,9 @@ def kernel(xs, ys):
 """
 
 
-def test_a_worker_that_attacks_the_area_costs_its_own_verdict_only():
+def test_a_worker_that_attacks_the_area_costs_its_own_verdict_only(shared_on):
     from kgate.target import WorkerTarget
-    if not wire.shared_staging_enabled():
+    if not wire.shared_staging_enabled("numpy"):
         pytest.skip("no memfd here")
     t = WorkerTarget(HOSTILE_SRC, "kernel")
     n = 1 << 16
@@ -403,12 +421,12 @@ def test_a_worker_that_attacks_the_area_costs_its_own_verdict_only():
     assert t.healthy()
 
 
-def test_a_payload_too_large_for_an_area_crosses_the_socket_and_the_area_stays():
+def test_a_payload_too_large_for_an_area_crosses_the_socket_and_the_area_stays(shared_on):
     # RLIMIT_FSIZE (the row job's --file-limit) bounds a memfd's size too: a case larger than it may be crosses
     # the socket alone, and the next smaller one uses the area again
     import resource
     from kgate.target import WorkerTarget
-    if not wire.shared_staging_enabled():
+    if not wire.shared_staging_enabled("numpy"):
         pytest.skip("no memfd here")
     t = WorkerTarget(COPY_SRC, "kernel")
     _round_trips(t, [1 << 17], 11)  # an area of 1 MiB
@@ -422,3 +440,64 @@ def test_a_payload_too_large_for_an_area_crosses_the_socket_and_the_area_stays()
         assert not area.broken and area.size == 2 << 20
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, old)
+
+
+SCRIBBLER_SRC = """
+import mmap, os, threading
+from kgate.kernelbench import wire
+tried = []
+
+
+def take_out(self, size):
+    # the worker's outputs' area, as the candidate (it owns the process) gets it: it tries to shrink and
+    # grow it, then keeps the writable mapping and scribbles on it from a thread, forever
+    fd = self._fd()
+    for what, f in (("shrink", lambda: os.ftruncate(fd, 0)), ("grow", lambda: os.ftruncate(fd, 2 * size))):
+        try:
+            f()
+            tried.append(what + " done")
+        except OSError:
+            tried.append(what + " refused")
+    self.out = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+    os.close(fd)
+    area = self.out
+
+    def scribble():
+        while True:
+            area[:4096] = b"\\x55" * 4096
+    threading.Thread(target=scribble, daemon=True).start()
+
+
+wire.SharedReader.take_out = take_out
+
+
+def kernel(xs, ys):
+    ys[0][...] = xs[0][::-1]
+    print(" ".join(tried))
+    return 0
+"""
+
+
+def test_a_worker_that_scribbles_on_the_outputs_area_changes_only_what_it_returned(shared_on):
+    """The outputs' area is the worker's to write, at any time: the driver copies each output out of it once
+    into the engine's array and never reads it again, so a scribble lands in that copy or not at all; the
+    seals keep the area's size, so the driver's copy cannot fault."""
+    import time
+    from kgate.target import WorkerTarget
+    if not wire.shared_staging_enabled("numpy"):
+        pytest.skip("no memfd here")
+    t = WorkerTarget(SCRIBBLER_SRC, "kernel")
+    n = 1 << 16
+    x = np.arange(n, dtype=np.float32)
+    a, b = t.alloc(x.nbytes), t.alloc(x.nbytes)
+    t.write(a, 0, x.tobytes())
+    t.fill(b, 0, x.nbytes, 0xFF)
+    r = t.call(_u8_request((a, b), n))
+    assert "shrink refused" in r.output and "grow refused" in r.output
+    got = np.from_dlpack(r.results[0].outputs[0]).copy()
+    assert np.array_equal(got[1024:], x[::-1][1024:])  # past the scribbled page: what it computed
+    time.sleep(0.2)
+    assert np.array_equal(np.from_dlpack(r.results[0].outputs[0]), got)  # the driver's copy stays its own
+    r = t.call(_u8_request((a, b), n))  # and the driver goes on
+    assert np.array_equal(np.from_dlpack(r.results[0].outputs[0])[1024:], x[::-1][1024:])
+    assert t.healthy()

@@ -408,6 +408,14 @@ class Buffers:
     def dense_bytes(self, arg) -> bytes:
         return self.dense_array(arg).tobytes()
 
+    def dense_into(self, arg, dest) -> None:
+        """The argument's elements dense, copied into `dest` (a writable host buffer of exactly their bytes:
+        the driver's outputs' area), straight from the device, with no host tensor between."""
+        v = self.view(*arg)
+        if v.numel():
+            torch.frombuffer(dest, dtype=torch.uint8).view(v.dtype).view(v.shape).copy_(v)
+        sync()
+
     def dense_array(self, arg) -> np.ndarray:
         """The argument's elements dense, as a uint8 host array (on the CPU a view of the buffer where the
         layout is dense already; sent before anything writes it again)."""
