@@ -105,6 +105,11 @@ class Candidate:
                                if isolation.drops_uid() else isolation.KEEPS_UID_NOTE)
         self.env["PYTHONPATH"] = pkg_root + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
         self._prespawned = False  # the worker process was started ahead (prespawn) and start() uses it
+        # The inputs' staging area shared with the current worker (wire.SharedStaging), made at its first
+        # large write; one per connection, so a fresh worker gets a fresh area. None where memfd is unavailable.
+        self.shared_ok = wire.shared_staging_enabled(fw_name)
+        self._shared: wire.SharedStaging | None = None
+        self._out: wire.SharedStaging | None = None  # the outputs' area, likewise (the worker writes it)
 
     def prespawn(self):
         """Starts the worker process ahead of start(): its launcher, interpreter and framework imports (seconds,
@@ -192,7 +197,31 @@ class Candidate:
         if self.conn:
             self.conn.close()
         self.proc, self.conn = None, None
+        self._drop_shared()
         self._take_tool_logs()
+
+    def _drop_shared(self):
+        for area in (self._shared, self._out):
+            if area is not None:
+                area.close()
+        self._shared = self._out = None
+
+    def shared(self) -> wire.SharedStaging | None:
+        """The inputs' staging area of the current connection (wire.py), None where there is none to be had."""
+        if not self.shared_ok or self.conn is None:
+            return None
+        if self._shared is None or self._shared.conn is not self.conn:
+            self._drop_shared()
+            self._shared = wire.SharedStaging(self.conn)
+        return self._shared
+
+    def out_area(self) -> wire.SharedStaging | None:
+        """The outputs' area of the current connection (wire.py), None where there is none to be had."""
+        if self.shared() is None:
+            return None
+        if self._out is None:
+            self._out = wire.SharedStaging(self.conn, peer_writes=True)
+        return self._out
 
     def _take_tool_logs(self):
         """The tool's logs the ended worker left in its scratch, into tool_logs (at most TOOL_LOG_LIMIT bytes
@@ -220,17 +249,18 @@ class Candidate:
         return self.proc is not None and self.proc.poll() is None
 
     def _request(self, msg: dict, timeout: float, *, step_timeout: float | None = None, steps: int = 0,
-                 meanwhile=None, sink=None) -> dict:
+                 meanwhile=None, sink=None, out_bytes: int = 0) -> dict:
         """Sends one request and waits `timeout` for its reply. With `steps`, the worker may answer with up to
         that many progress messages first ({"progress": what}); after each, the next message is awaited
         `step_timeout`, so a long request made of bounded steps (the public harness: build, then one forward
         per trial) ends within one step's limit of a hang, not within the whole request's. `meanwhile` runs in
         this process between sending and waiting (the time limit counts from its end). Buffers under "_raw"
-        travel raw both ways (wire.py); `sink` places the reply's."""
+        travel raw both ways (wire.py); `sink` places the reply's; `out_bytes` (wire.spans_of's end of the
+        reply's outputs) offers the outputs' area for them."""
         assert self.conn and self.proc
         what = msg["op"]
         try:
-            wire.send(self.conn, msg)
+            wire.send(self.conn, msg, self.shared(), self.out_area() if out_bytes else None, out_bytes)
             if meanwhile is not None:
                 meanwhile()
             limit = timeout
@@ -239,7 +269,7 @@ class Candidate:
                     self.kill()
                     raise WorkerDied("timeout", f"no answer to {what} within {limit:.0f} s", self.output_tail(),
                                      request=what, limit=limit)
-                reply = wire.recv(self.conn, sink)
+                reply = wire.recv(self.conn, sink, self._out)
                 if steps > 0 and isinstance(reply, dict) and set(reply) == {"progress"}:
                     steps -= 1
                     what = f"{msg['op']} after {str(reply['progress'])[:80]}"
@@ -313,12 +343,12 @@ class Candidate:
             self.builds[slot] = req
         return reply
 
-    def request(self, msg: dict, timeout: float | None = None, sink=None) -> dict:
+    def request(self, msg: dict, timeout: float | None = None, sink=None, out_bytes: int = 0) -> dict:
         """One request of the engine's protocol (alloc, write, read, guards, release, ecall); the worker
         must be alive (a dead one is restarted by ensure(), which the target calls in reset())."""
         if not self.alive():
             raise WorkerDied("crash", "the worker is not running", self.output_tail())
-        return self._request(msg, timeout or self.call_timeout, sink=sink)
+        return self._request(msg, timeout or self.call_timeout, sink=sink, out_bytes=out_bytes)
 
     def call(self, slot: str, inputs: list, **opts) -> dict:
         self.ensure()

@@ -270,6 +270,12 @@ class Buffers:
     def dense_bytes(self, arg) -> bytes:
         return self.dense_array(arg).tobytes()
 
+    def dense_into(self, arg, dest) -> None:
+        """The argument's elements dense, copied into `dest` (a writable buffer of exactly their bytes)."""
+        v = self.view(*arg)
+        if v.size:
+            np.copyto(np.frombuffer(dest, v.dtype).reshape(v.shape), v)
+
     def dense_array(self, arg) -> np.ndarray:
         """The argument's elements dense, as uint8 (a view of the buffer where the layout is dense already)."""
         return np.ascontiguousarray(self.view(*arg)).reshape(-1).view(np.uint8)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -357,9 +358,14 @@ class Buffers:
             raise IndexError(f"write of {len(data)} bytes at {off} past the end of buffer {bid} ({n} bytes)")
         g = L.GUARD_BYTES
         if len(data):
-            # a writable buffer (what the wire delivers) is wrapped as it is; anything else is copied once
-            writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
-            src = torch.frombuffer(data if writable else bytearray(data), dtype=torch.uint8)
+            # wrapped as it is, never copied first: a writable buffer (the socket's staging), or a read-only one
+            # (the driver's shared staging area, wire.py; bytes), which is only read
+            if isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly):
+                src = torch.frombuffer(data, dtype=torch.uint8)
+            else:
+                with warnings.catch_warnings():  # torch warns of a non-writable array: this one is only read
+                    warnings.simplefilter("ignore")
+                    src = torch.from_numpy(np.frombuffer(data, np.uint8))
             buf[g + off:g + off + len(data)].copy_(src)
         sync()
 
@@ -401,6 +407,14 @@ class Buffers:
 
     def dense_bytes(self, arg) -> bytes:
         return self.dense_array(arg).tobytes()
+
+    def dense_into(self, arg, dest) -> None:
+        """The argument's elements dense, copied into `dest` (a writable host buffer of exactly their bytes:
+        the driver's outputs' area), straight from the device, with no host tensor between."""
+        v = self.view(*arg)
+        if v.numel():
+            torch.frombuffer(dest, dtype=torch.uint8).view(v.dtype).view(v.shape).copy_(v)
+        sync()
 
     def dense_array(self, arg) -> np.ndarray:
         """The argument's elements dense, as a uint8 host array (on the CPU a view of the buffer where the

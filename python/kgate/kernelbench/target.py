@@ -39,6 +39,16 @@ def host_array(dtype: str, shape, data: bytes):
                                       else np.zeros(shape, _NP[dtype]))
 
 
+_ITEM = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "bool": 1}
+
+
+def _dense_nbytes(lay) -> int:
+    n = _ITEM.get(_core.dtype_name(lay.dtype), 8)
+    for d in lay.shape:
+        n *= int(d)
+    return n
+
+
 def _enum_name(v) -> str:
     return getattr(v, "name", None) or str(v).rsplit(".", 1)[-1]
 
@@ -198,7 +208,9 @@ class CandidateTarget(_core.Target if _core else object):
             sink = OutputSink([a.layout for inv in request.invocations for a in inv.outputs])
             msg = self._carry({"op": "ecall", "slot": slot, "invocations": invs, "codes": CODES,
                                "poison": bytes(request.poison), "stream": _enum_name(request.stream), "eval": True})
-            reply = self.cand.request(msg, sink=sink)
+            # the outputs' area offered for them where they are large (wire.py): copied from there, once
+            _, out_bytes = wire.spans_of(_dense_nbytes(a.layout) for inv in request.invocations for a in inv.outputs)
+            reply = self.cand.request(msg, sink=sink, out_bytes=out_bytes)
         except WorkerDied as d:
             result.outcome = _core.CallOutcome.timed_out if d.kind == "timeout" else _core.CallOutcome.crashed
             result.detail = d.detail

@@ -46,6 +46,7 @@ class Worker:
         # candidate's import and before every build and call; how many times the candidate had turned it on.
         self.hold_cudnn = False
         self.cudnn_turned_on = 0
+        self.shared = None  # wire.SharedReader: the driver's areas, once it sends them (main sets it)
 
     # -- one message --------------------------------------------------------------------------------------
     def handle(self, msg) -> dict:
@@ -234,9 +235,21 @@ class Worker:
             fw.sync()
         except BaseException as e:  # noqa: BLE001 - the process's device state is gone: a crash
             return {"status": "cuda_error", "message": f"{type(e).__name__}: {e}"[:2000], "fatal": True}
-        # Each output's dense bytes travel raw after the reply, in order (wire.py): the driver reads them
-        # straight into the engine's arrays.
-        raw = [bufs.dense_array(a) for inv in invs for a in inv["outputs"]]
+        # Each output's dense bytes, in order: into the outputs' area the driver offered (wire.py), which it
+        # copies into the engine's arrays; else raw after the reply, read straight into them.
+        outs = [a for inv in invs for a in inv["outputs"]]
+        placed = None
+        if msg.get(wire.OUT_AREA) and self.shared is not None:
+            try:
+                placed = self.shared.out_views([_nbytes(fw, a) for a in outs])
+            except KeyError:  # a dtype _nbytes does not size: the socket
+                placed = None
+        if placed is not None:
+            for a, dest in zip(outs, placed[1]):
+                bufs.dense_into(a, dest)
+            payload = {wire.SHARED: placed[0]}
+        else:
+            payload = {wire.RAW: [bufs.dense_array(a) for a in outs]}
         touched = dict.fromkeys(a[0] for inv in invs for a in inv["inputs"] + inv["outputs"])
         guards = []
         for bid in touched:  # the first violation of every buffer the call touched (CallResult::guards)
@@ -244,7 +257,7 @@ class Worker:
             if v:
                 guards.append({"buffer": bid, **v})
         return {"status": "ok", "results": results, "seconds": time.monotonic() - t0, "guards": guards,
-                "allocator_guards": fw.allocator_violations(), wire.RAW: raw}
+                "allocator_guards": fw.allocator_violations(), **payload}
 
     def harness(self, msg):
         from . import harness
@@ -303,9 +316,11 @@ def main():
     w = Worker(fw)
     w.progress = lambda what: conn.send({"progress": what})
     staging = Staging()
+    shared = wire.SharedReader(conn)  # the driver's staging areas, once it sends them (wire.py)
+    w.shared = shared
     while True:
         try:
-            msg = wire.recv(conn, staging)
+            msg = wire.recv(conn, staging, shared)
         except EOFError:
             return
         op = msg.get("op")
