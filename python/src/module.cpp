@@ -433,6 +433,7 @@ NB_MODULE(_core, m) {
     return *t;
   });
   m.def("dtype_name", [](DType t) { return std::string(name_of(t)); });
+  m.def("dtype_size", [](DType t) { return size_of(t); }, "dtype"_a, "bytes of one element");
   m.def("round_to", &round_to, "x"_a, "dtype"_a, "x after a round trip through dtype (nearest, ties to even)");
   m.def("unit_roundoff", [](DType t) { return info(t).unit_roundoff; });
 

@@ -39,11 +39,8 @@ def host_array(dtype: str, shape, data: bytes):
                                       else np.zeros(shape, _NP[dtype]))
 
 
-_ITEM = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "bool": 1}
-
-
 def _dense_nbytes(lay) -> int:
-    n = _ITEM.get(_core.dtype_name(lay.dtype), 8)
+    n = _core.dtype_size(lay.dtype)
     for d in lay.shape:
         n *= int(d)
     return n
