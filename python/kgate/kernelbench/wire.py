@@ -145,12 +145,7 @@ class SharedStaging:
                 off, n = int(off), int(n)
                 if off < 0 or n < 0 or off + n > self.size:
                     raise ValueError(f"output bytes {off}..{off + n} outside the area of {self.size}")
-                buf = sink(k, n) if sink is not None else None
-                if buf is None:
-                    buf = bytearray(n)
-                v = _flat(buf)
-                if v.nbytes != n:
-                    raise ValueError(f"raw buffer {k}: the sink gave {v.nbytes} bytes for {n}")
+                buf, v = _sink_buffer(sink, k, n)
                 v[:] = m[off:off + n]
                 out.append(buf)
         return out
@@ -233,6 +228,18 @@ def _flat(buf) -> memoryview:
     return m if m.ndim == 1 and m.format == "B" else m.cast("B")
 
 
+def _sink_buffer(sink, k: int, n: int):
+    """Where raw buffer k's n bytes go: the sink's buffer (the engine's array), else a fresh bytearray; with its
+    flat byte view, checked to hold exactly n bytes."""
+    buf = sink(k, n) if sink is not None else None
+    if buf is None:
+        buf = bytearray(n)
+    v = _flat(buf)
+    if v.nbytes != n:
+        raise ValueError(f"raw buffer {k}: the sink gave {v.nbytes} bytes for {n}")
+    return buf, v
+
+
 def send(conn, msg, shared: SharedStaging | None = None, out: SharedStaging | None = None,
          out_bytes: int = 0) -> None:
     """Sends `msg`; its raw buffers through `shared` (the driver's staging area) where there is one and they
@@ -308,12 +315,7 @@ def recv(conn, sink=None, shared: SharedReader | SharedStaging | None = None):
     fd = conn.fileno()
     bufs = []
     for k, n in enumerate(msg.pop(SIZES)):
-        buf = sink(k, n) if sink is not None else None
-        if buf is None:
-            buf = bytearray(n)
-        v = _flat(buf)
-        if v.nbytes != n:
-            raise ValueError(f"raw buffer {k}: the sink gave {v.nbytes} bytes for {n}")
+        buf, v = _sink_buffer(sink, k, n)
         pos = 0
         while pos < n:
             got = os.readv(fd, [v[pos:]])
