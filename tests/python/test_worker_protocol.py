@@ -404,17 +404,23 @@ def _printed(t, *words, wait: float = 20.0) -> str:
         time.sleep(0.02)
 
 
-def test_a_worker_that_attacks_the_area_costs_its_own_verdict_only(shared_on):
+def _first_call(src):
+    """A numpy worker running `src` (the areas on), 2^16 f32 written to its input and its first call: the target,
+    the input, the two buffer ids and the call's result."""
     from kgate.target import WorkerTarget
     if not wire.shared_staging_enabled("numpy"):
         pytest.skip("no memfd here")
-    t = WorkerTarget(HOSTILE_SRC, "kernel")
-    n = 1 << 16
-    x = np.arange(n, dtype=np.float32)
+    t = WorkerTarget(src, "kernel")
+    x = np.arange(1 << 16, dtype=np.float32)
     a, b = t.alloc(x.nbytes), t.alloc(x.nbytes)
     t.write(a, 0, x.tobytes())
     t.fill(b, 0, x.nbytes, 0xFF)
-    r = t.call(_u8_request((a, b), n))
+    return t, x, a, b, t.call(_u8_request((a, b), x.size))
+
+
+def test_a_worker_that_attacks_the_area_costs_its_own_verdict_only(shared_on):
+    t, x, a, b, r = _first_call(HOSTILE_SRC)
+    n = x.size
     printed = _printed(t, "shrink", "grow", "write", "map", "\n")  # one line, written at once
     assert "shrink refused" in printed and "grow refused" in printed
     if t.cand._shared.seals & wire.F_SEAL_FUTURE_WRITE:
@@ -496,16 +502,8 @@ def test_a_worker_that_scribbles_on_the_outputs_area_changes_only_what_it_return
     into the engine's array and never reads it again, so a scribble lands in that copy or not at all; the
     seals keep the area's size, so the driver's copy cannot fault."""
     import time
-    from kgate.target import WorkerTarget
-    if not wire.shared_staging_enabled("numpy"):
-        pytest.skip("no memfd here")
-    t = WorkerTarget(SCRIBBLER_SRC, "kernel")
-    n = 1 << 16
-    x = np.arange(n, dtype=np.float32)
-    a, b = t.alloc(x.nbytes), t.alloc(x.nbytes)
-    t.write(a, 0, x.tobytes())
-    t.fill(b, 0, x.nbytes, 0xFF)
-    r = t.call(_u8_request((a, b), n))
+    t, x, a, b, r = _first_call(SCRIBBLER_SRC)
+    n = x.size
     printed = _printed(t, "shrink", "grow", "\n")
     assert "shrink refused" in printed and "grow refused" in printed
     got = np.from_dlpack(r.results[0].outputs[0]).copy()
