@@ -237,14 +237,14 @@ struct ChunkWgCore {
       }
     fence_proxy_async();  // X before the wgmmas
     sync();               // X and the flags visible (a slice's flag is the OR of its 16-column blocks')
-    bool nf[KH][kB], any = false;  // the 16-column block's slice (h_kernel's block) has X not finite
+    // Some 16-column block of the warpgroup's (every block: kWgs = 1) has X not finite: the flags ORed, 8 reads;
+    // which slices (slice_nonfinite: vt divided at run time and a loop of flag reads a block, ~550 SASS
+    // instructions on W's serial path when it ran here for every chunk) only on the rare path below.
+    static_assert(kWgs == 1, "any: every flag is the warpgroup's");
+    int anyf = 0;
 #pragma unroll
-    for (int kh = 0; kh < KH; ++kh)
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        nf[kh][b] = slice_nonfinite(s.nonfinite, 64 * kh + c0 + 16 * b, vt);
-        any = any || nf[kh][b];
-      }
+    for (int j = 0; j < kD / 16; ++j) anyf |= s.nonfinite[j];
+    const bool any = anyf != 0;
     // V_new = T X (B = X MN-major: its residual in vnl, then X in vn, per k-step)
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh)
@@ -263,6 +263,11 @@ struct ChunkWgCore {
         for (int ks = 0; ks < 4; ++ks) tx_step(ks);
       });
     } else {  // (rare: a NaN or Inf in the chunk's v or k) one k-step a group, h_kernel's tiles kept alone
+      bool nf[KH][kB];  // the 16-column block's slice (h_kernel's block) has X not finite
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh)
+#pragma unroll
+        for (int b = 0; b < kB; ++b) nf[kh][b] = slice_nonfinite(s.nonfinite, 64 * kh + c0 + 16 * b, vt);
 #pragma unroll 1
       for (int ks = 0; ks < 4; ++ks) {
         float keep[KH][kN / 2];
