@@ -84,15 +84,15 @@ class SharedStaging:
         try:
             os.ftruncate(fd, size)
             mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
-            try:
-                if self.peer_writes:
-                    raise OSError(errno.EPERM, "the worker writes this area")
-                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
-                seals |= F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL
-            except OSError:  # a kernel before 5.1: the size seals alone (the driver reads nothing back)
-                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals | fcntl.F_SEAL_SEAL)
-                seals |= fcntl.F_SEAL_SEAL
+            seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            if not self.peer_writes:  # the worker only reads it: no writes either, where the kernel has the seal
+                try:
+                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals | F_SEAL_FUTURE_WRITE)
+                    seals |= F_SEAL_FUTURE_WRITE
+                except OSError:  # a kernel before 5.1: the size seals alone (the driver reads nothing back)
+                    pass
+            if not seals & F_SEAL_FUTURE_WRITE:
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
         except BaseException:
             if mm is not None:
                 mm.close()
